@@ -1,0 +1,37 @@
+"""Errors every client turns into one clear line (CLI), a JSON error (agent tools) or a toast (TUI)."""
+
+from __future__ import annotations
+
+
+class HermesError(Exception):
+    """Base for expected, user-facing failures. `hint` says what to do about it."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def to_dict(self) -> dict:
+        out = {"error": self.message}
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+class BadInput(HermesError):
+    """A value, id or file that cannot be used as given."""
+
+
+class NotFound(HermesError):
+    """A run, environment or field that does not exist."""
+
+
+class MissingKey(HermesError):
+    """A secret the chosen profile needs is not set."""
+
+
+class Conflict(HermesError):
+    """The action does not fit the current state (e.g. stopping a finished run)."""

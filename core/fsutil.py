@@ -1,0 +1,108 @@
+"""Small file primitives: atomic writes, appends of whole lines, tolerant JSONL reads."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import HermesError
+
+
+def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise HermesError(f"cannot write {path}: {exc.strerror}", hint="check that $HERMES_HOME is writable and not full") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise HermesError(f"cannot write {path}: {exc.strerror}", hint="check that $HERMES_HOME is writable and not full") from exc
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+def dumps(obj: Any, **kwargs: Any) -> str:
+    return json.dumps(obj, default=_json_default, **kwargs)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def append_jsonl(path: Path, obj: Any) -> None:
+    """Append one line with a single write(2) on an O_APPEND fd, so concurrent writers never interleave."""
+    line = (dumps(obj) + "\n").encode("utf-8")
+    path = Path(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def parse_jsonl_line(line: bytes | str) -> dict | None:
+    """One JSON object, or None for a partial, garbage or non-object line. NaN/inf become None values."""
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", errors="replace")
+    line = line.strip()
+    if not line or not line.startswith("{") or not line.endswith("}"):
+        return None
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    for key, value in list(obj.items()):
+        if isinstance(value, float) and not math.isfinite(value):
+            obj[key] = None
+    return obj
+
+
+def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, dict]]:
+    """Yield (end_offset, obj) for complete lines from byte offset `start`; a partial last line is left for later."""
+    try:
+        handle = open(path, "rb")
+    except OSError:
+        return
+    with handle:
+        handle.seek(start)
+        offset = start
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break  # partial last line: the writer has not finished it
+            offset += len(raw)
+            obj = parse_jsonl_line(raw)
+            if obj is not None:
+                yield offset, obj
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [obj for _, obj in iter_jsonl(path)]

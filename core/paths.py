@@ -1,0 +1,94 @@
+"""Where everything lives under $HERMES_HOME, and the guards that keep paths inside it."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from .errors import BadInput
+
+RUN_ID_RE = re.compile(r"^[0-9a-f]{8}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+PROCESS_NAME_RE = re.compile(r"^[a-z0-9_-]{1,32}$")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def hermes_home() -> Path:
+    return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes").expanduser()
+
+
+def rl_dir() -> Path:
+    return hermes_home() / "rl"
+
+
+def runs_dir() -> Path:
+    return rl_dir() / "runs"
+
+
+def drafts_dir() -> Path:
+    return rl_dir() / "drafts"
+
+
+def profiles_dir() -> Path:
+    return rl_dir() / "profiles"
+
+
+def models_dir() -> Path:
+    return rl_dir() / "models"
+
+
+def user_environments_dir() -> Path:
+    return rl_dir() / "environments"
+
+
+def current_selection_file() -> Path:
+    return rl_dir() / "current.yaml"
+
+
+def logs_dir() -> Path:
+    return hermes_home() / "logs" / "rl_training"
+
+
+def inference_tests_dir() -> Path:
+    return logs_dir() / "inference_tests"
+
+
+def validate_run_id(run_id: object) -> str:
+    """Reject anything but 8 lowercase hex characters before it touches a path."""
+    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+        shown = repr(run_id)
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        raise BadInput(f"invalid run id {shown}", hint="a run id is 8 lowercase hex characters, e.g. 3fa2c91b; see `hermes-rl runs`")
+    return run_id
+
+
+def validate_env_name(name: object) -> str:
+    if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+        shown = repr(name)
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        raise BadInput(f"invalid environment name {shown}", hint="see `hermes-rl envs` for the available names")
+    return name
+
+
+def run_dir(run_id: str) -> Path:
+    return runs_dir() / validate_run_id(run_id)
+
+
+def process_log_path(process_name: str, run_id: str) -> Path:
+    """The seed's layout: logs/rl_training/{name}_{run_id}.log."""
+    if not PROCESS_NAME_RE.match(process_name):
+        raise BadInput(f"invalid process name {process_name!r}")
+    return logs_dir() / f"{process_name}_{validate_run_id(run_id)}.log"
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create a folder (and parents) readable only by the owner."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        os.chmod(path, 0o700)
+    except OSError:
+        pass
+    return path

@@ -1,0 +1,75 @@
+"""API keys: read from the environment or $HERMES_HOME/.env (env wins); never written anywhere else.
+
+Children get keys through their environment only, never argv.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .paths import hermes_home
+
+SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
+_LINE_RE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def read_env_file() -> dict[str, str]:
+    """KEY=value lines of $HERMES_HOME/.env; comments, blanks and malformed lines are skipped."""
+    path = hermes_home() / ".env"
+    values: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return values
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        match = _LINE_RE.match(line)
+        if not match:
+            continue
+        key, value = match.group(1), match.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+def get_key(name: str) -> str | None:
+    value = os.environ.get(name)
+    if value:
+        return value
+    return read_env_file().get(name) or None
+
+
+def keys_present() -> dict[str, bool]:
+    """Which known secrets are set (never their values)."""
+    file_values = read_env_file()
+    return {name: bool(os.environ.get(name) or file_values.get(name)) for name in SECRET_NAMES}
+
+
+def secret_values() -> list[str]:
+    """The current values of every known secret, for redaction."""
+    file_values = read_env_file()
+    values = []
+    for name in SECRET_NAMES:
+        for value in (os.environ.get(name), file_values.get(name)):
+            if value and len(value) >= 4:
+                values.append(value)
+    return values
+
+
+def redact(text: str, values: list[str] | None = None) -> str:
+    for value in values if values is not None else secret_values():
+        text = text.replace(value, "***")
+    return text
+
+
+def secret_env(names: list[str] | tuple[str, ...] = SECRET_NAMES) -> dict[str, str]:
+    """The secrets (by name) that are set, for passing to a child process's environment."""
+    out = {}
+    for name in names:
+        value = get_key(name)
+        if value:
+            out[name] = value
+    return out

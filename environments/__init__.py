@@ -1,0 +1,1 @@
+"""Atropos environments shipped with hermes-rl (discovered by AST; run as `python FILE serve`)."""

@@ -1,0 +1,47 @@
+"""The toy task a tiny model learns on CPU: single-digit addition, plain-text completion.
+
+Shared by the toy environment (prompts, scoring) and the local model builder (tokenizer
+corpus and format-only warm start), so both always agree on the format.
+Pure Python: no torch, no atroposlib.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+PROMPT_TEMPLATE = "Q: {a}+{b}=\nA:"
+ANSWER_TEMPLATE = " {answer}"
+STOP = "\n"
+_NUMBER_RE = re.compile(r"-?\d+")
+
+
+def make_problem(rng: random.Random, max_operand: int = 4) -> tuple[str, int]:
+    a = rng.randint(0, max_operand)
+    b = rng.randint(0, max_operand)
+    return PROMPT_TEMPLATE.format(a=a, b=b), a + b
+
+
+def format_answer(answer: int) -> str:
+    return ANSWER_TEMPLATE.format(answer=answer) + STOP
+
+
+def parse_answer(completion: str) -> int | None:
+    """The first integer of the completion's first line, or None."""
+    first_line = completion.split(STOP, 1)[0]
+    match = _NUMBER_RE.search(first_line)
+    return int(match.group()) if match else None
+
+
+def score(completion: str, answer: int, max_operand: int = 4) -> float:
+    """1.0 for the exact answer; partial credit by distance for a number; 0 for no number.
+
+    Graded so GRPO groups rarely score all-equal and the tiny model gets a gradient early.
+    """
+    guess = parse_answer(completion)
+    if guess is None:
+        return 0.0
+    if guess == answer:
+        return 1.0
+    span = 2 * max_operand + 1
+    return max(0.0, 0.5 * (1.0 - abs(guess - answer) / span))

@@ -1,0 +1,35 @@
+"""Every test gets its own $HERMES_HOME; nothing ever reaches a hub or the user's ~/.hermes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+# Tests never see the developer's real keys.
+for _name in ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"):
+    os.environ.pop(_name, None)
+
+# Fixture modules per area: tests/fixtures_*.py
+pytest_plugins = sorted(
+    f"tests.{path.stem}" for path in (ROOT / "tests").glob("fixtures_*.py")
+)
+
+
+@pytest.fixture(autouse=True)
+def hermes_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "hermes_home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    return home
