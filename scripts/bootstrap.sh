@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Create .venv with Python 3.11 and install hermes-rl with the given extras; a no-op when up to date.
+# Usage: scripts/bootstrap.sh EXTRAS   (e.g. "local,mcp" or "dev")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-local,mcp}"
+python_bin="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+if ! "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "hermes-rl needs Python >= 3.11 (found $("$python_bin" --version 2>&1))" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "creating .venv with $("$python_bin" --version)"
+  "$python_bin" -m venv .venv
+fi
+stamp=".venv/.hermes-rl-installed-${extras//,/_}"
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "installing hermes-rl[$extras] into .venv (first time takes a few minutes)"
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  # torch first, pinned, so the CPU wheel is used rather than a multi-GB CUDA build.
+  .venv/bin/python -m pip install --quiet --progress-bar on "torch==2.13.0"
+  .venv/bin/python -m pip install --quiet --progress-bar on -e ".[$extras]"
+  echo "$want" > "$stamp"
+fi
