@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import os
@@ -9,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import HermesError
+from .errors import BadInput, HermesError
 
 
 def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
@@ -106,3 +108,72 @@ def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, dict]]:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [obj for _, obj in iter_jsonl(path)]
+
+
+# --- locks and guarded YAML (shared by drafts, current selection and profile overrides) ---
+
+YAML_MAX_BYTES = 256 * 1024
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive fcntl lock on `path` + ".lock" for a read-modify-write; released when the block ends.
+
+    A sidecar lock file, so the locked file itself can still be replaced atomically by rename.
+    """
+    lock_path = Path(str(path) + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the fd releases the lock
+
+
+def read_yaml(path: Path, *, max_bytes: int = YAML_MAX_BYTES, what: str = "file") -> Any:
+    """yaml.safe_load with guards: size cap, no anchors/aliases (alias bombs), no runaway nesting.
+
+    Returns None for a missing or empty file; raises BadInput naming the file for anything unreadable.
+    """
+    import yaml  # light, but only the config paths need it
+
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BadInput(f"cannot read {what} {path}: {exc.strerror}") from exc
+    if size > max_bytes:
+        raise BadInput(f"{what} {path} is too large ({size} bytes, limit {max_bytes})",
+                       hint="this file should be a few lines of YAML; fix or delete it")
+    try:
+        raw = path.read_bytes()[: max_bytes + 1]
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise BadInput(f"cannot read {what} {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                       hint="fix or delete the file") from exc
+    if "\0" in text:
+        raise BadInput(f"{what} {path} contains NUL bytes", hint="fix or delete the file")
+
+    class _NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # type: ignore[override]
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                mark = event.start_mark
+                raise yaml.YAMLError(f"anchors and aliases are not allowed (line {mark.line + 1})")
+            return super().compose_node(parent, index)
+
+    loader = _NoAliasLoader(text)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise BadInput(f"{what} {path} is not valid YAML: {detail}", hint="fix or delete the file") from exc
+    except RecursionError as exc:
+        raise BadInput(f"{what} {path} is nested too deeply", hint="fix or delete the file") from exc
+    finally:
+        loader.dispose()

@@ -1,0 +1,173 @@
+"""Evaluate one environment's config_init() and print its fields as JSON.
+
+Run only as a child process: `python -m core.config_probe FILE CLASS`. Importing an environment
+runs its code (and atroposlib, torch: seconds), so core.config does it here, in a subprocess with
+a timeout, never in a client. Everything the module prints goes to stderr; stdout carries one
+JSON object: {"ok": true, "fields": [...], ...} or {"ok": false, "error": "..."}.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import traceback
+import types
+import typing
+from pathlib import Path
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return _jsonable(value.model_dump())
+    return str(value)
+
+
+def describe_annotation(annotation: object) -> dict:
+    """{"type", "choices", "nullable"} for a pydantic field annotation."""
+    nullable = False
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+        rest = [a for a in args if a is not type(None)]
+        nullable = len(rest) < len(args)
+        if len(rest) != 1:
+            return {"type": "str", "choices": None, "nullable": nullable}
+        annotation = rest[0]
+        origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return {"type": "enum", "choices": [_jsonable(a) for a in typing.get_args(annotation)], "nullable": nullable}
+    if isinstance(annotation, type):
+        if issubclass(annotation, enum.Enum):
+            return {"type": "enum", "choices": [_jsonable(m.value) for m in annotation], "nullable": nullable}
+        for kind, types_ in (("bool", (bool,)), ("int", (int,)), ("float", (float,)), ("str", (str, Path)),
+                             ("list", (list, tuple, set, frozenset)), ("dict", (dict,))):
+            if issubclass(annotation, types_):
+                return {"type": kind, "choices": None, "nullable": nullable}
+        if hasattr(annotation, "model_fields"):
+            return {"type": "dict", "choices": None, "nullable": nullable}
+    if origin in (list, tuple, set, frozenset):
+        return {"type": "list", "choices": None, "nullable": nullable}
+    if origin is dict:
+        return {"type": "dict", "choices": None, "nullable": nullable}
+    return {"type": "str", "choices": None, "nullable": nullable}
+
+
+def _bounds(field_info: object) -> dict:
+    """Numeric bounds from pydantic constraints (Field(ge=..., lt=...))."""
+    out: dict = {"minimum": None, "maximum": None, "exclusive_minimum": False, "exclusive_maximum": False}
+    for item in getattr(field_info, "metadata", []) or []:
+        for attr, key, exclusive in (("ge", "minimum", False), ("gt", "minimum", True),
+                                     ("le", "maximum", False), ("lt", "maximum", True)):
+            bound = getattr(item, attr, None)
+            if isinstance(bound, (int, float)) and not isinstance(bound, bool):
+                out[key] = bound
+                out[f"exclusive_{key}"] = exclusive
+    return out
+
+
+def _load_module(path: Path):
+    """Import the file as its package module when it lives in a package (relative imports work)."""
+    directory = path.parent
+    root = directory
+    while (root / "__init__.py").exists() and root.parent != root:
+        root = root.parent
+    for entry in (str(directory), str(root)):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    if root != directory:
+        dotted = ".".join(path.relative_to(root).with_suffix("").parts)
+        return importlib.import_module(dotted)
+    spec = importlib.util.spec_from_file_location(f"hermes_env_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def probe(file: str, class_name: str) -> dict:
+    path = Path(file).resolve()
+    module = _load_module(path)
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        raise LookupError(f"{path.name} has no class {class_name}")
+    result = cls.config_init()
+    if not isinstance(result, tuple) or len(result) < 1:
+        raise TypeError(f"{class_name}.config_init() must return (env_config, server_configs), got {type(result).__name__}")
+    config = result[0]
+    servers = result[1] if len(result) > 1 else None
+    config_type = type(config)
+    fields_map = getattr(config_type, "model_fields", None)
+    if not isinstance(fields_map, dict):
+        raise TypeError(f"{class_name}.config_init() returned {config_type.__name__}, not a pydantic config")
+    # atroposlib's BaseEnvConfig, found through the MRO so this module never imports atroposlib itself.
+    base_fields: set[str] = set()
+    for klass in config_type.__mro__:
+        if klass.__name__ == "BaseEnvConfig" and klass.__module__.startswith("atroposlib"):
+            base_fields = set(getattr(klass, "model_fields", {}))
+            break
+    fields = []
+    for name, info in fields_map.items():
+        row = {"name": name, **describe_annotation(info.annotation), **_bounds(info),
+               "default": _jsonable(getattr(config, name, None)),
+               "description": " ".join((info.description or "").split()),
+               "in_base": name in base_fields}
+        fields.append(row)
+    server_list = servers if isinstance(servers, (list, tuple)) else [servers] if servers is not None else []
+    server_rows = []
+    for server in server_list:
+        dumped = _jsonable(server) if hasattr(server, "model_dump") else {}
+        if isinstance(dumped, dict):
+            dumped.pop("api_key", None)  # never carry a key out of the probe
+            server_rows.append(dumped)
+    return {
+        "ok": True,
+        "class_name": class_name,
+        "env_name": getattr(cls, "name", None) if isinstance(getattr(cls, "name", None), str) else None,
+        "config_class": config_type.__name__,
+        "base_config_found": bool(base_fields),
+        "fields": fields,
+        "servers": server_rows,
+    }
+
+
+def main(argv: list[str]) -> int:
+    # The real stdout is kept for our JSON; anything the environment prints (Python or C level) goes to stderr.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    if len(argv) != 2:
+        payload, code = {"ok": False, "error": "usage: python -m core.config_probe FILE CLASS"}, 2
+    else:
+        try:
+            payload, code = probe(argv[0], argv[1]), 0
+        except BaseException as exc:  # report anything, including SystemExit from module code
+            traceback.print_exc()
+            message = f"{type(exc).__name__}: {exc}".strip()
+            payload, code = {"ok": False, "error": message[:2000]}, 1
+    data = json.dumps(payload, default=str).encode("utf-8") + b"\n"
+    while data:
+        written = os.write(out_fd, data)
+        data = data[written:]
+    return code
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    code = main(sys.argv[1:])
+    sys.stderr.flush()
+    os._exit(code)  # skip atexit hooks of whatever the environment imported (threads, wandb...)

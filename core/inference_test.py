@@ -1,0 +1,579 @@
+"""Test an environment against inference models before training: Atropos `process` mode, scored.
+
+For each model, the selected environment runs as `file.py process --config <per-model yaml>`: it
+asks the model for `num_steps` groups of `group_size` completions, scores them with its own scorer
+and writes the scored groups to a jsonl (`data_path_to_save_groups`). We count completions, correct
+ones (score at the environment's maximum, 1.0 by default) and errors, per model, then summarise.
+
+Which models:
+- `base_url` given: any OpenAI-compatible server; `models`, or the first model its /models lists.
+- else with OPENROUTER_API_KEY: OpenRouter, `models` or DEFAULT_OPENROUTER_MODELS.
+- else: the local model, served by a running local run's trainer (start one first).
+
+The API key reaches the child only as OPENAI_API_KEY in its environment (the per-test YAML sets
+`api_key: null`, which makes the OpenAI client read that variable): never argv, never a file.
+W&B is disabled for the child; no Tinker key is needed.
+
+Every test writes to a new folder, logs/rl_training/inference_tests/<test_id>/, so results are
+never stale: <test_id>/summary.json and <test_id>/<nn>-<model>/{config.yaml,rollouts.jsonl,process.log}.
+
+API for clients: `InferenceTest.prepare(...)` validates (raises HermesError) and creates the folder;
+`.events()` yields dict events as they happen (started, model_started, progress, model_result,
+summary); `.run(on_event)` drives it to the summary; `.cancel()` stops it from another thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets as _secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import yaml
+
+from .errors import BadInput, HermesError, MissingKey, NotFound
+from .fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
+from .paths import PROJECT_ROOT, ensure_private_dir, inference_tests_dir
+from .secrets import SECRET_NAMES, get_key, redact
+
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+DEFAULT_OPENROUTER_MODELS = ("qwen/qwen3-8b", "z-ai/glm-4.7-flash", "minimax/minimax-m2.7")
+TIMEOUT_ENV = "HERMES_RL_INFERENCE_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 900.0          # per model; the env may retry a failing group forever
+MAX_STEPS = 100
+MAX_GROUP_SIZE = 256
+MAX_MODELS = 10
+_POLL_S = 0.25
+_ERROR_LINE_RE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")
+_RETRY_LINE = "Failed to process group"
+
+
+@dataclass
+class Target:
+    kind: str                 # "openrouter" | "base_url" | "local"
+    base_url: str
+    models: list[str]
+    n_kwarg_is_ignored: bool  # OpenRouter ignores `n`: ask once per completion
+    key_name: str | None      # which secret goes to the child as OPENAI_API_KEY
+    note: str = ""
+
+    def public(self) -> dict:
+        return {"kind": self.kind, "base_url": self.base_url, "models": list(self.models), "note": self.note}
+
+
+@dataclass
+class ModelResult:
+    model: str
+    folder: str
+    steps: int = 0
+    completions: int = 0
+    correct: int = 0
+    accuracy: float | None = None
+    mean_score: float | None = None
+    errors: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    rollouts_path: str = ""
+    log_path: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+# -- validation -----------------------------------------------------------------------------
+
+
+def _int_in(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise BadInput(f"{name} must be an integer from {low} to {high}, got {value!r}"[:160])
+    if not low <= value <= high:
+        raise BadInput(f"{name} must be from {low} to {high}, got {value}")
+    return value
+
+
+def _check_models(models: object) -> list[str] | None:
+    if models is None:
+        return None
+    if isinstance(models, str):
+        models = [models]
+    if not isinstance(models, (list, tuple)) or not models:
+        raise BadInput("models must be a non-empty list of model names", hint='e.g. ["qwen/qwen3-8b"]')
+    if len(models) > MAX_MODELS:
+        raise BadInput(f"at most {MAX_MODELS} models per test, got {len(models)}")
+    out = []
+    for model in models:
+        if not isinstance(model, str) or not model.strip() or len(model) > 200 or not model.isprintable():
+            raise BadInput(f"invalid model name {model!r}"[:120], hint='a model id such as "qwen/qwen3-8b"')
+        out.append(model.strip())
+    return out
+
+
+def _check_base_url(base_url: object) -> str | None:
+    if base_url is None:
+        return None
+    if not isinstance(base_url, str) or len(base_url) > 500:
+        raise BadInput("base_url must be an http(s) URL string", hint="e.g. http://127.0.0.1:8000/v1")
+    parsed = urllib.parse.urlparse(base_url.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise BadInput(f"base_url must be an http(s) URL, got {base_url!r}"[:160], hint="e.g. http://127.0.0.1:8000/v1")
+    return base_url.strip().rstrip("/")
+
+
+def resolve_timeout(timeout_s: float | None) -> float:
+    if timeout_s is not None:
+        return float(timeout_s)
+    raw = os.environ.get(TIMEOUT_ENV)
+    try:
+        return float(raw) if raw else DEFAULT_TIMEOUT_S
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+# -- which models -----------------------------------------------------------------------------
+
+
+def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
+    request = urllib.request.Request(base_url + "/models")
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            data = json.loads(response.read(2_000_000))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise BadInput(
+            f"cannot list the models at {base_url}/models: {reason}"[:300],
+            hint="check the server is up, or pass models=[...] explicitly",
+        ) from None
+    ids = [m.get("id") for m in (data.get("data") or []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    if not ids:
+        raise BadInput(f"{base_url}/models lists no models", hint="pass models=[...] explicitly")
+    return ids[:1]
+
+
+def _local_model() -> tuple[str, str, str]:
+    """(base_url, model, run_id) of the trainer of a running local run."""
+    from . import runs  # the run API; imported here so this module loads without it
+
+    for summary in runs.list_runs():
+        if summary.get("status") != "running":
+            continue
+        run = runs.get_run(summary["run_id"], sample=False)
+        config = _read_run_config(run)
+        servers = config.get("openai") if isinstance(config, dict) else None
+        server = servers[0] if isinstance(servers, list) and servers and isinstance(servers[0], dict) else {}
+        base_url = server.get("base_url")
+        port = (run.get("ports") or {}).get("inference")
+        if not base_url and port:
+            base_url = f"http://127.0.0.1:{port}/v1"
+        if base_url:
+            return str(base_url).rstrip("/"), str(server.get("model_name") or "local"), summary["run_id"]
+    raise MissingKey(
+        "no model to test against: OPENROUTER_API_KEY is not set, no base_url was given, and no local run is running",
+        hint=(
+            "either set OPENROUTER_API_KEY (export it, or add OPENROUTER_API_KEY=... to $HERMES_HOME/.env) to test "
+            + ", ".join(DEFAULT_OPENROUTER_MODELS)
+            + "; or pass base_url of any OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1); "
+            "or start a local run first (rl_start_training): its trainer serves the local model, which this test then uses"
+        ),
+    )
+
+
+def _read_run_config(run: dict) -> dict:
+    from .paths import run_dir
+
+    try:
+        with open(run_dir(run["run_id"]) / "config.yaml", encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError, KeyError, HermesError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
+    if base_url is not None:
+        host = urllib.parse.urlparse(base_url).hostname or ""
+        if host.endswith("openrouter.ai"):
+            key = get_key("OPENROUTER_API_KEY")
+            if not key:
+                raise MissingKey("OPENROUTER_API_KEY is not set", hint="export it or add OPENROUTER_API_KEY=... to $HERMES_HOME/.env")
+            return Target("openrouter", base_url, models or list(DEFAULT_OPENROUTER_MODELS), True, "OPENROUTER_API_KEY")
+        # Never send the OpenRouter key to another host; a server needing a key reads OPENAI_API_KEY.
+        key_name = "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else None
+        chosen = models or _list_server_models(base_url, os.environ.get("OPENAI_API_KEY"))
+        note = "" if models else f"models not given: using the first model the server lists ({chosen[0]})"
+        return Target("base_url", base_url, chosen, False, key_name, note)
+    if get_key("OPENROUTER_API_KEY"):
+        return Target("openrouter", OPENROUTER_BASE_URL, models or list(DEFAULT_OPENROUTER_MODELS), True, "OPENROUTER_API_KEY")
+    local_url, local_model, run_id = _local_model()
+    return Target(
+        "local", local_url, models or [local_model], False, None,
+        f"the local model, served by the trainer of running run {run_id}",
+    )
+
+
+# -- config for the child ---------------------------------------------------------------------
+
+
+def _env_section(env_name: str | None) -> tuple[object, str, dict]:
+    """(env info, profile name, env section): the environment's config exactly as a training run
+    would get it (defaults, the user's draft, the profile's locked values)."""
+    from . import config as core_config
+    from . import discovery, profiles
+
+    view = core_config.get_config(env_name)  # the selection, else the profile's default environment
+    env_info = discovery.find_environment(view.environment)
+    if env_info.error:
+        raise BadInput(f"environment {env_info.name!r} cannot be loaded: {env_info.error}"[:400], hint=f"fix {env_info.file}")
+    profile = profiles.get_profile(view.profile)
+    values = core_config.resolve_run_values(env_info, profile)
+    ports = {"api": 8000, "inference": 8001, "tinker": 8002}  # unused: process mode talks to no run
+    run_config = core_config.build_run_config(env_info, profile, values, ports, "00000000")
+    return env_info, profile.name, dict(run_config.get("env") or {})
+
+
+def _slug(model: str, index: int) -> str:
+    return f"{index + 1:02d}-" + (re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("._") or "model")[:80]
+
+
+def _new_test_folder() -> tuple[str, Path]:
+    root = ensure_private_dir(inference_tests_dir())
+    for _ in range(20):
+        test_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + _secrets.token_hex(3)
+        folder = root / test_id
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return test_id, folder
+    raise HermesError("cannot create a new inference test folder", hint=f"check {root} is writable")
+
+
+def score_rollouts(path: Path, correct_threshold: float = 1.0) -> dict:
+    """Count groups, completions and correct completions in a scored-groups jsonl."""
+    steps = completions = correct = 0
+    total = 0.0
+    try:
+        handle = open(path, "rb")
+    except OSError:
+        return {"steps": 0, "completions": 0, "correct": 0, "accuracy": None, "mean_score": None}
+    with handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            group = parse_jsonl_line(raw)
+            scores = group.get("scores") if group else None
+            if not isinstance(scores, list):
+                continue
+            numbers = [float(s) for s in scores if isinstance(s, (int, float)) and not isinstance(s, bool)]
+            steps += 1
+            completions += len(numbers)
+            correct += sum(1 for s in numbers if s >= correct_threshold - 1e-9)
+            total += sum(numbers)
+    return {
+        "steps": steps,
+        "completions": completions,
+        "correct": correct,
+        "accuracy": (correct / completions) if completions else None,
+        "mean_score": (total / completions) if completions else None,
+    }
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for line in handle if line.endswith(b"\n"))
+    except OSError:
+        return 0
+
+
+def _log_errors(log_path: Path, secret_values: list[str]) -> tuple[list[str], int]:
+    """The distinct error lines of a child's log (last five), and how many groups it retried."""
+    errors: list[str] = []
+    retries = 0
+    try:
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return errors, 0
+    for line in text.splitlines():
+        if _RETRY_LINE in line:
+            retries += 1
+        match = _ERROR_LINE_RE.match(line)
+        if match:
+            message = redact(match.group(1).strip(), secret_values)[:300]
+            if message not in errors:
+                errors.append(message)
+    return errors[-5:], retries
+
+
+# -- the test -------------------------------------------------------------------------------
+
+
+class InferenceTest:
+    def __init__(self, *, test_id: str, folder: Path, env_info, profile: str, target: Target,
+                 env_section: dict, num_steps: int, group_size: int, timeout_s: float,
+                 correct_threshold: float):
+        self.test_id = test_id
+        self.folder = folder
+        self.env_info = env_info
+        self.profile = profile
+        self.target = target
+        self.env_section = env_section
+        self.num_steps = num_steps
+        self.group_size = group_size
+        self.timeout_s = timeout_s
+        self.correct_threshold = correct_threshold
+        self._cancelled = threading.Event()
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def prepare(cls, num_steps: object = 3, group_size: object = 16, models: object = None,
+                base_url: object = None, *, env_name: str | None = None, timeout_s: float | None = None,
+                correct_threshold: float = 1.0) -> "InferenceTest":
+        """Validate everything and create the test's folder; raises HermesError on bad input."""
+        num_steps = _int_in("num_steps", num_steps, 1, MAX_STEPS)
+        group_size = _int_in("group_size", group_size, 1, MAX_GROUP_SIZE)
+        model_list = _check_models(models)
+        url = _check_base_url(base_url)
+        env_info, profile, env_section = _env_section(env_name)
+        target = resolve_target(model_list, url)
+        test_id, folder = _new_test_folder()
+        return cls(test_id=test_id, folder=folder, env_info=env_info, profile=profile, target=target,
+                   env_section=env_section, num_steps=num_steps, group_size=group_size,
+                   timeout_s=resolve_timeout(timeout_s), correct_threshold=correct_threshold)
+
+    # The child's config: the run's env section with process-mode overrides, one OpenAI server.
+    def _write_config(self, model: str, model_dir: Path) -> Path:
+        env = dict(self.env_section)
+        env.update({
+            "total_steps": self.num_steps,
+            "group_size": self.group_size,
+            "use_wandb": False,
+            "data_path_to_save_groups": str(model_dir / "rollouts.jsonl"),
+            "ensure_scores_are_not_same": False,
+            "include_messages": True,
+        })
+        server = {
+            "model_name": model,
+            "base_url": self.target.base_url,
+            "api_key": None,           # the OpenAI client then reads OPENAI_API_KEY from the environment
+            "server_type": "openai",
+            "health_check": False,     # no probe requests billed to the user
+            "n_kwarg_is_ignored": self.target.n_kwarg_is_ignored,
+            "timeout": 300,
+        }
+        path = model_dir / "config.yaml"
+        atomic_write_text(path, yaml.safe_dump({"env": env, "openai": [server]}, sort_keys=False))
+        return path
+
+    def _child_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and k != "OPENAI_API_KEY"}
+        key = None
+        if self.target.key_name == "OPENAI_API_KEY":
+            key = os.environ.get("OPENAI_API_KEY")
+        elif self.target.key_name:
+            key = get_key(self.target.key_name)
+        env["OPENAI_API_KEY"] = key or "EMPTY"  # the client insists on some key; local servers ignore it
+        env["WANDB_MODE"] = "disabled"
+        env["WANDB_DISABLED"] = "true"
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
+        return env
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        with self._lock:
+            if self._proc is not None:
+                _kill_group(self._proc)
+
+    def events(self) -> Iterator[dict]:
+        started = time.time()
+        yield {
+            "event": "started", "test_id": self.test_id, "folder": str(self.folder),
+            "environment": self.env_info.name, "profile": self.profile, "target": self.target.public(),
+            "num_steps": self.num_steps, "group_size": self.group_size,
+        }
+        results: list[ModelResult] = []
+        try:
+            for index, model in enumerate(self.target.models):
+                if self._cancelled.is_set():
+                    break
+                yield {"event": "model_started", "test_id": self.test_id, "model": model, "index": index,
+                       "of": len(self.target.models)}
+                result = None
+                for event in self._run_model(model, index):
+                    if isinstance(event, ModelResult):
+                        result = event
+                    else:
+                        yield event
+                results.append(result)
+                yield {"event": "model_result", "test_id": self.test_id, **result.to_dict()}
+        finally:
+            with self._lock:
+                if self._proc is not None and self._proc.poll() is None:
+                    _kill_group(self._proc)
+        summary = self._summary(results, time.time() - started)
+        atomic_write_json(self.folder / "summary.json", summary)
+        yield {"event": "summary", **summary}
+
+    def run(self, on_event: Callable[[dict], None] | None = None) -> dict:
+        summary: dict = {}
+        for event in self.events():
+            if on_event is not None:
+                on_event(event)
+            if event["event"] == "summary":
+                summary = {k: v for k, v in event.items() if k != "event"}
+        return summary
+
+    def _run_model(self, model: str, index: int) -> Iterator[dict | ModelResult]:
+        model_dir = self.folder / _slug(model, index)
+        model_dir.mkdir(mode=0o700)
+        config_path = self._write_config(model, model_dir)
+        rollouts = model_dir / "rollouts.jsonl"
+        log_path = model_dir / "process.log"
+        result = ModelResult(model=model, folder=str(model_dir), rollouts_path=str(rollouts), log_path=str(log_path))
+        child_env = self._child_env()
+        secret_values = [v for v in (child_env.get("OPENAI_API_KEY"),) if v and v != "EMPTY" and len(v) >= 4]
+        argv = [sys.executable, self.env_info.file, "process", "--config", str(config_path)]
+        started = time.monotonic()
+        timed_out = False
+        with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                        env=child_env, cwd=model_dir, start_new_session=True)
+            except OSError as exc:
+                result.errors.append(f"cannot start the environment: {exc.strerror or exc}")
+                yield result
+                return
+            with self._lock:
+                self._proc = proc
+            done_groups = 0
+            try:
+                while proc.poll() is None:
+                    if self._cancelled.is_set():
+                        _kill_group(proc)
+                        break
+                    if time.monotonic() - started > self.timeout_s:
+                        timed_out = True
+                        _kill_group(proc)
+                        break
+                    count = _count_lines(rollouts)
+                    if count != done_groups:
+                        done_groups = count
+                        yield {"event": "progress", "test_id": self.test_id, "model": model,
+                               "groups_done": count, "groups_total": self.num_steps}
+                    time.sleep(_POLL_S)
+            finally:
+                if proc.poll() is None:
+                    _kill_group(proc)
+                with self._lock:
+                    self._proc = None
+        result.exit_code = proc.returncode
+        result.duration_s = round(time.monotonic() - started, 2)
+        _redact_file(log_path, secret_values)
+        counts = score_rollouts(rollouts, self.correct_threshold)
+        result.steps, result.completions, result.correct = counts["steps"], counts["completions"], counts["correct"]
+        result.accuracy, result.mean_score = counts["accuracy"], counts["mean_score"]
+        log_errors, retries = _log_errors(log_path, secret_values)
+        errors = []
+        if self._cancelled.is_set():
+            errors.append("cancelled")
+        if timed_out:
+            errors.append(f"timed out after {self.timeout_s:g} s with {result.steps}/{self.num_steps} groups "
+                          f"(set {TIMEOUT_ENV} to allow longer)")
+        elif proc.returncode not in (0, None) and not self._cancelled.is_set():
+            errors.append(f"environment process exited with code {proc.returncode} (see {log_path})")
+        if retries:
+            errors.append(f"{retries} group(s) failed and were retried (model errors or unparsable output)")
+        if result.steps < self.num_steps and not timed_out and not self._cancelled.is_set():
+            errors.append(f"only {result.steps} of {self.num_steps} groups were produced")
+        result.errors = errors + [e for e in log_errors if e not in errors]
+        yield result
+
+    def _summary(self, results: list[ModelResult], duration: float) -> dict:
+        scored = [r for r in results if r.completions]
+        best = max(scored, key=lambda r: (r.accuracy or 0.0, r.mean_score or 0.0), default=None)
+        working = bool(scored)
+        if self._cancelled.is_set():
+            verdict = "cancelled"
+        elif not results:
+            verdict = "no model was tested"
+        elif not working:
+            verdict = ("the environment produced no scored completions for any model: see each model's errors "
+                       "and process.log")
+        else:
+            verdict = (f"the environment works: {len(scored)} of {len(results)} model(s) produced scored completions; "
+                       f"best {best.model} with accuracy {best.accuracy:.1%}")
+            if all((r.mean_score or 0.0) == 0.0 for r in scored):
+                verdict += "; every completion scored 0, so check the scorer and the prompt format"
+        return {
+            "test_id": self.test_id,
+            "folder": str(self.folder),
+            "environment": self.env_info.name,
+            "profile": self.profile,
+            "target": self.target.public(),
+            "num_steps": self.num_steps,
+            "group_size": self.group_size,
+            "correct_means": f"score >= {self.correct_threshold:g}",
+            "models": [r.to_dict() for r in results],
+            "best_model": best.model if best else None,
+            "best_accuracy": best.accuracy if best else None,
+            "environment_working": working,
+            "verdict": verdict,
+            "duration_s": round(duration, 2),
+        }
+
+
+def _kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM the child's process group, then SIGKILL whatever is left of the group."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _redact_file(path: Path, values: list[str]) -> None:
+    if not values:
+        return
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    cleaned = redact(text, values)
+    if cleaned != text:
+        atomic_write_text(path, cleaned)
+
+
+def run_inference_test(num_steps: object = 3, group_size: object = 16, models: object = None,
+                       base_url: object = None, *, on_event: Callable[[dict], None] | None = None,
+                       env_name: str | None = None, timeout_s: float | None = None) -> dict:
+    """Prepare and run a test to the end; `on_event` sees every event as it happens. Returns the summary."""
+    test = InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name, timeout_s=timeout_s)
+    return test.run(on_event)

@@ -1,0 +1,377 @@
+"""Process logs read the Toolong way: index line offsets, read lines lazily, follow the file.
+
+A `LogReader` never holds a log in memory. It keeps a sparse index (the byte offset of every
+`STRIDE`-th line, in an `array('Q')`), a small cache of decoded blocks, and the state needed to
+follow a growing file: rotation (the path now names another inode) and truncation (the file got
+shorter) both restart the index at the new file's start. A large file is opened at its tail: only
+the last `TAIL_BYTES` are indexed at first, and `load_earlier()` extends the index backwards on
+demand, so a 1 GB log shows its last lines at once.
+
+Lines keep their ANSI colour codes (the dashboard renders them); `strip_ansi` gives plain text for
+search. `clean_line` makes any bytes displayable: invalid UTF-8 replaced, NUL removed, a `\\r`
+progress line reduced to its last segment, very long lines capped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from array import array
+from collections import OrderedDict
+from pathlib import Path
+
+STRIDE = 32                    # one index entry per 32 lines: 1 GB of 100-byte lines -> 2.5 MB of index
+TAIL_BYTES = 4 * 1024 * 1024   # a file larger than this opens at its tail
+MAX_LINE_CHARS = 4000          # longer lines are cut for display (the file keeps them)
+MAX_INDEX_ENTRIES = 4_000_000  # 32 MB of index at most (128M lines); the oldest half is dropped past it
+_CACHE_BLOCKS = 64
+_READ_CHUNK = 1024 * 1024
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI_RE.sub("", text)
+
+
+def clean_line(raw: bytes, max_chars: int = MAX_LINE_CHARS) -> str:
+    """Bytes of one log line -> displayable text (ANSI colour codes kept)."""
+    raw = raw.rstrip(b"\n")
+    if raw.endswith(b"\r"):
+        raw = raw.rstrip(b"\r")
+    if b"\r" in raw:
+        # A progress bar redraws itself with \r: only its last state is meaningful.
+        segments = [seg for seg in raw.split(b"\r") if seg.strip()]
+        raw = segments[-1] if segments else b""
+    if b"\x00" in raw:
+        raw = raw.replace(b"\x00", b"")
+    text = raw.decode("utf-8", errors="replace")
+    if "\t" in text:
+        text = text.expandtabs(4)
+    if len(text) > max_chars:
+        text = text[:max_chars] + f" … [{len(text) - max_chars} more characters]"
+    return text
+
+
+def _index_lines(handle, begin: int, size: int, complete: int, stride: int) -> tuple[array, int, int]:
+    """Scan [begin, size): offsets of lines whose number (counting from `complete`) is a multiple of
+    stride, the new complete-line count, and the offset just after the last newline."""
+    index = array("Q")
+    handle.seek(begin)
+    position = begin
+    line_start = begin
+    while position < size:
+        chunk = handle.read(min(_READ_CHUNK, size - position))
+        if not chunk:
+            break
+        find = chunk.find
+        pos = find(b"\n")
+        while pos >= 0:
+            if complete % stride == 0:
+                index.append(line_start)
+            complete += 1
+            line_start = position + pos + 1
+            pos = find(b"\n", pos + 1)
+        position += len(chunk)
+    return index, complete, line_start
+
+
+class LogReader:
+    """Lazy, follow-capable view of one log file. Thread-safe: one thread may `refresh` while another reads."""
+
+    def __init__(self, path: str | os.PathLike, *, tail_bytes: int = TAIL_BYTES, stride: int = STRIDE,
+                 max_index_entries: int = MAX_INDEX_ENTRIES):
+        self.path = Path(path)
+        self.tail_bytes = tail_bytes
+        self.stride = stride
+        self.max_index_entries = max_index_entries
+        self._lock = threading.RLock()
+        self._reset_state()
+        self.rotations = 0       # times the file was replaced or truncated under us
+        self.prepended = 0       # lines added at the top by load_earlier (line numbers shift by this)
+        self.refresh()
+
+    def _reset_state(self) -> None:
+        self._index = array("Q")     # offsets of lines 0, S, 2S, ... (relative to the first indexed line)
+        self._complete = 0           # complete (newline-terminated) lines indexed
+        self._end = 0                # byte offset just after the last complete line
+        self._size = 0               # file size at the last refresh (a partial tail line lies in [_end, _size))
+        self._base = 0               # byte offset of the first indexed line; > 0 while earlier bytes are not indexed
+        self._inode: tuple[int, int] | None = None
+        self._cache: OrderedDict[int, list[str]] = OrderedDict()
+        self._handle = None
+
+    # -- properties ---------------------------------------------------------------------------
+    @property
+    def line_count(self) -> int:
+        """Lines that can be shown: complete lines plus a partial last line, if any."""
+        with self._lock:
+            return self._complete + (1 if self._size > self._end else 0)
+
+    @property
+    def complete_line_count(self) -> int:
+        """Newline-terminated lines only (a partial last line may still change)."""
+        return self._complete
+
+    @property
+    def has_earlier(self) -> bool:
+        """True while the file's beginning has not been indexed (opened at the tail)."""
+        return self._base > 0
+
+    @property
+    def unindexed_bytes(self) -> int:
+        return self._base
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def index_entries(self) -> int:
+        return len(self._index)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+
+    # -- following ----------------------------------------------------------------------------
+    def _open(self):
+        if self._handle is None:
+            self._handle = open(self.path, "rb")
+        return self._handle
+
+    def refresh(self) -> int:
+        """Index what was appended since the last call. Returns how many lines were added
+        (-1 when the file was rotated or truncated and the index restarted)."""
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+            except OSError:
+                return 0
+            inode = (st.st_dev, st.st_ino)
+            restarted = False
+            if self._inode is None:
+                self._inode = inode
+                if st.st_size > self.tail_bytes:
+                    self._start_at_tail(st.st_size)
+            elif inode != self._inode or st.st_size < self._size or not self._still_same_file():
+                # Rotated (new inode) or truncated: the old offsets mean nothing any more.
+                self.close()
+                self._reset_state()
+                self._inode = inode
+                self.rotations += 1
+                restarted = True
+                if st.st_size > self.tail_bytes:
+                    self._start_at_tail(st.st_size)
+            before = self.line_count
+            if st.st_size > self._end:
+                self._scan_forward(st.st_size)
+            self._size = max(st.st_size, self._end)
+            if restarted:
+                return -1
+            return self.line_count - before
+
+    def _still_same_file(self) -> bool:
+        """Truncated and rewritten past the old size between two refreshes: the byte before the
+        indexed end is no longer the newline we indexed."""
+        if self._end == 0 or self._end == self._base:
+            return True
+        try:
+            return os.pread(self._open().fileno(), 1, self._end - 1) == b"\n"
+        except OSError:
+            return False
+
+    def _start_at_tail(self, size: int) -> None:
+        """Index only the file's last tail_bytes, starting at the first line that begins inside them."""
+        handle = self._open()
+        start = size - self.tail_bytes
+        handle.seek(start - 1)
+        chunk = handle.read(min(self.tail_bytes, _READ_CHUNK) + 1)
+        newline = chunk.find(b"\n")
+        if newline < 0:
+            start = size   # one enormous line: nothing complete to show from the tail
+        else:
+            start = start + newline   # chunk[0] is at start-1
+        self._base = self._end = self._size = start
+
+    def _scan_forward(self, size: int) -> None:
+        index, complete, end = _index_lines(self._open(), self._end, size, self._complete, self.stride)
+        self._index.extend(index)
+        self._complete = complete
+        self._end = end
+        if len(self._index) > self.max_index_entries:
+            self._drop_oldest(len(self._index) - self.max_index_entries // 2)
+
+    def _drop_oldest(self, entries: int) -> None:
+        """Bound memory on endless runs: forget the first `entries` blocks (they become 'earlier')."""
+        del self._index[:entries]
+        self._complete -= entries * self.stride
+        self._base = self._index[0]
+        self._cache.clear()
+
+    def load_earlier(self, max_bytes: int = 64 * 1024 * 1024) -> int:
+        """Extend the index backwards over up to max_bytes before the first indexed line.
+        Returns the number of lines added at the top. Slow for big files: call it from a worker."""
+        with self._lock:
+            base, inode = self._base, self._inode
+        if base == 0:
+            return 0
+        start = max(0, base - max_bytes)
+        with open(self.path, "rb") as handle:
+            if start == 0:
+                # Reaching the beginning: index [0, base) from scratch (its line count need not be a
+                # multiple of the stride, so the existing entries are re-aligned by a full rebuild).
+                index, complete, end = _index_lines(handle, 0, base, 0, self.stride)
+                earlier_starts = None
+            else:
+                handle.seek(start)
+                data = handle.read(base - start)
+                starts = []
+                pos = data.find(b"\n")
+                while pos >= 0:
+                    if start + pos + 1 < base:
+                        starts.append(start + pos + 1)   # the line before the first newline is cut: skipped
+                    pos = data.find(b"\n", pos + 1)
+                usable = len(starts) - len(starts) % self.stride
+                earlier_starts = starts[len(starts) - usable:]
+        with self._lock:
+            if self._inode != inode or self._base != base:
+                return 0   # rotated or changed meanwhile
+            if earlier_starts is None:
+                if complete % self.stride == 0 and end == base:
+                    self._index = index + self._index
+                    self._complete += complete
+                else:
+                    # Re-align: rebuild the whole index from the file's start.
+                    with open(self.path, "rb") as handle:
+                        full, total, end_all = _index_lines(handle, 0, self._end, 0, self.stride)
+                    added = total - self._complete
+                    self.prepended += added
+                    self._index, self._complete, self._end = full, total, end_all
+                    self._base = 0
+                    self._cache.clear()
+                    return added
+                self._base = 0
+                self._cache.clear()
+                self.prepended += complete
+                return complete
+            if not earlier_starts:
+                return 0
+            self._index = array("Q", earlier_starts[:: self.stride]) + self._index
+            self._complete += len(earlier_starts)
+            self._base = earlier_starts[0]
+            self._cache.clear()
+            self.prepended += len(earlier_starts)
+            return len(earlier_starts)
+
+    # -- reading ------------------------------------------------------------------------------
+    def _read_block(self, block: int) -> list[str]:
+        cached = self._cache.get(block)
+        if cached is not None:
+            self._cache.move_to_end(block)
+            return cached
+        handle = self._open()
+        start = self._index[block]
+        first_line = block * self.stride
+        wanted = min(self.stride, self._complete - first_line)
+        lines: list[str] = []
+        handle.seek(start)
+        limit = MAX_LINE_CHARS * 4 + 64
+        for _ in range(wanted):
+            raw = handle.readline(limit)
+            if raw and not raw.endswith(b"\n"):
+                # A very long line: show its head, skip the rest without loading it.
+                while True:
+                    more = handle.readline(_READ_CHUNK)
+                    if not more or more.endswith(b"\n"):
+                        break
+            lines.append(clean_line(raw))
+        complete_block = wanted == self.stride
+        if complete_block:
+            self._cache[block] = lines
+            if len(self._cache) > _CACHE_BLOCKS:
+                self._cache.popitem(last=False)
+        return lines
+
+    def _partial_line(self) -> str:
+        handle = self._open()
+        handle.seek(self._end)
+        raw = handle.read(min(self._size - self._end, MAX_LINE_CHARS * 4 + 64))
+        return clean_line(raw)
+
+    def lines(self, start: int, end: int) -> list[str]:
+        """Lines [start, end) of what is indexed (clamped)."""
+        with self._lock:
+            total = self.line_count
+            start = max(0, start)
+            end = min(end, total)
+            if start >= end:
+                return []
+            out: list[str] = []
+            try:
+                line = start
+                complete_end = min(end, self._complete)
+                while line < complete_end:
+                    block = line // self.stride
+                    block_lines = self._read_block(block)
+                    offset = line - block * self.stride
+                    take = block_lines[offset: offset + (complete_end - line)]
+                    if not take:
+                        break
+                    out.extend(take)
+                    line += len(take)
+                if end > self._complete:
+                    out.append(self._partial_line())
+            except OSError:
+                return out
+            return out
+
+    def line(self, number: int) -> str:
+        got = self.lines(number, number + 1)
+        return got[0] if got else ""
+
+    def tail(self, n: int) -> list[str]:
+        total = self.line_count
+        return self.lines(max(0, total - n), total)
+
+    def search(self, pattern: str, start: int = 0, end: int | None = None, *, backwards: bool = False,
+               case_sensitive: bool = False, limit_lines: int = 2_000_000) -> int | None:
+        """Line number of the next line containing pattern (ANSI stripped), scanning from start."""
+        if not pattern:
+            return None
+        needle = pattern if case_sensitive else pattern.lower()
+        total = self.line_count
+        end = total if end is None else min(end, total)
+        step = 256
+        scanned = 0
+        if not backwards:
+            line = max(0, start)
+            while line < end and scanned < limit_lines:
+                chunk = self.lines(line, min(end, line + step))
+                for i, text in enumerate(chunk):
+                    plain = strip_ansi(text)
+                    if needle in (plain if case_sensitive else plain.lower()):
+                        return line + i
+                line += len(chunk) or step
+                scanned += step
+        else:
+            line = min(start, total - 1)
+            while line >= 0 and scanned < limit_lines:
+                lo = max(0, line - step + 1)
+                chunk = self.lines(lo, line + 1)
+                for i in range(len(chunk) - 1, -1, -1):
+                    plain = strip_ansi(chunk[i])
+                    if needle in (plain if case_sensitive else plain.lower()):
+                        return lo + i
+                line = lo - 1
+                scanned += step
+        return None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

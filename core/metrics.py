@@ -1,0 +1,188 @@
+"""A run's metrics read incrementally from metrics.jsonl (trainer) and env_metrics.jsonl (environments).
+
+Both files are append-only JSONL (DESIGN §4). Readers remember their byte offset and read only what
+was appended; a partial last line is left for the next poll, garbage lines are skipped, NaN/inf
+become None (core.fsutil.parse_jsonl_line). Environment rows join the trainer row of the same step.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from .fsutil import iter_jsonl
+from .paths import run_dir
+
+TRAINER_FILE = "metrics.jsonl"
+ENV_FILE = "env_metrics.jsonl"
+# Shown first, in this order; any other numeric key follows alphabetically.
+HEADLINE_KEYS = ("reward/mean", "train/loss", "train/percent_correct", "eval/percent_correct",
+                 "logprobs/diff", "advantages/std")
+_NOT_METRICS = {"step", "time", "source", "env", "environment"}
+
+
+class JsonlTail:
+    """Incremental, offset-based reader of one JSONL file."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.offset = 0
+        self.resets = 0       # times the file was truncated or replaced (rows before are stale)
+        self._inode: tuple[int, int] | None = None
+
+    def poll(self) -> list[dict]:
+        """New complete lines since the last poll (empty when nothing changed or the file is absent)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return []
+        inode = (st.st_dev, st.st_ino)
+        if self._inode is not None and (inode != self._inode or st.st_size < self.offset):
+            self.offset = 0
+            self.resets += 1
+        self._inode = inode
+        if st.st_size == self.offset:
+            return []
+        rows = []
+        for end, obj in iter_jsonl(self.path, self.offset):
+            rows.append(obj)
+            self.offset = end
+        # iter_jsonl only yields parseable lines; skip past trailing garbage lines too.
+        self.offset = _complete_end(self.path, self.offset, st.st_size)
+        return rows
+
+
+def _complete_end(path: Path, offset: int, size: int) -> int:
+    """Offset after the last newline in [offset, size): garbage lines after the last good row are consumed."""
+    if size <= offset:
+        return offset
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(size - offset)
+    except OSError:
+        return offset
+    last = data.rfind(b"\n")
+    return offset + last + 1 if last >= 0 else offset
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _step(row: dict) -> int | None:
+    step = row.get("step")
+    if isinstance(step, bool):
+        return None
+    if isinstance(step, (int, float)) and math.isfinite(step):
+        return int(step)
+    return None
+
+
+class RunMetrics:
+    """Merged, incrementally updated metrics of one run: rows ordered by step."""
+
+    def __init__(self, folder: str | os.PathLike):
+        folder = Path(folder)
+        self.trainer = JsonlTail(folder / TRAINER_FILE)
+        self.env = JsonlTail(folder / ENV_FILE)
+        self._by_step: dict[int, dict] = {}
+        self._resets = 0
+        self.last_time: float | None = None   # newest "time" seen (for stall detection)
+
+    def poll(self) -> bool:
+        """Read what was appended; True when anything changed."""
+        trainer_rows = self.trainer.poll()
+        env_rows = self.env.poll()
+        resets = self.trainer.resets + self.env.resets
+        if resets != self._resets:
+            # A file was truncated or replaced: rebuild from both files' starts.
+            self._resets = resets
+            self._by_step.clear()
+            self.trainer.offset = self.env.offset = 0
+            trainer_rows, env_rows = self.trainer.poll(), self.env.poll()
+        changed = False
+        for row in trainer_rows:
+            changed |= self._merge(row, from_env=False)
+        for row in env_rows:
+            changed |= self._merge(row, from_env=True)
+        return changed
+
+    def _merge(self, row: dict, from_env: bool) -> bool:
+        step = _step(row)
+        if step is None:
+            return False
+        merged = self._by_step.setdefault(step, {"step": step})
+        for key, value in row.items():
+            if key == "step":
+                continue
+            if key == "time":
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    if not from_env or "time" not in merged:
+                        merged["time"] = value
+                    self.last_time = max(self.last_time or 0.0, float(value))
+                continue
+            merged[key] = value
+        return True
+
+    @property
+    def rows(self) -> list[dict]:
+        return [self._by_step[s] for s in sorted(self._by_step)]
+
+    def keys(self) -> list[str]:
+        return metric_keys(self._by_step.values())
+
+    def series(self, key: str) -> list[tuple[int, float]]:
+        return metric_series(self.rows, key)
+
+    def last(self) -> dict:
+        return last_values(self.rows)
+
+
+def metric_keys(rows) -> list[str]:
+    """Numeric metric keys present in rows: headline keys first, then the rest alphabetically."""
+    present: set[str] = set()
+    for row in rows:
+        for key, value in row.items():
+            if key not in _NOT_METRICS and _number(value) is not None:
+                present.add(key)
+    head = [k for k in HEADLINE_KEYS if k in present]
+    return head + sorted(present - set(head))
+
+
+def read_metrics(run_id: str) -> list[dict]:
+    """Trainer rows merged with environment rows by step, ordered by step."""
+    metrics = RunMetrics(run_dir(run_id))
+    metrics.poll()
+    return metrics.rows
+
+
+def last_values(rows: list[dict]) -> dict:
+    """Latest finite value of every metric key, plus the last step and time."""
+    out: dict = {}
+    for row in rows:
+        for key, value in row.items():
+            if key in ("step", "time"):
+                out[key] = value
+            elif _number(value) is not None:
+                out[key] = value
+    return out
+
+
+def last_metrics(run_id: str) -> dict:
+    return last_values(read_metrics(run_id))
+
+
+def metric_series(rows, key: str) -> list[tuple[int, float]]:
+    """(step, value) for rows where key holds a finite number."""
+    out = []
+    for row in rows:
+        value = _number(row.get(key))
+        step = _step(row)
+        if value is not None and step is not None:
+            out.append((step, value))
+    return out

@@ -1,0 +1,345 @@
+"""A run's processes as data (DESIGN §5): specs the supervisor executes without knowing what they are.
+
+`training_pipeline()` (the real run's specs) lives in core/training.py; this module holds the
+process model, its JSON form, validation, placeholder substitution and free-port picking.
+
+Placeholders usable in argv, env values, cwd, completion_file and the readiness url:
+`{port:NAME}` (a port picked free per run on 127.0.0.1), `{run_dir}`, `{run_id}`.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import re
+import socket
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Iterator
+
+from .errors import BadInput
+from .paths import PROCESS_NAME_RE, ensure_private_dir, rl_dir
+
+READINESS_KINDS = ("http", "log", "none")
+RESTART_MODES = ("no", "on_failure")
+DEPENDENCY_CONDITIONS = ("started", "ready", "completed")
+PORT_NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
+_PORT_PLACEHOLDER_RE = re.compile(r"\{port:([^{}]*)\}")
+
+
+@dataclass
+class Readiness:
+    kind: str = "none"              # "http" (GET url -> 200) | "log" (regex on the process log) | "none"
+    url: str | None = None
+    pattern: str | None = None
+    timeout_s: float = 60.0
+
+
+@dataclass
+class RestartPolicy:
+    mode: str = "no"                # "no" | "on_failure"
+    max_restarts: int = 0
+    backoff_s: float = 1.0          # delay before restart n is backoff_s * 2**(n-1), capped at MAX_BACKOFF_S
+
+
+MAX_BACKOFF_S = 60.0
+
+
+@dataclass
+class ProcessSpec:
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    secret_env: list[str] = field(default_factory=list)   # names; values come from the supervisor's env
+    cwd: str | None = None                                 # default: the run folder
+    depends_on: list[tuple[str, str]] = field(default_factory=list)
+    readiness: Readiness = field(default_factory=Readiness)
+    required: bool = True            # its exit ends the run (as failed, unless it completes the run)
+    completes_run: bool = False      # its clean exit (with completion_file present) completes the run
+    completion_file: str | None = None
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    stop_timeout: float = 10.0       # SIGTERM to the group, SIGKILL after this many seconds
+    port: str | None = None          # which key of the run's ports this process serves
+
+
+def restart_delay(policy: RestartPolicy, attempt: int) -> float:
+    """Seconds to wait before restart number `attempt` (1-based): exponential backoff."""
+    return min(MAX_BACKOFF_S, max(0.0, policy.backoff_s) * (2 ** max(0, attempt - 1)))
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def spec_to_json(spec: ProcessSpec) -> dict:
+    data = asdict(spec)
+    data["depends_on"] = [list(dep) for dep in spec.depends_on]
+    return data
+
+
+def specs_to_json(specs: list[ProcessSpec]) -> list[dict]:
+    return [spec_to_json(spec) for spec in specs]
+
+
+def _bad(message: str) -> BadInput:
+    return BadInput(message, hint="see DESIGN.md §5 for the process spec fields")
+
+
+def _number(value, what: str, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < minimum:
+        raise _bad(f"{what} must be a number >= {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def spec_from_json(data: dict) -> ProcessSpec:
+    if not isinstance(data, dict):
+        raise _bad(f"a process spec must be an object, got {type(data).__name__}")
+    known = {f for f in ProcessSpec.__dataclass_fields__}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise _bad(f"unknown process spec field(s): {', '.join(unknown)}")
+    if "name" not in data or "argv" not in data:
+        raise _bad("a process spec needs `name` and `argv`")
+    values = dict(data)
+    readiness = values.get("readiness") or {}
+    if isinstance(readiness, Readiness):
+        readiness = asdict(readiness)
+    if not isinstance(readiness, dict):
+        raise _bad(f"readiness must be an object, got {readiness!r}")
+    restart = values.get("restart") or {}
+    if isinstance(restart, RestartPolicy):
+        restart = asdict(restart)
+    if not isinstance(restart, dict):
+        raise _bad(f"restart must be an object, got {restart!r}")
+    try:
+        values["readiness"] = Readiness(**readiness)
+        values["restart"] = RestartPolicy(**restart)
+    except TypeError as exc:
+        raise _bad(f"process {data.get('name')!r}: {exc}") from None
+    values["depends_on"] = [tuple(dep) for dep in values.get("depends_on") or []]
+    values["argv"] = list(values["argv"]) if isinstance(values["argv"], (list, tuple)) else values["argv"]
+    spec = ProcessSpec(**values)
+    validate_spec(spec)
+    return spec
+
+
+def specs_from_json(data: list) -> list[ProcessSpec]:
+    if not isinstance(data, list):
+        raise _bad("a pipeline is a list of process specs")
+    specs = [spec_from_json(item) for item in data]
+    validate_specs(specs)
+    return specs
+
+
+def load_pipeline(path: str | os.PathLike) -> list[ProcessSpec]:
+    with open(path, encoding="utf-8") as handle:
+        return specs_from_json(json.load(handle))
+
+
+# ---------------------------------------------------------------- validation
+
+
+def validate_spec(spec: ProcessSpec) -> None:
+    name = spec.name
+    if not isinstance(name, str) or not PROCESS_NAME_RE.match(name):
+        raise _bad(f"invalid process name {name!r}: use 1-32 of a-z 0-9 _ -")
+    if not isinstance(spec.argv, list) or not spec.argv or not all(isinstance(a, str) for a in spec.argv):
+        raise _bad(f"process {name!r}: argv must be a non-empty list of strings")
+    if not isinstance(spec.env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in spec.env.items()):
+        raise _bad(f"process {name!r}: env must map strings to strings")
+    if not isinstance(spec.secret_env, list) or not all(isinstance(s, str) for s in spec.secret_env):
+        raise _bad(f"process {name!r}: secret_env must be a list of variable names")
+    from .secrets import SECRET_NAMES
+
+    leaked = sorted(k for k in spec.env if k in SECRET_NAMES)
+    if leaked:
+        raise _bad(f"process {name!r}: secret {leaked[0]} must be named in secret_env, not given in env")
+    for dep in spec.depends_on:
+        if len(dep) != 2 or dep[1] not in DEPENDENCY_CONDITIONS:
+            raise _bad(f"process {name!r}: depends_on entries are (name, condition) with condition one of "
+                       f"{', '.join(DEPENDENCY_CONDITIONS)}; got {list(dep)!r}")
+    r = spec.readiness
+    if r.kind not in READINESS_KINDS:
+        raise _bad(f"process {name!r}: readiness kind must be one of {', '.join(READINESS_KINDS)}, got {r.kind!r}")
+    if r.kind == "http" and not (isinstance(r.url, str) and r.url.startswith("http://")):
+        raise _bad(f"process {name!r}: http readiness needs an http:// url")
+    if r.kind == "log":
+        if not isinstance(r.pattern, str) or not r.pattern:
+            raise _bad(f"process {name!r}: log readiness needs a regex pattern")
+        try:
+            re.compile(r.pattern)
+        except re.error as exc:
+            raise _bad(f"process {name!r}: bad readiness pattern {r.pattern!r}: {exc}") from None
+    _number(r.timeout_s, f"process {name!r}: readiness timeout_s", 0.001)
+    p = spec.restart
+    if p.mode not in RESTART_MODES:
+        raise _bad(f"process {name!r}: restart mode must be one of {', '.join(RESTART_MODES)}, got {p.mode!r}")
+    if isinstance(p.max_restarts, bool) or not isinstance(p.max_restarts, int) or p.max_restarts < 0:
+        raise _bad(f"process {name!r}: max_restarts must be an integer >= 0")
+    _number(p.backoff_s, f"process {name!r}: backoff_s")
+    _number(spec.stop_timeout, f"process {name!r}: stop_timeout")
+    if spec.port is not None and (not isinstance(spec.port, str) or not PORT_NAME_RE.match(spec.port)):
+        raise _bad(f"process {name!r}: port must name a key of the run's ports, got {spec.port!r}")
+
+
+def validate_specs(specs: list[ProcessSpec]) -> None:
+    """Each spec valid, names unique, dependencies known and acyclic."""
+    if not specs:
+        raise _bad("a pipeline needs at least one process")
+    names = set()
+    for spec in specs:
+        validate_spec(spec)
+        if spec.name in names:
+            raise _bad(f"duplicate process name {spec.name!r}")
+        names.add(spec.name)
+    for spec in specs:
+        for dep, _ in spec.depends_on:
+            if dep not in names:
+                raise _bad(f"process {spec.name!r} depends on unknown process {dep!r}")
+            if dep == spec.name:
+                raise _bad(f"process {spec.name!r} depends on itself")
+    start_order(specs)  # raises on a cycle
+
+
+def start_order(specs: list[ProcessSpec]) -> list[str]:
+    """Names in dependency order, stable with respect to the list order. Stop order is its reverse."""
+    remaining = {s.name: {d for d, _ in s.depends_on} for s in specs}
+    order: list[str] = []
+    while remaining:
+        ready = [s.name for s in specs if s.name in remaining and not remaining[s.name] - set(order)]
+        if not ready:
+            raise _bad(f"dependency cycle among: {', '.join(sorted(remaining))}")
+        for name in ready:
+            order.append(name)
+            del remaining[name]
+    return order
+
+
+# ---------------------------------------------------------------- placeholders and ports
+
+
+def _strings(spec: ProcessSpec) -> Iterator[str]:
+    yield from spec.argv
+    yield from spec.env.values()
+    for value in (spec.cwd, spec.completion_file, spec.readiness.url):
+        if value:
+            yield value
+
+
+def port_names(specs: list[ProcessSpec]) -> list[str]:
+    """Every port name the specs use, by `{port:NAME}` or a spec's `port` key, in first-seen order."""
+    names: list[str] = []
+    for spec in specs:
+        found = [m.group(1) for text in _strings(spec) for m in _PORT_PLACEHOLDER_RE.finditer(text)]
+        if spec.port:
+            found.append(spec.port)
+        for name in found:
+            if not PORT_NAME_RE.match(name):
+                raise _bad(f"process {spec.name!r}: bad port placeholder name {name!r}")
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def substitute(specs: list[ProcessSpec], *, ports: dict[str, int], run_dir: str, run_id: str) -> list[ProcessSpec]:
+    """Copies of specs with `{port:NAME}`, `{run_dir}` and `{run_id}` replaced. Unknown ports are BadInput."""
+
+    def fill(text: str | None, owner: str) -> str | None:
+        if text is None:
+            return None
+
+        def port(match: re.Match) -> str:
+            name = match.group(1)
+            if name not in ports:
+                raise _bad(f"process {owner!r} uses port {name!r}, which the run has not allocated")
+            return str(int(ports[name]))
+
+        text = _PORT_PLACEHOLDER_RE.sub(port, text)
+        return text.replace("{run_dir}", str(run_dir)).replace("{run_id}", run_id)
+
+    out = []
+    for spec in specs:
+        out.append(replace(
+            spec,
+            argv=[fill(a, spec.name) for a in spec.argv],
+            env={k: fill(v, spec.name) for k, v in spec.env.items()},
+            cwd=fill(spec.cwd, spec.name),
+            completion_file=fill(spec.completion_file, spec.name),
+            readiness=replace(spec.readiness, url=fill(spec.readiness.url, spec.name)),
+            depends_on=list(spec.depends_on),
+            secret_env=list(spec.secret_env),
+        ))
+    return out
+
+
+# Ports handed out recently, so two runs launched at the same moment never pick the same port
+# between "the kernel said it is free" and "the child bound it".
+_RESERVE_SECONDS = 120.0
+
+
+@contextmanager
+def _locked_reservations() -> Iterator[dict]:
+    ensure_private_dir(rl_dir())
+    path = rl_dir() / ".ports.json"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(fd), "r+", encoding="utf-8") as handle:
+            try:
+                data = json.loads(handle.read() or "{}")
+                if not isinstance(data, dict):
+                    data = {}
+            except ValueError:
+                data = {}
+            now = time.time()
+            data = {k: v for k, v in data.items() if isinstance(v, (int, float)) and now - v < _RESERVE_SECONDS}
+            yield data
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps(data))
+            handle.flush()
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could bind host:port now (SO_REUSEADDR, as servers do: TIME_WAIT is not "in use")."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            return False
+        raise
+    finally:
+        sock.close()
+
+
+def free_ports(names: list[str] | tuple[str, ...]) -> dict[str, int]:
+    """One free TCP port on 127.0.0.1 per name, distinct, not handed out to another run in the last 2 min."""
+    names = list(dict.fromkeys(names))
+    ports: dict[str, int] = {}
+    with _locked_reservations() as reserved:
+        held: list[socket.socket] = []
+        try:
+            for name in names:
+                for _ in range(64):
+                    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    sock.bind(("127.0.0.1", 0))
+                    held.append(sock)  # keep it bound so the next pick differs
+                    port = sock.getsockname()[1]
+                    if str(port) not in reserved:
+                        break
+                ports[name] = port
+        finally:
+            for sock in held:
+                sock.close()
+        now = time.time()
+        for port in ports.values():
+            reserved[str(port)] = now
+    return ports

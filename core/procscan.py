@@ -1,0 +1,183 @@
+"""Find and end a run's processes, including grandchildren that left their process group.
+
+Every child the supervisor starts carries `HERMES_RL_RUN_DIR=<run folder>` in its environment, and
+its descendants inherit it. Reading /proc/<pid>/environ finds them even after they called setsid()
+or were re-parented to init. Used by the supervisor's final sweep, the watchdog and clients that
+stop a `lost` run. Linux only (like PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+MARKER = "HERMES_RL_RUN_DIR"       # in every child's environment: the run folder
+PROCESS_MARKER = "HERMES_RL_PROCESS"  # the spec name the child was started for
+CREATE_TIME_TOLERANCE = 0.05
+
+
+@dataclass
+class Survivor:
+    pid: int
+    pgid: int | None
+    name: str            # the spec name from the environment marker, "" if unknown
+    cmdline: str
+    create_time: float | None
+
+    def to_dict(self) -> dict:
+        return {"pid": self.pid, "pgid": self.pgid, "process": self.name, "cmdline": self.cmdline,
+                "create_time": self.create_time}
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _is_zombie(pid: int) -> bool:
+    stat = _read(f"/proc/{pid}/stat")
+    if not stat:
+        return True
+    # The state follows the parenthesised command name, which may itself contain spaces or ')'.
+    tail = stat[stat.rfind(b")") + 2:]
+    return tail[:1] in (b"Z", b"X")
+
+
+def _environ(pid: int) -> dict[bytes, bytes]:
+    raw = _read(f"/proc/{pid}/environ")
+    if not raw:
+        return {}
+    out = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def process_create_time(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:  # noqa: BLE001 - gone, zombie, or no access: all mean "not ours to report"
+        return None
+
+
+def is_same_process(pid: int | None, create_time: float | None) -> bool:
+    """Whether pid is alive (not a zombie) and is the process recorded with this create_time."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if _is_zombie(pid):
+        return False
+    if create_time is None:
+        return True
+    actual = process_create_time(pid)
+    return actual is not None and abs(actual - float(create_time)) < CREATE_TIME_TOLERANCE
+
+
+def find_run_processes(run_dir: str | os.PathLike, pgids: list[int] | tuple[int, ...] = (),
+                       exclude: tuple[int, ...] = (), since: float | None = None) -> list[Survivor]:
+    """Live processes that carry the run's marker, or sit in one of its recorded process groups,
+    carry no marker and were created after `since` (a pgid reused by someone else is not ours)."""
+    wanted = os.fsencode(str(run_dir))
+    marker = MARKER.encode()
+    pgid_set = {int(g) for g in pgids if g}
+    skip = {os.getpid(), *exclude}
+    found: list[Survivor] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid in skip:
+            continue
+        env = _environ(pid)
+        mark = env.get(marker)
+        try:
+            pgid = os.getpgid(pid)
+        except OSError:
+            continue
+        ours = mark == wanted or (mark is None and pgid in pgid_set)
+        if not ours or _is_zombie(pid):
+            continue
+        created = process_create_time(pid)
+        if mark is None and since is not None and (created is None or created < since - 1.0):
+            continue
+        cmd = (_read(f"/proc/{pid}/cmdline") or b"").replace(b"\0", b" ").strip()
+        found.append(Survivor(pid=pid, pgid=pgid, name=env.get(PROCESS_MARKER.encode(), b"").decode(errors="replace"),
+                              cmdline=cmd.decode(errors="replace")[:300], create_time=created))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def terminate(survivors: list[Survivor], timeout: float = 5.0) -> dict:
+    """SIGTERM each, SIGKILL whatever is left after `timeout`. Returns {"terminated": n, "killed": n}."""
+    pending = []
+    for proc in survivors:
+        try:
+            os.kill(proc.pid, signal.SIGTERM)
+            pending.append(proc)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + timeout
+    interval = 0.01
+    while pending and time.monotonic() < deadline:
+        pending = [p for p in pending if _alive(p.pid)]
+        if pending:
+            time.sleep(interval)
+            interval = min(interval * 1.5, 0.2)
+    killed = 0
+    for proc in pending:
+        if _alive(proc.pid):
+            try:
+                os.kill(proc.pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return {"terminated": len(survivors) - killed, "killed": killed}
+
+
+def group_alive(pgid: int | None) -> bool:
+    if not pgid:
+        return False
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def signal_group(pgid: int | None, sig: int) -> bool:
+    if not pgid:
+        return False
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False

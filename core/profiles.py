@@ -1,0 +1,324 @@
+"""Profiles: the infrastructure values of a run (model, sequence lengths, steps, LoRA, learning rate).
+
+Two built-ins: `tinker` (Tinker cloud, needs TINKER_API_KEY) and `local` (a tiny model built on
+this machine, trained on CPU by the in-project Tinker-protocol server). Their fields are *locked*:
+the config editor and the agent tools show them but cannot change them. A user may override them
+in $HERMES_HOME/rl/profiles/<name>.yaml, or define a new profile there with `extends: <built-in>`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import BadInput, MissingKey, NotFound
+from .fsutil import read_yaml
+from .paths import hermes_home, models_dir, profiles_dir
+from .secrets import get_key
+
+LOCAL_MODEL_NAME = "tiny-toy"
+LOCAL_NOTICE = "No TINKER_API_KEY: using the local profile (tiny model on CPU)"
+RUN_URL_PLACEHOLDER = "(the run's own Atropos API URL, picked at start)"
+
+# The numbers behind the built-in profiles, kept in this one dict so the trainer engineer can tune
+# them. `tinker` holds the seed's values for Qwen3-8B on Tinker cloud. `local` is sized so a 2-core
+# CPU finishes a run in minutes: the toy addition prompt + answer ("Q: 3+4=\nA: 7\n") is ~12 tokens
+# for the locally built tokenizer, so 32 generated / 64 trained tokens leave room; rank 8 and a
+# high learning rate let the tiny model move within 150 steps. "{models_dir}" is filled per call
+# (it depends on $HERMES_HOME). `inference` feeds the config's `openai:` server entry.
+PROFILE_VALUES: dict[str, dict] = {
+    "tinker": {
+        "backend": "tinker",
+        "description": "Tinker cloud: Qwen3-8B LoRA, the seed's values",
+        "needs_keys": ["TINKER_API_KEY"],
+        "default_environment": "gsm8k",
+        "locked": {
+            "tokenizer_name": "Qwen/Qwen3-8B",
+            "base_model": "Qwen/Qwen3-8B",
+            "max_token_length": 8192,
+            "max_num_workers": 2048,
+            "total_steps": 2500,
+            "lora_rank": 32,
+            "learning_rate": 4e-5,
+            "max_token_trainer_length": 9000,
+        },
+        "editable_defaults": {"group_size": 16, "batch_size": 128},
+        "inference": {"timeout": 1200, "num_requests_for_eval": 256},
+    },
+    "local": {
+        "backend": "local",
+        "description": "offline: a tiny model built on this machine, trained on CPU",
+        "needs_keys": [],
+        "default_environment": "toy_addition",
+        "locked": {
+            "tokenizer_name": "{models_dir}/" + LOCAL_MODEL_NAME,
+            "base_model": "{models_dir}/" + LOCAL_MODEL_NAME,
+            "max_token_length": 32,
+            "max_num_workers": 16,
+            "total_steps": 150,
+            "lora_rank": 8,
+            "learning_rate": 5e-4,
+            "max_token_trainer_length": 64,
+        },
+        "editable_defaults": {"group_size": 8, "batch_size": 32},
+        "inference": {"timeout": 120, "num_requests_for_eval": 16},
+    },
+}
+
+# Locked field -> (type, what it is). Order is the order clients show them in.
+LOCKED_FIELDS: dict[str, tuple[str, str]] = {
+    "tokenizer_name": ("str", "tokenizer the environments use"),
+    "base_model": ("str", "model the LoRA is trained on"),
+    "rollout_server_url": ("str", "Atropos API the environments send rollouts to"),
+    "max_token_length": ("int", "most tokens an environment generates per completion"),
+    "max_num_workers": ("int", "most concurrent rollout workers per environment"),
+    "total_steps": ("int", "training steps in the run"),
+    "lora_rank": ("int", "LoRA rank"),
+    "learning_rate": ("float", "Adam learning rate"),
+    "max_token_trainer_length": ("int", "longest sequence the trainer trains on"),
+}
+EDITABLE_DEFAULT_FIELDS = ("group_size", "batch_size")
+_PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_OVERRIDE_KEYS = ["extends", "description", "default_environment",
+                  *[name for name in LOCKED_FIELDS if name != "rollout_server_url"], *EDITABLE_DEFAULT_FIELDS]
+
+
+@dataclass
+class LockedField:
+    value: object
+    reason: str
+
+
+@dataclass
+class Profile:
+    name: str
+    backend: str  # "local" | "tinker"
+    locked: dict[str, LockedField]
+    needs_keys: list[str]
+    default_environment: str | None
+    editable_defaults: dict
+    description: str = ""
+    inference: dict = field(default_factory=dict)  # timeout / num_requests_for_eval of the openai server entry
+    overrides_file: str | None = None  # the YAML file that changed the built-in values, if any
+
+    def locked_value(self, name: str) -> object:
+        return self.locked[name].value
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "backend": self.backend, "description": self.description,
+            "needs_keys": list(self.needs_keys), "default_environment": self.default_environment,
+            "editable_defaults": dict(self.editable_defaults),
+            "locked": [{"name": k, "value": v.value, "reason": v.reason} for k, v in self.locked.items()],
+            "overrides_file": self.overrides_file,
+        }
+
+
+# --- typed values (shared with core.config: one coercion for every typed field) ---------------
+
+_TRUE = {"true", "yes", "y", "on", "1"}
+_FALSE = {"false", "no", "n", "off", "0"}
+_NULL = {"none", "null", "~", ""}
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = None, nullable: bool = False) -> object:
+    """Turn a CLI/JSON/YAML value into `kind`; BadInput says what was expected. Strings like "8",
+    "true", "0.5" are accepted for numbers and booleans because the CLI passes everything as text."""
+    if nullable and (raw is None or (isinstance(raw, str) and raw.strip().lower() in _NULL)):
+        return None
+    if raw is None:
+        raise BadInput(f"{name} cannot be empty", hint=f"give a {kind} value")
+    text = raw.strip() if isinstance(raw, str) else None
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if text is not None and text.lower() in _TRUE | _FALSE:
+            return text.lower() in _TRUE
+        if isinstance(raw, int) and raw in (0, 1):
+            return bool(raw)
+        raise BadInput(f"{name} must be true or false, got {_shown(raw)}")
+    if kind == "int":
+        if isinstance(raw, bool):
+            raise BadInput(f"{name} must be an integer, got {_shown(raw)}")
+        if isinstance(raw, int):
+            return raw
+        if isinstance(raw, float) and raw.is_integer():
+            return int(raw)
+        if text is not None:
+            try:
+                return int(text.replace("_", ""), 10)
+            except ValueError:
+                try:
+                    as_float = float(text)
+                except ValueError:
+                    as_float = math.nan
+                if math.isfinite(as_float) and as_float.is_integer():
+                    return int(as_float)
+        raise BadInput(f"{name} must be an integer, got {_shown(raw)}")
+    if kind == "float":
+        value = None
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            value = float(raw)
+        elif text is not None:
+            try:
+                value = float(text)
+            except ValueError:
+                value = None
+        if value is None or not math.isfinite(value):
+            raise BadInput(f"{name} must be a finite number, got {_shown(raw)}")
+        return value
+    if kind == "enum":
+        options = list(choices or [])
+        for option in options:
+            if raw == option or (text is not None and str(option).lower() == text.lower()):
+                return option
+        raise BadInput(f"{name} must be one of {', '.join(map(str, options))}; got {_shown(raw)}")
+    if kind in ("list", "dict"):
+        want = list if kind == "list" else dict
+        value = raw
+        if text is not None:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                if kind == "list":  # "a,b,c" from a shell
+                    value = [part.strip() for part in text.split(",") if part.strip()]
+        if isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, want):
+            raise BadInput(f"{name} must be a {kind} (JSON), got {_shown(raw)}")
+        return value
+    # str
+    if isinstance(raw, (dict, list, tuple, set)):
+        raise BadInput(f"{name} must be text, got {_shown(raw)}")
+    value = raw if isinstance(raw, str) else str(raw)
+    if len(value) > 4096 or any(ch in value for ch in "\0\r\n"):
+        raise BadInput(f"{name} must be one line of text (at most 4096 characters)")
+    return value
+
+
+# --- built-in and user profiles ---------------------------------------------------------------
+
+def builtin_profile_names() -> list[str]:
+    return list(PROFILE_VALUES)
+
+
+def list_profiles() -> list[str]:
+    """Built-ins first, then user profiles defined in $HERMES_HOME/rl/profiles/*.yaml."""
+    names = builtin_profile_names()
+    try:
+        for path in sorted(profiles_dir().glob("*.yaml")):
+            if path.stem not in names and _PROFILE_NAME_RE.match(path.stem):
+                names.append(path.stem)
+    except OSError:
+        pass
+    return names
+
+
+def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
+    if not isinstance(data, dict):
+        raise BadInput(f"profile file {path} must be a mapping of field: value, got {type(data).__name__}",
+                       hint="valid keys: " + ", ".join(_OVERRIDE_KEYS))
+    out: dict = {}
+    for key, raw in data.items():
+        if key == "rollout_server_url":
+            raise BadInput(f"profile file {path}: rollout_server_url cannot be set",
+                           hint="it is filled at run start with the run's own API port")
+        if key not in _OVERRIDE_KEYS:
+            raise BadInput(f"profile file {path}: unknown key {key!r}", hint="valid keys: " + ", ".join(_OVERRIDE_KEYS))
+        where = f"{key} in {path}"
+        if key == "extends":
+            if raw not in PROFILE_VALUES:
+                raise BadInput(f"{where} must be one of {', '.join(PROFILE_VALUES)}, got {_shown(raw)}")
+            if is_builtin and raw != path.stem:
+                raise BadInput(f"{where}: a built-in profile cannot extend another one",
+                               hint="create a new file, e.g. my_profile.yaml, with `extends: " + str(raw) + "`")
+            out[key] = raw
+        elif key in ("description", "default_environment"):
+            out[key] = coerce_value(where, "str", raw, nullable=key == "default_environment")
+        else:
+            kind = LOCKED_FIELDS[key][0] if key in LOCKED_FIELDS else "int"
+            value = coerce_value(where, kind, raw)
+            if kind in ("int", "float") and value <= 0:
+                raise BadInput(f"{where} must be greater than 0, got {_shown(raw)}")
+            if kind == "str" and not value.strip():
+                raise BadInput(f"{where} cannot be empty")
+            out[key] = value
+    if not is_builtin and "extends" not in out:
+        raise BadInput(f"profile file {path} needs `extends: tinker` or `extends: local`",
+                       hint="a new profile starts from a built-in one")
+    group = out.get("group_size")
+    if group is not None and group < 2:
+        raise BadInput(f"group_size in {path} must be at least 2, got {group}")
+    return out
+
+
+def get_profile(name: str) -> Profile:
+    """A built-in profile (with any overrides from its YAML file) or a user profile. NotFound lists the valid ones."""
+    if not isinstance(name, str) or not _PROFILE_NAME_RE.match(name):
+        raise NotFound(f"no profile named {_shown(name)}", hint="profiles: " + ", ".join(list_profiles()))
+    path = profiles_dir() / f"{name}.yaml"
+    is_builtin = name in PROFILE_VALUES
+    data = read_yaml(path, what="profile file")
+    if data is None and not is_builtin:
+        raise NotFound(f"no profile named {name!r}", hint="profiles: " + ", ".join(list_profiles()))
+    overrides = _validated_overrides(path, data, is_builtin) if data is not None else {}
+    base_name = name if is_builtin else overrides["extends"]
+    seed = PROFILE_VALUES[base_name]
+    fill = {"models_dir": str(models_dir())}
+
+    def seeded(value: object) -> object:
+        return value.format(**fill) if isinstance(value, str) else value
+
+    origin = f"the {base_name} profile"
+    locked: dict[str, LockedField] = {}
+    for key in LOCKED_FIELDS:
+        if key == "rollout_server_url":
+            locked[key] = LockedField(RUN_URL_PLACEHOLDER, "infrastructure: filled at run start with the run's own API port")
+        elif key in overrides:
+            locked[key] = LockedField(overrides[key], f"infrastructure: set in {path}")
+        else:
+            reason = f"infrastructure: set by {origin}"
+            if seed["backend"] == "local" and key in ("tokenizer_name", "base_model"):
+                reason += " (the tiny model built on this machine at run start)"
+            locked[key] = LockedField(seeded(seed["locked"][key]), reason)
+    editable_defaults = dict(seed["editable_defaults"])
+    editable_defaults.update({k: overrides[k] for k in EDITABLE_DEFAULT_FIELDS if k in overrides})
+    return Profile(
+        name=name,
+        backend=seed["backend"],
+        locked=locked,
+        needs_keys=list(seed["needs_keys"]),
+        default_environment=overrides.get("default_environment", seed["default_environment"]),
+        editable_defaults=editable_defaults,
+        description=overrides.get("description", seed["description"]),
+        inference=dict(seed["inference"]),
+        overrides_file=str(path) if data is not None else None,
+    )
+
+
+def resolve_profile(name: str | None) -> tuple[Profile, str | None]:
+    """(profile, notice). No name: `tinker` when TINKER_API_KEY is set, else `local` with a one-line notice."""
+    if name:
+        return get_profile(name), None
+    if get_key("TINKER_API_KEY"):
+        return get_profile("tinker"), None
+    return get_profile("local"), LOCAL_NOTICE
+
+
+def check_keys(profile: Profile) -> None:
+    """MissingKey naming the first key the profile needs that is not set, and how to set it."""
+    for key in profile.needs_keys:
+        if not get_key(key):
+            raise MissingKey(
+                f"{key} is not set; the {profile.name} profile needs it",
+                hint=f"export {key}=... in your shell or add a line {key}=... to {hermes_home() / '.env'}; "
+                     "or use the local profile (--profile local)",
+            )

@@ -1,0 +1,778 @@
+"""The per-run supervisor: `python -m core.supervisor RUN_ID`.
+
+Started detached by core.runs.launch. It executes the run's pipeline.json (DESIGN §5) without
+knowing what the processes are: starts them in dependency order gated by readiness probes, watches
+them, restarts them by policy, and stops them in reverse order. Every transition goes to run.json
+(atomically) and events.jsonl; clients only read those files and signal this process.
+
+No orphans, in three layers:
+- each child runs in its own process group with PR_SET_PDEATHSIG=SIGKILL (dies with us);
+- a watchdog process (core.watchdog) holds the read end of a pipe only we can write to: if we die
+  (even by SIGKILL) it sees EOF, ends every recorded process group and every process carrying the
+  run's environment marker (grandchildren that left their group too), and records the run as failed;
+- on a normal stop we sweep the same marker ourselves.
+
+Single-threaded state machine; readiness probes run in small threads that only post results.
+SIGTERM/SIGINT mean "stop by user"; a second one escalates to SIGKILL at once.
+Kept light: no third-party imports but psutil (create_time), nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import http.client
+import os
+import queue
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.parse
+from pathlib import Path
+
+from . import procscan
+from .fsutil import append_jsonl, atomic_write_json, read_json
+from .paths import PROJECT_ROOT, ensure_private_dir, process_log_path, run_dir as run_dir_of, validate_run_id
+from .pipeline import ProcessSpec, load_pipeline, port_is_free, restart_delay, start_order
+from .secrets import SECRET_NAMES, redact
+
+FINAL_STATUSES = ("completed", "failed", "stopped")
+ALIVE_STATES = ("starting", "ready")
+PR_SET_PDEATHSIG = 1
+# A process's state while it waits to be started (or restarted) is "pending".
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_prctl = _libc.prctl
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+def _child_preexec(parent_pid: int):
+    """Runs in the forked child before exec: die with the supervisor, even if it already died."""
+
+    def setup() -> None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # we lost the race: the supervisor is already gone
+            os._exit(70)
+
+    return setup
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exited"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name} (exit code {code})"
+    return f"exited with code {code}"
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _log(message: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    print(f"{stamp} {redact(message)}", flush=True)
+
+
+# ---------------------------------------------------------------- readiness probes
+
+
+def http_ready(url: str, timeout: float) -> tuple[bool, str]:
+    """GET url -> (status is 200, what happened). Direct connection: proxies never apply to 127.0.0.1 probes."""
+    parts = urllib.parse.urlsplit(url)
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"User-Agent": "hermes-rl-supervisor"})
+        response = conn.getresponse()
+        response.read(65536)
+        return response.status == 200, f"HTTP {response.status}"
+    except ConnectionRefusedError:
+        return False, "connection refused"
+    except TimeoutError:
+        return False, f"no answer within {timeout:.1f}s"
+    except (OSError, http.client.HTTPException) as exc:
+        return False, f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        conn.close()
+
+
+class LogMatcher:
+    """Finds the first line matching a regex in a process log, from a byte offset, reading only what is new."""
+
+    def __init__(self, path: Path, offset: int, pattern: str):
+        self.path = path
+        self.offset = offset
+        self.regex = re.compile(pattern)
+        self.partial = b""
+        self.handle = None
+
+    def check(self) -> tuple[bool, str]:
+        if self.handle is None:
+            try:
+                self.handle = open(self.path, "rb")
+            except OSError:
+                return False, "log file not created yet"
+            self.handle.seek(self.offset)
+        data = self.handle.read(1 << 20)
+        if not data:
+            return False, f"no line matching /{self.regex.pattern}/ yet"
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        if len(self.partial) > (1 << 20):  # an endless line: test it anyway rather than grow forever
+            lines.append(self.partial)
+            self.partial = b""
+        for raw in lines:
+            if self.regex.search(raw.decode("utf-8", errors="replace")):
+                return True, "matched"
+        return False, f"no line matching /{self.regex.pattern}/ yet"
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+
+# ---------------------------------------------------------------- process records
+
+
+class Proc:
+    def __init__(self, spec: ProcessSpec, run_id: str, port: int | None):
+        self.spec = spec
+        self.name = spec.name
+        self.log = process_log_path(spec.name, run_id)
+        self.port = port
+        self.state = "pending"
+        self.popen: subprocess.Popen | None = None
+        self.pid: int | None = None
+        self.create_time: float | None = None
+        self.pgid: int | None = None
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
+        self.ended_at: float | None = None
+        self.exit_code: int | None = None
+        self.restarts = 0
+        self.restart_at: float | None = None   # monotonic time of a scheduled restart
+        self.attempt = 0
+        self.ever_started = False
+        self.log_offset = 0
+        self.probe_cancel: threading.Event | None = None
+        self.one_shot = False                  # some process waits for it to complete
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.returncode is None
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "pid": self.pid,
+            "create_time": self.create_time,
+            "pgid": self.pgid,
+            "argv_redacted": [redact(a) for a in self.spec.argv],
+            "state": self.state,
+            "started_at": self.started_at,
+            "ready_at": self.ready_at,
+            "ended_at": self.ended_at,
+            "exit_code": self.exit_code,
+            "restarts": self.restarts,
+            "log": str(self.log),
+            "port": self.port,
+            "required": self.spec.required,
+            "completes_run": self.spec.completes_run,
+            "depends_on": [list(d) for d in self.spec.depends_on],
+            "readiness": self.spec.readiness.kind,
+        }
+
+
+class StartupError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- the supervisor
+
+
+class Supervisor:
+    def __init__(self, run_id: str):
+        self.run_id = validate_run_id(run_id)
+        self.dir = run_dir_of(run_id)
+        self.run_json = self.dir / "run.json"
+        self.events_path = self.dir / "events.jsonl"
+        try:
+            self.run = read_json(self.run_json)
+            specs = load_pipeline(self.dir / "pipeline.json")
+        except FileNotFoundError as exc:
+            raise StartupError(f"run {run_id} is not prepared: {exc.filename} is missing") from None
+        except Exception as exc:  # noqa: BLE001 - any unreadable state ends here with a clear line
+            raise StartupError(f"run {run_id}: cannot read its state: {exc}") from None
+        if self.run.get("status") != "starting" or self.run.get("supervisor"):
+            raise StartupError(f"run {run_id} already has a supervisor (status {self.run.get('status')})")
+        ports = self.run.get("ports") or {}
+        self.order = start_order(specs)
+        self.procs = {s.name: Proc(s, run_id, ports.get(s.port) if s.port else None) for s in specs}
+        for spec in specs:
+            for dep, condition in spec.depends_on:
+                if condition == "completed":
+                    self.procs[dep].one_shot = True
+        self.stop_requests = 0
+        self.stopping = False
+        self.finished = False
+        self.results: queue.SimpleQueue = queue.SimpleQueue()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.wake_r, selectors.EVENT_READ)
+        self.watchdog: subprocess.Popen | None = None
+        self.watchdog_w: int | None = None
+        self.watchdog_spawns = 0
+        self.pgids: list[int] = []
+
+    # ------------------------------------------------------------ state output
+
+    def write_state(self) -> None:
+        self.run["processes"] = [self.procs[s].to_json() for s in self.procs]
+        atomic_write_json(self.run_json, self.run)
+
+    def event(self, event: str, message: str, **fields) -> None:
+        record = {"time": _now(), "event": event, **fields, "message": redact(message)}
+        append_jsonl(self.events_path, record)
+        _log(message)
+
+    def set_status(self, status: str, reason: str | None = None) -> None:
+        self.run["status"] = status
+        if reason is not None:
+            self.run["reason"] = reason
+        if status == "running" and not self.run.get("started_at"):
+            self.run["started_at"] = _now()
+        if status in FINAL_STATUSES:
+            self.run["ended_at"] = _now()
+        self.write_state()
+        text = f"run {status}" + (f": {reason}" if reason else "")
+        self.event("run_status", text, status=status, reason=reason)
+
+    def set_proc_state(self, proc: Proc, state: str, message: str, **fields) -> None:
+        proc.state = state
+        self.write_state()
+        self.event("process_state", message, process=proc.name, state=state, pid=proc.pid, **fields)
+
+    # ------------------------------------------------------------ waking up
+
+    def _on_signal(self, signum, _frame) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self.stop_requests += 1
+        # SIGCHLD/SIGHUP only wake the loop (through the wakeup fd).
+
+    def post(self, item: tuple) -> None:
+        """From probe threads: hand a result to the main loop and wake it."""
+        self.results.put(item)
+        try:
+            os.write(self.wake_w, b"p")
+        except (BlockingIOError, OSError):
+            pass
+
+    def wait(self, timeout: float) -> None:
+        if timeout > 0:
+            self.selector.select(max(0.0, timeout))
+        try:
+            while os.read(self.wake_r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    # ------------------------------------------------------------ watchdog
+
+    def start_watchdog(self) -> None:
+        read_end, write_end = os.pipe()
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
+        log = open(self.dir / "supervisor.log", "ab")
+        try:
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-m", "core.watchdog", self.run_id, str(os.getpid())],
+                stdin=read_end, stdout=log, stderr=subprocess.STDOUT, cwd=str(PROJECT_ROOT), env=env,
+                process_group=0, close_fds=True,
+            )
+        finally:
+            os.close(read_end)
+            log.close()
+        self.watchdog_w = write_end
+        self.watchdog_spawns += 1
+        self.run["watchdog"] = {"pid": self.watchdog.pid}
+        for pgid in self.pgids:
+            self.tell_watchdog(f"pgid {pgid}")
+
+    def tell_watchdog(self, line: str) -> None:
+        if self.watchdog_w is None:
+            return
+        try:
+            os.write(self.watchdog_w, (line + "\n").encode())
+        except OSError:
+            pass  # it died; check_watchdog restarts it and replays the groups
+
+    def check_watchdog(self) -> None:
+        if self.watchdog is None or self.watchdog.poll() is None or self.finished:
+            return
+        code = self.watchdog.returncode
+        os.close(self.watchdog_w)
+        self.watchdog_w = None
+        if self.watchdog_spawns >= 5:
+            self.event("watchdog", f"watchdog exited ({describe_exit(code)}); not restarting it again")
+            self.watchdog = None
+            return
+        self.start_watchdog()
+        self.write_state()
+        self.event("watchdog", f"watchdog {describe_exit(code)}; restarted it (pid {self.watchdog.pid})")
+
+    def release_watchdog(self) -> None:
+        self.tell_watchdog("done")
+        if self.watchdog_w is not None:
+            os.close(self.watchdog_w)
+            self.watchdog_w = None
+
+    # ------------------------------------------------------------ starting
+
+    def child_env(self, proc: Proc) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        for name in proc.spec.secret_env:
+            value = os.environ.get(name)
+            if value:
+                env[name] = value
+        env.update(proc.spec.env)
+        env[procscan.MARKER] = str(self.dir)
+        env[procscan.PROCESS_MARKER] = proc.name
+        env["HERMES_RL_RUN_ID"] = self.run_id
+        return env
+
+    def spawn(self, proc: Proc) -> None:
+        spec = proc.spec
+        proc.restart_at = None
+        proc.attempt += 1
+        if proc.port and not port_is_free(proc.port):
+            self.start_failed(proc, f"cannot start {proc.name}: port {proc.port} on 127.0.0.1 is already in use by another program")
+            return
+        ensure_private_dir(proc.log.parent)
+        header = (f"==== hermes-rl {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC: starting "
+                  f"{proc.name} (run {self.run_id}, attempt {proc.attempt}): {' '.join(redact(a) for a in spec.argv)}\n")
+        fd = os.open(proc.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, header.encode("utf-8", errors="replace"))
+            proc.log_offset = os.fstat(fd).st_size
+            cwd = spec.cwd or str(self.dir)
+            try:
+                popen = subprocess.Popen(
+                    spec.argv, cwd=cwd, env=self.child_env(proc), stdin=subprocess.DEVNULL,
+                    stdout=fd, stderr=subprocess.STDOUT, close_fds=True, process_group=0,
+                    preexec_fn=_child_preexec(os.getpid()),
+                )
+            except OSError as exc:
+                self.start_failed(proc, self.describe_start_error(proc, exc, cwd))
+                return
+        finally:
+            os.close(fd)
+        proc.popen = popen
+        proc.pid = proc.pgid = popen.pid
+        self.pgids.append(popen.pid)
+        self.tell_watchdog(f"pgid {popen.pid}")
+        proc.create_time = procscan.process_create_time(popen.pid)
+        proc.started_at = _now()
+        proc.ready_at = proc.ended_at = proc.exit_code = None
+        proc.ever_started = True
+        again = f" (restart {proc.restarts})" if proc.restarts else ""
+        self.set_proc_state(proc, "starting", f"{proc.name} started{again}, pid {popen.pid}", attempt=proc.attempt)
+        if spec.readiness.kind == "none":
+            self.mark_ready(proc)
+        else:
+            self.start_probe(proc)
+
+    @staticmethod
+    def describe_start_error(proc: Proc, exc: OSError, cwd: str) -> str:
+        exe = proc.spec.argv[0]
+        if isinstance(exc, FileNotFoundError):
+            if exc.filename and str(exc.filename) == cwd:
+                return f"cannot start {proc.name}: working folder {cwd} does not exist"
+            return f"cannot start {proc.name}: executable {exe!r} not found"
+        if isinstance(exc, PermissionError):
+            return f"cannot start {proc.name}: {exe!r} is not executable (permission denied)"
+        return f"cannot start {proc.name}: {exc.strerror or exc}"
+
+    def start_failed(self, proc: Proc, reason: str) -> None:
+        """A process could not even be spawned: like a failing exit, with the reason in words."""
+        proc.ended_at = _now()
+        proc.exit_code = None
+        if self.schedule_restart(proc, reason):
+            return
+        self.set_proc_state(proc, "failed", reason)
+        if proc.spec.required or proc.one_shot:
+            self.shutdown("failed", reason)
+
+    def mark_ready(self, proc: Proc) -> None:
+        proc.ready_at = _now()
+        self.set_proc_state(proc, "ready", f"{proc.name} is ready", ready_at=proc.ready_at)
+
+    def start_probe(self, proc: Proc) -> None:
+        cancel = threading.Event()
+        proc.probe_cancel = cancel
+        thread = threading.Thread(target=self.probe_loop, args=(proc, proc.attempt, cancel),
+                                  name=f"probe-{proc.name}", daemon=True)
+        thread.start()
+
+    def probe_loop(self, proc: Proc, attempt: int, cancel: threading.Event) -> None:
+        readiness = proc.spec.readiness
+        deadline = time.monotonic() + readiness.timeout_s
+        matcher = LogMatcher(proc.log, proc.log_offset, readiness.pattern) if readiness.kind == "log" else None
+        interval = 0.01
+        last = "no answer yet"
+        try:
+            while not cancel.is_set():
+                remaining = deadline - time.monotonic()
+                if readiness.kind == "http":
+                    ok, last = http_ready(readiness.url, timeout=max(0.05, min(1.0, remaining)))
+                else:
+                    ok, last = matcher.check()
+                if cancel.is_set():
+                    return
+                if ok:
+                    self.post(("ready", proc.name, attempt, None))
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.post(("timeout", proc.name, attempt, last))
+                    return
+                cancel.wait(min(interval, remaining))
+                interval = min(interval * 1.5, 0.25)
+        except Exception as exc:  # noqa: BLE001 - a probe bug must surface as a reason, not a silent hang
+            self.post(("timeout", proc.name, attempt, f"probe error: {exc}"))
+        finally:
+            if matcher:
+                matcher.close()
+
+    def cancel_probe(self, proc: Proc) -> None:
+        if proc.probe_cancel is not None:
+            proc.probe_cancel.set()
+            proc.probe_cancel = None
+
+    def handle_probe_results(self) -> None:
+        while True:
+            try:
+                kind, name, attempt, detail = self.results.get_nowait()
+            except queue.Empty:
+                return
+            proc = self.procs[name]
+            if attempt != proc.attempt or proc.state != "starting" or not proc.alive or self.stopping:
+                continue  # stale: the process exited or restarted since
+            proc.probe_cancel = None
+            if kind == "ready":
+                self.mark_ready(proc)
+            else:
+                what = (f"GET {proc.spec.readiness.url} did not return 200" if proc.spec.readiness.kind == "http"
+                        else f"no log line matched /{proc.spec.readiness.pattern}/")
+                reason = (f"{proc.name} was not ready within {proc.spec.readiness.timeout_s:g}s "
+                          f"({what}; last: {detail})")
+                self.event("probe_timeout", reason, process=proc.name)
+                if proc.spec.required or self.has_dependants(proc):
+                    self.shutdown("failed", reason)
+
+    def has_dependants(self, proc: Proc) -> bool:
+        return any(dep == proc.name for p in self.procs.values() for dep, _ in p.spec.depends_on)
+
+    # ------------------------------------------------------------ scheduling
+
+    def dependency_status(self, proc: Proc) -> tuple[bool, str | None]:
+        """(all satisfied, why it never can be) for a pending process."""
+        for dep_name, condition in proc.spec.depends_on:
+            dep = self.procs[dep_name]
+            done_ok = dep.state == "exited" and dep.exit_code == 0
+            if condition == "started":
+                ok = dep.state in ALIVE_STATES or done_ok
+            elif condition == "ready":
+                ok = dep.state == "ready" or (done_ok and dep.one_shot)
+            else:
+                ok = done_ok
+            if ok:
+                continue
+            if dep.state in ("failed", "stopped") or (dep.state == "exited" and not ok):
+                return False, f"cannot start {proc.name}: {dep.name} {dep.state} before it was {condition}"
+            return False, None
+        return True, None
+
+    def start_eligible(self) -> None:
+        if self.stopping:
+            return
+        now = time.monotonic()
+        for name in self.order:
+            proc = self.procs[name]
+            if proc.state != "pending":
+                continue
+            if proc.restart_at is not None:
+                if now >= proc.restart_at:
+                    self.spawn(proc)
+                continue
+            ok, never = self.dependency_status(proc)
+            if ok:
+                self.spawn(proc)
+            elif never:
+                self.set_proc_state(proc, "failed", never)
+                if proc.spec.required or proc.one_shot:
+                    self.shutdown("failed", never)
+            if self.stopping:
+                return
+
+    def schedule_restart(self, proc: Proc, reason: str) -> bool:
+        policy = proc.spec.restart
+        if self.stopping or policy.mode != "on_failure" or proc.restarts >= policy.max_restarts:
+            return False
+        proc.restarts += 1
+        delay = restart_delay(policy, proc.restarts)
+        proc.restart_at = time.monotonic() + delay
+        self.set_proc_state(proc, "pending", f"{reason}; restarting in {delay:g}s "
+                            f"(restart {proc.restarts} of {policy.max_restarts})",
+                            exit_code=proc.exit_code, restart=proc.restarts, delay_s=delay)
+        return True
+
+    def maybe_running(self) -> None:
+        if self.stopping or self.run.get("status") != "starting":
+            return
+        if all(p.state in ("ready", "exited", "failed") for p in self.procs.values()):
+            self.set_status("running")
+
+    def next_timeout(self) -> float:
+        timeout = 1.0  # safety net: re-check children even without a signal
+        now = time.monotonic()
+        for proc in self.procs.values():
+            if proc.state == "pending" and proc.restart_at is not None:
+                timeout = min(timeout, max(0.0, proc.restart_at - now))
+        return timeout
+
+    # ------------------------------------------------------------ exits
+
+    def log_tail(self, proc: Proc, lines: int = 3) -> str:
+        try:
+            with open(proc.log, "rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                start = max(proc.log_offset, size - 4096)
+                handle.seek(start)
+                data = handle.read()
+        except OSError:
+            return ""
+        text = [ln.strip() for ln in data.decode("utf-8", errors="replace").splitlines() if ln.strip()]
+        return redact(" | ".join(text[-lines:]))[:500]
+
+    def reap(self) -> None:
+        for proc in self.procs.values():
+            if proc.popen is not None and proc.popen.returncode is None:
+                code = proc.popen.poll()
+                if code is not None:
+                    self.on_exit(proc, code)
+        self.check_watchdog()
+
+    def on_exit(self, proc: Proc, code: int) -> None:
+        self.cancel_probe(proc)
+        proc.exit_code = code
+        proc.ended_at = _now()
+        # What the leader left behind in its group (workers, shells) goes with it.
+        procscan.signal_group(proc.pgid, signal.SIGTERM)
+        if self.stopping:
+            self.set_proc_state(proc, "stopped", f"{proc.name} stopped ({describe_exit(code)})", exit_code=code)
+            return
+        spec = proc.spec
+        clean = code == 0
+        if clean and spec.completes_run:
+            if spec.completion_file and not self.completion_path(spec).exists():
+                reason = f"{proc.name} exited 0 before finishing (no {Path(spec.completion_file).name})"
+                self.exit_failed(proc, reason)
+                return
+            self.set_proc_state(proc, "exited", f"{proc.name} finished", exit_code=code)
+            self.shutdown("completed", f"{proc.name} finished")
+            return
+        if clean and proc.one_shot:
+            self.set_proc_state(proc, "exited", f"{proc.name} completed", exit_code=code)
+            return
+        self.exit_failed(proc, f"{proc.name} {describe_exit(code)}")
+
+    def completion_path(self, spec: ProcessSpec) -> Path:
+        path = Path(spec.completion_file)
+        return path if path.is_absolute() else self.dir / path
+
+    def exit_failed(self, proc: Proc, reason: str) -> None:
+        detail = self.log_tail(proc)
+        if proc.exit_code != 0 and self.schedule_restart(proc, reason):
+            return
+        if proc.restarts:
+            reason += f" (gave up after {proc.restarts} restart{'s' if proc.restarts != 1 else ''})"
+        state = "exited" if proc.exit_code == 0 else "failed"
+        self.set_proc_state(proc, state, reason, exit_code=proc.exit_code, detail=detail)
+        if proc.spec.required:
+            self.run["detail"] = detail
+            self.shutdown("failed", reason)
+
+    # ------------------------------------------------------------ stopping
+
+    def shutdown(self, final: str, reason: str) -> None:
+        """Cancel pending starts, stop the rest in reverse dependency order, record the final state."""
+        if self.stopping:
+            return
+        self.stopping = True
+        for proc in self.procs.values():
+            self.cancel_probe(proc)
+        self.set_status("stopping", reason)
+        for name in self.order:
+            proc = self.procs[name]
+            if proc.state == "pending":
+                proc.restart_at = None
+                self.set_proc_state(proc, "stopped", f"{proc.name} not started (cancelled)", cancelled=True)
+        for name in reversed(self.order):
+            proc = self.procs[name]
+            if proc.alive or procscan.group_alive(proc.pgid):
+                self.stop_process(proc)
+        self.sweep()
+        self.set_status(final, reason)
+        self.finished = True
+
+    def stop_process(self, proc: Proc) -> None:
+        timeout = 0.0 if self.stop_requests > 1 else proc.spec.stop_timeout
+        if proc.alive:
+            self.event("signal", f"stopping {proc.name}: SIGTERM to process group {proc.pgid}",
+                       process=proc.name, signal="SIGTERM")
+        procscan.signal_group(proc.pgid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        killed = False
+        interval = 0.01
+        while True:
+            self.reap_during_stop()
+            if not proc.alive and not procscan.group_alive(proc.pgid):
+                break
+            escalate = self.stop_requests > 1 and not killed  # a second stop request: no more waiting
+            if (time.monotonic() >= deadline or escalate) and not killed:
+                self.event("signal", f"{proc.name} still running after {timeout:g}s: SIGKILL to process group {proc.pgid}",
+                           process=proc.name, signal="SIGKILL")
+                procscan.signal_group(proc.pgid, signal.SIGKILL)
+                killed = True
+                deadline = time.monotonic() + 5.0
+            elif killed and time.monotonic() >= deadline:
+                self.event("error", f"{proc.name}: process group {proc.pgid} survived SIGKILL", process=proc.name)
+                break
+            self.wait(min(interval, max(0.0, deadline - time.monotonic())))
+            interval = min(interval * 1.5, 0.1)
+
+    def reap_during_stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.popen is not None and proc.popen.returncode is None and proc.popen.poll() is not None:
+                self.on_exit(proc, proc.popen.returncode)
+
+    def sweep(self) -> None:
+        """Anything still carrying this run's marker (grandchildren that left their group) is ended."""
+        exclude = (self.watchdog.pid,) if self.watchdog else ()
+        survivors = procscan.find_run_processes(self.dir, self.pgids, exclude=exclude,
+                                                since=self.run.get("created_at"))
+        if survivors:
+            result = procscan.terminate(survivors, timeout=2.0)
+            self.event("sweep", f"ended {len(survivors)} leftover process(es) of this run "
+                       f"({result['killed']} needed SIGKILL): " + ", ".join(str(s.pid) for s in survivors),
+                       pids=[s.pid for s in survivors])
+
+    # ------------------------------------------------------------ main loop
+
+    def register(self) -> None:
+        me = procscan.process_create_time(os.getpid())
+        self.run["supervisor"] = {"pid": os.getpid(), "create_time": me}
+        self.start_watchdog()
+        self.write_state()
+        self.event("supervisor", f"supervisor started (pid {os.getpid()}, watchdog pid {self.watchdog.pid})",
+                   pid=os.getpid())
+
+    def install_signals(self) -> None:
+        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+
+    def loop(self) -> None:
+        while not self.finished:
+            if self.stop_requests and not self.stopping:
+                self.shutdown("stopped", "stopped by user")
+                break
+            self.reap()
+            self.handle_probe_results()
+            self.start_eligible()
+            self.maybe_running()
+            if self.finished:
+                break
+            self.wait(self.next_timeout())
+
+    def emergency_stop(self, error: str) -> None:
+        """The supervisor itself failed: kill everything, record why."""
+        for proc in self.procs.values():
+            procscan.signal_group(proc.pgid, signal.SIGKILL)
+        try:
+            self.sweep()
+        except Exception:  # noqa: BLE001
+            pass
+        for proc in self.procs.values():
+            if proc.state in ALIVE_STATES or proc.state == "pending":
+                proc.state = "stopped"
+        self.run["status"] = "failed"
+        self.run["reason"] = f"supervisor error: {error}"
+        self.run["ended_at"] = _now()
+        self.write_state()
+        self.event("run_status", f"run failed: supervisor error: {error}", status="failed")
+
+
+def _daemonize() -> None:
+    """Fork so the launcher can reap us at once; the child (the real supervisor) gets its own session."""
+    if os.fork() > 0:
+        os._exit(0)
+    os.setsid()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.supervisor", description="Supervise one run.")
+    parser.add_argument("run_id")
+    parser.add_argument("--foreground", action="store_true", help="do not fork into the background")
+    parser.add_argument("--notify-fd", type=int, default=None, help="write 'ok' here once registered")
+    args = parser.parse_args(argv)
+
+    def notify(text: str) -> None:
+        if args.notify_fd is not None:
+            try:
+                os.write(args.notify_fd, (text + "\n").encode())
+                os.close(args.notify_fd)
+            except OSError:
+                pass
+            args.notify_fd = None
+
+    try:
+        supervisor = Supervisor(args.run_id)
+    except (StartupError, Exception) as exc:  # noqa: BLE001
+        _log(f"cannot supervise run {args.run_id!r}: {exc}")
+        notify(f"error: {exc}")
+        return 2
+    if not args.foreground:
+        _daemonize()
+    supervisor.install_signals()
+    try:
+        supervisor.register()
+        notify("ok")
+        supervisor.loop()
+    except Exception as exc:  # noqa: BLE001
+        _log("supervisor error:\n" + traceback.format_exc())
+        notify(f"error: {exc}")
+        supervisor.emergency_stop(f"{type(exc).__name__}: {exc}")
+        supervisor.release_watchdog()
+        return 1
+    supervisor.release_watchdog()
+    _log(f"supervisor exiting: run {supervisor.run.get('status')} ({supervisor.run.get('reason')})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,739 @@
+"""The ten rl_* agent tools: thin JSON wrappers over core, shared by the Hermes plugin and MCP server.
+
+Each tool is a plain function returning a JSON-serialisable dict. Failures come back as
+{"error": ..., "hint": ...}: a HermesError through its to_dict(), anything unexpected caught here
+and reduced to one line (no traceback, secrets redacted). TOOL_SCHEMAS (OpenAI function format) is
+generated from one table, TOOLS, kept next to the functions; each description lists exactly the keys
+the tool returns, and the tests hold every tool to its list. `call_tool(name, args)` checks the
+arguments against the table and dispatches; both integrations call only that.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import BadInput, HermesError, NotFound
+from .paths import process_log_path, run_dir, validate_run_id
+from .secrets import redact
+
+log = logging.getLogger(__name__)
+
+FINAL_STATUSES = ("completed", "failed", "stopped", "lost")
+STALL_ENV = "HERMES_RL_STALL_S"
+DEFAULT_STALL_S = 900.0
+_MAX_DEPTH = 12
+
+
+# -- JSON safety ------------------------------------------------------------------------------
+
+
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """A JSON-serialisable copy: NaN/inf -> None, Path -> str, tuples/sets -> lists, keys -> str."""
+    if _depth > _MAX_DEPTH:
+        return str(value)[:200]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Path):
+        return str(value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return jsonable(asdict(value), _depth + 1)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v, _depth + 1) for v in value]
+    return str(value)[:500]
+
+
+def _error_dict(exc: BaseException, tool: str) -> dict:
+    if isinstance(exc, HermesError):
+        out = exc.to_dict()
+        extra = getattr(exc, "tool_extra", None)
+        if isinstance(extra, dict):
+            out.update(extra)
+        return jsonable({k: redact(v) if isinstance(v, str) else v for k, v in out.items()})
+    log.debug("%s failed", tool, exc_info=True)
+    message = redact(str(exc).splitlines()[0] if str(exc) else "")[:300]
+    return {
+        "error": f"{tool} failed: {type(exc).__name__}" + (f": {message}" if message else ""),
+        "hint": "this is unexpected; check the logs under $HERMES_HOME/logs/rl_training and report it if it persists",
+    }
+
+
+def _tool(func: Callable[..., dict]) -> Callable[..., dict]:
+    """Tool boundary: never raise, always a JSON-serialisable dict."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs) -> dict:
+        try:
+            result = func(*args, **kwargs)
+        except Exception as exc:  # the boundary: every failure becomes a JSON error
+            return _error_dict(exc, func.__name__)
+        return jsonable(result)
+
+    return wrapper
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _selection() -> dict:
+    from . import config
+
+    selection = config.current_selection() or {}
+    return {"environment": selection.get("environment"), "profile": selection.get("profile")}
+
+
+def _log_paths(run: dict) -> dict:
+    paths = {}
+    for proc in run.get("processes") or []:
+        name = proc.get("name")
+        if not name:
+            continue
+        logp = proc.get("log")
+        if not logp:
+            try:
+                logp = str(process_log_path(name, run["run_id"]))
+            except HermesError:
+                continue
+        paths[name] = str(logp)
+    return paths
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _metric(values: dict, *keys: str) -> float | None:
+    for key in keys:
+        number = _num(values.get(key))
+        if number is not None:
+            return number
+    return None
+
+
+def _stall_threshold() -> float:
+    try:
+        return float(os.environ.get(STALL_ENV) or DEFAULT_STALL_S)
+    except ValueError:
+        return DEFAULT_STALL_S
+
+
+def _to_epoch(value: Any) -> float | None:
+    number = _num(value)
+    if number is not None:
+        return number
+    if isinstance(value, str):
+        from datetime import datetime
+
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _stall(run: dict, last: dict, now: float) -> tuple[bool, float | None]:
+    """(stalled, seconds since progress): a running run whose last step is older than the threshold."""
+    if isinstance(run.get("stalled"), bool):
+        since = _num(run.get("stalled_for_s"))
+        return run["stalled"], since
+    if run.get("status") != "running":
+        return False, None
+    last_progress = _to_epoch(last.get("time")) or _to_epoch(run.get("started_at"))
+    if last_progress is None:
+        return False, None
+    idle = max(0.0, now - last_progress)
+    return idle > _stall_threshold(), round(idle, 1)
+
+
+def _wandb_url(run: dict) -> str | None:
+    wandb = run.get("wandb") or {}
+    if isinstance(wandb, dict) and wandb.get("mode") == "online" and wandb.get("url"):
+        return str(wandb["url"])
+    return None
+
+
+def _running_time(run: dict, now: float) -> float | None:
+    start = _to_epoch(run.get("started_at")) or _to_epoch(run.get("created_at"))
+    if start is None:
+        return None
+    end = _to_epoch(run.get("ended_at")) if run.get("status") in FINAL_STATUSES else None
+    return round(max(0.0, (end or now) - start), 1)
+
+
+def _processes(run: dict) -> list[dict]:
+    out = []
+    for proc in run.get("processes") or []:
+        out.append({
+            "name": proc.get("name"),
+            "state": proc.get("state"),
+            "exit_code": proc.get("exit_code"),
+            "uptime_s": proc.get("uptime_s"),
+            "restarts": proc.get("restarts", 0),
+            "pid": proc.get("pid"),
+        })
+    return out
+
+
+def _fmt_seconds(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds} s"
+
+
+# -- the ten tools -----------------------------------------------------------------------------
+
+
+@_tool
+def rl_list_environments() -> dict:
+    from . import discovery
+
+    envs = discovery.discover_environments()
+    usable = [e for e in envs if not e.error and not getattr(e, "duplicate_of", None)]
+    broken = [e for e in envs if e.error or getattr(e, "duplicate_of", None)]
+    selection = _selection()
+    tips = []
+    if not usable:
+        tips.append("no environments found: add a BaseEnv subclass file to $HERMES_HOME/rl/environments/")
+    elif not selection["environment"]:
+        tips.append("select one with rl_select_environment(name), then review it with rl_get_current_config")
+    else:
+        tips.append(f"{selection['environment']!r} is selected: rl_get_current_config to review, rl_test_inference "
+                    "to try it against models, rl_start_training to train")
+    if broken:
+        tips.append("files under 'errors' failed to load; fix them to make them selectable")
+    return {
+        "environments": [
+            {"name": e.name, "class_name": e.class_name, "file": e.file, "description": e.description,
+             "source": e.source}
+            for e in usable
+        ],
+        "errors": [{"name": e.name, "file": e.file,
+                    "error": e.error or f"same name as {e.duplicate_of}, which is the one used"} for e in broken],
+        "selected": selection["environment"],
+        "profile": selection["profile"],
+        "tips": tips,
+    }
+
+
+@_tool
+def rl_select_environment(name: str) -> dict:
+    from . import config, discovery
+
+    if not isinstance(name, str) or not name.strip():
+        raise BadInput("name must be an environment name", hint="see rl_list_environments")
+    try:
+        info = discovery.find_environment(name)
+    except NotFound as exc:
+        available = sorted(e.name for e in discovery.discover_environments() if not e.error)
+        exc.tool_extra = {"available": available}
+        raise
+    if info.error:
+        raise BadInput(f"environment {name!r} cannot be loaded: {info.error}"[:400], hint=f"fix {info.file}")
+    selected = config.select_environment(info.name, _selection()["profile"]) or {}
+    return {
+        "selected": info.name,
+        "profile": selected.get("profile") if isinstance(selected, dict) else None,
+        "class_name": info.class_name,
+        "file": info.file,
+        "description": info.description,
+        "tips": ["review and change its settings with rl_get_current_config / rl_edit_config, "
+                 "try it with rl_test_inference, then rl_start_training"],
+    }
+
+
+def _config_view() -> Any:
+    """The selected environment's config (core falls back to the profile's default environment)."""
+    from . import config
+
+    return config.get_config()
+
+
+@_tool
+def rl_get_current_config() -> dict:
+    view = _config_view()
+    editable = [
+        {"name": f.get("name"), "type": f.get("type"), "default": f.get("default"),
+         "description": f.get("description"), "value": f.get("value"), "modified": bool(f.get("modified")),
+         "choices": f.get("choices")}
+        for f in view.editable
+    ]
+    locked = [{"name": f.get("name"), "value": f.get("value"), "reason": f.get("reason")} for f in view.locked]
+    return {
+        "environment": view.environment,
+        "profile": view.profile,
+        "editable": editable,
+        "locked": locked,
+        "notice": getattr(view, "notice", None),
+        "warnings": list(getattr(view, "warnings", None) or []),
+        "tips": ["change an editable field with rl_edit_config(field, value); locked fields belong to the profile"],
+    }
+
+
+@_tool
+def rl_edit_config(field: str, value: Any) -> dict:
+    from . import config
+
+    if not isinstance(field, str) or not field.strip():
+        raise BadInput("field must be a field name", hint="see rl_get_current_config for the editable fields")
+    view = _config_view()
+    before = {f.get("name"): f.get("value") for f in view.editable}
+    config.set_field(field, value, view.environment, view.profile)
+    after = config.get_config(view.environment, view.profile)
+    stored = {f.get("name"): f.get("value") for f in after.editable}
+    return {
+        "environment": after.environment,
+        "profile": after.profile,
+        "field": field,
+        "value": stored.get(field),
+        "previous": before.get(field),
+    }
+
+
+@_tool
+def rl_start_training() -> dict:
+    from . import runs
+
+    selection = _selection()
+    run = runs.start_run(selection["environment"], selection["profile"])
+    run_id = run["run_id"]
+    wandb = run.get("wandb") or {}
+    return {
+        "run_id": run_id,
+        "status": run.get("status"),
+        "environment": run.get("environment"),
+        "profile": run.get("profile"),
+        "total_steps": run.get("total_steps"),
+        "config_path": str(run_dir(run_id) / "config.yaml"),
+        "log_paths": _log_paths(run),
+        "wandb": {"mode": wandb.get("mode"), "project": wandb.get("project"), "run_name": wandb.get("run_name")},
+        "notice": run.get("notice"),
+        "tips": [f"check progress with rl_check_status('{run_id}') (full reports at most every "
+                 f"{_fmt_seconds(_interval_or_default())}, state changes at once); stop with rl_stop_training"],
+    }
+
+
+def _interval_or_default() -> float:
+    from .status_limits import DEFAULT_INTERVAL_S, resolve_interval
+
+    try:
+        return resolve_interval(None)
+    except HermesError:
+        return float(DEFAULT_INTERVAL_S)
+
+
+@_tool
+def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
+    validate_run_id(run_id)
+    from . import metrics, runs, status_limits
+
+    interval = status_limits.resolve_interval(min_interval_s)
+    run = runs.get_run(run_id)  # NotFound for an unknown id: errors are never rate-limited
+    now = time.time()
+    try:
+        last = metrics.last_metrics(run_id)
+    except (OSError, HermesError):
+        last = dict(run.get("last_metric") or {})
+    status = run.get("status")
+    stalled, stalled_for = _stall(run, last, now)
+    state = f"{status}+stalled" if stalled else str(status)
+    decision = status_limits.decide(run_id, state, interval_s=interval, final=status in FINAL_STATUSES, now=now)
+    step = last.get("step")
+    total = run.get("total_steps")
+    if not decision.full:
+        progress = f", step {step}/{total}" if step is not None else ""
+        return {
+            "run_id": run_id,
+            "status": status,
+            "rate_limited": True,
+            "message": (f"no change: still {status}{progress}; last full report "
+                        f"{_fmt_seconds(now - decision.last_reported_at)} ago, next check in "
+                        f"{decision.next_check_in_s} s (a failure or stall is reported at once)"),
+            "next_check_in_s": decision.next_check_in_s,
+        }
+    tips = []
+    if stalled:
+        tips.append(f"no training step for {_fmt_seconds(stalled_for or 0)}: read the trainer and env logs; "
+                    "rl_stop_training if it is stuck")
+    if status == "failed":
+        tips.append("read the log of the process that failed (log_paths); fix and rl_start_training again")
+    elif status == "completed":
+        tips.append(f"rl_get_results('{run_id}') for final metrics and the checkpoint")
+    elif status == "lost":
+        tips.append("the supervisor is gone; rl_stop_training cleans up any processes left")
+    elif status in ("starting", "running"):
+        tips.append(f"next full report in {_fmt_seconds(interval)} unless the state changes")
+    return {
+        "run_id": run_id,
+        "status": status,
+        "rate_limited": False,
+        "report_reason": decision.reason,
+        "previous_state": decision.previous_state,
+        "reason": run.get("reason"),
+        "environment": run.get("environment"),
+        "profile": run.get("profile"),
+        "processes": _processes(run),
+        "running_time_s": _running_time(run, now),
+        "metrics": {
+            "step": step,
+            "total_steps": total,
+            "reward_mean": _metric(last, "reward/mean", "train/reward_mean"),
+            "percent_correct": _metric(last, "train/percent_correct", "percent_correct"),
+            "eval_percent_correct": _metric(last, "eval/percent_correct"),
+            "loss": _metric(last, "train/loss", "loss"),
+        },
+        "stalled": stalled,
+        "stalled_for_s": stalled_for if stalled else None,
+        "wandb_url": _wandb_url(run),
+        "log_paths": _log_paths(run),
+        "next_check_in_s": 0 if status in FINAL_STATUSES else int(interval),
+        "tips": tips,
+    }
+
+
+@_tool
+def rl_stop_training(run_id: str) -> dict:
+    validate_run_id(run_id)
+    from . import runs
+
+    before = runs.get_run(run_id, sample=False)
+    run = runs.stop_run(run_id)
+    return {
+        "run_id": run_id,
+        "status": run.get("status"),
+        "previous_status": before.get("status"),
+        "reason": run.get("reason"),
+        "processes": [{"name": p.get("name"), "state": p.get("state"), "exit_code": p.get("exit_code")}
+                      for p in run.get("processes") or []],
+    }
+
+
+RESULT_KEYS = ("final_metrics", "history", "checkpoint", "tinker_path")
+
+
+@_tool
+def rl_get_results(run_id: str) -> dict:
+    validate_run_id(run_id)
+    from . import runs
+
+    results = runs.get_results(run_id)
+    run = runs.get_run(run_id, sample=False)
+    return {
+        "run_id": run_id,
+        "status": results.get("status", run.get("status")),
+        "environment": run.get("environment"),
+        "profile": run.get("profile"),
+        "reason": run.get("reason"),
+        "total_steps": run.get("total_steps"),
+        "final_metrics": results.get("final_metrics") or {},
+        "history": results.get("history") or [],
+        "checkpoint": results.get("checkpoint"),
+        "tinker_path": results.get("tinker_path"),
+        "wandb_url": _wandb_url(run),
+        "log_paths": _log_paths(run),
+    }
+
+
+@_tool
+def rl_list_runs() -> dict:
+    from . import runs
+
+    summaries = runs.list_runs()
+    return {"runs": summaries, "count": len(summaries)}
+
+
+@_tool
+def rl_test_inference(num_steps: int = 3, group_size: int = 16, models: list[str] | None = None,
+                      base_url: str | None = None) -> dict:
+    from .inference_test import InferenceTest
+
+    test = InferenceTest.prepare(num_steps, group_size, models, base_url)
+    return test.run()
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+_RUN_ID = {"type": "string", "description": "the run id: 8 lowercase hex characters, e.g. 3fa2c91b (see rl_list_runs)"}
+_ERRORS = " On failure: {error, hint} (rl_select_environment adds available: the environment names)."
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    func: Callable[..., dict]
+    summary: str
+    properties: dict = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+    returns: dict = field(default_factory=dict)        # key -> what it holds (always present on success)
+    returns_alt: dict | None = None                    # a second success shape (rl_check_status rate-limited)
+    alt_when: str = ""
+
+    @property
+    def description(self) -> str:
+        def keys(spec: dict) -> str:
+            return "; ".join(f"{k}: {v}" for k, v in spec.items())
+
+        text = f"{self.summary} Returns {{{keys(self.returns)}}}."
+        if self.returns_alt:
+            text += f" {self.alt_when} it returns only {{{keys(self.returns_alt)}}}."
+        return text + _ERRORS
+
+    @property
+    def schema(self) -> dict:
+        parameters = {"type": "object", "properties": dict(self.properties), "required": list(self.required)}
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": parameters}}
+
+
+_STATUS_FULL = {
+    "run_id": "str",
+    "status": "starting|running|stopping|stopped|completed|failed|lost",
+    "rate_limited": "false",
+    "report_reason": "why this is a full report: first check|state changed|interval passed|final state",
+    "previous_state": "the state last reported (null on the first check)",
+    "reason": "why the run ended, in words (null while it runs)",
+    "environment": "str", "profile": "str",
+    "processes": "list of {name, state, exit_code, uptime_s, restarts, pid}",
+    "running_time_s": "seconds since start (to the end for finished runs)",
+    "metrics": "{step, total_steps, reward_mean, percent_correct, eval_percent_correct, loss} (null until reported)",
+    "stalled": "true when a running run made no step for HERMES_RL_STALL_S (default 900 s)",
+    "stalled_for_s": "seconds without progress when stalled, else null",
+    "wandb_url": "the W&B run URL when W&B is online, else null",
+    "log_paths": "{process name: log file path}",
+    "next_check_in_s": "seconds until the next full report unless the state changes (0 for finished runs)",
+    "tips": "list of next steps",
+}
+
+TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "rl_list_environments", rl_list_environments,
+        "List the RL environments (Atropos BaseEnv classes) found in the project, tinker-atropos and "
+        "$HERMES_HOME/rl/environments.",
+        returns={
+            "environments": "list of {name, class_name, file, description, source}",
+            "errors": "list of {name, file, error} for files that failed to load",
+            "selected": "the selected environment name or null",
+            "profile": "the selected profile or null",
+            "tips": "list of next steps",
+        },
+    ),
+    Tool(
+        "rl_select_environment", rl_select_environment,
+        "Select the environment that rl_get_current_config, rl_edit_config, rl_test_inference and "
+        "rl_start_training work on (saved on disk, shared with the dashboard).",
+        {"name": {"type": "string", "description": "environment name as listed by rl_list_environments"}},
+        ("name",),
+        returns={
+            "selected": "the environment name", "profile": "the profile in use or null",
+            "class_name": "str", "file": "str", "description": "str", "tips": "list of next steps",
+        },
+    ),
+    Tool(
+        "rl_get_current_config", rl_get_current_config,
+        "Show the selected environment's training configuration: fields you may edit and fields the profile locks.",
+        returns={
+            "environment": "str", "profile": "str",
+            "editable": "list of {name, type, default, description, value, modified, choices}",
+            "locked": "list of {name, value, reason}",
+            "notice": "a note on the profile choice (e.g. no TINKER_API_KEY: local) or null",
+            "warnings": "list of problems found and ignored (e.g. a corrupt draft)",
+            "tips": "list of next steps",
+        },
+    ),
+    Tool(
+        "rl_edit_config", rl_edit_config,
+        "Change one editable field of the selected environment's configuration; the value is validated and "
+        "coerced to the field's type. Locked and unknown fields are refused with the reason.",
+        {
+            "field": {"type": "string", "description": "an editable field name from rl_get_current_config"},
+            "value": {"description": "the new value (number, string, boolean, list or object, as the field's type needs)"},
+        },
+        ("field", "value"),
+        returns={
+            "environment": "str", "profile": "str", "field": "str",
+            "value": "the value now stored", "previous": "the value before the change",
+        },
+    ),
+    Tool(
+        "rl_start_training", rl_start_training,
+        "Start a training run of the selected environment in the background (a supervised pipeline of "
+        "Atropos API, trainer and environment). Without TINKER_API_KEY it runs on the local CPU backend; "
+        "a profile that needs a key fails naming the missing key.",
+        returns={
+            "run_id": "str", "status": "starting|running", "environment": "str", "profile": "str",
+            "total_steps": "int", "config_path": "path of the run's config.yaml",
+            "log_paths": "{process name: log file path}",
+            "wandb": "{mode, project, run_name}",
+            "notice": "a note on the backend choice or null",
+            "tips": "list of next steps",
+        },
+    ),
+    Tool(
+        "rl_check_status", rl_check_status,
+        "Check a run's status, processes and latest metrics. Repeats within min_interval_s (default 30 min, "
+        "env HERMES_RL_STATUS_INTERVAL_S) get a short 'no change' answer, but a change of state (failed, "
+        "completed, stopped, stalled, lost) is reported at once and finished runs are always reported in full.",
+        {
+            "run_id": _RUN_ID,
+            "min_interval_s": {"type": "number", "minimum": 0,
+                               "description": "minimum seconds between full reports for this run (default 1800)"},
+        },
+        ("run_id",),
+        returns=_STATUS_FULL,
+        returns_alt={
+            "run_id": "str", "status": "str", "rate_limited": "true",
+            "message": "'no change ... next check in N s'", "next_check_in_s": "int",
+        },
+        alt_when="When nothing changed within the interval",
+    ),
+    Tool(
+        "rl_stop_training", rl_stop_training,
+        "Stop a run: its processes are stopped in reverse start order. Works for starting, running and lost runs.",
+        {"run_id": _RUN_ID},
+        ("run_id",),
+        returns={
+            "run_id": "str", "status": "the status after stopping", "previous_status": "str",
+            "reason": "why it ended, in words", "processes": "list of {name, state, exit_code}",
+        },
+    ),
+    Tool(
+        "rl_get_results", rl_get_results,
+        "Get a run's results: final metrics, a sampled metric history and where the trained weights are.",
+        {"run_id": _RUN_ID},
+        ("run_id",),
+        returns={
+            "run_id": "str", "status": "str", "environment": "str", "profile": "str",
+            "reason": "why it ended or null", "total_steps": "int",
+            "final_metrics": "{metric: last value}",
+            "history": "sampled list of per-step metric rows",
+            "checkpoint": "local checkpoint/weights path or null",
+            "tinker_path": "tinker:// path of the weights on Tinker cloud or null",
+            "wandb_url": "W&B run URL when online, else null",
+            "log_paths": "{process name: log file path}",
+        },
+    ),
+    Tool(
+        "rl_list_runs", rl_list_runs,
+        "List every run on disk, newest first, including finished ones and runs started by the dashboard or CLI.",
+        returns={
+            "runs": "list of {run_id, environment, profile, status, created_at, step, total_steps, reward_mean, reason}",
+            "count": "int",
+        },
+    ),
+    Tool(
+        "rl_test_inference", rl_test_inference,
+        "Try the selected environment against inference models before training: runs its Atropos 'process' mode "
+        "for num_steps groups of group_size completions per model and scores them (no training, no Tinker or W&B "
+        "key). Models: base_url (any OpenAI-compatible server) if given; else OpenRouter when OPENROUTER_API_KEY "
+        "is set (default qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); else the local model of a "
+        "running local run. Blocks until every model is done; each test writes a new folder.",
+        {
+            "num_steps": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3,
+                          "description": "groups (prompts) per model"},
+            "group_size": {"type": "integer", "minimum": 1, "maximum": 256, "default": 16,
+                           "description": "completions per group"},
+            "models": {"type": "array", "items": {"type": "string"},
+                       "description": "model ids to test (default depends on the provider, see above)"},
+            "base_url": {"type": "string", "description": "an OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"},
+        },
+        returns={
+            "test_id": "str", "folder": "the test's output folder",
+            "environment": "str", "profile": "str",
+            "target": "{kind: openrouter|base_url|local, base_url, models, note}",
+            "num_steps": "int", "group_size": "int",
+            "correct_means": "the score that counts as correct",
+            "models": "list of {model, folder, steps, completions, correct, accuracy, mean_score, errors, exit_code, "
+                      "duration_s, rollouts_path, log_path}",
+            "best_model": "the model with the best accuracy or null",
+            "best_accuracy": "float or null",
+            "environment_working": "true when at least one model produced scored completions",
+            "verdict": "one sentence", "duration_s": "float",
+        },
+    ),
+)
+
+TOOLS_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
+TOOL_SCHEMAS: list[dict] = [tool.schema for tool in TOOLS]
+TOOL_NAMES: tuple[str, ...] = tuple(TOOLS_BY_NAME)
+
+
+# -- dispatch -----------------------------------------------------------------------------------
+
+_JSON_TYPES = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
+    or (isinstance(v, float) and math.isfinite(v) and v.is_integer()),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
+def _check_args(tool: Tool, args: Any) -> dict:
+    if args is None:
+        args = {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            raise BadInput(f"{tool.name}: arguments must be a JSON object") from None
+    if not isinstance(args, dict):
+        raise BadInput(f"{tool.name}: arguments must be an object, got {type(args).__name__}")
+    unknown = sorted(str(k) for k in args if k not in tool.properties)
+    if unknown:
+        accepted = ", ".join(tool.properties) or "none"
+        raise BadInput(f"{tool.name}: unknown argument(s) {', '.join(unknown)[:200]}", hint=f"accepted: {accepted}")
+    for name in tool.required:
+        if name not in args:
+            raise BadInput(f"{tool.name}: missing required argument {name!r}")
+    out = {}
+    for name, value in args.items():
+        spec = tool.properties[name]
+        kind = spec.get("type")
+        if value is None and name not in tool.required:
+            continue  # an explicit null means "use the default"
+        if kind and not _JSON_TYPES[kind](value):
+            raise BadInput(f"{tool.name}: {name} must be {kind}, got {type(value).__name__}")
+        if kind == "integer" and isinstance(value, float):
+            value = int(value)
+        if kind == "array" and spec.get("items", {}).get("type") == "string":
+            if not all(isinstance(item, str) for item in value):
+                raise BadInput(f"{tool.name}: {name} must be a list of strings")
+        out[name] = value
+    return out
+
+
+def call_tool(name: Any, args: Any = None) -> dict:
+    """Run a tool by name with JSON arguments; always returns a JSON-serialisable dict."""
+    try:
+        tool = TOOLS_BY_NAME.get(name) if isinstance(name, str) else None
+        if tool is None:
+            raise NotFound(f"unknown tool {str(name)[:60]!r}", hint="tools: " + ", ".join(TOOL_NAMES))
+        kwargs = _check_args(tool, args)
+    except HermesError as exc:
+        return _error_dict(exc, "call_tool")
+    return tool.func(**kwargs)
+
+
+def call_tool_json(name: Any, args: Any = None) -> str:
+    """call_tool, as the JSON text both integrations hand to the agent."""
+    try:
+        return json.dumps(call_tool(name, args), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # jsonable() makes this unreachable; keep the promise anyway
+        return json.dumps({"error": f"result not serialisable: {type(exc).__name__}"})

@@ -1,0 +1,133 @@
+"""The real training run as data (DESIGN §5): model → api → tinker → trainer → env.
+
+   model    (local only) build the tiny model if missing; must complete before tinker starts
+   api      Atropos run-api on 127.0.0.1:{port:api}; ready when GET /status answers
+   tinker   (local only) the in-project Tinker-protocol server; ready when GET /healthz answers
+   trainer  needs api + tinker ready; ready when its inference server answers GET /health;
+            its clean exit with results.json completes the run
+   env      needs the trainer ready (the trainer has registered with run-api by then, so the
+            environment gets work at once); restarted on failure, at most twice
+
+Only stdlib and yaml here: core never imports the data plane. Secrets are named in
+`secret_env`; the supervisor passes their values from its own environment.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .paths import PROJECT_ROOT, models_dir
+from .pipeline import ProcessSpec, Readiness, RestartPolicy
+
+LOCAL_TRAINER_READY_S = 120.0
+CLOUD_TRAINER_READY_S = 600.0  # Tinker cloud may queue the model creation
+
+
+def _read_config(config_path) -> dict:
+    try:
+        import yaml
+
+        data = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _section(config: dict, name: str) -> dict:
+    value = config.get(name)
+    if isinstance(value, list):
+        value = value[0] if value and isinstance(value[0], dict) else {}
+    return value if isinstance(value, dict) else {}
+
+
+def _locked(profile, name: str):
+    field = getattr(profile, "locked", {}).get(name)
+    return getattr(field, "value", None)
+
+
+def local_model_dir(profile, config: dict) -> str:
+    """Where the tiny model lives: the config's tinker.base_model, else the profile's, else the default."""
+    chosen = _section(config, "tinker").get("base_model") or _locked(profile, "base_model")
+    return str(chosen or models_dir() / "tiny-toy")
+
+
+def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None = None) -> list:
+    """The specs of one run. Ports appear as {port:NAME} placeholders, filled by the supervisor."""
+    python = sys.executable
+    config_path = str(Path(config_path).resolve())
+    config = _read_config(config_path)
+    hermes = _section(config, "hermes")
+    backend = getattr(profile, "backend", "local")
+    local = backend == "local"
+    env_metrics = str(hermes.get("env_metrics_path") or "{run_dir}/env_metrics.jsonl")
+
+    common_env = {
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(PROJECT_ROOT),
+        "TOKENIZERS_PARALLELISM": "false",
+        "WANDB_DIR": "{run_dir}",
+        "WANDB_SILENT": "true",
+    }
+    if local:
+        # The local profile never reaches a hub: the model and tokenizer are built on this machine.
+        common_env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    secrets = ["WANDB_API_KEY"] + ([] if local else ["TINKER_API_KEY"])
+
+    specs: list[ProcessSpec] = []
+    trainer_deps = [("api", "ready")]
+    if local:
+        model_dir = local_model_dir(profile, config)
+        specs.append(ProcessSpec(
+            name="model",
+            argv=[python, "-m", "dataplane.tiny_model", "--out", model_dir],
+            env=dict(common_env),
+            cwd=str(PROJECT_ROOT),
+            required=True,
+            stop_timeout=5.0,
+        ))
+        specs.append(ProcessSpec(
+            name="tinker",
+            argv=[python, "-m", "dataplane.tinker_local", "--host", "127.0.0.1", "--port", "{port:tinker}",
+                  "--model-dir", model_dir, "--checkpoint-dir", "{run_dir}/checkpoints"],
+            env=dict(common_env),
+            cwd=str(PROJECT_ROOT),
+            depends_on=[("model", "completed")],
+            readiness=Readiness(kind="http", url="http://127.0.0.1:{port:tinker}/healthz", timeout_s=120.0),
+            stop_timeout=10.0,
+            port="tinker",
+        ))
+        trainer_deps.append(("tinker", "ready"))
+    specs.insert(0, ProcessSpec(
+        name="api",
+        argv=[python, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", "{port:api}"],
+        env=dict(common_env),
+        readiness=Readiness(kind="http", url="http://127.0.0.1:{port:api}/status", timeout_s=60.0),
+        stop_timeout=5.0,
+        port="api",
+    ))
+    specs.append(ProcessSpec(
+        name="trainer",
+        argv=[python, "-m", "dataplane.trainer", "--config", config_path],
+        env=dict(common_env),
+        secret_env=secrets,
+        cwd=str(PROJECT_ROOT),
+        depends_on=trainer_deps,
+        readiness=Readiness(kind="http", url="http://127.0.0.1:{port:inference}/health",
+                            timeout_s=LOCAL_TRAINER_READY_S if local else CLOUD_TRAINER_READY_S),
+        completes_run=True,
+        completion_file="{run_dir}/results.json",
+        stop_timeout=15.0,
+        port="inference",
+    ))
+    env_file = getattr(env, "file", None) or str(env)
+    specs.append(ProcessSpec(
+        name="env",
+        argv=[python, env_file, "serve", "--config", config_path],
+        env={**common_env, "HERMES_ENV_METRICS": env_metrics, "HERMES_RUN_ID": run_id},
+        secret_env=["WANDB_API_KEY"],
+        depends_on=[("trainer", "ready")],
+        restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
+        stop_timeout=10.0,
+    ))
+    return specs

@@ -1,0 +1,379 @@
+"""Build the tiny local model the offline backend trains: tokenizer, Llama-style config, warm start.
+
+No hub access: the tokenizer is trained here with `tokenizers` on generated text (toy-task
+prompts, GSM8K-style word problems, generic English), the model is initialised from a fixed
+seed, then briefly fine-tuned on the toy task's FORMAT — answers are a number and a newline,
+right only some of the time — so RL starts with a model that answers in format but is far
+from always right.
+
+    python -m dataplane.tiny_model --out DIR      # builds if missing, with a progress display
+
+`ensure_model(dir)` is idempotent and safe when processes race: one builds (under a file
+lock) into a temporary folder that is renamed into place; a versioned marker file written
+last says the folder is complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+# Bump when anything below changes what gets built; older folders are rebuilt.
+BUILD_VERSION = 1
+MARKER_NAME = "hermes_tiny_model.json"
+
+EOS_TOKEN = "<|endoftext|>"
+ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+MODEL_SHAPE = {
+    "hidden_size": 64,
+    "intermediate_size": 192,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 2048,
+}
+VOCAB_TARGET = 768
+SEED = 1234
+
+# Warm start on the toy format: the written answer is right with this probability, otherwise
+# a uniformly random number in the answer range, so the model learns the format but not the sums.
+WARM_START_STEPS = 300
+WARM_START_BATCH = 64
+WARM_START_LR = 3e-3
+WARM_START_P_CORRECT = 0.2
+TOY_MAX_OPERAND = 4
+
+ProgressFn = Callable[[str, float], None]  # (stage description, fraction of the whole build done)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def is_complete(model_dir: Path) -> bool:
+    """True when `model_dir` holds a finished build of the current version."""
+    try:
+        marker = json.loads((Path(model_dir) / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and marker.get("version") == BUILD_VERSION
+
+
+def read_marker(model_dir: Path) -> dict:
+    return json.loads((Path(model_dir) / MARKER_NAME).read_text(encoding="utf-8"))
+
+
+def ensure_model(out_dir: Path, progress: ProgressFn | None = None) -> Path:
+    """The built model folder at `out_dir`, building it first if missing or outdated."""
+    out_dir = Path(out_dir).expanduser().resolve()
+    if is_complete(out_dir):
+        return out_dir
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(out_dir):
+        if is_complete(out_dir):  # another process finished while we waited for the lock
+            return out_dir
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.build-", dir=out_dir.parent))
+        try:
+            build_into(tmp, progress)
+            _install(tmp, out_dir)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+# --------------------------------------------------------------------------- build steps
+
+
+def build_into(folder: Path, progress: ProgressFn | None = None) -> dict:
+    """Build everything into `folder` (which must exist); returns the marker written last."""
+    report = progress or (lambda _stage, _fraction: None)
+    started = time.time()
+    rng = random.Random(SEED)
+
+    report("training tokenizer", 0.0)
+    tokenizer = build_tokenizer(corpus_lines(rng))
+    tokenizer.save_pretrained(folder)
+
+    report("initialising model", 0.1)
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(SEED)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        **MODEL_SHAPE,
+    )
+    model = LlamaForCausalLM(config)
+
+    def on_step(step: int, loss: float) -> None:
+        report(f"warm start on the toy format (step {step}/{WARM_START_STEPS}, loss {loss:.3f})",
+               0.15 + 0.8 * step / WARM_START_STEPS)
+
+    warm = warm_start(model, tokenizer, rng, on_step)
+
+    report("saving", 0.95)
+    model.save_pretrained(folder)
+    marker = {
+        "version": BUILD_VERSION,
+        "built_at": time.time(),
+        "build_seconds": round(time.time() - started, 2),
+        "vocab_size": len(tokenizer),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "shape": MODEL_SHAPE,
+        "warm_start": warm,
+    }
+    # Written last: its presence means the folder is complete.
+    (folder / MARKER_NAME).write_text(json.dumps(marker, indent=2), encoding="utf-8")
+    report("done", 1.0)
+    return marker
+
+
+def build_tokenizer(lines: list[str]):
+    """Byte-level BPE (any text encodes), digits always single tokens, wrapped for transformers."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_TARGET,
+        special_tokens=[EOS_TOKEN, *ROLE_TOKENS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(lines, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        eos_token=EOS_TOKEN,
+        pad_token=EOS_TOKEN,
+        additional_special_tokens=ROLE_TOKENS,
+        clean_up_tokenization_spaces=False,
+        model_max_length=MODEL_SHAPE["max_position_embeddings"],
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def corpus_lines(rng: random.Random) -> list[str]:
+    """Generated text the tokenizer learns its merges from."""
+    from environments.toy_task import format_answer, make_problem
+
+    lines: list[str] = []
+    for max_operand in (4, 9, 20):
+        for _ in range(400):
+            prompt, answer = make_problem(rng, max_operand)
+            lines.append(prompt + format_answer(answer))
+    for _ in range(600):
+        lines.append(_word_problem(rng))
+    for _ in range(600):
+        lines.append(_sentence(rng))
+    return lines
+
+
+_NAMES = ["Natalia", "James", "Maria", "Tom", "Aisha", "Ken", "Sofia", "Liam", "Mei", "Omar", "Julie", "Carlos"]
+_ITEMS = ["apples", "clips", "books", "marbles", "cookies", "pencils", "stickers", "eggs", "dollars", "miles",
+          "cupcakes", "tickets", "flowers", "shirts", "minutes", "pages", "boxes", "cars"]
+_VERBS = ["sold", "bought", "found", "baked", "read", "collected", "gave away", "earned", "lost", "planted"]
+_WHEN = ["in April", "on Monday", "last week", "each day", "in the morning", "this year", "at the fair"]
+_WORDS = ("the of and to in is was for on that with as it at by from this be are have has had not but what all "
+          "were when we there can an your which their said if do will each about how up out them then she many "
+          "some so these would other into more her two like him see time could no make than first been its who "
+          "now people my made over did down only way find use may water long little very after words called "
+          "just where most know get through back much before go good new write our used me man too any day same "
+          "right look think also around another came come work three word must because does part even place well "
+          "such here take why help put different away again off went old number great tell men say small every "
+          "found still between name should home big give air line set own under read last never us left end "
+          "along while might next sound below saw something thought both few those always show large often "
+          "together asked house world going want school important until form food keep children feet land side "
+          "without boy once animal life enough took four head above kind began almost live page got earth need "
+          "far hand high year mother light country father let night picture being study second soon story since "
+          "white ever paper hard near sentence better best across during today however sure knew try told young "
+          "sun thing whole hear example heard several change answer room sea against top turned learn point city "
+          "play toward five himself usually money seen didn't car morning i'm body upon family later turn move "
+          "face door cut done group true half red fish plants living wanted black eat short united run book gave "
+          "order open ground cold really table remember tree course front american space inside ago "
+          "question problem total cost price each per more less than twice half times left remaining").split()
+
+
+def _word_problem(rng: random.Random) -> str:
+    name, other = rng.sample(_NAMES, 2)
+    item = rng.choice(_ITEMS)
+    a, b = rng.randint(2, 120), rng.randint(2, 60)
+    op = rng.choice(["+", "-", "*", "/"])
+    if op == "+":
+        question = f"{name} {rng.choice(_VERBS)} {a} {item} {rng.choice(_WHEN)}, and {b} more {rng.choice(_WHEN)}."
+        result = a + b
+    elif op == "-":
+        a = a + b
+        question = f"{name} had {a} {item}. {name} {rng.choice(_VERBS)} {b} of them to {other}."
+        result = a - b
+    elif op == "*":
+        a, b = a % 13 + 2, b % 12 + 2
+        question = f"Each of {a} boxes holds {b} {item}. {name} has all the boxes."
+        result = a * b
+    else:
+        b = b % 9 + 2
+        a = b * (a % 20 + 1)
+        question = f"{name} shares {a} {item} equally among {b} friends, including {other}."
+        result = a // b
+    ask = rng.choice([f"How many {item} are there in total?", f"How many {item} does {name} have now?",
+                      f"How many {item} does each friend get?", "What is the answer?"])
+    work = f"{name} has {a} {op} {b} = <<{a}{op}{b}={result}>>{result} {item}."
+    return f"Question: {question} {ask}\nAnswer: {work}\n#### {result}"
+
+
+def _sentence(rng: random.Random) -> str:
+    words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 18))]
+    text = " ".join(words).capitalize()
+    return text + rng.choice([".", ".", ".", "?", "!"]) + (f" {rng.randint(0, 2026)}" if rng.random() < 0.2 else "")
+
+
+def warm_start(model, tokenizer, rng: random.Random, on_step: Callable[[int, float], None]) -> dict:
+    """A few hundred SFT steps on `Q: a+b=\\nA: N\\n`, N right only WARM_START_P_CORRECT of the time."""
+    import torch
+
+    from environments.toy_task import format_answer, make_problem
+
+    top_answer = 2 * TOY_MAX_OPERAND
+
+    def example() -> tuple[list[int], list[int]]:
+        prompt, answer = make_problem(rng, TOY_MAX_OPERAND)
+        written = answer if rng.random() < WARM_START_P_CORRECT else rng.randint(0, top_answer)
+        prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+        answer_ids = tokenizer.encode(format_answer(written), add_special_tokens=False)
+        return prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=WARM_START_LR, weight_decay=0.0)
+    model.train()
+    loss_value = float("nan")
+    for step in range(1, WARM_START_STEPS + 1):
+        batch = [example() for _ in range(WARM_START_BATCH)]
+        width = max(len(ids) for ids, _ in batch)
+        input_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids, _ in batch])
+        labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
+        loss = model(input_ids=input_ids, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss_value = float(loss)
+        if step % 10 == 0 or step == WARM_START_STEPS:
+            on_step(step, loss_value)
+    model.eval()
+    return {
+        "steps": WARM_START_STEPS,
+        "batch": WARM_START_BATCH,
+        "learning_rate": WARM_START_LR,
+        "p_correct_written": WARM_START_P_CORRECT,
+        "max_operand": TOY_MAX_OPERAND,
+        "final_loss": round(loss_value, 4),
+        "p_correct_digit": round(_p_correct_digit(model, tokenizer), 4),
+    }
+
+
+def _p_correct_digit(model, tokenizer) -> float:
+    """Mean probability the model puts on the right answer digit, over every toy problem."""
+    import torch
+
+    from environments.toy_task import PROMPT_TEMPLATE
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for a in range(TOY_MAX_OPERAND + 1):
+            for b in range(TOY_MAX_OPERAND + 1):
+                ids = tokenizer.encode(PROMPT_TEMPLATE.format(a=a, b=b) + " ", add_special_tokens=False)
+                probs = model(input_ids=torch.tensor([ids])).logits[0, -1].softmax(-1)
+                digit = tokenizer.convert_tokens_to_ids(str(a + b))
+                total += float(probs[digit])
+                count += 1
+    return total / count
+
+
+# --------------------------------------------------------------------------- install / locking
+
+
+@contextlib.contextmanager
+def _build_lock(out_dir: Path) -> Iterator[None]:
+    """One builder at a time per folder; the others wait, then find it complete."""
+    lock_path = out_dir.parent / f".{out_dir.name}.lock"
+    with open(lock_path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _install(built: Path, out_dir: Path) -> None:
+    """Rename the finished build into place, moving an outdated or broken folder aside first."""
+    if out_dir.exists():
+        stale = out_dir.with_name(f".{out_dir.name}.stale-{uuid.uuid4().hex[:8]}")
+        os.rename(out_dir, stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    os.rename(built, out_dir)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dataplane.tiny_model", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, type=Path, help="model folder (built if missing)")
+    args = parser.parse_args(argv)
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    out_dir = args.out.expanduser().resolve()
+    if is_complete(out_dir):
+        console.print(f"tiny model ready at {out_dir} (already built)")
+        return 0
+    started = time.time()
+    try:
+        with Progress(TextColumn("[bold]tiny model[/bold] {task.description}"), BarColumn(),
+                      TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=console,
+                      transient=not console.is_terminal) as bar:
+            task = bar.add_task("starting", total=1.0)
+
+            def progress(stage: str, fraction: float) -> None:
+                bar.update(task, description=stage, completed=fraction)
+                if not console.is_terminal:  # logs (supervisor) get one line per stage change
+                    print(f"tiny model: {stage} ({fraction:.0%})", flush=True)
+
+            ensure_model(out_dir, progress)
+    except OSError as exc:
+        console.print(f"[red]tiny model build failed:[/red] {exc}")
+        return 1
+    marker = read_marker(out_dir)
+    console.print(f"tiny model ready at {out_dir} in {time.time() - started:.1f}s "
+                  f"(vocab {marker['vocab_size']}, {marker['parameters']} parameters, "
+                  f"p(correct digit) {marker['warm_start']['p_correct_digit']:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

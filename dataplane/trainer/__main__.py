@@ -1,0 +1,19 @@
+"""Entry point: python -m dataplane.trainer --config RUN_DIR/config.yaml"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dataplane.trainer", description="hermes-rl GRPO trainer (tinker SDK)")
+    parser.add_argument("--config", required=True, help="the run's config.yaml (env / openai / tinker / backend / hermes)")
+    args = parser.parse_args(argv)
+    from .loop import main as run
+
+    return run(args.config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""The trainer's inference server: environments sample from the current policy through it.
+
+Endpoints (127.0.0.1 only):
+  GET  /health                 200 {"status": "ok", "step": N, "model": ...} once a sampling client exists, else 503
+  POST /generate               SGLang's native form, what Atropos' managed server (server_type sglang) calls
+  POST /v1/completions         OpenAI completions, with logprobs
+  POST /v1/chat/completions    OpenAI chat completions, with logprobs
+  GET  /v1/models
+
+Every request samples once through the *current* Tinker sampling client with
+num_samples=n, so a whole GRPO group costs one round trip to the Tinker server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any, Callable
+
+from aiohttp import web
+
+log = logging.getLogger("trainer.inference")
+
+
+class BadRequest(Exception):
+    pass
+
+
+class Policy:
+    """What the handlers need from the trainer: the current sampling client, tokenizer and step."""
+
+    def __init__(self, tokenizer, model_name: str):
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.sampling_client = None
+        self.step = 0
+        self.requests = 0
+
+    def set_client(self, client, step: int) -> None:
+        # Requests already in flight keep the client they started with.
+        self.sampling_client = client
+        self.step = step
+
+    async def sample(self, prompt_tokens: list[int], n: int, params: dict) -> list[dict]:
+        from tinker import types
+
+        client = self.sampling_client
+        if client is None:
+            raise web.HTTPServiceUnavailable(text='{"error": "policy not ready"}', content_type="application/json")
+        stop = params.get("stop")
+        if isinstance(stop, str):
+            stop = [stop]
+        max_tokens = params.get("max_tokens") or params.get("max_new_tokens") or 64
+        temperature = params.get("temperature")
+        sampling = types.SamplingParams(
+            max_tokens=int(max_tokens),
+            temperature=1.0 if temperature is None else float(temperature),
+            top_p=float(params.get("top_p") if params.get("top_p") is not None else 1.0),
+            top_k=int(params.get("top_k") if params.get("top_k") is not None else -1),
+            stop=list(stop) if stop else None,
+            seed=params.get("seed"),
+        )
+        self.requests += 1
+        response = await client.sample(
+            prompt=types.ModelInput.from_ints(prompt_tokens), num_samples=int(n), sampling_params=sampling
+        )
+        out = []
+        for seq in response.sequences:
+            tokens = list(seq.tokens)
+            logprobs = list(seq.logprobs or [0.0] * len(tokens))
+            out.append(
+                {
+                    "tokens": tokens,
+                    "logprobs": logprobs,
+                    "text": self.tokenizer.decode(tokens, skip_special_tokens=True),
+                    "finish_reason": "length" if str(seq.stop_reason) == "length" else "stop",
+                }
+            )
+        return out
+
+
+def _as_int(value, name: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
+        raise BadRequest(f"{name} must be a positive integer")
+    return int(value)
+
+
+def _chat_prompt(tokenizer, messages: list[dict]) -> str:
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list")
+    if getattr(tokenizer, "chat_template", None):
+        # transformers 5 returns a dict unless return_dict=False
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, return_dict=False)
+    # A tokenizer without a chat template (the tiny local model): a plain transcript.
+    lines = [f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages]
+    return "\n".join(lines) + "\nassistant:"
+
+
+def build_app(policy: Policy) -> web.Application:
+    routes = web.RouteTableDef()
+
+    def encode(text: str) -> list[int]:
+        return list(policy.tokenizer.encode(text, add_special_tokens=True))
+
+    async def body(request: web.Request) -> dict:
+        try:
+            data = await request.json()
+        except Exception:
+            raise BadRequest("body must be JSON")
+        if not isinstance(data, dict):
+            raise BadRequest("body must be a JSON object")
+        return data
+
+    @routes.get("/health")
+    async def health(request: web.Request):
+        if policy.sampling_client is None:
+            return web.json_response({"status": "starting", "step": policy.step}, status=503)
+        return web.json_response({"status": "ok", "step": policy.step, "model": policy.model_name})
+
+    @routes.get("/v1/models")
+    async def models(request: web.Request):
+        return web.json_response({"object": "list", "data": [{"id": policy.model_name, "object": "model"}]})
+
+    @routes.post("/generate")
+    async def generate(request: web.Request):
+        data = await body(request)
+        params = dict(data.get("sampling_params") or {})
+        if data.get("input_ids") is not None:
+            prompt = [int(t) for t in data["input_ids"]]
+        elif isinstance(data.get("text"), str):
+            prompt = encode(data["text"])
+        else:
+            raise BadRequest("give input_ids or text")
+        n = _as_int(params.get("n"), "sampling_params.n", 1)
+        samples = await policy.sample(prompt, n, params)
+        results = [
+            {
+                "text": s["text"],
+                "output_ids": s["tokens"],
+                "meta_info": {
+                    "output_token_logprobs": [[lp, tok, None] for lp, tok in zip(s["logprobs"], s["tokens"])],
+                    "finish_reason": {"type": s["finish_reason"]},
+                    "prompt_tokens": len(prompt),
+                    "completion_tokens": len(s["tokens"]),
+                    "weight_version": policy.step,
+                },
+            }
+            for s in samples
+        ]
+        return web.json_response(results if n > 1 else results[0])
+
+    def usage(prompt: list[int], samples: list[dict]) -> dict:
+        completion = sum(len(s["tokens"]) for s in samples)
+        return {"prompt_tokens": len(prompt), "completion_tokens": completion, "total_tokens": len(prompt) + completion}
+
+    @routes.post("/v1/completions")
+    async def completions(request: web.Request):
+        data = await body(request)
+        prompt = data.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            tokens = encode(prompt)
+        elif isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+            tokens = list(prompt)
+        else:
+            raise BadRequest("prompt must be a string or a list of token ids")
+        n = _as_int(data.get("n"), "n", 1)
+        samples = await policy.sample(tokens, n, data)
+        choices = []
+        for i, s in enumerate(samples):
+            choices.append(
+                {
+                    "index": i,
+                    "text": s["text"],
+                    "finish_reason": s["finish_reason"],
+                    "logprobs": {
+                        "tokens": [policy.tokenizer.decode([t]) for t in s["tokens"]],
+                        "token_logprobs": s["logprobs"],
+                        "token_ids": s["tokens"],
+                        "top_logprobs": None,
+                        "text_offset": None,
+                    },
+                }
+            )
+        return web.json_response(
+            {
+                "id": f"cmpl-{uuid.uuid4().hex}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": policy.model_name,
+                "choices": choices,
+                "usage": usage(tokens, samples),
+            }
+        )
+
+    @routes.post("/v1/chat/completions")
+    async def chat_completions(request: web.Request):
+        data = await body(request)
+        if data.get("stream"):
+            raise BadRequest("stream is not supported")
+        tokens = encode(_chat_prompt(policy.tokenizer, data.get("messages")))
+        n = _as_int(data.get("n"), "n", 1)
+        params = dict(data)
+        if params.get("max_tokens") is None and params.get("max_completion_tokens") is not None:
+            params["max_tokens"] = params["max_completion_tokens"]
+        samples = await policy.sample(tokens, n, params)
+        choices = []
+        for i, s in enumerate(samples):
+            choices.append(
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": s["text"]},
+                    "finish_reason": s["finish_reason"],
+                    "logprobs": {
+                        "content": [
+                            {"token": policy.tokenizer.decode([t]), "logprob": lp, "bytes": None, "top_logprobs": []}
+                            for t, lp in zip(s["tokens"], s["logprobs"])
+                        ]
+                    },
+                }
+            )
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": policy.model_name,
+                "choices": choices,
+                "usage": usage(tokens, samples),
+            }
+        )
+
+    @web.middleware
+    async def errors(request: web.Request, handler: Callable) -> Any:
+        try:
+            return await handler(request)
+        except BadRequest as exc:
+            return web.json_response({"error": {"message": str(exc), "type": "invalid_request_error"}}, status=400)
+        except web.HTTPException:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a sampling failure: tell the caller, keep serving
+            log.warning("inference request %s failed: %s", request.path, exc)
+            return web.json_response({"error": {"message": str(exc), "type": type(exc).__name__}}, status=500)
+
+    app = web.Application(middlewares=[errors], client_max_size=64 * 1024 * 1024)
+    app.add_routes(routes)
+    return app
+
+
+async def start_server(policy: Policy, host: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(build_app(policy), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    return runner

@@ -1,0 +1,451 @@
+"""The trainer process: Atropos batches in, Tinker LoRA updates out, completions served in between.
+
+One code path for both backends: the official `tinker` SDK talks either to Tinker cloud or,
+through TINKER_BASE_URL, to this project's local Tinker-protocol server.
+
+Exit codes: 0 = all steps done and results.json written, or stopped by SIGTERM/SIGINT (then
+without results.json, so the run is not counted as completed); 1 = any error (logged);
+2 = a config the trainer rejects; 3 = a missing or invalid Tinker key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import aiohttp
+
+from . import grpo
+from .inference import Policy, start_server
+from .settings import ConfigError, TrainerSettings
+
+log = logging.getLogger("trainer")
+
+LOCAL_DUMMY_KEY = "tml-local"
+
+
+class KeyProblem(RuntimeError):
+    pass
+
+
+def _append_jsonl(path: Path, row: dict) -> None:
+    """One write(2) on an O_APPEND fd per line, so readers never see half a line from us."""
+    line = (json.dumps(row, allow_nan=False, default=str) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _atomic_json(path: Path, obj: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(obj, handle, indent=2)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _finite(value):
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    return value
+
+
+class WandbLogger:
+    """W&B in a background thread: init can take seconds and must not delay readiness or steps."""
+
+    def __init__(self, settings: TrainerSettings):
+        self.settings = settings
+        self.run = None
+        self.failed = False
+        self._pending: list[tuple[int, dict]] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        if settings.wandb_mode != "disabled":
+            self._thread = threading.Thread(target=self._init, name="wandb-init", daemon=True)
+            self._thread.start()
+
+    def _init(self) -> None:
+        try:
+            import wandb
+
+            wandb_dir = self.settings.run_dir
+            self.run = wandb.init(
+                project=self.settings.wandb_project,
+                group=self.settings.wandb_group,
+                name=self.settings.wandb_run_name,
+                mode=self.settings.wandb_mode,
+                dir=str(wandb_dir),
+                config={
+                    "backend": self.settings.backend,
+                    "base_model": self.settings.base_model,
+                    "batch_size": self.settings.batch_size,
+                    "group_size": self.settings.group_size,
+                    "total_steps": self.settings.total_steps,
+                    "lora_rank": self.settings.lora_rank,
+                    "learning_rate": self.settings.learning_rate,
+                },
+                settings=wandb.Settings(silent=True, console="off"),
+            )
+            url = getattr(self.run, "url", None)
+            log.info("W&B %s run %s%s", self.settings.wandb_mode, self.run.name, f" at {url}" if url else f" in {wandb_dir}")
+        except Exception as exc:  # W&B trouble never stops training; metrics.jsonl is the record
+            self.failed = True
+            log.warning("W&B disabled: init failed: %s", exc)
+
+    def log(self, step: int, row: dict) -> None:
+        if self.settings.wandb_mode == "disabled" or self.failed:
+            return
+        with self._lock:
+            self._pending.append((step, {k: v for k, v in row.items() if k not in ("step", "time") and v is not None}))
+            if self.run is None:
+                return
+            pending, self._pending = self._pending, []
+        try:
+            for s, data in pending:
+                self.run.log(data, step=s)
+        except Exception as exc:
+            self.failed = True
+            log.warning("W&B logging stopped: %s", exc)
+
+    def finish(self) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self.run is not None:
+            with self._lock:
+                pending, self._pending = self._pending, []
+            try:
+                for s, data in pending:
+                    self.run.log(data, step=s)
+                self.run.finish()
+            except Exception as exc:
+                log.warning("W&B finish failed: %s", exc)
+
+
+class Trainer:
+    def __init__(self, settings: TrainerSettings):
+        self.settings = settings
+        self.step = 0
+        self.service_client = None
+        self.training_client = None
+        self.policy: Policy | None = None
+        self.runner = None
+        self.http: aiohttp.ClientSession | None = None
+        self.tinker_path: str | None = None
+        self.wandb: WandbLogger | None = None
+        self.started_at = time.time()
+
+    # ---- setup -------------------------------------------------------------------------
+    def _prepare_backend_env(self) -> None:
+        s = self.settings
+        if s.backend == "local":
+            os.environ["TINKER_BASE_URL"] = s.base_url or ""
+            # The local server accepts any tml- key; a real one must not leak to it.
+            key = os.environ.get("TINKER_API_KEY", "")
+            if not key.startswith("tml-local"):
+                os.environ["TINKER_API_KEY"] = LOCAL_DUMMY_KEY
+        else:
+            if s.base_url:
+                os.environ["TINKER_BASE_URL"] = s.base_url
+            key = os.environ.get("TINKER_API_KEY", "")
+            if not key:
+                raise KeyProblem(
+                    "TINKER_API_KEY is not set: the tinker profile trains on Tinker cloud. "
+                    "Set it in the environment or in $HERMES_HOME/.env (TINKER_API_KEY=tml-...), "
+                    "or use the local profile."
+                )
+            if not key.startswith("tml-"):
+                raise KeyProblem("TINKER_API_KEY is invalid: Tinker keys start with 'tml-'. Check the value in $HERMES_HOME/.env.")
+
+    async def setup(self) -> None:
+        s = self.settings
+        self._prepare_backend_env()
+        import tinker
+
+        t0 = time.time()
+        self.service_client = tinker.ServiceClient()
+        try:
+            self.training_client = await self.service_client.create_lora_training_client(
+                base_model=s.base_model, rank=s.lora_rank, seed=s.seed
+            )
+        except Exception as exc:
+            text = str(exc)
+            if s.backend == "tinker" and any(w in text.lower() for w in ("401", "403", "unauthor", "forbidden", "api key", "api_key")):
+                raise KeyProblem(f"Tinker rejected TINKER_API_KEY ({type(exc).__name__}); check the key in $HERMES_HOME/.env") from None
+            raise
+        tokenizer = self.training_client.get_tokenizer()
+        sampling_client = await self.training_client.save_weights_and_get_sampling_client()
+        self.policy = Policy(tokenizer, s.base_model)
+        self.policy.set_client(sampling_client, 0)
+        log.info("training client ready (%s backend, model %s, LoRA rank %d) in %.2fs", s.backend, s.base_model, s.lora_rank, time.time() - t0)
+
+        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        await self.register()
+        self.runner = await start_server(self.policy, s.inference_host, s.inference_port)
+        log.info("inference server on http://%s:%d (health: /health)", s.inference_host, s.inference_port)
+        self.wandb = WandbLogger(s)
+
+    async def register(self) -> None:
+        """Register with run-api, then take one (empty) /batch: run-api only lets environments
+        register once the trainer has asked for a batch."""
+        s = self.settings
+        payload = {
+            "wandb_group": s.wandb_group or "",
+            "wandb_project": s.wandb_project,
+            "batch_size": s.batch_size,
+            "max_token_len": s.max_token_length,
+            "checkpoint_dir": str(s.checkpoint_dir),
+            "save_checkpoint_interval": s.save_checkpoint_interval,
+            "starting_step": 0,
+            "num_steps": s.total_steps,
+        }
+        deadline = time.time() + 60
+        while True:
+            try:
+                async with self.http.post(f"{s.api_url}/register", json=payload) as resp:
+                    resp.raise_for_status()
+                    await resp.json()
+                break
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                if time.time() > deadline:
+                    raise RuntimeError(f"run-api at {s.api_url} did not accept /register within 60 s: {exc}") from exc
+                await asyncio.sleep(0.2)
+        data = await self._get_json("/batch")
+        if data.get("batch"):
+            self._early_batch = data["batch"]
+        log.info("registered with run-api at %s (batch_size %d, %d steps)", s.api_url, s.batch_size, s.total_steps)
+
+    async def _get_json(self, path: str) -> dict:
+        async with self.http.get(f"{self.settings.api_url}{path}") as resp:
+            resp.raise_for_status()
+            return await resp.json()
+
+    # ---- steps -------------------------------------------------------------------------
+    _early_batch = None
+
+    async def next_batch(self) -> list[dict]:
+        if self._early_batch:
+            batch, self._early_batch = self._early_batch, None
+            return batch
+        failures = 0
+        while True:
+            try:
+                data = await self._get_json("/batch")
+                failures = 0
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                failures += 1
+                if failures >= 50:  # ~10 s of a dead run-api: the run cannot go on
+                    raise RuntimeError(f"run-api at {self.settings.api_url} unreachable: {exc}") from exc
+                await asyncio.sleep(0.2)
+                continue
+            batch = data.get("batch")
+            if batch:
+                return batch
+            await asyncio.sleep(self.settings.batch_poll_s)
+
+    async def train_step(self, batch: list[dict], waited_s: float) -> dict:
+        from tinker import types
+
+        s = self.settings
+        t0 = time.time()
+        sequences, stats = grpo.build_sequences(batch, s.max_token_trainer_length)
+        row: dict = {}
+        if sequences:
+            datums = grpo.to_datums(sequences)
+            if not all(seq.has_sampling_logprobs for seq in sequences):
+                datums = await self._fill_sampling_logprobs(sequences)
+            # Submit the update and the snapshot back to back: the server runs them in order,
+            # so one wait covers all three requests.
+            fb_future = self.training_client.forward_backward(datums, "importance_sampling")
+            optim_future = self.training_client.optim_step(
+                types.AdamParams(
+                    learning_rate=s.learning_rate,
+                    beta1=s.beta1,
+                    beta2=s.beta2,
+                    weight_decay=s.weight_decay,
+                    grad_clip_norm=s.grad_clip_norm,
+                )
+            )
+            sampler_future = self.training_client.save_weights_and_get_sampling_client()
+            fb = await fb_future
+            await optim_future
+            sampling_client = await sampler_future
+            training_logprobs = [out["logprobs"].tolist() for out in fb.loss_fn_outputs]
+            row.update(grpo.step_statistics(sequences, training_logprobs))
+            for key, value in (fb.metrics or {}).items():
+                row[f"tinker/{key}"] = value
+            self.policy.set_client(sampling_client, self.step + 1)
+        else:
+            row.update({"train/loss": None, "logprobs/mean": None, "logprobs/mean_training": None, "logprobs/diff": None})
+        self.step += 1
+        self.policy.step = self.step
+        now = time.time()
+        row = {
+            "step": self.step,
+            "time": now,
+            "train/loss": row.pop("train/loss"),
+            "train/learning_rate": s.learning_rate,
+            "reward/mean": grpo.mean(stats.rewards) if stats.rewards else None,
+            "logprobs/mean": row.pop("logprobs/mean"),
+            "logprobs/mean_training": row.pop("logprobs/mean_training"),
+            "logprobs/diff": row.pop("logprobs/diff"),
+            "advantages/mean": grpo.mean(stats.advantages) if stats.advantages else None,
+            "advantages/std": grpo.std(stats.advantages) if stats.advantages else None,
+            "timing/step_s": now - t0,
+            "timing/wait_batch_s": waited_s,
+            "batch/sequences": len(sequences),
+            "batch/groups": stats.groups,
+            "batch/groups_dropped": stats.groups_dropped,
+            **row,
+        }
+        row = {k: _finite(v) for k, v in row.items()}
+        _append_jsonl(s.metrics_path, row)
+        self.wandb.log(self.step, row)
+        return row
+
+    async def _fill_sampling_logprobs(self, sequences: list[grpo.Sequence]):
+        """An environment that sent no inference_logprobs: take the current policy's logprobs
+        as the sampler's (ratio 1, plain policy gradient) with one extra forward pass."""
+        probe = grpo.to_datums(sequences)
+        out = await self.training_client.forward(probe, "cross_entropy")
+        for seq, result in zip(sequences, out.loss_fn_outputs):
+            lps = result["logprobs"].tolist()
+            seq.sampling_logprobs = [lp if c else 0.0 for lp, c in zip(lps, seq.completion_mask)]
+            seq.has_sampling_logprobs = True
+        return grpo.to_datums(sequences)
+
+    async def save_checkpoint(self, name: str) -> str:
+        result = await self.training_client.save_state(name)
+        self.tinker_path = result.path
+        log.info("checkpoint %s saved: %s", name, result.path)
+        return result.path
+
+    def local_checkpoint_path(self, tinker_path: str | None, name: str) -> str | None:
+        """Where the local server put a checkpoint: the newest entry under the run's checkpoint
+        folder whose name matches (the server owns its layout)."""
+        if self.settings.backend != "local":
+            return None
+        root = self.settings.checkpoint_dir
+        if not root.exists():
+            return None
+        matches = [p for p in root.rglob(f"*{name}*")]
+        if tinker_path:
+            tail = tinker_path.rstrip("/").split("/")[-1]
+            matches += [p for p in root.rglob(tail) if p not in matches]
+        if not matches:
+            return None
+        return str(max(matches, key=lambda p: p.stat().st_mtime))
+
+    async def run(self) -> int:
+        s = self.settings
+        s.run_dir.mkdir(parents=True, exist_ok=True)
+        s.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        await self.setup()
+        log.info("training %d steps", s.total_steps)
+        pending = asyncio.ensure_future(self.next_batch())
+        wait_start = time.time()
+        while self.step < s.total_steps:
+            batch = await pending
+            waited = time.time() - wait_start
+            # Fetch the next batch while this one trains.
+            if self.step + 1 < s.total_steps:
+                pending = asyncio.ensure_future(self.next_batch())
+            wait_start = time.time()
+            row = await self.train_step(batch, waited)
+            log.info(
+                "step %d/%d reward %.3f loss %s step %.2fs",
+                self.step, s.total_steps, row.get("reward/mean") or 0.0,
+                f"{row['train/loss']:.4f}" if row.get("train/loss") is not None else "n/a", row["timing/step_s"],
+            )
+            if s.save_checkpoint_interval and self.step % s.save_checkpoint_interval == 0 and self.step < s.total_steps:
+                await self.save_checkpoint(f"step-{self.step:06d}")
+        tinker_path = await self.save_checkpoint("final")
+        local = self.local_checkpoint_path(tinker_path, "final")
+        results = {
+            "final_checkpoint": local or tinker_path,
+            "tinker_path": tinker_path,
+            "steps": self.step,
+            "backend": s.backend,
+            "base_model": s.base_model,
+            "finished_at": time.time(),
+        }
+        _atomic_json(s.results_path, results)
+        log.info("done: %d steps, final checkpoint %s", self.step, results["final_checkpoint"])
+        return 0
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+        if self.http is not None:
+            await self.http.close()
+        if self.wandb is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.wandb.finish)
+        if self.service_client is not None:
+            try:
+                await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, self._close_service), 5)
+            except Exception:
+                pass
+
+    def _close_service(self) -> None:
+        try:
+            self.service_client.close()
+        except Exception:
+            pass
+
+
+async def amain(settings: TrainerSettings) -> int:
+    trainer = Trainer(settings)
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+    stopped = {"signal": None}
+
+    def on_signal(signum: int) -> None:
+        stopped["signal"] = signum
+        main_task.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        return await trainer.run()
+    except asyncio.CancelledError:
+        if stopped["signal"] is None:
+            raise
+        log.info("stopped by %s at step %d (no results.json: not completed)", signal.Signals(stopped["signal"]).name, trainer.step)
+        return 0
+    except KeyProblem as exc:
+        log.error("%s", exc)
+        return 3
+    except Exception as exc:
+        log.error("training failed at step %d: %s: %s\n%s", trainer.step + 1, type(exc).__name__, exc, traceback.format_exc())
+        return 1
+    finally:
+        try:
+            await asyncio.shield(trainer.close())
+        except BaseException:
+            pass
+
+
+def main(config_path: str) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
+    for noisy in ("httpx", "httpcore", "tinker", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from .settings import load_settings
+
+    try:
+        settings = load_settings(config_path)
+    except ConfigError as exc:
+        log.error("config rejected: %s", exc)
+        return 2
+    return asyncio.run(amain(settings))

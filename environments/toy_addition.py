@@ -1,0 +1,175 @@
+"""Single-digit addition a tiny model learns on CPU in minutes (the local profile's default).
+
+Prompts and graded scores come from environments/toy_task.py, which the local model builder
+shares, so format and reward always agree. Run: `python environments/toy_addition.py serve --config CONFIG_YAML`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import sys
+from pathlib import Path
+from typing import Optional
+
+from pydantic import Field
+
+# Runnable as a plain file (`toy_addition.py serve`): make the project importable.
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup  # noqa: E402
+
+from environments import env_metrics, toy_task  # noqa: E402
+
+log = logging.getLogger("toy_addition")
+
+
+def default_model_dir() -> str:
+    """The locally built tiny model (its tokenizer lives in the same folder)."""
+    from core.paths import models_dir
+    from core.profiles import LOCAL_MODEL_NAME
+
+    return str(models_dir() / LOCAL_MODEL_NAME)
+
+
+class ToyAdditionConfig(BaseEnvConfig):
+    max_operand: int = Field(default=4, ge=1, le=9, description="Operands are drawn from 0..max_operand")
+    max_completion_tokens: int = Field(default=6, ge=1, le=64, description="Tokens the policy may generate per answer")
+    temperature: float = Field(default=1.0, gt=0.0, le=2.0, description="Sampling temperature for training rollouts")
+    eval_size: int = Field(default=25, ge=1, le=100, description="Problems in each greedy evaluation")
+    env_metrics_path: Optional[str] = Field(default=None, description="Where env metrics go (set by hermes-rl)")
+
+
+class ToyAdditionEnv(BaseEnv):
+    """Single-digit addition with a graded score (1 exact, partial credit by distance)."""
+
+    name = "toy_addition"
+    env_config_cls = ToyAdditionConfig
+
+    def __init__(self, config: ToyAdditionConfig, server_configs, slurm=False, testing=False):
+        super().__init__(config, server_configs, slurm, testing)
+        self.rng = random.Random()
+        self.correct_buffer: list[float] = []
+        self.score_buffer: list[float] = []
+        self.metrics_path = env_metrics.resolve_path(config.env_metrics_path)
+        self.inference_url = server_configs[0].base_url if isinstance(server_configs, list) and server_configs else None
+
+    @classmethod
+    def config_init(cls) -> tuple[ToyAdditionConfig, list[APIServerConfig]]:
+        model = default_model_dir()
+        config = ToyAdditionConfig(
+            tokenizer_name=model,
+            group_size=8,
+            batch_size=32,
+            use_wandb=False,
+            rollout_server_url="http://127.0.0.1:8000",
+            total_steps=200,
+            max_token_length=64,
+            steps_per_eval=25,
+            eval_handling=EvalHandlingEnum.NONE,
+            max_batches_offpolicy=2,
+            max_num_workers_per_node=8,
+            # all-equal groups still count towards reward/mean; the trainer skips them for the update
+            ensure_scores_are_not_same=False,
+            wandb_name="toy_addition",
+            min_items_sent_before_logging=0,
+        )
+        # A LIST, or atroposlib ignores --openai.* and the YAML openai section.
+        servers = [
+            APIServerConfig(
+                model_name=model,
+                base_url="http://127.0.0.1:8001/v1",
+                api_key="x",
+                server_type="sglang",
+                num_requests_for_eval=32,
+                timeout=120,
+                health_check=False,
+            )
+        ]
+        return config, servers
+
+    async def env_manager(self):
+        # atroposlib returns once run-api has handed out total_steps; stay up (idle) until the
+        # supervisor stops us, so an early clean exit is never mistaken for a dead environment.
+        await super().env_manager()
+        log.info("toy_addition: all steps handed out; idle until stopped")
+        await asyncio.Event().wait()
+
+    async def setup(self):
+        log.info("toy_addition: operands 0..%d, group_size %d", self.config.max_operand, self.config.group_size)
+
+    async def get_next_item(self):
+        prompt, answer = toy_task.make_problem(self.rng, self.config.max_operand)
+        return {"prompt": prompt, "answer": answer}
+
+    async def collect_trajectories(self, item):
+        # One request with n=group_size: the whole group is one round trip to the trainer.
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            await managed.completion(
+                prompt=item["prompt"],
+                n=self.config.group_size,
+                max_tokens=self.config.max_completion_tokens,
+                temperature=self.config.temperature,
+                stop=[toy_task.STOP],
+            )
+            nodes = managed.get_state()["nodes"]
+        group = ScoredDataGroup(tokens=[], masks=[], scores=[], inference_logprobs=[])
+        for node in nodes:
+            text = node.full_text[len(item["prompt"]):] if node.full_text.startswith(item["prompt"]) else self.tokenizer.decode(
+                [t for t, m in zip(node.tokens, node.masked_tokens) if m != -100]
+            )
+            score = toy_task.score(text, item["answer"], self.config.max_operand)
+            group["tokens"].append(node.tokens)
+            group["masks"].append(node.masked_tokens)
+            group["inference_logprobs"].append(node.logprobs)
+            group["scores"].append(score)
+            self.correct_buffer.append(1.0 if score == 1.0 else 0.0)
+            self.score_buffer.append(score)
+        if len(group["tokens"]) != self.config.group_size:
+            return None, []
+        return group, []
+
+    async def evaluate(self, *args, **kwargs):
+        top = self.config.max_operand
+        problems = [(a, b) for a in range(top + 1) for b in range(top + 1)]
+        self.rng.shuffle(problems)
+        problems = problems[: self.config.eval_size]
+
+        async def one(a: int, b: int) -> float:
+            prompt = toy_task.PROMPT_TEMPLATE.format(a=a, b=b)
+            completion = await self.server.completion(
+                prompt=prompt,
+                n=1,
+                max_tokens=self.config.max_completion_tokens,
+                temperature=0.0,
+                stop=[toy_task.STOP],
+                split="eval",
+            )
+            return 1.0 if toy_task.score(completion.choices[0].text, a + b, top) == 1.0 else 0.0
+
+        try:
+            results = await asyncio.gather(*(one(a, b) for a, b in problems))
+        except Exception as exc:  # an eval failure is logged, never fatal to training
+            log.warning("evaluation failed: %s", exc)
+            return
+        step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
+        env_metrics.append(self.metrics_path, step, {"eval/percent_correct": sum(results) / len(results)},
+                           environment=self.name)
+
+    async def wandb_log(self, wandb_metrics: Optional[dict] = None):
+        wandb_metrics = dict(wandb_metrics or {})
+        if self.correct_buffer:
+            wandb_metrics["train/percent_correct"] = sum(self.correct_buffer) / len(self.correct_buffer)
+            wandb_metrics["train/score_mean"] = sum(self.score_buffer) / len(self.score_buffer)
+            step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
+            env_metrics.append(self.metrics_path, step, wandb_metrics, api_step=self.curr_step,
+                               environment=self.name)
+            self.correct_buffer, self.score_buffer = [], []
+        await super().wandb_log(wandb_metrics)
+
+
+if __name__ == "__main__":
+    ToyAdditionEnv.cli()

@@ -1,0 +1,12 @@
+"""Prints "ready" after --delay seconds, then sleeps until signalled (SIGTERM ends it, as by default)."""
+
+import argparse
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--delay", type=float, default=0.0)
+args = parser.parse_args()
+time.sleep(args.delay)
+print("ready", flush=True)
+while True:
+    time.sleep(3600)

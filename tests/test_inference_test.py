@@ -1,0 +1,168 @@
+"""rl_test_inference's engine: the real environment in Atropos `process` mode against a local
+OpenAI-compatible server whose answers we control, so accuracy is exact arithmetic."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from core import inference_test
+from core.inference_test import DEFAULT_OPENROUTER_MODELS, InferenceTest, resolve_target, score_rollouts
+from core.toolset import call_tool
+from tests.fixtures_toolset import ARITH_ENV_NAME, launch_run, sleeper_spec, wait_status
+
+
+def _files_text(folder: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.mark.timeout(240)
+def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(arith_env, openai_stub, hermes_home):
+    events: list[dict] = []
+    test = InferenceTest.prepare(num_steps=2, group_size=4, models=["always-right", "always-wrong", "half-right"],
+                                 base_url=openai_stub.base_url, timeout_s=120)
+    summary = test.run(events.append)
+
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "started" and kinds[-1] == "summary"
+    # per-model results arrive as each model finishes, before the summary
+    result_positions = [i for i, k in enumerate(kinds) if k == "model_result"]
+    assert len(result_positions) == 3 and result_positions[0] < kinds.index("model_started", result_positions[0])
+    assert any(e["event"] == "progress" and e["groups_total"] == 2 for e in events)
+
+    by_model = {m["model"]: m for m in summary["models"]}
+    right, wrong, half = by_model["always-right"], by_model["always-wrong"], by_model["half-right"]
+    for result in (right, wrong, half):
+        assert result["steps"] == 2 and result["completions"] == 8 and result["exit_code"] == 0
+        assert result["errors"] == []
+    assert (right["correct"], right["accuracy"]) == (8, 1.0)
+    assert (wrong["correct"], wrong["accuracy"]) == (0, 0.0)
+    assert (half["correct"], half["accuracy"]) == (4, 0.5)
+    assert summary["best_model"] == "always-right" and summary["best_accuracy"] == 1.0
+    assert summary["environment_working"] is True and "works" in summary["verdict"]
+    assert summary["environment"] == ARITH_ENV_NAME and summary["target"]["kind"] == "base_url"
+
+    # the counts are what the rollouts on disk say
+    assert score_rollouts(Path(half["rollouts_path"])) == {
+        "steps": 2, "completions": 8, "correct": 4, "accuracy": 0.5, "mean_score": 0.5}
+    folder = Path(summary["folder"])
+    assert folder.parent == hermes_home / "logs" / "rl_training" / "inference_tests"
+    assert json.loads((folder / "summary.json").read_text()) == summary
+    config = (Path(right["folder"]) / "config.yaml").read_text()
+    assert "use_wandb: false" in config and "api_key: null" in config
+
+    # a second test never reads or overwrites the first one's files
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+    again = InferenceTest.prepare(num_steps=1, group_size=2, models=["always-wrong"], base_url=openai_stub.base_url,
+                                  timeout_s=120).run()
+    assert again["folder"] != summary["folder"] and again["test_id"] != summary["test_id"]
+    assert again["models"][0]["completions"] == 2 and again["models"][0]["accuracy"] == 0.0
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.timeout(180)
+def test_openrouter_key_goes_through_the_environment_only(arith_env, openai_stub, hermes_home, monkeypatch):
+    secret = "sk-or-v1-testsecret-0123456789"
+    (hermes_home / ".env").write_text(f"OPENROUTER_API_KEY={secret}\n")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-not-for-the-child")
+    # OpenRouter cannot be reached here: the same client code talks to a local server speaking its protocol.
+    monkeypatch.setattr(inference_test, "OPENROUTER_BASE_URL", openai_stub.base_url)
+
+    default = resolve_target(None, None)
+    assert default.kind == "openrouter" and default.models == list(DEFAULT_OPENROUTER_MODELS)
+
+    out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 2, "models": ["always-right"]})
+    assert out["target"]["kind"] == "openrouter", out
+    assert out["models"][0]["accuracy"] == 1.0
+    requests = [r for r in openai_stub.requests if r["path"].endswith("completions")]
+    assert requests and all(r["authorization"] == f"Bearer {secret}" for r in requests)
+    assert all(r["n"] == 1 for r in requests)  # OpenRouter ignores n: one request per completion
+    assert len(requests) == 2
+    assert secret not in _files_text(Path(out["folder"]))
+    assert secret not in json.dumps(out)
+
+    child_env = InferenceTest.prepare(1, 2, ["always-right"], None)._child_env()
+    assert child_env["OPENAI_API_KEY"] == secret
+    assert "TINKER_API_KEY" not in child_env and "WANDB_API_KEY" not in child_env
+    assert child_env["WANDB_MODE"] == "disabled"
+
+
+def test_base_url_without_models_uses_the_first_listed_model(openai_stub):
+    target = resolve_target(None, openai_stub.base_url)
+    assert target.kind == "base_url" and target.models == ["always-right"] and "always-right" in target.note
+    assert target.key_name is None  # the OpenRouter key is never sent to another host
+
+
+@pytest.mark.timeout(120)
+def test_without_key_or_base_url_it_uses_a_running_local_run(arith_env, openai_stub, run_cleanup):
+    from core import runs
+
+    with pytest.raises(Exception) as missing:
+        InferenceTest.prepare(1, 2)
+    assert "OPENROUTER_API_KEY" in missing.value.hint and "base_url" in missing.value.hint
+    assert "rl_start_training" in missing.value.hint
+    out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 2})
+    assert "no model to test against" in out["error"]
+
+    # a running local run's trainer serves the local model (here: the stub behind the run's config)
+    run = runs.launch([sleeper_spec()], environment=ARITH_ENV_NAME, profile="local", total_steps=1,
+                      config={"openai": [{"base_url": openai_stub.base_url, "model_name": "half-right"}]})
+    run_cleanup.append(run["run_id"])
+    wait_status(run["run_id"], ("running",))
+    out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 4})
+    assert out["target"]["kind"] == "local" and run["run_id"] in out["target"]["note"]
+    assert out["models"][0]["model"] == "half-right" and out["models"][0]["accuracy"] == 0.5
+
+
+def _dead_url() -> str:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.timeout(180)
+def test_an_unreachable_model_is_reported_not_raised(arith_env):
+    summary = InferenceTest.prepare(1, 2, ["ghost"], _dead_url(), timeout_s=90).run()
+    ghost = summary["models"][0]
+    assert ghost["completions"] == 0 and ghost["accuracy"] is None and ghost["errors"]
+    assert summary["environment_working"] is False and summary["best_model"] is None
+    assert "no scored completions" in summary["verdict"]
+
+
+@pytest.mark.timeout(120)
+def test_cancel_stops_the_child_and_says_so(arith_env):
+    test = InferenceTest.prepare(3, 2, ["ghost-1", "ghost-2"], _dead_url(), timeout_s=90)
+    seen: list[dict] = []
+
+    def cancel_soon(event):
+        seen.append(event)
+        if event["event"] == "model_started":
+            threading.Timer(1.0, test.cancel).start()
+
+    started = time.monotonic()
+    summary = test.run(cancel_soon)
+    assert time.monotonic() - started < 30
+    assert summary["verdict"] == "cancelled" and len(summary["models"]) == 1
+    assert "cancelled" in summary["models"][0]["errors"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"num_steps": 0}, "num_steps"),
+    ({"num_steps": 101}, "num_steps"),
+    ({"group_size": 1000}, "group_size"),
+    ({"models": [""]}, "invalid model name"),
+    ({"models": [f"m{i}" for i in range(11)]}, "at most 10 models"),
+    ({"base_url": "ftp://example.org"}, "base_url"),
+    ({"base_url": "http://"}, "base_url"),
+])
+def test_bad_arguments_are_refused_before_anything_runs(args, message, hermes_home):
+    out = call_tool("rl_test_inference", args)
+    assert message in out["error"]
+    assert not (hermes_home / "logs" / "rl_training" / "inference_tests").exists()

@@ -1,0 +1,85 @@
+"""Metrics readers: incremental tails, merge of trainer and environment rows, tolerance of bad lines."""
+
+from __future__ import annotations
+
+import json
+
+from core.metrics import JsonlTail, RunMetrics, last_metrics, metric_keys, metric_series, read_metrics
+from core.paths import run_dir
+
+
+def append(path, text: str):
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def test_tail_reads_only_new_complete_lines(tmp_path):
+    path = tmp_path / "m.jsonl"
+    tail = JsonlTail(path)
+    assert tail.poll() == []
+    append(path, '{"step": 1, "x": 1}\n{"step": 2, "x"')
+    assert [r["step"] for r in tail.poll()] == [1]
+    append(path, ': 2}\n')
+    assert tail.poll() == [{"step": 2, "x": 2}]
+    assert tail.poll() == []
+
+
+def test_tail_skips_garbage_and_nan(tmp_path):
+    path = tmp_path / "g.jsonl"
+    append(path, 'garbage\n[1,2]\n{"step": 1, "loss": NaN}\n{bad json}\n{"step": 2, "loss": 0.5}\n')
+    rows = JsonlTail(path).poll()
+    assert rows == [{"step": 1, "loss": None}, {"step": 2, "loss": 0.5}]
+
+
+def test_tail_restarts_after_truncation(tmp_path):
+    path = tmp_path / "t.jsonl"
+    append(path, '{"step": 1}\n{"step": 2}\n')
+    tail = JsonlTail(path)
+    tail.poll()
+    path.write_text('{"step": 9}\n')
+    assert tail.poll() == [{"step": 9}]
+    assert tail.resets == 1
+
+
+def make_run(run_id="0123abcd"):
+    folder = run_dir(run_id)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def test_read_metrics_merges_env_rows_by_step():
+    folder = make_run()
+    for step in range(1, 4):
+        append(folder / "metrics.jsonl", json.dumps({"step": step, "time": 100.0 + step, "train/loss": 1.0 / step,
+                                                     "reward/mean": step * 0.1}) + "\n")
+    append(folder / "env_metrics.jsonl", json.dumps({"step": 2, "train/percent_correct": 0.5}) + "\n")
+    append(folder / "env_metrics.jsonl", json.dumps({"step": 3, "eval/percent_correct": 0.25, "time": 1.0}) + "\n")
+    append(folder / "env_metrics.jsonl", '{"no_step": 1}\n{"step": 5, "custom/thing": 7}\n{"step": 6, "x"')
+    rows = read_metrics("0123abcd")
+    assert [r["step"] for r in rows] == [1, 2, 3, 5]
+    assert rows[1]["train/percent_correct"] == 0.5 and rows[1]["train/loss"] == 0.5
+    assert rows[2]["eval/percent_correct"] == 0.25
+    assert rows[2]["time"] == 103.0      # the trainer's time wins over an environment's
+    assert metric_series(rows, "train/loss") == [(1, 1.0), (2, 0.5), (3, 1 / 3)]
+    assert metric_keys(rows)[:4] == ["reward/mean", "train/loss", "train/percent_correct", "eval/percent_correct"]
+    assert "custom/thing" in metric_keys(rows)
+    last = last_metrics("0123abcd")
+    assert last["step"] == 5 and last["train/loss"] == 1 / 3 and last["train/percent_correct"] == 0.5
+
+
+def test_run_metrics_incremental_poll_reports_change():
+    folder = make_run("0123abce")
+    metrics = RunMetrics(folder)
+    assert metrics.poll() is False
+    append(folder / "metrics.jsonl", '{"step": 1, "reward/mean": 0.2}\n')
+    assert metrics.poll() is True
+    assert metrics.poll() is False
+    append(folder / "metrics.jsonl", '{"step": 2, "reward/mean": null}\n{"step": 3, "reward/mean": true}\n')
+    metrics.poll()
+    assert metrics.series("reward/mean") == [(1, 0.2)]   # null and booleans are not numbers
+
+
+def test_read_metrics_of_run_without_files_is_empty():
+    make_run("0123abcf")
+    assert read_metrics("0123abcf") == []
+    assert last_metrics("0123abcf") == {}

@@ -1,0 +1,146 @@
+"""The trainer: config validation, GRPO maths, and (with the local Tinker server) the real loop pieces."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dataplane.trainer import grpo
+from dataplane.trainer.settings import ConfigError, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def base_config(tmp_path: Path, **changes) -> dict:
+    config = {
+        "env": {"group_size": 4, "batch_size": 8, "total_steps": 3, "max_token_length": 32,
+                "rollout_server_url": "http://127.0.0.1:9", "tokenizer_name": "m"},
+        "openai": [{"base_url": "http://127.0.0.1:8123/v1", "model_name": "m"}],
+        "tinker": {"base_model": "m", "lora_rank": 4, "learning_rate": 1e-3},
+        "backend": {"kind": "local", "base_url": "http://127.0.0.1:8124"},
+        "hermes": {"run_dir": str(tmp_path)},
+    }
+    for dotted, value in changes.items():
+        section, key = dotted.split("__")
+        target = config[section][0] if isinstance(config[section], list) else config[section]
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    return config
+
+
+def write(tmp_path: Path, config: dict) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_settings_read_the_run_config(tmp_path):
+    s = load_settings(write(tmp_path, base_config(tmp_path)))
+    assert (s.backend, s.base_url, s.inference_port, s.batch_size, s.group_size) == ("local", "http://127.0.0.1:8124", 8123, 8, 4)
+    assert s.metrics_path == tmp_path / "metrics.jsonl"
+    assert s.results_path == tmp_path / "results.json"
+    assert (s.beta1, s.beta2, s.learning_rate) == (0.9, 0.95, 1e-3)
+    assert s.wandb_mode == "offline"  # no WANDB_API_KEY in tests
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"env__batch_size": 6}, "multiple of env.group_size"),
+        ({"env__group_size": "four"}, "env.group_size must be a number"),
+        ({"tinker__learning_rate": None}, "tinker.learning_rate is missing"),
+        ({"backend__base_url": None}, "backend.base_url is missing"),
+        ({"openai__base_url": "http://127.0.0.1/v1"}, "must name a port"),
+        ({"env__total_steps": 0}, "env.total_steps must be >= 1"),
+        ({"backend__kind": "gpu"}, "backend.kind"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path, change, words):
+    with pytest.raises(ConfigError, match=words.replace(".", r"\.")):
+        load_settings(write(tmp_path, base_config(tmp_path, **change)))
+
+
+def test_trainer_rejects_a_bad_config_with_exit_2_and_a_clear_log(tmp_path):
+    path = write(tmp_path, base_config(tmp_path, env__batch_size=6))
+    proc = subprocess.run([sys.executable, "-m", "dataplane.trainer", "--config", str(path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "config rejected" in proc.stderr and "env.batch_size (6)" in proc.stderr
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_cloud_profile_without_key_fails_fast(tmp_path, monkeypatch):
+    config = base_config(tmp_path, backend__kind="tinker", backend__base_url=None)
+    path = write(tmp_path, config)
+    env = {k: v for k, v in os.environ.items() if k != "TINKER_API_KEY"}
+    proc = subprocess.run([sys.executable, "-m", "dataplane.trainer", "--config", str(path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 3
+    assert "TINKER_API_KEY is not set" in proc.stderr
+
+
+def test_cloud_profile_with_malformed_key_fails_fast_without_echoing_it(tmp_path):
+    path = write(tmp_path, base_config(tmp_path, backend__kind="tinker", backend__base_url=None))
+    env = {**os.environ, "TINKER_API_KEY": "sk-not-a-tinker-key-SECRET123"}
+    proc = subprocess.run([sys.executable, "-m", "dataplane.trainer", "--config", str(path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 3
+    assert "start with 'tml-'" in proc.stderr
+    assert "SECRET123" not in proc.stderr + proc.stdout
+
+
+def group(scores, prompt_len=3, completion_len=2, with_logprobs=True):
+    tokens, masks, lps = [], [], []
+    for i, _ in enumerate(scores):
+        seq = list(range(10, 10 + prompt_len)) + [50 + i] * completion_len
+        tokens.append(seq)
+        masks.append([-100] * prompt_len + seq[prompt_len:])
+        lps.append([1.0] * prompt_len + [-0.5] * completion_len)
+    data = {"tokens": tokens, "masks": masks, "scores": list(scores)}
+    if with_logprobs:
+        data["inference_logprobs"] = lps
+    return data
+
+
+def test_grpo_advantages_are_reward_minus_group_mean_without_std_scaling():
+    sequences, stats = grpo.build_sequences([group([1.0, 0.0, 0.5, 0.5])], max_length=100)
+    assert [s.advantage for s in sequences] == [0.5, -0.5, 0.0, 0.0]
+    seq = sequences[0]
+    # next-token targets; prompt positions carry no advantage and no sampler logprob
+    assert seq.target_tokens == [11, 12, 50, 50]
+    assert seq.advantages == [0.0, 0.0, 0.5, 0.5]
+    assert seq.sampling_logprobs == [0.0, 0.0, -0.5, -0.5]
+    assert stats.rewards == [1.0, 0.0, 0.5, 0.5]
+
+
+def test_grpo_drops_groups_without_signal_but_counts_their_reward():
+    sequences, stats = grpo.build_sequences([group([1.0, 1.0]), group([0.0, 1.0])], max_length=100)
+    assert len(sequences) == 2 and stats.groups_dropped == 1
+    assert stats.rewards == [1.0, 1.0, 0.0, 1.0]
+
+
+def test_grpo_skips_sequences_longer_than_the_trainer_limit():
+    sequences, stats = grpo.build_sequences([group([1.0, 0.0], prompt_len=30)], max_length=20)
+    assert sequences == [] and stats.sequences_dropped == 2
+
+
+def test_step_statistics_importance_sampling_loss():
+    sequences, _ = grpo.build_sequences([group([1.0, 0.0])], max_length=100)
+    # training logprobs equal to the sampler's: ratio 1, loss = -mean(advantage) over completion tokens = 0
+    same = [[0.0, 0.0, -0.5, -0.5]] * 2
+    stats = grpo.step_statistics(sequences, same)
+    assert stats["train/loss"] == pytest.approx(0.0)
+    assert stats["logprobs/diff"] == pytest.approx(0.0)
+    higher = [[0.0, 0.0, -0.25, -0.25]] * 2
+    stats = grpo.step_statistics(sequences, higher)
+    assert stats["logprobs/diff"] == pytest.approx(0.25)
+    assert stats["train/loss"] == pytest.approx(-(math.exp(0.25) * 0.5 - math.exp(0.25) * 0.5) / 4)

@@ -1,0 +1,228 @@
+"""[2] Config editor: the selected environment's editable fields as typed inputs.
+
+Values are checked as you type with core.config's own validator (the message shows under the
+field); ctrl+s saves the draft (all or nothing, via core.config.set_fields) that every client shares.
+Locked fields are shown dimmed with their value and why the profile locks them.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Input, Label, Select, Static, Switch
+
+from core.errors import HermesError
+
+from . import backend
+from .format import number
+
+
+def shown_value(value) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+class ConfigPane(Vertical):
+    BINDINGS = [
+        Binding("ctrl+s", "save", "Save draft", id="config.save"),
+        Binding("ctrl+z", "revert", "Revert edits", id="config.revert"),
+        Binding("ctrl+d", "reset_draft", "Reset to defaults", show=False, id="config.reset"),
+        Binding("down", "next_field", "Next field", show=False, id="config.next"),
+        Binding("up", "prev_field", "Prev field", show=False, id="config.prev"),
+    ]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.border_title = "[2] Config"
+        self.view = None                     # core.config.ConfigView
+        self.rows: list[dict] = []
+        self.pending: dict[str, object] = {}  # edited, valid, not saved
+        self.errors: dict[str, str] = {}     # field -> message
+        self._generation = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static("select an environment (enter in [1])", id="config-head")
+        yield VerticalScroll(id="config-fields")
+
+    @property
+    def environment(self) -> str | None:
+        return self.view.environment if self.view is not None else None
+
+    @property
+    def profile(self) -> str | None:
+        return self.view.profile if self.view is not None else None
+
+    def show_loading(self, name: str) -> None:
+        self.query_one("#config-head", Static).update(Text(f"loading {name} (config_init)…", style="dim"))
+
+    def show_error(self, name: str, message: str) -> None:
+        self.view = None
+        self.rows = []
+        self.query_one("#config-head", Static).update(Text(f"{name}: {message}", style="red"))
+        self.query_one("#config-fields").remove_children()
+
+    def show(self, view) -> None:
+        """Rebuild the form for a ConfigView (after a load or a save)."""
+        self.view = view
+        self.rows = list(view.editable)
+        self.pending.clear()
+        self.errors.clear()
+        self._generation += 1
+        gen = self._generation
+        head = Text()
+        head.append(view.environment, style="bold")
+        head.append(f"  profile {view.profile}", style="cyan")
+        modified = sum(1 for r in self.rows if r.get("modified"))
+        head.append(f"  {modified} changed from defaults" if modified else "  all defaults", style="dim")
+        for line in ([view.notice] if view.notice else []) + list(view.warnings or []):
+            head.append(f"\n⚠ {line}", style="yellow")
+        self.query_one("#config-head", Static).update(head)
+        box = self.query_one("#config-fields", VerticalScroll)
+        box.remove_children()
+        widgets = []
+        for index, row in enumerate(self.rows):
+            widgets.append(self._field_row(index, row, gen))
+        if view.locked:
+            widgets.append(Static(Text("locked by the profile", style="bold dim"), classes="locked-head"))
+            for row in view.locked:
+                text = Text()
+                text.append(f"🔒 {row['name']} = {shown_value(row['value'])}", style="dim")
+                text.append(f"  — {row['reason']}", style="dim italic")
+                widgets.append(Static(text, classes="locked-row"))
+        box.mount_all(widgets)
+
+    def _field_row(self, index: int, row: dict, gen: int) -> Vertical:
+        name, kind, value = row["name"], row.get("type"), row.get("value")
+        wid = f"field-{gen}-{index}"
+        if kind == "bool":
+            editor = Switch(value=bool(value), id=wid, classes="field-input")
+        elif kind == "enum" and row.get("choices"):
+            editor = Select([(str(c), c) for c in row["choices"]], value=value if value in row["choices"] else Select.BLANK,
+                            allow_blank=value not in row["choices"], id=wid, compact=True, classes="field-input")
+        else:
+            editor = Input(shown_value(value), id=wid, compact=True, classes="field-input",
+                           tooltip=row.get("description") or None)
+        label = Label(self._label_text(row), classes="field-label")
+        note = Static(self._note_text(row), classes="field-note", id=f"note-{gen}-{index}")
+        classes = "field-row" + (" modified" if row.get("modified") else "")
+        return Vertical(Horizontal(label, editor, classes="field-line"), note, classes=classes)
+
+    def _label_text(self, row: dict, unsaved: bool = False) -> Text:
+        text = Text()
+        marker = "●" if unsaved else ("*" if row.get("modified") else " ")
+        text.append(f"{marker} ", style="yellow" if unsaved or row.get("modified") else "")
+        text.append(row["name"], style="bold yellow" if row.get("modified") else "")
+        text.append(f" ({row.get('type')})", style="dim")
+        return text
+
+    def _note_text(self, row: dict, error: str | None = None) -> Text:
+        if error:
+            return Text(f"✖ {error}", style="red")
+        parts = []
+        if row.get("modified"):
+            parts.append(f"default {shown_value(row.get('default'))}")
+        if row.get("description"):
+            parts.append(row["description"])
+        return Text(" · ".join(parts), style="dim")
+
+    def _index_of(self, widget_id: str | None) -> int | None:
+        if not widget_id or not widget_id.startswith("field-"):
+            return None
+        _, gen, index = widget_id.split("-")
+        if int(gen) != self._generation:
+            return None
+        return int(index)
+
+    def _edited(self, widget_id: str | None, raw) -> None:
+        index = self._index_of(widget_id)
+        if index is None:
+            return
+        row = self.rows[index]
+        name = row["name"]
+        note = self.query_one(f"#note-{self._generation}-{index}", Static)
+        try:
+            value = backend.validate_field(row, raw)
+        except HermesError as exc:
+            self.errors[name] = exc.message
+            self.pending.pop(name, None)
+            note.update(self._note_text(row, exc.message))
+            return
+        self.errors.pop(name, None)
+        if value != row.get("value"):
+            self.pending[name] = value
+        else:
+            self.pending.pop(name, None)
+        note.update(self._note_text(row))
+        label = note.parent.query_one(".field-label", Label)
+        label.update(self._label_text(row, unsaved=name in self.pending))
+        self._update_subtitle()
+
+    def _update_subtitle(self) -> None:
+        parts = []
+        if self.pending:
+            parts.append(f"{len(self.pending)} unsaved (ctrl+s)")
+        if self.errors:
+            parts.append(f"{len(self.errors)} invalid")
+        self.border_subtitle = " · ".join(parts)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._edited(event.input.id, event.value)
+
+    def on_switch_changed(self, event: Switch.Changed) -> None:
+        event.stop()
+        self._edited(event.switch.id, event.value)
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        if event.value is not Select.BLANK:
+            self._edited(event.select.id, event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_next_field()
+
+    # -- actions ------------------------------------------------------------------------------
+    def _inputs(self) -> list:
+        return list(self.query(".field-input"))
+
+    def _move(self, delta: int) -> None:
+        inputs = self._inputs()
+        if not inputs:
+            return
+        focused = self.app.focused
+        index = inputs.index(focused) if focused in inputs else -delta
+        target = inputs[(index + delta) % len(inputs)]
+        target.focus()
+        target.scroll_visible()
+
+    def action_next_field(self) -> None:
+        self._move(1)
+
+    def action_prev_field(self) -> None:
+        self._move(-1)
+
+    def focus_first(self) -> None:
+        inputs = self._inputs()
+        (inputs[0] if inputs else self).focus()
+
+    def action_save(self) -> None:
+        self.app.save_config()
+
+    def action_revert(self) -> None:
+        if self.view is not None:
+            self.show(self.view)
+
+    def action_reset_draft(self) -> None:
+        if self.view is not None:
+            self.app.reset_config(self.view.environment)
+
+    def unsaved(self) -> tuple[dict, dict]:
+        return dict(self.pending), dict(self.errors)

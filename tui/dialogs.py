@@ -1,0 +1,79 @@
+"""Modal dialogs: confirmation and the help screen (generated from the live bindings)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("y,enter", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+    ]
+
+    def __init__(self, question: str, detail: str = ""):
+        super().__init__()
+        self.question = question
+        self.detail = detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(Text(self.question, style="bold"), id="confirm-question")
+            if self.detail:
+                yield Static(Text(self.detail, style="dim"))
+            yield Static(Text.from_markup("[b]y[/b]/enter: yes    [b]n[/b]/esc: no"), id="confirm-keys")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+def binding_rows(app) -> list[tuple[str, str, str, str]]:
+    """(area, keys, description, id) for every binding of the app and the widgets on screen, keymap applied."""
+    keymap = getattr(app, "_keymap", {}) or {}
+    rows, seen_ids, seen_classes = [], set(), set()
+    for node in [app, app.screen, *app.screen.walk_children()]:
+        cls = type(node)
+        if cls in seen_classes:
+            continue
+        seen_classes.add(cls)
+        area = getattr(node, "HELP_AREA", None) or cls.__name__
+        bindings = []
+        for klass in reversed(cls.__mro__):
+            if "BINDINGS" in klass.__dict__ and klass.__module__.startswith("tui"):
+                bindings.extend(Binding.make_bindings(klass.__dict__["BINDINGS"]))
+        for binding in bindings:
+            if not binding.id or binding.id in seen_ids:
+                continue
+            seen_ids.add(binding.id)
+            rows.append((area, keymap.get(binding.id, binding.key), binding.description or binding.action, binding.id))
+    return rows
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help.close")]
+
+    def __init__(self, rows: list[tuple[str, str, str, str]], keymap_note: str):
+        super().__init__()
+        self.rows = rows
+        self.keymap_note = keymap_note
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, expand=True, header_style="bold", pad_edge=False)
+        table.add_column("area", style="cyan")
+        table.add_column("keys", style="bold")
+        table.add_column("does")
+        table.add_column("binding id (keymap)", style="dim")
+        last_area = None
+        for area, keys, description, binding_id in self.rows:
+            table.add_row(area if area != last_area else "", keys.replace("question_mark", "?"), description, binding_id)
+            last_area = area
+        with VerticalScroll(id="help-box"):
+            yield Static(Text("Keys", style="bold"))
+            yield Static(table)
+            yield Static(Text(self.keymap_note, style="dim"))

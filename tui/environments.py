@@ -1,0 +1,141 @@
+"""[1] Environments: what discovery found (project, user, tinker-atropos), with parse errors shown."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from .messages import EnvironmentSelected
+
+
+class EnvList(OptionList):
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, id="nav.down"),
+        Binding("k", "cursor_up", "Up", show=False, id="nav.up"),
+        Binding("g", "first", "Top", show=False, id="nav.top"),
+        Binding("G", "last", "Bottom", show=False, id="nav.bottom"),
+    ]
+
+
+class EnvironmentsPane(Vertical):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.border_title = "[1] Environments"
+        self.environments: list = []
+        self.filter_text = ""
+        self.selected: str | None = None     # the current selection (current.yaml)
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="filter environments", id="env-filter", classes="hidden")
+        yield EnvList(id="env-list")
+        yield Static("", id="env-details")
+
+    @property
+    def option_list(self) -> EnvList:
+        return self.query_one(EnvList)
+
+    def show(self, environments: list, selected: str | None = None) -> None:
+        self.environments = sorted(environments, key=lambda e: (e.error is not None, e.name.lower()))
+        if selected is not None:
+            self.selected = selected
+        self._render_list()
+
+    def _visible(self) -> list:
+        needle = self.filter_text.lower()
+        if not needle:
+            return self.environments
+        return [e for e in self.environments
+                if needle in f"{e.name} {e.class_name} {e.description} {e.source}".lower()]
+
+    def _render_list(self) -> None:
+        options = self.option_list
+        highlighted = options.highlighted_option.id if options.highlighted_option is not None else self.selected
+        options.clear_options()
+        visible = self._visible()
+        for env in visible:
+            label = Text()
+            label.append("● " if env.name == self.selected else "  ", style="green")
+            if env.error:
+                label.append(env.name, style="red")
+                label.append("  parse error", style="red dim")
+            else:
+                label.append(env.name, style="bold" if env.name == self.selected else "")
+                label.append(f"  {env.source}", style="dim")
+            options.add_option(Option(label, id=env.file if env.error else env.name))
+        target = next((i for i, e in enumerate(visible) if (e.file if e.error else e.name) == highlighted), 0)
+        if visible:
+            options.highlighted = target
+        self.border_subtitle = f"{len(visible)}/{len(self.environments)}" + (
+            f" · filter {self.filter_text!r}" if self.filter_text else "")
+        self._show_details()
+
+    def _highlighted_env(self):
+        option = self.option_list.highlighted_option
+        if option is None:
+            return None
+        return next((e for e in self.environments if option.id in (e.name, e.file)), None)
+
+    def _show_details(self) -> None:
+        env = self._highlighted_env()
+        details = self.query_one("#env-details", Static)
+        if env is None:
+            details.update(Text("no environments found" if not self.environments else "no match", style="dim"))
+            return
+        text = Text()
+        if env.error:
+            text.append("cannot load: ", style="bold red")
+            text.append(f"{env.error}\n", style="red")
+            text.append(f"file: {env.file}", style="dim")
+        else:
+            text.append(f"{env.class_name}", style="bold")
+            if env.config_class:
+                text.append(f"  config: {env.config_class}", style="dim")
+            text.append("\n")
+            if env.description:
+                text.append(f"{env.description}\n")
+            text.append(f"{env.file}", style="dim")
+            if getattr(env, "duplicate_of", None):
+                text.append(f"\nshadowed by {env.duplicate_of}", style="yellow")
+        details.update(text)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        self._show_details()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        env = self._highlighted_env()
+        if env is None:
+            return
+        if env.error:
+            self.app.notify(f"{env.name} cannot be loaded: {env.error}", severity="error")
+            return
+        self.post_message(EnvironmentSelected(env.name))
+
+    def start_filter(self) -> None:
+        box = self.query_one("#env-filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "env-filter":
+            event.stop()
+            self.filter_text = event.value.strip()
+            self._render_list()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "env-filter":
+            event.stop()
+            self.option_list.focus()
+
+    def on_key(self, event) -> None:
+        box = self.query_one("#env-filter", Input)
+        if event.key == "escape" and box.has_focus:
+            event.stop()
+            if not box.value:
+                box.add_class("hidden")
+            self.option_list.focus()

@@ -1,0 +1,49 @@
+"""Header bar: profile, which keys are set (never their values), selection, stall warning, clock."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.widgets import Static
+
+from core.secrets import SECRET_NAMES
+
+SHORT = {"TINKER_API_KEY": "TINKER", "WANDB_API_KEY": "WANDB", "OPENROUTER_API_KEY": "OPENROUTER"}
+
+
+class HeaderBar(Static):
+    def __init__(self, clock, **kwargs):
+        super().__init__("", **kwargs)
+        self.clock = clock
+        self.profile: str | None = None
+        self.profile_note: str | None = None
+        self.keys: dict[str, bool] = {}
+        self.environment: str | None = None
+        self.run_line: str | None = None
+        self.stalled: list[str] = []
+        self.stall_after_s = 300.0
+
+    def on_mount(self) -> None:
+        self.update_text()
+
+    def update_text(self) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(" hermes-rl ", style="bold reverse")
+        text.append("  profile ", style="dim")
+        text.append(self.profile or "?", style="bold cyan")
+        text.append("  keys ", style="dim")
+        for name in SECRET_NAMES:
+            present = self.keys.get(name, False)
+            text.append(f"{SHORT.get(name, name)}{'✓' if present else '✗'} ", style="green" if present else "grey50")
+        text.append(" env ", style="dim")
+        text.append(self.environment or "—", style="bold")
+        if self.run_line:
+            text.append("  run ", style="dim")
+            text.append(self.run_line)
+        if self.stalled:
+            minutes = self.stall_after_s / 60
+            text.append(f"  ⚠ stalled (no metric or log line for {minutes:g} min): {', '.join(self.stalled)} ",
+                        style="bold black on dark_orange")
+        text.append("  " + time.strftime("%H:%M:%S", time.localtime(self.clock())), style="dim")
+        self.update(text)

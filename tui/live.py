@@ -1,0 +1,309 @@
+"""The dashboard's one background loop: watch files, sample the selected run, post coalesced updates.
+
+Runs in a thread worker. watchfiles wakes it when run folders, logs or environment files change;
+without changes it still samples the selected run's processes at `sample_hz` (≤ 2 Hz) so CPU and
+RSS stay current. Each cycle posts at most one message per kind, and cycles are at least
+`min_cycle_s` apart, so a log growing at 20,000 lines/s costs the UI a few redraws a second,
+never a message per line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+from core.logs import LogReader
+from core.metrics import RunMetrics
+from core.paths import ensure_private_dir, logs_dir, run_dir, runs_dir
+
+from . import backend
+from .format import FINAL_STATUSES
+from .messages import EnvironmentsChanged, LogsGrew, MetricsUpdated, RunSampled, RunsUpdated
+
+SPARK_RUNS = 30         # reward sparklines for the newest runs only
+LIST_EVERY_S = 2.0       # list_runs() at least this often even without file events (statuses of other runs)
+
+
+class MergedLog:
+    """Every process's new lines in arrival order, prefixed with the process name; bounded."""
+
+    def __init__(self, max_lines: int = 20_000):
+        self._lines: deque[str] = deque(maxlen=max_lines)
+        self._dropped = 0          # lines that fell off the front (keeps line numbers stable)
+        self._lock = threading.Lock()
+        self._consumed: dict[str, tuple[int, int]] = {}   # name -> (lines taken, reader.prepended then)
+
+    @property
+    def line_count(self) -> int:
+        return self._dropped + len(self._lines)
+
+    @property
+    def first_line(self) -> int:
+        return self._dropped
+
+    def lines(self, start: int, end: int) -> list[str]:
+        with self._lock:
+            start = max(start, self._dropped) - self._dropped
+            end = min(end - self._dropped, len(self._lines))
+            if start >= end:
+                return []
+            return list(itertools.islice(self._lines, start, end))
+
+    def knows(self, name: str) -> bool:
+        return name in self._consumed
+
+    def take(self, name: str, reader: LogReader, width: int, grown: int) -> None:
+        """Append what `reader` gained since the last take (or its tail, the first time)."""
+        total = reader.line_count
+        seen, prepended = self._consumed.get(name, (None, 0))
+        if seen is not None:
+            seen += reader.prepended - prepended   # load_earlier shifted the reader's line numbers
+        if seen is None or grown < 0 or seen > total:
+            if seen is not None:
+                self._append([f"{name:<{width}} │ \x1b[2m── log restarted (rotated or truncated) ──\x1b[0m"])
+            seen = max(0, total - 200)
+        # A partial last line may still grow: only complete lines go into the merged view.
+        complete = reader.complete_line_count
+        if complete <= seen:
+            self._consumed[name] = (seen, reader.prepended)
+            return
+        start = max(seen, complete - self._lines.maxlen)
+        prefix = f"{name:<{width}} │ "
+        self._append([prefix + line for line in reader.lines(start, complete)])
+        self._consumed[name] = (complete, reader.prepended)
+
+    def _append(self, lines: list[str]) -> None:
+        with self._lock:
+            overflow = len(self._lines) + len(lines) - self._lines.maxlen
+            if overflow > 0:
+                self._dropped += overflow
+            self._lines.extend(lines)
+
+
+class RunView:
+    """What the dashboard reads of the selected run: its metrics and one LogReader per process log."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self.metrics = RunMetrics(run_dir(run_id))
+        self.readers: dict[str, LogReader] = {}
+        self.merged = MergedLog()
+
+    def name_width(self) -> int:
+        return max((len(n) for n in self.readers), default=4)
+
+    def sync_logs(self, run: dict) -> None:
+        for proc in run.get("processes") or []:
+            name = proc.get("name")
+            path = proc.get("log")
+            if not name or name in self.readers:
+                continue
+            if not path:
+                try:
+                    from core.paths import process_log_path
+
+                    path = process_log_path(name, self.run_id)
+                except Exception:
+                    continue
+            self.readers[name] = LogReader(path)
+
+    def close(self) -> None:
+        for reader in self.readers.values():
+            reader.close()
+
+
+class LiveUpdater:
+    def __init__(self, app, *, sample_hz: float = 2.0, min_cycle_s: float = 0.1, stall_after_s: float = 300.0,
+                 clock=time.time):
+        self.app = app
+        self.sample_interval = 1.0 / min(2.0, max(0.1, sample_hz))
+        self.min_cycle_s = min_cycle_s
+        self.stall_after_s = stall_after_s
+        self.clock = clock
+        self.stop_event = threading.Event()
+        self.wake = threading.Event()
+        self._lock = threading.Lock()
+        self._selected: str | None = None
+        self.view: RunView | None = None
+        self._runs_dirty = True
+        self._envs_dirty = False
+        self._last_list = 0.0
+        self._last_sample = 0.0
+        self._last_runs: list[dict] | None = None
+        self._last_stalled: set[str] = set()
+        self._last_sparks: dict = {}
+        self._run_metrics: dict[str, RunMetrics] = {}
+        self._watch_thread: threading.Thread | None = None
+
+    # -- called from the UI thread ----------------------------------------------------------------
+    def select(self, run_id: str | None) -> None:
+        with self._lock:
+            self._selected = run_id
+        self.poke()
+
+    def poke(self, runs: bool = True) -> None:
+        if runs:
+            self._runs_dirty = True
+        self.wake.set()
+
+    def refresh_environments(self) -> None:
+        self._envs_dirty = True
+        self.wake.set()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.wake.set()
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> None:
+        self._start_watcher()
+        while not self.stop_event.is_set():
+            cycle_start = time.monotonic()
+            try:
+                self.cycle()
+            except Exception as exc:   # never let a bad file kill live updates
+                self.app.call_from_thread(self.app.notify, f"live update error: {exc}", severity="warning")
+            # Wait for a file event or the next sample; then keep cycles at least min_cycle_s apart.
+            self.wake.wait(self.sample_interval)
+            self.wake.clear()
+            spent = time.monotonic() - cycle_start
+            if spent < self.min_cycle_s:
+                self.stop_event.wait(self.min_cycle_s - spent)
+        if self.view is not None:
+            self.view.close()
+
+    def cycle(self) -> None:
+        now = time.monotonic()
+        if self._envs_dirty:
+            self._envs_dirty = False
+            try:
+                self.app.post_message(EnvironmentsChanged(backend.discover_environments()))
+            except Exception:
+                pass
+        with self._lock:
+            selected = self._selected
+        if self.view is None or self.view.run_id != selected:
+            if self.view is not None:
+                self.view.close()
+            self.view = RunView(selected) if selected else None
+            self._last_sample = 0.0
+        if self._runs_dirty or now - self._last_list >= LIST_EVERY_S:
+            self._runs_dirty = False
+            self._last_list = now
+            self._list_runs()
+        view = self.view
+        if view is None:
+            return
+        run = None
+        if now - self._last_sample >= self.sample_interval * 0.9:
+            self._last_sample = now
+            try:
+                run = backend.get_run(view.run_id, sample=True)
+            except Exception:
+                run = None
+            if run is not None:
+                view.sync_logs(run)
+                self.app.post_message(RunSampled(view.run_id, run))
+        if view.metrics.poll():
+            self.app.post_message(MetricsUpdated(view.run_id, view.metrics.rows))
+        grown = []
+        width = view.name_width()
+        for name, reader in list(view.readers.items()):
+            added = reader.refresh()
+            if added or not view.merged.knows(name):
+                view.merged.take(name, reader, width, added)
+            if added:
+                grown.append(name)
+        if grown:
+            self.app.post_message(LogsGrew(view.run_id, tuple(grown)))
+
+    def _list_runs(self) -> None:
+        try:
+            runs = backend.list_runs()
+        except Exception:
+            return
+        stalled = {r["run_id"] for r in runs if self._is_stalled(r)}
+        sparks = self._reward_sparks(runs)
+        if runs != self._last_runs or stalled != self._last_stalled or sparks != self._last_sparks:
+            self._last_runs, self._last_stalled, self._last_sparks = runs, stalled, sparks
+            self.app.post_message(RunsUpdated(runs, stalled, sparks))
+
+    def _reward_sparks(self, runs: list[dict]) -> dict[str, list[float]]:
+        """Recent reward/mean of the newest runs (incremental readers, so this stays cheap)."""
+        wanted = [r["run_id"] for r in runs[:SPARK_RUNS]]
+        for run_id in list(self._run_metrics):
+            if run_id not in wanted:
+                del self._run_metrics[run_id]
+        out = {}
+        for run_id in wanted:
+            metrics = self._run_metrics.get(run_id)
+            if metrics is None:
+                metrics = self._run_metrics[run_id] = RunMetrics(run_dir(run_id))
+            if metrics.poll() or run_id not in self._last_sparks:
+                out[run_id] = [v for _, v in metrics.series("reward/mean")[-12:]]
+            else:
+                out[run_id] = self._last_sparks[run_id]
+        return out
+
+    def last_activity(self, run_id: str) -> float | None:
+        """Newest mtime among the run's metrics and logs: the last sign of life."""
+        newest = None
+        candidates = [run_dir(run_id) / "metrics.jsonl", run_dir(run_id) / "env_metrics.jsonl"]
+        try:
+            candidates += [p for p in logs_dir().glob(f"*_{run_id}.log")]
+        except OSError:
+            pass
+        for path in candidates:
+            try:
+                mtime = os.stat(path).st_mtime
+            except OSError:
+                continue
+            newest = mtime if newest is None else max(newest, mtime)
+        return newest
+
+    def _is_stalled(self, run: dict) -> bool:
+        if run.get("status") != "running" or self.stall_after_s <= 0:
+            return False
+        last = self.last_activity(run["run_id"])
+        if last is None:
+            return False
+        return self.clock() - last > self.stall_after_s
+
+    # -- watchfiles -------------------------------------------------------------------------------
+    def _watch_paths(self) -> list[Path]:
+        paths = [ensure_private_dir(runs_dir()), ensure_private_dir(logs_dir())]
+        for _source, folder in backend.environment_dirs():
+            folder = Path(folder)
+            if folder.is_dir() and folder not in paths:
+                paths.append(folder)
+        return paths
+
+    def _start_watcher(self) -> None:
+        paths = self._watch_paths()
+
+        def watch() -> None:
+            from watchfiles import watch as watch_files
+
+            try:
+                for changes in watch_files(*paths, stop_event=self.stop_event, debounce=80, step=20,
+                                           rust_timeout=500, yield_on_timeout=False, raise_interrupt=False):
+                    for _kind, changed in changes:
+                        if changed.endswith(".py"):
+                            self._envs_dirty = True
+                        elif "/runs/" in changed and (changed.endswith("run.json") or os.path.isdir(changed)):
+                            self._runs_dirty = True
+                    self.wake.set()
+            except Exception:
+                # No inotify (or the folder vanished): the loop still polls at sample_hz.
+                pass
+
+        self._watch_thread = threading.Thread(target=watch, name="hermes-rl-watch", daemon=True)
+        self._watch_thread.start()
+
+
+def is_final(status: str | None) -> bool:
+    return status in FINAL_STATUSES

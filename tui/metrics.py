@@ -1,0 +1,171 @@
+"""[6] Metrics: a sparkline, last value and trend per key; enter opens a full chart (textual-plotext)."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Static
+
+from core.metrics import metric_keys, metric_series
+
+from .format import number, spark, trend
+from .tables import NavTable
+
+SMOOTHING = (0.0, 0.6, 0.9)
+
+
+class MetricsTable(NavTable):
+    BINDINGS = [Binding("enter", "open_chart", "Chart", id="metrics.chart")]
+
+    def action_open_chart(self) -> None:
+        key = self.selected_key()
+        if key:
+            self.app.open_chart(key)
+
+
+class MetricsPane(Vertical):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.border_title = "[6] Metrics"
+        self.rows: list[dict] = []
+        self.run_id: str | None = None
+
+    def compose(self) -> ComposeResult:
+        table = MetricsTable(id="metrics-table")
+        for label, key in (("metric", "metric"), ("history", "spark"), ("last", "last"), ("", "trend"), ("step", "step")):
+            table.add_column(label, key=key)
+        yield table
+
+    @property
+    def table(self) -> MetricsTable:
+        return self.query_one(MetricsTable)
+
+    def show(self, run_id: str | None, rows: list[dict]) -> None:
+        self.run_id, self.rows = run_id, rows
+        out = []
+        for key in metric_keys(rows):
+            series = metric_series(rows, key)
+            values = [v for _, v in series]
+            arrow = trend(values)
+            out.append((key, [key, Text(spark(values, 20), style="cyan"), number(values[-1] if values else None),
+                              Text(arrow, style={"↑": "green", "↓": "red"}.get(arrow, "")),
+                              str(series[-1][0]) if series else "—"]))
+        self.table.replace_rows(out)
+        last_step = rows[-1].get("step") if rows else None
+        self.border_subtitle = (f"step {last_step} · {len(out)} metrics" if rows
+                                else ("no metrics yet" if run_id else "no run selected"))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value:
+            self.app.open_chart(event.row_key.value)
+
+
+def smooth(values: list[float], alpha: float) -> list[float]:
+    """Exponential moving average (alpha = weight of the past), like W&B's smoothing slider."""
+    if alpha <= 0:
+        return list(values)
+    out, last = [], None
+    for value in values:
+        last = value if last is None else alpha * last + (1 - alpha) * value
+        out.append(last)
+    return out
+
+
+class ChartScreen(ModalScreen):
+    """One metric over steps: axes, smoothing, log-y; updates live."""
+
+    BINDINGS = [
+        Binding("escape,q", "dismiss", "Close", id="chart.close"),
+        Binding("s", "smoothing", "Smoothing", id="chart.smoothing"),
+        Binding("l", "log_y", "Log y", id="chart.log_y"),
+        Binding("right,n", "next_metric", "Next metric", id="chart.next"),
+        Binding("left,p", "prev_metric", "Prev metric", id="chart.prev"),
+    ]
+
+    def __init__(self, key: str, rows: list[dict]):
+        super().__init__()
+        self.key = key
+        self.rows = rows
+        self.smoothing_index = 1 if len(rows) > 20 else 0
+        self.log_y = False
+
+    def compose(self) -> ComposeResult:
+        from textual_plotext import PlotextPlot
+
+        with Vertical(id="chart-box"):
+            yield Static("", id="chart-title")
+            yield PlotextPlot(id="chart-plot")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.redraw()
+
+    def update_rows(self, rows: list[dict]) -> None:
+        self.rows = rows
+        self.redraw()
+
+    def redraw(self) -> None:
+        from textual_plotext import PlotextPlot
+
+        plot = self.query_one(PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        series = metric_series(self.rows, self.key)
+        alpha = SMOOTHING[self.smoothing_index]
+        notes = []
+        if series:
+            steps = [s for s, _ in series]
+            values = [v for _, v in series]
+            if self.log_y:
+                if all(v > 0 for v in values):
+                    plt.yscale("log")
+                else:
+                    notes.append("log-y needs positive values")
+            if alpha > 0:
+                plt.plot(steps, values, color="gray", marker="braille")
+                plt.plot(steps, smooth(values, alpha), color="cyan", marker="braille", label=f"EMA {alpha}")
+            else:
+                plt.plot(steps, values, color="cyan", marker="braille")
+            plt.xlabel("step")
+        else:
+            notes.append("no values yet")
+        plt.title(self.key)
+        plot.refresh()
+        last = series[-1][1] if series else None
+        low = min((v for _, v in series), default=None)
+        high = max((v for _, v in series), default=None)
+        self.query_one("#chart-title", Static).update(
+            f"[b]{self.key}[/b]  last {number(last)}  min {number(low)}  max {number(high)}  "
+            f"points {len(series)}  smoothing {alpha}  log-y {'on' if self.log_y else 'off'}"
+            + ("  · " + "; ".join(notes) if notes else ""))
+
+    def action_smoothing(self) -> None:
+        self.smoothing_index = (self.smoothing_index + 1) % len(SMOOTHING)
+        self.redraw()
+
+    def action_log_y(self) -> None:
+        self.log_y = not self.log_y
+        self.redraw()
+
+    def _step_metric(self, delta: int) -> None:
+        keys = metric_keys(self.rows)
+        if self.key in keys and keys:
+            self.key = keys[(keys.index(self.key) + delta) % len(keys)]
+            self.redraw()
+
+    def action_next_metric(self) -> None:
+        self._step_metric(1)
+
+    def action_prev_metric(self) -> None:
+        self._step_metric(-1)
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

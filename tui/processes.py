@@ -1,0 +1,102 @@
+"""[4] Processes of the selected run, as the supervisor reports them (the UI only renders the model)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+
+from .format import PROCESS_STYLE, duration, number, size
+from .tables import NavTable, sort_bindings
+
+SORTS = {"name": ("N", "name"), "pid": ("I", "pid"), "state": ("S", "state"), "health": ("H", "health"),
+         "uptime": ("U", "uptime"), "cpu": ("C", "CPU %"), "rss": ("M", "memory"), "restarts": ("R", "restarts"),
+         "exit": ("X", "exit code")}
+
+
+class ProcessTable(NavTable):
+    BINDINGS = sort_bindings("procs", SORTS) + [
+        Binding("r", "restart", "Restart process", id="procs.restart"),
+    ]
+
+    def action_sort(self, column: str) -> None:
+        self.toggle_sort(column)
+        self.parent.render_rows()
+
+    def action_restart(self) -> None:
+        self.parent.restart_selected()
+
+
+def _port(proc: dict, ports: dict) -> str:
+    port = proc.get("port")
+    if isinstance(port, str) and port in ports:
+        port = ports[port]
+    if port is None and proc.get("name") in ports:
+        port = ports[proc["name"]]
+    return str(port) if port else ""
+
+
+class ProcessesPane(Vertical):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.border_title = "[4] Processes"
+        self.run: dict | None = None
+
+    def compose(self) -> ComposeResult:
+        table = ProcessTable(id="procs-table")
+        for label, key in (("", "icon"), ("name", "name"), ("pid", "pid"), ("state", "state"), ("health", "health"),
+                           ("uptime", "uptime"), ("cpu%", "cpu"), ("rss", "rss"), ("restarts", "restarts"),
+                           ("exit", "exit"), ("port", "port")):
+            table.add_column(label, key=key)
+        yield table
+
+    @property
+    def table(self) -> ProcessTable:
+        return self.query_one(ProcessTable)
+
+    def show(self, run: dict | None) -> None:
+        self.run = run
+        self.render_rows()
+
+    def render_rows(self) -> None:
+        run = self.run or {}
+        procs = list(run.get("processes") or [])
+        ports = run.get("ports") or {}
+        procs = self.table.sorted_rows(procs, {
+            "name": lambda p: p.get("name"), "pid": lambda p: p.get("pid"), "state": lambda p: p.get("state"),
+            "health": lambda p: str(p.get("health")), "uptime": lambda p: p.get("uptime_s"),
+            "cpu": lambda p: p.get("cpu_percent"), "rss": lambda p: p.get("rss"),
+            "restarts": lambda p: p.get("restarts"), "exit": lambda p: p.get("exit_code"),
+        })
+        rows = []
+        for proc in procs:
+            state = proc.get("state") or "?"
+            icon, colour = PROCESS_STYLE.get(state, ("?", "white"))
+            health = proc.get("health")
+            health_text = Text(str(health) if health is not None else "—",
+                               style={"ok": "green", "healthy": "green", "ready": "green"}.get(str(health), "yellow" if health else ""))
+            alive = proc.get("alive", state in ("starting", "ready"))
+            cpu = proc.get("cpu_percent")
+            exit_code = proc.get("exit_code")
+            rows.append((proc.get("name") or "?", [
+                Text(icon, style=colour), proc.get("name") or "?", str(proc.get("pid") or "—"),
+                Text(state, style=colour), health_text,
+                duration(proc.get("uptime_s")) if alive else "—",
+                f"{cpu:5.1f}" if isinstance(cpu, (int, float)) and alive else "—",
+                size(proc.get("rss")) if alive and proc.get("rss") else "—",
+                number(proc.get("restarts") or 0),
+                Text(str(exit_code), style="red" if exit_code not in (0, None) else "") if exit_code is not None else "—",
+                _port(proc, ports),
+            ]))
+        self.table.replace_rows(rows)
+        if run:
+            self.border_subtitle = f"{run.get('run_id', '')} · {run.get('status', '')}" + (
+                f" · {run['reason']}" if run.get("reason") else "")
+        else:
+            self.border_subtitle = "no run selected"
+
+    def restart_selected(self) -> None:
+        name = self.table.selected_key()
+        if self.run and name:
+            self.app.confirm_restart_process(self.run.get("run_id"), name)

@@ -1,0 +1,79 @@
+"""DataTable with vim keys and shift+letter sorting, shared by the runs, processes and metrics panes."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+
+class NavTable(DataTable):
+    """Row-cursor table: arrows and j/k, g/G; sorting by a column with the pane's shift+letter keys."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, id="nav.down"),
+        Binding("k", "cursor_up", "Up", show=False, id="nav.up"),
+        Binding("g", "scroll_top", "Top", show=False, id="nav.top"),
+        Binding("G", "scroll_bottom", "Bottom", show=False, id="nav.bottom"),
+    ]
+
+    def __init__(self, **kwargs):
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self.sort_column: str | None = None
+        self.sort_reverse = False
+
+    def action_scroll_top(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0)
+
+    def action_scroll_bottom(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1)
+
+    def toggle_sort(self, column: str) -> None:
+        if self.sort_column == column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_column, self.sort_reverse = column, False
+
+    def sorted_rows(self, rows: list[dict], sort_values: dict) -> list[dict]:
+        """Order rows by the current sort column; `sort_values[column](row)` gives a comparable key."""
+        if self.sort_column is None or self.sort_column not in sort_values:
+            return rows
+        key = sort_values[self.sort_column]
+
+        def safe(row):
+            value = key(row)
+            return (value is None, value if value is not None else 0)
+
+        return sorted(rows, key=safe, reverse=self.sort_reverse)
+
+    def replace_rows(self, rows: list[tuple[str, list]]) -> None:
+        """Replace all rows, keeping the cursor on the same row key when it is still there."""
+        current = None
+        if self.row_count and self.cursor_row < self.row_count:
+            try:
+                current = self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
+            except Exception:
+                current = None
+        self.clear()
+        target = 0
+        for index, (key, cells) in enumerate(rows):
+            self.add_row(*cells, key=key)
+            if key == current:
+                target = index
+        if rows:
+            self.move_cursor(row=target, animate=False)
+
+    def selected_key(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            return self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
+        except Exception:
+            return None
+
+
+def sort_bindings(prefix: str, columns: dict[str, tuple[str, str]]) -> list[Binding]:
+    """shift+letter bindings: {column: (key, label)} -> Binding(id=f"{prefix}.sort.{column}")."""
+    return [Binding(key, f"sort('{column}')", f"Sort {label}", show=False, id=f"{prefix}.sort.{column}")
+            for column, (key, label) in columns.items()]
