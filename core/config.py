@@ -186,14 +186,10 @@ def _run_probe(env: EnvInfo) -> dict:
                    hint=f"see the traceback with: python -m core.config_probe {env.file} {env.class_name}")
 
 
-def probe_config(env: EnvInfo) -> dict:
-    """The probe result for an environment, from memory, then disk, then a subprocess."""
-    if env.error:
-        raise BadInput(f"environment {env.name!r} cannot be used: {env.file}: {env.error}")
-    if not env.class_name:
-        raise BadInput(f"environment {env.name!r} has no class to probe")
+def _cached(env: EnvInfo, signature: tuple) -> dict | None:
+    """A probe result still valid for these files, from memory, else disk (then remembered); a recent
+    failure raises again at once instead of re-running a slow or broken probe."""
     key = (env.file, env.class_name)
-    signature = _signature(env)
     with _probe_lock:
         memo = _probe_memo.get(key)
     if memo and memo[0] == signature:
@@ -201,28 +197,99 @@ def probe_config(env: EnvInfo) -> dict:
             return memo[1]
         if time.monotonic() - memo[3] < FAILURE_TTL_S:
             raise BadInput(memo[2] or "config probe failed")
-    cache_file = _cache_path(env)
     try:
-        cached = json.loads(cache_file.read_text(encoding="utf-8"))
+        cached = json.loads(_cache_path(env).read_text(encoding="utf-8"))
         if cached.get("signature") == json.loads(json.dumps(signature)) and isinstance(cached.get("result"), dict):
             with _probe_lock:
                 _probe_memo[key] = (signature, cached["result"], None, time.monotonic())
             return cached["result"]
     except (OSError, ValueError, AttributeError):
         pass
+    return None
+
+
+def _remember(env: EnvInfo, signature: tuple, result: dict | None, error: str | None = None) -> None:
+    with _probe_lock:
+        _probe_memo[(env.file, env.class_name)] = (signature, result, error, time.monotonic())
+    if result is not None:
+        try:
+            atomic_write_text(_cache_path(env), json.dumps({"signature": signature, "result": result}) + "\n")
+        except Exception:
+            pass  # the cache is an optimisation; a read-only home still works
+
+
+def _check_probeable(env: EnvInfo) -> None:
+    if env.error:
+        raise BadInput(f"environment {env.name!r} cannot be used: {env.file}: {env.error}")
+    if not env.class_name:
+        raise BadInput(f"environment {env.name!r} has no class to probe")
+
+
+def probe_config(env: EnvInfo) -> dict:
+    """The probe result for an environment, from memory, then disk, then a subprocess."""
+    _check_probeable(env)
+    signature = _signature(env)
+    cached = _cached(env, signature)
+    if cached is not None:
+        return cached
     try:
         result = _run_probe(env)
     except BadInput as exc:
-        with _probe_lock:
-            _probe_memo[key] = (signature, None, str(exc.message), time.monotonic())
+        _remember(env, signature, None, exc.message)
         raise
-    with _probe_lock:
-        _probe_memo[key] = (signature, result, None, time.monotonic())
-    try:
-        atomic_write_text(cache_file, json.dumps({"signature": signature, "result": result}) + "\n")
-    except Exception:
-        pass  # the cache is an optimisation; a read-only home still works
+    _remember(env, signature, result)
     return result
+
+
+def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
+    """Probe every environment not cached yet in ONE subprocess, so atroposlib is imported once for all
+    (a dashboard or `hermes-rl envs` can call it in the background). Returns {name: "cached" | "probed" |
+    "error: ..."}. Failures here are not remembered: the next get_config probes that environment alone."""
+    from .discovery import discover_environments
+
+    status: dict[str, str] = {}
+    todo: list[tuple[EnvInfo, tuple]] = []
+    for env in discover_environments() if envs is None else envs:
+        try:
+            _check_probeable(env)
+            signature = _signature(env)
+            if _cached(env, signature) is not None:
+                status[env.name] = "cached"
+                continue
+        except BadInput as exc:
+            status[env.name] = f"error: {exc.message}"
+            continue
+        todo.append((env, signature))
+    if not todo:
+        return status
+    pairs = [[env.file, env.class_name] for env, _ in todo]
+    proc = subprocess.Popen([sys.executable, "-m", "core.config_probe", "--batch", json.dumps(pairs)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            cwd=str(PROJECT_ROOT), env=_probe_env(), start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=_probe_timeout() + 5 * len(todo))
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        out, _ = proc.communicate()  # what finished before the timeout still counts
+    results = {}
+    for line in redact(out.decode("utf-8", errors="replace")).splitlines():
+        try:
+            payload = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(payload, dict):
+            results[(payload.get("file"), payload.get("class_name"))] = payload
+    for env, signature in todo:
+        payload = results.get((env.file, env.class_name))
+        if payload and payload.get("ok") is True and isinstance(payload.get("fields"), list):
+            _remember(env, signature, payload)
+            status[env.name] = "probed"
+        else:
+            status[env.name] = "error: " + str((payload or {}).get("error") or "the probe did not finish")
+    return status
 
 
 def clear_probe_cache(disk: bool = False) -> None:

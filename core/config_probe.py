@@ -91,7 +91,8 @@ def _load_module(path: Path):
     if root != directory:
         dotted = ".".join(path.relative_to(root).with_suffix("").parts)
         return importlib.import_module(dotted)
-    spec = importlib.util.spec_from_file_location(f"hermes_env_{path.stem}", path)
+    unique = f"hermes_env_{path.stem}_{abs(hash(str(path))):x}"  # batch mode loads many files in one process
+    spec = importlib.util.spec_from_file_location(unique, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -146,24 +147,38 @@ def probe(file: str, class_name: str) -> dict:
     }
 
 
-def main(argv: list[str]) -> int:
-    # The real stdout is kept for our JSON; anything the environment prints (Python or C level) goes to stderr.
-    out_fd = os.dup(1)
-    os.dup2(2, 1)
-    if len(argv) != 2:
-        payload, code = {"ok": False, "error": "usage: python -m core.config_probe FILE CLASS"}, 2
-    else:
-        try:
-            payload, code = probe(argv[0], argv[1]), 0
-        except BaseException as exc:  # report anything, including SystemExit from module code
-            traceback.print_exc()
-            message = f"{type(exc).__name__}: {exc}".strip()
-            payload, code = {"ok": False, "error": message[:2000]}, 1
+def _safe_probe(file: str, class_name: str) -> dict:
+    try:
+        return probe(file, class_name)
+    except BaseException as exc:  # report anything, including SystemExit from module code
+        traceback.print_exc()
+        message = f"{type(exc).__name__}: {exc}".strip()
+        return {"ok": False, "error": message[:2000]}
+
+
+def _emit(out_fd: int, payload: dict) -> None:
     data = json.dumps(payload, default=str).encode("utf-8") + b"\n"
     while data:
         written = os.write(out_fd, data)
         data = data[written:]
-    return code
+
+
+def main(argv: list[str]) -> int:
+    """FILE CLASS: one result. --batch JSON: [[file, class], ...], one line per environment as each finishes
+    (atroposlib is imported once for all of them: a cache warm-up, see core.config.warm_config_cache)."""
+    # The real stdout is kept for our JSON; anything the environment prints (Python or C level) goes to stderr.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    if len(argv) == 2 and argv[0] == "--batch":
+        for file, class_name in json.loads(argv[1]):
+            _emit(out_fd, {**_safe_probe(file, class_name), "file": file, "class_name": class_name})
+        return 0
+    if len(argv) != 2:
+        _emit(out_fd, {"ok": False, "error": "usage: python -m core.config_probe FILE CLASS"})
+        return 2
+    payload = _safe_probe(argv[0], argv[1])
+    _emit(out_fd, payload)
+    return 0 if payload.get("ok") else 1
 
 
 if __name__ == "__main__":

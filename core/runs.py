@@ -51,7 +51,7 @@ def _read_run(run_id: str) -> dict:
     return run
 
 
-def last_jsonl_row(path: Path, max_scan: int = 1 << 20) -> dict | None:
+def last_jsonl_row(path: str | os.PathLike, max_scan: int = 1 << 20) -> dict | None:
     """The last complete, parseable JSON line of a file, read backwards from its end.
 
     A partial last line (the writer is mid-write) and garbage lines are skipped. O(line size),
@@ -116,7 +116,7 @@ _LIST_CACHE: dict[str, tuple[tuple, dict]] = {}
 _LIST_LOCK = threading.Lock()
 
 
-def _stat_sig(path: Path) -> tuple[int, int] | None:
+def _stat_sig(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -151,10 +151,11 @@ def list_runs() -> list[dict]:
     out = []
     seen = set()
     for entry in entries:
-        folder = Path(entry.path)
-        key = str(folder)
+        key = entry.path  # plain strings here: pathlib joins cost more than the stats on a warm listing
         seen.add(key)
-        sig = (_stat_sig(folder / "run.json"), _stat_sig(folder / "metrics.jsonl"))
+        run_json = key + "/run.json"
+        metrics = key + "/metrics.jsonl"
+        sig = (_stat_sig(run_json), _stat_sig(metrics))
         if sig[0] is None:
             continue
         with _LIST_LOCK:
@@ -163,12 +164,12 @@ def list_runs() -> list[dict]:
             summary = cached[1]
         else:
             try:
-                run = read_json(folder / "run.json")
+                run = read_json(run_json)
             except (OSError, ValueError):
                 continue
             if not isinstance(run, dict):
                 continue
-            summary = _summary(entry.name, run, last_jsonl_row(folder / "metrics.jsonl"))
+            summary = _summary(entry.name, run, last_jsonl_row(metrics))
             summary["_supervisor"] = run.get("supervisor") or {}
             with _LIST_LOCK:
                 _LIST_CACHE[key] = (sig, summary)
@@ -180,8 +181,9 @@ def list_runs() -> list[dict]:
             if reason:
                 summary["status"], summary["reason"] = "lost", reason
         out.append(summary)
+    prefix = str(root) + os.sep
     with _LIST_LOCK:
-        for key in [k for k in _LIST_CACHE if k not in seen and k.startswith(str(root))]:
+        for key in [k for k in _LIST_CACHE if k not in seen and k.startswith(prefix)]:
             del _LIST_CACHE[key]
     out.sort(key=lambda s: (s.get("created_at") or 0, s["run_id"]), reverse=True)
     return out
@@ -375,6 +377,43 @@ def _stop_lost(run: dict) -> None:
                    f"({result['killed']} needed SIGKILL)",
         "pids": [s.pid for s in survivors],
     })
+
+
+# ---------------------------------------------------------------- restart_process
+
+
+def restart_process(run_id: str, name: str, *, wait: float = 30.0) -> dict:
+    """Ask the supervisor to restart one process (stop its group, start it again); its dependants keep
+    running. Returns get_run() once it has started again (or when `wait` runs out)."""
+    run = _read_run(run_id)
+    names = [p.get("name") for p in run.get("processes") or []]
+    if name not in names:
+        raise NotFound(f"run {run_id} has no process {name!r}", hint=f"processes: {', '.join(map(str, names))}")
+    status = run.get("status")
+    if status in FINAL_STATUSES or status == "stopping" or _lost_reason(run):
+        raise Conflict(f"run {run_id} is {'lost' if _lost_reason(run) else status}: cannot restart {name}",
+                       hint="start a new run")
+    before = next(p for p in run["processes"] if p.get("name") == name)
+    if before.get("pid") is None:
+        raise Conflict(f"{name} has not started yet", hint="it starts once its dependencies are ready")
+    folder = run_dir(run_id) / "control"
+    ensure_private_dir(folder)
+    atomic_write_json(folder / f"{time.time_ns()}-{_secrets.token_hex(2)}.json", {"action": "restart", "process": name})
+    sup = run.get("supervisor") or {}
+    try:
+        os.kill(sup["pid"], signal.SIGUSR1)
+    except (ProcessLookupError, KeyError, TypeError):
+        pass
+    deadline = time.monotonic() + wait
+    interval = 0.02
+    while time.monotonic() < deadline:
+        current = _read_run(run_id)
+        proc = next((p for p in current.get("processes") or [] if p.get("name") == name), {})
+        if proc.get("started_at") != before.get("started_at") or current.get("status") in FINAL_STATUSES:
+            break
+        time.sleep(interval)
+        interval = min(interval * 1.5, 0.25)
+    return get_run(run_id, sample=False)
 
 
 # ---------------------------------------------------------------- get_results
@@ -592,9 +631,16 @@ def launch(specs, *, environment: str, profile: str, total_steps: int | None = N
     try:
         return _launch_prepared(run_id, folder, specs, environment=environment, profile=profile,
                                 total_steps=total_steps, config=config, ports=ports, wandb=wandb)
-    except BadInput:
-        shutil.rmtree(folder, ignore_errors=True)  # nothing ran: leave no half-made run behind
+    except BaseException:
+        _discard_unstarted(folder)
         raise
+
+
+def _discard_unstarted(folder: Path) -> None:
+    """A run whose supervisor was never asked to start leaves no half-made folder behind.
+    (Once it was, the folder stays: its run.json says why it failed, supervisor.log shows the rest.)"""
+    if not (folder / "supervisor.log").exists():
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def start_run(env_name: str | None = None, profile: str | None = None, overrides: dict | None = None) -> dict:
@@ -636,9 +682,8 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
         run = _launch_prepared(run_id, folder, specs, environment=env.name, profile=chosen.name,
                                total_steps=env_section.get("total_steps"), config=None, ports=ports,
                                wandb=wandb, extra={"backend": chosen.backend, "config_path": str(config_path)})
-    except HermesError:
-        if not (folder / "run.json").exists():
-            shutil.rmtree(folder, ignore_errors=True)
+    except BaseException:
+        _discard_unstarted(folder)
         raise
     run["notices"] = notices
     run["notice"] = notice

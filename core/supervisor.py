@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import http.client
 import os
 import queue
 import re
@@ -32,7 +31,6 @@ import sys
 import threading
 import time
 import traceback
-import urllib.parse
 from pathlib import Path
 
 from . import procscan
@@ -44,6 +42,9 @@ from .secrets import SECRET_NAMES, redact
 FINAL_STATUSES = ("completed", "failed", "stopped")
 ALIVE_STATES = ("starting", "ready")
 PR_SET_PDEATHSIG = 1
+PROBE_FAST_CAP_S = 0.05     # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
+PROBE_FAST_WINDOW_S = 10.0
+PROBE_SLOW_CAP_S = 0.25
 # A process's state while it waits to be started (or restarted) is "pending".
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -88,6 +89,9 @@ def _log(message: str) -> None:
 
 def http_ready(url: str, timeout: float) -> tuple[bool, str]:
     """GET url -> (status is 200, what happened). Direct connection: proxies never apply to 127.0.0.1 probes."""
+    import http.client  # only runs with HTTP probes pay for it
+    import urllib.parse
+
     parts = urllib.parse.urlsplit(url)
     path = parts.path or "/"
     if parts.query:
@@ -161,8 +165,10 @@ class Proc:
         self.ready_at: float | None = None
         self.ended_at: float | None = None
         self.exit_code: int | None = None
-        self.restarts = 0
+        self.restarts = 0                      # every restart (policy or requested)
+        self.policy_restarts = 0               # those the restart policy made (bounded by max_restarts)
         self.restart_at: float | None = None   # monotonic time of a scheduled restart
+        self.restarting = False                # being stopped on request, to be started again
         self.attempt = 0
         self.ever_started = False
         self.log_offset = 0
@@ -225,6 +231,7 @@ class Supervisor:
                 if condition == "completed":
                     self.procs[dep].one_shot = True
         self.stop_requests = 0
+        self.requests_pending = True  # look at control/ once at start: a request may predate us
         self.stopping = False
         self.finished = False
         self.results: queue.SimpleQueue = queue.SimpleQueue()
@@ -271,6 +278,8 @@ class Supervisor:
     def _on_signal(self, signum, _frame) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
             self.stop_requests += 1
+        elif signum == signal.SIGUSR1:
+            self.requests_pending = True
         # SIGCHLD/SIGHUP only wake the loop (through the wakeup fd).
 
     def post(self, item: tuple) -> None:
@@ -390,10 +399,11 @@ class Supervisor:
         proc.ever_started = True
         again = f" (restart {proc.restarts})" if proc.restarts else ""
         self.set_proc_state(proc, "starting", f"{proc.name} started{again}, pid {popen.pid}", attempt=proc.attempt)
-        if spec.readiness.kind == "none":
-            self.mark_ready(proc)
-        else:
+        if spec.readiness.kind != "none":
             self.start_probe(proc)
+        elif not proc.one_shot:
+            self.mark_ready(proc)
+        # A one-shot step (others wait for it to complete) stays "starting" until it exits.
 
     @staticmethod
     def describe_start_error(proc: Proc, exc: OSError, cwd: str) -> str:
@@ -421,6 +431,8 @@ class Supervisor:
         self.set_proc_state(proc, "ready", f"{proc.name} is ready", ready_at=proc.ready_at)
 
     def start_probe(self, proc: Proc) -> None:
+        if proc.spec.readiness.kind == "http":
+            import http.client  # noqa: F401 - imported here, in the main thread, not inside a probe thread
         cancel = threading.Event()
         proc.probe_cancel = cancel
         thread = threading.Thread(target=self.probe_loop, args=(proc, proc.attempt, cancel),
@@ -429,7 +441,8 @@ class Supervisor:
 
     def probe_loop(self, proc: Proc, attempt: int, cancel: threading.Event) -> None:
         readiness = proc.spec.readiness
-        deadline = time.monotonic() + readiness.timeout_s
+        began = time.monotonic()
+        deadline = began + readiness.timeout_s
         matcher = LogMatcher(proc.log, proc.log_offset, readiness.pattern) if readiness.kind == "log" else None
         interval = 0.01
         last = "no answer yet"
@@ -450,7 +463,9 @@ class Supervisor:
                     self.post(("timeout", proc.name, attempt, last))
                     return
                 cancel.wait(min(interval, remaining))
-                interval = min(interval * 1.5, 0.25)
+                # Quick polls while a fast start is likely, gentler ones for a long model load.
+                cap = PROBE_FAST_CAP_S if time.monotonic() - began < PROBE_FAST_WINDOW_S else PROBE_SLOW_CAP_S
+                interval = min(interval * 1.5, cap)
         except Exception as exc:  # noqa: BLE001 - a probe bug must surface as a reason, not a silent hang
             self.post(("timeout", proc.name, attempt, f"probe error: {exc}"))
         finally:
@@ -530,14 +545,15 @@ class Supervisor:
 
     def schedule_restart(self, proc: Proc, reason: str) -> bool:
         policy = proc.spec.restart
-        if self.stopping or policy.mode != "on_failure" or proc.restarts >= policy.max_restarts:
+        if self.stopping or policy.mode != "on_failure" or proc.policy_restarts >= policy.max_restarts:
             return False
+        proc.policy_restarts += 1
         proc.restarts += 1
-        delay = restart_delay(policy, proc.restarts)
+        delay = restart_delay(policy, proc.policy_restarts)
         proc.restart_at = time.monotonic() + delay
         self.set_proc_state(proc, "pending", f"{reason}; restarting in {delay:g}s "
-                            f"(restart {proc.restarts} of {policy.max_restarts})",
-                            exit_code=proc.exit_code, restart=proc.restarts, delay_s=delay)
+                            f"(restart {proc.policy_restarts} of {policy.max_restarts})",
+                            exit_code=proc.exit_code, restart=proc.policy_restarts, delay_s=delay)
         return True
 
     def maybe_running(self) -> None:
@@ -582,7 +598,7 @@ class Supervisor:
         proc.ended_at = _now()
         # What the leader left behind in its group (workers, shells) goes with it.
         procscan.signal_group(proc.pgid, signal.SIGTERM)
-        if self.stopping:
+        if self.stopping or proc.restarting:
             self.set_proc_state(proc, "stopped", f"{proc.name} stopped ({describe_exit(code)})", exit_code=code)
             return
         spec = proc.spec
@@ -608,11 +624,12 @@ class Supervisor:
         detail = self.log_tail(proc)
         if proc.exit_code != 0 and self.schedule_restart(proc, reason):
             return
-        if proc.restarts:
-            reason += f" (gave up after {proc.restarts} restart{'s' if proc.restarts != 1 else ''})"
+        if proc.policy_restarts:
+            n = proc.policy_restarts
+            reason += f" (gave up after {n} restart{'s' if n != 1 else ''})"
         state = "exited" if proc.exit_code == 0 else "failed"
         self.set_proc_state(proc, state, reason, exit_code=proc.exit_code, detail=detail)
-        if proc.spec.required:
+        if proc.spec.required or proc.one_shot:  # a failed one-shot step blocks its dependants for good
             self.run["detail"] = detail
             self.shutdown("failed", reason)
 
@@ -681,6 +698,51 @@ class Supervisor:
                        f"({result['killed']} needed SIGKILL): " + ", ".join(str(s.pid) for s in survivors),
                        pids=[s.pid for s in survivors])
 
+    # ------------------------------------------------------------ requests from clients
+
+    def handle_requests(self) -> None:
+        """Requests clients leave in <run>/control/ (then SIGUSR1): {"action": "restart", "process": name}."""
+        folder = self.dir / "control"
+        try:
+            names = sorted(os.listdir(folder))
+        except FileNotFoundError:
+            return
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            path = folder / name
+            try:
+                request = read_json(path)
+            except (OSError, ValueError):
+                request = None
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            if self.stopping:
+                return
+            if isinstance(request, dict) and request.get("action") == "restart":
+                self.restart_requested(str(request.get("process")))
+            else:
+                self.event("request", f"ignored an unreadable request {name}")
+
+    def restart_requested(self, name: str) -> None:
+        proc = self.procs.get(name)
+        if proc is None or proc.state == "pending" and not proc.ever_started:
+            self.event("request", f"restart of {name} ignored: it has not started", process=name)
+            return
+        self.event("request", f"restart of {name} requested", process=name)
+        if proc.alive or procscan.group_alive(proc.pgid):
+            proc.restarting = True
+            try:
+                self.stop_process(proc)
+            finally:
+                proc.restarting = False
+        if self.stopping or self.stop_requests:
+            return
+        proc.restarts += 1
+        self.spawn(proc)
+
     # ------------------------------------------------------------ main loop
 
     def register(self) -> None:
@@ -693,7 +755,7 @@ class Supervisor:
 
     def install_signals(self) -> None:
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGHUP):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1):
             signal.signal(sig, self._on_signal)
 
     def loop(self) -> None:
@@ -703,6 +765,9 @@ class Supervisor:
                 break
             self.reap()
             self.handle_probe_results()
+            if self.requests_pending:
+                self.requests_pending = False
+                self.handle_requests()
             self.start_eligible()
             self.maybe_running()
             if self.finished:

@@ -55,7 +55,8 @@ def local_model_dir(profile, config: dict) -> str:
 def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None = None) -> list:
     """The specs of one run. Ports appear as {port:NAME} placeholders, filled by the supervisor."""
     python = sys.executable
-    config_path = str(Path(config_path).resolve())
+    # A "{run_dir}/config.yaml" placeholder (launch() writes the config) stays as it is.
+    config_path = str(config_path) if "{run_dir}" in str(config_path) else str(Path(config_path).resolve())
     config = _read_config(config_path)
     hermes = _section(config, "hermes")
     backend = getattr(profile, "backend", "local")
@@ -123,7 +124,10 @@ def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None
     env_file = getattr(env, "file", None) or str(env)
     specs.append(ProcessSpec(
         name="env",
-        argv=[python, env_file, "serve", "--config", config_path],
+        # The inference server is always the trainer's, which speaks SGLang's /generate (token ids and
+        # logprobs for Atropos' managed server) and needs no 1 Hz health pings.
+        argv=[python, env_file, "serve", "--config", config_path,
+              "--openai.server_type", "sglang", "--openai.health_check", "false"],
         env={**common_env, "HERMES_ENV_METRICS": env_metrics, "HERMES_RUN_ID": run_id},
         secret_env=["WANDB_API_KEY"],
         depends_on=[("trainer", "ready")],

@@ -51,12 +51,15 @@ MODEL_SHAPE = {
 VOCAB_TARGET = 768
 SEED = 1234
 
-# Warm start on the toy format: the written answer is right with this probability, otherwise
-# a uniformly random number in the answer range, so the model learns the format but not the sums.
-WARM_START_STEPS = 300
+# Warm start on the toy format, in two phases: first the written answers are right, so the
+# model learns to read the operands; then they are mostly random numbers in the answer range,
+# which blurs its answers back towards uniform. The result answers in format (a number, a
+# newline) and is right only some of the time, while what it learned in phase one is still
+# there for RL to bring back out: reward can rise quickly.
+# (steps, probability the written answer is right, learning rate)
+WARM_START_PHASES = ((180, 1.0, 5e-3), (40, 0.25, 1e-3))
+WARM_START_STEPS = sum(steps for steps, _, _ in WARM_START_PHASES)
 WARM_START_BATCH = 64
-WARM_START_LR = 3e-3
-WARM_START_P_CORRECT = 0.2
 TOY_MAX_OPERAND = 4
 
 ProgressFn = Callable[[str, float], None]  # (stage description, fraction of the whole build done)
@@ -113,6 +116,9 @@ def build_into(folder: Path, progress: ProgressFn | None = None) -> dict:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    # One thread: the model is far too small to gain from more, and on a busy 2-core machine
+    # extra threads spin against each other (10x slower measured).
+    torch.set_num_threads(1)
     torch.manual_seed(SEED)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -133,6 +139,7 @@ def build_into(folder: Path, progress: ProgressFn | None = None) -> dict:
 
     report("saving", 0.95)
     model.save_pretrained(folder)
+    warm["toy_score_t1"] = round(toy_score(folder, tokenizer.encode), 4)
     marker = {
         "version": BUILD_VERSION,
         "built_at": time.time(),
@@ -253,25 +260,28 @@ def _sentence(rng: random.Random) -> str:
 
 
 def warm_start(model, tokenizer, rng: random.Random, on_step: Callable[[int, float], None]) -> dict:
-    """A few hundred SFT steps on `Q: a+b=\\nA: N\\n`, N right only WARM_START_P_CORRECT of the time."""
+    """A few hundred SFT steps on `Q: a+b=\\nA: N\\n`, N right as WARM_START_PHASES says."""
     import torch
 
     from environments.toy_task import format_answer, make_problem
 
     top_answer = 2 * TOY_MAX_OPERAND
 
-    def example() -> tuple[list[int], list[int]]:
+    def example(p_correct: float) -> tuple[list[int], list[int]]:
         prompt, answer = make_problem(rng, TOY_MAX_OPERAND)
-        written = answer if rng.random() < WARM_START_P_CORRECT else rng.randint(0, top_answer)
+        written = answer if rng.random() < p_correct else rng.randint(0, top_answer)
         prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
         answer_ids = tokenizer.encode(format_answer(written), add_special_tokens=False)
         return prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=WARM_START_LR, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=WARM_START_PHASES[0][2], weight_decay=0.0)
     model.train()
     loss_value = float("nan")
-    for step in range(1, WARM_START_STEPS + 1):
-        batch = [example() for _ in range(WARM_START_BATCH)]
+    schedule = [(p_correct, lr) for steps, p_correct, lr in WARM_START_PHASES for _ in range(steps)]
+    for step, (p_correct, lr) in enumerate(schedule, start=1):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = [example(p_correct) for _ in range(WARM_START_BATCH)]
         width = max(len(ids) for ids, _ in batch)
         input_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids, _ in batch])
         labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
@@ -279,19 +289,39 @@ def warm_start(model, tokenizer, rng: random.Random, on_step: Callable[[int, flo
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        loss_value = float(loss)
+        loss_value = float(loss.detach())
         if step % 10 == 0 or step == WARM_START_STEPS:
             on_step(step, loss_value)
     model.eval()
     return {
         "steps": WARM_START_STEPS,
         "batch": WARM_START_BATCH,
-        "learning_rate": WARM_START_LR,
-        "p_correct_written": WARM_START_P_CORRECT,
+        "phases": [{"steps": steps, "p_correct_written": p, "learning_rate": lr} for steps, p, lr in WARM_START_PHASES],
         "max_operand": TOY_MAX_OPERAND,
         "final_loss": round(loss_value, 4),
         "p_correct_digit": round(_p_correct_digit(model, tokenizer), 4),
     }
+
+
+def toy_score(model_dir: Path, encode: Callable[[str], list[int]], samples_per_problem: int = 16,
+              temperature: float = 1.0) -> float:
+    """Mean toy_task.score of sampled answers over every toy problem (the local engine, no LoRA)."""
+    import torch
+
+    from dataplane.tinker_local.engine import SampleSpec, TinyLM
+    from environments.toy_task import PROMPT_TEMPLATE, STOP, score
+    from tokenizers import Tokenizer
+
+    lm = TinyLM(model_dir)
+    decode = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json")).decode
+    problems = [(a, b) for a in range(TOY_MAX_OPERAND + 1) for b in range(TOY_MAX_OPERAND + 1)]
+    specs = [SampleSpec(prompt=encode(PROMPT_TEMPLATE.format(a=a, b=b)), num_samples=samples_per_problem,
+                        max_tokens=8, temperature=temperature, stop_strings=(STOP,),
+                        stop_token_ids=lm.eos_token_ids) for a, b in problems]
+    results = lm.sample(specs, None, 1.0, decode=decode, generator=torch.Generator().manual_seed(SEED))
+    scores = [score(decode(seq.tokens), a + b, TOY_MAX_OPERAND)
+              for (a, b), result in zip(problems, results, strict=True) for seq in result.sequences]
+    return sum(scores) / len(scores)
 
 
 def _p_correct_digit(model, tokenizer) -> float:
@@ -359,9 +389,13 @@ def main(argv: list[str] | None = None) -> int:
                       transient=not console.is_terminal) as bar:
             task = bar.add_task("starting", total=1.0)
 
+            logged_tenths: set[int] = set()
+
             def progress(stage: str, fraction: float) -> None:
                 bar.update(task, description=stage, completed=fraction)
-                if not console.is_terminal:  # logs (supervisor) get one line per stage change
+                tenth = int(fraction * 10)
+                if not console.is_terminal and tenth not in logged_tenths:  # a log gets ~10 lines
+                    logged_tenths.add(tenth)
                     print(f"tiny model: {stage} ({fraction:.0%})", flush=True)
 
             ensure_model(out_dir, progress)

@@ -219,8 +219,7 @@ class GSM8kEnv(BaseEnv):
         if self.correct_buffer:
             wandb_metrics["train/percent_correct"] = sum(self.correct_buffer) / len(self.correct_buffer)
             step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
-            env_metrics.append(self.metrics_path, step, wandb_metrics, api_step=self.curr_step,
-                               environment=self.name)
+            env_metrics.append(self.metrics_path, step, wandb_metrics, environment=self.name)
             self.correct_buffer = []
         await super().wandb_log(wandb_metrics)
 

@@ -165,8 +165,7 @@ class ToyAdditionEnv(BaseEnv):
             wandb_metrics["train/percent_correct"] = sum(self.correct_buffer) / len(self.correct_buffer)
             wandb_metrics["train/score_mean"] = sum(self.score_buffer) / len(self.score_buffer)
             step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
-            env_metrics.append(self.metrics_path, step, wandb_metrics, api_step=self.curr_step,
-                               environment=self.name)
+            env_metrics.append(self.metrics_path, step, wandb_metrics, environment=self.name)
             self.correct_buffer, self.score_buffer = [], []
         await super().wandb_log(wandb_metrics)
 

@@ -61,3 +61,25 @@ def write_env(folder: Path, stem: str, name: str, cls: str = "GenEnv", doc: str 
     path = folder / f"{stem}.py"
     path.write_text(ENV_TEMPLATE.format(doc=doc, cls=cls, name=name, fields=body))
     return path
+
+
+@pytest.fixture(scope="session")
+def warm_probes(tmp_path_factory) -> dict:
+    """Probe the fixture and project environments once per session, in ONE subprocess
+    (core.config.warm_config_cache), so each test does not pay the atroposlib import again."""
+    from core import config, discovery
+
+    saved = {key: os.environ.get(key) for key in ("HERMES_HOME", "HERMES_RL_ENV_PATH")}
+    os.environ["HERMES_HOME"] = str(tmp_path_factory.mktemp("warm_home"))
+    os.environ["HERMES_RL_ENV_PATH"] = str(ENV_FIXTURES)
+    try:
+        wanted = {"fixture_basic", "fixture_child", "fixture_many", "toy_addition", "gsm8k"}
+        envs = [env for env in discovery.discover_environments()
+                if env.name in wanted and env.error is None and env.duplicate_of is None]
+        return config.warm_config_cache(envs)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

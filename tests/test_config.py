@@ -29,6 +29,17 @@ RUN_ID = "0123abcd"
 pytestmark = pytest.mark.timeout(240)
 
 
+@pytest.fixture(autouse=True)
+def _probes_warmed_once(warm_probes):
+    """Every test here may use the session's shared probe results (one atroposlib import for all)."""
+    return warm_probes
+
+
+def test_warm_up_probes_many_environments_in_one_process(warm_probes):
+    assert warm_probes["fixture_basic"] in ("probed", "cached")
+    assert all(status in ("probed", "cached") for status in warm_probes.values()), warm_probes
+
+
 def rows(view):
     return {row["name"]: row for row in view.editable}
 
@@ -127,42 +138,48 @@ def test_broken_file_is_a_clear_error(fixture_envs):
         get_config("broken_syntax")
 
 
-def test_probe_results_are_cached_in_memory_and_on_disk(fixture_envs, hermes_home, monkeypatch):
-    get_config("fixture_basic")  # probed (or already cached in memory by an earlier test)
+def test_probes_are_cached_in_memory_and_on_disk_until_the_file_changes(user_envs, hermes_home, monkeypatch):
+    path = write_env(user_envs, "evolving", "evolving", fields={"level": "int = Field(default=1, description='Level')"})
     calls = []
-    real_popen = subprocess.Popen
-    monkeypatch.setattr(config.subprocess, "Popen", lambda *a, **k: calls.append(a) or real_popen(*a, **k))
-    get_config("fixture_basic")
-    assert calls == []  # memory
-    cached = list((hermes_home / "rl" / "cache").glob("probe-*.json"))
-    assert cached
+    real_probe = config._run_probe
+    monkeypatch.setattr(config, "_run_probe", lambda env: calls.append(env.file) or real_probe(env))
+    assert rows(get_config("evolving"))["level"]["default"] == 1
+    assert len(calls) == 1  # cold: one real probe
+    get_config("evolving")
+    assert len(calls) == 1  # memory
+    assert list((hermes_home / "rl" / "cache").glob("probe-*.json"))
     config.clear_probe_cache()
-    get_config("fixture_basic")
-    assert calls == []  # disk
+    get_config("evolving")
+    assert len(calls) == 1  # disk
     # Another process (a second client) gets it from disk too: fast, no atroposlib import.
     code = ("import time, sys; t=time.perf_counter(); from core.config import get_config; "
-            "v=get_config('fixture_basic'); print(round(time.perf_counter()-t, 3), 'atroposlib' in sys.modules)")
+            "v=get_config('evolving'); print(round(time.perf_counter()-t, 3), 'atroposlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
                          env={**os.environ}, timeout=60)
     seconds, imported = out.stdout.split()
     assert imported == "False", out.stderr
     assert float(seconds) < 3.0
 
-
-def test_a_changed_environment_is_probed_again(user_envs):
-    path = write_env(user_envs, "evolving", "evolving", fields={"level": "int = Field(default=1, description='Level')"})
-    assert rows(get_config("evolving"))["level"]["default"] == 1
     write_env(user_envs, "evolving", "evolving", fields={
         "level": "int = Field(default=5, description='Level')",
         "flavour": "str = Field(default='plain', description='Flavour')"})
     bump_mtime(path)
     fields = rows(get_config("evolving"))
+    assert len(calls) == 2  # the change was noticed and probed again
     assert fields["level"]["default"] == 5 and fields["flavour"]["default"] == "plain"
 
 
 # --- edits and drafts -------------------------------------------------------------------------
 
+def share_probe_on_disk(env_name: str) -> None:
+    """Write this session's probe result into this test's $HERMES_HOME cache, as a first client would
+    have, so a second client process reads it instead of importing atroposlib again."""
+    env = find_environment(env_name)
+    config._remember(env, config._signature(env), config.probe_config(env))
+
+
 def test_set_field_coerces_cli_text_and_persists_for_every_client(fixture_envs, hermes_home):
+    share_probe_on_disk("fixture_basic")
     result = set_field("max_operand", "12", "fixture_basic")
     assert result["value"] == 12 and result["previous"] == 9 and result["modified"]
     set_fields({"shuffle": "false", "temperature": "0.25", "difficulty": "HARD", "seed": "none",
@@ -236,7 +253,7 @@ def test_reset_draft_restores_defaults(fixture_envs, hermes_home):
     ("a: &a ['x','x','x']\nb: &b [*a,*a,*a]\nc: [*b,*b,*b]\n", "anchors and aliases"),
     ("max_operand: 3\n" + "# padding\n" * 40_000, "too large"),
     (b"\xff\xfe\x00garbage", "not UTF-8"),
-])
+], ids=["bad-yaml", "not-a-mapping", "alias-bomb", "too-large", "binary"])
 def test_a_corrupt_draft_never_crashes_a_client_and_is_kept(fixture_envs, hermes_home, content, expected):
     path = draft_file(hermes_home, "fixture_basic")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -274,10 +291,10 @@ def _editor(env_dir: str, home: str, slot: int, rounds: int, queue) -> None:
         queue.put(("error", f"{slot}: {exc!r}"))
 
 
-def _reader(env_dir: str, home: str, until: float, queue) -> None:
+def _reader(env_dir: str, home: str, done, queue) -> None:
     os.environ["HERMES_HOME"], os.environ["HERMES_RL_ENV_PATH"] = home, env_dir
     reads, problems = 0, []
-    while time.time() < until:
+    while not done.is_set() or reads == 0:
         view = get_config("fixture_many")
         problems += view.warnings
         reads += 1
@@ -289,14 +306,17 @@ def test_concurrent_editors_never_corrupt_or_lose_a_draft(fixture_envs, hermes_h
     editors, rounds = 30, 4
     get_config("fixture_many")  # probe once; forked editors inherit the cache
     ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
+    queue, done = ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=_editor, args=(str(fixture_envs), str(hermes_home), slot, rounds, queue))
              for slot in range(editors)]
-    procs += [ctx.Process(target=_reader, args=(str(fixture_envs), str(hermes_home), time.time() + 6, queue))
-              for _ in range(2)]
-    for proc in procs:
+    readers = [ctx.Process(target=_reader, args=(str(fixture_envs), str(hermes_home), done, queue))
+               for _ in range(2)]
+    for proc in readers + procs:
         proc.start()
     results = [queue.get(timeout=240) for _ in procs]
+    done.set()
+    results += [queue.get(timeout=60) for _ in readers]
+    procs += readers
     for proc in procs:
         proc.join(timeout=30)
     assert [r for r in results if r[0] == "error"] == []
@@ -404,6 +424,7 @@ SERVE_CAPTURE = textwrap.dedent('''
         sys.path.insert(0, str(__import__("pathlib").Path(file).parent))
         spec = importlib.util.spec_from_file_location("env_" + class_name, file)
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # pydantic resolves postponed annotations through it
         spec.loader.exec_module(module)
         cls = getattr(module, class_name)
 
@@ -415,6 +436,7 @@ SERVE_CAPTURE = textwrap.dedent('''
             raise Captured()
 
         cls.__init__ = capture
+        cls.__abstractmethods__ = frozenset()  # fixtures need not implement the rollout methods
         sys.argv = [file, "serve", "--config", config_path]
         try:
             cls.cli()

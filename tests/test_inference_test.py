@@ -21,7 +21,16 @@ def _files_text(folder: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
 
 
-@pytest.mark.timeout(240)
+def _dead_url() -> str:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(arith_env, openai_stub, hermes_home):
     events: list[dict] = []
     test = InferenceTest.prepare(num_steps=2, group_size=4, models=["always-right", "always-wrong", "half-right"],
@@ -56,13 +65,19 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
     config = (Path(right["folder"]) / "config.yaml").read_text()
     assert "use_wandb: false" in config and "api_key: null" in config
 
-    # a second test never reads or overwrites the first one's files
+    # A second test gets its own folder and never reads or overwrites the first one's files; this one
+    # cannot reach its model, which is reported in the result, not raised.
     before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
-    again = InferenceTest.prepare(num_steps=1, group_size=2, models=["always-wrong"], base_url=openai_stub.base_url,
+    again = InferenceTest.prepare(num_steps=1, group_size=2, models=["ghost"], base_url=_dead_url(),
                                   timeout_s=120).run()
     assert again["folder"] != summary["folder"] and again["test_id"] != summary["test_id"]
-    assert again["models"][0]["completions"] == 2 and again["models"][0]["accuracy"] == 0.0
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == before
+    ghost = again["models"][0]
+    assert ghost["completions"] == 0 and ghost["accuracy"] is None and ghost["exit_code"] != 0
+    assert any("exited with code" in e for e in ghost["errors"])
+    assert any("ConnectError" in e or "Connection" in e for e in ghost["errors"])
+    assert again["environment_working"] is False and again["best_model"] is None
+    assert "no scored completions" in again["verdict"]
 
 
 @pytest.mark.timeout(180)
@@ -117,23 +132,6 @@ def test_without_key_or_base_url_it_uses_a_running_local_run(arith_env, openai_s
     out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 4})
     assert out["target"]["kind"] == "local" and run["run_id"] in out["target"]["note"]
     assert out["models"][0]["model"] == "half-right" and out["models"][0]["accuracy"] == 0.5
-
-
-def _dead_url() -> str:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"http://127.0.0.1:{port}/v1"
-
-
-@pytest.mark.timeout(180)
-def test_an_unreachable_model_is_reported_not_raised(arith_env):
-    summary = InferenceTest.prepare(1, 2, ["ghost"], _dead_url(), timeout_s=90).run()
-    ghost = summary["models"][0]
-    assert ghost["completions"] == 0 and ghost["accuracy"] is None and ghost["errors"]
-    assert summary["environment_working"] is False and summary["best_model"] is None
-    assert "no scored completions" in summary["verdict"]
 
 
 @pytest.mark.timeout(120)

@@ -342,3 +342,52 @@ def test_supervisor_refuses_a_run_that_already_has_one(specs):
     assert "already has a supervisor" in out.stdout
     assert runs.get_run(run["run_id"], sample=False)["status"] == "running"
     runs.stop_run(run["run_id"])
+
+
+def test_completed_dependency_waits_for_a_one_shot_step(specs):
+    setup = specs.ProcessSpec(name="model", argv=[PY, "-c", "import time; time.sleep(0.3); print('built')"])
+    pipeline = [setup, specs.sleeper("tinker", depends_on=[("model", "completed")])]
+    run = runs.launch(pipeline, environment="toy", profile="local")
+    run = wait_status(run["run_id"], "running")
+    p = procs(run)
+    assert p["model"]["state"] == "exited" and p["model"]["exit_code"] == 0
+    assert p["tinker"]["started_at"] >= p["model"]["ended_at"]
+    runs.stop_run(run["run_id"])
+    broken = specs.ProcessSpec(name="model", argv=[PY, "-c", "import sys; sys.exit(4)"], required=False)
+    run = runs.launch([broken, specs.sleeper("tinker", depends_on=[("model", "completed")])],
+                      environment="toy", profile="local")
+    run = wait_status(run["run_id"], "failed")
+    assert run["reason"] == "model exited with code 4"
+    assert procs(run)["tinker"]["pid"] is None
+
+
+def test_a_client_can_restart_one_process(specs):
+    pipeline = [specs.http("api"), specs.log_ready("trainer", depends_on=[("api", "ready")])]
+    run = runs.launch(pipeline, environment="toy", profile="local")
+    run = wait_status(run["run_id"], "running")
+    old = procs(run)["trainer"]
+    after = runs.restart_process(run["run_id"], "trainer")
+    new = procs(after)["trainer"]
+    assert new["pid"] != old["pid"] and new["restarts"] == 1
+    assert not pid_alive(old["pid"])
+    assert procs(after)["api"]["pid"] == procs(run)["api"]["pid"]  # its dependency kept running
+    assert wait_status(run["run_id"], "running")["status"] == "running"
+    wait_until(lambda: procs(runs.get_run(run["run_id"], sample=False))["trainer"]["state"] == "ready",
+               what="restarted trainer ready")
+    with pytest.raises(runs.NotFound):
+        runs.restart_process(run["run_id"], "ghost")
+    runs.stop_run(run["run_id"])
+    with pytest.raises(runs.Conflict):
+        runs.restart_process(run["run_id"], "trainer")
+
+
+def test_a_second_stop_escalates_to_sigkill_at_once(specs):
+    stubborn = specs.log_ready("api", "ignore_term.py", stop_timeout=60)
+    run = runs.launch([stubborn], environment="toy", profile="local")
+    wait_status(run["run_id"], "running")
+    first = runs.stop_run(run["run_id"], wait=0.3)
+    assert first["status"] == "stopping"            # still inside api's 60 s stop timeout
+    began = time.monotonic()
+    second = runs.stop_run(run["run_id"], force=True)
+    assert second["status"] == "stopped" and time.monotonic() - began < 10
+    assert procs(second)["api"]["exit_code"] == -signal.SIGKILL

@@ -47,7 +47,7 @@ def _stall_default() -> float:
 
 class HermesDashboard(App):
     TITLE = "hermes-rl"
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).parent / "app.tcss"   # absolute: subclasses elsewhere (bench, tests) find it
     COMMANDS = {HermesCommands}
     COMMAND_PALETTE_BINDING = "ctrl+p"
     BINDINGS = [
@@ -109,16 +109,17 @@ class HermesDashboard(App):
         header.keys = backend.keys_present()
         self.set_interval(1.0, header.update_text)
         self.query_one("#runs RunsTable").focus()
+        # Paint the first frame before the workers start competing for the GIL.
         self.call_after_refresh(self._first_frame)
+
+    def _first_frame(self) -> None:
+        self.first_frame_at = time.perf_counter()
         self._load_start_state()
-        if self.live_enabled:
+        if self.live_enabled and self.live is None:
             from .live import LiveUpdater
 
             self.live = LiveUpdater(self, sample_hz=self.sample_hz, stall_after_s=self.stall_after_s, clock=self.clock)
             self._live_worker()
-
-    def _first_frame(self) -> None:
-        self.first_frame_at = time.perf_counter()
 
     @work(thread=True, exclusive=True, group="live")
     def _live_worker(self) -> None:

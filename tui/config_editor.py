@@ -29,14 +29,37 @@ def shown_value(value) -> str:
     return str(value)
 
 
+def shown_locked(value) -> str:
+    """Locked values are often paths under $HERMES_HOME (the local model): show them short."""
+    from core.paths import hermes_home
+
+    return shown_value(value).replace(str(hermes_home()), "$HERMES_HOME")
+
+
+class FieldList(VerticalScroll):
+    """The form's scroller: up/down move between fields (instead of scrolling a line)."""
+
+    BINDINGS = [
+        Binding("down", "next_field", "Next field", show=False, id="config.next"),
+        Binding("up", "prev_field", "Prev field", show=False, id="config.prev"),
+    ]
+
+    def action_next_field(self) -> None:
+        self.parent.action_next_field()
+
+    def action_prev_field(self) -> None:
+        self.parent.action_prev_field()
+
+
 class ConfigPane(Vertical):
     BINDINGS = [
         Binding("ctrl+s", "save", "Save draft", id="config.save"),
         Binding("ctrl+z", "revert", "Revert edits", id="config.revert"),
         Binding("ctrl+d", "reset_draft", "Reset to defaults", show=False, id="config.reset"),
-        Binding("down", "next_field", "Next field", show=False, id="config.next"),
-        Binding("up", "prev_field", "Prev field", show=False, id="config.prev"),
+        Binding("escape", "leave_field", "Leave field", show=False, id="config.leave"),
     ]
+    ALLOW_MAXIMIZE = True
+    can_focus = True
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -49,7 +72,7 @@ class ConfigPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("select an environment (enter in [1])", id="config-head")
-        yield VerticalScroll(id="config-fields")
+        yield FieldList(id="config-fields")
 
     @property
     def environment(self) -> str | None:
@@ -84,7 +107,7 @@ class ConfigPane(Vertical):
         for line in ([view.notice] if view.notice else []) + list(view.warnings or []):
             head.append(f"\n⚠ {line}", style="yellow")
         self.query_one("#config-head", Static).update(head)
-        box = self.query_one("#config-fields", VerticalScroll)
+        box = self.query_one("#config-fields", FieldList)
         box.remove_children()
         widgets = []
         for index, row in enumerate(self.rows):
@@ -93,7 +116,7 @@ class ConfigPane(Vertical):
             widgets.append(Static(Text("locked by the profile", style="bold dim"), classes="locked-head"))
             for row in view.locked:
                 text = Text()
-                text.append(f"🔒 {row['name']} = {shown_value(row['value'])}", style="dim")
+                text.append(f"🔒 {row['name']} = {shown_locked(row['value'])}", style="dim")
                 text.append(f"  — {row['reason']}", style="dim italic")
                 widgets.append(Static(text, classes="locked-row"))
         box.mount_all(widgets)
@@ -112,7 +135,10 @@ class ConfigPane(Vertical):
         label = Label(self._label_text(row), classes="field-label")
         note = Static(self._note_text(row), classes="field-note", id=f"note-{gen}-{index}")
         classes = "field-row" + (" modified" if row.get("modified") else "")
-        return Vertical(Horizontal(label, editor, classes="field-line"), note, classes=classes)
+        line = [label, editor]
+        if kind == "bool":
+            line.append(Label("true" if value else "false", classes="switch-value"))
+        return Vertical(Horizontal(*line, classes="field-line"), note, classes=classes)
 
     def _label_text(self, row: dict, unsaved: bool = False) -> Text:
         text = Text()
@@ -178,6 +204,8 @@ class ConfigPane(Vertical):
 
     def on_switch_changed(self, event: Switch.Changed) -> None:
         event.stop()
+        for label in event.switch.parent.query(".switch-value"):
+            label.update("true" if event.value else "false")
         self._edited(event.switch.id, event.value)
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -212,6 +240,10 @@ class ConfigPane(Vertical):
     def focus_first(self) -> None:
         inputs = self._inputs()
         (inputs[0] if inputs else self).focus()
+
+    def action_leave_field(self) -> None:
+        """esc: out of the field, so single-key commands (digits, s, z, q) work again."""
+        self.focus()
 
     def action_save(self) -> None:
         self.app.save_config()

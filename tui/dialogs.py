@@ -51,7 +51,9 @@ def binding_rows(app) -> list[tuple[str, str, str, str]]:
             if not binding.id or binding.id in seen_ids:
                 continue
             seen_ids.add(binding.id)
-            rows.append((area, keymap.get(binding.id, binding.key), binding.description or binding.action, binding.id))
+            keys = keymap.get(binding.id, binding.key)
+            shown = ", ".join(app.get_key_display(Binding(key.strip(), binding.action)) for key in keys.split(","))
+            rows.append((area, shown, binding.description or binding.action, binding.id))
     return rows
 
 
@@ -71,7 +73,7 @@ class HelpScreen(ModalScreen):
         table.add_column("binding id (keymap)", style="dim")
         last_area = None
         for area, keys, description, binding_id in self.rows:
-            table.add_row(area if area != last_area else "", keys.replace("question_mark", "?"), description, binding_id)
+            table.add_row(area if area != last_area else "", keys, description, binding_id)
             last_area = area
         with VerticalScroll(id="help-box"):
             yield Static(Text("Keys", style="bold"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -10,6 +12,12 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from .messages import EnvironmentSelected
+
+
+def short_path(file: str) -> str:
+    """folder/file.py: enough to find it; the full path is in the config pane and `hermes-rl envs`."""
+    path = Path(file)
+    return f"{path.parent.name}/{path.name}"
 
 
 class EnvList(OptionList):
@@ -22,6 +30,8 @@ class EnvList(OptionList):
 
 
 class EnvironmentsPane(Vertical):
+    ALLOW_MAXIMIZE = True
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.border_title = "[1] Environments"
@@ -89,7 +99,7 @@ class EnvironmentsPane(Vertical):
         if env.error:
             text.append("cannot load: ", style="bold red")
             text.append(f"{env.error}\n", style="red")
-            text.append(f"file: {env.file}", style="dim")
+            text.append(f"file: {short_path(env.file)} ({env.source})", style="dim")
         else:
             text.append(f"{env.class_name}", style="bold")
             if env.config_class:
@@ -97,7 +107,7 @@ class EnvironmentsPane(Vertical):
             text.append("\n")
             if env.description:
                 text.append(f"{env.description}\n")
-            text.append(f"{env.file}", style="dim")
+            text.append(f"{short_path(env.file)} ({env.source})", style="dim")
             if getattr(env, "duplicate_of", None):
                 text.append(f"\nshadowed by {env.duplicate_of}", style="yellow")
         details.update(text)

@@ -45,5 +45,5 @@ class HeaderBar(Static):
             minutes = self.stall_after_s / 60
             text.append(f"  ⚠ stalled (no metric or log line for {minutes:g} min): {', '.join(self.stalled)} ",
                         style="bold black on dark_orange")
-        text.append("  " + time.strftime("%H:%M:%S", time.localtime(self.clock())), style="dim")
+        text.append("  " + time.strftime("%H:%M:%S UTC", time.gmtime(self.clock())), style="dim")
         self.update(text)

@@ -227,6 +227,8 @@ class LogView(ScrollView, can_focus=True):
 class LogsPane(Vertical):
     """[5] Logs of the selected run."""
 
+    ALLOW_MAXIMIZE = True
+
     BINDINGS = [
         Binding("f", "toggle_follow", "Follow", id="logs.follow"),
         Binding("w", "toggle_wrap", "Wrap", id="logs.wrap"),
@@ -342,7 +344,8 @@ class LogsPane(Vertical):
         self._update_status()
 
     def action_marker(self) -> None:
-        self.view.add_marker()
+        now = getattr(self.app, "clock", time.time)()
+        self.view.add_marker(time.strftime("%H:%M:%S UTC", time.gmtime(now)))
 
     def action_next_tab(self) -> None:
         self.query_one(Tabs).action_next_tab()

@@ -29,6 +29,8 @@ class MetricsTable(NavTable):
 
 
 class MetricsPane(Vertical):
+    ALLOW_MAXIMIZE = True
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.border_title = "[6] Metrics"

@@ -38,6 +38,8 @@ def _port(proc: dict, ports: dict) -> str:
 
 
 class ProcessesPane(Vertical):
+    ALLOW_MAXIMIZE = True
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.border_title = "[4] Processes"

@@ -24,6 +24,8 @@ class RunsTable(NavTable):
 
 
 class RunsPane(Vertical):
+    ALLOW_MAXIMIZE = True
+
     def __init__(self, clock, **kwargs):
         super().__init__(**kwargs)
         self.border_title = "[3] Runs"

@@ -316,7 +316,15 @@ class Trainer:
     async def _fill_sampling_logprobs(self, sequences: list[grpo.Sequence]):
         """An environment that sent no inference_logprobs: take the current policy's logprobs
         as the sampler's (ratio 1, plain policy gradient) with one extra forward pass."""
-        probe = grpo.to_datums(sequences)
+        from tinker import types
+
+        probe = [
+            types.Datum(
+                model_input=types.ModelInput.from_ints(seq.input_tokens),
+                loss_fn_inputs={"target_tokens": seq.target_tokens, "weights": seq.completion_mask},
+            )
+            for seq in sequences
+        ]
         out = await self.training_client.forward(probe, "cross_entropy")
         for seq, result in zip(sequences, out.loss_fn_outputs):
             lps = result["logprobs"].tolist()
@@ -352,14 +360,14 @@ class Trainer:
         s.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         await self.setup()
         log.info("training %d steps", s.total_steps)
-        pending = asyncio.ensure_future(self.next_batch())
+        self._pending = pending = asyncio.ensure_future(self.next_batch())
         wait_start = time.time()
         while self.step < s.total_steps:
             batch = await pending
             waited = time.time() - wait_start
             # Fetch the next batch while this one trains.
             if self.step + 1 < s.total_steps:
-                pending = asyncio.ensure_future(self.next_batch())
+                self._pending = pending = asyncio.ensure_future(self.next_batch())
             wait_start = time.time()
             row = await self.train_step(batch, waited)
             log.info(
@@ -383,7 +391,11 @@ class Trainer:
         log.info("done: %d steps, final checkpoint %s", self.step, results["final_checkpoint"])
         return 0
 
+    _pending: asyncio.Future | None = None
+
     async def close(self) -> None:
+        if self._pending is not None and not self._pending.done():
+            self._pending.cancel()
         if self.runner is not None:
             await self.runner.cleanup()
         if self.http is not None:

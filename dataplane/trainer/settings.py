@@ -124,11 +124,14 @@ def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
         raise ConfigError(f"env.batch_size ({batch_size}) must be a multiple of env.group_size ({group_size})")
 
     wandb = hermes.get("wandb") if isinstance(hermes.get("wandb"), dict) else {}
+    # W&B: an explicit mode wins; else env.use_wandb is the run's switch (what run.json shows),
+    # online with a key, offline into the run folder without one.
     mode = wandb.get("mode") or tinker.get("wandb_mode")
     if mode is None:
-        mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
-    if not env.get("use_wandb", True) and tinker.get("use_wandb") is False:
-        mode = "disabled"
+        if env.get("use_wandb", True) is False:
+            mode = "disabled"
+        else:
+            mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
     if mode not in ("online", "offline", "disabled"):
         raise ConfigError(f"W&B mode must be online, offline or disabled, got {mode!r}")
 

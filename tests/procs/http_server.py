@@ -1,5 +1,5 @@
 """A small HTTP server for supervisor tests: binds 127.0.0.1:PORT at once, answers 503 until
---delay seconds have passed, then 200. Prints "listening on PORT" and, when ready, "ready"."""
+--delay seconds have passed, then 200. Prints "listening on PORT" and, when ready, "ready at <epoch>"."""
 
 import argparse
 import http.server
@@ -32,9 +32,11 @@ def main() -> int:
         return 1
     print(f"listening on {args.port}", flush=True)
 
+    ready_at = time.time() + max(0.0, args.delay - (time.monotonic() - start))
+
     def announce():
-        time.sleep(args.delay)
-        print("ready", flush=True)
+        time.sleep(max(0.0, ready_at - time.time()))
+        print(f"ready at {ready_at:.6f}", flush=True)  # when GET starts answering 200 (the bench reads it)
 
     threading.Thread(target=announce, daemon=True).start()
     server.serve_forever()

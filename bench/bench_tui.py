@@ -1,0 +1,373 @@
+"""Dashboard benchmarks: prints figures (and ratios against a baseline measured in the same run).
+
+    .venv/bin/python bench/bench_tui.py            # all
+    .venv/bin/python bench/bench_tui.py startup idle flood metric tail
+
+- startup: cold start (new interpreter) to the first frame, vs. a one-widget Textual app.   goal ≤ 1.0 s
+- idle:    CPU of the dashboard watching one live run (1 metric + 2 log lines per second).  goal ≤ 3 % of a core
+- flood:   a log growing at 20,000 lines/s: key-press latency and RSS while following it.  goals ≤ 100 ms, ≤ 200 MB
+- metric:  a metric row appended → shown in the metrics pane.                               goal ≤ 0.5 s
+- tail:    a 1 GB log: open and show its last lines (core reader and in the dashboard),
+           vs. reading the file through (collections.deque).                               goal ≤ 0.3 s
+
+Runs use the real supervisor (core.runs.launch) with small processes, in a temporary $HERMES_HOME
+that is removed at the end; the 1 GB file is generated in /tmp and deleted after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections import deque
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PY = sys.executable
+SIZE = (160, 48)
+
+
+def line(name: str, value: str, goal: str = "", extra: str = "") -> None:
+    print(f"{name:<44} {value:>14}   {goal:<14} {extra}", flush=True)
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+def fresh_home() -> Path:
+    home = Path(tempfile.mkdtemp(prefix="hermes-bench-"))
+    os.environ["HERMES_HOME"] = str(home)
+    return home
+
+
+def launch(argv: list[str], name: str = "trainer") -> str:
+    from core import runs
+    from core.pipeline import ProcessSpec
+
+    run = runs.launch([ProcessSpec(name=name, argv=argv, stop_timeout=3)], environment="bench", profile="local")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if runs.get_run(run["run_id"], sample=False)["status"] == "running":
+            break
+        time.sleep(0.1)
+    return run["run_id"]
+
+
+def stop(run_id: str) -> None:
+    from core import runs
+
+    try:
+        runs.stop_run(run_id, wait=10)
+    except Exception as exc:  # the bench must still clean up the rest
+        print(f"  (stop {run_id}: {exc})")
+
+
+WRITER = textwrap.dedent("""
+    import json, os, sys, time
+    run_dir, rate, metric_every = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+    print("ready", flush=True)
+    batch = max(1, int(rate / 50))          # write in 50 bursts per second
+    step, next_metric, n = 0, time.monotonic(), 0
+    out = sys.stdout
+    while True:
+        t0 = time.monotonic()
+        out.write("".join(f"line {n + i} \\x1b[32mok\\x1b[0m some payload text to look like a real log line\\n" for i in range(batch)))
+        out.flush()
+        n += batch
+        if metric_every > 0 and t0 >= next_metric:
+            step += 1
+            with open(os.path.join(run_dir, "metrics.jsonl"), "a") as m:
+                m.write(json.dumps({"step": step, "time": time.time(), "reward/mean": step % 7 / 7}) + "\\n")
+            next_metric = t0 + metric_every
+        time.sleep(max(0.0, batch / rate - (time.monotonic() - t0)))
+""")
+
+
+def writer_argv(rate: float, metric_every: float) -> list[str]:
+    path = Path(os.environ["HERMES_HOME"]) / "writer.py"
+    path.write_text(WRITER)
+    return [PY, str(path), "{run_dir}", str(rate), str(metric_every)]
+
+
+# -- 1. startup -----------------------------------------------------------------------------------
+
+CHILD_DASHBOARD = """
+import time, sys
+t0 = time.perf_counter()
+sys.path.insert(0, %r)
+from tui.app import HermesDashboard
+class Bench(HermesDashboard):
+    def _first_frame(self):
+        print("FRAME", time.perf_counter() - t0, flush=True)
+        self.live_enabled = False
+        self.exit()
+Bench().run(headless=True, size=(160, 48))
+"""
+CHILD_BASELINE = """
+import time
+t0 = time.perf_counter()
+from textual.app import App
+from textual.widgets import Static
+class Hello(App):
+    def compose(self):
+        yield Static("hello")
+    def on_mount(self):
+        self.call_after_refresh(self.done)
+    def done(self):
+        print("FRAME", time.perf_counter() - t0, flush=True)
+        self.exit()
+Hello().run(headless=True, size=(160, 48))
+"""
+
+
+def spawn_until_frame(code: str) -> tuple[float, float]:
+    """(wall seconds from spawn to first frame, seconds inside the interpreter)."""
+    start = time.perf_counter()
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    wall = time.perf_counter() - start
+    for text in out.stdout.splitlines():
+        if text.startswith("FRAME"):
+            return wall, float(text.split()[1])
+    raise RuntimeError(f"no frame: {out.stderr[-500:]}")
+
+
+def bench_startup() -> None:
+    fresh_home()
+    spawn_until_frame(CHILD_BASELINE)   # warm the disk cache for both
+    dash = [spawn_until_frame(CHILD_DASHBOARD % str(ROOT)) for _ in range(3)]
+    base = [spawn_until_frame(CHILD_BASELINE) for _ in range(3)]
+    d, b = min(w for w, _ in dash), min(w for w, _ in base)
+    line("cold start → first frame (spawn, best of 3)", f"{d:.2f} s", "goal ≤ 1.0 s",
+         f"minimal Textual app {b:.2f} s (×{d / b:.2f}); median {statistics.median(w for w, _ in dash):.2f} s")
+
+
+# -- 2. idle CPU ----------------------------------------------------------------------------------
+
+CHILD_IDLE = """
+import sys, time
+sys.path.insert(0, %r)
+from tui.app import HermesDashboard
+HermesDashboard(run_id=%r).run(headless=True, size=(160, 48))
+"""
+
+
+def cpu_of(pid: int, seconds: float) -> float:
+    import psutil
+
+    proc = psutil.Process(pid)
+    before = proc.cpu_times()
+    time.sleep(seconds)
+    after = proc.cpu_times()
+    return 100.0 * ((after.user - before.user) + (after.system - before.system)) / seconds
+
+
+def bench_idle() -> None:
+    home = fresh_home()
+    run_id = launch(writer_argv(rate=2, metric_every=1.0))
+    try:
+        child = subprocess.Popen([PY, "-c", CHILD_IDLE % (str(ROOT), run_id)], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+        base = subprocess.Popen([PY, "-c", CHILD_BASELINE.replace("self.call_after_refresh(self.done)", "pass")],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(5)     # start-up and first loads are not idle
+        cpu = cpu_of(child.pid, 10)
+        cpu_base = cpu_of(base.pid, 5)
+        for proc in (child, base):
+            proc.terminate()
+            proc.wait(10)
+        line("idle CPU, one live run (10 s)", f"{cpu:.1f} %", "goal ≤ 3 %", f"idle minimal Textual app {cpu_base:.1f} %")
+    finally:
+        stop(run_id)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# -- 3-4. flood and metric latency (in process, driven by Pilot) --------------------------------------
+
+async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
+    import psutil
+    from textual.binding import Binding
+
+    from core.paths import run_dir
+    from tui.app import HermesDashboard
+    from tui.logs import LogsPane
+    from tui.metrics import MetricsPane
+
+    pings: list[float] = []
+
+    class Bench(HermesDashboard):
+        BINDINGS = [Binding("f12", "ping", "ping", id="bench.ping")]
+
+        def action_ping(self) -> None:
+            pings.append(time.perf_counter())
+
+    async def wait(pilot, predicate, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            await pilot.pause(0.01)
+        return False
+
+    if run_flood:
+        home = fresh_home()
+        run_id = launch(writer_argv(rate=20_000, metric_every=0))
+        try:
+            app = Bench(run_id=run_id)
+            rss0 = psutil.Process().memory_info().rss
+            async with app.run_test(size=SIZE) as pilot:
+                logs = app.query_one(LogsPane)
+                await wait(pilot, lambda: app.selected_run == run_id and logs.view.line_count > 1000)
+                await pilot.press("5")           # the log view, following
+                latencies, rss = [], []
+                start_lines = logs.view.source.line_count if logs.view.source else 0
+                t_start = time.monotonic()
+                for _ in range(40):
+                    await pilot.pause(0.25)
+                    sent = time.perf_counter()
+                    await pilot.press("f12")
+                    await wait(pilot, lambda: pings and pings[-1] >= sent, 5)
+                    latencies.append(pings[-1] - sent)
+                    rss.append(psutil.Process().memory_info().rss)
+                elapsed = time.monotonic() - t_start
+                reader = app.live.view.readers.get("trainer") if app.live and app.live.view else None
+                lines = reader.line_count if reader else 0
+                shown_rate = (logs.view.line_count - start_lines) / elapsed
+                latencies.sort()
+                line("20k lines/s log: key latency p50 / max", f"{1000 * latencies[len(latencies) // 2]:.0f} / "
+                     f"{1000 * latencies[-1]:.0f} ms", "goal ≤ 100 ms",
+                     f"p90 {1000 * latencies[int(len(latencies) * 0.9)]:.0f} ms; {lines:,} lines indexed, merged view "
+                     f"took {shown_rate:,.0f} lines/s")
+                line("20k lines/s log: process RSS max", f"{max(rss) / 2**20:.0f} MB", "goal ≤ 200 MB",
+                     f"{(max(rss) - rss0) / 2**20:+.0f} MB over the app at rest; trainer log "
+                     f"{os.path.getsize(reader.path) / 2**20:.0f} MB" if reader else "")
+        finally:
+            stop(run_id)
+            shutil.rmtree(home, ignore_errors=True)
+
+    if run_metric:
+        home = fresh_home()
+        run_id = launch(writer_argv(rate=2, metric_every=0))
+        try:
+            app = Bench(run_id=run_id)
+            async with app.run_test(size=SIZE) as pilot:
+                await wait(pilot, lambda: app.selected_run == run_id)
+                await pilot.pause(1.0)
+                pane = app.query_one(MetricsPane)
+                delays = []
+                path = run_dir(run_id) / "metrics.jsonl"
+                for step in range(1, 11):
+                    written = time.perf_counter()
+                    with open(path, "a") as handle:
+                        handle.write(json.dumps({"step": step, "time": time.time(), "reward/mean": step / 10}) + "\n")
+                    await wait(pilot, lambda: pane.rows and pane.rows[-1]["step"] == step and pane.table.row_count, 5)
+                    delays.append(time.perf_counter() - written)
+                    await pilot.pause(0.3)
+                line("metric written → visible (10 rows)", f"{statistics.median(delays) * 1000:.0f} ms",
+                     "goal ≤ 500 ms", f"max {max(delays) * 1000:.0f} ms (watchfiles wake-up, no polling wait)")
+        finally:
+            stop(run_id)
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def bench_flood() -> None:
+    asyncio.run(_flood_and_metric(True, False))
+
+
+def bench_metric() -> None:
+    asyncio.run(_flood_and_metric(False, True))
+
+
+# -- 5. tail of a 1 GB log --------------------------------------------------------------------------
+
+def make_big_log(path: Path, size: int = 1 << 30) -> None:
+    block = "".join(f"2025-11-29 12:00:{i % 60:02d} INFO trainer step {i} loss=0.{i % 997:03d} reward=0.5 "
+                    f"some more text to make the line realistic\n" for i in range(20_000)).encode()
+    with open(path, "wb") as handle:
+        written = 0
+        while written < size:
+            handle.write(block)
+            written += len(block)
+        handle.write(b"THE LAST LINE\n")
+
+
+async def _tail_in_app(big: Path) -> float:
+    from core.fsutil import atomic_write_json
+    from core.paths import ensure_private_dir, run_dir
+    from tui.app import HermesDashboard
+    from tui.logs import LogsPane
+
+    run_id = "b16b16b1"
+    folder = ensure_private_dir(run_dir(run_id))
+    now = time.time()
+    atomic_write_json(folder / "run.json", {
+        "run_id": run_id, "environment": "bench", "profile": "local", "status": "completed", "created_at": now,
+        "processes": [{"name": "trainer", "pid": 1, "create_time": 0, "state": "exited", "exit_code": 0,
+                       "restarts": 0, "log": str(big)}]})
+    app = HermesDashboard()
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not app.runs:
+            await pilot.pause(0.01)
+        started = time.perf_counter()
+        app.query_one("#runs").select(run_id)
+        logs = app.query_one(LogsPane)
+        while time.monotonic() < deadline:
+            source = logs.view.source
+            if source is not None and source.line_count and "THE LAST LINE" in "".join(source.tail(1)):
+                rows = logs.view._layout()
+                if rows and any("THE LAST LINE" in "".join(seg.text for seg in strip) for strip in rows):
+                    return time.perf_counter() - started
+            await pilot.pause(0.005)
+    raise RuntimeError("the last line never showed")
+
+
+def bench_tail() -> None:
+    from core.logs import LogReader
+
+    home = fresh_home()
+    big = Path(tempfile.gettempdir()) / f"hermes-bench-{os.getpid()}.log"
+    try:
+        t = time.perf_counter()
+        make_big_log(big)
+        made = time.perf_counter() - t
+        size = big.stat().st_size
+        t = time.perf_counter()
+        reader = LogReader(big)
+        last = reader.tail(50)
+        core_s = time.perf_counter() - t
+        assert last[-1] == "THE LAST LINE"
+        t = time.perf_counter()
+        with open(big, "rb") as handle:
+            baseline = deque(handle, 50)
+        base_s = time.perf_counter() - t
+        assert baseline[-1] == b"THE LAST LINE\n"
+        app_s = asyncio.run(_tail_in_app(big))
+        line("1 GB log: open + last 50 lines (core)", f"{core_s * 1000:.0f} ms", "goal ≤ 300 ms",
+             f"read-through baseline {base_s * 1000:.0f} ms (×{base_s / core_s:.0f} faster); "
+             f"{size / 2**30:.2f} GiB, index {reader.index_entries} entries, file made in {made:.1f} s")
+        line("1 GB log: select run → last line on screen", f"{app_s * 1000:.0f} ms", "goal ≤ 300 ms")
+    finally:
+        big.unlink(missing_ok=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+BENCHES = {"startup": bench_startup, "idle": bench_idle, "flood": bench_flood, "metric": bench_metric,
+           "tail": bench_tail}
+
+
+def main() -> None:
+    chosen = sys.argv[1:] or list(BENCHES)
+    print(f"hermes-rl dashboard bench — {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, python {sys.version.split()[0]}")
+    for name in chosen:
+        BENCHES[name]()
+
+
+if __name__ == "__main__":
+    main()

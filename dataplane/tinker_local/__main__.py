@@ -1,0 +1,94 @@
+"""python -m dataplane.tinker_local --host 127.0.0.1 --port PORT --model-dir DIR --checkpoint-dir DIR
+
+Serves the Tinker protocol on 127.0.0.1 until SIGTERM/SIGINT. Logs
+`tinker-local ready on http://127.0.0.1:PORT` once it accepts requests (the model finishes
+loading in the background; requests that need it wait). `--port 0` picks a free port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dataplane.tinker_local", description="Local Tinker-protocol server")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, required=True, help="port to listen on (0: pick a free one)")
+    parser.add_argument("--model-dir", type=Path, required=True, help="the tiny model folder (python -m dataplane.tiny_model)")
+    parser.add_argument("--checkpoint-dir", type=Path, required=True, help="where checkpoints are written")
+    parser.add_argument("--log-level", default=os.environ.get("TINKER_LOCAL_LOG_LEVEL", "info"))
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("tinker_local")
+
+    def fail(message: str) -> int:
+        log.error(message)
+        return 2
+
+    if args.host not in LOOPBACK:
+        return fail(f"--host {args.host!r} refused: tinker-local binds loopback only (127.0.0.1)")
+    model_dir = args.model_dir.expanduser().resolve()
+    if not (model_dir / "config.json").is_file() or not (model_dir / "tokenizer.json").is_file():
+        return fail(f"--model-dir {model_dir} is not a built model folder (no config.json/tokenizer.json); "
+                    f"build it with: python -m dataplane.tiny_model --out {model_dir}")
+    if ":" in str(model_dir):
+        return fail(f"--model-dir {model_dir} contains ':', which the tinker SDK cuts tokenizer ids at")
+    checkpoint_dir = args.checkpoint_dir.expanduser().resolve()
+    try:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return fail(f"--checkpoint-dir {checkpoint_dir} cannot be created: {exc}")
+
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1" if args.host == "localhost" else args.host, args.port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            return fail(f"port {args.port} on {args.host} is already in use; pick another --port")
+        return fail(f"cannot bind {args.host}:{args.port}: {exc}")
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    host = "127.0.0.1" if family == socket.AF_INET else "[::1]"
+
+    import uvicorn
+
+    from .server import create_app
+
+    exit_code = 0
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets=sockets)
+            if self.started:
+                log.info("tinker-local ready on http://%s:%d (model %s, checkpoints %s)", host, port, model_dir, checkpoint_dir)
+                print(f"tinker-local ready on http://{host}:{port}", flush=True)
+
+    def on_fatal(message: str) -> None:
+        nonlocal exit_code
+        exit_code = 1
+        server.should_exit = True
+
+    app = create_app(model_dir, checkpoint_dir, on_fatal)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=5)
+    server = Server(config)
+    server.run(sockets=[sock])
+    log.info("tinker-local stopped")
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

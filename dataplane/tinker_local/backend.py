@@ -1,0 +1,539 @@
+"""The state behind the protocol: training models (LoRA + Adam), sampler snapshots, checkpoints.
+
+Everything here runs on the server's single worker thread, in request order, except the
+small registry reads/writes the HTTP layer does under `Backend.lock`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .engine import LORA_ALPHA, Adapter, SampleSpec, TinyLM
+from .wire import ForwardBackwardRequest, UserError, encode_forward_backward_output, encode_sample_response
+
+log = logging.getLogger("tinker_local")
+
+SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling")
+SNAPSHOTS_KEPT_PER_MODEL = 32
+LOADED_CHECKPOINTS_KEPT = 16
+MAX_SAMPLES_PER_REQUEST = 1024
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+CHECKPOINT_KINDS = {"weights": "weights", "sampler_weights": "sampler_weights"}
+
+
+@dataclass
+class TrainModel:
+    model_id: str
+    session_id: str
+    base_model: str
+    rank: int
+    flags: dict  # train_attn / train_mlp / train_unembed
+    seed: int | None
+    params: dict[str, tuple[torch.Tensor, torch.Tensor]]
+    adam_step: int = 0
+    adam_m: dict[str, torch.Tensor] = field(default_factory=dict)
+    adam_v: dict[str, torch.Tensor] = field(default_factory=dict)
+    pending_backward: int = 0  # forward_backward calls accumulated since the last optim_step
+
+    @property
+    def scale(self) -> float:
+        return LORA_ALPHA / self.rank
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        out = {}
+        for name, (a, b) in self.params.items():
+            out[f"{name}.lora_A"] = a
+            out[f"{name}.lora_B"] = b
+        return out
+
+    def snapshot(self) -> Adapter:
+        return {name: (a.detach().clone(), b.detach().clone()) for name, (a, b) in self.params.items()}
+
+
+@dataclass
+class Sampler:
+    sampler_id: str
+    base_model: str
+    model_path: str | None
+    owner: str | None  # training model id for snapshots
+    adapter: Adapter | None = None
+    scale: float = 1.0
+
+
+class Backend:
+    def __init__(self, model_dir: Path, checkpoint_dir: Path):
+        from tokenizers import Tokenizer
+
+        self.model_dir = Path(model_dir).resolve()
+        self.checkpoint_dir = Path(checkpoint_dir).resolve()
+        self.base_model = str(self.model_dir)
+        self.lm = TinyLM(self.model_dir)
+        self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        self.lock = threading.RLock()
+        self.models: dict[str, TrainModel] = {}
+        self.samplers: dict[str, Sampler] = {}
+        self._snapshots: dict[str, list[str]] = {}  # owner model id -> snapshot sampler ids, oldest first
+        self._loaded: OrderedDict[str, tuple[Adapter, float]] = OrderedDict()  # checkpoint path -> adapter
+
+    # ------------------------------------------------------------------ names
+
+    def canonical_base_model(self, name: str | None) -> str:
+        """The served model accepts its folder path or its folder name."""
+        if name and (name == self.base_model or name == self.model_dir.name or _same_path(name, self.model_dir)):
+            return self.base_model
+        raise UserError(f"unknown base model {name!r}: this tinker-local server serves {self.base_model!r} "
+                        f"(also accepted as {self.model_dir.name!r})")
+
+    def model(self, model_id: str) -> TrainModel:
+        with self.lock:
+            found = self.models.get(model_id)
+        if found is None:
+            raise UserError(f"unknown model id {model_id!r} (tinker-local keeps models only while it runs)")
+        return found
+
+    def info(self, model_id: str) -> dict:
+        model = self.model(model_id)
+        return {
+            "type": "get_info",
+            "model_id": model.model_id,
+            "model_data": {"arch": "llama", "model_name": model.base_model, "tokenizer_id": self.base_model},
+            "is_lora": True,
+            "lora_rank": model.rank,
+            "model_name": model.base_model,
+        }
+
+    # ------------------------------------------------------------------ training
+
+    def create_model(self, request: dict) -> dict:
+        session_id = str(request.get("session_id") or "")
+        base_model = self.canonical_base_model(request.get("base_model"))
+        lora = request.get("lora_config") or {}
+        optimizer = (request.get("optimizer_config") or {}).get("type", "adamw")
+        if optimizer != "adamw":
+            raise UserError(f"optimizer {optimizer!r} is not supported by tinker-local (only adamw)")
+        rank = int(lora.get("rank") or 0)
+        if not 1 <= rank <= 512:
+            raise UserError(f"LoRA rank must be between 1 and 512, got {rank}")
+        flags = {key: bool(lora.get(key, True)) for key in ("train_attn", "train_mlp", "train_unembed")}
+        if not any(flags.values()):
+            raise UserError("at least one of train_attn, train_mlp, train_unembed must be true")
+        model_id = f"{session_id}:train:{int(request.get('model_seq_id', 0))}"
+        seed = lora.get("seed")
+        model = self._new_model(model_id, session_id, base_model, rank, flags, seed)
+        log.info("created model %s (LoRA rank %d, %d adapted modules)", model_id, rank, len(model.params))
+        return {"type": "create_model", "model_id": model_id}
+
+    def _new_model(self, model_id: str, session_id: str, base_model: str, rank: int, flags: dict,
+                   seed: int | None) -> TrainModel:
+        with self.lock:
+            if model_id in self.models:
+                raise UserError(f"model {model_id!r} already exists")
+        modules = self.lm.lora_modules(**flags)
+        adapter = self.lm.new_adapter(rank, modules, seed)
+        params = {name: (a.requires_grad_(True), b.requires_grad_(True)) for name, (a, b) in adapter.items()}
+        model = TrainModel(model_id, session_id, base_model, rank, flags, seed, params)
+        with self.lock:
+            self.models[model_id] = model
+        return model
+
+    def forward_backward(self, request: ForwardBackwardRequest) -> bytes:
+        model = self.model(request.model_id)
+        if request.loss_fn not in SUPPORTED_LOSSES:
+            raise UserError(f"loss_fn {request.loss_fn!r} is not supported by tinker-local "
+                            f"(supported: {', '.join(SUPPORTED_LOSSES)})")
+        if not request.data:
+            raise UserError("forward_backward needs at least one datum")
+        sequences, targets, extras = [], [], []
+        for index, datum in enumerate(request.data):
+            target, extra = self._loss_inputs(request.loss_fn, datum.inputs, len(datum.tokens), index)
+            if len(datum.tokens) == 0:
+                raise UserError(f"datum {index}: model_input is empty")
+            self._check_tokens(datum.tokens, f"datum {index} model_input")
+            self._check_tokens(target.reshape(-1).tolist(), f"datum {index} target_tokens")
+            sequences.append(datum.tokens)
+            targets.append(torch.from_numpy(np.array(target, dtype=np.int64)))
+            extras.append(extra)
+
+        with torch.set_grad_enabled(not request.forward_only):
+            adapter = {name: pair for name, pair in model.params.items()}
+            logprobs = self.lm.target_logprobs(sequences, targets, adapter, model.scale)
+            total = torch.zeros(())
+            outputs = []
+            for lp, extra in zip(logprobs, extras, strict=True):
+                if request.loss_fn == "cross_entropy":
+                    elementwise = -lp * extra["weights"]
+                else:  # importance_sampling: -(p/q) * advantage, summed like Tinker's losses
+                    ratio = torch.exp(lp - extra["logprobs"])
+                    elementwise = -ratio * extra["advantages"]
+                total = total + elementwise.sum()
+                outputs.append({"logprobs": lp.detach().numpy(), "elementwise_loss": elementwise.detach().numpy()})
+            if not request.forward_only:
+                total.backward()
+                model.pending_backward += 1
+        metrics = {"loss:sum": float(total.detach())}
+        return encode_forward_backward_output(outputs, metrics)
+
+    def _loss_inputs(self, loss_fn: str, inputs: dict[str, np.ndarray], length: int, index: int):
+        def need(name: str) -> np.ndarray:
+            if name not in inputs:
+                raise UserError(f"datum {index}: {loss_fn} needs loss_fn_inputs[{name!r}] "
+                                f"(got {sorted(inputs) or 'none'})")
+            return inputs[name]
+
+        target = need("target_tokens")
+        if target.ndim not in (1, 2) or target.shape[0] != length:
+            raise UserError(f"datum {index}: target_tokens has shape {list(target.shape)} but model_input has "
+                            f"{length} tokens (one target per input position)")
+        extra = {}
+        names = ("weights",) if loss_fn == "cross_entropy" else ("logprobs", "advantages")
+        for name in names:
+            value = need(name)
+            if value.shape != target.shape:
+                raise UserError(f"datum {index}: {name} has shape {list(value.shape)}, "
+                                f"target_tokens has {list(target.shape)}")
+            extra[name] = torch.from_numpy(np.array(value, dtype=np.float32))
+        return target, extra
+
+    def _check_tokens(self, tokens, what: str) -> None:
+        if tokens and (min(tokens) < 0 or max(tokens) >= self.lm.vocab_size):
+            raise UserError(f"{what}: token ids must be in [0, {self.lm.vocab_size})")
+
+    def optim_step(self, request: dict) -> dict:
+        model = self.model(str(request.get("model_id")))
+        if "adam_params" not in request:
+            raise UserError("tinker-local supports only Adam optimizer steps (adam_params)")
+        params = request["adam_params"] or {}
+        lr = float(params.get("learning_rate", 1e-4))
+        beta1 = float(params.get("beta1", 0.9))
+        beta2 = float(params.get("beta2", 0.95))
+        eps = float(params.get("eps", 1e-12))
+        weight_decay = float(params.get("weight_decay", 0.0))
+        clip = float(params.get("grad_clip_norm", 0.0))
+        if lr < 0 or not (0 <= beta1 < 1 and 0 <= beta2 < 1) or eps < 0:
+            raise UserError(f"invalid Adam parameters {params}")
+        tensors = model.tensors()
+        grads = {name: (t.grad if t.grad is not None else torch.zeros_like(t)) for name, t in tensors.items()}
+        grad_norm = float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads.values())))
+        factor = clip / grad_norm if clip > 0 and grad_norm > clip else 1.0
+        model.adam_step += 1
+        step = model.adam_step
+        with torch.no_grad():
+            for name, tensor in tensors.items():
+                grad = grads[name] * factor
+                m = model.adam_m.setdefault(name, torch.zeros_like(tensor))
+                v = model.adam_v.setdefault(name, torch.zeros_like(tensor))
+                m.mul_(beta1).add_(grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                if weight_decay:
+                    tensor.mul_(1 - lr * weight_decay)  # decoupled, as AdamW
+                m_hat = m / (1 - beta1**step)
+                v_hat = v / (1 - beta2**step)
+                tensor.sub_(lr * m_hat / (v_hat.sqrt() + eps))
+                tensor.grad = None
+        accumulated = model.pending_backward
+        model.pending_backward = 0
+        return {"metrics": {"grad_norm": grad_norm, "learning_rate": lr, "step": float(step),
+                            "accumulated_backward_passes": float(accumulated)}}
+
+    def unload_model(self, request: dict) -> dict:
+        model_id = str(request.get("model_id"))
+        self.model(model_id)
+        self.drop_models(lambda model: model.model_id == model_id)
+        return {"type": "unload_model", "model_id": model_id}
+
+    def drop_models(self, predicate) -> None:
+        with self.lock:
+            gone = [model_id for model_id, model in self.models.items() if predicate(model)]
+            for model_id in gone:
+                del self.models[model_id]
+                for sampler_id in self._snapshots.pop(model_id, []):
+                    self.samplers.pop(sampler_id, None)
+        for model_id in gone:
+            log.info("released model %s", model_id)
+
+    # ------------------------------------------------------------------ samplers and checkpoints
+
+    def save_weights_for_sampler(self, request: dict) -> dict:
+        model = self.model(str(request.get("model_id")))
+        name = request.get("path")
+        if name:
+            path = self._save_checkpoint(model, "sampler_weights", str(name), overwrite=True, optimizer=False)
+            return {"type": "save_weights_for_sampler", "path": path}
+        session_seq = request.get("sampling_session_seq_id")
+        suffix = session_seq if session_seq is not None else f"s{time.monotonic_ns()}"
+        sampler_id = f"{model.session_id}:sample:{suffix}"
+        sampler = Sampler(sampler_id, model.base_model, None, model.model_id, model.snapshot(), model.scale)
+        with self.lock:
+            self.samplers[sampler_id] = sampler
+            kept = self._snapshots.setdefault(model.model_id, [])
+            kept.append(sampler_id)
+            while len(kept) > SNAPSHOTS_KEPT_PER_MODEL:
+                self.samplers.pop(kept.pop(0), None)
+        return {"type": "save_weights_for_sampler", "sampling_session_id": sampler_id}
+
+    def create_sampling_session(self, request: dict) -> dict:
+        session_id = str(request.get("session_id") or "")
+        sampler_id = f"{session_id}:sample:{request.get('sampling_session_seq_id', time.monotonic_ns())}"
+        model_path = request.get("model_path")
+        if model_path:
+            directory = self.checkpoint_path(str(model_path))
+            if not (directory / "adapter_model.safetensors").exists():
+                raise UserError(f"no checkpoint at {model_path}")
+            base_model = json.loads((directory / "state.json").read_text(encoding="utf-8"))["base_model"]
+            sampler = Sampler(sampler_id, base_model, str(model_path), None)
+        else:
+            sampler = Sampler(sampler_id, self.canonical_base_model(request.get("base_model")), None, None)
+        with self.lock:
+            self.samplers[sampler_id] = sampler
+        return {"type": "create_sampling_session", "sampling_session_id": sampler_id}
+
+    def sampler(self, sampler_id: str) -> Sampler:
+        with self.lock:
+            found = self.samplers.get(sampler_id)
+        if found is None:
+            raise UserError(f"unknown or expired sampling session {sampler_id!r} (tinker-local keeps the "
+                            f"{SNAPSHOTS_KEPT_PER_MODEL} most recent snapshots per training model)")
+        return found
+
+    def sampler_info(self, sampler_id: str) -> dict:
+        sampler = self.sampler(sampler_id)
+        return {"sampler_id": sampler.sampler_id, "base_model": sampler.base_model, "model_path": sampler.model_path}
+
+    def _sampler_adapter(self, sampler: Sampler) -> tuple[Adapter | None, float]:
+        if sampler.model_path is None:
+            return sampler.adapter, sampler.scale
+        cached = self._loaded.get(sampler.model_path)
+        if cached is None:
+            adapter, rank, _state = self._read_checkpoint(self.checkpoint_path(sampler.model_path))
+            cached = (adapter, LORA_ALPHA / rank)
+            self._loaded[sampler.model_path] = cached
+            while len(self._loaded) > LOADED_CHECKPOINTS_KEPT:
+                self._loaded.popitem(last=False)
+        self._loaded.move_to_end(sampler.model_path)
+        return cached
+
+    def checkpoint_path(self, tinker_path: str) -> Path:
+        """The folder of a tinker://MODEL_ID/{weights,sampler_weights}/NAME checkpoint, inside --checkpoint-dir."""
+        if not tinker_path.startswith("tinker://"):
+            raise UserError(f"checkpoint paths look like tinker://MODEL_ID/weights/NAME, got {tinker_path!r}")
+        parts = tinker_path[len("tinker://"):].split("/")
+        if len(parts) != 3 or parts[1] not in CHECKPOINT_KINDS or not _NAME_RE.match(parts[2]) or not parts[0]:
+            raise UserError(f"checkpoint paths look like tinker://MODEL_ID/weights/NAME or "
+                            f"tinker://MODEL_ID/sampler_weights/NAME, got {tinker_path!r}")
+        return checkpoint_folder(self.checkpoint_dir, parts[0], parts[1], parts[2])
+
+    def save_weights(self, request: dict) -> dict:
+        model = self.model(str(request.get("model_id")))
+        name = str(request.get("path") or "")
+        path = self._save_checkpoint(model, "weights", name, overwrite=bool(request.get("overwrite")), optimizer=True)
+        return {"type": "save_weights", "path": path}
+
+    def _save_checkpoint(self, model: TrainModel, kind: str, name: str, overwrite: bool, optimizer: bool) -> str:
+        if not _NAME_RE.match(name):
+            raise UserError(f"checkpoint name {name!r} must be 1-128 letters, digits, '.', '_' or '-'")
+        tinker_path = f"tinker://{model.model_id}/{kind}/{name}"
+        directory = self.checkpoint_path(tinker_path)
+        if directory.exists() and not overwrite:
+            raise UserError(f"checkpoint {tinker_path} already exists (pass overwrite=True to replace it)")
+        from safetensors.torch import save_file
+
+        tmp = directory.with_name(f".{directory.name}.tmp-{time.monotonic_ns()}")
+        tmp.mkdir(parents=True)
+        save_file(peft_state_dict(model.params), str(tmp / "adapter_model.safetensors"))
+        (tmp / "adapter_config.json").write_text(json.dumps(peft_config(self.base_model, model)), encoding="utf-8")
+        state = {"model_id": model.model_id, "base_model": model.base_model, "rank": model.rank,
+                 "flags": model.flags, "seed": model.seed, "adam_step": model.adam_step, "saved_at": time.time()}
+        if optimizer and model.adam_m:
+            moments = {f"m.{k}": v for k, v in model.adam_m.items()} | {f"v.{k}": v for k, v in model.adam_v.items()}
+            save_file({k: v.contiguous() for k, v in moments.items()}, str(tmp / "optimizer.safetensors"))
+        (tmp / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
+        if directory.exists():
+            import shutil
+
+            shutil.rmtree(directory)
+        tmp.rename(directory)
+        with self.lock:
+            self._loaded.pop(tinker_path, None)
+        log.info("saved %s -> %s", tinker_path, directory)
+        return tinker_path
+
+    def _read_checkpoint(self, directory: Path) -> tuple[Adapter, int, dict]:
+        from safetensors.torch import load_file
+
+        if not (directory / "adapter_model.safetensors").exists():
+            raise UserError(f"no checkpoint in {directory}")
+        state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
+        return from_peft_state_dict(load_file(str(directory / "adapter_model.safetensors"))), int(state["rank"]), state
+
+    def load_weights(self, request: dict) -> dict:
+        tinker_path = str(request.get("path") or "")
+        directory = self.checkpoint_path(tinker_path)
+        adapter, rank, state = self._read_checkpoint(directory)
+        with_optimizer = bool(request.get("optimizer"))
+        if request.get("session_id") is not None:  # create-via-load: a new model from the checkpoint
+            model_id = f"{request['session_id']}:train:{int(request.get('model_seq_id', 0))}"
+            base_model = self.canonical_base_model(request.get("base_model") or state["base_model"])
+            model = self._new_model(model_id, str(request["session_id"]), base_model, rank, state["flags"], state.get("seed"))
+        else:
+            model = self.model(str(request.get("model_id")))
+            if model.rank != rank or set(model.params) != set(adapter):
+                raise UserError(f"checkpoint {tinker_path} (rank {rank}) does not fit model {model.model_id} "
+                                f"(rank {model.rank})")
+        with torch.no_grad():
+            for name, (a, b) in adapter.items():
+                model.params[name][0].copy_(a)
+                model.params[name][1].copy_(b)
+                model.params[name][0].grad = None
+                model.params[name][1].grad = None
+        model.adam_m, model.adam_v, model.adam_step = {}, {}, 0
+        optimizer_file = directory / "optimizer.safetensors"
+        if with_optimizer and optimizer_file.exists():
+            from safetensors.torch import load_file
+
+            moments = load_file(str(optimizer_file))
+            model.adam_m = {k[2:]: v for k, v in moments.items() if k.startswith("m.")}
+            model.adam_v = {k[2:]: v for k, v in moments.items() if k.startswith("v.")}
+            model.adam_step = int(state.get("adam_step", 0))
+        log.info("loaded %s into %s (optimizer state: %s)", tinker_path, model.model_id, with_optimizer)
+        return {"type": "load_weights", "path": tinker_path, "model_id": model.model_id}
+
+    # ------------------------------------------------------------------ sampling
+
+    def parse_sample(self, request: dict) -> tuple[Sampler, SampleSpec]:
+        """Validate an asample request; raises UserError. Cheap: runs on the HTTP thread too."""
+        sampler_id = request.get("sampling_session_id")
+        if sampler_id:
+            sampler = self.sampler(str(sampler_id))
+        elif request.get("model_path"):
+            sampler = self.sampler(self.create_sampling_session({"model_path": request["model_path"]})["sampling_session_id"])
+        else:
+            sampler = Sampler("base", self.canonical_base_model(request.get("base_model")), None, None)
+        for unsupported in ("target_prompt_logprobs", "prompt_alt_tokens_k", "record_stability_info"):
+            if request.get(unsupported):
+                raise UserError(f"{unsupported} is not supported by tinker-local")
+        prompt: list[int] = []
+        for chunk in (request.get("prompt") or {}).get("chunks") or []:
+            if chunk.get("type", "encoded_text") != "encoded_text":
+                raise UserError("only text prompts are supported by tinker-local")
+            prompt.extend(int(t) for t in chunk.get("tokens") or [])
+        if not prompt:
+            raise UserError("the prompt is empty")
+        self._check_tokens(prompt, "prompt")
+        params = request.get("sampling_params") or {}
+        num_samples = int(request.get("num_samples", 1))
+        if not 1 <= num_samples <= MAX_SAMPLES_PER_REQUEST:
+            raise UserError(f"num_samples must be between 1 and {MAX_SAMPLES_PER_REQUEST}, got {num_samples}")
+        room = self.lm.max_positions - len(prompt)
+        if room < 1:
+            raise UserError(f"the prompt has {len(prompt)} tokens; the model's context is {self.lm.max_positions}")
+        max_tokens = params.get("max_tokens")
+        max_tokens = room if max_tokens is None else int(max_tokens)
+        if not 1 <= max_tokens <= room:
+            raise UserError(f"max_tokens must be between 1 and {room} for this prompt, got {max_tokens}")
+        stop = params.get("stop")
+        stop_ids, stop_strings = set(self.lm.eos_token_ids), ()
+        if stop is not None:
+            items = [stop] if isinstance(stop, str) else list(stop)
+            if not items:
+                stop_ids = set()  # [] disables every stop, EOS included
+            elif all(isinstance(item, str) for item in items):
+                stop_strings = tuple(item for item in items if item)
+            elif all(isinstance(item, int) and not isinstance(item, bool) for item in items):
+                stop_ids |= set(items)
+            else:
+                raise UserError("sampling_params.stop must be a string, a list of strings or a list of token ids")
+        temperature = float(params.get("temperature", 1.0))
+        top_p = float(params.get("top_p", 1.0))
+        top_k = int(params.get("top_k", -1))
+        if temperature < 0 or not 0 < top_p <= 1 or top_k == 0 or top_k < -1:
+            raise UserError(f"invalid sampling parameters temperature={temperature} top_p={top_p} top_k={top_k}")
+        last_n = request.get("prompt_logprobs_last_n")
+        if last_n is not None and not 1 <= int(last_n) <= len(prompt) - 1:
+            raise UserError(f"prompt_logprobs_last_n must be between 1 and {len(prompt) - 1}")
+        spec = SampleSpec(
+            prompt=prompt, num_samples=num_samples, max_tokens=max_tokens, temperature=temperature,
+            top_k=top_k, top_p=top_p, stop_token_ids=frozenset(stop_ids), stop_strings=stop_strings,
+            seed=None if params.get("seed") is None else int(params["seed"]),
+            prompt_logprobs=bool(request.get("prompt_logprobs")),
+            prompt_logprobs_last_n=None if last_n is None else int(last_n),
+            topk_prompt_logprobs=int(request.get("topk_prompt_logprobs") or 0),
+            topk_sample_logprobs=int(request.get("topk_sample_logprobs") or 0),
+        )
+        return sampler, spec
+
+    def sample(self, batch: list[tuple[Sampler, SampleSpec]]) -> list[bytes]:
+        """Requests for the same sampler and without seeds run as one batch."""
+        results: list[bytes | None] = [None] * len(batch)
+        groups: dict[tuple, list[int]] = {}
+        for index, (sampler, spec) in enumerate(batch):
+            key = (id(sampler), spec.seed if spec.seed is not None else None, index if spec.seed is not None else -1)
+            groups.setdefault(key, []).append(index)
+        for indices in groups.values():
+            sampler, first = batch[indices[0]]
+            adapter, scale = self._sampler_adapter(sampler)
+            generator = torch.Generator().manual_seed(first.seed) if first.seed is not None else None
+            specs = [batch[i][1] for i in indices]
+            outputs = self.lm.sample(specs, adapter, scale, decode=self.tokenizer.decode, generator=generator)
+            for i, output in zip(indices, outputs, strict=True):
+                spec = batch[i][1]
+                results[i] = encode_sample_response(output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs)
+        return results  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------- checkpoint format
+
+
+def checkpoint_folder(checkpoint_dir: Path, model_id: str, kind: str, name: str) -> Path:
+    """Where a checkpoint lives on disk: CHECKPOINT_DIR/<model id, made path-safe>/<kind>/<name>."""
+    safe_model = re.sub(r"[^A-Za-z0-9._-]", "_", model_id).lstrip(".") or "_"
+    return Path(checkpoint_dir) / safe_model / kind / name
+
+
+def local_checkpoint_path(checkpoint_dir: Path, tinker_path: str) -> Path:
+    """The folder on disk behind a tinker:// path this server returned (for results and reports)."""
+    parts = tinker_path[len("tinker://"):].split("/")
+    if not tinker_path.startswith("tinker://") or len(parts) != 3 or parts[1] not in CHECKPOINT_KINDS:
+        raise ValueError(f"not a tinker checkpoint path: {tinker_path!r}")
+    return checkpoint_folder(checkpoint_dir, *parts)
+
+
+def peft_state_dict(params: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, (a, b) in params.items():
+        out[f"base_model.model.{name}.lora_A.weight"] = a.detach().contiguous().clone()
+        out[f"base_model.model.{name}.lora_B.weight"] = b.detach().contiguous().clone()
+    return out
+
+
+def from_peft_state_dict(tensors: dict[str, torch.Tensor]) -> Adapter:
+    adapter: dict[str, list] = {}
+    for key, value in tensors.items():
+        name, which = key[len("base_model.model."):].rsplit(".lora_", 1)
+        adapter.setdefault(name, [None, None])[0 if which.startswith("A") else 1] = value.float()
+    return {name: (pair[0], pair[1]) for name, pair in adapter.items()}
+
+
+def peft_config(base_model: str, model: TrainModel) -> dict:
+    targets = sorted({name.rsplit(".", 1)[-1] for name in model.params})
+    return {
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base_model,
+        "r": model.rank, "lora_alpha": LORA_ALPHA, "lora_dropout": 0.0, "bias": "none",
+        "target_modules": targets, "fan_in_fan_out": False, "inference_mode": True,
+    }
+
+
+def _same_path(name: str, directory: Path) -> bool:
+    try:
+        return Path(name).expanduser().resolve() == directory
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,418 @@
+"""HTTP side of the local Tinker server: the endpoints the official `tinker` SDK calls.
+
+Work that touches the model (create_model, forward_backward, optim_step, saves, loads,
+asample) becomes a future: it is queued to ONE worker thread in arrival order and its id is
+returned at once; `retrieve_future` long-polls it (answering `try_again` while it is
+pending) and returns the result — protobuf for forward_backward and samples, JSON otherwise —
+or `{"error", "category"}`, which the SDK raises as `RequestFailedError`. The event loop never
+runs torch, so heartbeats and polls answer while a long request runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import json
+import logging
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+log = logging.getLogger("tinker_local")
+
+LONG_POLL_S = 20.0  # the SDK waits up to 45 s for a retrieve_future answer
+JOB_RETENTION_S = 600.0  # finished results are kept this long for retries of retrieve_future
+SAMPLE_BATCH_ROWS = 512  # consecutive sample requests are batched up to this many sequences
+NO_RETRY = {"x-should-retry": "false"}
+
+# The SDK's feature flags, answered to /client/config: plain API-key auth, no JWT exchange,
+# fwd/bwd chunks of one call sent in order, per-request retrieve_future polling.
+CLIENT_CONFIG = {
+    "pjwt_auth_enabled": False,
+    "credential_default_source": "api_key",
+    "parallel_fwdbwd_chunks": False,
+    "proto_compress_fwdbwd": False,
+    "sample_use_retrieve_futures": False,
+    "custom_loss_server_side": False,
+    "sample_join_sampling_session": False,
+    "sample_no_retries": False,
+}
+
+
+class RequestError(Exception):
+    """Rejected before queueing: answered as HTTP `status` with {"error", "category"}."""
+
+    def __init__(self, message: str, status: int = 400, category: str = "user"):
+        super().__init__(message)
+        self.message, self.status, self.category = message, status, category
+
+
+@dataclass
+class Job:
+    job_id: str
+    kind: str
+    run: Callable[[], Any] | None  # for "sample" jobs the payload below is used instead
+    payload: Any = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    result: Any = None  # bytes (protobuf) or a JSON-able dict
+    error: tuple[str, str] | None = None  # (message, category)
+    finished_at: float | None = None
+    submitted_at: float = field(default_factory=time.monotonic)
+
+
+class Worker:
+    """One thread running jobs in arrival order; a run of consecutive sample jobs is batched."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, load_backend: Callable[[], Any], on_fatal: Callable[[str], None]):
+        self._loop = loop
+        self._load_backend = load_backend
+        self._on_fatal = on_fatal
+        self._queue: collections.deque[Job] = collections.deque()
+        self._cond = threading.Condition()
+        self.backend = None
+        self.ready = asyncio.Event()
+        self.busy_since: float | None = None
+        self._thread = threading.Thread(target=self._main, name="tinker-local-worker", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, job: Job) -> None:
+        with self._cond:
+            self._queue.append(job)
+            self._cond.notify()
+
+    def cancel(self, job: Job) -> bool:
+        with self._cond:
+            try:
+                self._queue.remove(job)
+            except ValueError:
+                return False
+        self._finish(job, error=("cancelled by the client", "user"))
+        return True
+
+    def queue_depth(self) -> int:
+        return len(self._queue)
+
+    def _main(self) -> None:
+        try:
+            started = time.time()
+            self.backend = self._load_backend()
+            log.info("model loaded in %.1fs", time.time() - started)
+            self._loop.call_soon_threadsafe(self.ready.set)
+        except Exception as exc:  # the server is useless without its model
+            log.error("could not load the model: %s", exc, exc_info=True)
+            self._on_fatal(f"could not load the model: {exc}")
+            return
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                jobs = [self._queue.popleft()]
+                if jobs[0].kind == "sample":
+                    rows = jobs[0].payload[1].num_samples
+                    while self._queue and self._queue[0].kind == "sample" and rows < SAMPLE_BATCH_ROWS:
+                        rows += self._queue[0].payload[1].num_samples
+                        jobs.append(self._queue.popleft())
+            self.busy_since = time.monotonic()
+            try:
+                self._run(jobs)
+            finally:
+                self.busy_since = None
+
+    def _run(self, jobs: list[Job]) -> None:
+        from .wire import UserError
+
+        try:
+            if jobs[0].kind == "sample":
+                results = self.backend.sample([job.payload for job in jobs])
+                for job, result in zip(jobs, results, strict=True):
+                    self._finish(job, result=result)
+            else:
+                self._finish(jobs[0], result=jobs[0].run())
+        except UserError as exc:
+            for job in jobs:
+                self._finish(job, error=(str(exc), "user"))
+        except Exception as exc:
+            log.error("%s failed: %s\n%s", jobs[0].kind, exc, traceback.format_exc())
+            for job in jobs:
+                self._finish(job, error=(f"tinker-local {job.kind} failed: {type(exc).__name__}: {exc}", "server"))
+
+    def _finish(self, job: Job, result: Any = None, error: tuple[str, str] | None = None) -> None:
+        def settle() -> None:
+            job.result, job.error, job.finished_at = result, error, time.monotonic()
+            job.done.set()
+
+        self._loop.call_soon_threadsafe(settle)
+
+
+def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], None]) -> FastAPI:
+    state: dict[str, Worker] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        worker = Worker(asyncio.get_running_loop(), load_backend, on_fatal)
+        state["worker"] = worker
+        worker.start()
+        yield
+
+    app = FastAPI(title="tinker-local", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    jobs: dict[str, Job] = {}
+    sessions: dict[str, dict] = {}
+    counter = itertools.count(1)
+    model_dir = Path(model_dir).resolve()
+
+    def load_backend():
+        import torch
+
+        # One intra-op thread: the model is tiny, and on a shared 2-core machine more threads
+        # only spin against each other.
+        torch.set_num_threads(1)
+        from .backend import Backend
+
+        return Backend(model_dir, checkpoint_dir)
+
+    async def backend():
+        worker = state["worker"]
+        if not worker.ready.is_set():
+            await worker.ready.wait()
+        return worker.backend
+
+    def prune() -> None:
+        now = time.monotonic()
+        for job_id in [j for j, job in jobs.items() if job.finished_at and now - job.finished_at > JOB_RETENTION_S]:
+            jobs.pop(job_id, None)
+
+    def submit(kind: str, run: Callable[[], Any] | None = None, payload: Any = None, **extra) -> dict:
+        prune()
+        job = Job(job_id=f"req-{next(counter)}-{uuid.uuid4().hex[:6]}", kind=kind, run=run, payload=payload)
+        jobs[job.job_id] = job
+        state["worker"].submit(job)
+        return {"request_id": job.job_id, **extra}
+
+    async def body_json(request: Request) -> dict:
+        try:
+            data = json.loads(await request.body() or b"{}")
+        except ValueError as exc:
+            raise RequestError(f"the request body is not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise RequestError("the request body must be a JSON object")
+        return data
+
+    @app.exception_handler(RequestError)
+    async def _request_error(_request: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse({"error": exc.message, "category": exc.category}, status_code=exc.status, headers=NO_RETRY)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Never a 5xx: the SDK retries those for minutes. A bug here should fail fast and loudly.
+        log.error("error handling %s: %s\n%s", request.url.path, exc, traceback.format_exc())
+        return JSONResponse({"error": f"tinker-local error in {request.url.path}: {type(exc).__name__}: {exc}",
+                             "category": "server"}, status_code=400, headers=NO_RETRY)
+
+    async def user_errors(call):
+        from .wire import UserError
+
+        try:
+            return call()
+        except UserError as exc:
+            raise RequestError(str(exc)) from exc
+
+    # ------------------------------------------------------------------ service
+
+    @app.get("/healthz")
+    @app.get("/api/v1/healthz")
+    async def healthz() -> dict:
+        worker = state.get("worker")
+        return {"status": "ok", "model_loaded": bool(worker and worker.ready.is_set()),
+                "queue_depth": worker.queue_depth() if worker else 0}
+
+    @app.post("/api/v1/client/config")
+    async def client_config() -> dict:
+        return CLIENT_CONFIG
+
+    @app.post("/api/v1/client/dynamic_config")
+    async def client_dynamic_config() -> dict:
+        return {"refresh_interval_sec": 300, "sample_cancel_enabled": False}
+
+    @app.post("/api/v1/telemetry")
+    async def telemetry() -> dict:
+        return {"status": "accepted"}
+
+    @app.get("/api/v1/get_server_capabilities")
+    async def capabilities() -> dict:
+        return {"supported_models": [{"model_name": str(model_dir), "max_context_length": None,
+                                      "trainable": True, "sampleable": True}]}
+
+    @app.post("/api/v1/create_session")
+    async def create_session(request: Request) -> dict:
+        data = await body_json(request)
+        session_id = f"local-{uuid.uuid4().hex[:12]}"
+        sessions[session_id] = {"created": time.time(), "heartbeat": time.time(), "finished": None,
+                                "tags": data.get("tags") or [], "user_metadata": data.get("user_metadata") or {}}
+        log.info("session %s started (sdk %s)", session_id, data.get("sdk_version"))
+        return {"type": "create_session", "session_id": session_id}
+
+    @app.post("/api/v1/session_heartbeat")
+    async def heartbeat(request: Request):
+        data = await body_json(request)
+        session = sessions.get(str(data.get("session_id")))
+        if session is None:
+            raise RequestError(f"unknown session {data.get('session_id')!r}", status=404)
+        if session["finished"]:
+            raise RequestError("the session has finished", status=410)
+        session["heartbeat"] = time.time()
+        return {"type": "session_heartbeat"}
+
+    @app.post("/api/v1/sessions/{session_id}/finish")
+    async def finish_session(session_id: str, request: Request):
+        data = await body_json(request)
+        session = sessions.get(session_id)
+        if session is None:
+            raise RequestError(f"unknown session {session_id!r}", status=404)
+        session["finished"] = data.get("reason") or {"type": "success"}
+        log.info("session %s finished (%s)", session_id, session["finished"].get("type"))
+        ready = await backend()
+        submit("release_session", lambda: ready.drop_models(lambda model: model.session_id == session_id))
+        return Response(status_code=200, content=b"null", media_type="application/json")
+
+    def live_session(session_id: Any) -> str:
+        session = sessions.get(str(session_id))
+        if session is None:
+            raise RequestError(f"unknown session {session_id!r}: create one with create_session first", status=404)
+        if session["finished"]:
+            raise RequestError(f"session {session_id!r} has finished")
+        return str(session_id)
+
+    # ------------------------------------------------------------------ models and training
+
+    @app.post("/api/v1/create_model")
+    async def create_model(request: Request) -> dict:
+        data = await body_json(request)
+        live_session(data.get("session_id"))
+        ready = await backend()
+        return submit("create_model", lambda: ready.create_model(data))
+
+    @app.post("/api/v1/get_info")
+    async def get_info(request: Request) -> dict:
+        data = await body_json(request)
+        ready = await backend()
+        return await user_errors(lambda: ready.info(str(data.get("model_id"))))
+
+    @app.post("/api/v1/forward_backward")
+    async def forward_backward(request: Request) -> dict:
+        body = await request.body()
+        encoding = request.headers.get("content-encoding")
+        if "protobuf" not in request.headers.get("content-type", ""):
+            raise RequestError("forward_backward expects an application/x-protobuf body (tinker SDK >= 0.38)")
+        ready = await backend()
+
+        def run():
+            from .wire import decode_forward_backward
+
+            return ready.forward_backward(decode_forward_backward(body, encoding))
+
+        return submit("forward_backward", run)
+
+    @app.post("/api/v1/optim_step")
+    async def optim_step(request: Request) -> dict:
+        data = await body_json(request)
+        ready = await backend()
+        return submit("optim_step", lambda: ready.optim_step(data), model_id=data.get("model_id"))
+
+    @app.post("/api/v1/unload_model")
+    async def unload_model(request: Request) -> dict:
+        data = await body_json(request)
+        ready = await backend()
+        return submit("unload_model", lambda: ready.unload_model(data), model_id=data.get("model_id"))
+
+    # ------------------------------------------------------------------ weights
+
+    @app.post("/api/v1/save_weights_for_sampler")
+    async def save_weights_for_sampler(request: Request) -> dict:
+        data = await body_json(request)
+        ready = await backend()
+        return submit("save_weights_for_sampler", lambda: ready.save_weights_for_sampler(data), model_id=data.get("model_id"))
+
+    @app.post("/api/v1/save_weights")
+    async def save_weights(request: Request) -> dict:
+        data = await body_json(request)
+        ready = await backend()
+        return submit("save_weights", lambda: ready.save_weights(data), model_id=data.get("model_id"))
+
+    @app.post("/api/v1/load_weights")
+    async def load_weights(request: Request) -> dict:
+        data = await body_json(request)
+        if data.get("session_id") is not None:
+            live_session(data["session_id"])
+        ready = await backend()
+        return submit("load_weights", lambda: ready.load_weights(data), model_id=data.get("model_id"))
+
+    # ------------------------------------------------------------------ sampling
+
+    @app.post("/api/v1/create_sampling_session")
+    async def create_sampling_session(request: Request) -> dict:
+        data = await body_json(request)
+        live_session(data.get("session_id"))
+        ready = await backend()
+        return await user_errors(lambda: ready.create_sampling_session(data))
+
+    @app.get("/api/v1/samplers/{sampler_id}")
+    async def get_sampler(sampler_id: str) -> dict:
+        ready = await backend()
+        try:
+            return await user_errors(lambda: ready.sampler_info(sampler_id))
+        except RequestError as exc:
+            raise RequestError(exc.message, status=404) from exc
+
+    @app.post("/api/v1/asample")
+    async def asample(request: Request) -> dict:
+        data = await body_json(request)
+        ready = await backend()
+        sampler, spec = await user_errors(lambda: ready.parse_sample(data))
+        future = submit("sample", payload=(sampler, spec))
+        future["sample_sequence_ids"] = [f"{future['request_id']}:{i}" for i in range(spec.num_samples)]
+        return future
+
+    # ------------------------------------------------------------------ futures
+
+    @app.post("/api/v1/retrieve_future")
+    async def retrieve_future(request: Request):
+        data = await body_json(request)
+        job = jobs.get(str(data.get("request_id")))
+        if job is None:
+            raise RequestError(f"unknown request id {data.get('request_id')!r} (results are kept "
+                               f"{JOB_RETENTION_S:.0f} s after they finish)", status=404)
+        if not job.done.is_set():
+            try:
+                await asyncio.wait_for(job.done.wait(), LONG_POLL_S)
+            except asyncio.TimeoutError:
+                return {"type": "try_again", "request_id": job.job_id, "queue_state": "active"}
+        if job.error is not None:
+            return {"error": job.error[0], "category": job.error[1]}
+        if isinstance(job.result, bytes):
+            return Response(content=job.result, media_type="application/x-protobuf")
+        return job.result
+
+    @app.post("/api/v1/cancel_future")
+    async def cancel_future(request: Request):
+        data = await body_json(request)
+        job = jobs.get(str(data.get("request_id")))
+        if job is not None and not job.done.is_set():
+            state["worker"].cancel(job)
+        return Response(status_code=200, content=b"null", media_type="application/json")
+
+    @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
+    async def not_implemented(path: str, request: Request):
+        raise RequestError(f"tinker-local does not implement {request.method} /{path}", status=404)
+
+    return app

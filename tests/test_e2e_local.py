@@ -1,0 +1,140 @@
+"""End to end: a short real local run through the supervisor — run-api, the local Tinker server,
+the trainer (tinker SDK), the toy environment — and a run whose trainer fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from core import runs
+from core.fsutil import read_jsonl
+from core.paths import models_dir, profiles_dir, run_dir
+
+DESIGN_KEYS = ("step", "time", "train/loss", "train/learning_rate", "reward/mean", "logprobs/mean",
+               "logprobs/mean_training", "logprobs/diff", "advantages/mean", "advantages/std", "timing/step_s")
+FINAL = ("completed", "failed", "stopped", "lost")
+
+
+def wait_final(run_id: str, timeout: float) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        run = runs.get_run(run_id, sample=False)
+        if run["status"] in FINAL:
+            return run
+        time.sleep(0.5)
+    runs.stop_run(run_id, wait=20)
+    raise AssertionError(f"run {run_id} did not finish in {timeout} s: {runs.get_run(run_id, sample=False)}")
+
+
+@pytest.fixture(scope="session")
+def toy_model_dir(request) -> Path:
+    """The built tiny model: the model fixture of tests/fixtures_model.py when present, else one
+    built once per machine (dataplane.tiny_model.ensure_model) in $HERMES_RL_TEST_MODEL or a cache dir."""
+    try:
+        return Path(request.getfixturevalue("tiny_model_dir"))
+    except pytest.FixtureLookupError:
+        from dataplane.tiny_model import ensure_model
+
+        folder = Path(os.environ.get("HERMES_RL_TEST_MODEL") or Path.home() / ".cache" / "hermes-rl" / "test-tiny-toy")
+        return Path(ensure_model(folder))
+
+
+def no_survivors(run: dict) -> bool:
+    import psutil
+
+    for proc in run.get("processes") or []:
+        pid = proc.get("pid")
+        if pid and psutil.pid_exists(pid):
+            try:
+                if abs(psutil.Process(pid).create_time() - (proc.get("create_time") or 0)) < 1 and \
+                        psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    return False
+            except psutil.NoSuchProcess:
+                pass
+    return True
+
+
+@pytest.mark.timeout(420)
+def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(toy_model_dir):
+    model = models_dir() / "tiny-toy"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.symlink_to(Path(toy_model_dir).resolve())
+    profiles_dir().mkdir(parents=True, exist_ok=True)
+    (profiles_dir() / "local.yaml").write_text("total_steps: 12\n")
+
+    run = runs.start_run("toy_addition", "local", {"save_checkpoint_interval": 5, "steps_per_eval": 4})
+    run_id = run["run_id"]
+    try:
+        final = wait_final(run_id, 360)
+    finally:
+        runs.stop_run(run_id, wait=20)
+    folder = run_dir(run_id)
+    assert final["status"] == "completed", (final.get("reason"), _log_tails(final))
+
+    rows = read_jsonl(folder / "metrics.jsonl")
+    assert [r["step"] for r in rows] == list(range(1, 13))
+    for row in rows:
+        assert all(key in row for key in DESIGN_KEYS), row
+        assert row["train/learning_rate"] == pytest.approx(5e-4) or row["train/learning_rate"] > 0
+        assert 0.0 <= row["reward/mean"] <= 1.0
+    assert any(r["train/loss"] is not None for r in rows)
+
+    env_rows = read_jsonl(folder / "env_metrics.jsonl")
+    assert any("train/percent_correct" in r for r in env_rows), env_rows
+    assert any("eval/percent_correct" in r for r in env_rows), env_rows
+    assert all(isinstance(r["step"], int) and 0 <= r["step"] <= 12 for r in env_rows)
+
+    results = json.loads((folder / "results.json").read_text())
+    assert results["steps"] == 12
+    assert results["tinker_path"].startswith("tinker://")
+    assert Path(results["final_checkpoint"]).exists(), results
+    assert Path(results["final_checkpoint"]).resolve().is_relative_to(folder.resolve())
+    # the interval checkpoints (steps 5 and 10) and the final one
+    assert len([p for p in (folder / "checkpoints").rglob("*") if "step-" in p.name]) >= 2
+
+    config = yaml.safe_load((folder / "config.yaml").read_text())
+    assert "TINKER_API_KEY" not in json.dumps(config)
+    assert no_survivors(runs.get_run(run_id, sample=False))
+
+
+@pytest.mark.timeout(180)
+def test_trainer_failure_fails_the_run(tmp_path):
+    """A config the trainer rejects: the run ends `failed`, the reason names the trainer, the log says why."""
+    from core.discovery import find_environment
+    from core.profiles import get_profile
+    from core.training import training_pipeline
+
+    profile = get_profile("tinker")  # api + trainer (+ env): no model build needed to reach the trainer
+    specs = training_pipeline("0badc0de", profile, find_environment("toy_addition"), "{run_dir}/config.yaml")
+    config = {
+        "env": {"group_size": 4, "batch_size": 8, "total_steps": 3, "rollout_server_url": "http://127.0.0.1:9"},
+        "openai": [{"base_url": "http://127.0.0.1:9/v1", "model_name": "m"}],
+        "tinker": {"base_model": "m", "lora_rank": 4, "learning_rate": "fast"},
+        "backend": {"kind": "tinker"},
+    }
+    run = runs.launch(specs, environment="toy_addition", profile="tinker", total_steps=3, config=config)
+    final = wait_final(run["run_id"], 150)
+    assert final["status"] == "failed"
+    assert "trainer" in (final.get("reason") or ""), final.get("reason")
+    trainer = next(p for p in final["processes"] if p["name"] == "trainer")
+    assert trainer["exit_code"] == 2
+    log = Path(trainer["log"]).read_text()
+    assert "config rejected" in log and "tinker.learning_rate must be a number" in log
+    env = next(p for p in final["processes"] if p["name"] == "env")
+    assert env.get("ready_at") is None  # the environment never got to run
+    assert not (run_dir(run["run_id"]) / "results.json").exists()
+    assert no_survivors(runs.get_run(run["run_id"], sample=False))
+
+
+def _log_tails(run: dict) -> str:
+    out = []
+    for proc in run.get("processes") or []:
+        path = proc.get("log")
+        if path and os.path.exists(path):
+            out.append(f"--- {proc['name']} ---\n" + "\n".join(Path(path).read_text(errors="replace").splitlines()[-25:]))
+    return "\n".join(out)

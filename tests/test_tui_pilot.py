@@ -1,0 +1,241 @@
+"""The dashboard driven from the keyboard over real run folders, a real supervisor and small real
+processes: select an environment, edit and validate a field, save, start, watch processes, logs and
+metrics appear, stop with confirmation, quit, reopen and find the run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import yaml
+
+from core import runs
+from core.paths import drafts_dir
+from tests.fixtures_core import PY
+from tests.fixtures_tui import fixed_clock, write_run
+from textual.binding import Binding
+
+from tui import backend
+from tui.app import HermesDashboard
+from tui.config_editor import ConfigPane
+from tui.dialogs import ConfirmScreen, HelpScreen
+from tui.logs import LogsPane
+from tui.metrics import ChartScreen, MetricsPane
+from tui.processes import ProcessesPane
+from tui.runs import RunsPane
+
+pytestmark = [pytest.mark.usefixtures("run_processes_cleanup")]
+
+CHATTY = str(__import__("pathlib").Path(__file__).parent / "procs_tui" / "chatty_trainer.py")
+
+
+async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def small_pipeline(monkeypatch, specs):
+    """`s` starts the real supervisor over small processes instead of the training pipeline."""
+    started = []
+
+    def start_small(env_name, profile, overrides=None):
+        pipeline = [
+            specs.http("api"),
+            specs.ProcessSpec(name="trainer", argv=[PY, CHATTY, "--run-dir", "{run_dir}", "--step-s", "0.2"],
+                              depends_on=[("api", "ready")],
+                              readiness=specs.Readiness("log", pattern=r"^ready", timeout_s=20), stop_timeout=3),
+        ]
+        run = runs.launch(pipeline, environment=env_name, profile=profile or "local", total_steps=500)
+        started.append(run["run_id"])
+        return run
+
+    monkeypatch.setattr(backend, "start_run", start_small)
+    return started
+
+
+def table_keys(table) -> list[str]:
+    return [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+
+
+@pytest.mark.timeout(240)
+def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeline):
+    async def scenario():
+        app = HermesDashboard()
+        async with app.run_test(size=(160, 48)) as pilot:
+            envs = app.query_one("#environments")
+            await wait_for(pilot, lambda: len(envs.environments) == 2, what="environments listed")
+            broken = next(e for e in envs.environments if e.error)
+            assert broken.name == "broken_env"
+            # Select the environment: pane 1, first entry (good ones sort first), enter.
+            await pilot.press("1", "g", "enter")
+            config = app.query_one(ConfigPane)
+            await wait_for(pilot, lambda: config.view is not None, timeout=150, what="config loaded (config_init probe)")
+            assert app.header.environment == "counting"
+            names = [r["name"] for r in config.rows]
+            assert {"group_size", "max_number", "shuffle", "temperature"} <= set(names)
+            assert any(row["name"] == "max_token_length" for row in config.view.locked)
+            # Edit group_size: a bad value gets core.config's message inline; a good one is pending.
+            await pilot.press("2")
+            field = app.focused
+            assert field.id.endswith("-0") and config.rows[0]["name"] == "group_size"
+            field.value = ""
+            await pilot.press("1")
+            await pilot.pause(0.1)
+            assert "group_size must be >= 2" in str(app.query_one(f"#note-{config._generation}-0").render())
+            assert config.errors and not config.pending
+            await pilot.press("backspace", "4")
+            await pilot.pause(0.1)
+            assert config.pending == {"group_size": 4} and not config.errors
+            await pilot.press("ctrl+s")
+            draft = drafts_dir() / "counting.yaml"
+            await wait_for(pilot, lambda: draft.exists() and yaml.safe_load(draft.read_text()).get("group_size") == 4,
+                           what="draft saved")
+            await wait_for(pilot, lambda: any(r["name"] == "group_size" and r["modified"] for r in config.rows),
+                           what="group_size marked modified")
+            # Leave the field (tab goes to the next pane) and start a run.
+            await pilot.press("tab", "s")
+            await wait_for(pilot, lambda: small_pipeline, what="run started")
+            run_id = small_pipeline[0]
+            runs_pane = app.query_one(RunsPane)
+            await wait_for(pilot, lambda: app.selected_run == run_id, what="new run selected")
+            procs = app.query_one(ProcessesPane)
+            await wait_for(pilot, lambda: procs.run and {p["name"]: p.get("state") for p in procs.run["processes"]}
+                           == {"api": "ready", "trainer": "ready"}, what="processes ready")
+            assert table_keys(procs.table) == ["api", "trainer"]
+            logs = app.query_one(LogsPane)
+            await wait_for(pilot, lambda: "trainer" in logs.names and logs.view.line_count > 3, what="log lines")
+            merged = logs.view.source.lines(0, logs.view.line_count)
+            assert any(line.startswith("trainer") and "step" in line for line in merged)
+            assert not any("\r" in line for line in merged)     # progress bars keep their last state
+            metrics = app.query_one(MetricsPane)
+            await wait_for(pilot, lambda: "reward/mean" in table_keys(metrics.table), what="metrics shown")
+            # Stop with confirmation: x asks, n keeps it running, x+y stops it.
+            await pilot.press("3", "x")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("n")
+            await pilot.pause(0.3)
+            assert runs.get_run(run_id, sample=False)["status"] == "running"
+            await pilot.press("x")
+            await pilot.press("y")
+            await wait_for(pilot, lambda: runs.get_run(run_id, sample=False)["status"] == "stopped", timeout=30,
+                           what="run stopped")
+            await wait_for(pilot, lambda: any(r["run_id"] == run_id and r["status"] == "stopped"
+                                              for r in runs_pane.runs), what="runs table shows stopped")
+            await pilot.press("q")
+        assert app.return_code == 0
+        # Reopen: the run is there, with its processes and logs.
+        again = HermesDashboard()
+        async with again.run_test(size=(160, 48)) as pilot:
+            runs_pane = again.query_one(RunsPane)
+            await wait_for(pilot, lambda: run_id in table_keys(runs_pane.table), what="run listed after reopen")
+            await wait_for(pilot, lambda: again.query_one(LogsPane).view.line_count > 0, what="logs after reopen")
+            await pilot.press("q")
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.timeout(120)
+def test_quit_leaves_the_run_going_and_says_so(hermes_home, specs):
+    run = runs.launch([specs.sleeper("trainer")], environment="counting", profile="local")
+    run_id = run["run_id"]
+
+    async def scenario():
+        app = HermesDashboard()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.selected_run == run_id, what="run selected")
+            await wait_for(pilot, lambda: any(r["status"] == "running" for r in app.runs), what="running")
+            await pilot.press("q")
+        return app
+
+    app = asyncio.run(scenario())
+    assert runs.get_run(run_id, sample=False)["status"] == "running"
+    runs.stop_run(run_id)
+
+
+def test_keymap_file_remaps_bindings_and_help_lists_ids(hermes_home, synthetic_runs):
+    (hermes_home / "rl").mkdir(exist_ok=True)
+    (hermes_home / "rl" / "keymap.yaml").write_text("app.help: f1\nrun.stop: ctrl+k\nbogus: [1, 2]\n")
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_for(pilot, lambda: app.runs, what="runs")
+            await pilot.press("question_mark")
+            assert not isinstance(app.screen, HelpScreen)      # remapped away
+            await pilot.press("f1")
+            assert isinstance(app.screen, HelpScreen)
+            ids = {row[3] for row in app.screen.rows}
+            assert {"app.quit", "run.start", "run.stop", "pane.1", "logs.follow", "procs.sort.cpu", "nav.down"} <= ids
+            keys = {row[3]: row[1] for row in app.screen.rows}
+            assert keys["run.stop"] == app.get_key_display(Binding("ctrl+k", ""))
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.selected_run == "5ee5ee5e", what="newest run selected")
+            await pilot.press("ctrl+k")       # the remapped stop: this run is already stopped, so it says so
+            await wait_for(pilot, lambda: any("already stopped" in n.message for n in app._notifications),
+                           what="stop via remapped key")
+
+    asyncio.run(scenario())
+
+
+def test_every_binding_has_an_id():
+    import inspect
+
+    import tui
+    from textual.binding import Binding
+    import pkgutil, importlib
+
+    missing = []
+    for info in pkgutil.iter_modules(tui.__path__):
+        module = importlib.import_module(f"tui.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if not cls.__module__.startswith("tui."):
+                continue
+            for binding in cls.__dict__.get("BINDINGS", []):
+                if isinstance(binding, Binding) and not binding.id:
+                    missing.append(f"{cls.__name__}:{binding.key}")
+                elif not isinstance(binding, Binding):
+                    missing.append(f"{cls.__name__}:{binding}")
+    assert not missing
+
+
+def test_navigation_filter_sort_chart_and_notifications(hermes_home, synthetic_runs):
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(160, 48)) as pilot:
+            pane = app.query_one(RunsPane)
+            await wait_for(pilot, lambda: pane.table.row_count == 3, what="runs")
+            assert table_keys(pane.table) == synthetic_runs           # newest first
+            await pilot.press("3", "j")
+            await wait_for(pilot, lambda: app.selected_run == "a1b2c3d4", what="j selects the next run")
+            await pilot.press("G")
+            await wait_for(pilot, lambda: app.selected_run == "0badc0de", what="G goes to the last run")
+            await pilot.press("R")          # sort by reward, ascending
+            rewards = [r.get("reward_mean") for r in pane._visible()]
+            assert rewards == sorted(rewards)
+            await pilot.press("slash")
+            await pilot.press(*"fail")
+            await pilot.pause(0.1)
+            assert table_keys(pane.table) == ["0badc0de"]
+            await pilot.press("escape")
+            # Metrics of the selected run; enter opens the chart; l toggles log-y, s smoothing.
+            metrics = app.query_one(MetricsPane)
+            await wait_for(pilot, lambda: metrics.table.row_count > 5, what="metrics")
+            await pilot.press("6", "enter")
+            assert isinstance(app.screen, ChartScreen)
+            key = app.screen.key
+            await pilot.press("l", "s", "right")
+            assert app.screen.log_y and app.screen.key != key
+            await pilot.press("escape")
+            # A run that fails while we watch raises a notification.
+            write_run("5ee5ee5e", status="failed", steps=3, profile="tinker", environment="gsm8k",
+                      created_at=fixed_clock() - 600, reason="env exited 2")
+            await wait_for(pilot, lambda: any("5ee5ee5e" in n.message and "failed" in n.message
+                                              for n in app._notifications), what="failure notification")
+
+    asyncio.run(scenario())

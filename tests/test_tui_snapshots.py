@@ -1,0 +1,148 @@
+"""Snapshots of every pane over deterministic run folders (fixed clock, fixed size, no cursor blink).
+
+Regenerate after an intended change with `pytest tests/test_tui_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from textual.widgets import Input
+
+from tests.fixtures_tui import SNAP_SIZE, fixed_clock
+from tui.app import HermesDashboard
+from tui.config_editor import ConfigPane
+from tui.logs import LogsPane
+from tui.metrics import MetricsPane
+from tui.runs import RunsPane
+
+pytestmark = pytest.mark.timeout(240)
+
+
+async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def settle(pilot, select_run: str | None = "a1b2c3d4", log_lines: int = 50):
+    """Wait until the live worker has delivered runs, the selected run's metrics and logs."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.query_one(RunsPane).table.row_count == 3, what="runs")
+    await wait_for(pilot, lambda: len(app.query_one("#environments").environments) == 2, what="environments")
+    if select_run:
+        app.query_one(RunsPane).select(select_run)
+        await wait_for(pilot, lambda: app.selected_run == select_run, what="selection")
+        await wait_for(pilot, lambda: app.query_one(MetricsPane).table.row_count >= 8, what="metrics")
+        await wait_for(pilot, lambda: len(app.query_one(LogsPane).names) == 3, what="log tabs")
+        await wait_for(pilot, lambda: app.query_one(LogsPane).view.line_count >= log_lines, what="log lines")
+
+
+async def freeze(pilot):
+    app = pilot.app
+    for widget in app.query(Input):
+        widget.cursor_blink = False
+    app.clear_notifications()
+    await pilot.pause(0.3)
+
+
+def make_app():
+    return HermesDashboard(clock=fixed_clock, stall_after_s=0)
+
+
+@pytest.fixture
+def snapshot_world(tui_environments, synthetic_runs):
+    return synthetic_runs
+
+
+def test_dashboard_overview(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        await settle(pilot)
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_environments_pane_filter_and_parse_error(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        await settle(pilot, select_run=None)
+        await pilot.press("1", "slash", *"env", "enter")
+        await pilot.press("G")
+        await pilot.press("z")
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_config_editor_validation_locked_and_modified(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        app = pilot.app
+        await settle(pilot, select_run=None)
+        await pilot.press("1", "g", "enter")
+        config = app.query_one(ConfigPane)
+        await wait_for(pilot, lambda: config.view is not None, timeout=180, what="config probe")
+        await pilot.press("2")
+        app.focused.value = ""
+        await pilot.press("1")                               # group_size 1: invalid, message inline
+        await pilot.press("down", "ctrl+u", *"16")            # batch_size 16: valid, unsaved
+        await pilot.press("escape", "z")
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_processes_pane_sorted(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        await settle(pilot, select_run="0badc0de", log_lines=3)
+        await pilot.press("4", "X", "X")     # exit code, descending
+        await pilot.press("z")
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_logs_pane_trainer_tab_search_marker(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("5", "]", "]")          # all -> api -> trainer
+        logs = pilot.app.query_one(LogsPane)
+        await wait_for(pilot, lambda: logs._selected_name() == "trainer", what="trainer tab")
+        await pilot.press("m")
+        await pilot.press("slash", *"reward=0.7", "enter")
+        await wait_for(pilot, lambda: logs.view.match_line is not None, what="search hit")
+        await pilot.press("z")
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_metrics_chart(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("6", "enter")
+        await pilot.press("s")
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_help_screen(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_inference_screen(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        await settle(pilot, select_run=None)
+        await pilot.press("t")
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
