@@ -144,6 +144,17 @@ def bench_pipeline(repeat: int) -> None:
         sup.append(result)
         if i == repeat - 1:
             cpu, rss = idle_cost([result["supervisor_pid"], result["watchdog_pid"]])
+            calls = []
+            for _ in range(20):
+                began = time.perf_counter()
+                runs.get_run(result["run_id"])
+                calls.append(time.perf_counter() - began)
+            get_run_ms = statistics.median(calls) * 1000
+            began = time.perf_counter()
+            stopped = runs.stop_run(result["run_id"])
+            stop_ms = (time.perf_counter() - began) * 1000
+            assert stopped["status"] == "stopped"
+            continue
         runs.stop_run(result["run_id"])
     med = statistics.median
     all_ready = med(r["all_ready_s"] for r in sup)
@@ -160,6 +171,8 @@ def bench_pipeline(repeat: int) -> None:
     print(f"  readiness detection latency per process  median {med(detection) * 1000:.1f} ms, max {max(detection) * 1000:.1f} ms")
     print(f"  dependant start latency after ready      median {med(starts) * 1000:.1f} ms, max {max(starts) * 1000:.1f} ms")
     print(f"  supervisor + watchdog at rest            {cpu:.2f}% CPU, {rss:.1f} MiB RSS together")
+    print(f"  get_run() with psutil sampling, 4 procs  {get_run_ms:.1f} ms (median of 20)")
+    print(f"  stop_run() of the 4-process run          {stop_ms:.0f} ms (reverse order, SIGTERM each group)")
 
 
 def make_synthetic_runs(count: int, rows: int) -> None:
@@ -233,9 +246,11 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}, "
           f"HERMES_HOME={os.environ['HERMES_HOME']}")
     try:
-        bench_pipeline(args.repeat)
+        if args.repeat:
+            bench_pipeline(args.repeat)
         shutil.rmtree(runs_dir(), ignore_errors=True)
-        bench_list(args.runs, args.rows)
+        if args.runs:
+            bench_list(args.runs, args.rows)
     finally:
         shutil.rmtree(os.environ["HERMES_HOME"], ignore_errors=True)
 

@@ -102,6 +102,7 @@ TRAINER_FIELDS: dict[str, dict] = {
 
 _probe_lock = threading.Lock()
 _probe_memo: dict[tuple[str, str], tuple[tuple, dict | None, str | None, float]] = {}
+_probe_running: dict[tuple[str, str], threading.Lock] = {}
 
 
 def _signature(env: EnvInfo) -> tuple:
@@ -232,13 +233,19 @@ def probe_config(env: EnvInfo) -> dict:
     cached = _cached(env, signature)
     if cached is not None:
         return cached
-    try:
-        result = _run_probe(env)
-    except BadInput as exc:
-        _remember(env, signature, None, exc.message)
-        raise
-    _remember(env, signature, result)
-    return result
+    with _probe_lock:
+        running = _probe_running.setdefault((env.file, env.class_name), threading.Lock())
+    with running:  # two threads of one client (dashboard workers) share one probe
+        cached = _cached(env, signature)
+        if cached is not None:
+            return cached
+        try:
+            result = _run_probe(env)
+        except BadInput as exc:
+            _remember(env, signature, None, exc.message)
+            raise
+        _remember(env, signature, result)
+        return result
 
 
 def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
@@ -292,10 +299,19 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
     return status
 
 
-def clear_probe_cache(disk: bool = False) -> None:
+def clear_probe_cache(env: EnvInfo | None = None, disk: bool = False) -> None:
+    """Forget probe results in memory (one environment's, or all), and on disk too if asked."""
     with _probe_lock:
-        _probe_memo.clear()
-    if disk:
+        if env is None:
+            _probe_memo.clear()
+        else:
+            _probe_memo.pop((env.file, env.class_name), None)
+    if disk and env is not None:
+        try:
+            _cache_path(env).unlink()
+        except OSError:
+            pass
+    elif disk:
         for path in (rl_dir() / "cache").glob("probe-*.json"):
             try:
                 path.unlink()
@@ -494,6 +510,8 @@ def select_environment(name: str, profile: str | None = None) -> dict:
     import yaml
 
     with file_lock(path):
+        if profile is None:  # keep the profile chosen earlier
+            profile = current_selection()["profile"]
         atomic_write_text(path, yaml.safe_dump({"environment": env.name, "profile": profile}, sort_keys=False))
     return {"environment": env.name, "profile": profile, "file": env.file, "description": env.description}
 

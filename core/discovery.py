@@ -324,8 +324,11 @@ _file_cache: dict[str, tuple[tuple[int, int], _FileScan]] = {}
 _result_cache: tuple[tuple, list[EnvInfo]] | None = None
 
 
-def _list_python_files(directory: Path) -> list[tuple[Path, int, int]]:
-    """(path, mtime_ns, size) of the top-level *.py files of a folder; unreadable entries are skipped."""
+def _list_python_files(directory: Path) -> list[tuple[str, int, int]]:
+    """(path, mtime_ns, size) of the top-level *.py files of a folder; unreadable entries are skipped.
+
+    Plain strings, not Path objects: this runs on every call, and a warm scan is only these stats.
+    """
     out = []
     try:
         entries = list(os.scandir(directory))
@@ -341,8 +344,8 @@ def _list_python_files(directory: Path) -> list[tuple[Path, int, int]]:
             continue
         if not entry.is_file():
             continue
-        out.append((Path(directory, name), st.st_mtime_ns, st.st_size))
-    out.sort(key=lambda item: item[0].name)
+        out.append((entry.path, st.st_mtime_ns, st.st_size))
+    out.sort()
     return out
 
 
@@ -364,25 +367,23 @@ def discover_environments() -> list[EnvInfo]:
     """Every environment in the scanned folders, in scan order. Never raises; re-parses only changed files."""
     global _result_cache
     try:
-        listing = [(source, path, mtime, size)
-                   for source, directory in environment_dirs()
-                   for path, mtime, size in _list_python_files(directory)]
+        signature = tuple((source, path, mtime, size)
+                          for source, directory in environment_dirs()
+                          for path, mtime, size in _list_python_files(directory))
     except Exception:  # the scan itself never fails (e.g. an odd HERMES_HOME)
         return []
-    signature = tuple((source, str(path), mtime, size) for source, path, mtime, size in listing)
     with _lock:
         if _result_cache is not None and _result_cache[0] == signature:
             return list(_result_cache[1])
         scans = []
         live = set()
-        for source, path, mtime, size in listing:
-            key = str(path)
+        for source, key, mtime, size in signature:
             live.add(key)
             cached = _file_cache.get(key)
             if cached is None or cached[0] != (mtime, size):
-                cached = ((mtime, size), _scan_file(path, size))
+                cached = ((mtime, size), _scan_file(Path(key), size))
                 _file_cache[key] = cached
-            scans.append((source, path, cached[1]))
+            scans.append((source, Path(key), cached[1]))
         for stale in set(_file_cache) - live:
             del _file_cache[stale]
         try:

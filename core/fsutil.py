@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import math
 import os
@@ -131,6 +132,22 @@ def file_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # closing the fd releases the lock
 
 
+@functools.lru_cache(maxsize=1)
+def _no_alias_loader() -> type:
+    """yaml.SafeLoader that refuses anchors and aliases: a few lines of YAML never need them, and
+    they are how a tiny file expands into billions of nodes (an alias bomb)."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # type: ignore[override]
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise yaml.YAMLError(f"anchors and aliases are not allowed (line {event.start_mark.line + 1})")
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
+
+
 def read_yaml(path: Path, *, max_bytes: int = YAML_MAX_BYTES, what: str = "file") -> Any:
     """yaml.safe_load with guards: size cap, no anchors/aliases (alias bombs), no runaway nesting.
 
@@ -159,15 +176,7 @@ def read_yaml(path: Path, *, max_bytes: int = YAML_MAX_BYTES, what: str = "file"
     if "\0" in text:
         raise BadInput(f"{what} {path} contains NUL bytes", hint="fix or delete the file")
 
-    class _NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent, index):  # type: ignore[override]
-            event = self.peek_event()
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                mark = event.start_mark
-                raise yaml.YAMLError(f"anchors and aliases are not allowed (line {mark.line + 1})")
-            return super().compose_node(parent, index)
-
-    loader = _NoAliasLoader(text)
+    loader = _no_alias_loader()(text)
     try:
         return loader.get_single_data()
     except yaml.YAMLError as exc:

@@ -44,8 +44,9 @@ import yaml
 
 from .errors import BadInput, HermesError, MissingKey, NotFound
 from .fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
-from .paths import PROJECT_ROOT, ensure_private_dir, inference_tests_dir
+from .paths import PROJECT_ROOT, ensure_private_dir, inference_tests_dir, run_dir
 from .secrets import SECRET_NAMES, get_key, redact
+from .supervisor import _child_preexec  # PR_SET_PDEATHSIG=SIGKILL, the same guard run processes get
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_OPENROUTER_MODELS = ("qwen/qwen3-8b", "z-ai/glm-4.7-flash", "minimax/minimax-m2.7")
@@ -57,6 +58,7 @@ MAX_MODELS = 10
 _POLL_S = 0.25
 _ERROR_LINE_RE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")
 _RETRY_LINE = "Failed to process group"
+_PLACEHOLDER_RUN_ID = "00000000"   # build_run_config wants a run; a test is not one
 
 
 @dataclass
@@ -194,8 +196,6 @@ def _local_model() -> tuple[str, str, str]:
 
 
 def _read_run_config(run: dict) -> dict:
-    from .paths import run_dir
-
     try:
         with open(run_dir(run["run_id"]) / "config.yaml", encoding="utf-8") as handle:
             data = yaml.safe_load(handle)
@@ -242,7 +242,7 @@ def _env_section(env_name: str | None) -> tuple[object, str, dict]:
     profile = profiles.get_profile(view.profile)
     values = core_config.resolve_run_values(env_info, profile)
     ports = {"api": 8000, "inference": 8001, "tinker": 8002}  # unused: process mode talks to no run
-    run_config = core_config.build_run_config(env_info, profile, values, ports, "00000000")
+    run_config = core_config.build_run_config(env_info, profile, values, ports, _PLACEHOLDER_RUN_ID)
     return env_info, profile.name, dict(run_config.get("env") or {})
 
 
@@ -309,14 +309,19 @@ def _log_errors(log_path: Path, secret_values: list[str]) -> tuple[list[str], in
         text = log_path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return errors, 0
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
         if _RETRY_LINE in line:
             retries += 1
         match = _ERROR_LINE_RE.match(line)
-        if match:
-            message = redact(match.group(1).strip(), secret_values)[:300]
-            if message not in errors:
-                errors.append(message)
+        if not match:
+            continue
+        following = next((ln for ln in lines[index + 1:index + 4] if ln.strip()), "")
+        if "During handling of the above exception" in following:
+            continue  # incidental context of the real error, which follows
+        message = redact(match.group(1).strip(), secret_values)[:300]
+        if message not in errors:
+            errors.append(message)
     return errors[-5:], retries
 
 
@@ -360,6 +365,11 @@ class InferenceTest:
     # The child's config: the run's env section with process-mode overrides, one OpenAI server.
     def _write_config(self, model: str, model_dir: Path) -> Path:
         env = dict(self.env_section)
+        # Paths the run config points into its (here fictitious) run folder go to the model's folder.
+        fake_run_dir = str(run_dir(_PLACEHOLDER_RUN_ID))
+        for key, value in list(env.items()):
+            if isinstance(value, str) and value.startswith(fake_run_dir + os.sep):
+                env[key] = str(model_dir / os.path.relpath(value, fake_run_dir))
         env.update({
             "total_steps": self.num_steps,
             "group_size": self.group_size,
@@ -389,6 +399,10 @@ class InferenceTest:
         elif self.target.key_name:
             key = get_key(self.target.key_name)
         env["OPENAI_API_KEY"] = key or "EMPTY"  # the client insists on some key; local servers ignore it
+        # Environments that collect through atroposlib's ManagedServer need token ids, which an OpenAI
+        # endpoint does not give; for scoring (not training) atroposlib's placeholder ids are fine.
+        env["ATROPOS_ALLOW_DUMMY_MANAGED_SERVER"] = "1"
+        env.pop("HERMES_ENV_METRICS", None)  # set per model in _run_model
         env["WANDB_MODE"] = "disabled"
         env["WANDB_DISABLED"] = "true"
         env["PYTHONUNBUFFERED"] = "1"
@@ -448,14 +462,17 @@ class InferenceTest:
         log_path = model_dir / "process.log"
         result = ModelResult(model=model, folder=str(model_dir), rollouts_path=str(rollouts), log_path=str(log_path))
         child_env = self._child_env()
+        child_env["HERMES_ENV_METRICS"] = str(model_dir / "env_metrics.jsonl")
         secret_values = [v for v in (child_env.get("OPENAI_API_KEY"),) if v and v != "EMPTY" and len(v) >= 4]
         argv = [sys.executable, self.env_info.file, "process", "--config", str(config_path)]
         started = time.monotonic()
         timed_out = False
         with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
             try:
+                # Own process group (killed as a group); dies with us even if we are SIGKILLed.
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                        env=child_env, cwd=model_dir, start_new_session=True)
+                                        env=child_env, cwd=model_dir, start_new_session=True,
+                                        preexec_fn=_child_preexec(os.getpid()))
             except OSError as exc:
                 result.errors.append(f"cannot start the environment: {exc.strerror or exc}")
                 yield result

@@ -18,7 +18,6 @@ import socket
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Iterator
 
 from .errors import BadInput

@@ -232,10 +232,11 @@ def _sample_process(pid: int, create_time: float | None) -> dict | None:
     return {"cpu_percent": round(cpu, 1), "rss": rss, "threads": threads, "uptime_s": round(uptime, 1)}
 
 
-def _prune_psutil_cache(live: set) -> None:
+def _prune_psutil_cache() -> None:
+    """Forget processes that have ended (a long-lived dashboard sees many runs come and go)."""
     with _PSUTIL_LOCK:
-        if len(_PSUTIL_CACHE) > 256:
-            for key in [k for k in _PSUTIL_CACHE if k not in live]:
+        if len(_PSUTIL_CACHE) > 64:
+            for key in [k for k, proc in _PSUTIL_CACHE.items() if not proc.is_running()]:
                 del _PSUTIL_CACHE[key]
 
 
@@ -254,7 +255,6 @@ def get_run(run_id: str, *, sample: bool = True) -> dict:
     view = dict(run)
     lost = _lost_reason(run)
     view["supervisor_alive"] = lost is None and run.get("status") not in FINAL_STATUSES
-    live = set()
     processes = []
     for proc in run.get("processes") or []:
         proc = dict(proc)
@@ -264,7 +264,6 @@ def get_run(run_id: str, *, sample: bool = True) -> dict:
         proc["health"] = _health(proc, alive)
         proc.update(cpu_percent=None, rss=None, threads=None, uptime_s=None)
         if alive and sample:
-            live.add((pid, created))
             stats = _sample_process(pid, created)
             if stats:
                 proc.update(stats)
@@ -273,7 +272,7 @@ def get_run(run_id: str, *, sample: bool = True) -> dict:
         processes.append(proc)
     view["processes"] = processes
     if sample:
-        _prune_psutil_cache(live)
+        _prune_psutil_cache()
     view["last_metric"] = last_jsonl_row(folder / "metrics.jsonl") or {}
     view["logs"] = {p["name"]: p.get("log") for p in processes}
     view["supervisor_log"] = str(folder / "supervisor.log")
@@ -333,7 +332,7 @@ def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> dict:
 
     A running supervisor gets SIGTERM and stops its processes in reverse order. A lost run's surviving
     processes are ended here (SIGTERM, SIGKILL after 5 s) and the run recorded as stopped.
-    `force`: signal again even if it is already stopping (the supervisor then SIGKILLs at once).
+    `force`: stop now: the supervisor SIGKILLs the process groups instead of waiting out their stop timeouts.
     """
     run = _read_run(run_id)
     status = run.get("status")
@@ -346,7 +345,7 @@ def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> dict:
     if run.get("status") not in FINAL_STATUSES and _supervisor_alive(run):
         if run.get("status") != "stopping" or force:
             try:
-                os.kill(sup["pid"], signal.SIGTERM)
+                os.kill(sup["pid"], signal.SIGUSR2 if force else signal.SIGTERM)
             except ProcessLookupError:
                 pass
         run = _wait_final(run_id, wait)

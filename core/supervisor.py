@@ -13,7 +13,8 @@ No orphans, in three layers:
 - on a normal stop we sweep the same marker ourselves.
 
 Single-threaded state machine; readiness probes run in small threads that only post results.
-SIGTERM/SIGINT mean "stop by user"; a second one escalates to SIGKILL at once.
+SIGTERM/SIGINT mean "stop by user"; a second one (a second or more later) or SIGUSR2 escalates to
+SIGKILL at once. SIGUSR1: read client requests in <run>/control/ (restart one process).
 Kept light: no third-party imports but psutil (create_time), nothing heavy.
 """
 
@@ -230,7 +231,8 @@ class Supervisor:
             for dep, condition in spec.depends_on:
                 if condition == "completed":
                     self.procs[dep].one_shot = True
-        self.stop_requests = 0
+        self.stop_requests = 0        # 1: stop in order; 2: stop now (SIGKILL without waiting)
+        self.first_stop_at = 0.0
         self.requests_pending = True  # look at control/ once at start: a request may predate us
         self.stopping = False
         self.finished = False
@@ -244,10 +246,19 @@ class Supervisor:
         self.watchdog_w: int | None = None
         self.watchdog_spawns = 0
         self.pgids: list[int] = []
+        self.dirty = False
 
     # ------------------------------------------------------------ state output
 
     def write_state(self) -> None:
+        """Mark run.json stale; it is written (fsync'd) once per loop turn, before the loop sleeps, so a
+        burst of transitions (ready -> start the dependant) costs one write, not one each."""
+        self.dirty = True
+
+    def flush_state(self) -> None:
+        if not self.dirty:
+            return
+        self.dirty = False
         self.run["processes"] = [self.procs[s].to_json() for s in self.procs]
         atomic_write_json(self.run_json, self.run)
 
@@ -265,6 +276,7 @@ class Supervisor:
         if status in FINAL_STATUSES:
             self.run["ended_at"] = _now()
         self.write_state()
+        self.flush_state()  # run status changes are written at once
         text = f"run {status}" + (f": {reason}" if reason else "")
         self.event("run_status", text, status=status, reason=reason)
 
@@ -277,7 +289,15 @@ class Supervisor:
 
     def _on_signal(self, signum, _frame) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
-            self.stop_requests += 1
+            # Two clients stopping the same run at the same moment is one stop; a repeat at least
+            # a second later means "stop now" (SIGKILL instead of waiting out stop timeouts).
+            now = time.monotonic()
+            if not self.stop_requests:
+                self.stop_requests, self.first_stop_at = 1, now
+            elif now - self.first_stop_at >= 1.0:
+                self.stop_requests = 2
+        elif signum == signal.SIGUSR2:  # stop now, whatever came before
+            self.stop_requests = 2
         elif signum == signal.SIGUSR1:
             self.requests_pending = True
         # SIGCHLD/SIGHUP only wake the loop (through the wakeup fd).
@@ -291,6 +311,7 @@ class Supervisor:
             pass
 
     def wait(self, timeout: float) -> None:
+        self.flush_state()
         if timeout > 0:
             self.selector.select(max(0.0, timeout))
         try:
@@ -314,6 +335,7 @@ class Supervisor:
         finally:
             os.close(read_end)
             log.close()
+        os.set_blocking(write_end, False)  # a wedged watchdog must never block the supervisor
         self.watchdog_w = write_end
         self.watchdog_spawns += 1
         self.run["watchdog"] = {"pid": self.watchdog.pid}
@@ -340,6 +362,7 @@ class Supervisor:
             return
         self.start_watchdog()
         self.write_state()
+        self.flush_state()
         self.event("watchdog", f"watchdog {describe_exit(code)}; restarted it (pid {self.watchdog.pid})")
 
     def release_watchdog(self) -> None:
@@ -385,7 +408,9 @@ class Supervisor:
                     preexec_fn=_child_preexec(os.getpid()),
                 )
             except OSError as exc:
-                self.start_failed(proc, self.describe_start_error(proc, exc, cwd))
+                reason = self.describe_start_error(proc, exc, cwd)
+                os.write(fd, f"==== {reason}\n".encode("utf-8", errors="replace"))  # `logs` shows it too
+                self.start_failed(proc, reason)
                 return
         finally:
             os.close(fd)
@@ -662,7 +687,8 @@ class Supervisor:
             self.event("signal", f"stopping {proc.name}: SIGTERM to process group {proc.pgid}",
                        process=proc.name, signal="SIGTERM")
         procscan.signal_group(proc.pgid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         killed = False
         interval = 0.01
         while True:
@@ -671,7 +697,8 @@ class Supervisor:
                 break
             escalate = self.stop_requests > 1 and not killed  # a second stop request: no more waiting
             if (time.monotonic() >= deadline or escalate) and not killed:
-                self.event("signal", f"{proc.name} still running after {timeout:g}s: SIGKILL to process group {proc.pgid}",
+                waited = time.monotonic() - began
+                self.event("signal", f"{proc.name} still running after {waited:.1f}s: SIGKILL to process group {proc.pgid}",
                            process=proc.name, signal="SIGKILL")
                 procscan.signal_group(proc.pgid, signal.SIGKILL)
                 killed = True
@@ -750,12 +777,13 @@ class Supervisor:
         self.run["supervisor"] = {"pid": os.getpid(), "create_time": me}
         self.start_watchdog()
         self.write_state()
+        self.flush_state()
         self.event("supervisor", f"supervisor started (pid {os.getpid()}, watchdog pid {self.watchdog.pid})",
                    pid=os.getpid())
 
     def install_signals(self) -> None:
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, self._on_signal)
 
     def loop(self) -> None:
@@ -789,6 +817,7 @@ class Supervisor:
         self.run["reason"] = f"supervisor error: {error}"
         self.run["ended_at"] = _now()
         self.write_state()
+        self.flush_state()
         self.event("run_status", f"run failed: supervisor error: {error}", status="failed")
 
 

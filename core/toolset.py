@@ -245,7 +245,7 @@ def rl_select_environment(name: str) -> dict:
         raise
     if info.error:
         raise BadInput(f"environment {name!r} cannot be loaded: {info.error}"[:400], hint=f"fix {info.file}")
-    selected = config.select_environment(info.name, _selection()["profile"]) or {}
+    selected = config.select_environment(info.name) or {}  # core keeps the chosen profile
     return {
         "selected": info.name,
         "profile": selected.get("profile") if isinstance(selected, dict) else None,

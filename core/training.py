@@ -5,8 +5,9 @@
    tinker   (local only) the in-project Tinker-protocol server; ready when GET /healthz answers
    trainer  needs api + tinker ready; ready when its inference server answers GET /health;
             its clean exit with results.json completes the run
-   env      needs the trainer ready (the trainer has registered with run-api by then, so the
-            environment gets work at once); restarted on failure, at most twice
+   env      starts once run-api is ready (and the model exists), overlapping its slow imports with
+            the trainer's start-up; run-api only lets it register after the trainer has registered
+            and asked for a batch; restarted on failure, at most twice
 
 Only stdlib and yaml here: core never imports the data plane. Secrets are named in
 `secret_env`; the supervisor passes their values from its own environment.
@@ -130,7 +131,10 @@ def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None
               "--openai.server_type", "sglang", "--openai.health_check", "false"],
         env={**common_env, "HERMES_ENV_METRICS": env_metrics, "HERMES_RUN_ID": run_id},
         secret_env=["WANDB_API_KEY"],
-        depends_on=[("trainer", "ready")],
+        # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
+        # itself holds it back ("wait for trainer to start") until the trainer has registered and
+        # asked for its first batch, so it never gets work before the trainer is there.
+        depends_on=[("api", "ready")] + ([("model", "completed")] if local else []),
         restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
         stop_timeout=10.0,
     ))

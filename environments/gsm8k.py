@@ -225,4 +225,8 @@ class GSM8kEnv(BaseEnv):
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # atroposlib logs its status dict ten times a second at INFO: keep its warnings only.
+    for noisy in ("atroposlib", "atroposlib.envs.base", "httpx", "httpx2", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     GSM8kEnv.cli()

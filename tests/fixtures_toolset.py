@@ -47,15 +47,17 @@ class ToolArithEnv(BaseEnv):
         return (f"Q: {a}+{b}=\\nA:", a + b)
 
     async def collect_trajectories(self, item):
+        # Like the project's environments: through ManagedServer (token ids for training).
         prompt, answer = item
-        completion = await self.server.completion(prompt=prompt, n=self.config.group_size, max_tokens=8)
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            await managed.completion(prompt=prompt, n=self.config.group_size, max_tokens=8)
+            nodes = managed.get_state()["nodes"]
         group = ScoredDataGroup(tokens=[], masks=[], scores=[])
-        prompt_tokens = self.tokenizer.encode(prompt, add_special_tokens=False)
-        for choice in completion.choices:
-            tokens = self.tokenizer.encode(prompt + choice.text, add_special_tokens=False)
-            group["tokens"].append(tokens)
-            group["masks"].append([-100] * len(prompt_tokens) + tokens[len(prompt_tokens):])
-            match = re.search(r"-?\\d+", choice.text.split("\\n")[0])
+        for node in nodes:
+            text = node.full_text[len(prompt):]
+            group["tokens"].append(node.tokens)
+            group["masks"].append(node.masked_tokens)
+            match = re.search(r"-?\\d+", text.split("\\n")[0])
             group["scores"].append(1.0 if match and int(match.group()) == answer else 0.0)
         return group, []
 

@@ -164,3 +164,67 @@ def test_bad_arguments_are_refused_before_anything_runs(args, message, hermes_ho
     out = call_tool("rl_test_inference", args)
     assert message in out["error"]
     assert not (hermes_home / "logs" / "rl_training" / "inference_tests").exists()
+
+
+PARENT_SCRIPT = """
+import sys
+from core.inference_test import InferenceTest
+test = InferenceTest.prepare(1, 2, ["hang"], sys.argv[1], timeout_s=300)
+for event in test.events():
+    if event["event"] == "model_started":
+        print(test.folder, flush=True)
+"""
+
+
+def _pids_with(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.mark.timeout(120)
+def test_the_environment_process_dies_with_its_parent(arith_env, hermes_home):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    hanging = socket.socket()  # accepts connections (backlog) and never answers
+    hanging.bind(("127.0.0.1", 0))
+    hanging.listen(8)
+    url = f"http://127.0.0.1:{hanging.getsockname()[1]}/v1"
+    root = Path(__file__).resolve().parent.parent
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_SCRIPT, url], stdout=subprocess.PIPE, text=True,
+                              cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        folder = parent.stdout.readline().strip()
+        assert folder, "the parent never started the model"
+        deadline = time.monotonic() + 30
+        while not (children := _pids_with(folder + "/01-hang/config.yaml")):
+            assert time.monotonic() < deadline, "no environment process found"
+            time.sleep(0.2)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while any(_alive(pid) for pid in children):
+            assert time.monotonic() < deadline, "the environment process outlived its parent"
+            time.sleep(0.2)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        parent.stdout.close()
+        hanging.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -14,7 +14,7 @@ from core import runs
 from core.errors import BadInput, Conflict, MissingKey, NotFound
 from core.fsutil import atomic_write_json
 from core.paths import run_dir, runs_dir
-from tests.fixtures_core import PY, pid_alive, proc_path, wait_status, wait_until
+from tests.fixtures_core import PY, pid_alive, wait_status, wait_until
 
 pytestmark = [pytest.mark.usefixtures("run_processes_cleanup"), pytest.mark.timeout(120)]
 

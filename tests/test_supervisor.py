@@ -391,3 +391,15 @@ def test_a_second_stop_escalates_to_sigkill_at_once(specs):
     second = runs.stop_run(run["run_id"], force=True)
     assert second["status"] == "stopped" and time.monotonic() - began < 10
     assert procs(second)["api"]["exit_code"] == -signal.SIGKILL
+
+
+def test_two_stops_at_the_same_moment_are_one_orderly_stop(specs):
+    stubborn = specs.log_ready("api", "ignore_term.py", stop_timeout=2)
+    run = runs.launch([stubborn], environment="toy", profile="local")
+    run = wait_status(run["run_id"], "running")
+    os.kill(run["supervisor"]["pid"], signal.SIGTERM)   # e.g. the dashboard and an agent both stop it
+    os.kill(run["supervisor"]["pid"], signal.SIGTERM)
+    run = wait_status(run["run_id"], "stopped")
+    kill = [e for e in events(run["run_id"], "signal") if e["signal"] == "SIGKILL"]
+    sigterm = [e for e in events(run["run_id"], "signal") if e["signal"] == "SIGTERM"]
+    assert kill[0]["time"] - sigterm[0]["time"] >= 1.9   # the stop timeout was honoured, not cut short

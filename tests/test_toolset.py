@@ -160,10 +160,11 @@ def test_start_training_names_the_missing_key(arith_env, hermes_home):
 
 
 @pytest.mark.timeout(180)
-def test_start_training_starts_the_real_pipeline_and_stop_ends_it(arith_env, run_cleanup):
-    from core import config, runs
+def test_start_training_starts_the_real_pipeline_and_stop_ends_it(arith_env, run_cleanup, hermes_home):
+    from core import runs
 
-    config.select_environment(ARITH_ENV_NAME)  # no profile, no TINKER_API_KEY: the local backend
+    # no profile chosen and no TINKER_API_KEY: the local backend, with a notice saying so
+    (hermes_home / "rl" / "current.yaml").write_text(f"environment: {ARITH_ENV_NAME}\n")
     started = call_tool("rl_start_training")
     assert_shape("rl_start_training", started)
     run_cleanup.append(started["run_id"])

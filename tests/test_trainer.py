@@ -144,3 +144,20 @@ def test_step_statistics_importance_sampling_loss():
     stats = grpo.step_statistics(sequences, higher)
     assert stats["logprobs/diff"] == pytest.approx(0.25)
     assert stats["train/loss"] == pytest.approx(-(math.exp(0.25) * 0.5 - math.exp(0.25) * 0.5) / 4)
+
+
+def test_folder_tokenizer_matches_transformers(toy_model_dir):
+    """The trainer reads the local model's tokenizer without transformers (start-up time); it must
+    agree with what the environments use (transformers) token for token."""
+    from transformers import AutoTokenizer
+
+    from dataplane.trainer.tokenizer import load_tokenizer
+
+    ours, theirs = load_tokenizer(str(toy_model_dir)), AutoTokenizer.from_pretrained(str(toy_model_dir))
+    for text in ["Q: 3+4=\nA:", " 7\n", "Maya has 12 apples. How many?"]:
+        ids = ours.encode(text)
+        assert ids == theirs.encode(text)
+        assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}]
+    assert ours.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == \
+        theirs.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, return_dict=False)

@@ -43,9 +43,15 @@ async def settle(pilot, select_run: str | None = "a1b2c3d4", log_lines: int = 50
 
 
 async def freeze(pilot):
+    """Stop live updates (the picture is settled) and anything that blinks or times out."""
     app = pilot.app
-    for widget in app.query(Input):
-        widget.cursor_blink = False
+    if app.live is not None:
+        app.live.stop()
+        await pilot.pause(0.3)
+    await pilot.pause(0.3)       # let focus settle (a pushed screen focuses its first input)
+    for screen in app.screen_stack:
+        for widget in screen.query(Input):
+            widget.cursor_blink = False
     app.clear_notifications()
     await pilot.pause(0.3)
 

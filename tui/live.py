@@ -92,6 +92,7 @@ class RunView:
         self.metrics = RunMetrics(run_dir(run_id))
         self.readers: dict[str, LogReader] = {}
         self.merged = MergedLog()
+        self.last_sample: dict | None = None
 
     def name_width(self) -> int:
         return max((len(n) for n in self.readers), default=4)
@@ -207,7 +208,9 @@ class LiveUpdater:
                 run = None
             if run is not None:
                 view.sync_logs(run)
-                self.app.post_message(RunSampled(view.run_id, run))
+                if run != view.last_sample:      # a finished run samples the same every time: say nothing
+                    view.last_sample = run
+                    self.app.post_message(RunSampled(view.run_id, run))
         if view.metrics.poll():
             self.app.post_message(MetricsUpdated(view.run_id, view.metrics.rows))
         grown = []

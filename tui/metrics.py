@@ -17,6 +17,7 @@ from .format import number, spark, trend
 from .tables import NavTable
 
 SMOOTHING = (0.0, 0.6, 0.9)
+SPARK_WIDTH = 20
 
 
 class MetricsTable(NavTable):
@@ -39,8 +40,9 @@ class MetricsPane(Vertical):
 
     def compose(self) -> ComposeResult:
         table = MetricsTable(id="metrics-table")
-        for label, key in (("metric", "metric"), ("history", "spark"), ("last", "last"), ("", "trend"), ("step", "step")):
-            table.add_column(label, key=key)
+        for label, key, width in (("metric", "metric", None), ("history", "spark", SPARK_WIDTH), ("last", "last", 10),
+                                  ("", "trend", 1), ("step", "step", None)):
+            table.add_column(label, key=key, width=width)
         yield table
 
     @property
@@ -54,7 +56,7 @@ class MetricsPane(Vertical):
             series = metric_series(rows, key)
             values = [v for _, v in series]
             arrow = trend(values)
-            out.append((key, [key, Text(spark(values, 20), style="cyan"), number(values[-1] if values else None),
+            out.append((key, [key, Text(spark(values, SPARK_WIDTH), style="cyan"), number(values[-1] if values else None),
                               Text(arrow, style={"↑": "green", "↓": "red"}.get(arrow, "")),
                               str(series[-1][0]) if series else "—"]))
         self.table.replace_rows(out)

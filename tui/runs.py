@@ -40,9 +40,9 @@ class RunsPane(Vertical):
         yield Input(placeholder="filter runs (id, environment, status, profile)", id="runs-filter", classes="hidden")
         table = RunsTable(id="runs-table")
         for label, key in (("", "icon"), ("run", "run"), ("status", "status"), ("environment", "environment"),
-                           ("profile", "profile"), ("age", "age"), ("step", "step"), ("reward", "reward"),
-                           ("trend", "spark")):
+                           ("profile", "profile"), ("age", "age"), ("step", "step"), ("reward", "reward")):
             table.add_column(label, key=key)
+        table.add_column("reward trend", key="spark", width=12)
         yield table
 
     @property

@@ -56,6 +56,10 @@ class NavTable(DataTable):
             except Exception:
                 current = None
         self.clear()
+        # Auto widths only ever grow in DataTable: start from the labels so widths follow the rows shown now.
+        for column in self.columns.values():
+            if column.auto_width:
+                column.content_width = column.label.cell_len
         target = 0
         for index, (key, cells) in enumerate(rows):
             self.add_row(*cells, key=key)

@@ -233,8 +233,10 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
     @app.get("/api/v1/healthz")
     async def healthz() -> dict:
         worker = state.get("worker")
+        busy_since = worker.busy_since if worker else None
         return {"status": "ok", "model_loaded": bool(worker and worker.ready.is_set()),
-                "queue_depth": worker.queue_depth() if worker else 0}
+                "queue_depth": worker.queue_depth() if worker else 0,
+                "worker_busy_s": round(time.monotonic() - busy_since, 3) if busy_since else 0.0}
 
     @app.post("/api/v1/client/config")
     async def client_config() -> dict:

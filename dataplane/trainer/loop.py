@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -183,7 +184,9 @@ class Trainer:
             if s.backend == "tinker" and any(w in text.lower() for w in ("401", "403", "unauthor", "forbidden", "api key", "api_key")):
                 raise KeyProblem(f"Tinker rejected TINKER_API_KEY ({type(exc).__name__}); check the key in $HERMES_HOME/.env") from None
             raise
-        tokenizer = self.training_client.get_tokenizer()
+        from .tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(s.base_model, self.training_client)
         sampling_client = await self.training_client.save_weights_and_get_sampling_client()
         self.policy = Policy(tokenizer, s.base_model)
         self.policy.set_client(sampling_client, 0)
@@ -278,8 +281,13 @@ class Trainer:
             )
             sampler_future = self.training_client.save_weights_and_get_sampling_client()
             fb = await fb_future
+            t_fb = time.time()
             await optim_future
+            t_optim = time.time()
             sampling_client = await sampler_future
+            row["timing/forward_backward_s"] = t_fb - t0
+            row["timing/optim_s"] = t_optim - t_fb
+            row["timing/sampler_refresh_s"] = time.time() - t_optim
             training_logprobs = [out["logprobs"].tolist() for out in fb.loss_fn_outputs]
             row.update(grpo.step_statistics(sequences, training_logprobs))
             for key, value in (fb.metrics or {}).items():
@@ -368,8 +376,8 @@ class Trainer:
             # Fetch the next batch while this one trains.
             if self.step + 1 < s.total_steps:
                 self._pending = pending = asyncio.ensure_future(self.next_batch())
-            wait_start = time.time()
             row = await self.train_step(batch, waited)
+            wait_start = time.time()
             log.info(
                 "step %d/%d reward %.3f loss %s step %.2fs",
                 self.step, s.total_steps, row.get("reward/mean") or 0.0,
@@ -448,6 +456,10 @@ async def amain(settings: TrainerSettings) -> int:
 
 
 def main(config_path: str) -> int:
+    # The trainer only sends tokens and numbers; the tinker SDK imports torch when it can (~5 s of
+    # CPU here) just for optional tensor conversions. Without it the SDK uses numpy.
+    if "torch" not in sys.modules and os.environ.get("HERMES_TRAINER_ALLOW_TORCH") != "1":
+        sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` raise ImportError
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )

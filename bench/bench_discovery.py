@@ -1,0 +1,219 @@
+"""Discovery and config-probe speed: cold vs cached, with the ratio (figures, not a pass/fail test).
+
+    .venv/bin/python bench/bench_discovery.py            # 1,000 generated environment files + probes
+    .venv/bin/python bench/bench_discovery.py --files 200 --no-probe
+
+Discovery: 1,000 generated files (direct BaseEnv subclasses, subclasses through another scanned
+file, helper modules without an environment, a few broken ones), scanned cold (every file parsed),
+warm (nothing changed: only stat calls) and after one file changed (one re-parse).
+Config probe: a real environment's config_init() in a subprocess (cold), the in-memory cache, the
+on-disk cache a second client process reads, and the one-process warm-up of several environments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BODY = '''
+    def __init__(self, config, server_configs, slurm=False, testing=False):
+        super().__init__(config, server_configs, slurm, testing)
+        self.buffer = []
+
+    async def setup(self):
+        self.items = [{{"question": str(i), "answer": i}} for i in range(100)]
+
+    async def get_next_item(self):
+        return self.items.pop() if self.items else None
+
+    async def collect_trajectories(self, item):
+        completions = await self.server.completion(prompt=item["question"], n=self.config.group_size)
+        scores = [float(c.text.strip() == str(item["answer"])) for c in completions.choices]
+        return {{"scores": scores}}, []
+
+    async def evaluate(self, *args, **kwargs):
+        return None
+'''
+
+DIRECT = '''"""Generated environment {i}: arithmetic drills, level {i}."""
+from typing import Tuple, List
+from pydantic import Field
+from atroposlib.envs.base import BaseEnv, BaseEnvConfig, APIServerConfig
+
+
+class Gen{i}Config(BaseEnvConfig):
+    level: int = Field(default={i}, description="difficulty")
+
+
+class Gen{i}Env(BaseEnv):
+    """Arithmetic drills {i}."""
+
+    name = "gen_{i}"
+    env_config_cls = Gen{i}Config
+
+    @classmethod
+    def config_init(cls) -> Tuple[Gen{i}Config, List[APIServerConfig]]:
+        return Gen{i}Config(), []
+''' + BODY
+
+BASE = '''"""Shared base {i}."""
+from atroposlib.envs import base
+
+
+class Family{i}Base(base.BaseEnv):
+    """Family {i} plumbing."""
+''' + BODY
+
+CHILD = '''"""Child {i} of a scanned base."""
+from family_{base} import Family{base}Base
+
+
+class Child{i}Env(Family{base}Base):
+    name = "child_{i}"
+'''
+
+HELPER = '''"""Helper module {i}: no environment here."""
+
+
+class Scorer{i}:
+    def score(self, text):
+        return len(text) % {mod}
+'''
+
+
+def generate(folder: Path, count: int) -> dict:
+    kinds = {"direct": 0, "base": 0, "child": 0, "helper": 0, "broken": 0}
+    for i in range(count):
+        slot = i % 20
+        if slot == 19:
+            (folder / f"broken_{i}.py").write_text(f"class Broken{i}(BaseEnv:\n    pass\n")
+            kinds["broken"] += 1
+        elif slot in (17, 18):
+            (folder / f"helper_{i}.py").write_text(HELPER.format(i=i, mod=i + 2))
+            kinds["helper"] += 1
+        elif slot == 0:
+            (folder / f"family_{i}.py").write_text(BASE.format(i=i))
+            kinds["base"] += 1
+        elif slot in (1, 2, 3):
+            (folder / f"child_{i}.py").write_text(CHILD.format(i=i, base=i - slot))
+            kinds["child"] += 1
+        else:
+            (folder / f"gen_{i}.py").write_text(DIRECT.format(i=i))
+            kinds["direct"] += 1
+    return kinds
+
+
+def timed(fn, repeat: int) -> tuple[float, object]:
+    samples, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples), result
+
+
+def bench_discovery(count: int) -> None:
+    from core import discovery
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "envs"
+        folder.mkdir()
+        kinds = generate(folder, count)
+        os.environ["HERMES_RL_ENV_PATH"] = str(folder)
+        total_bytes = sum(p.stat().st_size for p in folder.iterdir())
+
+        def cold():
+            discovery.clear_cache()
+            return discovery.discover_environments()
+
+        cold_ms, envs = timed(cold, 3)
+        warm_ms, _ = timed(discovery.discover_environments, 7)
+        target = folder / "gen_5.py"
+
+        def one_changed():
+            st = target.stat()
+            os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+            return discovery.discover_environments()
+
+        changed_ms, _ = timed(one_changed, 5)
+        found = [e for e in envs if e.source == "extra"]
+        ok = sum(1 for e in found if e.error is None)
+        errors = sum(1 for e in found if e.error)
+        print(f"discovery: {count} files ({total_bytes / 1e6:.1f} MB; {kinds})")
+        print(f"  found {ok} environments, {errors} broken-file entries")
+        print(f"  cold (parse all)        {cold_ms:9.1f} ms   ({cold_ms / count * 1000:.0f} us/file)")
+        print(f"  warm (nothing changed)  {warm_ms:9.2f} ms   cold/warm = {cold_ms / warm_ms:.0f}x")
+        print(f"  one file changed        {changed_ms:9.2f} ms   cold/one-changed = {cold_ms / changed_ms:.0f}x")
+        os.environ.pop("HERMES_RL_ENV_PATH", None)
+
+
+def bench_probe() -> None:
+    import subprocess
+
+    from core import config
+    from core.discovery import discover_environments, find_environment
+
+    env_names = [name for name in ("toy_addition", "gsm8k") if (ROOT / "environments" / f"{name}.py").exists()]
+    if not env_names:
+        print("config probe: no project environments yet; skipped")
+        return
+    envs = [find_environment(name) for name in env_names]
+    first = envs[0]
+    config.clear_probe_cache(disk=True)
+    for env in envs:
+        config.clear_probe_cache(env, disk=True)
+
+    start = time.perf_counter()
+    config.probe_config(first)
+    cold_ms = (time.perf_counter() - start) * 1000
+    memory_ms, _ = timed(lambda: config.probe_config(first), 50)
+
+    def from_disk():
+        config.clear_probe_cache(first)
+        return config.probe_config(first)
+
+    disk_ms, _ = timed(from_disk, 20)
+    code = ("import time; t=time.perf_counter(); from core.config import get_config; "
+            f"get_config({first.name!r}); print((time.perf_counter()-t)*1000)")
+    second_client = [float(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                                          env=dict(os.environ)).stdout.strip()) for _ in range(3)]
+    client_ms = statistics.median(second_client)
+
+    for env in envs:
+        config.clear_probe_cache(env, disk=True)
+    start = time.perf_counter()
+    status = config.warm_config_cache(envs)
+    batch_ms = (time.perf_counter() - start) * 1000
+    print(f"config probe: {first.name} ({first.file})")
+    print(f"  cold subprocess probe          {cold_ms:9.0f} ms")
+    print(f"  memory cache                   {memory_ms:9.3f} ms   cold/memory = {cold_ms / memory_ms:,.0f}x")
+    print(f"  disk cache (same process)      {disk_ms:9.2f} ms   cold/disk = {cold_ms / disk_ms:,.0f}x")
+    print(f"  second client get_config       {client_ms:9.0f} ms   (new process: import core + disk cache)")
+    print(f"  warm-up of {len(envs)} envs, one process {batch_ms:9.0f} ms   ({status}; "
+          f"vs ~{cold_ms * len(envs):.0f} ms probing each alone)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--no-probe", action="store_true", help="skip the config probe part (imports atroposlib)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["HERMES_HOME"] = home
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        bench_discovery(args.files)
+        if not args.no_probe:
+            bench_probe()
+    print(f"(machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
+if __name__ == "__main__":
+    main()

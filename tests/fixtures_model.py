@@ -1,0 +1,100 @@
+"""Fixtures: the tiny model (built once per test session) and a running local Tinker server.
+
+    def test_x(tiny_model_dir): ...                 # Path of a built model folder
+    def test_y(tinker_local): tinker_local.url ...  # a fresh server for this test; TINKER_* env set
+
+`start_tinker_local(model_dir, checkpoint_dir)` is the same thing as a context manager, for
+tests that want one server per module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_PREFIX = "tinker-local ready on "
+DUMMY_KEY = "tml-local-dummy"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """The tiny model, built once per test session (about 30-80 s on the shared 2-core machine)."""
+    from dataplane.tiny_model import ensure_model
+
+    return ensure_model(tmp_path_factory.mktemp("models") / "tiny-toy")
+
+
+@dataclass
+class LocalTinker:
+    url: str
+    process: subprocess.Popen
+    model_dir: Path
+    checkpoint_dir: Path
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def env(self) -> dict[str, str]:
+        """What a client process needs (the key travels in the environment, never in argv)."""
+        return {"TINKER_BASE_URL": self.url, "TINKER_API_KEY": DUMMY_KEY, "TINKER_TELEMETRY": "0"}
+
+
+@contextlib.contextmanager
+def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float = 90.0) -> Iterator[LocalTinker]:
+    """Run `python -m dataplane.tinker_local --port 0` until the block ends; stopped with SIGTERM."""
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    log_path = checkpoint_dir.parent / f"tinker_local_{os.getpid()}_{time.monotonic_ns()}.log"
+    log_file = open(log_path, "w", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dataplane.tinker_local", "--host", "127.0.0.1", "--port", "0",
+         "--model-dir", str(model_dir), "--checkpoint-dir", str(checkpoint_dir)],
+        stdout=subprocess.PIPE, stderr=log_file, text=True, cwd=ROOT, env=env, start_new_session=True,
+    )
+    url: list[str] = []
+    ready = threading.Event()
+
+    def read_stdout() -> None:
+        for line in process.stdout:
+            if line.startswith(READY_PREFIX) and not url:
+                url.append(line[len(READY_PREFIX):].strip())
+                ready.set()
+
+    threading.Thread(target=read_stdout, daemon=True).start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready.wait(0.1):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"tinker-local did not become ready (exit {process.poll()}):\n"
+                                   + log_path.read_text(encoding="utf-8", errors="replace"))
+        yield LocalTinker(url[0], process, Path(model_dir), checkpoint_dir, log_path)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        log_file.close()
+
+
+@pytest.fixture
+def tinker_local(tiny_model_dir, tmp_path, monkeypatch) -> Iterator[LocalTinker]:
+    """A local Tinker server for one test, with TINKER_BASE_URL / TINKER_API_KEY set for the SDK."""
+    with start_tinker_local(tiny_model_dir, tmp_path / "checkpoints") as server:
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        yield server

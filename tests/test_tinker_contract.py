@@ -1,0 +1,317 @@
+"""The official tinker SDK (unchanged) against the local Tinker-protocol server, on the real tiny model.
+
+One server per module (starting one costs seconds); every test opens its own ServiceClient
+session and training model, so tests do not share training state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.fixtures_model import start_tinker_local
+
+tinker = pytest.importorskip("tinker")
+from tinker import types  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+
+TOY_PROMPT = "Q: 3+4=\nA:"
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir, tmp_path_factory):
+    with start_tinker_local(tiny_model_dir, tmp_path_factory.mktemp("tinker") / "checkpoints") as running:
+        saved = {name: os.environ.get(name) for name in running.env()}
+        os.environ.update(running.env())
+        try:
+            yield running
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+@pytest.fixture
+def service(server):
+    client = tinker.ServiceClient()
+    yield client
+    client.close("success").result(timeout=30)
+
+
+@pytest.fixture
+def trainer(service, server):
+    return service.create_lora_training_client(base_model=str(server.model_dir), rank=8, seed=7).result(timeout=60)
+
+
+@pytest.fixture
+def tokenizer(trainer):
+    return trainer.get_tokenizer()
+
+
+def sft_datum(tokenizer, prompt: str, answer: str) -> types.Datum:
+    """Tinker's convention: inputs are tokens[:-1], targets tokens[1:], weight 1 on the answer."""
+    prompt_ids = tokenizer.encode(prompt)
+    ids = prompt_ids + tokenizer.encode(answer)
+    weights = [0.0] * (len(prompt_ids) - 1) + [1.0] * (len(ids) - len(prompt_ids))
+    return types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
+                       loss_fn_inputs={"target_tokens": ids[1:], "weights": weights})
+
+
+def toy_batch(tokenizer) -> list[types.Datum]:
+    return [sft_datum(tokenizer, f"Q: {a}+{b}=\nA:", f" {a + b}\n") for a, b in [(3, 4), (1, 2), (0, 4), (2, 2)]]
+
+
+# ---------------------------------------------------------------------- model and info
+
+
+def test_create_model_reports_local_tokenizer_and_capabilities(service, server, trainer, tokenizer):
+    info = trainer.get_info()
+    assert info.model_data.tokenizer_id == str(server.model_dir)
+    assert info.lora_rank == 8 and info.is_lora
+    # The tokenizer id is the local folder, so it loads with HF_HUB_OFFLINE=1 (set by conftest).
+    ids = tokenizer.encode(TOY_PROMPT + " 7\n")
+    assert tokenizer.decode(ids) == TOY_PROMPT + " 7\n"
+    caps = tinker.RestClient().get_server_capabilities().result(timeout=30)
+    assert [m.model_name for m in caps.supported_models] == [str(server.model_dir)]
+    # The folder name is accepted as the base model too.
+    other = service.create_lora_training_client(base_model=server.model_dir.name, rank=4).result(timeout=60)
+    assert other.model_id != trainer.model_id
+    assert other.get_info().lora_rank == 4
+
+
+# ---------------------------------------------------------------------- forward_backward
+
+
+def test_cross_entropy_loss_is_weighted_sum_of_target_logprobs(trainer, tokenizer):
+    batch = toy_batch(tokenizer)
+    out = trainer.forward_backward(batch, "cross_entropy").result(timeout=60)
+    assert len(out.loss_fn_outputs) == len(batch)
+    expected = 0.0
+    for datum, record in zip(batch, out.loss_fn_outputs, strict=True):
+        logprobs = record["logprobs"].to_numpy()
+        assert logprobs.shape == (datum.model_input.length,)
+        assert np.all(logprobs <= 0)
+        expected += float(-(logprobs * datum.loss_fn_inputs["weights"].to_numpy()).sum())
+    assert out.metrics["loss:sum"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_importance_sampling_loss_uses_ratio_and_advantages(trainer, tokenizer):
+    batch = toy_batch(tokenizer)
+    current = trainer.forward(batch, "cross_entropy").result(timeout=60)
+    rl_batch, expected = [], 0.0
+    for index, (datum, record) in enumerate(zip(batch, current.loss_fn_outputs, strict=True)):
+        logprobs = record["logprobs"].to_numpy()
+        # Sampler logprobs 0.1 lower than the learner's: ratio exp(0.1) on every token.
+        advantages = np.full(logprobs.shape, 0.5 if index % 2 else -1.0, dtype=np.float32)
+        rl_batch.append(types.Datum(model_input=datum.model_input, loss_fn_inputs={
+            "target_tokens": datum.loss_fn_inputs["target_tokens"],
+            "logprobs": (logprobs - 0.1).astype(np.float32), "advantages": advantages}))
+        expected += float(-(math.exp(0.1) * advantages).sum())
+    out = trainer.forward_backward(rl_batch, "importance_sampling").result(timeout=60)
+    assert out.metrics["loss:sum"] == pytest.approx(expected, rel=1e-4)
+    assert out.loss_fn_outputs[0]["logprobs"].to_numpy() == pytest.approx(
+        current.loss_fn_outputs[0]["logprobs"].to_numpy(), abs=1e-5)
+
+
+def test_gradients_accumulate_across_forward_backward_calls(service, server, tokenizer):
+    batch = toy_batch(tokenizer)
+
+    def client():
+        return service.create_lora_training_client(base_model=str(server.model_dir), rank=8, seed=11).result(timeout=60)
+
+    split, whole = client(), client()
+    split.forward_backward(batch[:2], "cross_entropy").result(timeout=60)
+    split.forward_backward(batch[2:], "cross_entropy").result(timeout=60)
+    split_step = split.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    whole.forward_backward(batch, "cross_entropy").result(timeout=60)
+    whole_step = whole.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+
+    assert split_step.metrics["accumulated_backward_passes"] == 2
+    assert split_step.metrics["grad_norm"] == pytest.approx(whole_step.metrics["grad_norm"], rel=1e-4)
+    after_split = split.forward(batch, "cross_entropy").result(timeout=60)
+    after_whole = whole.forward(batch, "cross_entropy").result(timeout=60)
+    for a, b in zip(after_split.loss_fn_outputs, after_whole.loss_fn_outputs, strict=True):
+        assert a["logprobs"].to_numpy() == pytest.approx(b["logprobs"].to_numpy(), abs=1e-5)
+    # The step happened: a second optim_step without new gradients reports nothing accumulated.
+    assert split.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60).metrics["grad_norm"] == 0
+
+
+def test_optim_step_lowers_the_loss_on_a_fixed_batch(trainer, tokenizer):
+    batch = toy_batch(tokenizer)
+    adam = types.AdamParams(learning_rate=2e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.01, grad_clip_norm=5.0)
+    losses = []
+    for _ in range(10):
+        losses.append(trainer.forward_backward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"])
+        trainer.optim_step(adam).result(timeout=60)
+    assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_async_forms_train_and_sample(trainer, tokenizer):
+    """The trainer's way: submit, then await (from its own event loop)."""
+    batch = toy_batch(tokenizer)
+
+    async def run():
+        fwd_future = trainer.forward_backward(batch, "cross_entropy")
+        step_future = trainer.optim_step(types.AdamParams(learning_rate=1e-2))  # queued behind fwd/bwd
+        fwd, step = await fwd_future, await step_future
+        sampler = await trainer.save_weights_and_get_sampling_client()
+        prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT))
+        results = await asyncio.gather(*[
+            sampler.sample(prompt, 2, types.SamplingParams(max_tokens=4, temperature=1.0, stop=["\n"]))
+            for _ in range(3)])
+        return fwd, step, results
+
+    fwd, step, results = asyncio.run(run())
+    assert fwd.metrics["loss:sum"] > 0 and step.metrics["grad_norm"] > 0
+    assert [len(r.sequences) for r in results] == [2, 2, 2]
+
+
+# ---------------------------------------------------------------------- sampling
+
+
+def test_sample_logprobs_match_forward_logprobs_at_temperature_1(trainer, tokenizer):
+    trainer.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
+    trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)  # non-zero LoRA
+    sampler = trainer.save_weights_and_get_sampling_client().result(timeout=60)
+    prompts = [tokenizer.encode(TOY_PROMPT), tokenizer.encode("Question: Tom has 12 apples.")]
+    for prompt in prompts:  # two prompt lengths: left padding must not change anything
+        result = sampler.sample(types.ModelInput.from_ints(prompt), 4,
+                                types.SamplingParams(max_tokens=6, temperature=1.0, stop=[])).result(timeout=60)
+        ids = [seq.sequence_id for seq in result.sequences]
+        assert len(set(ids)) == 4 and all(isinstance(i, str) and i for i in ids)
+        for seq in result.sequences:
+            assert len(seq.tokens) == 6 and seq.stop_reason == "length"
+            full = prompt + seq.tokens
+            datum = types.Datum(model_input=types.ModelInput.from_ints(full[:-1]),
+                                loss_fn_inputs={"target_tokens": full[1:], "weights": [1.0] * (len(full) - 1)})
+            forward = trainer.forward([datum], "cross_entropy").result(timeout=60)
+            learner = forward.loss_fn_outputs[0]["logprobs"].to_numpy()[-len(seq.tokens):]
+            assert np.asarray(seq.logprobs) == pytest.approx(learner, abs=1e-4)
+
+
+def test_sampling_uses_the_saved_snapshot_not_live_weights(trainer, tokenizer):
+    prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT + " 7\n"))
+    before = trainer.save_weights_and_get_sampling_client().result(timeout=60)
+    snapshot_logprobs = before.compute_logprobs(prompt).result(timeout=60)
+    batch = toy_batch(tokenizer)
+    for _ in range(3):
+        trainer.forward_backward(batch, "cross_entropy").result(timeout=60)
+        trainer.optim_step(types.AdamParams(learning_rate=5e-2)).result(timeout=60)
+    assert before.compute_logprobs(prompt).result(timeout=60) == pytest.approx(snapshot_logprobs, nan_ok=True)
+    after = trainer.save_weights_and_get_sampling_client().result(timeout=60)
+    trained = after.compute_logprobs(prompt).result(timeout=60)
+    assert abs(trained[-2] - snapshot_logprobs[-2]) > 1e-3  # the answer digit moved
+
+
+def test_stop_strings_token_ids_and_max_tokens(service, server, tokenizer):
+    sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
+    prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT))
+    by_string = sampler.sample(prompt, 8, types.SamplingParams(max_tokens=12, temperature=1.0, stop=["\n"])).result(timeout=60)
+    newline = tokenizer.encode("\n")
+    by_token = sampler.sample(prompt, 8, types.SamplingParams(max_tokens=12, temperature=1.0, stop=newline)).result(timeout=60)
+    for result in (by_string, by_token):
+        for seq in result.sequences:
+            text = tokenizer.decode(seq.tokens)
+            if seq.stop_reason == "stop":
+                assert text.endswith("\n") and text.count("\n") == 1, repr(text)
+            else:
+                assert len(seq.tokens) == 12 and "\n" not in text
+        assert sum(seq.stop_reason == "stop" for seq in result.sequences) >= 6  # the warm-started format
+    short = sampler.sample(prompt, 3, types.SamplingParams(max_tokens=1, temperature=0.0)).result(timeout=60)
+    assert all(len(s.tokens) == 1 and s.stop_reason == "length" for s in short.sequences)
+    assert len({tuple(s.tokens) for s in short.sequences}) == 1  # temperature 0 is greedy
+    seeded = [sampler.sample(prompt, 4, types.SamplingParams(max_tokens=5, seed=3, stop=["\n"])).result(timeout=60)
+              for _ in range(2)]
+    assert [s.tokens for s in seeded[0].sequences] == [s.tokens for s in seeded[1].sequences]
+    nucleus = sampler.sample(prompt, 6, types.SamplingParams(max_tokens=3, top_k=1, stop=["\n"])).result(timeout=60)
+    assert len({tuple(s.tokens) for s in nucleus.sequences}) == 1  # top_k=1 leaves one choice
+
+
+# ---------------------------------------------------------------------- checkpoints
+
+
+def test_save_state_and_resume_with_optimizer(service, server, trainer, tokenizer):
+    batch = toy_batch(tokenizer)
+    trainer.forward_backward(batch, "cross_entropy").result(timeout=60)
+    trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    saved = trainer.save_state("step-1").result(timeout=60)
+    assert saved.path == f"tinker://{trainer.model_id}/weights/step-1"
+    resumed = service.create_training_client_from_state_with_optimizer(saved.path).result(timeout=60)
+    original = trainer.forward(batch, "cross_entropy").result(timeout=60)
+    restored = resumed.forward(batch, "cross_entropy").result(timeout=60)
+    assert restored.metrics["loss:sum"] == pytest.approx(original.metrics["loss:sum"], rel=1e-6)
+    # Same weights and Adam moments: the next step is identical too.
+    for client in (trainer, resumed):
+        client.forward_backward(batch, "cross_entropy").result(timeout=60)
+        client.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    a = trainer.forward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"]
+    b = resumed.forward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"]
+    assert a == pytest.approx(b, rel=1e-5)
+    with pytest.raises(tinker.RequestFailedError, match="already exists"):
+        trainer.save_state("step-1").result(timeout=60)
+
+    sampler_path = trainer.save_weights_for_sampler("final").result(timeout=60).path
+    folder = server.checkpoint_dir / trainer.model_id.replace(":", "_") / "sampler_weights" / "final"
+    assert (folder / "adapter_model.safetensors").is_file() and (folder / "adapter_config.json").is_file()
+    sampler = service.create_sampling_client(model_path=sampler_path).result(timeout=60)
+    result = sampler.sample(types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT)), 2,
+                            types.SamplingParams(max_tokens=4, stop=["\n"])).result(timeout=60)
+    assert len(result.sequences) == 2
+
+
+# ---------------------------------------------------------------------- failures
+
+
+def test_invalid_requests_fail_fast_with_clear_errors(service, server, trainer, tokenizer):
+    batch = toy_batch(tokenizer)
+    cases = {
+        "unknown base model": lambda: service.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=8).result(timeout=60),
+        "not supported": lambda: trainer.forward_backward(batch, "ppo").result(timeout=60),
+        "target_tokens has shape": lambda: trainer.forward_backward(
+            [types.Datum(model_input=batch[0].model_input, loss_fn_inputs={"target_tokens": [1, 2], "weights": [1.0, 1.0]})],
+            "cross_entropy").result(timeout=60),
+        "unknown model id": lambda: tinker.TrainingClient(
+            service.holder, model_seq_id=99, model_id="local-missing:train:0", info=trainer.get_info()
+        ).optim_step(types.AdamParams(learning_rate=1e-3)).result(timeout=60),
+        "unknown or expired sampling session": lambda: tinker.SamplingClient(
+            service.holder, sampling_session_id="local-missing:sample:0", base_model=str(server.model_dir)
+        ).sample(types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=2)).result(timeout=60),
+    }
+    for expected, call in cases.items():
+        started = time.monotonic()
+        with pytest.raises(Exception, match=expected):
+            call()
+        assert time.monotonic() - started < 10, f"{expected!r} took {time.monotonic() - started:.1f}s (retries?)"
+    # The training client still works after its failed requests.
+    assert trainer.forward_backward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"] > 0
+
+
+def test_heartbeats_and_polls_answer_while_a_long_request_runs(service, server, tokenizer):
+    sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
+    prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT))
+    long_request = sampler.sample(prompt, 256, types.SamplingParams(max_tokens=300, stop=[]))
+    session_id = service.holder.get_session_id()
+    latencies, busy_seen = [], False
+    with httpx.Client(base_url=server.url, headers={"X-API-Key": "tml-local-dummy"}, timeout=10) as http:
+        deadline = time.monotonic() + 60
+        while not long_request.future().done() and time.monotonic() < deadline:
+            started = time.monotonic()
+            beat = http.post("/api/v1/session_heartbeat", json={"session_id": session_id})
+            latencies.append(time.monotonic() - started)
+            assert beat.status_code == 200 and beat.json() == {"type": "session_heartbeat"}
+            busy_seen |= http.get("/healthz").json()["worker_busy_s"] > 0.2
+            time.sleep(0.05)
+    result = long_request.result(timeout=120)
+    assert len(result.sequences) == 256 and all(len(s.tokens) == 300 for s in result.sequences)
+    assert busy_seen, "the long request never kept the worker busy while heartbeats were sent"
+    assert max(latencies) < 1.0, f"heartbeat latencies up to {max(latencies):.2f}s while the worker was busy"
