@@ -31,7 +31,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ["HERMES_HOME"] = tempfile.mkdtemp(prefix="hermes-bench-")
 
 from core import runs  # noqa: E402
 from core.fsutil import atomic_write_json, read_json  # noqa: E402
@@ -243,6 +242,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=300)
     args = parser.parse_args()
+    os.environ["HERMES_HOME"] = tempfile.mkdtemp(prefix="hermes-bench-")  # never the user's ~/.hermes
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}, "
           f"HERMES_HOME={os.environ['HERMES_HOME']}")
     try:

@@ -40,6 +40,8 @@ def main() -> int:
     parser.add_argument("--home", default="/tmp/hermes-rl-bench", help="$HERMES_HOME for the bench run")
     parser.add_argument("--model-dir", default=None, help="an already built tiny model to reuse")
     parser.add_argument("--plot", default=str(ROOT / "bench" / "reward_curve.png"))
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="an editable config value for this run, e.g. --set batch_size=16")
     args = parser.parse_args()
 
     os.environ["HERMES_HOME"] = args.home
@@ -64,7 +66,8 @@ def main() -> int:
     (profiles_dir() / "local.yaml").write_text(f"total_steps: {args.steps}\n")
 
     launched = time.time()
-    run = runs.start_run("toy_addition", "local")
+    overrides = dict(item.split("=", 1) for item in args.set)
+    run = runs.start_run("toy_addition", "local", overrides or None)
     run_id = run["run_id"]
     folder = run_dir(run_id)
     print(f"run {run_id} launched; folder {folder}")
@@ -112,6 +115,9 @@ def main() -> int:
         wait_s = statistics.median(r.get("timing/wait_batch_s") or 0.0 for r in steady)
         print(f"steady: {rate:.2f} steps/s over {len(steady)} steps (goal >= 2, aim 5); "
               f"median train step {step_s * 1000:.0f} ms, median wait for batch {wait_s * 1000:.0f} ms")
+        parts = ["timing/forward_backward_s", "timing/optim_s", "timing/sampler_refresh_s"]
+        if all(steady[0].get(p) is not None for p in parts):
+            print("  median " + ", ".join(f"{p.split('/')[1][:-2]} {statistics.median(r[p] for r in steady) * 1000:.0f} ms" for p in parts))
     rewards = [r["reward/mean"] for r in rows if r.get("reward/mean") is not None]
     if len(rewards) >= 40:
         first, last = statistics.mean(rewards[:20]), statistics.mean(rewards[-20:])

@@ -42,7 +42,7 @@ from typing import Callable, Iterator
 
 import yaml
 
-from .errors import BadInput, HermesError, MissingKey, NotFound
+from .errors import BadInput, HermesError, MissingKey
 from .fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
 from .paths import PROJECT_ROOT, ensure_private_dir, inference_tests_dir, run_dir
 from .secrets import SECRET_NAMES, get_key, redact

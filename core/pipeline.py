@@ -342,3 +342,12 @@ def free_ports(names: list[str] | tuple[str, ...]) -> dict[str, int]:
         for port in ports.values():
             reserved[str(port)] = now
     return ports
+
+
+def __getattr__(name: str):
+    """docs/CORE_API.md lists training_pipeline here; it lives in core/training.py (imported on use)."""
+    if name == "training_pipeline":
+        from .training import training_pipeline
+
+        return training_pipeline
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 MARKER = "HERMES_RL_RUN_DIR"       # in every child's environment: the run folder
 PROCESS_MARKER = "HERMES_RL_PROCESS"  # the spec name the child was started for
-CREATE_TIME_TOLERANCE = 0.05
+# create_time is wall-clock based (boot time + ticks): it may move by a second when the clock is
+# adjusted, so identity is checked on start_ticks (ticks since boot, exact) when recorded.
+CREATE_TIME_TOLERANCE = 1.0
 
 
 @dataclass
@@ -60,6 +62,18 @@ def _environ(pid: int) -> dict[bytes, bytes]:
     return out
 
 
+def process_start_ticks(pid: int) -> int | None:
+    """Start time in clock ticks since boot (/proc/<pid>/stat field 22): with the pid, a process's identity."""
+    stat = _read(f"/proc/{pid}/stat")
+    if not stat:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    try:
+        return int(fields[19])  # fields[0] is field 3 (state); starttime is field 22
+    except (IndexError, ValueError):
+        return None
+
+
 def process_create_time(pid: int) -> float | None:
     try:
         import psutil
@@ -69,8 +83,9 @@ def process_create_time(pid: int) -> float | None:
         return None
 
 
-def is_same_process(pid: int | None, create_time: float | None) -> bool:
-    """Whether pid is alive (not a zombie) and is the process recorded with this create_time."""
+def is_same_process(pid: int | None, create_time: float | None, start_ticks: int | None = None) -> bool:
+    """Whether pid is alive (not a zombie) and is the process recorded with this start_ticks / create_time
+    (a pid reused by another process is not)."""
     if not pid:
         return False
     try:
@@ -81,6 +96,8 @@ def is_same_process(pid: int | None, create_time: float | None) -> bool:
         pass
     if _is_zombie(pid):
         return False
+    if start_ticks is not None:
+        return process_start_ticks(pid) == start_ticks
     if create_time is None:
         return True
     actual = process_create_time(pid)
@@ -162,15 +179,37 @@ def terminate(survivors: list[Survivor], timeout: float = 5.0) -> dict:
 
 
 def group_alive(pgid: int | None) -> bool:
+    """Whether the process group has a live member. Zombies do not count: an orphan's zombie waits for
+    init to reap it, which some container inits do late or never."""
     if not pgid:
         return False
     try:
         os.killpg(pgid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    return bool(group_members(pgid))
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) pids whose process group is pgid, from /proc/<pid>/stat."""
+    members = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        stat = _read(f"/proc/{entry}/stat")
+        if not stat:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        # fields[0] is field 3 (state), fields[2] is field 5 (pgrp)
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
+            members.append(int(entry))
+    return members
 
 
 def signal_group(pgid: int | None, sig: int) -> bool:

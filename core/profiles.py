@@ -56,14 +56,14 @@ PROFILE_VALUES: dict[str, dict] = {
         "locked": {
             "tokenizer_name": "{models_dir}/" + LOCAL_MODEL_NAME,
             "base_model": "{models_dir}/" + LOCAL_MODEL_NAME,
-            "max_token_length": 32,
+            "max_token_length": 256,
             "max_num_workers": 16,
-            "total_steps": 150,
+            "total_steps": 400,
             "lora_rank": 8,
             "learning_rate": 5e-4,
-            "max_token_trainer_length": 64,
+            "max_token_trainer_length": 320,
         },
-        "editable_defaults": {"group_size": 8, "batch_size": 32},
+        "editable_defaults": {"group_size": 8, "batch_size": 16},
         "inference": {"timeout": 120, "num_requests_for_eval": 16},
     },
 }

@@ -90,7 +90,7 @@ def last_jsonl_row(path: str | os.PathLike, max_scan: int = 1 << 20) -> dict | N
 
 def _supervisor_alive(run: dict) -> bool:
     sup = run.get("supervisor") or {}
-    return procscan.is_same_process(sup.get("pid"), sup.get("create_time"))
+    return procscan.is_same_process(sup.get("pid"), sup.get("create_time"), sup.get("start_ticks"))
 
 
 def _lost_reason(run: dict) -> str | None:
@@ -211,11 +211,8 @@ def _sample_process(pid: int, create_time: float | None) -> dict | None:
                 return None
             _PSUTIL_CACHE[key] = proc
         try:
-            with proc.oneshot():
+            with proc.oneshot():  # the caller has just checked that pid is still the recorded process
                 created = proc.create_time()
-                if create_time is not None and abs(created - create_time) > procscan.CREATE_TIME_TOLERANCE:
-                    _PSUTIL_CACHE.pop(key, None)
-                    return None
                 if proc.status() == psutil.STATUS_ZOMBIE:
                     return None
                 cpu = proc.cpu_percent(None)
@@ -259,7 +256,8 @@ def get_run(run_id: str, *, sample: bool = True) -> dict:
     for proc in run.get("processes") or []:
         proc = dict(proc)
         pid, created = proc.get("pid"), proc.get("create_time")
-        alive = proc.get("state") in ("starting", "ready", "pending") and procscan.is_same_process(pid, created)
+        alive = (proc.get("state") in ("starting", "ready", "pending")
+                 and procscan.is_same_process(pid, created, proc.get("start_ticks")))
         proc["alive"] = alive
         proc["health"] = _health(proc, alive)
         proc.update(cpu_percent=None, rss=None, threads=None, uptime_s=None)

@@ -161,6 +161,7 @@ class Proc:
         self.popen: subprocess.Popen | None = None
         self.pid: int | None = None
         self.create_time: float | None = None
+        self.start_ticks: int | None = None
         self.pgid: int | None = None
         self.started_at: float | None = None
         self.ready_at: float | None = None
@@ -185,6 +186,7 @@ class Proc:
             "name": self.name,
             "pid": self.pid,
             "create_time": self.create_time,
+            "start_ticks": self.start_ticks,
             "pgid": self.pgid,
             "argv_redacted": [redact(a) for a in self.spec.argv],
             "state": self.state,
@@ -419,6 +421,7 @@ class Supervisor:
         self.pgids.append(popen.pid)
         self.tell_watchdog(f"pgid {popen.pid}")
         proc.create_time = procscan.process_create_time(popen.pid)
+        proc.start_ticks = procscan.process_start_ticks(popen.pid)
         proc.started_at = _now()
         proc.ready_at = proc.ended_at = proc.exit_code = None
         proc.ever_started = True
@@ -773,8 +776,9 @@ class Supervisor:
     # ------------------------------------------------------------ main loop
 
     def register(self) -> None:
-        me = procscan.process_create_time(os.getpid())
-        self.run["supervisor"] = {"pid": os.getpid(), "create_time": me}
+        me = os.getpid()
+        self.run["supervisor"] = {"pid": me, "create_time": procscan.process_create_time(me),
+                                  "start_ticks": procscan.process_start_ticks(me)}
         self.start_watchdog()
         self.write_state()
         self.flush_state()

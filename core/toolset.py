@@ -431,8 +431,13 @@ def rl_get_results(run_id: str) -> dict:
     validate_run_id(run_id)
     from . import runs
 
+    from .metrics import HEADLINE_KEYS
+
     results = runs.get_results(run_id)
     run = runs.get_run(run_id, sample=False)
+    # Headline metrics per history row keep the answer small for an agent; final_metrics has them all.
+    history = [{k: row[k] for k in ("step", *HEADLINE_KEYS) if k in row}
+               for row in results.get("history") or [] if isinstance(row, dict)]
     return {
         "run_id": run_id,
         "status": results.get("status", run.get("status")),
@@ -441,7 +446,7 @@ def rl_get_results(run_id: str) -> dict:
         "reason": run.get("reason"),
         "total_steps": run.get("total_steps"),
         "final_metrics": results.get("final_metrics") or {},
-        "history": results.get("history") or [],
+        "history": history,
         "checkpoint": results.get("checkpoint"),
         "tinker_path": results.get("tinker_path"),
         "wandb_url": _wandb_url(run),
@@ -620,7 +625,8 @@ TOOLS: tuple[Tool, ...] = (
             "run_id": "str", "status": "str", "environment": "str", "profile": "str",
             "reason": "why it ended or null", "total_steps": "int",
             "final_metrics": "{metric: last value}",
-            "history": "sampled list of per-step metric rows",
+            "history": "up to 50 evenly sampled rows of {step, reward/mean, train/loss, train/percent_correct, "
+                       "eval/percent_correct, logprobs/diff, advantages/std} (keys present only)",
             "checkpoint": "local checkpoint/weights path or null",
             "tinker_path": "tinker:// path of the weights on Tinker cloud or null",
             "wandb_url": "W&B run URL when online, else null",

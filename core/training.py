@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .paths import PROJECT_ROOT, models_dir
 from .pipeline import ProcessSpec, Readiness, RestartPolicy
+from .secrets import get_key
 
 LOCAL_TRAINER_READY_S = 120.0
 CLOUD_TRAINER_READY_S = 600.0  # Tinker cloud may queue the model creation
@@ -71,6 +72,9 @@ def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None
         "WANDB_DIR": "{run_dir}",
         "WANDB_SILENT": "true",
     }
+    if not get_key("WANDB_API_KEY"):
+        # W&B without a key: offline into the run folder (atroposlib's wandb.init would fail).
+        common_env["WANDB_MODE"] = "offline"
     if local:
         # The local profile never reaches a hub: the model and tokenizer are built on this machine.
         common_env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})

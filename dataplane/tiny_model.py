@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     out_dir = args.out.expanduser().resolve()
     if is_complete(out_dir):
         console.print(f"tiny model ready at {out_dir} (already built)")

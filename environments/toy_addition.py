@@ -63,11 +63,11 @@ class ToyAdditionEnv(BaseEnv):
         config = ToyAdditionConfig(
             tokenizer_name=model,
             group_size=8,
-            batch_size=32,
-            use_wandb=False,
+            batch_size=16,
+            use_wandb=True,  # offline into the run folder without WANDB_API_KEY
             rollout_server_url="http://127.0.0.1:8000",
-            total_steps=200,
-            max_token_length=64,
+            total_steps=400,
+            max_token_length=256,
             steps_per_eval=25,
             eval_handling=EvalHandlingEnum.NONE,
             max_batches_offpolicy=2,

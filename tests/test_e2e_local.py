@@ -51,10 +51,10 @@ def no_survivors(run: dict) -> bool:
 
 
 @pytest.mark.timeout(420)
-def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(toy_model_dir):
+def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_model_dir):
     model = models_dir() / "tiny-toy"
     model.parent.mkdir(parents=True, exist_ok=True)
-    model.symlink_to(Path(toy_model_dir).resolve())
+    model.symlink_to(Path(tiny_model_dir).resolve())
     profiles_dir().mkdir(parents=True, exist_ok=True)
     (profiles_dir() / "local.yaml").write_text("total_steps: 12\n")
 

@@ -14,7 +14,7 @@ import pytest
 from core import inference_test
 from core.inference_test import DEFAULT_OPENROUTER_MODELS, InferenceTest, resolve_target, score_rollouts
 from core.toolset import call_tool
-from tests.fixtures_toolset import ARITH_ENV_NAME, launch_run, sleeper_spec, wait_status
+from tests.fixtures_toolset import ARITH_ENV_NAME, sleeper_spec, wait_status
 
 
 def _files_text(folder: Path) -> str:

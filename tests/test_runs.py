@@ -83,6 +83,15 @@ def test_a_dead_or_reused_supervisor_pid_means_lost():
     assert stopped["status"] == "stopped"
     with pytest.raises(Conflict):
         runs.stop_run("0000f00d")
+    # Identity is the start time in ticks since boot (immune to wall-clock steps), when recorded.
+    from core import procscan
+
+    me = {"pid": os.getpid(), "create_time": procscan.process_create_time(os.getpid()),
+          "start_ticks": procscan.process_start_ticks(os.getpid())}
+    make_run("0000f00e", created_at=now, status="running", supervisor=me)
+    assert runs.get_run("0000f00e", sample=False)["status"] == "running"
+    make_run("0000f00f", created_at=now, status="running", supervisor={**me, "start_ticks": me["start_ticks"] + 7})
+    assert runs.get_run("0000f00f", sample=False)["status"] == "lost"
 
 
 def test_last_jsonl_row_reads_backwards_past_partial_and_garbage_lines(tmp_path):

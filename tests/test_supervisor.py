@@ -403,3 +403,18 @@ def test_two_stops_at_the_same_moment_are_one_orderly_stop(specs):
     kill = [e for e in events(run["run_id"], "signal") if e["signal"] == "SIGKILL"]
     sigterm = [e for e in events(run["run_id"], "signal") if e["signal"] == "SIGTERM"]
     assert kill[0]["time"] - sigterm[0]["time"] >= 1.9   # the stop timeout was honoured, not cut short
+
+
+def test_stop_ends_a_process_tree_and_sweeps_escaped_grandchildren(specs):
+    tree = specs.log_ready("trainer", "spawn_tree.py", args=["--pids", "{run_dir}/pids"], stop_timeout=1.5)
+    run = runs.launch([tree], environment="toy", profile="local")
+    run = wait_status(run["run_id"], "running")
+    same_group, escaped = [int(x) for x in (run_dir(run["run_id"]) / "pids").read_text().split()]
+    stopped = runs.stop_run(run["run_id"])
+    assert stopped["status"] == "stopped"
+    assert not pid_alive(same_group) and not pid_alive(escaped)
+    # A cooperative tree needs no SIGKILL (reaped-late zombies of the group do not count as alive) ...
+    assert not [e for e in events(run["run_id"], "signal") if e["signal"] == "SIGKILL"]
+    # ... and the grandchild that left the group with setsid() is found by its environment marker.
+    sweeps = events(run["run_id"], "sweep")
+    assert sweeps and escaped in sweeps[0]["pids"]

@@ -299,7 +299,7 @@ def test_invalid_requests_fail_fast_with_clear_errors(service, server, trainer, 
 def test_heartbeats_and_polls_answer_while_a_long_request_runs(service, server, tokenizer):
     sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
     prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT))
-    long_request = sampler.sample(prompt, 256, types.SamplingParams(max_tokens=300, stop=[]))
+    long_request = sampler.sample(prompt, 160, types.SamplingParams(max_tokens=250, stop=[]))
     session_id = service.holder.get_session_id()
     latencies, busy_seen = [], False
     with httpx.Client(base_url=server.url, headers={"X-API-Key": "tml-local-dummy"}, timeout=10) as http:
@@ -312,6 +312,6 @@ def test_heartbeats_and_polls_answer_while_a_long_request_runs(service, server, 
             busy_seen |= http.get("/healthz").json()["worker_busy_s"] > 0.2
             time.sleep(0.05)
     result = long_request.result(timeout=120)
-    assert len(result.sequences) == 256 and all(len(s.tokens) == 300 for s in result.sequences)
+    assert len(result.sequences) == 160 and all(len(s.tokens) == 250 for s in result.sequences)
     assert busy_seen, "the long request never kept the worker busy while heartbeats were sent"
     assert max(latencies) < 1.0, f"heartbeat latencies up to {max(latencies):.2f}s while the worker was busy"

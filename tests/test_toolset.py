@@ -366,3 +366,32 @@ def test_tools_are_plain_functions_returning_json_dicts(hermes_home):
     assert "invalid run id" in toolset.rl_check_status(123)["error"]
     assert "error" in toolset.rl_test_inference(num_steps=0)
     assert "error" in toolset.rl_select_environment(None)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_an_agent_drives_a_local_run_to_completion(hermes_home, run_cleanup):
+    """The whole workflow through the tools only, on the real toy environment and local backend."""
+    assert call_tool("rl_select_environment", {"name": "toy_addition"})["selected"] == "toy_addition"
+    started = call_tool("rl_start_training")
+    assert "error" not in started, started
+    run_id = started["run_id"]
+    run_cleanup.append(run_id)
+    reports = []
+    deadline = time.monotonic() + 1100
+    while True:
+        status = call_tool("rl_check_status", {"run_id": run_id, "min_interval_s": 30})
+        if not status["rate_limited"]:
+            reports.append(status)
+        if status["status"] in ("completed", "failed", "stopped", "lost"):
+            break
+        assert time.monotonic() < deadline, f"run still {status['status']}: {reports[-1]}"
+        time.sleep(3)
+    final = reports[-1]
+    assert final["status"] == "completed", final
+    assert final["metrics"]["step"] == final["metrics"]["total_steps"]
+    assert final["metrics"]["eval_percent_correct"] is not None
+    assert [r["report_reason"] for r in reports][0] == "first check"
+    assert "state changed" in [r["report_reason"] for r in reports]  # starting -> running -> completed
+    results = call_tool("rl_get_results", {"run_id": run_id})
+    assert results["status"] == "completed" and results["checkpoint"] and results["history"]

@@ -146,14 +146,14 @@ def test_step_statistics_importance_sampling_loss():
     assert stats["train/loss"] == pytest.approx(-(math.exp(0.25) * 0.5 - math.exp(0.25) * 0.5) / 4)
 
 
-def test_folder_tokenizer_matches_transformers(toy_model_dir):
+def test_folder_tokenizer_matches_transformers(tiny_model_dir):
     """The trainer reads the local model's tokenizer without transformers (start-up time); it must
     agree with what the environments use (transformers) token for token."""
     from transformers import AutoTokenizer
 
     from dataplane.trainer.tokenizer import load_tokenizer
 
-    ours, theirs = load_tokenizer(str(toy_model_dir)), AutoTokenizer.from_pretrained(str(toy_model_dir))
+    ours, theirs = load_tokenizer(str(tiny_model_dir)), AutoTokenizer.from_pretrained(str(tiny_model_dir))
     for text in ["Q: 3+4=\nA:", " 7\n", "Maya has 12 apples. How many?"]:
         ids = ours.encode(text)
         assert ids == theirs.encode(text)
@@ -161,3 +161,62 @@ def test_folder_tokenizer_matches_transformers(toy_model_dir):
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}]
     assert ours.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == \
         theirs.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, return_dict=False)
+
+
+def test_inference_server_speaks_sglang_and_openai_with_logprobs(tinker_local, tiny_model_dir):
+    """The trainer's inference server over a real sampling client from the local Tinker server,
+    driven by the real clients environments use: atroposlib's SGLang server (/generate, what the
+    managed server calls) and the OpenAI SDK (/v1/completions, /v1/chat/completions)."""
+    import asyncio
+
+    import aiohttp
+    import openai
+    import tinker
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+    from atroposlib.envs.server_handling.sglang_server import SGLangServer
+
+    from core.pipeline import free_ports
+    from dataplane.trainer.inference import Policy, start_server
+    from dataplane.trainer.tokenizer import load_tokenizer
+
+    model = str(tiny_model_dir)
+    port = free_ports(["inference"])["inference"]
+    base = f"http://127.0.0.1:{port}"
+
+    async def scenario():
+        training = await tinker.ServiceClient().create_lora_training_client(base_model=model, rank=4)
+        policy = Policy(load_tokenizer(model), model)
+        runner = await start_server(policy, "127.0.0.1", port)
+        try:
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"{base}/health") as resp:
+                    assert resp.status == 503  # no policy yet: not ready
+                policy.set_client(await training.save_weights_and_get_sampling_client(), 3)
+                async with http.get(f"{base}/health") as resp:
+                    assert resp.status == 200 and (await resp.json())["step"] == 3
+                async with http.post(f"{base}/v1/completions", json={"prompt": "hi", "n": "two"}) as resp:
+                    assert resp.status == 400 and "n must be a positive integer" in (await resp.text())
+
+            server = SGLangServer(APIServerConfig(model_name=model, tokenizer_name=model, base_url=f"{base}/v1",
+                                                  api_key="x", server_type="sglang", health_check=False))
+            prompt_tokens, outputs, logprobs, finish = await server.tokens_and_logprobs_completion(
+                prompt="Q: 2+3=\nA:", n=4, max_tokens=4, temperature=1.0, stop=["\n"])
+            assert len(outputs) == len(logprobs) == len(finish) == 4
+            assert prompt_tokens == policy.tokenizer.encode("Q: 2+3=\nA:")
+            for toks, lps in zip(outputs, logprobs):
+                assert 1 <= len(toks) <= 4 and len(lps) == len(toks) and all(lp <= 0.0 for lp in lps)
+
+            client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="x")
+            completion = await client.completions.create(model=model, prompt="Q: 1+1=\nA:", n=3, max_tokens=3,
+                                                         temperature=0.0, logprobs=1)
+            assert len(completion.choices) == 3
+            assert len(completion.choices[0].logprobs.token_logprobs) == len(completion.choices[0].logprobs.tokens)
+            chat = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "2+2?"}],
+                                                        max_tokens=3, logprobs=True)
+            assert chat.choices[0].message.role == "assistant"
+            assert chat.choices[0].logprobs.content and chat.choices[0].logprobs.content[0].logprob <= 0.0
+            await client.close()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(scenario())

@@ -115,6 +115,12 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             assert not any("\r" in line for line in merged)     # progress bars keep their last state
             metrics = app.query_one(MetricsPane)
             await wait_for(pilot, lambda: "reward/mean" in table_keys(metrics.table), what="metrics shown")
+            # The chart is live: rows keep arriving while it is open (and the panes below keep updating).
+            await pilot.press("6", "enter")
+            assert isinstance(app.screen, ChartScreen)
+            shown = len(app.screen.rows)
+            await wait_for(pilot, lambda: len(app.screen.rows) > shown + 2, what="chart updates live")
+            await pilot.press("escape")
             # Stop with confirmation: x asks, n keeps it running, x+y stops it.
             await pilot.press("3", "x")
             assert isinstance(app.screen, ConfirmScreen)

@@ -35,6 +35,25 @@ from .processes import ProcessesPane
 from .runs import RunsPane
 
 STALL_ENV = "HERMES_RL_STALL_S"
+
+
+def live_handler(method):
+    """Live updates may still arrive while the app shuts down and its panes are gone: drop them."""
+    import functools
+
+    from textual.css.query import NoMatches
+
+    @functools.wraps(method)
+    def wrapper(self, message):
+        try:
+            return method(self, message)
+        except NoMatches:
+            main = self.screen_stack[0] if self.screen_stack else None
+            if self._exit or not self._running or main is None or main._closing or main._closed:
+                return None     # shutting down: widgets are being removed
+            raise
+
+    return wrapper
 PANES = ("environments", "config", "runs", "processes", "logs", "metrics")
 
 
@@ -66,7 +85,7 @@ class HermesDashboard(App):
     ]
 
     def __init__(self, *, run_id: str | None = None, clock=time.time, live: bool = True,
-                 stall_after_s: float | None = None, sample_hz: float = 2.0):
+                 stall_after_s: float | None = None, sample_hz: float = 1.0):
         super().__init__()
         self.clock = clock
         self.initial_run_id = run_id
@@ -94,9 +113,14 @@ class HermesDashboard(App):
         yield LogsPane(id="logs", classes="pane")
         yield Footer()
 
+    def pane(self, selector, expect_type=None):
+        """A widget of the dashboard screen, whatever screen (help, chart, dialog) is on top of it."""
+        main = self.screen_stack[0] if self.screen_stack else self.screen
+        return main.query_one(selector, expect_type) if expect_type else main.query_one(selector)
+
     @property
     def header(self) -> HeaderBar:
-        return self.query_one(HeaderBar)
+        return self.pane(HeaderBar)
 
     def on_mount(self) -> None:
         keymap, problem = load_keymap()
@@ -107,8 +131,8 @@ class HermesDashboard(App):
         header = self.header
         header.stall_after_s = self.stall_after_s
         header.keys = backend.keys_present()
-        self.set_interval(1.0, header.update_text)
-        self.query_one("#runs RunsTable").focus()
+        self.set_interval(5.0, header.update_text)   # the clock shows minutes
+        self.pane("#runs RunsTable").focus()
         # Paint the first frame before the workers start competing for the GIL.
         self.call_after_refresh(self._first_frame)
 
@@ -146,7 +170,7 @@ class HermesDashboard(App):
         self.header.environment = self.selected_env
         self.header.update_text()
         self.environments = environments
-        self.query_one(EnvironmentsPane).show(environments, self.selected_env)
+        self.pane(EnvironmentsPane).show(environments, self.selected_env)
         if self.selected_env:
             self.load_config(self.selected_env)
 
@@ -167,7 +191,7 @@ class HermesDashboard(App):
 
     # -- panes and focus --------------------------------------------------------------------------
     def _pane_target(self, index: int):
-        pane = self.query_one(f"#{PANES[index - 1]}")
+        pane = self.pane(f"#{PANES[index - 1]}")
         targets = {1: "EnvList", 3: "RunsTable", 4: "ProcessTable", 5: "LogView", 6: "MetricsTable"}
         return pane, targets.get(index)
 
@@ -207,16 +231,18 @@ class HermesDashboard(App):
         if target is None:
             # Filter the runs from anywhere else; the logs pane searches.
             target = RunsPane
-        self.query_one(target).start_filter()
+        self.pane(target).start_filter()
 
     def action_zoom(self) -> None:
         screen = self.screen
+        if screen is not self.screen_stack[0]:
+            return
         if screen.maximized is not None:
             screen.minimize()
             return
         pane = self._current_pane()
         if pane:
-            screen.maximize(self.query_one(f"#{PANES[pane - 1]}"), container=False)
+            screen.maximize(self.pane(f"#{PANES[pane - 1]}"), container=False)
 
     def action_help(self) -> None:
         note = (f"Remap any key by its binding id in {keymap_path()} (YAML, e.g. `run.start: ctrl+r`). "
@@ -224,9 +250,10 @@ class HermesDashboard(App):
         self.push_screen(HelpScreen(binding_rows(self), note))
 
     # -- environments and config ----------------------------------------------------------------
+    @live_handler
     def on_environments_changed(self, message: EnvironmentsChanged) -> None:
         self.environments = message.environments
-        self.query_one(EnvironmentsPane).show(message.environments)
+        self.pane(EnvironmentsPane).show(message.environments)
 
     def on_environment_selected(self, message: EnvironmentSelected) -> None:
         if message.name:
@@ -251,14 +278,14 @@ class HermesDashboard(App):
         self.selected_env = name
         self.header.environment = name
         self.header.update_text()
-        envs = self.query_one(EnvironmentsPane)
+        envs = self.pane(EnvironmentsPane)
         envs.selected = name
         envs.show(self.environments)
         self.load_config(name)
         self.notify(f"selected {name}", timeout=2)
 
     def load_config(self, name: str) -> None:
-        self.query_one(ConfigPane).show_loading(name)
+        self.pane(ConfigPane).show_loading(name)
         self._load_config(name)
 
     @work(thread=True, exclusive=True, group="config")
@@ -271,8 +298,9 @@ class HermesDashboard(App):
         except Exception as exc:
             self.post_message(ConfigLoaded(name, None, f"{type(exc).__name__}: {exc}"))
 
+    @live_handler
     def on_config_loaded(self, message: ConfigLoaded) -> None:
-        pane = self.query_one(ConfigPane)
+        pane = self.pane(ConfigPane)
         if message.view is None:
             pane.show_error(message.environment, message.error or "cannot load the config")
             return
@@ -281,7 +309,7 @@ class HermesDashboard(App):
         self.header.update_text()
 
     def save_config(self, then_start: bool = False) -> None:
-        pane = self.query_one(ConfigPane)
+        pane = self.pane(ConfigPane)
         pending, errors = pane.unsaved()
         if errors:
             name, error = next(iter(errors.items()))
@@ -319,7 +347,7 @@ class HermesDashboard(App):
 
     # -- runs --------------------------------------------------------------------------------------
     def action_start_run(self) -> None:
-        pane = self.query_one(ConfigPane)
+        pane = self.pane(ConfigPane)
         env = pane.environment or self.selected_env
         if not env:
             self.notify("select an environment first: [1], then enter", severity="warning")
@@ -398,9 +426,10 @@ class HermesDashboard(App):
         self.call_from_thread(self.notify, f"restarting {name}")
 
     def open_run(self, run_id: str) -> None:
-        if self.query_one(RunsPane).select(run_id):
+        if self.pane(RunsPane).select(run_id):
             self.action_focus_pane(3)
 
+    @live_handler
     def on_runs_updated(self, message: RunsUpdated) -> None:
         self.runs = message.runs
         for run in message.runs:
@@ -411,20 +440,21 @@ class HermesDashboard(App):
                 self.notify(f"run {run['run_id']} ({run.get('environment')}) {status}{reason}", severity=severity,
                             timeout=10)
             self._statuses[run["run_id"]] = status
-        pane = self.query_one(RunsPane)
+        pane = self.pane(RunsPane)
         pane.update_runs(message.runs, message.sparks, message.stalled)
         self.header.stalled = sorted(message.stalled)
         self.header.update_text()
         if self.initial_run_id and pane.select(self.initial_run_id):
             self.initial_run_id = None
 
+    @live_handler
     def on_run_selected(self, message: RunSelected) -> None:
         if message.run_id == self.selected_run:
             return
         self.selected_run = message.run_id
-        self.query_one(LogsPane).show_run(message.run_id)
-        self.query_one(MetricsPane).show(message.run_id, [])
-        self.query_one(ProcessesPane).show(None)
+        self.pane(LogsPane).show_run(message.run_id)
+        self.pane(MetricsPane).show(message.run_id, [])
+        self.pane(ProcessesPane).show(None)
         self._update_run_line()
         if self.live is not None:
             self.live.select(message.run_id)
@@ -439,25 +469,28 @@ class HermesDashboard(App):
                 f" step {step}/{total}" if step is not None else "")
         self.header.update_text()
 
+    @live_handler
     def on_run_sampled(self, message: RunSampled) -> None:
         if message.run_id != self.selected_run:
             return
-        self.query_one(ProcessesPane).show(message.run)
-        self.query_one(LogsPane).sync_processes(message.run)
+        self.pane(ProcessesPane).show(message.run)
+        self.pane(LogsPane).sync_processes(message.run)
 
+    @live_handler
     def on_metrics_updated(self, message: MetricsUpdated) -> None:
         if message.run_id != self.selected_run:
             return
-        self.query_one(MetricsPane).show(message.run_id, message.rows)
+        self.pane(MetricsPane).show(message.run_id, message.rows)
         if isinstance(self.screen, ChartScreen):
             self.screen.update_rows(message.rows)
 
+    @live_handler
     def on_logs_grew(self, message: LogsGrew) -> None:
         if message.run_id == self.selected_run:
-            self.query_one(LogsPane).logs_grew(message.names)
+            self.pane(LogsPane).logs_grew(message.names)
 
     def open_chart(self, key: str) -> None:
-        self.push_screen(ChartScreen(key, self.query_one(MetricsPane).rows))
+        self.push_screen(ChartScreen(key, self.pane(MetricsPane).rows))
 
     # -- test inference -------------------------------------------------------------------------
     def action_test_inference(self) -> None:

@@ -76,7 +76,7 @@ def duration(seconds) -> str:
     if seconds < 60:
         return f"{seconds}s"
     if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
+        return f"{seconds // 60}m"     # minutes only: a live table does not repaint every second
     if seconds < 86400:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"

@@ -23,6 +23,7 @@ class HeaderBar(Static):
         self.run_line: str | None = None
         self.stalled: list[str] = []
         self.stall_after_s = 300.0
+        self._shown: Text | None = None
 
     def on_mount(self) -> None:
         self.update_text()
@@ -45,5 +46,7 @@ class HeaderBar(Static):
             minutes = self.stall_after_s / 60
             text.append(f"  ⚠ stalled (no metric or log line for {minutes:g} min): {', '.join(self.stalled)} ",
                         style="bold black on dark_orange")
-        text.append("  " + time.strftime("%H:%M:%S UTC", time.gmtime(self.clock())), style="dim")
-        self.update(text)
+        text.append("  " + time.strftime("%H:%M UTC", time.gmtime(self.clock())), style="dim")
+        if text != self._shown:      # an unchanged header costs nothing
+            self._shown = text
+            self.update(text, layout=False)   # one fixed line: no relayout

@@ -25,6 +25,7 @@ from textual.widgets import Input, Static, Tab, Tabs
 from core.logs import strip_ansi
 
 MERGED = "all"
+RESIZE_EVERY_S = 3.0
 _MARKER_STYLE = Style(color="black", bgcolor="yellow", bold=True)
 _MATCH_STYLE = Style(color="black", bgcolor="yellow")
 _CURRENT_MATCH_BG = Style(bgcolor="grey23")
@@ -56,6 +57,8 @@ class LogView(ScrollView, can_focus=True):
         self._layout_key = None
         self._layout_rows: list[Strip] = []
         self._search_re: re.Pattern | None = None
+        self._last_resize = 0.0
+        self._resize_pending = False
 
     # -- state changes ----------------------------------------------------------------------
     def set_source(self, source) -> None:
@@ -70,8 +73,22 @@ class LogView(ScrollView, can_focus=True):
     def line_count(self) -> int:
         return self.source.line_count if self.source is not None else 0
 
-    def update_size(self) -> None:
-        """The source grew (or changed): resize the virtual area and keep the tail in view when following."""
+    def update_size(self, throttle: bool = False) -> None:
+        """The source grew (or changed): resize the virtual area and keep the tail in view when following.
+
+        Resizing relayouts the screen (scrollbars), so a growing log does it at most once per
+        RESIZE_EVERY_S; in between a following view only repaints (it draws from the bottom anyway)."""
+        if throttle and self.follow:
+            now = time.monotonic()
+            wait = self._last_resize + RESIZE_EVERY_S - now
+            if wait > 0:
+                self._layout_key = None
+                self.refresh()
+                if not self._resize_pending:
+                    self._resize_pending = True
+                    self.set_timer(wait, self._deferred_resize)
+                return
+        self._last_resize = time.monotonic()
         # No-wrap: as wide as the widest line seen, so a horizontal scrollbar appears only when needed.
         virtual_width = 0 if self.wrap else self._widest
         self.virtual_size = Size(virtual_width, self.line_count)
@@ -79,6 +96,10 @@ class LogView(ScrollView, can_focus=True):
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
         self._layout_key = None
         self.refresh()
+
+    def _deferred_resize(self) -> None:
+        self._resize_pending = False
+        self.update_size()
 
     def set_search(self, pattern: str | None) -> None:
         self.search = pattern or None
@@ -246,6 +267,7 @@ class LogsPane(Vertical):
         self.run_id: str | None = None
         self.names: list[str] = []
         self._tab_names: dict[str, str] = {}   # tab id -> process name
+        self._status = ""
         self._tab_serial = 0
 
     def compose(self) -> ComposeResult:
@@ -316,7 +338,7 @@ class LogsPane(Vertical):
             self._attach_source()
         name = self._selected_name()
         if name == MERGED or name in names:
-            self.view.update_size()
+            self.view.update_size(throttle=True)
             self._update_status()
 
     def _update_status(self) -> None:
@@ -332,7 +354,10 @@ class LogsPane(Vertical):
             parts.append(f"search: {view.search!r}" + (f" @ line {view.match_line + 1}" if view.match_line is not None else " (no match)"))
         if self.run_id is None:
             parts = ["select a run to see its logs"]
-        self.query_one("#log-status", Static).update(" · ".join(parts))
+        text = " · ".join(parts)
+        if text != self._status:
+            self._status = text
+            self.query_one("#log-status", Static).update(text, layout=False)   # one fixed line: no relayout
 
     # -- actions ------------------------------------------------------------------------------
     def action_toggle_follow(self) -> None:

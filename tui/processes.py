@@ -85,7 +85,7 @@ class ProcessesPane(Vertical):
                 Text(icon, style=colour), proc.get("name") or "?", str(proc.get("pid") or "—"),
                 Text(state, style=colour), health_text,
                 duration(proc.get("uptime_s")) if alive else "—",
-                f"{cpu:5.1f}" if isinstance(cpu, (int, float)) and alive else "—",
+                f"{cpu:3.0f}" if isinstance(cpu, (int, float)) and alive else "—",
                 size(proc.get("rss")) if alive and proc.get("rss") else "—",
                 number(proc.get("restarts") or 0),
                 Text(str(exit_code), style="red" if exit_code not in (0, None) else "") if exit_code is not None else "—",

@@ -20,6 +20,8 @@ class NavTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.sort_column: str | None = None
         self.sort_reverse = False
+        self._shown_keys: list[str] = []
+        self._shown_cells: list[list] = []
 
     def action_scroll_top(self) -> None:
         if self.row_count:
@@ -48,7 +50,17 @@ class NavTable(DataTable):
         return sorted(rows, key=safe, reverse=self.sort_reverse)
 
     def replace_rows(self, rows: list[tuple[str, list]]) -> None:
-        """Replace all rows, keeping the cursor on the same row key when it is still there."""
+        """Show these rows. Same keys in the same order: only changed cells are updated (no relayout,
+        which is what keeps a live dashboard cheap); otherwise rebuild, keeping the cursor's row."""
+        keys = [key for key, _ in rows]
+        if keys and keys == self._shown_keys and self.row_count == len(keys):
+            column_keys = list(self.columns)
+            for (key, cells), previous in zip(rows, self._shown_cells):
+                for column_key, value, old in zip(column_keys, cells, previous):
+                    if value != old:
+                        self.update_cell(key, column_key, value, update_width=True)
+            self._shown_cells = [cells for _, cells in rows]
+            return
         current = None
         if self.row_count and self.cursor_row < self.row_count:
             try:
@@ -67,6 +79,8 @@ class NavTable(DataTable):
                 target = index
         if rows:
             self.move_cursor(row=target, animate=False)
+        self._shown_keys = keys
+        self._shown_cells = [cells for _, cells in rows]
 
     def selected_key(self) -> str | None:
         if not self.row_count:

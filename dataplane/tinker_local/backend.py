@@ -167,21 +167,34 @@ class Backend:
         with torch.set_grad_enabled(not request.forward_only):
             adapter = {name: pair for name, pair in model.params.items()}
             logprobs = self.lm.target_logprobs(sequences, targets, adapter, model.scale)
-            total = torch.zeros(())
-            outputs = []
-            for lp, extra in zip(logprobs, extras, strict=True):
-                if request.loss_fn == "cross_entropy":
-                    elementwise = -lp * extra["weights"]
-                else:  # importance_sampling: -(p/q) * advantage, summed like Tinker's losses
-                    ratio = torch.exp(lp - extra["logprobs"])
-                    elementwise = -ratio * extra["advantages"]
-                total = total + elementwise.sum()
-                outputs.append({"logprobs": lp.detach().numpy(), "elementwise_loss": elementwise.detach().numpy()})
+            if isinstance(logprobs, torch.Tensor):  # 1-D targets: the whole batch as padded tensors
+                lengths = [len(t) for t in targets]
+                mask = torch.arange(logprobs.shape[1])[None, :] < torch.tensor(lengths)[:, None]
+                padded = {name: _pad([extra[name] for extra in extras], logprobs.shape[1]) for name in extras[0]}
+                elementwise = self._elementwise_loss(request.loss_fn, logprobs, padded) * mask
+                total = elementwise.sum()
+                outputs = [{"logprobs": logprobs[i, :n].detach().numpy(), "elementwise_loss": elementwise[i, :n].detach().numpy()}
+                           for i, n in enumerate(lengths)]
+            else:
+                total = torch.zeros(())
+                outputs = []
+                for lp, extra in zip(logprobs, extras, strict=True):
+                    elementwise = self._elementwise_loss(request.loss_fn, lp, extra)
+                    total = total + elementwise.sum()
+                    outputs.append({"logprobs": lp.detach().numpy(), "elementwise_loss": elementwise.detach().numpy()})
             if not request.forward_only:
                 total.backward()
                 model.pending_backward += 1
         metrics = {"loss:sum": float(total.detach())}
         return encode_forward_backward_output(outputs, metrics)
+
+    @staticmethod
+    def _elementwise_loss(loss_fn: str, logprobs: torch.Tensor, extra: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Per-token loss; Tinker's losses are sums of these (no averaging)."""
+        if loss_fn == "cross_entropy":
+            return -logprobs * extra["weights"]
+        # importance_sampling: -(p_learner / p_sampler) * advantage
+        return -torch.exp(logprobs - extra["logprobs"]) * extra["advantages"]
 
     def _loss_inputs(self, loss_fn: str, inputs: dict[str, np.ndarray], length: int, index: int):
         def need(name: str) -> np.ndarray:
@@ -491,6 +504,13 @@ class Backend:
 
 
 # ---------------------------------------------------------------------- checkpoint format
+
+
+def _pad(tensors: list[torch.Tensor], width: int) -> torch.Tensor:
+    out = torch.zeros(len(tensors), width)
+    for row, tensor in enumerate(tensors):
+        out[row, : tensor.shape[0]] = tensor
+    return out
 
 
 def checkpoint_folder(checkpoint_dir: Path, model_id: str, kind: str, name: str) -> Path:

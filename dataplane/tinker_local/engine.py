@@ -199,14 +199,23 @@ class TinyLM:
 
     def target_logprobs(
         self, sequences: list[list[int]], targets: list[torch.Tensor], adapter: Adapter | None, scale: float
-    ) -> list[torch.Tensor]:
-        """log p(targets[i][t] | sequences[i][:t+1]) per datum; targets are (T,) or (T, K) int64."""
+    ) -> list[torch.Tensor] | torch.Tensor:
+        """log p(targets[i][t] | sequences[i][:t+1]) per datum; targets are (T,) or (T, K) int64.
+
+        When every target is 1-D the result is one right-padded (B, width) tensor (one autograd
+        node instead of one per datum); otherwise a list of per-datum tensors.
+        """
         width = max(len(s) for s in sequences)
         ids = torch.zeros(len(sequences), width, dtype=torch.long)
         for row, seq in enumerate(sequences):
             ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         positions = torch.arange(width).expand(len(sequences), width)
         logprobs = torch.log_softmax(self.forward(ids, positions, adapter, scale), dim=-1)
+        if all(target.dim() == 1 for target in targets):
+            padded = torch.zeros(len(sequences), width, dtype=torch.long)
+            for row, target in enumerate(targets):
+                padded[row, : target.shape[0]] = target
+            return logprobs.gather(-1, padded[..., None])[..., 0]
         out = []
         for row, target in enumerate(targets):
             rows = logprobs[row, : target.shape[0]]
