@@ -45,6 +45,20 @@ def _parse_assignments(items: list[str] | None) -> dict[str, str]:
     return assignments
 
 
+def _short_path(path: str) -> str:
+    """A path relative to the project or home when it lies inside them."""
+    from pathlib import Path
+
+    from .paths import PROJECT_ROOT
+
+    for base, label in ((PROJECT_ROOT, ""), (Path.home(), "~/")):
+        try:
+            return label + str(Path(path).relative_to(base))
+        except ValueError:
+            continue
+    return path
+
+
 def _age(timestamp: float | None) -> str:
     if not timestamp:
         return "-"
@@ -87,12 +101,16 @@ def cmd_envs(args) -> Any:
         return [asdict(env) for env in envs]
     from rich.table import Table
 
-    table = Table("name", "class", "description", "file", box=None, header_style="bold")
+    table = Table(box=None, header_style="bold")
+    table.add_column("name", no_wrap=True)
+    table.add_column("class", no_wrap=True)
+    table.add_column("description", ratio=2)
+    table.add_column("file", ratio=1, overflow="fold")
     for env in envs:
         if env.error:
-            table.add_row(f"[red]{env.name}[/]", "-", f"[red]parse error: {env.error}[/]", env.file)
+            table.add_row(f"[red]{env.name}[/]", "-", f"[red]parse error: {env.error}[/]", _short_path(env.file))
         else:
-            table.add_row(env.name, env.class_name, env.description or "", env.file)
+            table.add_row(env.name, env.class_name, env.description or "", _short_path(env.file))
     _console().print(table)
     return None
 
@@ -124,7 +142,10 @@ def cmd_config(args) -> Any:
 
     console = _console()
     console.print(f"environment [bold]{view['environment']}[/]  profile [bold]{view['profile']}[/]")
-    editable = Table("field", "value", "default", "type", "description", title="editable", box=None, header_style="bold")
+    editable = Table(title="editable", box=None, header_style="bold")
+    for column, width in (("field", 26), ("value", 16), ("default", 16), ("type", 5)):
+        editable.add_column(column, no_wrap=True, max_width=width, overflow="ellipsis")
+    editable.add_column("description", ratio=1, overflow="fold")
     for field in view["editable"]:
         marker = "[yellow]*[/]" if field.get("modified") else " "
         editable.add_row(f"{marker}{field['name']}", repr(field.get("value")), repr(field.get("default")), field.get("type", ""), field.get("description") or "")

@@ -27,7 +27,7 @@ from .format import FINAL_STATUSES
 from .header import HeaderBar
 from .keymap import keymap_path, load_keymap
 from .logs import LogsPane, LogView
-from .messages import (ConfigLoaded, EnvironmentsChanged, EnvironmentSelected, LogsGrew, MetricsUpdated,
+from .messages import (ConfigLoaded, EnvironmentsChanged, EnvironmentSelected, LiveBatch, LogsGrew, MetricsUpdated,
                        RunSampled, RunSelected, RunsUpdated)
 from .metrics import ChartScreen, MetricsPane
 from .palette import HermesCommands
@@ -248,6 +248,13 @@ class HermesDashboard(App):
         note = (f"Remap any key by its binding id in {keymap_path()} (YAML, e.g. `run.start: ctrl+r`). "
                 "Digits/letters typed into a field go to the field: press esc first.")
         self.push_screen(HelpScreen(binding_rows(self), note))
+
+    def on_live_batch(self, batch: LiveBatch) -> None:
+        handlers = {RunsUpdated: self.on_runs_updated, RunSampled: self.on_run_sampled,
+                    MetricsUpdated: self.on_metrics_updated, LogsGrew: self.on_logs_grew,
+                    EnvironmentsChanged: self.on_environments_changed}
+        for message in batch.updates:
+            handlers[type(message)](message)
 
     # -- environments and config ----------------------------------------------------------------
     @live_handler

@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, Select, Static, Switch
 from core.errors import HermesError
 
 from . import backend
-from .format import number
+from .format import set_subtitle, number
 
 
 def shown_value(value) -> str:
@@ -196,7 +196,7 @@ class ConfigPane(Vertical):
             parts.append(f"{len(self.pending)} unsaved (ctrl+s)")
         if self.errors:
             parts.append(f"{len(self.errors)} invalid")
-        self.border_subtitle = " · ".join(parts)
+        set_subtitle(self, " · ".join(parts))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()

@@ -11,6 +11,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from .format import set_subtitle
 from .messages import EnvironmentSelected
 
 
@@ -79,8 +80,8 @@ class EnvironmentsPane(Vertical):
         target = next((i for i, e in enumerate(visible) if (e.file if e.error else e.name) == highlighted), 0)
         if visible:
             options.highlighted = target
-        self.border_subtitle = f"{len(visible)}/{len(self.environments)}" + (
-            f" · filter {self.filter_text!r}" if self.filter_text else "")
+        set_subtitle(self, f"{len(visible)}/{len(self.environments)}" + (
+            f" · filter {self.filter_text!r}" if self.filter_text else ""))
         self._show_details()
 
     def _highlighted_env(self):

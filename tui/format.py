@@ -107,3 +107,9 @@ def timestamp(value) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def set_subtitle(widget, text: str) -> None:
+    """Set a border subtitle only when it changes (setting it repaints the widget)."""
+    if widget.border_subtitle != text:
+        widget.border_subtitle = text

@@ -22,7 +22,7 @@ from core.paths import ensure_private_dir, logs_dir, run_dir, runs_dir
 
 from . import backend
 from .format import FINAL_STATUSES
-from .messages import EnvironmentsChanged, LogsGrew, MetricsUpdated, RunSampled, RunsUpdated
+from .messages import EnvironmentsChanged, LiveBatch, LogsGrew, MetricsUpdated, RunSampled, RunsUpdated
 
 SPARK_RUNS = 30         # reward sparklines for the newest runs only
 LIST_EVERY_S = 2.0       # list_runs() at least this often even without file events (statuses of other runs)
@@ -118,7 +118,7 @@ class RunView:
 
 
 class LiveUpdater:
-    def __init__(self, app, *, sample_hz: float = 2.0, min_cycle_s: float = 0.1, stall_after_s: float = 300.0,
+    def __init__(self, app, *, sample_hz: float = 1.0, min_cycle_s: float = 0.4, stall_after_s: float = 300.0,
                  clock=time.time):
         self.app = app
         self.sample_interval = 1.0 / min(2.0, max(0.1, sample_hz))
@@ -139,6 +139,7 @@ class LiveUpdater:
         self._last_sparks: dict = {}
         self._run_metrics: dict[str, RunMetrics] = {}
         self._watch_thread: threading.Thread | None = None
+        self._batch: list = []
 
     # -- called from the UI thread ----------------------------------------------------------------
     def select(self, run_id: str | None) -> None:
@@ -178,11 +179,23 @@ class LiveUpdater:
             self.view.close()
 
     def cycle(self) -> None:
+        """One pass: what changed is posted as a single LiveBatch (one frame for the UI)."""
+        self._batch: list = []
+        try:
+            self._cycle()
+        finally:
+            if self._batch:
+                self.app.post_message(LiveBatch(self._batch))
+
+    def _post(self, message) -> None:
+        self._batch.append(message)
+
+    def _cycle(self) -> None:
         now = time.monotonic()
         if self._envs_dirty:
             self._envs_dirty = False
             try:
-                self.app.post_message(EnvironmentsChanged(backend.discover_environments()))
+                self._post(EnvironmentsChanged(backend.discover_environments()))
             except Exception:
                 pass
         with self._lock:
@@ -210,9 +223,9 @@ class LiveUpdater:
                 view.sync_logs(run)
                 if run != view.last_sample:      # a finished run samples the same every time: say nothing
                     view.last_sample = run
-                    self.app.post_message(RunSampled(view.run_id, run))
+                    self._post(RunSampled(view.run_id, run))
         if view.metrics.poll():
-            self.app.post_message(MetricsUpdated(view.run_id, view.metrics.rows))
+            self._post(MetricsUpdated(view.run_id, view.metrics.rows))
         grown = []
         width = view.name_width()
         for name, reader in list(view.readers.items()):
@@ -222,7 +235,7 @@ class LiveUpdater:
             if added:
                 grown.append(name)
         if grown:
-            self.app.post_message(LogsGrew(view.run_id, tuple(grown)))
+            self._post(LogsGrew(view.run_id, tuple(grown)))
 
     def _list_runs(self) -> None:
         try:
@@ -233,7 +246,7 @@ class LiveUpdater:
         sparks = self._reward_sparks(runs)
         if runs != self._last_runs or stalled != self._last_stalled or sparks != self._last_sparks:
             self._last_runs, self._last_stalled, self._last_sparks = runs, stalled, sparks
-            self.app.post_message(RunsUpdated(runs, stalled, sparks))
+            self._post(RunsUpdated(runs, stalled, sparks))
 
     def _reward_sparks(self, runs: list[dict]) -> dict[str, list[float]]:
         """Recent reward/mean of the newest runs (incremental readers, so this stays cheap)."""

@@ -59,6 +59,8 @@ class LogView(ScrollView, can_focus=True):
         self._search_re: re.Pattern | None = None
         self._last_resize = 0.0
         self._resize_pending = False
+        self._strip_cache: dict[int, tuple[str, list[Strip]]] = {}
+        self._strip_cache_key = None
 
     # -- state changes ----------------------------------------------------------------------
     def set_source(self, source) -> None:
@@ -213,22 +215,36 @@ class LogView(ScrollView, can_focus=True):
                 marker_at.setdefault(after, []).append(label)
             base_style = self.rich_style
             x = 0 if self.wrap else int(self.scroll_x)
+            # Rendered lines are cached while width, wrap, search and scroll_x stay the same, so a
+            # growing log renders only its new lines.
+            cache_key = (width, self.wrap, self.search, x, id(self.source), self.match_line)
+            if cache_key != self._strip_cache_key:
+                self._strip_cache_key = cache_key
+                self._strip_cache = {}
+            cache = self._strip_cache
             for offset, raw in enumerate(lines):
                 line_no = first + offset
-                text = self._to_text(line_no, raw)
-                if self.wrap:
-                    pieces = text.wrap(console, width, overflow="fold", no_wrap=False) or [Text("")]
+                cached = cache.get(line_no)
+                if cached is not None and cached[0] == raw:
+                    rows.extend(cached[1])
                 else:
-                    if text.cell_len > self._widest:
-                        self._widest = text.cell_len
-                        self.call_later(self.update_size)
-                    pieces = [text]
-                for piece in pieces:
-                    segments = list(piece.render(console))
-                    strip = Strip(segments).crop_extend(x, x + width, base_style)
-                    rows.append(strip)
+                    text = self._to_text(line_no, raw)
+                    if self.wrap:
+                        pieces = text.wrap(console, width, overflow="fold", no_wrap=False) or [Text("")]
+                    else:
+                        if text.cell_len > self._widest:
+                            self._widest = text.cell_len
+                            self.call_later(self.update_size)
+                        pieces = [text]
+                    strips = [Strip(list(piece.render(console))).crop_extend(x, x + width, base_style)
+                              for piece in pieces]
+                    cache[line_no] = (raw, strips)
+                    rows.extend(strips)
                 for label in marker_at.get(line_no, []):
                     rows.append(self._marker_strip(label, width))
+            if len(cache) > 4 * height:      # keep only what is near the screen
+                for stale in [n for n in cache if n < first or n >= first + height]:
+                    del cache[stale]
             if self.follow:
                 rows = rows[-height:]
             else:

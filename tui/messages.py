@@ -66,3 +66,9 @@ class InferenceResult(_Msg):
     model: str
     result: dict
     done: bool = False
+
+
+@dataclass
+class LiveBatch(_Msg):
+    """Everything one cycle of the live worker found, delivered together so it costs one frame."""
+    updates: list

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from core.metrics import metric_keys, metric_series
 
-from .format import number, spark, trend
+from .format import set_subtitle, number, spark, trend
 from .tables import NavTable
 
 SMOOTHING = (0.0, 0.6, 0.9)
@@ -61,8 +61,8 @@ class MetricsPane(Vertical):
                               str(series[-1][0]) if series else "—"]))
         self.table.replace_rows(out)
         last_step = rows[-1].get("step") if rows else None
-        self.border_subtitle = (f"step {last_step} · {len(out)} metrics" if rows
-                                else ("no metrics yet" if run_id else "no run selected"))
+        set_subtitle(self, (f"step {last_step} · {len(out)} metrics" if rows
+                                else ("no metrics yet" if run_id else "no run selected")))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 
-from .format import PROCESS_STYLE, duration, number, size
+from .format import set_subtitle, PROCESS_STYLE, duration, number, size
 from .tables import NavTable, sort_bindings
 
 SORTS = {"name": ("N", "name"), "pid": ("I", "pid"), "state": ("S", "state"), "health": ("H", "health"),
@@ -93,10 +93,10 @@ class ProcessesPane(Vertical):
             ]))
         self.table.replace_rows(rows)
         if run:
-            self.border_subtitle = f"{run.get('run_id', '')} · {run.get('status', '')}" + (
-                f" · {run['reason']}" if run.get("reason") else "")
+            set_subtitle(self, f"{run.get('run_id', '')} · {run.get('status', '')}" + (
+                f" · {run['reason']}" if run.get("reason") else ""))
         else:
-            self.border_subtitle = "no run selected"
+            set_subtitle(self, "no run selected")
 
     def restart_selected(self) -> None:
         name = self.table.selected_key()

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input
 
-from .format import STATUS_STYLE, duration, number, spark, timestamp
+from .format import set_subtitle, STATUS_STYLE, duration, number, spark, timestamp
 from .messages import RunSelected
 from .tables import NavTable, sort_bindings
 
@@ -87,7 +87,7 @@ class RunsPane(Vertical):
                 number(run.get("reward_mean"), 3), Text(spark(self.sparks.get(run["run_id"], []), 12), style="cyan"),
             ]))
         self.table.replace_rows(rows)
-        self.border_subtitle = f"{len(rows)}/{len(self.runs)}" + (f" · filter {self.filter_text!r}" if self.filter_text else "")
+        set_subtitle(self, f"{len(rows)}/{len(self.runs)}" + (f" · filter {self.filter_text!r}" if self.filter_text else ""))
         self._announce()
 
     def _announce(self) -> None:

@@ -187,8 +187,14 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
             await worker.ready.wait()
         return worker.backend
 
+    last_prune = [time.monotonic()]
+
     def prune() -> None:
+        """Forget results older than JOB_RETENTION_S (checked at most every 10 s: it is a scan)."""
         now = time.monotonic()
+        if now - last_prune[0] < 10:
+            return
+        last_prune[0] = now
         for job_id in [j for j, job in jobs.items() if job.finished_at and now - job.finished_at > JOB_RETENTION_S]:
             jobs.pop(job_id, None)
 
