@@ -40,10 +40,15 @@ def main() -> int:
     parser.add_argument("--home", default="/tmp/hermes-rl-bench", help="$HERMES_HOME for the bench run")
     parser.add_argument("--model-dir", default=None, help="an already built tiny model to reuse")
     parser.add_argument("--plot", default=str(ROOT / "bench" / "reward_curve.png"))
+    parser.add_argument("--report", metavar="RUN_DIR", help="only print figures and plot for an existing run folder")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="an editable config value for this run, e.g. --set batch_size=16")
     args = parser.parse_args()
 
+    if args.report:
+        folder = Path(args.report)
+        state = json.loads((folder / "run.json").read_text())
+        return report(folder, state["created_at"], args.plot)
     os.environ["HERMES_HOME"] = args.home
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     for key in ("TINKER_API_KEY", "WANDB_API_KEY"):
@@ -92,7 +97,12 @@ def main() -> int:
     finally:
         if status not in ("completed", "failed", "stopped", "lost"):
             runs.stop_run(run_id, wait=30)
+    return report(folder, launched, args.plot)
+
+
+def report(folder: Path, launched: float, plot_path: str) -> int:
     state = json.loads((folder / "run.json").read_text())
+    run_id = state["run_id"]
     rows = [r for r in read_rows(folder / "metrics.jsonl") if isinstance(r.get("step"), int)]
     env_rows = read_rows(folder / "env_metrics.jsonl")
 
@@ -117,7 +127,9 @@ def main() -> int:
               f"median train step {step_s * 1000:.0f} ms, median wait for batch {wait_s * 1000:.0f} ms")
         parts = ["timing/forward_backward_s", "timing/optim_s", "timing/sampler_refresh_s"]
         if all(steady[0].get(p) is not None for p in parts):
-            print("  median " + ", ".join(f"{p.split('/')[1][:-2]} {statistics.median(r[p] for r in steady) * 1000:.0f} ms" for p in parts))
+            trained = [r for r in steady if r.get(parts[0]) is not None]
+            print("  median " + ", ".join(f"{p.split('/')[1][:-2]} {statistics.median(r[p] for r in trained) * 1000:.0f} ms" for p in parts)
+                  + f" ({len(steady) - len(trained)} steps had no group with a reward spread: nothing to train)")
     rewards = [r["reward/mean"] for r in rows if r.get("reward/mean") is not None]
     if len(rewards) >= 40:
         first, last = statistics.mean(rewards[:20]), statistics.mean(rewards[-20:])
@@ -135,14 +147,16 @@ def main() -> int:
     import matplotlib.pyplot as plt
 
     steps = [r["step"] for r in rows if r.get("reward/mean") is not None]
+    window = 20
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     ax.plot(steps, rewards, color="#9ecae1", linewidth=0.8, label="reward/mean (per step)")
-    window = 20
     if len(rewards) >= window:
         smooth = [statistics.mean(rewards[max(0, i - window + 1): i + 1]) for i in range(len(rewards))]
         ax.plot(steps, smooth, color="#08519c", linewidth=2, label=f"reward/mean ({window}-step mean)")
     if correct:
-        ax.plot([s for s, _ in correct], [v for _, v in correct], color="#31a354", linewidth=1, alpha=0.8, label="train/percent_correct (env)")
+        values = [v for _, v in correct]
+        smooth_correct = [statistics.mean(values[max(0, i - window + 1): i + 1]) for i in range(len(values))]
+        ax.plot([s for s, _ in correct], smooth_correct, color="#31a354", linewidth=1.5, label=f"train/percent_correct (env, {window}-row mean)")
     if evals:
         ax.plot([s for s, _ in evals], [v for _, v in evals], "o-", color="#e6550d", label="eval/percent_correct (greedy)")
     elapsed = rows[-1]["time"] - rows[0]["time"]
@@ -153,8 +167,8 @@ def main() -> int:
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(args.plot)
-    print(f"plot: {args.plot}")
+    fig.savefig(plot_path)
+    print(f"plot: {plot_path}")
     return 0
 
 

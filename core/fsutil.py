@@ -18,8 +18,8 @@ from .errors import BadInput, HermesError
 def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
     """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise HermesError(f"cannot write {path}: {exc.strerror}", hint="check that $HERMES_HOME is writable and not full") from exc
@@ -123,8 +123,12 @@ def file_lock(path: Path) -> Iterator[None]:
     A sidecar lock file, so the locked file itself can still be replaced atomically by rename.
     """
     lock_path = Path(str(path) + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise HermesError(f"cannot write {path}: {exc.strerror}",
+                          hint="check that $HERMES_HOME is a writable folder and not full") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

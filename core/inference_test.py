@@ -42,10 +42,11 @@ from typing import Callable, Iterator
 
 import yaml
 
+from . import procscan
 from .errors import BadInput, HermesError, MissingKey
 from .fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
 from .paths import PROJECT_ROOT, ensure_private_dir, inference_tests_dir, run_dir
-from .secrets import SECRET_NAMES, get_key, redact
+from .secrets import SECRET_NAMES, get_key, redact, secret_values
 from .supervisor import _child_preexec  # PR_SET_PDEATHSIG=SIGKILL, the same guard run processes get
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
@@ -133,6 +134,14 @@ def _check_base_url(base_url: object) -> str | None:
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise BadInput(f"base_url must be an http(s) URL, got {base_url!r}"[:160], hint="e.g. http://127.0.0.1:8000/v1")
     return base_url.strip().rstrip("/")
+
+
+def _refuse_secret_values(models: list[str] | None, base_url: str | None) -> None:
+    """Model names and the URL become folder names, config values and answers: never a key's value."""
+    values = secret_values()
+    if any(value in text for value in values for text in [*(models or []), base_url or ""]):
+        raise BadInput("models and base_url must not contain the value of a secret key",
+                       hint="keys live only in the environment or $HERMES_HOME/.env; give model ids and a plain URL")
 
 
 def resolve_timeout(timeout_s: float | None) -> float:
@@ -355,6 +364,7 @@ class InferenceTest:
         group_size = _int_in("group_size", group_size, 1, MAX_GROUP_SIZE)
         model_list = _check_models(models)
         url = _check_base_url(base_url)
+        _refuse_secret_values(model_list, url)
         env_info, profile, env_section = _env_section(env_name)
         target = resolve_target(model_list, url)
         test_id, folder = _new_test_folder()
@@ -558,10 +568,7 @@ class InferenceTest:
 
 def _kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
     """SIGTERM the child's process group, then SIGKILL whatever is left of the group."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
+    procscan.signal_group(proc.pid, signal.SIGTERM)  # with SIGCONT: a stopped child still ends
     try:
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:

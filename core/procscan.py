@@ -155,11 +155,8 @@ def terminate(survivors: list[Survivor], timeout: float = 5.0) -> dict:
     """SIGTERM each, SIGKILL whatever is left after `timeout`. Returns {"terminated": n, "killed": n}."""
     pending = []
     for proc in survivors:
-        try:
-            os.kill(proc.pid, signal.SIGTERM)
+        if signal_process(proc.pid, signal.SIGTERM):
             pending.append(proc)
-        except (ProcessLookupError, PermissionError):
-            pass
     deadline = time.monotonic() + timeout
     interval = 0.01
     while pending and time.monotonic() < deadline:
@@ -212,11 +209,29 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+# A stopped process (SIGSTOP, a debugger, Ctrl-Z) acts on a terminating signal only once continued:
+# follow it with SIGCONT, as systemd does, or a frozen process waits out its whole stop timeout.
+_NEEDS_CONT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def signal_group(pgid: int | None, sig: int) -> bool:
     if not pgid:
         return False
     try:
         os.killpg(pgid, sig)
+        if sig in _NEEDS_CONT:
+            os.killpg(pgid, signal.SIGCONT)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def signal_process(pid: int, sig: int) -> bool:
+    """Like signal_group, for one process."""
+    try:
+        os.kill(pid, sig)
+        if sig in _NEEDS_CONT:
+            os.kill(pid, signal.SIGCONT)
         return True
     except (ProcessLookupError, PermissionError):
         return False

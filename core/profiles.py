@@ -56,12 +56,12 @@ PROFILE_VALUES: dict[str, dict] = {
         "locked": {
             "tokenizer_name": "{models_dir}/" + LOCAL_MODEL_NAME,
             "base_model": "{models_dir}/" + LOCAL_MODEL_NAME,
-            "max_token_length": 256,
+            "max_token_length": 512,
             "max_num_workers": 16,
             "total_steps": 400,
             "lora_rank": 8,
             "learning_rate": 5e-4,
-            "max_token_trainer_length": 320,
+            "max_token_trainer_length": 640,
         },
         "editable_defaults": {"group_size": 8, "batch_size": 16},
         "inference": {"timeout": 120, "num_requests_for_eval": 16},
@@ -137,6 +137,9 @@ def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = No
     if raw is None:
         raise BadInput(f"{name} cannot be empty", hint=f"give a {kind} value")
     text = raw.strip() if isinstance(raw, str) else None
+    if text is not None and kind in ("int", "float") and not text.isascii():
+        # int("٤") == 4 and float("１.５") == 1.5 in Python: a number here is written in ASCII or refused.
+        raise BadInput(f"{name} must be a number written with ASCII digits, got {_shown(raw)}")
     if kind == "bool":
         if isinstance(raw, bool):
             return raw
@@ -196,7 +199,7 @@ def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = No
             raise BadInput(f"{name} must be a {kind} (JSON), got {_shown(raw)}")
         return value
     # str
-    if isinstance(raw, (dict, list, tuple, set)):
+    if isinstance(raw, (dict, list, tuple, set, bool)):  # True as a name is a mistake, not "True"
         raise BadInput(f"{name} must be text, got {_shown(raw)}")
     value = raw if isinstance(raw, str) else str(raw)
     if len(value) > 4096 or any(ch in value for ch in "\0\r\n"):

@@ -148,6 +148,9 @@ def list_runs() -> list[dict]:
         entries = [e for e in os.scandir(root) if RUN_ID_RE.match(e.name)]
     except FileNotFoundError:
         return []
+    except OSError as exc:  # $HERMES_HOME is a file, or not readable: say so rather than list nothing
+        raise HermesError(f"cannot read the runs folder {root}: {exc.strerror}",
+                          hint="check that $HERMES_HOME is a readable folder") from None
     out = []
     seen = set()
     for entry in entries:
@@ -342,10 +345,7 @@ def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> dict:
     sup = run.get("supervisor") or {}
     if run.get("status") not in FINAL_STATUSES and _supervisor_alive(run):
         if run.get("status") != "stopping" or force:
-            try:
-                os.kill(sup["pid"], signal.SIGUSR2 if force else signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            procscan.signal_process(sup["pid"], signal.SIGUSR2 if force else signal.SIGTERM)
         run = _wait_final(run_id, wait)
     if run.get("status") not in FINAL_STATUSES and not _supervisor_alive(run):
         _stop_lost(run)

@@ -58,6 +58,8 @@ def _child_preexec(parent_pid: int):
 
     def setup() -> None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # What a run's processes write (metrics, checkpoints, caches) is private like the rest of the run.
+        os.umask(0o077)
         if os.getppid() != parent_pid:  # we lost the race: the supervisor is already gone
             os._exit(70)
 
@@ -838,6 +840,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--foreground", action="store_true", help="do not fork into the background")
     parser.add_argument("--notify-fd", type=int, default=None, help="write 'ok' here once registered")
     args = parser.parse_args(argv)
+    os.umask(0o077)  # every file the supervisor (and, inherited, its watchdog) creates is 0600, folders 0700
 
     def notify(text: str) -> None:
         if args.notify_fd is not None:

@@ -131,6 +131,10 @@ class GSM8kEnv(BaseEnv):
             eval_handling=EvalHandlingEnum.LIMIT_TRAIN,
             eval_limit_ratio=0.1,
             wandb_name="gsm8k",
+            # Groups where every answer scores the same still go to the trainer: reward/mean stays
+            # honest and a weak model (the local tiny one scores ~0) shows steps instead of a stall;
+            # the trainer skips such groups for the update, so no compute is spent on them.
+            ensure_scores_are_not_same=False,
         )
         # A LIST, or atroposlib ignores --openai.* and the YAML openai section.
         servers = [

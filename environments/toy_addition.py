@@ -67,7 +67,7 @@ class ToyAdditionEnv(BaseEnv):
             use_wandb=True,  # offline into the run folder without WANDB_API_KEY
             rollout_server_url="http://127.0.0.1:8000",
             total_steps=400,
-            max_token_length=256,
+            max_token_length=512,
             steps_per_eval=25,
             eval_handling=EvalHandlingEnum.NONE,
             max_batches_offpolicy=2,

@@ -128,6 +128,14 @@ def test_server_cli_rejects_bad_input_clearly(tiny_model_dir, tmp_path):
     missing = _server("--port", "0", "--model-dir", str(tmp_path / "nope"), *common)
     assert missing.returncode == 2 and "python -m dataplane.tiny_model --out" in missing.stderr
 
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        (broken / name).write_bytes((tiny_model_dir / name).read_bytes())
+    (broken / "model.safetensors").write_bytes(b"not safetensors")
+    corrupt = _server("--port", "0", "--model-dir", str(broken), *common)
+    assert corrupt.returncode == 1 and "could not load the model" in corrupt.stderr  # exits, never serves half
+
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

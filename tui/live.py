@@ -127,6 +127,7 @@ class LiveUpdater:
         self.clock = clock
         self.stop_event = threading.Event()
         self.wake = threading.Event()
+        self._urgent = threading.Event()     # the user is waiting (new selection): skip the cycle pacing
         self._lock = threading.Lock()
         self._selected: str | None = None
         self.view: RunView | None = None
@@ -145,6 +146,7 @@ class LiveUpdater:
     def select(self, run_id: str | None) -> None:
         with self._lock:
             self._selected = run_id
+        self._urgent.set()
         self.poke()
 
     def poke(self, runs: bool = True) -> None:
@@ -158,6 +160,7 @@ class LiveUpdater:
 
     def stop(self) -> None:
         self.stop_event.set()
+        self._urgent.set()
         self.wake.set()
 
     # -- the loop ------------------------------------------------------------------------------
@@ -173,8 +176,9 @@ class LiveUpdater:
             self.wake.wait(self.sample_interval)
             self.wake.clear()
             spent = time.monotonic() - cycle_start
-            if spent < self.min_cycle_s:
-                self.stop_event.wait(self.min_cycle_s - spent)
+            if spent < self.min_cycle_s and not self._urgent.is_set():
+                self._urgent.wait(self.min_cycle_s - spent)   # a new selection cuts the pause short
+            self._urgent.clear()
         if self.view is not None:
             self.view.close()
 

@@ -38,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.host not in LOOPBACK:
         return fail(f"--host {args.host!r} refused: tinker-local binds loopback only (127.0.0.1)")
     model_dir = args.model_dir.expanduser().resolve()
-    if not (model_dir / "config.json").is_file() or not (model_dir / "tokenizer.json").is_file():
-        return fail(f"--model-dir {model_dir} is not a built model folder (no config.json/tokenizer.json); "
-                    f"build it with: python -m dataplane.tiny_model --out {model_dir}")
+    needed = [model_dir / "config.json", model_dir / "tokenizer.json"]
+    if not all(path.is_file() for path in needed) or not any(model_dir.glob("*.safetensors")):
+        return fail(f"--model-dir {model_dir} is not a built model folder (needs config.json, tokenizer.json and "
+                    f"*.safetensors); build it with: python -m dataplane.tiny_model --out {model_dir}")
     if ":" in str(model_dir):
         return fail(f"--model-dir {model_dir} contains ':', which the tinker SDK cuts tokenizer ids at")
     checkpoint_dir = args.checkpoint_dir.expanduser().resolve()
@@ -70,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     exit_code = 0
 
     class Server(uvicorn.Server):
+        async def shutdown(self, sockets=None):
+            await super().shutdown(sockets=sockets)
+            # uvicorn re-raises the captured SIGTERM/SIGINT after shutting down (exit status 143);
+            # a requested stop after a clean shutdown should exit 0.
+            self._captured_signals.clear()
+
         async def startup(self, sockets=None):
             await super().startup(sockets=sockets)
             if self.started:

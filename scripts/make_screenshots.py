@@ -1,0 +1,160 @@
+"""Regenerate screenshots/*.svg: every pane of the dashboard over deterministic run folders, and
+(with --live) the dashboard over a real local training run.
+
+    .venv/bin/python scripts/make_screenshots.py            # panes (about a minute)
+    .venv/bin/python scripts/make_screenshots.py --live     # + a live local run (builds the tiny model
+                                                            #   if needed; minutes on a small CPU)
+
+Runs in a temporary $HERMES_HOME (removed afterwards); the project's own environments are listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "screenshots"
+SIZE = (160, 48)
+
+
+async def wait_for(pilot, predicate, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await pilot.pause(0.05)
+    return False
+
+
+async def settle(pilot, run_id: str | None, log_lines: int = 20) -> None:
+    from tui.logs import LogsPane
+    from tui.metrics import MetricsPane
+    from tui.runs import RunsPane
+
+    app = pilot.app
+    await wait_for(pilot, lambda: app.pane(RunsPane).table.row_count > 0)
+    await wait_for(pilot, lambda: app.environments)
+    if run_id:
+        app.pane(RunsPane).select(run_id)
+        await wait_for(pilot, lambda: app.selected_run == run_id)
+        await wait_for(pilot, lambda: app.pane(MetricsPane).table.row_count > 0)
+        await wait_for(pilot, lambda: app.pane(LogsPane).view.line_count >= log_lines)
+
+
+async def shoot(name: str, keys: list, run_id: str | None = "a1b2c3d4", before=None, clock=None) -> None:
+    from textual.widgets import Input
+
+    from tui.app import HermesDashboard
+
+    app = HermesDashboard(clock=clock or time.time, stall_after_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, run_id)
+        if before is not None:
+            await before(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause(0.15)
+        await pilot.pause(0.5)
+        for screen in app.screen_stack:
+            for widget in screen.query(Input):
+                widget.cursor_blink = False
+        app.clear_notifications()
+        await pilot.pause(0.2)
+        app.save_screenshot(str(OUT / f"{name}.svg"))
+        print(f"  screenshots/{name}.svg")
+
+
+async def panes() -> None:
+    from tests.fixtures_tui import FIXED_NOW, SAMPLE_LOGS, fixed_clock, write_run
+    from tui.config_editor import ConfigPane
+    from tui.logs import LogsPane
+
+    write_run("a1b2c3d4", environment="toy_addition", status="completed", steps=20, created_at=FIXED_NOW - 7200,
+              logs=SAMPLE_LOGS)
+    write_run("0badc0de", environment="toy_addition", status="failed", steps=7, created_at=FIXED_NOW - 3 * 86400,
+              reason="trainer exited 1", logs={"api": "ok\n", "trainer": "Traceback (most recent call last):\n"
+                                                "RuntimeError: boom\n", "env": ""})
+    write_run("5ee5ee5e", environment="gsm8k", status="stopped", steps=3, profile="tinker", created_at=FIXED_NOW - 600,
+              reason="stopped by user", logs={"api": "", "trainer": "", "env": ""})
+
+    async def select_env(pilot):
+        await pilot.press("1", "j", "enter")
+        await wait_for(pilot, lambda: pilot.app.pane(ConfigPane).view is not None, timeout=240)
+
+    async def search(pilot):
+        await pilot.press("5", "]", "]")
+        await pilot.press("m", "slash", *"reward=0.7", "enter")
+        await wait_for(pilot, lambda: pilot.app.pane(LogsPane).view.match_line is not None)
+
+    await shoot("dashboard", [], clock=fixed_clock)
+    await shoot("environments", ["1", "z"], run_id=None, clock=fixed_clock)
+    await shoot("config_editor", ["2", "ctrl+u", "1", "escape", "z"], run_id=None, before=select_env, clock=fixed_clock)
+    await shoot("runs", ["3", "z"], clock=fixed_clock)
+    await shoot("processes", ["4", "z"], run_id="0badc0de", clock=fixed_clock)
+    await shoot("logs", ["z"], before=search, clock=fixed_clock)
+    await shoot("metrics", ["6", "z"], clock=fixed_clock)
+    await shoot("metric_chart", ["6", "enter", "s"], clock=fixed_clock)
+    await shoot("help", ["question_mark"], clock=fixed_clock)
+    await shoot("test_inference", ["t"], run_id=None, clock=fixed_clock)
+    await shoot("stop_confirm", [], run_id=None, clock=fixed_clock,
+                before=lambda pilot: _confirm(pilot))
+
+
+async def _confirm(pilot):
+    from tui.dialogs import ConfirmScreen
+
+    pilot.app.push_screen(ConfirmScreen("Stop run 3fa2c91b?", "toy_addition · running · its processes get SIGTERM, "
+                                        "then SIGKILL after their timeout"))
+    await pilot.pause(0.2)
+
+
+async def live(min_steps: int, timeout: float) -> None:
+    """A real local run (toy_addition on the local profile) watched until it has min_steps metric rows."""
+    from core import runs
+    from core.metrics import read_metrics
+
+    run = runs.start_run("toy_addition", "local")
+    run_id = run["run_id"]
+    print(f"  live run {run_id} started; waiting for {min_steps} steps (≤ {timeout:.0f} s)")
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = runs.get_run(run_id, sample=False)["status"]
+            if len(read_metrics(run_id)) >= min_steps or status in ("failed", "completed", "stopped", "lost"):
+                break
+            time.sleep(2)
+        await shoot("live_local_run", [], run_id=run_id)
+    finally:
+        runs.stop_run(run_id)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--live", action="store_true", help="also screenshot a real local run")
+    parser.add_argument("--live-steps", type=int, default=3)
+    parser.add_argument("--live-timeout", type=float, default=900)
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="hermes-shots-"))
+    os.environ["HERMES_HOME"] = str(home)
+    for name in ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"):
+        os.environ.pop(name, None)   # screenshots never show a key, and the local profile is the one shown
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        asyncio.run(panes())
+        if args.live:
+            asyncio.run(live(args.live_steps, args.live_timeout))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+from circular_a import LoopA
+
+
+class LoopB(LoopA):
+    name = "corpus_loop_b"

@@ -1,0 +1,163 @@
+"""Shared pieces of the reliability suite: the stand-in pipeline, an independent orphan scan,
+a figures recorder for docs/reliability.md, and a secrets scanner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from core.pipeline import ProcessSpec, Readiness, RestartPolicy
+from core.procscan import MARKER
+from tests.fixtures_core import PY, proc_path
+
+HERE = Path(__file__).resolve().parent
+RPROCS = HERE / "procs"
+CORPUS = HERE / "corpus"
+FINAL = ("completed", "failed", "stopped")
+FIGURES_ENV = "HERMES_RL_RELIABILITY_FIGURES"   # set it to a file path to collect figures for the docs
+
+
+def record(kind: str, **fields) -> None:
+    """Append one figure (e.g. time to final state per fault) to $HERMES_RL_RELIABILITY_FIGURES."""
+    target = os.environ.get(FIGURES_ENV)
+    line = json.dumps({"kind": kind, **fields})
+    print("FIGURE", line)
+    if target:
+        with open(target, "a") as handle:
+            handle.write(line + "\n")
+
+
+def standin_pipeline(step_s: float = 0.1, env_restarts: int = 1, trainer_stop_timeout: float = 10.0) -> list[ProcessSpec]:
+    """api (HTTP, port api) -> trainer (metrics + log lines naming run/port) and env (restarted on failure),
+    the shape of the real pipeline (core/training.py) with small programs."""
+    api = ProcessSpec(name="api", argv=[PY, proc_path("http_server.py"), "--port", "{port:api}"],
+                      readiness=Readiness("http", "http://127.0.0.1:{port:api}/health", timeout_s=30), port="api")
+    trainer = ProcessSpec(name="trainer",
+                          argv=[PY, str(RPROCS / "trainer.py"), "--run-dir", "{run_dir}", "--run-id", "{run_id}",
+                                "--port", "{port:api}", "--step-s", str(step_s)],
+                          depends_on=[("api", "ready")], readiness=Readiness("log", pattern=r"^ready", timeout_s=30),
+                          stop_timeout=trainer_stop_timeout)
+    env = ProcessSpec(name="env", argv=[PY, "-c", "import sys, time; print('env up', sys.argv[1], flush=True); time.sleep(3600)",
+                                        "{run_id}"],
+                      depends_on=[("api", "ready")],
+                      restart=RestartPolicy("on_failure", max_restarts=env_restarts, backoff_s=0.1))
+    return [api, trainer, env]
+
+
+def launch_standin(**kw) -> dict:
+    from core import runs
+
+    return runs.launch(standin_pipeline(**kw), environment="standin", profile="local", total_steps=100)
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+def wait_running(run_id: str, timeout: float = 30.0) -> dict:
+    from core import runs
+
+    run = wait_for(lambda: (r := runs.get_run(run_id, sample=False))["status"] in ("running", *FINAL, "lost") and r,
+                   timeout)
+    assert run and run["status"] == "running", f"run {run_id} did not reach running: {runs.get_run(run_id, sample=False)}"
+    return run
+
+
+def proc_record(run: dict, name: str) -> dict:
+    return next(p for p in run["processes"] if p["name"] == name)
+
+
+def orphans(run: dict) -> list[str]:
+    """Live processes of a run found independently of core.procscan: its supervisor's session, its
+    recorded process groups, or the HERMES_RL_RUN_DIR marker. Zombies do not count."""
+    from core.paths import run_dir
+
+    folder = str(run_dir(run["run_id"]))
+    sid = (run.get("supervisor") or {}).get("pid")
+    pgids = {p.get("pgid") for p in run.get("processes") or [] if p.get("pgid")}
+    found = []
+    for proc in psutil.process_iter(["pid", "status", "cmdline"]):
+        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            why = []
+            if sid and os.getsid(proc.pid) == sid:
+                why.append("session")
+            if os.getpgid(proc.pid) in pgids:
+                why.append("group")
+            if proc.environ().get(MARKER) == folder:
+                why.append("marker")
+        except (psutil.Error, OSError):
+            continue
+        if why:
+            found.append(f"{proc.pid} ({'+'.join(why)}): {' '.join(proc.info['cmdline'] or [])[:120]}")
+    return found
+
+
+def assert_no_orphans(run: dict, timeout: float = 3.0) -> None:
+    left = wait_for(lambda: not orphans(run), timeout)
+    assert left, f"orphans of run {run['run_id']}: {orphans(run)}"
+
+
+def all_files(root: Path):
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            yield Path(dirpath) / name
+
+
+def assert_state_parses(home: Path) -> int:
+    """Every JSON / JSONL / YAML file under home parses (JSONL: every complete line). Returns files checked."""
+    import yaml
+
+    checked = 0
+    for path in all_files(home):
+        if path.name.endswith(".lock") or path.name.startswith("."):
+            continue
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            json.loads(text)
+        elif path.suffix == ".jsonl":
+            for line in text.splitlines(keepends=True):
+                if line.endswith("\n"):
+                    json.loads(line)
+        elif path.suffix == ".yaml":
+            yaml.safe_load(text)
+        else:
+            continue
+        checked += 1
+    return checked
+
+
+def kill_tree(popen: subprocess.Popen) -> None:
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    popen.wait(timeout=5)
+
+
+def client_env(home: Path) -> dict:
+    from core.paths import PROJECT_ROOT
+
+    env = dict(os.environ, HERMES_HOME=str(home), PYTHONPATH=str(PROJECT_ROOT))
+    return env
+
+
+def start_watcher(home: Path, run_id: str, log: Path) -> subprocess.Popen:
+    from core.paths import PROJECT_ROOT
+
+    return subprocess.Popen([sys.executable, str(RPROCS / "watcher.py"), run_id], cwd=str(PROJECT_ROOT),
+                            env=client_env(home), stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
