@@ -9,6 +9,7 @@ Locked fields come from the profile (core.profiles). Drafts live in $HERMES_HOME
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .discovery import EnvInfo, find_environment
-from .errors import BadInput, NotFound
+from .errors import BadInput, HermesError, NotFound
 from .fsutil import atomic_write_text, file_lock, read_yaml
 from .paths import (PROJECT_ROOT, current_selection_file, drafts_dir, rl_dir, run_dir, validate_env_name,
                     validate_run_id)
@@ -235,7 +236,10 @@ def probe_config(env: EnvInfo) -> dict:
         return cached
     with _probe_lock:
         running = _probe_running.setdefault((env.file, env.class_name), threading.Lock())
-    with running:  # two threads of one client (dashboard workers) share one probe
+    # Two threads of one client (dashboard workers) share one probe, and so do many client processes
+    # that miss the cache at once (the CLI, agent tools and the dashboard together): one probes, the
+    # others wait for its result on disk instead of starting their own slow probes on a small machine.
+    with running, _probe_file_lock(env):
         cached = _cached(env, signature)
         if cached is not None:
             return cached
@@ -246,6 +250,21 @@ def probe_config(env: EnvInfo) -> dict:
             raise
         _remember(env, signature, result)
         return result
+
+
+@contextlib.contextmanager
+def _probe_file_lock(env: EnvInfo):
+    """The cross-process probe lock; without a writable home (no lock file) each process probes alone."""
+    try:
+        lock = file_lock(_cache_path(env))
+        lock.__enter__()
+    except HermesError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:

@@ -181,7 +181,7 @@ class GSM8kEnv(BaseEnv):
         group = ScoredDataGroup(tokens=[], masks=[], scores=[], inference_logprobs=[])
         for node in nodes:
             text = node.full_text[len(prompt):] if node.full_text.startswith(prompt) else node.full_text
-            reward = await asyncio.to_thread(score_answer, text, item["gold_answer"])
+            reward = score_answer(text, item["gold_answer"])  # main thread: math-verify uses signal.alarm
             group["tokens"].append(node.tokens)
             group["masks"].append(node.masked_tokens)
             group["inference_logprobs"].append(node.logprobs)
@@ -201,7 +201,7 @@ class GSM8kEnv(BaseEnv):
             completion = await self.server.completion(
                 prompt=prompt, n=1, max_tokens=self.completion_budget(prompt), temperature=0.0, split="eval"
             )
-            return await asyncio.to_thread(score_answer, completion.choices[0].text, item["gold_answer"])
+            return score_answer(completion.choices[0].text, item["gold_answer"])  # main thread (signal.alarm)
 
         try:
             results = await asyncio.gather(*(one(item) for item in problems))

@@ -184,7 +184,8 @@ def test_inference_server_speaks_sglang_and_openai_with_logprobs(tinker_local, t
     base = f"http://127.0.0.1:{port}"
 
     async def scenario():
-        training = await tinker.ServiceClient().create_lora_training_client(base_model=model, rank=4)
+        service = tinker.ServiceClient()
+        training = await service.create_lora_training_client(base_model=model, rank=4)
         policy = Policy(load_tokenizer(model), model)
         runner = await start_server(policy, "127.0.0.1", port)
         try:
@@ -218,5 +219,6 @@ def test_inference_server_speaks_sglang_and_openai_with_logprobs(tinker_local, t
             await client.close()
         finally:
             await runner.cleanup()
+            await asyncio.get_running_loop().run_in_executor(None, service.close)
 
     asyncio.run(scenario())

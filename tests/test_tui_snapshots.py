@@ -129,6 +129,7 @@ def test_logs_pane_trainer_tab_search_marker(snap_compare, snapshot_world):
 def test_metrics_chart(snap_compare, snapshot_world):
     async def run_before(pilot):
         await settle(pilot)
+        await freeze(pilot)          # the dashboard underneath is settled before the chart covers it
         await pilot.press("6", "enter")
         await pilot.press("s")
         await freeze(pilot)
@@ -139,6 +140,7 @@ def test_metrics_chart(snap_compare, snapshot_world):
 def test_help_screen(snap_compare, snapshot_world):
     async def run_before(pilot):
         await settle(pilot)
+        await freeze(pilot)          # the dashboard underneath is settled before the help covers it
         await pilot.press("question_mark")
         await freeze(pilot)
 
@@ -148,6 +150,7 @@ def test_help_screen(snap_compare, snapshot_world):
 def test_inference_screen(snap_compare, snapshot_world):
     async def run_before(pilot):
         await settle(pilot, select_run=None)
+        await freeze(pilot)
         await pilot.press("t")
         await freeze(pilot)
 

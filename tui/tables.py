@@ -68,10 +68,11 @@ class NavTable(DataTable):
             except Exception:
                 current = None
         self.clear()
-        # Auto widths only ever grow in DataTable: start from the labels so widths follow the rows shown now.
-        for column in self.columns.values():
+        # Auto widths only ever grow in DataTable (and are measured lazily): set them from the rows shown now.
+        for index, column in enumerate(self.columns.values()):
             if column.auto_width:
-                column.content_width = column.label.cell_len
+                column.content_width = max([column.label.cell_len] + [_cell_width(cells[index]) for _, cells in rows
+                                                                      if index < len(cells)])
         target = 0
         for index, (key, cells) in enumerate(rows):
             self.add_row(*cells, key=key)
@@ -89,6 +90,15 @@ class NavTable(DataTable):
             return self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
         except Exception:
             return None
+
+
+def _cell_width(cell) -> int:
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    if isinstance(cell, Text):
+        return cell.cell_len
+    return cell_len(str(cell))
 
 
 def sort_bindings(prefix: str, columns: dict[str, tuple[str, str]]) -> list[Binding]:

@@ -170,3 +170,24 @@ def test_sigstop_trainer_is_reported_stalled_and_stop_still_works(monkeypatch):
     assert proc_record(final, "trainer")["exit_code"] == -signal.SIGTERM
     _check_after(final, "SIGSTOP trainer, then stop", elapsed, "stopped")
     assert_no_orphans(final)
+
+
+def test_sigstop_supervisor_then_stop_from_a_client():
+    """A frozen supervisor (SIGSTOP, a debugger) still obeys a client's stop: SIGTERM comes with SIGCONT."""
+    run = launch_standin()
+    run_id = run["run_id"]
+    run = wait_running(run_id)
+    supervisor = run["supervisor"]["pid"]
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        final = runs.stop_run(run_id, wait=10)
+        elapsed = time.monotonic() - began
+    finally:
+        try:
+            os.kill(supervisor, signal.SIGCONT)
+        except OSError:
+            pass
+    assert final["reason"] == "stopped by user"
+    _check_after(final, "SIGSTOP supervisor, then stop", elapsed, "stopped")
+    assert_no_orphans(final)

@@ -114,8 +114,13 @@ def test_planted_keys_reach_children_only_through_their_environment(monkeypatch,
         answers.append(toolset.rl_stop_training(run["run_id"]))
         assert_no_orphans(runs.get_run(run["run_id"], sample=False))
     started = next((a for a in answers if isinstance(a, dict) and a.get("run_id") and a.get("config_path")), None)
-    if started:  # rl_start_training may launch the real pipeline: end it at once
+    if started:  # rl_start_training launched the real pipeline (tinker profile: a key is set): scan, end it
+        wait_for(lambda: any(p.get("pid") for p in runs.get_run(started["run_id"], sample=False)["processes"]), 10)
+        n, hits = _hits_in_argv(runs.get_run(started["run_id"], sample=False))
+        scanned_argv += n
+        argv_hits += hits
         answers.append(toolset.rl_stop_training(started["run_id"]))
+        assert_no_orphans(runs.get_run(started["run_id"], sample=False))
     answer_text = json.dumps(answers)
     answer_hits = [needle for needle in NEEDLES if needle in answer_text]
     file_hits = _hits_in_files(hermes_home)
