@@ -120,7 +120,9 @@ async def live(min_steps: int, timeout: float) -> None:
     """A real local run (toy_addition on the local profile) watched until it has min_steps metric rows."""
     from core import runs
     from core.metrics import read_metrics
+    from core.paths import runs_dir
 
+    shutil.rmtree(runs_dir(), ignore_errors=True)   # the synthetic runs above use a fixed clock: not beside a live one
     run = runs.start_run("toy_addition", "local")
     run_id = run["run_id"]
     print(f"  live run {run_id} started; waiting for {min_steps} steps (≤ {timeout:.0f} s)")

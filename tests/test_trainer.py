@@ -219,6 +219,68 @@ def test_inference_server_speaks_sglang_and_openai_with_logprobs(tinker_local, t
             await client.close()
         finally:
             await runner.cleanup()
-            await asyncio.get_running_loop().run_in_executor(None, service.close)
+            await service.close("success")
 
     asyncio.run(scenario())
+
+
+@pytest.mark.timeout(240)
+def test_trainer_registers_serves_and_stops_cleanly_on_sigterm(tinker_local, tiny_model_dir, tmp_path):
+    """Real run-api + local Tinker server: the trainer registers (so run-api lets environments in),
+    becomes healthy, and on SIGTERM exits 0 without results.json (a stop, not a completion)."""
+    import signal
+    import time
+    import urllib.request
+
+    from core.pipeline import free_ports
+
+    ports = free_ports(["api", "inference"])
+    config = base_config(tmp_path, env__total_steps=50, backend__base_url=tinker_local.url,
+                         tinker__base_model=str(tiny_model_dir), env__tokenizer_name=str(tiny_model_dir))
+    config["env"]["rollout_server_url"] = f"http://127.0.0.1:{ports['api']}"
+    config["openai"][0]["base_url"] = f"http://127.0.0.1:{ports['inference']}/v1"
+    config["env"]["use_wandb"] = False
+    path = write(tmp_path, config)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("TINKER_API_KEY", None)  # the trainer supplies the local dummy key itself
+    api = subprocess.Popen([sys.executable, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", str(ports["api"])],
+                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log_path = tmp_path / "trainer.log"
+    trainer = None
+    try:
+        def get(url):
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    return resp.status, json.loads(resp.read() or b"null")
+            except Exception as exc:
+                return getattr(exc, "code", None), None
+
+        deadline = time.time() + 60
+        while get(f"http://127.0.0.1:{ports['api']}/status")[0] != 200:
+            assert time.time() < deadline, "run-api did not start"
+            time.sleep(0.3)
+        with open(log_path, "w") as log:
+            trainer = subprocess.Popen([sys.executable, "-m", "dataplane.trainer", "--config", str(path)], cwd=ROOT,
+                                       env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 120
+        while get(f"http://127.0.0.1:{ports['inference']}/health")[0] != 200:
+            assert trainer.poll() is None, log_path.read_text()
+            assert time.time() < deadline, log_path.read_text()
+            time.sleep(0.3)
+        # registered with run-api, which now accepts environments
+        req = urllib.request.Request(f"http://127.0.0.1:{ports['api']}/register-env", method="POST",
+                                     data=json.dumps({"max_token_length": 32, "desired_name": "t", "weight": 1.0,
+                                                      "group_size": 4}).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert json.loads(resp.read())["status"] == "success"
+        assert get(f"http://127.0.0.1:{ports['api']}/info")[1]["batch_size"] == 8
+        trainer.send_signal(signal.SIGTERM)
+        assert trainer.wait(timeout=30) == 0
+        assert "stopped by SIGTERM" in log_path.read_text()
+        assert not (tmp_path / "results.json").exists()
+        assert "tml-" not in " ".join(trainer.args)
+    finally:
+        for proc in (trainer, api):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

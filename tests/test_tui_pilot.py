@@ -147,7 +147,7 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
 
 
 @pytest.mark.timeout(120)
-def test_quit_leaves_the_run_going_and_says_so(hermes_home, specs):
+def test_quit_leaves_the_run_going_and_says_so(hermes_home, specs, capfd):
     run = runs.launch([specs.sleeper("trainer")], environment="counting", profile="local")
     run_id = run["run_id"]
 
@@ -159,7 +159,8 @@ def test_quit_leaves_the_run_going_and_says_so(hermes_home, specs):
             await pilot.press("q")
         return app
 
-    app = asyncio.run(scenario())
+    asyncio.run(scenario())
+    assert "keep going" in capfd.readouterr().err
     assert runs.get_run(run_id, sample=False)["status"] == "running"
     runs.stop_run(run_id)
 
@@ -243,5 +244,86 @@ def test_navigation_filter_sort_chart_and_notifications(hermes_home, synthetic_r
                       created_at=fixed_clock() - 600, reason="env exited 2")
             await wait_for(pilot, lambda: any("5ee5ee5e" in n.message and "failed" in n.message
                                               for n in app._notifications), what="failure notification")
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.timeout(120)
+def test_stall_warning_in_header_for_a_silent_running_run(hermes_home, specs, capfd):
+    run = runs.launch([specs.sleeper("trainer")], environment="counting", profile="local")
+    run_id = run["run_id"]
+
+    async def scenario():
+        app = HermesDashboard(stall_after_s=1.5)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await wait_for(pilot, lambda: any(r["status"] == "running" for r in app.runs), what="running")
+            # The sleeper printed one line at start and nothing since: after 1.5 s the run is stalled.
+            await wait_for(pilot, lambda: app.header.stalled == [run_id], timeout=15, what="stall warning")
+            assert "stalled" in str(app.header.render())
+            assert "stalled" in str(app.pane(RunsPane).table.get_row(run_id))
+            await pilot.press("q")
+        return app
+
+    asyncio.run(scenario())
+    said = capfd.readouterr().err
+    assert "keep going" in said and run_id in said       # quitting says the run goes on ...
+    assert runs.get_run(run_id, sample=False)["status"] == "running"   # ... and it does
+    runs.stop_run(run_id)
+
+
+def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, synthetic_runs):
+    from core.paths import user_environments_dir
+    from tests.fixtures_tui import TUI_ENV_SOURCE
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.pane(RunsPane).table.row_count == 3, what="runs")
+            await wait_for(pilot, lambda: len(app.environments) == 2, what="environments")
+            await pilot.press("colon")
+            await pilot.press(*"open run 0badc0de")
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.selected_run == "0badc0de", what="palette opened the run")
+            # A new environment file is picked up by the file watcher, no restart needed.
+            (user_environments_dir() / "later_env.py").write_text(
+                TUI_ENV_SOURCE.replace('name = "counting"', 'name = "later_env"'))
+            await wait_for(pilot, lambda: any(e.name == "later_env" for e in app.environments), timeout=15,
+                           what="new environment listed")
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.timeout(300)
+def test_inference_screen_shows_each_models_result_as_it_arrives(arith_env, openai_stub):
+    """The test-inference screen over core.inference_test, against a local OpenAI-protocol server."""
+    from textual.widgets import DataTable, Input
+
+    from tui.inference import InferenceScreen
+
+    async def scenario():
+        app = HermesDashboard()
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.selected_env == arith_env, what="selection loaded")
+            await pilot.press("t")
+            screen = app.screen
+            assert isinstance(screen, InferenceScreen)
+            screen.query_one("#inf-steps", Input).value = "1"
+            screen.query_one("#inf-models", Input).value = "always-right, always-wrong"
+            screen.query_one("#inf-url", Input).value = openai_stub.base_url
+            await pilot.press("ctrl+r")
+            table = screen.query_one(DataTable)
+
+            def cell(model, column):
+                return str(table.get_cell(model, column)) if model in screen.models else ""
+
+            # The first model's result shows while the second is still waiting or running.
+            await wait_for(pilot, lambda: cell("always-right", "status") == "done", timeout=200, what="first result")
+            assert cell("always-wrong", "status") in ("waiting", "running")
+            assert cell("always-right", "accuracy") == "100.0%"
+            await wait_for(pilot, lambda: cell("always-wrong", "status") == "done", timeout=200, what="second result")
+            assert cell("always-wrong", "accuracy") == "0.0%"
+            await pilot.press("escape")
+            assert not isinstance(app.screen, InferenceScreen)
 
     asyncio.run(scenario())

@@ -450,7 +450,7 @@ class HermesDashboard(App):
         pane = self.pane(RunsPane)
         pane.update_runs(message.runs, message.sparks, message.stalled)
         self.header.stalled = sorted(message.stalled)
-        self.header.update_text()
+        self._update_run_line()
         if self.initial_run_id and pane.select(self.initial_run_id):
             self.initial_run_id = None
 

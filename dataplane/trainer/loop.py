@@ -145,6 +145,7 @@ class Trainer:
         self.tinker_path: str | None = None
         self.wandb: WandbLogger | None = None
         self.started_at = time.time()
+        self.outcome = "errored"  # "success" | "errored" | "interrupted", for the Tinker session
 
     # ---- setup -------------------------------------------------------------------------
     def _prepare_backend_env(self) -> None:
@@ -397,6 +398,7 @@ class Trainer:
         }
         _atomic_json(s.results_path, results)
         log.info("done: %d steps, final checkpoint %s", self.step, results["final_checkpoint"])
+        self.outcome = "success"
         return 0
 
     _pending: asyncio.Future | None = None
@@ -411,16 +413,11 @@ class Trainer:
         if self.wandb is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.wandb.finish)
         if self.service_client is not None:
+            # Ends the Tinker session (and its heartbeats) with how the run went.
             try:
-                await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, self._close_service), 5)
-            except Exception:
-                pass
-
-    def _close_service(self) -> None:
-        try:
-            self.service_client.close()
-        except Exception:
-            pass
+                await asyncio.wait_for(asyncio.ensure_future(self.service_client.close(self.outcome)), 5)
+            except BaseException as exc:
+                log.warning("closing the Tinker session failed: %s", exc)
 
 
 async def amain(settings: TrainerSettings) -> int:
@@ -440,6 +437,7 @@ async def amain(settings: TrainerSettings) -> int:
     except asyncio.CancelledError:
         if stopped["signal"] is None:
             raise
+        trainer.outcome = "interrupted"
         log.info("stopped by %s at step %d (no results.json: not completed)", signal.Signals(stopped["signal"]).name, trainer.step)
         return 0
     except KeyProblem as exc:

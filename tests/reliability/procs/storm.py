@@ -1,6 +1,9 @@
-"""One client of the 50-process storm: alternately edits a draft (core.config.set_field) and reads run
-state (core.runs.get_run / list_runs) for --seconds. Prints "ok <edits> <reads>" or the first error."""
+"""One client of the 50-process storm. Imports, says it is armed (creates SYNC/armed-SEED), waits for
+SYNC/go so that all clients hit the files together, then does OPS operations in random order: half
+draft edits (core.config.set_field), half run-state reads (core.runs.get_run / list_runs).
+Prints "ok <edits> <reads>" or the first error."""
 
+import os
 import random
 import sys
 import time
@@ -8,13 +11,17 @@ import time
 from core import config, runs
 from core.errors import HermesError
 
-env_name, run_id, seconds, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+env_name, run_id, sync, ops, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 rng = random.Random(seed)
+open(os.path.join(sync, f"armed-{seed}"), "w").close()
+while not os.path.exists(os.path.join(sync, "go")):
+    time.sleep(0.01)
+plan = ["edit"] * (ops // 2) + ["read"] * (ops - ops // 2)
+rng.shuffle(plan)
 edits = reads = 0
-deadline = time.monotonic() + seconds
-while time.monotonic() < deadline:
+for op in plan:
     try:
-        if rng.random() < 0.5:
+        if op == "edit":
             config.set_field("group_size", rng.choice([2, 4, 8]), env_name=env_name, profile="local")
             edits += 1
         else:
