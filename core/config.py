@@ -694,7 +694,10 @@ def build_run_config(env: EnvInfo, profile: Profile, values: dict, ports: dict, 
         "model_name": locked["base_model"],
         "base_url": f"http://127.0.0.1:{ports['inference']}/v1",
         "api_key": "x",  # the trainer's own inference server: a dummy, never a real key
-        "server_type": "openai",
+        # The trainer's server speaks SGLang's /generate (token ids + logprobs, which Atropos'
+        # managed server needs) and needs no 1 Hz health pings.
+        "server_type": "sglang",
+        "health_check": False,
         "tokenizer_name": locked["tokenizer_name"],
         "timeout": inference.get("timeout", 1200),
         "num_requests_for_eval": inference.get("num_requests_for_eval", 256),

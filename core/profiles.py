@@ -23,12 +23,12 @@ LOCAL_MODEL_NAME = "tiny-toy"
 LOCAL_NOTICE = "No TINKER_API_KEY: using the local profile (tiny model on CPU)"
 RUN_URL_PLACEHOLDER = "(the run's own Atropos API URL, picked at start)"
 
-# The numbers behind the built-in profiles, kept in this one dict so the trainer engineer can tune
-# them. `tinker` holds the seed's values for Qwen3-8B on Tinker cloud. `local` is sized so a 2-core
-# CPU finishes a run in minutes: the toy addition prompt + answer ("Q: 3+4=\nA: 7\n") is ~12 tokens
-# for the locally built tokenizer, so 32 generated / 64 trained tokens leave room; rank 8 and a
-# high learning rate let the tiny model move within 150 steps. "{models_dir}" is filled per call
-# (it depends on $HERMES_HOME). `inference` feeds the config's `openai:` server entry.
+# The numbers behind the built-in profiles, in this one dict. `tinker` holds the seed's values for
+# Qwen3-8B on Tinker cloud. `local` is sized so a 2-core CPU shows learning in minutes (bench/
+# bench_training.py): batch 16 in groups of 8 keeps a step near 0.2 s, 400 steps take ~2 min, and
+# lr 5e-4 with rank 8 moves the tiny model's reward from ~0.5 to ~0.95 in that time. 512/640 tokens
+# leave room for gsm8k's prompts (~370 tokens with the local tokenizer). "{models_dir}" is filled per
+# call (it depends on $HERMES_HOME). `inference` feeds the config's `openai:` server entry.
 PROFILE_VALUES: dict[str, dict] = {
     "tinker": {
         "backend": "tinker",

@@ -129,10 +129,8 @@ def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None
     env_file = getattr(env, "file", None) or str(env)
     specs.append(ProcessSpec(
         name="env",
-        # The inference server is always the trainer's, which speaks SGLang's /generate (token ids and
-        # logprobs for Atropos' managed server) and needs no 1 Hz health pings.
-        argv=[python, env_file, "serve", "--config", config_path,
-              "--openai.server_type", "sglang", "--openai.health_check", "false"],
+        # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
+        argv=[python, env_file, "serve", "--config", config_path],
         env={**common_env, "HERMES_ENV_METRICS": env_metrics, "HERMES_RUN_ID": run_id},
         secret_env=["WANDB_API_KEY"],
         # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api

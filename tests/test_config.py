@@ -21,7 +21,7 @@ from core.config import (build_run_config, current_selection, editable_fields, g
 from core.discovery import find_environment
 from core.errors import BadInput, NotFound
 from core.paths import PROJECT_ROOT
-from core.profiles import get_profile
+from core.profiles import PROFILE_VALUES, get_profile
 from tests.fixtures_config import bump_mtime, write_env
 
 PORTS = {"api": 18000, "inference": 18001, "tinker": 18002}
@@ -68,7 +68,9 @@ def test_editable_fields_come_from_config_init(fixture_envs):
     # Values config_init set on BaseEnvConfig fields are the defaults of the safe ones offered.
     assert fields["steps_per_eval"]["default"] == 25 and fields["use_wandb"]["default"] is False
     # Run shape defaults come from the profile; the name from {env}-{timestamp}.
-    assert fields["group_size"]["default"] == 8 and fields["batch_size"]["default"] == 32
+    local_defaults = PROFILE_VALUES["local"]["editable_defaults"]
+    assert fields["group_size"]["default"] == local_defaults["group_size"]
+    assert fields["batch_size"]["default"] == local_defaults["batch_size"]
     assert fields["wandb_name"]["default"] == "fixture_basic-{timestamp}"
     # Infrastructure and the rest of BaseEnvConfig are not editable; the profile's fields are locked.
     assert not {"tokenizer_name", "max_token_length", "total_steps", "rollout_server_url",
@@ -198,7 +200,8 @@ def test_set_field_coerces_cli_text_and_persists_for_every_client(fixture_envs, 
     assert seen["max_operand"] == [12, True] and seen["shuffle"] == [False, True]
     assert seen["temperature"] == [0.25, True] and seen["difficulty"] == ["hard", True]
     assert seen["stop_words"] == [["###"], True] and seen["group_size"] == [4, True]
-    assert seen["seed"] == [None, False] and seen["batch_size"] == [32, False]
+    assert seen["seed"] == [None, False]
+    assert seen["batch_size"] == [PROFILE_VALUES["local"]["editable_defaults"]["batch_size"], False]
 
 
 @pytest.mark.parametrize("field, value, expected", [

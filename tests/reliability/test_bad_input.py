@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +18,7 @@ import pytest
 from core import config, runs, toolset
 from core.discovery import discover_environments, find_environment
 from core.errors import BadInput, HermesError
-from core.paths import PROJECT_ROOT, run_dir, runs_dir
+from core.paths import PROJECT_ROOT, run_dir
 from tests.fixtures_config import ENV_FIXTURES
 from tests.reliability.helpers import CORPUS, assert_no_orphans, client_env, record, wait_for
 

@@ -3,7 +3,6 @@ and run-state reads (every file parses afterwards), and two clients acting on on
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -14,7 +13,7 @@ import pytest
 
 from core import runs, toolset
 from core.paths import PROJECT_ROOT
-from tests.reliability.helpers import (RPROCS, FINAL, assert_no_orphans, assert_state_parses, client_env,
+from tests.reliability.helpers import (RPROCS, assert_no_orphans, assert_state_parses, client_env,
                                        kill_tree, launch_standin, proc_record, record, start_watcher, wait_for,
                                        wait_running)
 

@@ -19,8 +19,7 @@ from core import runs, toolset
 from core.paths import PROJECT_ROOT, logs_dir, runs_dir
 from core.pipeline import ProcessSpec, Readiness
 from tests.fixtures_core import PY, proc_path
-from tests.reliability.helpers import (all_files, assert_no_orphans, launch_standin, orphans, record, wait_for,
-                                       wait_running)
+from tests.reliability.helpers import all_files, assert_no_orphans, launch_standin, record, wait_for, wait_running
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(120), pytest.mark.usefixtures("run_processes_cleanup")]
 
