@@ -141,6 +141,7 @@ async def live(min_steps: int, timeout: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--live", action="store_true", help="also screenshot a real local run")
+    parser.add_argument("--live-only", action="store_true", help="only the live run screenshot")
     parser.add_argument("--live-steps", type=int, default=3)
     parser.add_argument("--live-timeout", type=float, default=900)
     args = parser.parse_args()
@@ -151,8 +152,9 @@ def main() -> None:
         os.environ.pop(name, None)   # screenshots never show a key, and the local profile is the one shown
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        asyncio.run(panes())
-        if args.live:
+        if not args.live_only:
+            asyncio.run(panes())
+        if args.live or args.live_only:
             asyncio.run(live(args.live_steps, args.live_timeout))
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from textual import on, work
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -26,7 +26,7 @@ from .environments import EnvironmentsPane
 from .format import FINAL_STATUSES
 from .header import HeaderBar
 from .keymap import keymap_path, load_keymap
-from .logs import LogsPane, LogView
+from .logs import LogsPane
 from .messages import (ConfigLoaded, EnvironmentsChanged, EnvironmentSelected, LiveBatch, LogsGrew, MetricsUpdated,
                        RunSampled, RunSelected, RunsUpdated)
 from .metrics import ChartScreen, MetricsPane

@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, Select, Static, Switch
 from core.errors import HermesError
 
 from . import backend
-from .format import set_subtitle, number
+from .format import set_subtitle
 
 
 def shown_value(value) -> str:
