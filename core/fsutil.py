@@ -107,6 +107,43 @@ def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, dict]]:
                 yield offset, obj
 
 
+def last_jsonl_row(path: str | os.PathLike, max_scan: int = 1 << 20) -> dict | None:
+    """The last complete, parseable JSON object line of a file, read backwards from its end.
+
+    A partial last line (the writer is mid-write) and garbage lines are skipped. At most max_scan
+    bytes from the end are read: O(line size), not O(file size), so listing many runs stays cheap.
+    """
+    try:
+        handle = open(path, "rb")
+    except OSError:
+        return None
+    with handle:
+        end = handle.seek(0, os.SEEK_END)
+        floor = max(0, end - max_scan)
+        position = end
+        pending: bytes | None = None   # a line whose end is read but whose start is not yet; None: no newline seen
+        while position > floor:
+            size = min(8192, position - floor)
+            position -= size
+            handle.seek(position)
+            parts = handle.read(size).split(b"\n")
+            if len(parts) == 1:
+                if pending is not None:
+                    pending = parts[0] + pending
+                continue   # no newline in this block
+            # parts[0] continues an earlier line; after the block's last newline comes either the
+            # partial last line (skipped) or the start of the pending line.
+            whole = parts[1:-1] if pending is None else parts[1:-1] + [parts[-1] + pending]
+            for raw in reversed(whole):
+                row = parse_jsonl_line(raw)
+                if row is not None:
+                    return row
+            pending = parts[0]
+        if position == 0 and pending is not None:
+            return parse_jsonl_line(pending)   # the file's first line, now known to be whole
+        return None
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [obj for _, obj in iter_jsonl(path)]
 

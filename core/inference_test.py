@@ -47,7 +47,7 @@ from .errors import BadInput, HermesError, MissingKey
 from .fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
 from .paths import PROJECT_ROOT, ensure_private_dir, inference_tests_dir, run_dir
 from .secrets import SECRET_NAMES, get_key, redact, secret_values
-from .supervisor import _child_preexec  # PR_SET_PDEATHSIG=SIGKILL, the same guard run processes get
+from .supervisor import child_preexec  # PR_SET_PDEATHSIG=SIGKILL, the same guard run processes get
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_OPENROUTER_MODELS = ("qwen/qwen3-8b", "z-ai/glm-4.7-flash", "minimax/minimax-m2.7")
@@ -482,7 +482,7 @@ class InferenceTest:
                 # Own process group (killed as a group); dies with us even if we are SIGKILLed.
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                         env=child_env, cwd=model_dir, start_new_session=True,
-                                        preexec_fn=_child_preexec(os.getpid()))
+                                        preexec_fn=child_preexec(os.getpid()))
             except OSError as exc:
                 result.errors.append(f"cannot start the environment: {exc.strerror or exc}")
                 yield result

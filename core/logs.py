@@ -5,7 +5,8 @@ A `LogReader` never holds a log in memory. It keeps a sparse index (the byte off
 follow a growing file: rotation (the path now names another inode) and truncation (the file got
 shorter) both restart the index at the new file's start. A large file is opened at its tail: only
 the last `TAIL_BYTES` are indexed at first, and `load_earlier()` extends the index backwards on
-demand, so a 1 GB log shows its last lines at once.
+demand, so a 1 GB log shows its last lines at once. When no line starts inside that window (one
+huge last line), the reader shows that line's end, capped and marked with a leading "… ".
 
 Lines keep their ANSI colour codes (the dashboard renders them); `strip_ansi` gives plain text for
 search. `clean_line` makes any bytes displayable: invalid UTF-8 replaced, NUL removed, a `\\r`
@@ -20,6 +21,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from pathlib import Path
+from typing import Iterator
 
 STRIDE = 32                    # one index entry per 32 lines: 1 GB of 100-byte lines -> 2.5 MB of index
 TAIL_BYTES = 4 * 1024 * 1024   # a file larger than this opens at its tail
@@ -27,6 +29,7 @@ MAX_LINE_CHARS = 4000          # longer lines are cut for display (the file keep
 MAX_INDEX_ENTRIES = 4_000_000  # 32 MB of index at most (128M lines); the oldest half is dropped past it
 _CACHE_BLOCKS = 64
 _READ_CHUNK = 1024 * 1024
+_CUT_MARK = "… "               # prefix of a line shown from its middle (the end of a huge line)
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
@@ -77,6 +80,22 @@ def _index_lines(handle, begin: int, size: int, complete: int, stride: int) -> t
     return index, complete, line_start
 
 
+def _line_starts_backwards(handle, end: int) -> Iterator[int]:
+    """Offsets where lines begin in [0, end), last first (0 last of all), read backwards in chunks."""
+    position = end
+    while position > 0:
+        size = min(_READ_CHUNK, position)
+        position -= size
+        handle.seek(position)
+        chunk = handle.read(size)
+        newline = chunk.rfind(b"\n")
+        while newline >= 0:
+            if position + newline + 1 < end:
+                yield position + newline + 1
+            newline = chunk.rfind(b"\n", 0, newline)
+    yield 0
+
+
 class LogReader:
     """Lazy, follow-capable view of one log file. Thread-safe: one thread may `refresh` while another reads."""
 
@@ -99,6 +118,7 @@ class LogReader:
         self._size = 0               # file size at the last refresh (a partial tail line lies in [_end, _size))
         self._base = 0               # byte offset of the first indexed line; > 0 while earlier bytes are not indexed
         self._inode: tuple[int, int] | None = None
+        self._cut_at: int | None = None   # offset inside a huge line where indexing began (shown as its end)
         self._cache: OrderedDict[int, list[str]] = OrderedDict()
         self._handle = None
 
@@ -185,17 +205,33 @@ class LogReader:
             return False
 
     def _start_at_tail(self, size: int) -> None:
-        """Index only the file's last tail_bytes, starting at the first line that begins inside them."""
+        """Index only the file's last tail_bytes, starting at the first line that begins inside them.
+
+        The first newline may lie far into the window (a multi-MB line crosses its start), so the
+        window is scanned in chunks; it is at most tail_bytes, so a huge file is never read whole.
+        If no line begins inside the window, indexing starts a little before the end of the file's
+        last line, so that line's end is shown instead of nothing."""
         handle = self._open()
-        start = size - self.tail_bytes
-        handle.seek(start - 1)
-        chunk = handle.read(min(self.tail_bytes, _READ_CHUNK) + 1)
-        newline = chunk.find(b"\n")
-        if newline < 0:
-            start = size   # one enormous line: nothing complete to show from the tail
-        else:
-            start = start + newline   # chunk[0] is at start-1
-        self._base = self._end = self._size = start
+        window = size - self.tail_bytes
+        position = window - 1   # a newline just before the window means the window starts a line
+        handle.seek(position)
+        line_start = size
+        while position < size:
+            chunk = handle.read(min(_READ_CHUNK, size - position))
+            if not chunk:
+                break
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                line_start = position + newline + 1
+                break
+            position += len(chunk)
+        if line_start >= size:
+            # The window holds only part of one huge last line (complete or still being written).
+            handle.seek(size - 1)
+            content_end = size - 1 if handle.read(1) == b"\n" else size
+            line_start = max(window, content_end - MAX_LINE_CHARS)
+            self._cut_at = line_start
+        self._base = self._end = self._size = line_start
 
     def _scan_forward(self, size: int) -> None:
         index, complete, end = _index_lines(self._open(), self._end, size, self._complete, self.stride)
@@ -213,59 +249,56 @@ class LogReader:
         self._cache.clear()
 
     def load_earlier(self, max_bytes: int = 64 * 1024 * 1024) -> int:
-        """Extend the index backwards over up to max_bytes before the first indexed line.
+        """Extend the index backwards over about max_bytes before the first indexed line (further
+        when fewer than `stride` lines fit: a line longer than max_bytes still makes progress).
         Returns the number of lines added at the top. Slow for big files: call it from a worker."""
         with self._lock:
-            base, inode = self._base, self._inode
+            base, inode, stride = self._base, self._inode, self.stride
+            cut = base > 0 and base == self._cut_at
         if base == 0:
             return 0
-        start = max(0, base - max_bytes)
+        found = 0                # lines found before base
+        kept = array("Q")        # the start of every stride-th of them, counting back from base
+        cut_line_start = None    # where the line indexed from its middle really begins
+        reached_start = True
         with open(self.path, "rb") as handle:
-            if start == 0:
-                # Reaching the beginning: index [0, base) from scratch (its line count need not be a
-                # multiple of the stride, so the existing entries are re-aligned by a full rebuild).
-                index, complete, end = _index_lines(handle, 0, base, 0, self.stride)
-                earlier_starts = None
-            else:
-                handle.seek(start)
-                data = handle.read(base - start)
-                starts = []
-                pos = data.find(b"\n")
-                while pos >= 0:
-                    if start + pos + 1 < base:
-                        starts.append(start + pos + 1)   # the line before the first newline is cut: skipped
-                    pos = data.find(b"\n", pos + 1)
-                usable = len(starts) - len(starts) % self.stride
-                earlier_starts = starts[len(starts) - usable:]
+            for offset in _line_starts_backwards(handle, base):
+                if cut and cut_line_start is None:
+                    cut_line_start = offset
+                    continue
+                found += 1
+                if found % stride == 0:
+                    kept.append(offset)
+                    if base - offset >= max_bytes and offset > 0:
+                        reached_start = False
+                        break
         with self._lock:
             if self._inode != inode or self._base != base:
                 return 0   # rotated or changed meanwhile
-            if earlier_starts is None:
-                if complete % self.stride == 0 and end == base:
-                    self._index = index + self._index
-                    self._complete += complete
-                else:
-                    # Re-align: rebuild the whole index from the file's start.
-                    with open(self.path, "rb") as handle:
-                        full, total, end_all = _index_lines(handle, 0, self._end, 0, self.stride)
-                    added = total - self._complete
-                    self.prepended += added
-                    self._index, self._complete, self._end = full, total, end_all
-                    self._base = 0
-                    self._cache.clear()
-                    return added
-                self._base = 0
-                self._cache.clear()
-                self.prepended += complete
-                return complete
-            if not earlier_starts:
-                return 0
-            self._index = array("Q", earlier_starts[:: self.stride]) + self._index
-            self._complete += len(earlier_starts)
-            self._base = earlier_starts[0]
             self._cache.clear()
-            self.prepended += len(earlier_starts)
-            return len(earlier_starts)
+            if reached_start and found % stride:
+                # The file's first lines do not fill a whole stride: re-align by a full rebuild.
+                with open(self.path, "rb") as handle:
+                    full, total, end_all = _index_lines(handle, 0, self._end, 0, stride)
+                added = total - self._complete
+                self._index, self._complete, self._end = full, total, end_all
+                self._base = 0
+                self._cut_at = None
+                self.prepended += added
+                return added
+            if cut:
+                # The line shown by its end is now indexed from its real start.
+                if self._index:
+                    self._index[0] = cut_line_start
+                else:
+                    self._end = cut_line_start   # it is the partial last line
+                self._cut_at = None
+            kept.reverse()
+            self._index = kept + self._index
+            self._complete += found
+            self._base = self._index[0] if self._index else self._end
+            self.prepended += found
+            return found
 
     # -- reading ------------------------------------------------------------------------------
     def _read_block(self, block: int) -> list[str]:
@@ -280,7 +313,7 @@ class LogReader:
         lines: list[str] = []
         handle.seek(start)
         limit = MAX_LINE_CHARS * 4 + 64
-        for _ in range(wanted):
+        for number in range(wanted):
             raw = handle.readline(limit)
             if raw and not raw.endswith(b"\n"):
                 # A very long line: show its head, skip the rest without loading it.
@@ -288,7 +321,10 @@ class LogReader:
                     more = handle.readline(_READ_CHUNK)
                     if not more or more.endswith(b"\n"):
                         break
-            lines.append(clean_line(raw))
+            if number == 0 and start == self._cut_at:
+                lines.append(self._cut_line_end(start, handle.tell()))
+            else:
+                lines.append(clean_line(raw))
         complete_block = wanted == self.stride
         if complete_block:
             self._cache[block] = lines
@@ -297,10 +333,19 @@ class LogReader:
         return lines
 
     def _partial_line(self) -> str:
+        if self._end == self._cut_at:
+            return self._cut_line_end(self._end, self._size)
         handle = self._open()
         handle.seek(self._end)
         raw = handle.read(min(self._size - self._end, MAX_LINE_CHARS * 4 + 64))
         return clean_line(raw)
+
+    def _cut_line_end(self, start: int, end: int) -> str:
+        """The line indexed from its middle (bytes [start, end)): its last MAX_LINE_CHARS characters,
+        marked; read from its end so a line still being written shows what was written last."""
+        begin = max(start, end - MAX_LINE_CHARS - 1)   # + 1: the newline clean_line drops
+        raw = os.pread(self._open().fileno(), end - begin, begin)
+        return _CUT_MARK + clean_line(raw, max_chars=len(raw) + 1)[-MAX_LINE_CHARS:]
 
     def lines(self, start: int, end: int) -> list[str]:
         """Lines [start, end) of what is indexed (clamped)."""

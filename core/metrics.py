@@ -3,6 +3,8 @@
 Both files are append-only JSONL (DESIGN §4). Readers remember their byte offset and read only what
 was appended; a partial last line is left for the next poll, garbage lines are skipped, NaN/inf
 become None (core.fsutil.parse_jsonl_line). Environment rows join the trainer row of the same step.
+`last_metrics` needs every row (each key's latest finite value, environment rows merged); for the
+newest trainer row alone, read backwards with core.fsutil.last_jsonl_row (what core.runs does).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import procscan
 from .errors import BadInput, Conflict, HermesError, NotFound
-from .fsutil import append_jsonl, atomic_write_json, atomic_write_text, read_json, read_jsonl
+from .fsutil import append_jsonl, atomic_write_json, atomic_write_text, last_jsonl_row, read_json, read_jsonl
 from .paths import PROJECT_ROOT, RUN_ID_RE, ensure_private_dir, run_dir, runs_dir, validate_run_id
 from .pipeline import ProcessSpec, free_ports, port_names, spec_from_json, specs_to_json, substitute, validate_specs
 from .secrets import SECRET_NAMES, secret_env
@@ -31,6 +31,8 @@ ACTIVE_STATUSES = ("starting", "running", "stopping")
 SUPERVISOR_START_TIMEOUT_S = 30.0
 HISTORY_SAMPLE = 50
 RUN_PORTS = ("api", "inference", "tinker")   # DESIGN §3: every real run gets these
+STALL_ENV = "HERMES_RL_STALL_S"
+DEFAULT_STALL_S = 900.0
 
 
 # ---------------------------------------------------------------- reading run folders
@@ -49,43 +51,6 @@ def _read_run(run_id: str) -> dict:
     if not isinstance(run, dict):
         raise HermesError(f"run {run_id}: run.json is not an object", hint=f"inspect {path}")
     return run
-
-
-def last_jsonl_row(path: str | os.PathLike, max_scan: int = 1 << 20) -> dict | None:
-    """The last complete, parseable JSON line of a file, read backwards from its end.
-
-    A partial last line (the writer is mid-write) and garbage lines are skipped. O(line size),
-    not O(file size): list_runs uses it for every run.
-    TODO(lead): core.metrics reads whole files; fold this into core.metrics as a shared helper.
-    """
-    from .fsutil import parse_jsonl_line
-
-    try:
-        handle = open(path, "rb")
-    except OSError:
-        return None
-    with handle:
-        end = handle.seek(0, os.SEEK_END)
-        pos = end
-        data = b""
-        checked = 0  # complete lines, counted from the end, already tried
-        while pos > 0 and end - pos < max_scan:
-            size = min(8192, pos)
-            pos -= size
-            handle.seek(pos)
-            data = handle.read(size) + data
-            last_nl = data.rfind(b"\n")
-            if last_nl < 0:
-                continue  # still inside the partial last line
-            # Text after the last newline is a partial line; the first line may be cut by the block start.
-            lines = data[:last_nl].split(b"\n")
-            first = 0 if pos == 0 else 1
-            for raw in reversed(lines[first:len(lines) - checked]):
-                row = parse_jsonl_line(raw)
-                if row is not None:
-                    return row
-            checked = len(lines) - first
-        return None
 
 
 def _supervisor_alive(run: dict) -> bool:
@@ -124,6 +89,57 @@ def _stat_sig(path: str) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
+# ---------------------------------------------------------------- stall detection (one rule for every client)
+
+
+def stall_threshold(seconds: float | None = None) -> float:
+    """Seconds without a metric row or log line after which a running run is `stalled` (0: never).
+    `seconds` overrides $HERMES_RL_STALL_S (default 900 s); a bad value falls back to the default."""
+    if seconds is None:
+        try:
+            seconds = float(os.environ.get(STALL_ENV) or DEFAULT_STALL_S)
+        except ValueError:
+            seconds = DEFAULT_STALL_S
+    return max(0.0, float(seconds))
+
+
+def _epoch(value) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        from datetime import datetime
+
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _last_activity(started_at, last_metric: dict | None, log_paths) -> float | None:
+    """The newest sign of life: the last metric row's time, any process log's mtime, else the start."""
+    times = [_epoch(started_at), _epoch((last_metric or {}).get("time"))]
+    for path in log_paths:
+        if path:
+            try:
+                times.append(os.stat(path).st_mtime)
+            except OSError:
+                pass
+    times = [t for t in times if t is not None]
+    return max(times) if times else None
+
+
+def _stall_fields(status, started_at, last_metric, log_paths, stall_after_s: float | None) -> dict:
+    """{last_activity_at, stalled, stalled_for_s} of a run; only a `running` run can be stalled."""
+    if status not in ACTIVE_STATUSES:
+        return {"last_activity_at": None, "stalled": False, "stalled_for_s": None}
+    last = _last_activity(started_at, last_metric, log_paths)
+    threshold = stall_threshold(stall_after_s)
+    idle = None if last is None else round(max(0.0, time.time() - last), 1)
+    stalled = status == "running" and threshold > 0 and idle is not None and idle > threshold
+    return {"last_activity_at": last, "stalled": stalled, "stalled_for_s": idle if stalled else None}
+
+
 def _summary(run_id: str, run: dict, last: dict | None) -> dict:
     last = last or {}
     return {
@@ -141,8 +157,9 @@ def _summary(run_id: str, run: dict, last: dict | None) -> dict:
     }
 
 
-def list_runs() -> list[dict]:
-    """Summaries of every run, newest first. Unreadable run folders are skipped, never fatal."""
+def list_runs(*, stall_after_s: float | None = None) -> list[dict]:
+    """Summaries of every run, newest first. Unreadable run folders are skipped, never fatal.
+    Active runs also carry last_activity_at / stalled / stalled_for_s (see stall_threshold)."""
     root = runs_dir()
     try:
         entries = [e for e in os.scandir(root) if RUN_ID_RE.match(e.name)]
@@ -172,17 +189,22 @@ def list_runs() -> list[dict]:
                 continue
             if not isinstance(run, dict):
                 continue
-            summary = _summary(entry.name, run, last_jsonl_row(metrics))
+            last = last_jsonl_row(metrics)
+            summary = _summary(entry.name, run, last)
             summary["_supervisor"] = run.get("supervisor") or {}
+            summary["_activity"] = (run.get("started_at"), last,
+                                    tuple(p.get("log") for p in run.get("processes") or [] if isinstance(p, dict)))
             with _LIST_LOCK:
                 _LIST_CACHE[key] = (sig, summary)
         summary = dict(summary)
         supervisor = summary.pop("_supervisor")
+        started_at, last, log_paths = summary.pop("_activity")
         if summary["status"] not in FINAL_STATUSES:
             reason = _lost_reason({"status": summary["status"], "supervisor": supervisor,
                                    "created_at": summary["created_at"]})
             if reason:
                 summary["status"], summary["reason"] = "lost", reason
+        summary.update(_stall_fields(summary["status"], started_at, last, log_paths, stall_after_s))
         out.append(summary)
     prefix = str(root) + os.sep
     with _LIST_LOCK:
@@ -247,9 +269,10 @@ def _health(proc: dict, alive: bool) -> str:
     return state or "unknown"
 
 
-def get_run(run_id: str, *, sample: bool = True) -> dict:
+def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = None) -> dict:
     """run.json plus, per process, alive/health (and with `sample` CPU %, RSS, threads, uptime),
-    the last metric row, log paths; `lost` status with surviving processes when the supervisor is gone."""
+    the last metric row, log paths; `lost` status with surviving processes when the supervisor is gone;
+    last_activity_at / stalled / stalled_for_s (see stall_threshold)."""
     run = _read_run(run_id)
     folder = run_dir(run_id)
     view = dict(run)
@@ -285,6 +308,8 @@ def get_run(run_id: str, *, sample: bool = True) -> dict:
         view["survivors"] = [s.to_dict() for s in survivors]
         view["reason"] = lost + (f"; {len(survivors)} of its processes still running (stop the run to end them)"
                                  if survivors else "; none of its processes is still running")
+    view.update(_stall_fields(view["status"], run.get("started_at"), view["last_metric"], view["logs"].values(),
+                              stall_after_s))
     return view
 
 

@@ -53,14 +53,22 @@ _prctl = _libc.prctl
 _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
-def _child_preexec(parent_pid: int):
-    """Runs in the forked child before exec: die with the supervisor, even if it already died."""
+def child_preexec(parent_pid: int):
+    """A `preexec_fn` for subprocess.Popen that ties the child's life to `parent_pid` (the caller).
+
+    In the forked child, before exec, it sets PR_SET_PDEATHSIG=SIGKILL (the kernel kills the child
+    when the parent dies, even by SIGKILL), umask 077 (what the child writes stays private), and
+    exits with code 70 if the parent already died before the guard was in place. Use it for every
+    long-lived child, together with its own process group so it can be ended as a group:
+    `Popen(argv, process_group=0, preexec_fn=child_preexec(os.getpid()))` (run processes here;
+    core.inference_test uses start_new_session=True).
+    """
 
     def setup() -> None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         # What a run's processes write (metrics, checkpoints, caches) is private like the rest of the run.
         os.umask(0o077)
-        if os.getppid() != parent_pid:  # we lost the race: the supervisor is already gone
+        if os.getppid() != parent_pid:  # we lost the race: the parent is already gone
             os._exit(70)
 
     return setup
@@ -409,7 +417,7 @@ class Supervisor:
                 popen = subprocess.Popen(
                     spec.argv, cwd=cwd, env=self.child_env(proc), stdin=subprocess.DEVNULL,
                     stdout=fd, stderr=subprocess.STDOUT, close_fds=True, process_group=0,
-                    preexec_fn=_child_preexec(os.getpid()),
+                    preexec_fn=child_preexec(os.getpid()),
                 )
             except OSError as exc:
                 reason = self.describe_start_error(proc, exc, cwd)

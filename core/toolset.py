@@ -14,7 +14,6 @@ import functools
 import json
 import logging
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -27,8 +26,6 @@ from .secrets import redact
 log = logging.getLogger(__name__)
 
 FINAL_STATUSES = ("completed", "failed", "stopped", "lost")
-STALL_ENV = "HERMES_RL_STALL_S"
-DEFAULT_STALL_S = 900.0
 _MAX_DEPTH = 12
 
 
@@ -123,13 +120,6 @@ def _metric(values: dict, *keys: str) -> float | None:
     return None
 
 
-def _stall_threshold() -> float:
-    try:
-        return float(os.environ.get(STALL_ENV) or DEFAULT_STALL_S)
-    except ValueError:
-        return DEFAULT_STALL_S
-
-
 def _to_epoch(value: Any) -> float | None:
     number = _num(value)
     if number is not None:
@@ -144,18 +134,10 @@ def _to_epoch(value: Any) -> float | None:
     return None
 
 
-def _stall(run: dict, last: dict, now: float) -> tuple[bool, float | None]:
-    """(stalled, seconds since progress): a running run whose last step is older than the threshold."""
-    if isinstance(run.get("stalled"), bool):
-        since = _num(run.get("stalled_for_s"))
-        return run["stalled"], since
-    if run.get("status") != "running":
-        return False, None
-    last_progress = _to_epoch(last.get("time")) or _to_epoch(run.get("started_at"))
-    if last_progress is None:
-        return False, None
-    idle = max(0.0, now - last_progress)
-    return idle > _stall_threshold(), round(idle, 1)
+def _stall(run: dict) -> tuple[bool, float | None]:
+    """(stalled, seconds without a metric row or log line): core.runs decides, for every client alike."""
+    stalled = run.get("stalled") is True
+    return stalled, (_num(run.get("stalled_for_s")) if stalled else None)
 
 
 def _wandb_url(run: dict) -> str | None:
@@ -350,7 +332,7 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     except (OSError, HermesError):
         last = dict(run.get("last_metric") or {})
     status = run.get("status")
-    stalled, stalled_for = _stall(run, last, now)
+    stalled, stalled_for = _stall(run)
     state = f"{status}+stalled" if stalled else str(status)
     decision = status_limits.decide(run_id, state, interval_s=interval, final=status in FINAL_STATUSES, now=now)
     step = last.get("step")
@@ -368,7 +350,7 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
         }
     tips = []
     if stalled:
-        tips.append(f"no training step for {_fmt_seconds(stalled_for or 0)}: read the trainer and env logs; "
+        tips.append(f"no training step or log line for {_fmt_seconds(stalled_for or 0)}: read the trainer and env logs; "
                     "rl_stop_training if it is stuck")
     if status == "failed":
         tips.append("read the log of the process that failed (log_paths); fix and rl_start_training again")
@@ -516,7 +498,7 @@ _STATUS_FULL = {
     "processes": "list of {name, state, exit_code, uptime_s, restarts, pid}",
     "running_time_s": "seconds since start (to the end for finished runs)",
     "metrics": "{step, total_steps, reward_mean, percent_correct, eval_percent_correct, loss} (null until reported)",
-    "stalled": "true when a running run made no step for HERMES_RL_STALL_S (default 900 s)",
+    "stalled": "true when a running run wrote no metric row or log line for HERMES_RL_STALL_S (default 900 s)",
     "stalled_for_s": "seconds without progress when stalled, else null",
     "wandb_url": "the W&B run URL when W&B is online, else null",
     "log_paths": "{process name: log file path}",

@@ -104,6 +104,65 @@ def test_huge_file_opens_at_tail_and_loads_earlier(tmp_path):
     assert reader.line(12345) == "row 012345 padding padding padding"
 
 
+def test_tail_window_starting_inside_a_line_longer_than_a_read_chunk_shows_the_lines_after_it(tmp_path):
+    # The window (2.5 MB) starts ~1.5 MB before the end of a 4 MB line: its first newline lies
+    # beyond the first read chunk (1 MB), and the lines after the long one must still show.
+    path = tmp_path / "long_then_lines.log"
+    write(path, b"first line\n" + b"x" * 4_000_000 + b"\n" + b"".join(b"after %d\n" % i for i in range(1000)))
+    reader = LogReader(path, tail_bytes=2_500_000)
+    assert reader.has_earlier
+    assert reader.line_count == 1000
+    assert reader.lines(0, 2) == ["after 0", "after 1"]
+    assert reader.tail(1) == ["after 999"]
+    while reader.has_earlier:
+        reader.load_earlier()
+    assert reader.line_count == 1002
+    assert reader.line(0) == "first line"
+
+
+def test_tail_window_inside_one_huge_last_line_shows_its_capped_end(tmp_path):
+    from core.logs import MAX_LINE_CHARS
+
+    path = tmp_path / "one_line.log"
+    write(path, b"first line\n" + b"x" * 3_000_000 + b"THE END\n")
+    reader = LogReader(path, tail_bytes=1_000_000)
+    assert reader.line_count == 1 and reader.has_earlier
+    [shown] = reader.tail(5)
+    assert shown.startswith("… ") and shown.endswith("xTHE END")
+    assert len(shown) == len("… ") + MAX_LINE_CHARS
+    # The same line still being written (no newline yet), then finished and followed by more lines.
+    partial = tmp_path / "partial.log"
+    write(partial, b"first line\n" + b"y" * 3_000_000 + b"tail so far")
+    reader = LogReader(partial, tail_bytes=1_000_000)
+    [shown] = reader.tail(5)
+    assert shown.startswith("… ") and shown.endswith("ytail so far")
+    write(partial, b" and done\nnext line\n")
+    assert reader.refresh() == 1
+    assert reader.tail(2)[1] == "next line"
+    assert reader.tail(2)[0].startswith("… ") and reader.tail(2)[0].endswith("tail so far and done")
+    # Loading back to the file's start shows the whole file as its real lines, unmarked.
+    while reader.has_earlier:
+        reader.load_earlier()
+    lines = reader.lines(0, 10)
+    assert len(lines) == 3 and lines[0] == "first line" and lines[2] == "next line"
+    assert lines[1].startswith("yyy") and "more characters" in lines[1]
+
+
+def test_load_earlier_gets_past_a_line_longer_than_max_bytes(tmp_path):
+    path = tmp_path / "wide.log"
+    write(path, b"".join(b"early %d\n" % i for i in range(40)) + b"w" * 300_000 + b"\n"
+          + b"".join(b"late %d\n" % i for i in range(40)))
+    reader = LogReader(path, tail_bytes=200, stride=4)
+    calls = 0
+    while reader.has_earlier and calls < 20:
+        assert reader.load_earlier(max_bytes=1000) >= 0
+        calls += 1
+    assert not reader.has_earlier and calls < 20   # every call made progress despite the 300 kB line
+    assert reader.line_count == 81
+    assert reader.line(0) == "early 0" and reader.line(80) == "late 39"
+    assert reader.line(40).startswith("www") and "more characters" in reader.line(40)
+
+
 def test_index_memory_is_capped(tmp_path):
     path = tmp_path / "cap.log"
     write(path, b"".join(b"%d\n" % i for i in range(1000)))

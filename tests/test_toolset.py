@@ -372,6 +372,9 @@ def test_tools_are_plain_functions_returning_json_dicts(hermes_home):
 @pytest.mark.timeout(1200)
 def test_an_agent_drives_a_local_run_to_completion(hermes_home, run_cleanup):
     """The whole workflow through the tools only, on the real toy environment and local backend."""
+    # A short run (a profile override, as a user would write one) keeps CI time reasonable.
+    (hermes_home / "rl" / "profiles").mkdir(parents=True, exist_ok=True)
+    (hermes_home / "rl" / "profiles" / "local.yaml").write_text("total_steps: 40\n")
     assert call_tool("rl_select_environment", {"name": "toy_addition"})["selected"] == "toy_addition"
     started = call_tool("rl_start_training")
     assert "error" not in started, started

@@ -7,7 +7,6 @@ stopping runs, psutil sampling, file reads of whole files) happens in workers.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -34,7 +33,6 @@ from .palette import HermesCommands
 from .processes import ProcessesPane
 from .runs import RunsPane
 
-STALL_ENV = "HERMES_RL_STALL_S"
 
 
 def live_handler(method):
@@ -55,13 +53,6 @@ def live_handler(method):
 
     return wrapper
 PANES = ("environments", "config", "runs", "processes", "logs", "metrics")
-
-
-def _stall_default() -> float:
-    try:
-        return float(os.environ.get(STALL_ENV, "300"))
-    except ValueError:
-        return 300.0
 
 
 class HermesDashboard(App):
@@ -90,7 +81,7 @@ class HermesDashboard(App):
         self.clock = clock
         self.initial_run_id = run_id
         self.live_enabled = live
-        self.stall_after_s = _stall_default() if stall_after_s is None else stall_after_s
+        self.stall_after_s = stall_after_s     # None: core.runs' threshold ($HERMES_RL_STALL_S, default 900 s)
         self.sample_hz = sample_hz
         self.environments: list = []
         self.runs: list[dict] = []
@@ -129,7 +120,6 @@ class HermesDashboard(App):
         if problem:
             self.notify(problem, severity="warning")
         header = self.header
-        header.stall_after_s = self.stall_after_s
         header.keys = backend.keys_present()
         self.set_interval(5.0, header.update_text)   # the clock shows minutes
         self.pane("#runs RunsTable").focus()
@@ -421,16 +411,26 @@ class HermesDashboard(App):
             if yes:
                 self._restart_worker(run_id, name)
 
-        self.push_screen(ConfirmScreen(f"Restart {name} of run {run_id}?"), answered)
+        self.push_screen(ConfirmScreen(f"Restart {name} of run {run_id}?",
+                                       "the supervisor stops its process group and starts it again; "
+                                       "the other processes keep running"), answered)
 
     @work(thread=True, group="restart")
     def _restart_worker(self, run_id: str, name: str) -> None:
+        self.call_from_thread(self.notify, f"restarting {name} of {run_id}…", timeout=2)
         try:
-            backend.restart_process(run_id, name)
+            run = backend.restart_process(run_id, name)
         except HermesError as exc:
-            self.call_from_thread(self.notify, str(exc), severity="warning")
+            self.call_from_thread(self.notify, f"cannot restart {name}: {exc}", severity="error")
             return
-        self.call_from_thread(self.notify, f"restarting {name}")
+        except Exception as exc:
+            self.call_from_thread(self.notify, f"cannot restart {name}: {type(exc).__name__}: {exc}", severity="error")
+            return
+        proc = next((p for p in run.get("processes") or [] if p.get("name") == name), {})
+        self.call_from_thread(self.notify, f"{name} restarted: pid {proc.get('pid')}, {proc.get('state')}, "
+                                           f"{proc.get('restarts', 0)} restart(s)")
+        if self.live is not None:
+            self.live.poke()
 
     def open_run(self, run_id: str) -> None:
         if self.pane(RunsPane).select(run_id):
@@ -450,6 +450,7 @@ class HermesDashboard(App):
         pane = self.pane(RunsPane)
         pane.update_runs(message.runs, message.sparks, message.stalled)
         self.header.stalled = sorted(message.stalled)
+        self.header.stall_after_s = message.stall_after_s
         self._update_run_line()
         if self.initial_run_id and pane.select(self.initial_run_id):
             self.initial_run_id = None

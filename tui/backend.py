@@ -28,12 +28,16 @@ def available(name: str) -> bool:
 
 
 # -- runs ---------------------------------------------------------------------------------
-def list_runs() -> list[dict]:
-    return _core("runs").list_runs()
+def list_runs(stall_after_s: float | None = None) -> list[dict]:
+    return _core("runs").list_runs(stall_after_s=stall_after_s)
 
 
-def get_run(run_id: str, *, sample: bool = True) -> dict:
-    return _core("runs").get_run(run_id, sample=sample)
+def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = None) -> dict:
+    return _core("runs").get_run(run_id, sample=sample, stall_after_s=stall_after_s)
+
+
+def stall_threshold(seconds: float | None = None) -> float:
+    return _core("runs").stall_threshold(seconds)
 
 
 def start_run(env_name: str | None, profile: str | None, overrides: dict | None = None) -> dict:
@@ -44,11 +48,8 @@ def stop_run(run_id: str, wait: float = 15.0) -> dict:
     return _core("runs").stop_run(run_id, wait=wait)
 
 
-def restart_process(run_id: str, name: str) -> dict:
-    runs = _core("runs")
-    if not hasattr(runs, "restart_process"):
-        raise HermesError("restarting one process is not supported by this core", hint="stop and start the run")
-    return runs.restart_process(run_id, name)
+def restart_process(run_id: str, name: str, wait: float = 30.0) -> dict:
+    return _core("runs").restart_process(run_id, name, wait=wait)
 
 
 # -- environments and config ------------------------------------------------------------------

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Input, Label, Select, Static, Switch
+from textual.widgets import Input, Label, Static
 
 from core.errors import HermesError
 
@@ -122,6 +122,8 @@ class ConfigPane(Vertical):
         box.mount_all(widgets)
 
     def _field_row(self, index: int, row: dict, gen: int) -> Vertical:
+        from textual.widgets import Select, Switch   # only once a config is shown, not for the first frame
+
         name, kind, value = row["name"], row.get("type"), row.get("value")
         wid = f"field-{gen}-{index}"
         if kind == "bool":
@@ -209,6 +211,8 @@ class ConfigPane(Vertical):
         self._edited(event.switch.id, event.value)
 
     def on_select_changed(self, event: Select.Changed) -> None:
+        from textual.widgets import Select
+
         event.stop()
         if event.value is not Select.BLANK:
             self._edited(event.select.id, event.value)

@@ -74,7 +74,7 @@ def duration(seconds) -> str:
         return "—"
     seconds = max(0, int(seconds))
     if seconds < 60:
-        return f"{seconds}s"
+        return f"{seconds // 5 * 5}s"  # 5 s steps: an age or uptime cell repaints every 5 s, not every second
     if seconds < 3600:
         return f"{seconds // 60}m"     # minutes only: a live table does not repaint every second
     if seconds < 86400:

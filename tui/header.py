@@ -9,6 +9,8 @@ from textual.widgets import Static
 
 from core.secrets import SECRET_NAMES
 
+from .format import duration
+
 SHORT = {"TINKER_API_KEY": "TINKER", "WANDB_API_KEY": "WANDB", "OPENROUTER_API_KEY": "OPENROUTER"}
 
 
@@ -22,7 +24,7 @@ class HeaderBar(Static):
         self.environment: str | None = None
         self.run_line: str | None = None
         self.stalled: list[str] = []
-        self.stall_after_s = 300.0
+        self.stall_after_s = 0.0     # core.runs' threshold, from the live worker
         self._shown: Text | None = None
 
     def on_mount(self) -> None:
@@ -43,10 +45,14 @@ class HeaderBar(Static):
             text.append("  run ", style="dim")
             text.append(self.run_line)
         if self.stalled:
-            minutes = self.stall_after_s / 60
-            text.append(f"  ⚠ stalled (no metric or log line for {minutes:g} min): {', '.join(self.stalled)} ",
+            text.append(f"  ⚠ stalled (no metric or log line for {_threshold(self.stall_after_s)}): "
+                        f"{', '.join(self.stalled)} ",
                         style="bold black on dark_orange")
         text.append("  " + time.strftime("%H:%M UTC", time.gmtime(self.clock())), style="dim")
         if text != self._shown:      # an unchanged header costs nothing
             self._shown = text
             self.update(text, layout=False)   # one fixed line: no relayout
+
+
+def _threshold(seconds: float) -> str:
+    return f"{seconds:g}s" if seconds < 60 else duration(seconds)

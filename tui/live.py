@@ -1,10 +1,11 @@
 """The dashboard's one background loop: watch files, sample the selected run, post coalesced updates.
 
-Runs in a thread worker. watchfiles wakes it when run folders, logs or environment files change;
-without changes it still samples the selected run's processes at `sample_hz` (≤ 2 Hz) so CPU and
-RSS stay current. Each cycle posts at most one message per kind, and cycles are at least
-`min_cycle_s` apart, so a log growing at 20,000 lines/s costs the UI a few redraws a second,
-never a message per line.
+Runs in a thread worker, asleep on watchfiles events. A change the user waits for (a metric row,
+a run's state, an environment file, a new selection) wakes it at once; log growth only marks the
+logs dirty and is picked up by the next paced cycle, which also samples the selected run's
+processes at `sample_hz` (≤ 2 Hz). Each cycle posts one batch (one frame), and cycles are at least
+`min_cycle_s` apart, so a live run costs the UI about one redraw a second, and a log growing at
+20,000 lines/s never a message per line.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .messages import EnvironmentsChanged, LiveBatch, LogsGrew, MetricsUpdated, 
 
 SPARK_RUNS = 30         # reward sparklines for the newest runs only
 LIST_EVERY_S = 2.0       # list_runs() at least this often even without file events (statuses of other runs)
+RUNS_EVERY_S = 3.0       # a run's step/reward/sparkline in the runs table: at most this often (status at once)
 
 
 class MergedLog:
@@ -118,7 +120,7 @@ class RunView:
 
 
 class LiveUpdater:
-    def __init__(self, app, *, sample_hz: float = 1.0, min_cycle_s: float = 0.4, stall_after_s: float = 300.0,
+    def __init__(self, app, *, sample_hz: float = 1.0, min_cycle_s: float = 0.4, stall_after_s: float | None = None,
                  clock=time.time):
         self.app = app
         self.sample_interval = 1.0 / min(2.0, max(0.1, sample_hz))
@@ -137,7 +139,10 @@ class LiveUpdater:
         self._last_sample = 0.0
         self._last_runs: list[dict] | None = None
         self._last_stalled: set[str] = set()
+        self._last_structure: list | None = None
+        self._last_runs_post = 0.0
         self._last_sparks: dict = {}
+        self._spark_cache: dict[str, list[float]] = {}   # what each run's sparkline would show now
         self._run_metrics: dict[str, RunMetrics] = {}
         self._watch_thread: threading.Thread | None = None
         self._batch: list = []
@@ -172,8 +177,9 @@ class LiveUpdater:
                 self.cycle()
             except Exception as exc:   # never let a bad file kill live updates
                 self.app.call_from_thread(self.app.notify, f"live update error: {exc}", severity="warning")
-            # Wait for a file event or the next sample; then keep cycles at least min_cycle_s apart.
-            self.wake.wait(self.sample_interval)
+            # Sleep until a prompt file event or the next paced cycle (samples and log growth); then
+            # keep cycles at least min_cycle_s apart.
+            self.wake.wait(max(0.0, self.sample_interval - (time.monotonic() - cycle_start)))
             self.wake.clear()
             spent = time.monotonic() - cycle_start
             if spent < self.min_cycle_s and not self._urgent.is_set():
@@ -209,18 +215,20 @@ class LiveUpdater:
                 self.view.close()
             self.view = RunView(selected) if selected else None
             self._last_sample = 0.0
-        if self._runs_dirty or now - self._last_list >= LIST_EVERY_S:
+        view = self.view
+        # New metric rows change the runs table too (step, reward): list in the same cycle, one frame.
+        new_metrics = view is not None and view.metrics.poll()
+        if self._runs_dirty or new_metrics or now - self._last_list >= LIST_EVERY_S:
             self._runs_dirty = False
             self._last_list = now
             self._list_runs()
-        view = self.view
         if view is None:
             return
         run = None
         if now - self._last_sample >= self.sample_interval * 0.9:
             self._last_sample = now
             try:
-                run = backend.get_run(view.run_id, sample=True)
+                run = backend.get_run(view.run_id, sample=True, stall_after_s=self.stall_after_s)
             except Exception:
                 run = None
             if run is not None:
@@ -228,7 +236,7 @@ class LiveUpdater:
                 if run != view.last_sample:      # a finished run samples the same every time: say nothing
                     view.last_sample = run
                     self._post(RunSampled(view.run_id, run))
-        if view.metrics.poll():
+        if new_metrics:
             self._post(MetricsUpdated(view.run_id, view.metrics.rows))
         grown = []
         width = view.name_width()
@@ -243,14 +251,26 @@ class LiveUpdater:
 
     def _list_runs(self) -> None:
         try:
-            runs = backend.list_runs()
+            runs = backend.list_runs(stall_after_s=self.stall_after_s)
+            threshold = backend.stall_threshold(self.stall_after_s)
         except Exception:
             return
-        stalled = {r["run_id"] for r in runs if self._is_stalled(r)}
+        stalled = {r["run_id"] for r in runs if r.get("stalled")}
+        # last_activity_at moves with every log line: only what the runs pane shows decides "changed".
+        shown = [{k: v for k, v in r.items() if k not in ("last_activity_at", "stalled_for_s")} for r in runs]
         sparks = self._reward_sparks(runs)
-        if runs != self._last_runs or stalled != self._last_stalled or sparks != self._last_sparks:
-            self._last_runs, self._last_stalled, self._last_sparks = runs, stalled, sparks
-            self._post(RunsUpdated(runs, stalled, sparks))
+        if shown == self._last_runs and stalled == self._last_stalled and sparks == self._last_sparks:
+            return
+        # A new run, a status or a stall shows at once; progress of a running run (a step every
+        # second) repaints the runs table and the header every few seconds, not with every step.
+        structure = [(r["run_id"], r.get("status"), r.get("reason")) for r in runs]
+        now = time.monotonic()
+        if (structure == self._last_structure and stalled == self._last_stalled
+                and now - self._last_runs_post < RUNS_EVERY_S):
+            return
+        self._last_runs, self._last_stalled, self._last_sparks = shown, stalled, sparks
+        self._last_structure, self._last_runs_post = structure, now
+        self._post(RunsUpdated(runs, stalled, sparks, threshold))
 
     def _reward_sparks(self, runs: list[dict]) -> dict[str, list[float]]:
         """Recent reward/mean of the newest runs (incremental readers, so this stays cheap)."""
@@ -263,35 +283,12 @@ class LiveUpdater:
             metrics = self._run_metrics.get(run_id)
             if metrics is None:
                 metrics = self._run_metrics[run_id] = RunMetrics(run_dir(run_id))
-            if metrics.poll() or run_id not in self._last_sparks:
-                out[run_id] = [v for _, v in metrics.series("reward/mean")[-12:]]
-            else:
-                out[run_id] = self._last_sparks[run_id]
+            if metrics.poll() or run_id not in self._spark_cache:
+                self._spark_cache[run_id] = [v for _, v in metrics.series("reward/mean")[-12:]]
+            out[run_id] = self._spark_cache[run_id]
+        for run_id in [r for r in self._spark_cache if r not in out]:
+            del self._spark_cache[run_id]
         return out
-
-    def last_activity(self, run_id: str) -> float | None:
-        """Newest mtime among the run's metrics and logs: the last sign of life."""
-        newest = None
-        candidates = [run_dir(run_id) / "metrics.jsonl", run_dir(run_id) / "env_metrics.jsonl"]
-        try:
-            candidates += [p for p in logs_dir().glob(f"*_{run_id}.log")]
-        except OSError:
-            pass
-        for path in candidates:
-            try:
-                mtime = os.stat(path).st_mtime
-            except OSError:
-                continue
-            newest = mtime if newest is None else max(newest, mtime)
-        return newest
-
-    def _is_stalled(self, run: dict) -> bool:
-        if run.get("status") != "running" or self.stall_after_s <= 0:
-            return False
-        last = self.last_activity(run["run_id"])
-        if last is None:
-            return False
-        return self.clock() - last > self.stall_after_s
 
     # -- watchfiles -------------------------------------------------------------------------------
     def _watch_paths(self) -> list[Path]:
@@ -309,14 +306,19 @@ class LiveUpdater:
             from watchfiles import watch as watch_files
 
             try:
-                for changes in watch_files(*paths, stop_event=self.stop_event, debounce=80, step=20,
+                for changes in watch_files(*paths, stop_event=self.stop_event, debounce=100, step=50,
                                            rust_timeout=500, yield_on_timeout=False, raise_interrupt=False):
+                    prompt = False
                     for _kind, changed in changes:
                         if changed.endswith(".py"):
-                            self._envs_dirty = True
+                            self._envs_dirty = prompt = True
                         elif "/runs/" in changed and (changed.endswith("run.json") or os.path.isdir(changed)):
-                            self._runs_dirty = True
-                    self.wake.set()
+                            self._runs_dirty = prompt = True
+                        elif changed.endswith(".jsonl"):
+                            prompt = True          # metrics (and events): shown within min_cycle_s
+                    # Log lines wait for the next paced cycle: a chatty log must not cost a frame per write.
+                    if prompt:
+                        self.wake.set()
             except Exception:
                 # No inotify (or the folder vanished): the loop still polls at sample_hz.
                 pass

@@ -22,10 +22,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input, Static, Tab, Tabs
 
-from core.logs import strip_ansi
 
 MERGED = "all"
-RESIZE_EVERY_S = 3.0
+RESIZE_EVERY_S = 5.0
 _MARKER_STYLE = Style(color="black", bgcolor="yellow", bold=True)
 _MATCH_STYLE = Style(color="black", bgcolor="yellow")
 _CURRENT_MATCH_BG = Style(bgcolor="grey23")
@@ -59,6 +58,7 @@ class LogView(ScrollView, can_focus=True):
         self._search_re: re.Pattern | None = None
         self._last_resize = 0.0
         self._resize_pending = False
+        self._resize_timer = None
         self._strip_cache: dict[int, tuple[str, list[Strip]]] = {}
         self._strip_cache_key = None
 
@@ -75,7 +75,7 @@ class LogView(ScrollView, can_focus=True):
     def line_count(self) -> int:
         return self.source.line_count if self.source is not None else 0
 
-    def update_size(self, throttle: bool = False) -> None:
+    def update_size(self, throttle: bool = False) -> bool:
         """The source grew (or changed): resize the virtual area and keep the tail in view when following.
 
         Resizing relayouts the screen (scrollbars), so a growing log does it at most once per
@@ -87,9 +87,14 @@ class LogView(ScrollView, can_focus=True):
                 self._layout_key = None
                 self.refresh()
                 if not self._resize_pending:
+                    # Normally the next growth after the deadline resizes inline, in the frame it
+                    # paints anyway; this timer only catches a log that stopped growing.
                     self._resize_pending = True
-                    self.set_timer(wait, self._deferred_resize)
-                return
+                    self._resize_timer = self.set_timer(wait + RESIZE_EVERY_S, self._deferred_resize)
+                return False
+        if self._resize_pending:
+            self._resize_pending = False
+            self._resize_timer.stop()
         self._last_resize = time.monotonic()
         # No-wrap: as wide as the widest line seen, so a horizontal scrollbar appears only when needed.
         virtual_width = 0 if self.wrap else self._widest
@@ -98,10 +103,14 @@ class LogView(ScrollView, can_focus=True):
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
         self._layout_key = None
         self.refresh()
+        return True
 
     def _deferred_resize(self) -> None:
         self._resize_pending = False
-        self.update_size()
+        if self.virtual_size.height != self.line_count:    # not resized inline meanwhile
+            self.update_size()
+            if isinstance(self.parent, LogsPane):
+                self.parent.update_status()
 
     def set_search(self, pattern: str | None) -> None:
         self.search = pattern or None
@@ -354,8 +363,12 @@ class LogsPane(Vertical):
             self._attach_source()
         name = self._selected_name()
         if name == MERGED or name in names:
-            self.view.update_size(throttle=True)
-            self._update_status()
+            # The line count in the status line moves with the (throttled) resize: one repaint, not two.
+            if self.view.update_size(throttle=True):
+                self._update_status()
+
+    def update_status(self) -> None:
+        self._update_status()
 
     def _update_status(self) -> None:
         view = self.view
@@ -470,6 +483,12 @@ def _scan(source, pattern: str, start: int, backwards: bool) -> int | None:
         if line < first:
             break
         got = source.lines(line, line + 1)
-        if got and needle in strip_ansi(got[0]).lower():
+        if got and needle in _strip_ansi(got[0]).lower():
             return line
     return None
+
+
+def _strip_ansi(text: str) -> str:
+    from core.logs import strip_ansi    # core.logs loads with the live worker, after the first frame
+
+    return strip_ansi(text)

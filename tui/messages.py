@@ -16,6 +16,7 @@ class RunsUpdated(_Msg):
     runs: list[dict]
     stalled: set[str] = field(default_factory=set)
     sparks: dict[str, list[float]] = field(default_factory=dict)   # run_id -> recent reward/mean values
+    stall_after_s: float = 0.0     # the threshold core.runs used (for the header's wording)
 
 
 @dataclass

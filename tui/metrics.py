@@ -11,8 +11,6 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from core.metrics import metric_keys, metric_series
-
 from .format import set_subtitle, number, spark, trend
 from .tables import NavTable
 
@@ -50,6 +48,8 @@ class MetricsPane(Vertical):
         return self.query_one(MetricsTable)
 
     def show(self, run_id: str | None, rows: list[dict]) -> None:
+        from core.metrics import metric_keys, metric_series   # not needed for the first frame
+
         self.run_id, self.rows = run_id, rows
         out = []
         for key in metric_keys(rows):
@@ -121,6 +121,8 @@ class ChartScreen(ModalScreen):
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
+        from core.metrics import metric_series
+
         series = metric_series(self.rows, self.key)
         alpha = SMOOTHING[self.smoothing_index]
         notes = []
@@ -159,6 +161,8 @@ class ChartScreen(ModalScreen):
         self.redraw()
 
     def _step_metric(self, delta: int) -> None:
+        from core.metrics import metric_keys
+
         keys = metric_keys(self.rows)
         if self.key in keys and keys:
             self.key = keys[(keys.index(self.key) + delta) % len(keys)]

@@ -339,9 +339,6 @@ def test_log_reader_survives_hostile_log_files(tmp_path):
     record("bad_input", area="log files", inputs=8, tracebacks=0)
 
 
-@pytest.mark.xfail(strict=True, reason="core/logs.py defect (reported to the lead, not ours to edit): a file larger "
-                   "than TAIL_BYTES whose tail window starts inside a line longer than 1 MB (_READ_CHUNK) opens "
-                   "with no lines at all: _start_at_tail looks for a newline in the first 1 MB only")
 def test_log_reader_shows_lines_after_a_10mb_line(tmp_path):
     from core.logs import LogReader
 

@@ -1,0 +1,122 @@
+"""Soak: a long local run with the dashboard open; prints RSS over time per process, the dashboard's
+CPU, and whether every metrics line is present.
+
+    .venv/bin/python bench/soak.py --minutes 30 [--sample-s 30] [--out bench/soak_results.json]
+
+Needs tmux (the dashboard runs in a real terminal, as a person would have it). Uses its own
+$HERMES_HOME (a temp folder, removed at the end unless --keep) and a profile override so the run
+lasts longer than the soak; the run is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _mb(value: float) -> str:
+    return f"{value / 2**20:.0f} MB"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--sample-s", type=float, default=30.0)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    if not shutil.which("tmux"):
+        print("soak needs tmux (apt-get install tmux)", file=sys.stderr)
+        return 1
+
+    home = Path(tempfile.mkdtemp(prefix="hermes-soak-"))
+    os.environ["HERMES_HOME"] = str(home)
+    (home / "rl" / "profiles").mkdir(parents=True)
+    (home / "rl" / "profiles" / "local.yaml").write_text("total_steps: 1000000\n")
+
+    import psutil
+
+    from core import runs
+    from core.fsutil import read_jsonl
+
+    run = runs.start_run("toy_addition", profile="local")
+    run_id = run["run_id"]
+    session = f"hermes-soak-{run_id}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48",
+                    f"HERMES_HOME={home} {ROOT}/.venv/bin/python -m core.cli dashboard --run {run_id}"], check=True)
+    pane_pid = int(subprocess.run(["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"],
+                                  capture_output=True, text=True, check=True).stdout.split()[0])
+    dashboard = psutil.Process(pane_pid)
+    dashboard.cpu_percent(None)
+    print(f"soak: run {run_id}, dashboard pid {pane_pid}, {args.minutes:g} min, HERMES_HOME={home}")
+
+    samples: list[dict] = []
+    started = time.monotonic()
+    deadline = started + args.minutes * 60
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(args.sample_s)
+            state = runs.get_run(run_id, sample=True)
+            if state["status"] not in ("starting", "running"):
+                print(f"run ended early: {state['status']} {state.get('reason')}")
+                break
+            row = {"t": round(time.monotonic() - started, 1),
+                   "step": (state.get("last_metric") or {}).get("step"),
+                   "dashboard_rss": dashboard.memory_info().rss,
+                   "dashboard_cpu": dashboard.cpu_percent(None)}
+            for proc in state["processes"]:
+                if proc.get("rss"):
+                    row[f"{proc['name']}_rss"] = proc["rss"]
+            samples.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
+        time.sleep(2)
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False, capture_output=True)
+        try:
+            runs.stop_run(run_id)
+        except Exception as exc:  # noqa: BLE001 - report and go on to the figures
+            print(f"stop: {exc}")
+
+    rows = read_jsonl(home / "rl" / "runs" / run_id / "metrics.jsonl")
+    steps = [row.get("step") for row in rows]
+    missing = sorted(set(range(1, max(steps) + 1)) - set(steps)) if steps else []
+    keys = sorted({k for s in samples for k in s if k.endswith("_rss")})
+    window = max(1, len(samples) // 6)
+    summary = {"run_id": run_id, "minutes": round((time.monotonic() - started) / 60, 1), "steps": len(steps),
+               "missing_steps": len(missing), "processes": {}}
+    print(f"\n{'process':<12} {'first ~5 min':>14} {'last ~5 min':>14} {'max':>10} {'growth':>8}")
+    for key in keys:
+        values = [s[key] for s in samples if key in s]
+        first = statistics.median(values[:window])
+        last = statistics.median(values[-window:])
+        name = key[:-4]
+        summary["processes"][name] = {"first_median": first, "last_median": last, "max": max(values),
+                                      "growth_pct": round(100 * (last - first) / first, 1)}
+        print(f"{name:<12} {_mb(first):>14} {_mb(last):>14} {_mb(max(values)):>10} {100 * (last - first) / first:>7.1f}%")
+    cpu = [s["dashboard_cpu"] for s in samples[1:]]
+    if cpu:
+        summary["dashboard_cpu_mean"] = round(statistics.mean(cpu), 2)
+        summary["dashboard_cpu_max"] = round(max(cpu), 2)
+        print(f"dashboard CPU: mean {statistics.mean(cpu):.1f} % of a core, max {max(cpu):.1f} %")
+    print(f"metrics lines: {len(steps)} steps, {len(missing)} missing")
+    if args.out:
+        args.out.write_text(json.dumps({"summary": summary, "samples": samples}, indent=1))
+    if not args.keep:
+        shutil.rmtree(home, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
