@@ -22,6 +22,9 @@ ENV_FILE = "env_metrics.jsonl"
 HEADLINE_KEYS = ("reward/mean", "train/loss", "train/percent_correct", "eval/percent_correct",
                  "logprobs/diff", "advantages/std")
 _NOT_METRICS = {"step", "time", "source", "env", "environment"}
+# Rows a live reader keeps. Past this the older half is thinned (every other row dropped), so a reader
+# of a days-long run stays bounded in memory and per-update work while charts keep the curve's shape.
+MAX_ROWS = 20_000
 
 
 class JsonlTail:
@@ -93,6 +96,8 @@ class RunMetrics:
         self.trainer = JsonlTail(folder / TRAINER_FILE)
         self.env = JsonlTail(folder / ENV_FILE)
         self._by_step: dict[int, dict] = {}
+        self._sorted_rows: list[dict] | None = None   # cache of `rows`, dropped on any change
+        self._keys: set[str] = set()
         self._resets = 0
         self.last_time: float | None = None   # newest "time" seen (for stall detection)
 
@@ -105,6 +110,7 @@ class RunMetrics:
             # A file was truncated or replaced: rebuild from both files' starts.
             self._resets = resets
             self._by_step.clear()
+            self._keys.clear()
             self.trainer.offset = self.env.offset = 0
             trainer_rows, env_rows = self.trainer.poll(), self.env.poll()
         changed = False
@@ -112,7 +118,16 @@ class RunMetrics:
             changed |= self._merge(row, from_env=False)
         for row in env_rows:
             changed |= self._merge(row, from_env=True)
+        if changed:
+            self._sorted_rows = None
+            while len(self._by_step) > MAX_ROWS:
+                self._thin()
         return changed
+
+    def _thin(self) -> None:
+        steps = sorted(self._by_step)
+        for step in steps[1: len(steps) // 2 : 2]:   # the first row stays: charts start where the run did
+            del self._by_step[step]
 
     def _merge(self, row: dict, from_env: bool) -> bool:
         step = _step(row)
@@ -129,14 +144,19 @@ class RunMetrics:
                     self.last_time = max(self.last_time or 0.0, float(value))
                 continue
             merged[key] = value
+            if key not in _NOT_METRICS and _number(value) is not None:
+                self._keys.add(key)
         return True
 
     @property
     def rows(self) -> list[dict]:
-        return [self._by_step[s] for s in sorted(self._by_step)]
+        if self._sorted_rows is None:
+            self._sorted_rows = [self._by_step[s] for s in sorted(self._by_step)]
+        return self._sorted_rows
 
     def keys(self) -> list[str]:
-        return metric_keys(self._by_step.values())
+        head = [k for k in HEADLINE_KEYS if k in self._keys]
+        return head + sorted(self._keys - set(head))
 
     def series(self, key: str) -> list[tuple[int, float]]:
         return metric_series(self.rows, key)

@@ -83,3 +83,23 @@ def test_read_metrics_of_run_without_files_is_empty():
     make_run("0123abcf")
     assert read_metrics("0123abcf") == []
     assert last_metrics("0123abcf") == {}
+
+
+def test_live_reader_stays_bounded_and_keeps_the_newest_rows(tmp_path, monkeypatch):
+    """A reader of a very long run keeps at most MAX_ROWS rows: the older half thinned, the newest intact."""
+    from core import metrics as metrics_module
+
+    monkeypatch.setattr(metrics_module, "MAX_ROWS", 100)
+    path = tmp_path / "metrics.jsonl"
+    reader = metrics_module.RunMetrics(tmp_path)
+    for start in range(0, 1000, 50):
+        with open(path, "a") as handle:
+            for step in range(start + 1, start + 51):
+                handle.write(json.dumps({"step": step, "reward/mean": step / 1000}) + "\n")
+        reader.poll()
+        assert len(reader.rows) <= 100
+    steps = [row["step"] for row in reader.rows]
+    assert steps == sorted(steps) and steps[-1] == 1000 and steps[0] <= 50
+    assert steps[-25:] == list(range(976, 1001))
+    assert reader.keys() == ["reward/mean"]
+    assert reader.last()["reward/mean"] == 1.0

@@ -327,3 +327,57 @@ def test_inference_screen_shows_each_models_result_as_it_arrives(arith_env, open
             assert not isinstance(app.screen, InferenceScreen)
 
     asyncio.run(scenario())
+
+
+@pytest.mark.timeout(120)
+def test_restart_one_process_from_the_processes_pane_with_confirmation(hermes_home, specs):
+    run = runs.launch([specs.sleeper("api"), specs.sleeper("trainer", stop_timeout=3)],
+                      environment="counting", profile="local")
+    run_id = run["run_id"]
+
+    def proc(name: str) -> dict:
+        return next(p for p in runs.get_run(run_id, sample=False)["processes"] if p["name"] == name)
+
+    async def scenario():
+        app = HermesDashboard(run_id=run_id)
+        async with app.run_test(size=(160, 48)) as pilot:
+            pane = app.query_one(ProcessesPane)
+            await wait_for(pilot, lambda: app.selected_run == run_id and pane.table.row_count == 2
+                           and all(p.get("state") == "ready" for p in (pane.run or {}).get("processes", [])),
+                           what="both processes running")
+            api_pid, trainer_pid = proc("api")["pid"], proc("trainer")["pid"]
+            await pilot.press("4")
+            while pane.table.selected_key() != "trainer":
+                await pilot.press("j")
+            # r asks first; n declines and nothing restarts.
+            await pilot.press("r")
+            assert isinstance(app.screen, ConfirmScreen) and "trainer" in app.screen.question
+            await pilot.press("n")
+            await pilot.pause(0.5)
+            assert proc("trainer")["pid"] == trainer_pid and proc("trainer")["restarts"] == 0
+            # r, y: the supervisor restarts the trainer (new pid, one restart); the api keeps running.
+            await pilot.press("r")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: any("trainer restarted" in n.message for n in app._notifications),
+                           timeout=30, what="restart notification")
+            after = proc("trainer")
+            assert after["pid"] != trainer_pid and after["restarts"] == 1 and after["state"] in ("starting", "ready")
+            assert proc("api")["pid"] == api_pid and proc("api")["restarts"] == 0
+            # The processes pane shows the new pid and the restart count.
+            await wait_for(pilot, lambda: str(after["pid"]) in str(pane.table.get_row("trainer")),
+                           what="new pid in the processes pane")
+            row = [str(cell) for cell in pane.table.get_row("trainer")]
+            assert row[SORT_COLUMNS.index("restarts")] == "1"
+            # Restarting a process of a finished run says why it cannot, without a traceback.
+            runs.stop_run(run_id)
+            app.confirm_restart_process(run_id, "trainer")
+            await pilot.pause(0.1)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: any("cannot restart trainer" in n.message for n in app._notifications),
+                           what="refusal for a stopped run")
+
+    asyncio.run(scenario())
+
+
+SORT_COLUMNS = ["icon", "name", "pid", "state", "health", "uptime", "cpu", "rss", "restarts", "exit", "port"]
