@@ -151,7 +151,14 @@ def spawn_until_frame(code: str) -> tuple[float, float]:
 
 
 def bench_startup() -> None:
-    fresh_home()
+    home = fresh_home()
+    try:
+        _startup()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _startup() -> None:
     spawn_until_frame(CHILD_BASELINE)   # warm the disk cache for both
     dash = [spawn_until_frame(CHILD_DASHBOARD % str(ROOT)) for _ in range(3)]
     base = [spawn_until_frame(CHILD_BASELINE) for _ in range(3)]
@@ -166,7 +173,19 @@ def bench_startup() -> None:
 CHILD_IDLE = """
 import sys, time
 sys.path.insert(0, %r)
+from textual.screen import Screen
 from tui.app import HermesDashboard
+# Count redraws (compositor updates) and their time; the parent reads the file before and after.
+frames = [0, 0.0]
+paint = Screen._compositor_refresh
+def counted(self):
+    began = time.perf_counter()
+    paint(self)
+    frames[0] += 1
+    frames[1] += time.perf_counter() - began
+    with open(%r, "w") as out:
+        out.write(f"{frames[0]} {frames[1]}")
+Screen._compositor_refresh = counted
 HermesDashboard(run_id=%r).run(headless=True, size=(160, 48))
 """
 
@@ -185,17 +204,32 @@ def bench_idle() -> None:
     home = fresh_home()
     run_id = launch(writer_argv(rate=2, metric_every=1.0))
     try:
-        child = subprocess.Popen([PY, "-c", CHILD_IDLE % (str(ROOT), run_id)], stdin=subprocess.DEVNULL,
+        counts = home / "frames.txt"
+
+        def frames() -> tuple[int, float]:
+            try:
+                n, seconds = counts.read_text().split()
+                return int(n), float(seconds)
+            except (OSError, ValueError):
+                return 0, 0.0
+
+        child = subprocess.Popen([PY, "-c", CHILD_IDLE % (str(ROOT), str(counts), run_id)], stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
         base = subprocess.Popen([PY, "-c", CHILD_BASELINE.replace("self.call_after_refresh(self.done)", "pass")],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(5)     # start-up and first loads are not idle
+        frames_before = frames()
         cpu = cpu_of(child.pid, 10)
+        frames_after = frames()
         cpu_base = cpu_of(base.pid, 5)
         for proc in (child, base):
             proc.terminate()
             proc.wait(10)
-        line("idle CPU, one live run (10 s)", f"{cpu:.1f} %", "goal ≤ 3 %", f"idle minimal Textual app {cpu_base:.1f} %")
+        redraws = frames_after[0] - frames_before[0]
+        paint_ms = 1000 * (frames_after[1] - frames_before[1]) / max(1, redraws)
+        line("idle CPU, one live run (10 s)", f"{cpu:.1f} %", "goal ≤ 3 %",
+             f"idle minimal Textual app {cpu_base:.1f} %; {redraws / 10:.1f} redraws/s, {paint_ms:.0f} ms each "
+             f"(load {os.getloadavg()[0]:.1f})")
     finally:
         stop(run_id)
         shutil.rmtree(home, ignore_errors=True)

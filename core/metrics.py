@@ -24,7 +24,7 @@ HEADLINE_KEYS = ("reward/mean", "train/loss", "train/percent_correct", "eval/per
 _NOT_METRICS = {"step", "time", "source", "env", "environment"}
 # Rows a live reader keeps. Past this the older half is thinned (every other row dropped), so a reader
 # of a days-long run stays bounded in memory and per-update work while charts keep the curve's shape.
-MAX_ROWS = 20_000
+MAX_ROWS = 10_000
 
 
 class JsonlTail:

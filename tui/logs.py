@@ -24,7 +24,7 @@ from textual.widgets import Input, Static, Tab, Tabs
 
 
 MERGED = "all"
-RESIZE_EVERY_S = 5.0
+RESIZE_EVERY_S = 15.0    # while following: the view draws from the bottom, only the scrollbar thumb lags
 _MARKER_STYLE = Style(color="black", bgcolor="yellow", bold=True)
 _MATCH_STYLE = Style(color="black", bgcolor="yellow")
 _CURRENT_MATCH_BG = Style(bgcolor="grey23")
@@ -142,6 +142,8 @@ class LogView(ScrollView, can_focus=True):
 
     # -- actions --------------------------------------------------------------------------------
     def _manual(self) -> None:
+        if self.follow and self.virtual_size.height != self.line_count:
+            self.update_size()      # catch up the throttled size first, so scrolling starts from the tail
         self.follow = False
 
     def action_line_up(self) -> None:

@@ -27,6 +27,9 @@ class MetricsTable(NavTable):
             self.app.open_chart(key)
 
 
+RECENT_ROWS = 400
+
+
 class MetricsPane(Vertical):
     ALLOW_MAXIMIZE = True
 
@@ -35,6 +38,7 @@ class MetricsPane(Vertical):
         self.border_title = "[6] Metrics"
         self.rows: list[dict] = []
         self.run_id: str | None = None
+        self._known_keys: set[str] = set()   # every metric the shown run ever logged
 
     def compose(self) -> ComposeResult:
         table = MetricsTable(id="metrics-table")
@@ -50,11 +54,19 @@ class MetricsPane(Vertical):
     def show(self, run_id: str | None, rows: list[dict]) -> None:
         from core.metrics import metric_keys, metric_series   # not needed for the first frame
 
+        # Sparklines and trends only look at recent steps, so work per update stays constant however
+        # long the run; the full history is scanned once per selected run (to learn every key) and
+        # for a key that stopped being logged (the chart screen reads the full history when opened).
+        recent = rows[-RECENT_ROWS:]
+        if run_id != self.run_id or len(rows) < len(self.rows):
+            self._known_keys = set(metric_keys(rows))
+        else:
+            self._known_keys.update(metric_keys(recent))
         self.run_id, self.rows = run_id, rows
         out = []
-        for key in metric_keys(rows):
-            series = metric_series(rows, key)
-            values = [v for _, v in series]
+        for key in metric_keys([dict.fromkeys(self._known_keys, 0.0)]):   # headline keys first
+            series = metric_series(recent, key) or metric_series(rows, key)
+            values = [v for _, v in series[-RECENT_ROWS:]]
             arrow = trend(values)
             out.append((key, [key, Text(spark(values, SPARK_WIDTH), style="cyan"), number(values[-1] if values else None),
                               Text(arrow, style={"↑": "green", "↓": "red"}.get(arrow, "")),
