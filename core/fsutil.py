@@ -227,3 +227,18 @@ def read_yaml(path: Path, *, max_bytes: int = YAML_MAX_BYTES, what: str = "file"
         raise BadInput(f"{what} {path} is nested too deeply", hint="fix or delete the file") from exc
     finally:
         loader.dispose()
+
+
+def epoch_seconds(value: Any) -> float | None:
+    """A state-file time as epoch seconds: run.json holds epoch floats, older or foreign files ISO strings."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        from datetime import datetime
+
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+

@@ -96,7 +96,7 @@ class RunMetrics:
         self.trainer = JsonlTail(folder / TRAINER_FILE)
         self.env = JsonlTail(folder / ENV_FILE)
         self._by_step: dict[int, dict] = {}
-        self._sorted_rows: list[dict] | None = None   # cache of `rows`, dropped on any change
+        self._sorted_rows: list[dict] | None = None   # cache of `rows`: extended in order, rebuilt otherwise
         self._keys: set[str] = set()
         self._resets = 0
         self.last_time: float | None = None   # newest "time" seen (for stall detection)
@@ -110,6 +110,7 @@ class RunMetrics:
             # A file was truncated or replaced: rebuild from both files' starts.
             self._resets = resets
             self._by_step.clear()
+            self._sorted_rows = None
             self._keys.clear()
             self.trainer.offset = self.env.offset = 0
             trainer_rows, env_rows = self.trainer.poll(), self.env.poll()
@@ -119,7 +120,6 @@ class RunMetrics:
         for row in env_rows:
             changed |= self._merge(row, from_env=True)
         if changed:
-            self._sorted_rows = None
             while len(self._by_step) > MAX_ROWS:
                 self._thin()
         return changed
@@ -128,12 +128,21 @@ class RunMetrics:
         steps = sorted(self._by_step)
         for step in steps[1: len(steps) // 2 : 2]:   # the first row stays: charts start where the run did
             del self._by_step[step]
+        self._sorted_rows = None
 
     def _merge(self, row: dict, from_env: bool) -> bool:
         step = _step(row)
         if step is None:
             return False
-        merged = self._by_step.setdefault(step, {"step": step})
+        merged = self._by_step.get(step)
+        if merged is None:
+            merged = self._by_step[step] = {"step": step}
+            # Steps almost always arrive in order: extend the sorted cache instead of re-sorting.
+            cached = self._sorted_rows
+            if cached is not None and (not cached or step > cached[-1]["step"]):
+                cached.append(merged)
+            else:
+                self._sorted_rows = None
         for key, value in row.items():
             if key == "step":
                 continue
@@ -158,8 +167,9 @@ class RunMetrics:
         head = [k for k in HEADLINE_KEYS if k in self._keys]
         return head + sorted(self._keys - set(head))
 
-    def series(self, key: str) -> list[tuple[int, float]]:
-        return metric_series(self.rows, key)
+    def series(self, key: str, tail: int | None = None) -> list[tuple[int, float]]:
+        """(step, value) of key, over the last `tail` rows when given (cheap for sparklines)."""
+        return metric_series(self.rows if tail is None else self.rows[-tail:], key)
 
     def last(self) -> dict:
         return last_values(self.rows)

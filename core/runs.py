@@ -21,7 +21,8 @@ from pathlib import Path
 
 from . import procscan
 from .errors import BadInput, Conflict, HermesError, NotFound
-from .fsutil import append_jsonl, atomic_write_json, atomic_write_text, last_jsonl_row, read_json, read_jsonl
+from .fsutil import (append_jsonl, atomic_write_json, atomic_write_text, epoch_seconds, last_jsonl_row, read_json,
+                     read_jsonl)
 from .paths import PROJECT_ROOT, RUN_ID_RE, ensure_private_dir, run_dir, runs_dir, validate_run_id
 from .pipeline import ProcessSpec, free_ports, port_names, spec_from_json, specs_to_json, substitute, validate_specs
 from .secrets import SECRET_NAMES, secret_env
@@ -103,22 +104,9 @@ def stall_threshold(seconds: float | None = None) -> float:
     return max(0.0, float(seconds))
 
 
-def _epoch(value) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        from datetime import datetime
-
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def _last_activity(started_at, last_metric: dict | None, log_paths) -> float | None:
     """The newest sign of life: the last metric row's time, any process log's mtime, else the start."""
-    times = [_epoch(started_at), _epoch((last_metric or {}).get("time"))]
+    times = [epoch_seconds(started_at), epoch_seconds((last_metric or {}).get("time"))]
     for path in log_paths:
         if path:
             try:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .fsutil import epoch_seconds
 from .errors import BadInput, HermesError, NotFound
 from .paths import process_log_path, run_dir, validate_run_id
 from .secrets import redact
@@ -120,20 +121,6 @@ def _metric(values: dict, *keys: str) -> float | None:
     return None
 
 
-def _to_epoch(value: Any) -> float | None:
-    number = _num(value)
-    if number is not None:
-        return number
-    if isinstance(value, str):
-        from datetime import datetime
-
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def _stall(run: dict) -> tuple[bool, float | None]:
     """(stalled, seconds without a metric row or log line): core.runs decides, for every client alike."""
     stalled = run.get("stalled") is True
@@ -148,10 +135,10 @@ def _wandb_url(run: dict) -> str | None:
 
 
 def _running_time(run: dict, now: float) -> float | None:
-    start = _to_epoch(run.get("started_at")) or _to_epoch(run.get("created_at"))
+    start = epoch_seconds(run.get("started_at")) or epoch_seconds(run.get("created_at"))
     if start is None:
         return None
-    end = _to_epoch(run.get("ended_at")) if run.get("status") in FINAL_STATUSES else None
+    end = epoch_seconds(run.get("ended_at")) if run.get("status") in FINAL_STATUSES else None
     return round(max(0.0, (end or now) - start), 1)
 
 

@@ -103,3 +103,18 @@ def test_live_reader_stays_bounded_and_keeps_the_newest_rows(tmp_path, monkeypat
     assert steps[-25:] == list(range(976, 1001))
     assert reader.keys() == ["reward/mean"]
     assert reader.last()["reward/mean"] == 1.0
+
+
+def test_live_reader_rows_stay_sorted_when_steps_arrive_out_of_order(tmp_path):
+    from core.metrics import RunMetrics
+
+    path = tmp_path / "metrics.jsonl"
+    reader = RunMetrics(tmp_path)
+    for batch in ([1, 2, 3], [5, 4], [6]):
+        with open(path, "a") as handle:
+            for step in batch:
+                handle.write(json.dumps({"step": step, "train/loss": float(step)}) + "\n")
+        reader.poll()
+        assert [row["step"] for row in reader.rows] == sorted(row["step"] for row in reader.rows)
+    assert [row["step"] for row in reader.rows] == [1, 2, 3, 4, 5, 6]
+    assert reader.series("train/loss", tail=2) == [(5, 5.0), (6, 6.0)]

@@ -94,19 +94,10 @@ def size(num) -> str:
 
 
 def timestamp(value) -> float | None:
-    """run.json times may be epoch floats or ISO strings."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        from datetime import datetime
+    """run.json times may be epoch floats or ISO strings (core.fsutil.epoch_seconds)."""
+    from core.fsutil import epoch_seconds
 
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
+    return epoch_seconds(value)
 
 
 def set_subtitle(widget, text: str) -> None:

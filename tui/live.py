@@ -284,7 +284,7 @@ class LiveUpdater:
             if metrics is None:
                 metrics = self._run_metrics[run_id] = RunMetrics(run_dir(run_id))
             if metrics.poll() or run_id not in self._spark_cache:
-                self._spark_cache[run_id] = [v for _, v in metrics.series("reward/mean")[-12:]]
+                self._spark_cache[run_id] = [v for _, v in metrics.series("reward/mean", tail=200)[-12:]]
             out[run_id] = self._spark_cache[run_id]
         for run_id in [r for r in self._spark_cache if r not in out]:
             del self._spark_cache[run_id]
