@@ -113,14 +113,7 @@ def find_run_processes(run_dir: str | os.PathLike, pgids: list[int] | tuple[int,
     pgid_set = {int(g) for g in pgids if g}
     skip = {os.getpid(), *exclude}
     found: list[Survivor] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
+    for pid in _all_pids():
         if pid in skip:
             continue
         env = _environ(pid)
@@ -189,23 +182,25 @@ def group_alive(pgid: int | None) -> bool:
     return bool(group_members(pgid))
 
 
+def _all_pids() -> list[int]:
+    """Every pid in /proc (empty when /proc cannot be read)."""
+    try:
+        return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return []
+
+
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) pids whose process group is pgid, from /proc/<pid>/stat."""
     members = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return members
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        stat = _read(f"/proc/{entry}/stat")
+    for pid in _all_pids():
+        stat = _read(f"/proc/{pid}/stat")
         if not stat:
             continue
         fields = stat[stat.rfind(b")") + 2:].split()
         # fields[0] is field 3 (state), fields[2] is field 5 (pgrp)
         if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
-            members.append(int(entry))
+            members.append(pid)
     return members
 
 
