@@ -331,31 +331,20 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
 
         return submit("forward_backward", run)
 
-    @app.post("/api/v1/optim_step")
-    async def optim_step(request: Request) -> dict:
-        data = await body_json(request)
-        ready = await backend()
-        return submit("optim_step", lambda: ready.optim_step(data), model_id=data.get("model_id"))
+    def model_operation(name: str) -> None:
+        """POST /api/v1/{name}: JSON body in, the backend method of that name queued on the worker."""
 
-    @app.post("/api/v1/unload_model")
-    async def unload_model(request: Request) -> dict:
-        data = await body_json(request)
-        ready = await backend()
-        return submit("unload_model", lambda: ready.unload_model(data), model_id=data.get("model_id"))
+        async def handler(request: Request) -> dict:
+            data = await body_json(request)
+            ready = await backend()
+            return submit(name, lambda: getattr(ready, name)(data), model_id=data.get("model_id"))
+
+        app.post(f"/api/v1/{name}", name=name)(handler)
+
+    for operation in ("optim_step", "unload_model", "save_weights_for_sampler", "save_weights"):
+        model_operation(operation)
 
     # ------------------------------------------------------------------ weights
-
-    @app.post("/api/v1/save_weights_for_sampler")
-    async def save_weights_for_sampler(request: Request) -> dict:
-        data = await body_json(request)
-        ready = await backend()
-        return submit("save_weights_for_sampler", lambda: ready.save_weights_for_sampler(data), model_id=data.get("model_id"))
-
-    @app.post("/api/v1/save_weights")
-    async def save_weights(request: Request) -> dict:
-        data = await body_json(request)
-        ready = await backend()
-        return submit("save_weights", lambda: ready.save_weights(data), model_id=data.get("model_id"))
 
     @app.post("/api/v1/load_weights")
     async def load_weights(request: Request) -> dict:
