@@ -3,14 +3,16 @@
 Both files are append-only JSONL (DESIGN §4). Readers remember their byte offset and read only what
 was appended; a partial last line is left for the next poll, garbage lines are skipped, NaN/inf
 become None (core.fsutil.parse_jsonl_line). Environment rows join the trainer row of the same step.
-`last_metrics` needs every row (each key's latest finite value, environment rows merged); for the
-newest trainer row alone, read backwards with core.fsutil.last_jsonl_row (what core.runs does).
+`last_metrics` gives each key's latest finite value, environment rows merged (over every row, or over
+the files' last `tail_bytes`); for the newest trainer row alone, read backwards with
+core.fsutil.last_jsonl_row (what core.runs does).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 
 from .fsutil import iter_jsonl
@@ -28,12 +30,14 @@ MAX_ROWS = 10_000
 
 
 class JsonlTail:
-    """Incremental, offset-based reader of one JSONL file."""
+    """Incremental, offset-based reader of one JSONL file. With `tail_bytes`, a first look at a big
+    file starts at the first line within its last tail_bytes (for readers that want recent rows only)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, tail_bytes: int | None = None):
         self.path = Path(path)
         self.offset = 0
         self.resets = 0       # times the file was truncated or replaced (rows before are stale)
+        self.tail_bytes = tail_bytes
         self._inode: tuple[int, int] | None = None
 
     def poll(self) -> list[dict]:
@@ -47,6 +51,8 @@ class JsonlTail:
             self.offset = 0
             self.resets += 1
         self._inode = inode
+        if self.tail_bytes is not None and self.offset == 0 and st.st_size > self.tail_bytes:
+            self.offset = _line_start_after(self.path, st.st_size - self.tail_bytes)
         if st.st_size == self.offset:
             return []
         rows = []
@@ -72,6 +78,17 @@ def _complete_end(path: Path, offset: int, size: int) -> int:
     return offset + last + 1 if last >= 0 else offset
 
 
+def _line_start_after(path: Path, offset: int) -> int:
+    """Offset of the first line that starts after `offset` (0 when the file cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            handle.readline()
+            return handle.tell()
+    except OSError:
+        return 0
+
+
 def _number(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -89,12 +106,17 @@ def _step(row: dict) -> int | None:
 
 
 class RunMetrics:
-    """Merged, incrementally updated metrics of one run: rows ordered by step."""
+    """Merged, incrementally updated metrics of one run: rows ordered by step.
 
-    def __init__(self, folder: str | os.PathLike):
+    `max_rows` bounds what is kept (older rows are thinned); `tail_bytes` makes the first read start
+    near the files' ends, for readers that only want recent rows (a runs-table sparkline)."""
+
+    def __init__(self, folder: str | os.PathLike, max_rows: int = MAX_ROWS, tail_bytes: int | None = None):
         folder = Path(folder)
-        self.trainer = JsonlTail(folder / TRAINER_FILE)
-        self.env = JsonlTail(folder / ENV_FILE)
+        self.trainer = JsonlTail(folder / TRAINER_FILE, tail_bytes)
+        self.env = JsonlTail(folder / ENV_FILE, tail_bytes)
+        self.max_rows = max(2, max_rows)
+        self.version = 0      # bumped on every change, so callers can cache what they derive from rows
         self._by_step: dict[int, dict] = {}
         self._sorted_rows: list[dict] | None = None   # cache of `rows`: extended in order, rebuilt otherwise
         self._keys: set[str] = set()
@@ -120,7 +142,8 @@ class RunMetrics:
         for row in env_rows:
             changed |= self._merge(row, from_env=True)
         if changed:
-            while len(self._by_step) > MAX_ROWS:
+            self.version += 1
+            while len(self._by_step) > self.max_rows:
                 self._thin()
         return changed
 
@@ -146,6 +169,11 @@ class RunMetrics:
         for key, value in row.items():
             if key == "step":
                 continue
+            # Every row repeats the same key names (and environment names): share one string each,
+            # which halves what a 10,000-row reader holds.
+            key = sys.intern(key)
+            if isinstance(value, str) and len(value) <= 64:
+                value = sys.intern(value)
             if key == "time":
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     if not from_env or "time" not in merged:
@@ -186,9 +214,10 @@ def metric_keys(rows) -> list[str]:
     return head + sorted(present - set(head))
 
 
-def read_metrics(run_id: str) -> list[dict]:
-    """Trainer rows merged with environment rows by step, ordered by step."""
-    metrics = RunMetrics(run_dir(run_id))
+def read_metrics(run_id: str, tail_bytes: int | None = None) -> list[dict]:
+    """Trainer rows merged with environment rows by step, ordered by step (with tail_bytes: only the
+    rows in the files' last tail_bytes)."""
+    metrics = RunMetrics(run_dir(run_id), tail_bytes=tail_bytes)
     metrics.poll()
     return metrics.rows
 
@@ -205,8 +234,8 @@ def last_values(rows: list[dict]) -> dict:
     return out
 
 
-def last_metrics(run_id: str) -> dict:
-    return last_values(read_metrics(run_id))
+def last_metrics(run_id: str, tail_bytes: int | None = None) -> dict:
+    return last_values(read_metrics(run_id, tail_bytes))
 
 
 def metric_series(rows, key: str) -> list[tuple[int, float]]:

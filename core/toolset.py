@@ -306,6 +306,9 @@ def _interval_or_default() -> float:
         return float(DEFAULT_INTERVAL_S)
 
 
+STATUS_METRICS_TAIL_BYTES = 4 << 20
+
+
 @_tool
 def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     validate_run_id(run_id)
@@ -314,14 +317,18 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     interval = status_limits.resolve_interval(min_interval_s)
     run = runs.get_run(run_id)  # NotFound for an unknown id: errors are never rate-limited
     now = time.time()
-    try:
-        last = metrics.last_metrics(run_id)
-    except (OSError, HermesError):
-        last = dict(run.get("last_metric") or {})
     status = run.get("status")
     stalled, stalled_for = _stall(run)
     state = f"{status}+stalled" if stalled else str(status)
     decision = status_limits.decide(run_id, state, interval_s=interval, final=status in FINAL_STATUSES, now=now)
+    last = dict(run.get("last_metric") or {})     # the newest trainer row, read backwards: enough for a step
+    if decision.full:
+        try:
+            # Latest value of each metric, environment rows merged: from the files' last few MB only, so a
+            # report on a days-long run costs what one on a short run does.
+            last = metrics.last_metrics(run_id, tail_bytes=STATUS_METRICS_TAIL_BYTES) or last
+        except (OSError, HermesError):
+            pass
     step = last.get("step")
     total = run.get("total_steps")
     if not decision.full:

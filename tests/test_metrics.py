@@ -86,12 +86,11 @@ def test_read_metrics_of_run_without_files_is_empty():
 
 
 def test_live_reader_stays_bounded_and_keeps_the_newest_rows(tmp_path, monkeypatch):
-    """A reader of a very long run keeps at most MAX_ROWS rows: the older half thinned, the newest intact."""
+    """A reader of a very long run keeps at most max_rows rows: the older half thinned, the newest intact."""
     from core import metrics as metrics_module
 
-    monkeypatch.setattr(metrics_module, "MAX_ROWS", 100)
     path = tmp_path / "metrics.jsonl"
-    reader = metrics_module.RunMetrics(tmp_path)
+    reader = metrics_module.RunMetrics(tmp_path, max_rows=100)
     for start in range(0, 1000, 50):
         with open(path, "a") as handle:
             for step in range(start + 1, start + 51):
@@ -103,6 +102,30 @@ def test_live_reader_stays_bounded_and_keeps_the_newest_rows(tmp_path, monkeypat
     assert steps[-25:] == list(range(976, 1001))
     assert reader.keys() == ["reward/mean"]
     assert reader.last()["reward/mean"] == 1.0
+
+
+def test_tail_reader_starts_at_a_line_near_the_end_and_follows_appends(tmp_path):
+    """A sparkline reader of a long finished run reads only its last bytes, never a cut line, then follows."""
+    from core.metrics import RunMetrics
+
+    with open(tmp_path / "metrics.jsonl", "w") as handle:
+        for step in range(1, 20_001):
+            handle.write(json.dumps({"step": step, "reward/mean": step / 20_000, "note": "x" * (step % 7)}) + "\n")
+    with open(tmp_path / "env_metrics.jsonl", "w") as handle:
+        for step in range(1, 20_001):
+            handle.write(json.dumps({"step": step, "train/percent_correct": 0.5}) + "\n")
+    reader = RunMetrics(tmp_path, max_rows=50, tail_bytes=4096)
+    assert reader.poll()
+    steps = [row["step"] for row in reader.rows]
+    assert steps[-1] == 20_000 and len(steps) <= 50 and steps == sorted(steps)
+    assert steps[0] > 19_000, "read from the start of the file"
+    assert steps[-20:] == list(range(19_981, 20_001))
+    version = reader.version
+    with open(tmp_path / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps({"step": 20_001, "reward/mean": 1.0}) + "\n")
+    assert reader.poll() and reader.version == version + 1
+    assert reader.series("reward/mean")[-1] == (20_001, 1.0)
+    assert not reader.poll() and reader.version == version + 1
 
 
 def test_live_reader_rows_stay_sorted_when_steps_arrive_out_of_order(tmp_path):

@@ -26,6 +26,9 @@ from .format import FINAL_STATUSES
 from .messages import EnvironmentsChanged, LiveBatch, LogsGrew, MetricsUpdated, RunSampled, RunsUpdated
 
 SPARK_RUNS = 30         # reward sparklines for the newest runs only
+SPARK_POINTS = 12       # values in a runs-table sparkline
+SPARK_ROWS = 200        # rows a sparkline reader keeps (reward/mean may be missing from some rows)
+SPARK_TAIL_BYTES = 256 * 1024   # where a sparkline reader starts: near the end of a long run's files
 LIST_EVERY_S = 2.0       # list_runs() at least this often even without file events (statuses of other runs)
 RUNS_EVERY_S = 3.0       # a run's step/reward/sparkline in the runs table: at most this often (status at once)
 
@@ -142,8 +145,8 @@ class LiveUpdater:
         self._last_structure: list | None = None
         self._last_runs_post = 0.0
         self._last_sparks: dict = {}
-        self._spark_cache: dict[str, list[float]] = {}   # what each run's sparkline would show now
-        self._run_metrics: dict[str, RunMetrics] = {}
+        self._spark_cache: dict[str, tuple] = {}   # run_id -> (reader, its version, sparkline values)
+        self._run_metrics: dict[str, RunMetrics] = {}   # sparkline readers of runs other than the selected one
         self._watch_thread: threading.Thread | None = None
         self._batch: list = []
 
@@ -273,19 +276,28 @@ class LiveUpdater:
         self._post(RunsUpdated(runs, stalled, sparks, threshold))
 
     def _reward_sparks(self, runs: list[dict]) -> dict[str, list[float]]:
-        """Recent reward/mean of the newest runs (incremental readers, so this stays cheap)."""
+        """Recent reward/mean of the newest runs. The selected run's reader serves its own sparkline;
+        the others get small readers that start near their files' ends and keep SPARK_ROWS rows."""
         wanted = [r["run_id"] for r in runs[:SPARK_RUNS]]
+        view = self.view
         for run_id in list(self._run_metrics):
-            if run_id not in wanted:
+            if run_id not in wanted or (view is not None and view.run_id == run_id):
                 del self._run_metrics[run_id]
         out = {}
         for run_id in wanted:
-            metrics = self._run_metrics.get(run_id)
-            if metrics is None:
-                metrics = self._run_metrics[run_id] = RunMetrics(run_dir(run_id))
-            if metrics.poll() or run_id not in self._spark_cache:
-                self._spark_cache[run_id] = [v for _, v in metrics.series("reward/mean", tail=200)[-12:]]
-            out[run_id] = self._spark_cache[run_id]
+            if view is not None and view.run_id == run_id:
+                metrics = view.metrics            # polled at the start of this cycle
+            else:
+                metrics = self._run_metrics.get(run_id)
+                if metrics is None:
+                    metrics = self._run_metrics[run_id] = RunMetrics(run_dir(run_id), max_rows=SPARK_ROWS,
+                                                                     tail_bytes=SPARK_TAIL_BYTES)
+                metrics.poll()
+            cached = self._spark_cache.get(run_id)
+            if cached is None or cached[0] is not metrics or cached[1] != metrics.version:
+                values = [v for _, v in metrics.series("reward/mean", tail=SPARK_ROWS)[-SPARK_POINTS:]]
+                self._spark_cache[run_id] = cached = (metrics, metrics.version, values)
+            out[run_id] = cached[2]
         for run_id in [r for r in self._spark_cache if r not in out]:
             del self._spark_cache[run_id]
         return out

@@ -6,6 +6,9 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 
+CELL_RENDER_CACHE = 1_000
+
+
 class NavTable(DataTable):
     """Row-cursor table: arrows and j/k, g/G; sorting by a column with the pane's shift+letter keys."""
 
@@ -22,6 +25,12 @@ class NavTable(DataTable):
         self.sort_reverse = False
         self._shown_keys: list[str] = []
         self._shown_cells: list[list] = []
+        # DataTable caches a render per (cell, value version) in an LRU of 10,000: a live table whose
+        # cells change every second fills it with renders of values long gone (tens of MB per table).
+        # A few screens' worth is all that is ever shown.
+        cache = getattr(self, "_cell_render_cache", None)
+        if cache is not None:
+            self._cell_render_cache = type(cache)(CELL_RENDER_CACHE)
 
     def action_scroll_top(self) -> None:
         if self.row_count:
