@@ -29,6 +29,18 @@ def _mb(value: float) -> str:
     return f"{value / 2**20:.0f} MB"
 
 
+def _slope_mb_per_10min(times: list[float], values: list[float]) -> float:
+    """Least-squares growth over the given samples, in MB per 10 minutes (≈ 0 once memory has levelled off)."""
+    if len(times) < 2:
+        return 0.0
+    mean_t, mean_v = statistics.mean(times), statistics.mean(values)
+    var = sum((t - mean_t) ** 2 for t in times)
+    if var == 0:
+        return 0.0
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in zip(times, values)) / var   # bytes per second
+    return round(slope * 600 / 2**20, 2)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0)
@@ -96,15 +108,19 @@ def main() -> int:
     window = max(1, len(samples) // 6)
     summary = {"run_id": run_id, "minutes": round((time.monotonic() - started) / 60, 1), "steps": len(steps),
                "missing_steps": len(missing), "processes": {}}
-    print(f"\n{'process':<12} {'first ~5 min':>14} {'last ~5 min':>14} {'max':>10} {'growth':>8}")
+    print(f"\n{'process':<12} {'first 1/6':>12} {'last 1/6':>12} {'max':>10} {'growth':>8} {'2nd half slope':>16}")
     for key in keys:
         values = [s[key] for s in samples if key in s]
         first = statistics.median(values[:window])
         last = statistics.median(values[-window:])
         name = key[:-4]
+        times = [s["t"] for s in samples if key in s]
+        slope = _slope_mb_per_10min(times[len(times) // 2:], values[len(values) // 2:])
         summary["processes"][name] = {"first_median": first, "last_median": last, "max": max(values),
-                                      "growth_pct": round(100 * (last - first) / first, 1)}
-        print(f"{name:<12} {_mb(first):>14} {_mb(last):>14} {_mb(max(values)):>10} {100 * (last - first) / first:>7.1f}%")
+                                      "growth_pct": round(100 * (last - first) / first, 1),
+                                      "second_half_mb_per_10min": slope}
+        print(f"{name:<12} {_mb(first):>12} {_mb(last):>12} {_mb(max(values)):>10} {100 * (last - first) / first:>7.1f}%"
+              f" {slope:>+10.1f} MB/10min")
     cpu = [s["dashboard_cpu"] for s in samples[1:]]
     if cpu:
         summary["dashboard_cpu_mean"] = round(statistics.mean(cpu), 2)
