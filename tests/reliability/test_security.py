@@ -10,6 +10,7 @@ import ast
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import psutil
@@ -130,6 +131,62 @@ def test_planted_keys_reach_children_only_through_their_environment(monkeypatch,
     assert not argv_hits, argv_hits
     assert not answer_hits, answer_hits
     assert not file_hits, file_hits
+
+
+def _dashboard_screens(run_id: str) -> dict[str, str]:
+    """SVG screenshots of the dashboard over a live run: every pane zoomed, help, palette, test inference."""
+    import asyncio
+
+    from tui.app import HermesDashboard
+    from tui.logs import LogsPane
+    from tui.processes import ProcessesPane
+
+    async def until(pilot, predicate, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not predicate():
+            await pilot.pause(0.1)
+        assert predicate(), "dashboard did not show the live run"
+
+    async def shoot() -> dict[str, str]:
+        app = HermesDashboard(run_id=run_id)
+        shots = {}
+        async with app.run_test(size=(160, 48)) as pilot:
+            await until(pilot, lambda: app.selected_run == run_id
+                        and app.pane(ProcessesPane).table.row_count > 0 and app.pane(LogsPane).view.line_count > 0)
+            shots["dashboard"] = app.export_screenshot()
+            for pane, name in enumerate(("environments", "config", "runs", "processes", "logs", "metrics"), 1):
+                await pilot.press(str(pane), "z")
+                await pilot.pause(0.3)
+                shots[name] = app.export_screenshot()
+                await pilot.press("z")
+            for name, key in (("help", "question_mark"), ("palette", "colon"), ("test_inference", "t")):
+                await pilot.press("3", key)
+                await pilot.pause(0.5)
+                shots[name] = app.export_screenshot()
+                while len(app.screen_stack) > 1:
+                    app.pop_screen()
+                    await pilot.pause(0.1)
+        return shots
+
+    return asyncio.run(shoot())
+
+
+def test_dashboard_screens_show_no_key_values(monkeypatch, hermes_home):
+    """The dashboard over a live run whose process holds every planted key: no screen shows a value
+    (the header says which keys are present, by name only)."""
+    _plant(monkeypatch, hermes_home)
+    keyed = runs.launch([_secret_spec()], environment="keyed", profile="local")
+    run_id = keyed["run_id"]
+    wait_running(run_id)
+    assert psutil.Process(runs.get_run(run_id)["processes"][0]["pid"]).environ()["WANDB_API_KEY"] == \
+        PLANTED_ENV["WANDB_API_KEY"]
+    shots = _dashboard_screens(run_id)
+    hits = [f"{name}: {needle}" for name, svg in shots.items() for needle in NEEDLES if needle in svg]
+    runs.stop_run(run_id)
+    record("secrets_screens", screens=len(shots), bytes=sum(len(s) for s in shots.values()), hits=len(hits))
+    assert len(shots) == 10 and all("<svg" in svg for svg in shots.values())
+    assert run_id in shots["dashboard"] and "keyed" in shots["processes"]
+    assert not hits, hits
 
 
 def test_run_processes_listen_only_on_loopback():
