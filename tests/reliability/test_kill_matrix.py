@@ -10,6 +10,7 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 
 from core import runs, toolset
@@ -133,6 +134,49 @@ def test_kill9_watching_client_leaves_run_untouched(hermes_home, tmp_path):
     stopped = runs.stop_run(run_id)
     assert stopped["status"] == "stopped" and stopped["reason"] == "stopped by user"
     assert_no_orphans(stopped)
+
+
+def test_kill9_dashboard_leaves_run_untouched(hermes_home, tmp_path):
+    """The real dashboard (headless, in its own session) following the run, killed with -9: the run keeps
+    stepping and the dashboard leaves nothing behind."""
+    import subprocess
+    import sys
+
+    from tests.reliability.helpers import RPROCS, client_env
+
+    run = launch_standin()
+    run_id = run["run_id"]
+    wait_running(run_id)
+    status = tmp_path / "dashboard.status"
+    dashboard = subprocess.Popen([sys.executable, str(RPROCS / "dashboard.py"), run_id, str(status)],
+                                 env=client_env(hermes_home), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    try:
+        def showing() -> bool:
+            text = status.read_text() if status.exists() else ""
+            return text.startswith(run_id) and "metrics=0 " not in text and "processes=0" not in text
+        assert wait_for(showing, 60), status.read_text() if status.exists() else "no status"
+        step_before = runs.get_run(run_id, sample=False)["last_metric"]["step"]
+        os.kill(dashboard.pid, signal.SIGKILL)
+        dashboard.wait(timeout=5)
+        elapsed, after = _time_to(run_id, lambda r: r["status"] == "running"
+                                  and (r["last_metric"].get("step") or 0) > step_before)
+        assert all(p["state"] == "ready" for p in after["processes"])
+        _check_after(after, "kill -9 dashboard", elapsed, "running")
+        left = [p.pid for p in psutil.process_iter() if _session_of(p.pid) == dashboard.pid]
+        assert not left, f"the dashboard left processes behind: {left}"
+    finally:
+        kill_tree(dashboard)
+    stopped = runs.stop_run(run_id)
+    assert stopped["status"] == "stopped"
+    assert_no_orphans(stopped)
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 def test_sigstop_trainer_is_reported_stalled_and_stop_still_works(monkeypatch):
