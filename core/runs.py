@@ -94,7 +94,8 @@ def _stat_sig(path: str) -> tuple[int, int] | None:
 
 
 def stall_threshold(seconds: float | None = None) -> float:
-    """Seconds without a metric row or log line after which a running run is `stalled` (0: never).
+    """Seconds without a metric row or trainer log line (see _progress_logs) after which a running
+    run is `stalled` (0: never).
     `seconds` overrides $HERMES_RL_STALL_S (default 900 s); a bad value falls back to the default."""
     if seconds is None:
         try:
@@ -104,8 +105,19 @@ def stall_threshold(seconds: float | None = None) -> float:
     return max(0.0, float(seconds))
 
 
+def _progress_logs(processes) -> tuple:
+    """The logs whose lines count as progress: those of the processes whose work completes the run
+    (the trainer), else, when no process completes it, every process's. A helper's log is no sign of
+    progress: run-api writes an access-log line for every poll of an environment that waits on a
+    frozen trainer, and would keep such a run from ever being seen as stalled."""
+    procs = [p for p in processes or [] if isinstance(p, dict)]
+    chosen = [p for p in procs if p.get("completes_run")] or procs
+    return tuple(p.get("log") for p in chosen)
+
+
 def _last_activity(started_at, last_metric: dict | None, log_paths) -> float | None:
-    """The newest sign of life: the last metric row's time, any process log's mtime, else the start."""
+    """The newest sign of life: the last metric row's time, the mtime of a log in `log_paths`
+    (see _progress_logs), else the start."""
     times = [epoch_seconds(started_at), epoch_seconds((last_metric or {}).get("time"))]
     for path in log_paths:
         if path:
@@ -180,8 +192,7 @@ def list_runs(*, stall_after_s: float | None = None) -> list[dict]:
             last = last_jsonl_row(metrics)
             summary = _summary(entry.name, run, last)
             summary["_supervisor"] = run.get("supervisor") or {}
-            summary["_activity"] = (run.get("started_at"), last,
-                                    tuple(p.get("log") for p in run.get("processes") or [] if isinstance(p, dict)))
+            summary["_activity"] = (run.get("started_at"), last, _progress_logs(run.get("processes")))
             with _LIST_LOCK:
                 _LIST_CACHE[key] = (sig, summary)
         summary = dict(summary)
@@ -296,7 +307,7 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
         view["survivors"] = [s.to_dict() for s in survivors]
         view["reason"] = lost + (f"; {len(survivors)} of its processes still running (stop the run to end them)"
                                  if survivors else "; none of its processes is still running")
-    view.update(_stall_fields(view["status"], run.get("started_at"), view["last_metric"], view["logs"].values(),
+    view.update(_stall_fields(view["status"], run.get("started_at"), view["last_metric"], _progress_logs(processes),
                               stall_after_s))
     return view
 

@@ -254,8 +254,15 @@ def build_app(policy: Policy) -> web.Application:
     return app
 
 
+# On shutdown, requests still in flight get this long to finish (a completion on a live Tinker server takes
+# ~0.1 s), then as long again once cancelled (aiohttp waits twice). Its default, 60 s each, had a trainer
+# whose Tinker server died wait on completions that never come, past its stop timeout, until SIGKILLed.
+# The environments those completions were for are being stopped too.
+SHUTDOWN_GRACE_S = 0.1
+
+
 async def start_server(policy: Policy, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(build_app(policy), access_log=None)
+    runner = web.AppRunner(build_app(policy), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

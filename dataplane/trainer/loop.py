@@ -403,6 +403,23 @@ class Trainer:
 
     _pending: asyncio.Future | None = None
 
+    async def _tinker_reachable(self, timeout: float = 0.5) -> bool:
+        """Whether the configured Tinker server (backend.base_url) accepts a TCP connection within
+        `timeout`; True when none is configured (the SDK's default, Tinker cloud, is not probed)."""
+        from urllib.parse import urlsplit
+
+        url = self.settings.base_url
+        if not url:
+            return True
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            _reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+        except (OSError, asyncio.TimeoutError):
+            return False
+        writer.close()
+        return True
+
     async def close(self) -> None:
         if self._pending is not None and not self._pending.done():
             self._pending.cancel()
@@ -412,7 +429,11 @@ class Trainer:
             await self.http.close()
         if self.wandb is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.wandb.finish)
-        if self.service_client is not None:
+        if self.service_client is not None and not await self._tinker_reachable():
+            # The server is gone (its process died, the run is failing): the SDK would retry the
+            # close until our timeout, holding up the stop of the whole run for nothing.
+            log.warning("Tinker server at %s does not answer: session not closed", self.settings.base_url)
+        elif self.service_client is not None:
             # Ends the Tinker session (and its heartbeats) with how the run went.
             try:
                 await asyncio.wait_for(asyncio.ensure_future(self.service_client.close(self.outcome)), 5)

@@ -161,3 +161,38 @@ def start_watcher(home: Path, run_id: str, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(RPROCS / "watcher.py"), run_id], cwd=str(PROJECT_ROOT),
                             env=client_env(home), stdout=open(log, "ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)
+
+
+def start_local_run(model_dir: Path, total_steps: int = 100000) -> dict:
+    """The real local pipeline (core/training.py: model, api, tinker, trainer, env) on the tiny toy task,
+    with the session's built model linked in and a step budget large enough that it never ends by itself."""
+    from core import runs
+    from core.paths import models_dir, profiles_dir
+
+    link = models_dir() / "tiny-toy"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.exists():
+        link.symlink_to(Path(model_dir).resolve())
+    profiles_dir().mkdir(parents=True, exist_ok=True)
+    (profiles_dir() / "local.yaml").write_text(f"total_steps: {int(total_steps)}\n")
+    return runs.start_run("toy_addition", "local", {})
+
+
+def run_processes(run: dict, process: str | None = None) -> list[psutil.Process]:
+    """Live processes carrying the run's environment marker (children and every grandchild: W&B's
+    service processes live in sessions of their own), optionally only those started for `process`."""
+    from core.paths import run_dir
+    from core.procscan import PROCESS_MARKER
+
+    folder = str(run_dir(run["run_id"]))
+    found = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            env = proc.environ()
+        except psutil.Error:
+            continue
+        if env.get(MARKER) == folder and (process is None or env.get(PROCESS_MARKER) == process):
+            found.append(proc)
+    return found
