@@ -34,6 +34,25 @@ def record(kind: str, **fields) -> None:
             handle.write(line + "\n")
 
 
+def freeze_until_stalled(run_id: str, pid: int, threshold: float, kind: str, deadline: float = 2.0) -> dict:
+    """SIGSTOP `pid` (the trainer) and wait for rl_check_status to report the run stalled; checks the
+    report, records the detection time and returns the report. The caller sends SIGCONT (in a finally)."""
+    from core import toolset
+
+    os.kill(pid, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    report = wait_for(lambda: (s := toolset.rl_check_status(run_id, min_interval_s=0)).get("stalled") and s,
+                      threshold + 10)
+    detect = time.monotonic() - stopped_at
+    assert report, toolset.rl_check_status(run_id, min_interval_s=0)
+    assert report["status"] == "running" and report["stalled_for_s"] >= threshold
+    assert any("no training step" in tip for tip in report["tips"]), report["tips"]
+    record(kind, fault="SIGSTOP trainer (stall detected)", status="running+stalled", reason=report["tips"][0],
+           seconds=round(detect, 3), threshold_s=threshold)
+    assert detect < threshold + deadline, f"stall reported {detect:.2f}s after SIGSTOP (threshold {threshold}s)"
+    return report
+
+
 def standin_pipeline(step_s: float = 0.1, env_restarts: int = 1, trainer_stop_timeout: float = 10.0) -> list[ProcessSpec]:
     """api (HTTP, port api) -> trainer (metrics + log lines naming run/port) and env (restarted on failure),
     the shape of the real pipeline (core/training.py) with small programs."""

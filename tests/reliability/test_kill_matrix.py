@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from core import runs, toolset
-from tests.reliability.helpers import (FINAL, assert_no_orphans, launch_standin, proc_record, record,
+from tests.reliability.helpers import (FINAL, assert_no_orphans, freeze_until_stalled, launch_standin, proc_record, record,
                                        start_watcher, kill_tree, wait_for, wait_running)
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(90), pytest.mark.usefixtures("run_processes_cleanup")]
@@ -113,6 +113,17 @@ def test_kill9_watchdog_is_replaced_and_still_guards_the_run():
     assert_no_orphans(final)
 
 
+def _kill_client_run_goes_on(run_id: str, client, fault: str) -> None:
+    """kill -9 a client process watching the run: the run neither notices nor stalls, it keeps stepping."""
+    step_before = runs.get_run(run_id, sample=False)["last_metric"]["step"]
+    os.kill(client.pid, signal.SIGKILL)
+    client.wait(timeout=5)
+    elapsed, after = _time_to(run_id, lambda r: r["status"] == "running"
+                              and (r["last_metric"].get("step") or 0) > step_before)
+    assert all(p["state"] == "ready" for p in after["processes"])
+    _check_after(after, fault, elapsed, "running")
+
+
 def test_kill9_watching_client_leaves_run_untouched(hermes_home, tmp_path):
     run = launch_standin()
     run_id = run["run_id"]
@@ -121,14 +132,7 @@ def test_kill9_watching_client_leaves_run_untouched(hermes_home, tmp_path):
     watcher = start_watcher(hermes_home, run_id, log)
     try:
         assert wait_for(lambda: log.exists() and b"look 3: running" in log.read_bytes(), 20), log.read_bytes()[-2000:]
-        step_before = runs.get_run(run_id, sample=False)["last_metric"]["step"]
-        os.kill(watcher.pid, signal.SIGKILL)
-        watcher.wait(timeout=5)
-        # The run neither notices nor stalls: it keeps running and keeps stepping.
-        elapsed, after = _time_to(run_id, lambda r: r["status"] == "running"
-                                  and (r["last_metric"].get("step") or 0) > step_before)
-        assert all(p["state"] == "ready" for p in after["processes"])
-        _check_after(after, "kill -9 watching client", elapsed, "running")
+        _kill_client_run_goes_on(run_id, watcher, "kill -9 watching client")
     finally:
         kill_tree(watcher)
     stopped = runs.stop_run(run_id)
@@ -156,13 +160,7 @@ def test_kill9_dashboard_leaves_run_untouched(hermes_home, tmp_path):
             text = status.read_text() if status.exists() else ""
             return text.startswith(run_id) and "metrics=0 " not in text and "processes=0" not in text
         assert wait_for(showing, 60), status.read_text() if status.exists() else "no status"
-        step_before = runs.get_run(run_id, sample=False)["last_metric"]["step"]
-        os.kill(dashboard.pid, signal.SIGKILL)
-        dashboard.wait(timeout=5)
-        elapsed, after = _time_to(run_id, lambda r: r["status"] == "running"
-                                  and (r["last_metric"].get("step") or 0) > step_before)
-        assert all(p["state"] == "ready" for p in after["processes"])
-        _check_after(after, "kill -9 dashboard", elapsed, "running")
+        _kill_client_run_goes_on(run_id, dashboard, "kill -9 dashboard")
         left = [p.pid for p in psutil.process_iter() if _session_of(p.pid) == dashboard.pid]
         assert not left, f"the dashboard left processes behind: {left}"
     finally:
@@ -188,18 +186,8 @@ def test_sigstop_trainer_is_reported_stalled_and_stop_still_works(monkeypatch):
     _wait_steps(run_id)
     assert toolset.rl_check_status(run_id, min_interval_s=0)["stalled"] is False
     trainer = proc_record(run, "trainer")["pid"]
-    os.kill(trainer, signal.SIGSTOP)
-    stopped_at = time.monotonic()
     try:
-        report = wait_for(lambda: (s := toolset.rl_check_status(run_id, min_interval_s=0)).get("stalled") and s,
-                          threshold + 5)
-        detect = time.monotonic() - stopped_at
-        assert report, toolset.rl_check_status(run_id, min_interval_s=0)
-        assert report["status"] == "running" and report["stalled_for_s"] >= threshold
-        assert any("no training step" in tip for tip in report["tips"])
-        record("kill_matrix", fault="SIGSTOP trainer (stall detected)", status="running+stalled",
-               reason=report["tips"][0], seconds=round(detect, 3), threshold_s=threshold)
-        assert detect < threshold + DEADLINE_S
+        freeze_until_stalled(run_id, trainer, threshold, "kill_matrix", DEADLINE_S)
         # Stopping a run whose trainer is frozen must not wait out the trainer's 10 s stop timeout:
         # a stopped process acts on SIGTERM only once continued.
         began = time.monotonic()

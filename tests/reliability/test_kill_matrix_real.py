@@ -28,7 +28,7 @@ import pytest
 from core import runs, toolset
 from core.fsutil import read_jsonl
 from core.paths import run_dir
-from tests.reliability.helpers import (FINAL, assert_no_orphans, kill_tree, orphans, proc_record, record,
+from tests.reliability.helpers import (FINAL, assert_no_orphans, freeze_until_stalled, kill_tree, orphans, proc_record, record,
                                        run_processes, start_local_run, start_watcher, wait_for, wait_running)
 
 pytestmark = [pytest.mark.reliability, pytest.mark.usefixtures("run_processes_cleanup")]
@@ -223,20 +223,10 @@ def test_env_restart_client_kill_trainer_stall_then_api_death(tiny_model_dir, he
     # progress); SIGCONT: training resumes and the stall clears.
     assert wait_for(lambda: toolset.rl_check_status(run_id, min_interval_s=0)["stalled"] is False, 30)
     trainer = proc_record(_view(run_id), "trainer")["pid"]
-    os.kill(trainer, signal.SIGSTOP)
-    stopped_at = time.monotonic()
     try:
-        report = wait_for(lambda: (s := toolset.rl_check_status(run_id, min_interval_s=0)).get("stalled") and s,
-                          STALL_S + 10)
-        detect = time.monotonic() - stopped_at
-        assert report, toolset.rl_check_status(run_id, min_interval_s=0)
-        assert report["status"] == "running" and report["stalled_for_s"] >= STALL_S
-        assert any("no training step" in tip for tip in report["tips"]), report["tips"]
+        freeze_until_stalled(run_id, trainer, STALL_S, "kill_matrix_real", DEADLINE_S)
         assert psutil.Process(trainer).status() == psutil.STATUS_STOPPED
         frozen_step = _step(run_id)
-        record("kill_matrix_real", fault="SIGSTOP trainer (stall detected)", status="running+stalled",
-               reason=report["tips"][0], seconds=round(detect, 3), threshold_s=STALL_S, step=frozen_step)
-        assert detect < STALL_S + DEADLINE_S
     finally:
         os.kill(trainer, signal.SIGCONT)
     elapsed, resumed = _time_to(run_id, lambda r: not r["stalled"] and (r["last_metric"].get("step") or 0) > frozen_step,
