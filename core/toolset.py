@@ -344,7 +344,7 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
         }
     tips = []
     if stalled:
-        tips.append(f"no training step or log line for {_fmt_seconds(stalled_for or 0)}: read the trainer and env logs; "
+        tips.append(f"no training step or trainer log line for {_fmt_seconds(stalled_for or 0)}: read the trainer and env logs; "
                     "rl_stop_training if it is stuck")
     if status == "failed":
         tips.append("read the log of the process that failed (log_paths); fix and rl_start_training again")
