@@ -144,17 +144,17 @@ class HermesDashboard(App):
         selection = backend.current_selection()
         try:
             profile, _notice = backend.resolve_profile(selection.get("profile"))
-            profile_name = profile.name
+            profile_name, default_env = profile.name, profile.default_environment
         except Exception:
-            profile_name = selection.get("profile") or "local"
+            profile_name, default_env = selection.get("profile") or "local", None
         try:
             environments = backend.discover_environments()
         except HermesError as exc:
             environments = []
             self.call_from_thread(self.notify, str(exc), severity="error")
-        self.call_from_thread(self._start_state, selection, profile_name, environments)
+        self.call_from_thread(self._start_state, selection, profile_name, environments, default_env)
 
-    def _start_state(self, selection: dict, profile_name: str, environments: list) -> None:
+    def _start_state(self, selection: dict, profile_name: str, environments: list, default_env: str | None) -> None:
         self.header.profile = profile_name
         self.selected_env = selection.get("environment")
         self.header.environment = self.selected_env
@@ -163,6 +163,8 @@ class HermesDashboard(App):
         self.pane(EnvironmentsPane).show(environments, self.selected_env)
         if self.selected_env:
             self.load_config(self.selected_env)
+        else:
+            self.pane(ConfigPane).show_unselected(default_env, profile_name)
 
     async def action_quit(self) -> None:
         if self.live is not None:

@@ -82,6 +82,16 @@ class ConfigPane(Vertical):
     def profile(self) -> str | None:
         return self.view.profile if self.view is not None else None
 
+    def show_unselected(self, default_env: str | None, profile: str | None) -> None:
+        """Nothing selected: say what a run would use meanwhile (start_run falls back to the profile's
+        default environment), so an empty form over a live run of that environment is not a puzzle."""
+        head = Text("no environment selected", style="bold")
+        if default_env:   # the pane is narrow: short lines
+            head.append(f"\nruns use {default_env}", style="dim")
+            head.append(f" ({profile} default)", style="dim")
+        head.append("\nenter in [1] selects one", style="dim")
+        self.query_one("#config-head", Static).update(head)
+
     def show_loading(self, name: str) -> None:
         self.query_one("#config-head", Static).update(Text(f"loading {name} (config_init)…", style="dim"))
 
