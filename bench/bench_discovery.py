@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 BODY = '''
     def __init__(self, config, server_configs, slurm=False, testing=False):
@@ -121,7 +120,7 @@ def timed(fn, repeat: int) -> tuple[float, object]:
 
 
 def bench_discovery(count: int) -> None:
-    from core import discovery
+    from hermes_rl.core.envs import discovery
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "envs"
@@ -158,8 +157,8 @@ def bench_discovery(count: int) -> None:
 def bench_probe() -> None:
     import subprocess
 
-    from core import config
-    from core.discovery import discover_environments, find_environment
+    from hermes_rl.core.envs import config
+    from hermes_rl.core.envs.discovery import find_environment
 
     env_names = [name for name in ("toy_addition", "gsm8k") if (ROOT / "environments" / f"{name}.py").exists()]
     if not env_names:
@@ -181,7 +180,7 @@ def bench_probe() -> None:
         return config.probe_config(first)
 
     disk_ms, _ = timed(from_disk, 20)
-    code = ("import time; t=time.perf_counter(); from core.config import get_config; "
+    code = ("import time; t=time.perf_counter(); from hermes_rl.core.envs.config import get_config; "
             f"get_config({first.name!r}); print((time.perf_counter()-t)*1000)")
     second_client = [float(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                                           env=dict(os.environ)).stdout.strip()) for _ in range(3)]

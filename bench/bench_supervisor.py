@@ -30,12 +30,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from core import runs  # noqa: E402
-from core.fsutil import atomic_write_json, read_json  # noqa: E402
-from core.paths import run_dir, runs_dir  # noqa: E402
-from core.pipeline import ProcessSpec, Readiness, free_ports  # noqa: E402
+from hermes_rl.core import runs  # noqa: E402
+from hermes_rl.core.base.fsutil import atomic_write_json, read_json  # noqa: E402
+from hermes_rl.core.base.paths import run_dir, runs_dir  # noqa: E402
+from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, free_ports  # noqa: E402
 
 PY = sys.executable
 PROCS = ROOT / "tests" / "procs"
@@ -200,7 +199,7 @@ def make_synthetic_runs(count: int, rows: int) -> None:
 
 def naive_list() -> list[dict]:
     """Baseline: read every run.json and every whole metrics.jsonl."""
-    from core.fsutil import read_jsonl
+    from hermes_rl.core.base.fsutil import read_jsonl
 
     out = []
     for entry in os.scandir(runs_dir()):

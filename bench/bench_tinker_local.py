@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TINKER_TELEMETRY", "0")
@@ -52,7 +51,7 @@ def main() -> int:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-tinker-local-"))
-    from dataplane.tiny_model import ensure_model, read_marker
+    from hermes_rl.dataplane.tiny_model import ensure_model, read_marker
 
     if args.model_dir is None:
         started = time.perf_counter()
@@ -88,7 +87,7 @@ def toy_grpo(model_dir: Path, lr: float, steps: int, prompts_per_step: int = 8) 
     import tinker
     from tinker import types
 
-    from environments.toy_task import make_problem, score
+    from hermes_rl.environments.toy_task import make_problem, score
 
     rng = random.Random(0)
     service = tinker.ServiceClient()
@@ -133,9 +132,9 @@ def report(model_dir: Path, work: Path, repeats: int) -> None:
     import torch
     from tinker import types
 
-    from dataplane.tinker_local.backend import Backend
-    from dataplane.tinker_local.engine import SampleSpec
-    from dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
+    from hermes_rl.dataplane.tinker_local.backend import Backend
+    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+    from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
 
     torch.set_num_threads(1)
     service = tinker.ServiceClient()

@@ -24,11 +24,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def read_rows(path: Path) -> list[dict]:
-    from core.fsutil import read_jsonl
+    from hermes_rl.core.base.fsutil import read_jsonl
 
     return read_jsonl(path) if path.exists() else []
 
@@ -54,16 +53,16 @@ def main() -> int:
     for key in ("TINKER_API_KEY", "WANDB_API_KEY"):
         os.environ.pop(key, None)
 
-    from core import runs
-    from core.paths import models_dir, profiles_dir, run_dir
-    from core.profiles import LOCAL_MODEL_NAME
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
+    from hermes_rl.core.envs.profiles import LOCAL_MODEL_NAME
 
     model = models_dir() / LOCAL_MODEL_NAME
     if args.model_dir and not model.exists():
         model.parent.mkdir(parents=True, exist_ok=True)
         model.symlink_to(Path(args.model_dir).resolve())
     t = time.time()
-    from dataplane.tiny_model import ensure_model
+    from hermes_rl.dataplane.tiny_model import ensure_model
 
     ensure_model(model)
     print(f"model ready at {model} ({time.time() - t:.1f}s, not counted)")

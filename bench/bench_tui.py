@@ -30,7 +30,6 @@ from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 PY = sys.executable
 SIZE = (160, 48)
 
@@ -48,8 +47,8 @@ def fresh_home() -> Path:
 
 
 def launch(argv: list[str], name: str = "trainer") -> str:
-    from core import runs
-    from core.pipeline import ProcessSpec
+    from hermes_rl.core import runs
+    from hermes_rl.core.daemons.pipeline import ProcessSpec
 
     run = runs.launch([ProcessSpec(name=name, argv=argv, stop_timeout=3)], environment="bench", profile="local")
     deadline = time.monotonic() + 20
@@ -61,7 +60,7 @@ def launch(argv: list[str], name: str = "trainer") -> str:
 
 
 def stop(run_id: str) -> None:
-    from core import runs
+    from hermes_rl.core import runs
 
     try:
         runs.stop_run(run_id, wait=10)
@@ -102,7 +101,7 @@ CHILD_DASHBOARD = """
 import time, sys
 t0 = time.perf_counter()
 sys.path.insert(0, %r)
-from tui.app import HermesDashboard
+from hermes_rl.tui.app import HermesDashboard
 class Bench(HermesDashboard):
     def _first_frame(self):
         print("FRAME", time.perf_counter() - t0, flush=True)
@@ -174,7 +173,7 @@ CHILD_IDLE = """
 import sys, time
 sys.path.insert(0, %r)
 from textual.screen import Screen
-from tui.app import HermesDashboard
+from hermes_rl.tui.app import HermesDashboard
 # Count redraws (compositor updates) and their time; the parent reads the file before and after.
 frames = [0, 0.0]
 paint = Screen._compositor_refresh
@@ -241,10 +240,10 @@ async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
     import psutil
     from textual.binding import Binding
 
-    from core.paths import run_dir
-    from tui.app import HermesDashboard
-    from tui.logs import LogsPane
-    from tui.metrics import MetricsPane
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.tui.app import HermesDashboard
+    from hermes_rl.tui.logs import LogsPane
+    from hermes_rl.tui.metrics import MetricsPane
 
     pings: list[float] = []
 
@@ -345,10 +344,10 @@ def make_big_log(path: Path, size: int = 1 << 30) -> None:
 
 
 async def _tail_in_app(big: Path) -> float:
-    from core.fsutil import atomic_write_json
-    from core.paths import ensure_private_dir, run_dir
-    from tui.app import HermesDashboard
-    from tui.logs import LogsPane
+    from hermes_rl.core.base.fsutil import atomic_write_json
+    from hermes_rl.core.base.paths import ensure_private_dir, run_dir
+    from hermes_rl.tui.app import HermesDashboard
+    from hermes_rl.tui.logs import LogsPane
 
     run_id = "b16b16b1"
     folder = ensure_private_dir(run_dir(run_id))
@@ -382,7 +381,7 @@ async def _tail_in_app(big: Path) -> float:
 
 
 def bench_tail() -> None:
-    from core.logs import LogReader
+    from hermes_rl.core.readers.logs import LogReader
 
     home = fresh_home()
     big = Path(tempfile.gettempdir()) / f"hermes-bench-{os.getpid()}.log"

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def _mb(value: float) -> str:
@@ -59,14 +58,14 @@ def main() -> int:
 
     import psutil
 
-    from core import runs
-    from core.fsutil import read_jsonl
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.fsutil import read_jsonl
 
     run = runs.start_run("toy_addition", profile="local")
     run_id = run["run_id"]
     session = f"hermes-soak-{run_id}"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48",
-                    f"HERMES_HOME={home} {ROOT}/.venv/bin/python -m core.cli dashboard --run {run_id}"], check=True)
+                    f"HERMES_HOME={home} {ROOT}/.venv/bin/python -m hermes_rl.tui dashboard --run {run_id}"], check=True)
     pane_pid = int(subprocess.run(["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"],
                                   capture_output=True, text=True, check=True).stdout.split()[0])
     dashboard = psutil.Process(pane_pid)

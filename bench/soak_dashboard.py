@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from soak import _slope_mb_per_10min  # noqa: E402  (one slope for both soaks)
@@ -63,7 +62,7 @@ DASHBOARD = textwrap.dedent("""
     sys.path.insert(0, sys.argv[3])
     import psutil
     from textual.widgets import DataTable
-    from tui.app import HermesDashboard
+    from hermes_rl.tui.app import HermesDashboard
 
     app = HermesDashboard(run_id=sys.argv[1])
     out_path, every = sys.argv[2], float(sys.argv[4])
@@ -105,8 +104,8 @@ def main() -> int:
 
     home = Path(tempfile.mkdtemp(prefix="hermes-soakdash-"))
     os.environ["HERMES_HOME"] = str(home)
-    from core import runs
-    from core.pipeline import ProcessSpec
+    from hermes_rl.core import runs
+    from hermes_rl.core.daemons.pipeline import ProcessSpec
 
     writer = home / "writer.py"
     writer.write_text(WRITER)

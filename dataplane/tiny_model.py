@@ -5,7 +5,7 @@ prompts, GSM8K-style word problems, generic English), the model is initialised f
 seed, then briefly fine-tuned on the toy task (stopped early), so RL starts with a model that
 answers in format — a number and a newline — but is right only about a fifth of the time.
 
-    python -m dataplane.tiny_model --out DIR      # builds if missing, with a progress display
+    python -m hermes_rl.dataplane.tiny_model --out DIR      # builds if missing, with a progress display
 
 `ensure_model(dir)` is idempotent and safe when processes race: one builds (under a file
 lock) into a temporary folder that is renamed into place; a versioned marker file written
@@ -185,7 +185,7 @@ def build_tokenizer(lines: list[str]):
 
 def corpus_lines(rng: random.Random) -> list[str]:
     """Generated text the tokenizer learns its merges from."""
-    from environments.toy_task import format_answer, make_problem
+    from hermes_rl.environments.toy_task import format_answer, make_problem
 
     lines: list[str] = []
     for max_operand in (4, 9, 20):
@@ -263,7 +263,7 @@ def warm_start(model, tokenizer, rng: random.Random, on_step: Callable[[int, flo
     depend on how fast a particular data order happens to learn."""
     import torch
 
-    from environments.toy_task import format_answer, make_problem
+    from hermes_rl.environments.toy_task import format_answer, make_problem
 
     def example() -> tuple[list[int], list[int]]:
         prompt, answer = make_problem(rng, TOY_MAX_OPERAND)
@@ -307,8 +307,8 @@ def toy_score(model_dir: Path, encode: Callable[[str], list[int]], samples_per_p
     """Mean toy_task.score of sampled answers over every toy problem (the local engine, no LoRA)."""
     import torch
 
-    from dataplane.tinker_local.engine import SampleSpec, TinyLM
-    from environments.toy_task import PROMPT_TEMPLATE, STOP, score
+    from hermes_rl.dataplane.tinker_local.engine import SampleSpec, TinyLM
+    from hermes_rl.environments.toy_task import PROMPT_TEMPLATE, STOP, score
     from tokenizers import Tokenizer
 
     lm = TinyLM(model_dir)
@@ -327,7 +327,7 @@ def _p_correct_digit(model, tokenizer) -> float:
     """Mean probability the model puts on the right answer digit, over every toy problem."""
     import torch
 
-    from environments.toy_task import PROMPT_TEMPLATE
+    from hermes_rl.environments.toy_task import PROMPT_TEMPLATE
 
     total, count = 0.0, 0
     with torch.no_grad():
@@ -369,7 +369,7 @@ def _install(built: Path, out_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dataplane.tiny_model", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hermes_rl.dataplane.tiny_model", description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, type=Path, help="model folder (built if missing)")
     args = parser.parse_args(argv)
 

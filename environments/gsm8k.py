@@ -13,19 +13,14 @@ import json
 import logging
 import os
 import random
-import sys
 from pathlib import Path
 from typing import Optional
 
 from pydantic import Field
 
-_ROOT = Path(__file__).resolve().parent.parent
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup  # noqa: E402
-
-from environments import env_metrics  # noqa: E402
+from hermes_rl.environments import env_metrics
 
 log = logging.getLogger("gsm8k")
 

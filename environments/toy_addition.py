@@ -9,28 +9,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import sys
-from pathlib import Path
 from typing import Optional
 
 from pydantic import Field
 
-# Runnable as a plain file (`toy_addition.py serve`): make the project importable.
-_ROOT = Path(__file__).resolve().parent.parent
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup  # noqa: E402
-
-from environments import env_metrics, toy_task  # noqa: E402
+from hermes_rl.environments import env_metrics, toy_task
 
 log = logging.getLogger("toy_addition")
 
 
 def default_model_dir() -> str:
     """The locally built tiny model (its tokenizer lives in the same folder)."""
-    from core.paths import models_dir
-    from core.profiles import LOCAL_MODEL_NAME
+    from hermes_rl.core.base.paths import models_dir
+    from hermes_rl.core.envs.profiles import LOCAL_MODEL_NAME
 
     return str(models_dir() / LOCAL_MODEL_NAME)
 

@@ -14,13 +14,11 @@ import argparse
 import asyncio
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 OUT = ROOT / "screenshots"
 SIZE = (160, 48)
 
@@ -35,9 +33,9 @@ async def wait_for(pilot, predicate, timeout: float = 30.0) -> bool:
 
 
 async def settle(pilot, run_id: str | None, log_lines: int = 20) -> None:
-    from tui.logs import LogsPane
-    from tui.metrics import MetricsPane
-    from tui.runs import RunsPane
+    from hermes_rl.tui.logs import LogsPane
+    from hermes_rl.tui.metrics import MetricsPane
+    from hermes_rl.tui.runs import RunsPane
 
     app = pilot.app
     await wait_for(pilot, lambda: app.pane(RunsPane).table.row_count > 0)
@@ -52,7 +50,7 @@ async def settle(pilot, run_id: str | None, log_lines: int = 20) -> None:
 async def shoot(name: str, keys: list, run_id: str | None = "a1b2c3d4", before=None, clock=None) -> None:
     from textual.widgets import Input
 
-    from tui.app import HermesDashboard
+    from hermes_rl.tui.app import HermesDashboard
 
     app = HermesDashboard(clock=clock or time.time, stall_after_s=0)
     async with app.run_test(size=SIZE) as pilot:
@@ -74,8 +72,8 @@ async def shoot(name: str, keys: list, run_id: str | None = "a1b2c3d4", before=N
 
 async def panes() -> None:
     from tests.fixtures_tui import FIXED_NOW, SAMPLE_LOGS, fixed_clock, write_run
-    from tui.config_editor import ConfigPane
-    from tui.logs import LogsPane
+    from hermes_rl.tui.config_editor import ConfigPane
+    from hermes_rl.tui.logs import LogsPane
 
     write_run("a1b2c3d4", environment="toy_addition", status="completed", steps=20, created_at=FIXED_NOW - 7200,
               logs=SAMPLE_LOGS)
@@ -109,7 +107,7 @@ async def panes() -> None:
 
 
 async def _confirm(pilot):
-    from tui.dialogs import ConfirmScreen
+    from hermes_rl.tui.dialogs import ConfirmScreen
 
     pilot.app.push_screen(ConfirmScreen("Stop run 3fa2c91b?", "toy_addition · running · its processes get SIGTERM, "
                                         "then SIGKILL after their timeout"))
@@ -118,9 +116,9 @@ async def _confirm(pilot):
 
 async def live(min_steps: int, timeout: float) -> None:
     """A real local run (toy_addition on the local profile) watched until it has min_steps metric rows."""
-    from core import runs
-    from core.metrics import read_metrics
-    from core.paths import runs_dir
+    from hermes_rl.core import runs
+    from hermes_rl.core.readers.metrics import read_metrics
+    from hermes_rl.core.base.paths import runs_dir
 
     shutil.rmtree(runs_dir(), ignore_errors=True)   # the synthetic runs above use a fixed clock: not beside a live one
     run = runs.start_run("toy_addition", "local")

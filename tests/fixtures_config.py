@@ -67,7 +67,7 @@ def write_env(folder: Path, stem: str, name: str, cls: str = "GenEnv", doc: str 
 def warm_probes(tmp_path_factory) -> dict:
     """Probe the fixture and project environments once per session, in ONE subprocess
     (core.config.warm_config_cache), so each test does not pay the atroposlib import again."""
-    from core import config, discovery
+    from hermes_rl.core.envs import config, discovery
 
     saved = {key: os.environ.get(key) for key in ("HERMES_HOME", "HERMES_RL_ENV_PATH")}
     os.environ["HERMES_HOME"] = str(tmp_path_factory.mktemp("warm_home"))

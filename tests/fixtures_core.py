@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.pipeline import ProcessSpec, Readiness, RestartPolicy
+from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 
 PROCS = Path(__file__).resolve().parent / "procs"
 PY = sys.executable
@@ -36,7 +36,7 @@ def wait_until(predicate, timeout: float = 15.0, interval: float = 0.02, what: s
 
 
 def wait_status(run_id: str, statuses, timeout: float = 20.0) -> dict:
-    from core import runs
+    from hermes_rl.core import runs
 
     statuses = (statuses,) if isinstance(statuses, str) else tuple(statuses)
     last = {}

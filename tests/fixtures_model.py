@@ -30,7 +30,7 @@ DUMMY_KEY = "tml-local-dummy"
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """The tiny model, built once per test session (about 30-80 s on the shared 2-core machine)."""
-    from dataplane.tiny_model import ensure_model
+    from hermes_rl.dataplane.tiny_model import ensure_model
 
     return ensure_model(tmp_path_factory.mktemp("models") / "tiny-toy")
 
@@ -53,13 +53,13 @@ class LocalTinker:
 
 @contextlib.contextmanager
 def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float = 90.0) -> Iterator[LocalTinker]:
-    """Run `python -m dataplane.tinker_local --port 0` until the block ends; stopped with SIGTERM."""
+    """Run `python -m hermes_rl.dataplane.tinker_local --port 0` until the block ends; stopped with SIGTERM."""
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     log_path = checkpoint_dir.parent / f"tinker_local_{os.getpid()}_{time.monotonic_ns()}.log"
     log_file = open(log_path, "w", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "dataplane.tinker_local", "--host", "127.0.0.1", "--port", "0",
+        [sys.executable, "-m", "hermes_rl.dataplane.tinker_local", "--host", "127.0.0.1", "--port", "0",
          "--model-dir", str(model_dir), "--checkpoint-dir", str(checkpoint_dir)],
         stdout=subprocess.PIPE, stderr=log_file, text=True, cwd=ROOT, env=env, start_new_session=True,
     )

@@ -110,7 +110,7 @@ def arith_env(hermes_home, byte_tokenizer) -> str:
         base_model: {byte_tokenizer}
         default_environment: {ARITH_ENV_NAME}
     """))
-    from core import config
+    from hermes_rl.core.envs import config
 
     config.select_environment(ARITH_ENV_NAME, "toolset_test")
     return ARITH_ENV_NAME
@@ -227,7 +227,7 @@ SLEEPER = "import time\nprint('ready', flush=True)\ntime.sleep(600)\n"
 def sleeper_spec(name: str = "trainer"):
     import sys
 
-    from core.pipeline import ProcessSpec, Readiness
+    from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 
     return ProcessSpec(name=name, argv=[sys.executable, "-c", SLEEPER],
                        readiness=Readiness(kind="log", pattern="ready", timeout_s=30), stop_timeout=3.0)
@@ -236,7 +236,7 @@ def sleeper_spec(name: str = "trainer"):
 def completing_spec(steps: int = 3, step_s: float = 0.05):
     import sys
 
-    from core.pipeline import ProcessSpec, Readiness
+    from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 
     return ProcessSpec(name="trainer", argv=[sys.executable, str(PROCS / "complete.py"), "--run-dir", "{run_dir}",
                                              "--steps", str(steps), "--step-s", str(step_s),
@@ -248,14 +248,14 @@ def completing_spec(steps: int = 3, step_s: float = 0.05):
 def crashing_spec(after: float, code: int = 3):
     import sys
 
-    from core.pipeline import ProcessSpec
+    from hermes_rl.core.daemons.pipeline import ProcessSpec
 
     return ProcessSpec(name="env", argv=[sys.executable, str(PROCS / "crash.py"), "--after", str(after),
                                          "--code", str(code)], stop_timeout=3.0)
 
 
 def launch_run(specs, total_steps: int = 3, wandb: dict | None = None) -> str:
-    from core import runs
+    from hermes_rl.core import runs
 
     run = runs.launch(specs, environment=ARITH_ENV_NAME, profile="local", total_steps=total_steps,
                       wandb=wandb or {"mode": "offline", "project": "hermes-rl-tests", "run_name": "t", "url": None})
@@ -265,7 +265,7 @@ def launch_run(specs, total_steps: int = 3, wandb: dict | None = None) -> str:
 def wait_status(run_id: str, statuses: tuple[str, ...], timeout: float = 30.0) -> dict:
     import time
 
-    from core import runs
+    from hermes_rl.core import runs
 
     deadline = time.monotonic() + timeout
     while True:
@@ -282,8 +282,8 @@ def run_cleanup():
     """Run ids registered here are stopped at the end of the test, whatever happened."""
     started: list[str] = []
     yield started
-    from core import runs
-    from core.errors import HermesError
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.errors import HermesError
 
     for run_id in started:
         try:

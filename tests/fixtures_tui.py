@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from core.fsutil import atomic_write_json
-from core.paths import ensure_private_dir, logs_dir, run_dir, user_environments_dir
+from hermes_rl.core.base.fsutil import atomic_write_json
+from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, run_dir, user_environments_dir
 
 FIXED_NOW = 1_764_430_000.0          # 2025-11-29 15:26:40 UTC: every age and clock in snapshots
 SNAP_SIZE = (160, 48)
@@ -69,7 +69,7 @@ def fixed_clock() -> float:
 @pytest.fixture
 def tui_environments(tmp_path, monkeypatch) -> Path:
     """A project-environments folder holding one good environment and one that fails to parse."""
-    import core.discovery as discovery
+    import hermes_rl.core.envs.discovery as discovery
 
     root = tmp_path / "project"
     envs = root / "environments"

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from core import runs
+from hermes_rl.core import runs
 from tests.fixtures_core import wait_status, wait_until
 
-CLI = [sys.executable, "-m", "core.cli"]
+CLI = [sys.executable, "-m", "hermes_rl.core.clients.cli"]
 
 
 def hermes(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -9,19 +9,18 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 import yaml
 
-from core import config
-from core.config import (build_run_config, current_selection, editable_fields, get_config, reset_draft,
+from hermes_rl.core.envs import config
+from hermes_rl.core.envs.config import (build_run_config, current_selection, editable_fields, get_config, reset_draft,
                          resolve_run_values, run_config_yaml, select_environment, set_field, set_fields)
-from core.discovery import find_environment
-from core.errors import BadInput, NotFound
-from core.paths import PROJECT_ROOT
-from core.profiles import PROFILE_VALUES, get_profile
+from hermes_rl.core.envs.discovery import find_environment
+from hermes_rl.core.base.errors import BadInput, NotFound
+from hermes_rl.core.base.paths import PROJECT_ROOT
+from hermes_rl.core.envs.profiles import PROFILE_VALUES, get_profile
 from tests.fixtures_config import bump_mtime, write_env
 
 PORTS = {"api": 18000, "inference": 18001, "tinker": 18002}
@@ -126,7 +125,7 @@ def test_slow_config_init_times_out_and_leaves_no_process(fixture_envs, monkeypa
     assert time.monotonic() - started < 20
     assert "slow_config.py" in caught.value.message and "within 3 s" in caught.value.message
     leftovers = [p for p in psutil.process_iter(["cmdline"])
-                 if "core.config_probe" in " ".join(p.info["cmdline"] or []) and "slow_config" in " ".join(p.info["cmdline"] or [])]
+                 if "hermes_rl.core.envs.probe_child" in " ".join(p.info["cmdline"] or []) and "slow_config" in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []
     # The failure is remembered: a second call answers at once instead of waiting again.
     started = time.monotonic()
@@ -158,7 +157,7 @@ def test_probes_are_cached_in_memory_and_on_disk_until_the_file_changes(user_env
     get_config("evolving")
     assert len(calls) == 1  # disk
     # Another process (a second client) gets it from disk too: fast, no atroposlib import.
-    code = ("import time, sys; t=time.perf_counter(); from core.config import get_config; "
+    code = ("import time, sys; t=time.perf_counter(); from hermes_rl.core.envs.config import get_config; "
             "v=get_config('evolving'); print(round(time.perf_counter()-t, 3), 'atroposlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
                          env={**os.environ}, timeout=60)
@@ -192,7 +191,7 @@ def test_set_field_coerces_cli_text_and_persists_for_every_client(fixture_envs, 
                 "stop_words": '["###"]', "group_size": "4"}, "fixture_basic")
     text = draft_file(hermes_home, "fixture_basic").read_text()
     assert "max_operand: 12" in text
-    code = ("import json; from core.config import get_config; "
+    code = ("import json; from hermes_rl.core.envs.config import get_config; "
             "print(json.dumps({r['name']: [r['value'], r['modified']] for r in get_config('fixture_basic').editable}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
                          env={**os.environ}, timeout=60)

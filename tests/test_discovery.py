@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core import discovery
-from core.discovery import discover_environments, environment_dirs, find_environment
-from core.errors import BadInput, NotFound
-from core.paths import PROJECT_ROOT
+from hermes_rl.core.envs import discovery
+from hermes_rl.core.envs.discovery import discover_environments, environment_dirs, find_environment
+from hermes_rl.core.base.errors import BadInput, NotFound
+from hermes_rl.core.base.paths import PROJECT_ROOT
 from tests.fixtures_config import bump_mtime
 
 SIMPLE_ENV = '''"""{doc}"""

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core import runs
-from core.fsutil import read_jsonl
-from core.paths import models_dir, profiles_dir, run_dir
+from hermes_rl.core import runs
+from hermes_rl.core.base.fsutil import read_jsonl
+from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
 
 DESIGN_KEYS = ("step", "time", "train/loss", "train/learning_rate", "reward/mean", "logprobs/mean",
                "logprobs/mean_training", "logprobs/diff", "advantages/mean", "advantages/std", "timing/step_s")
@@ -94,9 +94,9 @@ def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_
 @pytest.mark.timeout(180)
 def test_trainer_failure_fails_the_run(tmp_path):
     """A config the trainer rejects: the run ends `failed`, the reason names the trainer, the log says why."""
-    from core.discovery import find_environment
-    from core.profiles import get_profile
-    from core.training import training_pipeline
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.envs.profiles import get_profile
+    from hermes_rl.core.runs.training import training_pipeline
 
     profile = get_profile("tinker")  # api + trainer (+ env): no model build needed to reach the trainer
     specs = training_pipeline("0badc0de", profile, find_environment("toy_addition"), "{run_dir}/config.yaml")

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("module, cls", [("environments.toy_addition", "ToyAdditionEnv"), ("environments.gsm8k", "GSM8kEnv")])
+@pytest.mark.parametrize("module, cls", [("hermes_rl.environments.toy_addition", "ToyAdditionEnv"), ("environments.gsm8k", "GSM8kEnv")])
 def test_config_init_returns_a_list_of_server_configs(module, cls):
     import importlib
 
@@ -28,7 +28,7 @@ def test_config_init_returns_a_list_of_server_configs(module, cls):
 
 
 def test_toy_defaults_use_the_local_tiny_model(hermes_home):
-    from environments.toy_addition import ToyAdditionEnv
+    from hermes_rl.environments.toy_addition import ToyAdditionEnv
 
     config, servers = ToyAdditionEnv.config_init()
     assert config.tokenizer_name == str(hermes_home / "rl" / "models" / "tiny-toy")
@@ -44,7 +44,7 @@ def test_environment_cli_accepts_config_file_and_openai_flags(script):
 
 
 def test_gsm8k_falls_back_to_the_bundled_sample_offline_and_says_so(monkeypatch, caplog):
-    from environments import gsm8k
+    from hermes_rl.environments import gsm8k
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with caplog.at_level(logging.WARNING, logger="gsm8k"):
@@ -68,7 +68,7 @@ def test_bundled_sample_answers_are_consistent():
 
 
 def test_gsm8k_scoring_with_math_verify():
-    from environments.gsm8k import score_answer
+    from hermes_rl.environments.gsm8k import score_answer
 
     assert score_answer("<think>8*2=16, 24+16</think> The answer is \\boxed{40}", "40") == 1.0
     assert score_answer("<think>\\boxed{40}</think> so \\boxed{41}", "40") == 0.0  # only text after </think> counts
@@ -77,7 +77,7 @@ def test_gsm8k_scoring_with_math_verify():
 
 
 def test_toy_scoring_is_graded():
-    from environments import toy_task
+    from hermes_rl.environments import toy_task
 
     assert toy_task.score(" 7\n", 7) == 1.0
     assert 0.0 < toy_task.score(" 6\n", 7) < 0.5
@@ -85,8 +85,8 @@ def test_toy_scoring_is_graded():
 
 
 def test_env_metrics_lines_are_read_by_core_metrics(tmp_path):
-    from core.fsutil import read_jsonl
-    from environments import env_metrics
+    from hermes_rl.core.base.fsutil import read_jsonl
+    from hermes_rl.environments import env_metrics
 
     path = tmp_path / "env_metrics.jsonl"
     env_metrics.append(str(path), 3, {"train/percent_correct": 0.5, "nan": float("nan"), "none": None}, environment="toy")
@@ -98,7 +98,7 @@ def test_env_metrics_lines_are_read_by_core_metrics(tmp_path):
 
 
 def test_trainer_step_falls_back_when_the_trainer_cannot_be_asked():
-    from environments.env_metrics import trainer_step
+    from hermes_rl.environments.env_metrics import trainer_step
 
     assert trainer_step("http://127.0.0.1:9/v1", 7, timeout=0.2) == 7
     assert trainer_step(None, 5) == 5

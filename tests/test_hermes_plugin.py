@@ -9,9 +9,9 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from core import hermes_plugin
-from core.mcp_server import mcp_tools
-from core.toolset import TOOL_SCHEMAS
+from hermes_rl.core.clients import hermes_plugin
+from hermes_rl.core.clients.mcp_server import mcp_tools
+from hermes_rl.core.clients.toolset import TOOL_SCHEMAS
 
 
 class Hermes019Context:
@@ -92,7 +92,7 @@ def test_check_fn_names_the_missing_keys(monkeypatch, hermes_home, caplog):
     ctx = Hermes019Context()
     hermes_plugin.register(ctx)
     check = ctx.calls[0]["check_fn"]
-    with caplog.at_level(logging.INFO, logger="core.hermes_plugin"):
+    with caplog.at_level(logging.INFO, logger="hermes_rl.core.clients.hermes_plugin"):
         assert check() is True  # the tools work without keys (local backend)
     assert "TINKER_API_KEY" in caplog.text and "OPENROUTER_API_KEY" in caplog.text
     assert set(check.missing_keys()) == {"TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"}
@@ -100,16 +100,16 @@ def test_check_fn_names_the_missing_keys(monkeypatch, hermes_home, caplog):
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-xyz")
     assert set(check.missing_keys()) == {"WANDB_API_KEY"}
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="core.hermes_plugin"):
+    with caplog.at_level(logging.INFO, logger="hermes_rl.core.clients.hermes_plugin"):
         check()
     assert "tml-abc123" not in caplog.text and "sk-or-xyz" not in caplog.text
 
 
 def test_entry_point_names_the_module():
     points = [e for e in entry_points(group="hermes_agent.plugins") if e.name == "rl"]
-    assert points and points[0].value == "core.hermes_plugin"
+    assert points and points[0].value == "hermes_rl.core.clients.hermes_plugin"
     module = points[0].load()
-    assert module is importlib.import_module("core.hermes_plugin") and callable(module.register)
+    assert module is importlib.import_module("hermes_rl.core.clients.hermes_plugin") and callable(module.register)
 
 
 def test_plugin_module_does_not_need_hermes_agent():

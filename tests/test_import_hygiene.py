@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import core
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ["torch", "transformers", "peft", "atroposlib", "wandb", "tinker", "datasets"]
@@ -27,15 +26,17 @@ def _top(modules: set[str]) -> set[str]:
 
 
 def test_every_core_module_imports_without_textual_or_ml_stack():
-    names = [f"core.{m.name}" for m in pkgutil.iter_modules(core.__path__) if m.name not in ("supervisor",)]
-    loaded = _top(_modules_loaded_by("\n".join(f"import {name}" for name in names)))
-    assert "textual" not in loaded
-    assert "tui" not in loaded
-    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+    import hermes_rl.core as core
+
+    names = [m.name for m in pkgutil.walk_packages(core.__path__, "hermes_rl.core.")]
+    assert "hermes_rl.core.clients.cli" in names and "hermes_rl.core.daemons.supervisor" in names
+    loaded = _modules_loaded_by("\n".join(f"import {name}" for name in names))
+    assert "textual" not in _top(loaded)
+    assert not {m for m in loaded if m.startswith("hermes_rl.tui")}
+    assert not _top(loaded) & set(HEAVY), _top(loaded) & set(HEAVY)
 
 
 def test_dashboard_imports_without_ml_stack():
-    if not (ROOT / "tui" / "app.py").exists():
-        return
-    loaded = _top(_modules_loaded_by("import tui.app"))
+    loaded = _top(_modules_loaded_by("import hermes_rl.tui.app"))
+    assert "textual" in loaded
     assert not loaded & set(HEAVY), loaded & set(HEAVY)

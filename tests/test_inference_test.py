@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from core import inference_test
-from core.inference_test import DEFAULT_OPENROUTER_MODELS, InferenceTest, resolve_target, score_rollouts
-from core.toolset import call_tool
+from hermes_rl.core.runs import inference_test
+from hermes_rl.core.runs.inference_test import DEFAULT_OPENROUTER_MODELS, InferenceTest, resolve_target, score_rollouts
+from hermes_rl.core.clients.toolset import call_tool
 from tests.fixtures_toolset import ARITH_ENV_NAME, sleeper_spec, wait_status
 
 
@@ -115,7 +115,7 @@ def test_base_url_without_models_uses_the_first_listed_model(openai_stub):
 
 @pytest.mark.timeout(120)
 def test_without_key_or_base_url_it_uses_a_running_local_run(arith_env, openai_stub, run_cleanup):
-    from core import runs
+    from hermes_rl.core import runs
 
     with pytest.raises(Exception) as missing:
         InferenceTest.prepare(1, 2)
@@ -168,7 +168,7 @@ def test_bad_arguments_are_refused_before_anything_runs(args, message, hermes_ho
 
 PARENT_SCRIPT = """
 import sys
-from core.inference_test import InferenceTest
+from hermes_rl.core.runs.inference_test import InferenceTest
 test = InferenceTest.prepare(1, 2, ["hang"], sys.argv[1], timeout_s=300)
 for event in test.events():
     if event["event"] == "model_started":

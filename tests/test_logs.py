@@ -6,7 +6,7 @@ import os
 
 from hypothesis import given, settings, strategies as st
 
-from core.logs import LogReader, clean_line, strip_ansi
+from hermes_rl.core.readers.logs import LogReader, clean_line, strip_ansi
 
 
 def write(path, data: bytes, mode="ab"):
@@ -121,7 +121,7 @@ def test_tail_window_starting_inside_a_line_longer_than_a_read_chunk_shows_the_l
 
 
 def test_tail_window_inside_one_huge_last_line_shows_its_capped_end(tmp_path):
-    from core.logs import MAX_LINE_CHARS
+    from hermes_rl.core.readers.logs import MAX_LINE_CHARS
 
     path = tmp_path / "one_line.log"
     write(path, b"first line\n" + b"x" * 3_000_000 + b"THE END\n")

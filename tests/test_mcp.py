@@ -15,8 +15,8 @@ from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from core.mcp_server import build_server
-from core.toolset import TOOL_SCHEMAS
+from hermes_rl.core.clients.mcp_server import build_server
+from hermes_rl.core.clients.toolset import TOOL_SCHEMAS
 from tests.fixtures_toolset import completing_spec, launch_run, wait_status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +59,7 @@ def test_in_memory_session_lists_the_table_and_calls_tools(hermes_home, run_clea
 
 STRAY_PRINT_SERVER = textwrap.dedent("""
     import sys
-    import core.toolset as toolset
+    import hermes_rl.core.clients.toolset as toolset
     original = toolset.TOOLS_BY_NAME["rl_list_runs"]
     def noisy():
         print("a stray print inside a tool")
@@ -68,7 +68,7 @@ STRAY_PRINT_SERVER = textwrap.dedent("""
         return original.func()
     import dataclasses
     toolset.TOOLS_BY_NAME["rl_list_runs"] = dataclasses.replace(original, func=noisy)
-    from core.mcp_server import main
+    from hermes_rl.core.clients.mcp_server import main
     main()
 """)
 
@@ -78,7 +78,7 @@ STRAY_PRINT_SERVER = textwrap.dedent("""
 def test_stdio_server_answers_a_client_and_stdout_is_only_protocol(how, hermes_home):
     env = {**os.environ, "HERMES_HOME": str(hermes_home), "PYTHONPATH": str(ROOT)}
     if how == "hermes-rl mcp":
-        params = StdioServerParameters(command=sys.executable, args=["-m", "core.cli", "mcp"], env=env, cwd=str(ROOT))
+        params = StdioServerParameters(command=sys.executable, args=["-m", "hermes_rl.core.clients.cli", "mcp"], env=env, cwd=str(ROOT))
     else:
         params = StdioServerParameters(command=sys.executable, args=["-c", STRAY_PRINT_SERVER], env=env, cwd=str(ROOT))
 
@@ -103,7 +103,7 @@ def test_stdio_server_answers_a_client_and_stdout_is_only_protocol(how, hermes_h
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("argv", [["-m", "core.cli", "mcp"], ["-c", STRAY_PRINT_SERVER]], ids=["hermes-rl mcp", "stray prints"])
+@pytest.mark.parametrize("argv", [["-m", "hermes_rl.core.clients.cli", "mcp"], ["-c", STRAY_PRINT_SERVER]], ids=["hermes-rl mcp", "stray prints"])
 def test_raw_stdout_lines_are_all_json_rpc(argv, hermes_home):
     """Read the server's stdout byte for byte: every line must be a JSON-RPC message."""
     env = {**os.environ, "HERMES_HOME": str(hermes_home), "PYTHONPATH": str(ROOT)}

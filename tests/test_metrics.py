@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from core.metrics import JsonlTail, RunMetrics, last_metrics, metric_keys, metric_series, read_metrics
-from core.paths import run_dir
+from hermes_rl.core.readers.metrics import JsonlTail, RunMetrics, last_metrics, metric_keys, metric_series, read_metrics
+from hermes_rl.core.base.paths import run_dir
 
 
 def append(path, text: str):
@@ -87,7 +87,7 @@ def test_read_metrics_of_run_without_files_is_empty():
 
 def test_live_reader_stays_bounded_and_keeps_the_newest_rows(tmp_path, monkeypatch):
     """A reader of a very long run keeps at most max_rows rows: the older half thinned, the newest intact."""
-    from core import metrics as metrics_module
+    from hermes_rl.core.readers import metrics as metrics_module
 
     path = tmp_path / "metrics.jsonl"
     reader = metrics_module.RunMetrics(tmp_path, max_rows=100)
@@ -106,7 +106,7 @@ def test_live_reader_stays_bounded_and_keeps_the_newest_rows(tmp_path, monkeypat
 
 def test_tail_reader_starts_at_a_line_near_the_end_and_follows_appends(tmp_path):
     """A sparkline reader of a long finished run reads only its last bytes, never a cut line, then follows."""
-    from core.metrics import RunMetrics
+    from hermes_rl.core.readers.metrics import RunMetrics
 
     with open(tmp_path / "metrics.jsonl", "w") as handle:
         for step in range(1, 20_001):
@@ -129,7 +129,7 @@ def test_tail_reader_starts_at_a_line_near_the_end_and_follows_appends(tmp_path)
 
 
 def test_live_reader_rows_stay_sorted_when_steps_arrive_out_of_order(tmp_path):
-    from core.metrics import RunMetrics
+    from hermes_rl.core.readers.metrics import RunMetrics
 
     path = tmp_path / "metrics.jsonl"
     reader = RunMetrics(tmp_path)

@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from core import fsutil, paths, secrets
-from core.errors import BadInput
+from hermes_rl.core.base import fsutil, paths, secrets
+from hermes_rl.core.base.errors import BadInput
 
 
 @pytest.mark.parametrize("bad", ["../../etc", "/etc/passwd", "ABCDEF12", "abc", "a" * 10_000, "3fa2c91g", "3fa2c91b/..", "ünïcødé", None, 12345678, ""])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.errors import BadInput, MissingKey, NotFound
-from core.paths import models_dir
-from core.profiles import (LOCAL_NOTICE, PROFILE_VALUES, check_keys, coerce_value, get_profile, list_profiles,
+from hermes_rl.core.base.errors import BadInput, MissingKey, NotFound
+from hermes_rl.core.base.paths import models_dir
+from hermes_rl.core.envs.profiles import (LOCAL_NOTICE, PROFILE_VALUES, check_keys, coerce_value, get_profile, list_profiles,
                            resolve_profile)
 
 

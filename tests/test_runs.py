@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from core import runs
-from core.errors import BadInput, Conflict, MissingKey, NotFound
-from core.fsutil import atomic_write_json
-from core.paths import run_dir, runs_dir
+from hermes_rl.core import runs
+from hermes_rl.core.base.errors import BadInput, Conflict, MissingKey, NotFound
+from hermes_rl.core.base.fsutil import atomic_write_json
+from hermes_rl.core.base.paths import run_dir, runs_dir
 from tests.fixtures_core import PY, pid_alive, wait_status, wait_until
 
 pytestmark = [pytest.mark.usefixtures("run_processes_cleanup"), pytest.mark.timeout(120)]
@@ -84,7 +84,7 @@ def test_a_dead_or_reused_supervisor_pid_means_lost():
     with pytest.raises(Conflict):
         runs.stop_run("0000f00d")
     # Identity is the start time in ticks since boot (immune to wall-clock steps), when recorded.
-    from core import procscan
+    from hermes_rl.core.daemons import procscan
 
     me = {"pid": os.getpid(), "create_time": procscan.process_create_time(os.getpid()),
           "start_ticks": procscan.process_start_ticks(os.getpid())}

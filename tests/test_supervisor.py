@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from core import runs
-from core.errors import BadInput
-from core.paths import run_dir
+from hermes_rl.core import runs
+from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.base.paths import run_dir
 from tests.fixtures_core import PY, pid_alive, processes_with_env, proc_path, wait_status, wait_until
 
 pytestmark = [pytest.mark.usefixtures("run_processes_cleanup"), pytest.mark.timeout(90)]
@@ -336,7 +336,7 @@ def test_supervisor_refuses_a_run_that_already_has_one(specs):
 
     run = runs.launch([specs.sleeper("api")], environment="toy", profile="local")
     run = wait_status(run["run_id"], "running")
-    out = subprocess.run([PY, "-m", "core.supervisor", run["run_id"], "--foreground"], capture_output=True,
+    out = subprocess.run([PY, "-m", "hermes_rl.core.daemons.supervisor", run["run_id"], "--foreground"], capture_output=True,
                          text=True, timeout=30, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.returncode == 2
     assert "already has a supervisor" in out.stdout

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(300)
 def test_model_folder_loads_offline_with_transformers(tiny_model_dir):
     from transformers import AutoTokenizer
 
-    from dataplane.tiny_model import BUILD_VERSION, read_marker
+    from hermes_rl.dataplane.tiny_model import BUILD_VERSION, read_marker
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)  # HF_HUB_OFFLINE=1: local files only
     for digit in "0123456789":
@@ -49,8 +49,8 @@ def test_engine_and_lora_match_transformers_and_peft(tiny_model_dir, tmp_path):
     from safetensors.torch import save_file
     from transformers import LlamaForCausalLM
 
-    from dataplane.tinker_local.backend import TrainModel, peft_config, peft_state_dict
-    from dataplane.tinker_local.engine import LORA_ALPHA, TinyLM
+    from hermes_rl.dataplane.tinker_local.backend import TrainModel, peft_config, peft_state_dict
+    from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, TinyLM
 
     lm = TinyLM(tiny_model_dir)
     ids = torch.randint(0, lm.vocab_size, (2, 17), generator=torch.Generator().manual_seed(0))
@@ -74,7 +74,7 @@ def test_engine_and_lora_match_transformers_and_peft(tiny_model_dir, tmp_path):
 
 
 def test_ensure_model_is_idempotent_and_safe_when_processes_race(tmp_path, monkeypatch):
-    import dataplane.tiny_model as tiny
+    import hermes_rl.dataplane.tiny_model as tiny
 
     builds = []
 
@@ -108,7 +108,7 @@ def test_ensure_model_is_idempotent_and_safe_when_processes_race(tmp_path, monke
 
 def test_builder_cli_reports_an_existing_model_quickly(tiny_model_dir):
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "dataplane.tiny_model", "--out", str(tiny_model_dir)],
+    done = subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.tiny_model", "--out", str(tiny_model_dir)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "already built" in done.stderr
@@ -116,7 +116,7 @@ def test_builder_cli_reports_an_existing_model_quickly(tiny_model_dir):
 
 
 def _server(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dataplane.tinker_local", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.tinker_local", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -126,7 +126,7 @@ def test_server_cli_rejects_bad_input_clearly(tiny_model_dir, tmp_path):
     assert refused.returncode == 2 and "loopback only" in refused.stderr
 
     missing = _server("--port", "0", "--model-dir", str(tmp_path / "nope"), *common)
-    assert missing.returncode == 2 and "python -m dataplane.tiny_model --out" in missing.stderr
+    assert missing.returncode == 2 and "python -m hermes_rl.dataplane.tiny_model --out" in missing.stderr
 
     broken = tmp_path / "broken"
     broken.mkdir()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core import toolset
-from core.toolset import TOOLS, TOOLS_BY_NAME, TOOL_SCHEMAS, call_tool
+from hermes_rl.core.clients import toolset
+from hermes_rl.core.clients.toolset import TOOLS, TOOLS_BY_NAME, TOOL_SCHEMAS, call_tool
 from tests.fixtures_toolset import (
     ARITH_ENV_NAME, completing_spec, crashing_spec, launch_run, sleeper_spec, wait_status,
 )
@@ -71,7 +71,7 @@ def test_run_ids_that_escape_their_folder_are_rejected(tool, bad, hermes_home):
 
 
 def test_an_unexpected_exception_becomes_a_json_error_without_traceback(monkeypatch):
-    from core import runs
+    from hermes_rl.core import runs
 
     def explode():
         raise RuntimeError("disk on fire\n  File \"x.py\", line 1")
@@ -83,7 +83,7 @@ def test_an_unexpected_exception_becomes_a_json_error_without_traceback(monkeypa
 
 
 def test_secrets_never_leak_through_error_messages(monkeypatch):
-    from core import runs
+    from hermes_rl.core import runs
 
     monkeypatch.setenv("TINKER_API_KEY", "tml-supersecretvalue")
 
@@ -115,7 +115,7 @@ def test_list_select_and_unknown_environment(arith_env, hermes_home):
     assert_shape("rl_select_environment", selected)
     assert selected["selected"] == ARITH_ENV_NAME
     assert selected["profile"] == "toolset_test"  # selecting keeps the chosen profile
-    from core import config
+    from hermes_rl.core.envs import config
 
     assert config.current_selection()["environment"] == ARITH_ENV_NAME
 
@@ -151,7 +151,7 @@ def test_get_and_edit_config_validated_by_core(arith_env):
 
 
 def test_start_training_names_the_missing_key(arith_env, hermes_home):
-    from core import config
+    from hermes_rl.core.envs import config
 
     config.select_environment(ARITH_ENV_NAME, "tinker")
     out = call_tool("rl_start_training")
@@ -161,7 +161,7 @@ def test_start_training_names_the_missing_key(arith_env, hermes_home):
 
 @pytest.mark.timeout(180)
 def test_start_training_starts_the_real_pipeline_and_stop_ends_it(arith_env, run_cleanup, hermes_home):
-    from core import runs
+    from hermes_rl.core import runs
 
     # no profile chosen and no TINKER_API_KEY: the local backend, with a notice saying so
     (hermes_home / "rl" / "current.yaml").write_text(f"environment: {ARITH_ENV_NAME}\n")
@@ -241,7 +241,7 @@ def test_rate_limit_reports_a_failure_at_once_and_never_limits_typos(hermes_home
     assert "no change" in repeat["message"] and "next check in" in repeat["message"]
 
     # The limit is on disk: another process sees it too.
-    code = (f"import json; from core.toolset import call_tool; "
+    code = (f"import json; from hermes_rl.core.clients.toolset import call_tool; "
             f"print(json.dumps(call_tool('rl_check_status', {{'run_id': '{run_id}'}})))")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                            env={**os.environ}, timeout=60)
@@ -303,8 +303,8 @@ def test_a_stall_is_reported_at_once(hermes_home, run_cleanup, monkeypatch):
 def test_stop_works_for_starting_and_lost_runs(hermes_home, run_cleanup):
     import signal
 
-    from core import runs
-    from core.pipeline import ProcessSpec, Readiness
+    from hermes_rl.core import runs
+    from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 
     never_ready = ProcessSpec(name="trainer", argv=[sys.executable, "-c", "import time; time.sleep(600)"],
                               readiness=Readiness(kind="log", pattern="never printed", timeout_s=300), stop_timeout=3)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.toolset import TOOLS, call_tool
+from hermes_rl.core.clients.toolset import TOOLS, call_tool
 
 json_scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40)
 json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
@@ -20,7 +20,7 @@ run_ids = st.sampled_from(["../../etc/passwd", "..", "deadbeef", "DEADBEEF", "0"
 
 
 def _env_names():
-    from core.discovery import discover_environments
+    from hermes_rl.core.envs.discovery import discover_environments
 
     return {e.name for e in discover_environments()}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dataplane.trainer import grpo
-from dataplane.trainer.settings import ConfigError, load_settings
+from hermes_rl.dataplane.trainer import grpo
+from hermes_rl.dataplane.trainer.settings import ConfigError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,7 +71,7 @@ def test_bad_values_name_the_key(tmp_path, change, words):
 
 def test_trainer_rejects_a_bad_config_with_exit_2_and_a_clear_log(tmp_path):
     path = write(tmp_path, base_config(tmp_path, env__batch_size=6))
-    proc = subprocess.run([sys.executable, "-m", "dataplane.trainer", "--config", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "config rejected" in proc.stderr and "env.batch_size (6)" in proc.stderr
@@ -82,7 +82,7 @@ def test_cloud_profile_without_key_fails_fast(tmp_path, monkeypatch):
     config = base_config(tmp_path, backend__kind="tinker", backend__base_url=None)
     path = write(tmp_path, config)
     env = {k: v for k, v in os.environ.items() if k != "TINKER_API_KEY"}
-    proc = subprocess.run([sys.executable, "-m", "dataplane.trainer", "--config", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 3
     assert "TINKER_API_KEY is not set" in proc.stderr
@@ -91,7 +91,7 @@ def test_cloud_profile_without_key_fails_fast(tmp_path, monkeypatch):
 def test_cloud_profile_with_malformed_key_fails_fast_without_echoing_it(tmp_path):
     path = write(tmp_path, base_config(tmp_path, backend__kind="tinker", backend__base_url=None))
     env = {**os.environ, "TINKER_API_KEY": "sk-not-a-tinker-key-SECRET123"}
-    proc = subprocess.run([sys.executable, "-m", "dataplane.trainer", "--config", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 3
     assert "start with 'tml-'" in proc.stderr
@@ -151,7 +151,7 @@ def test_folder_tokenizer_matches_transformers(tiny_model_dir):
     agree with what the environments use (transformers) token for token."""
     from transformers import AutoTokenizer
 
-    from dataplane.trainer.tokenizer import load_tokenizer
+    from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
 
     ours, theirs = load_tokenizer(str(tiny_model_dir)), AutoTokenizer.from_pretrained(str(tiny_model_dir))
     for text in ["Q: 3+4=\nA:", " 7\n", "Maya has 12 apples. How many?"]:
@@ -175,9 +175,9 @@ def test_inference_server_speaks_sglang_and_openai_with_logprobs(tinker_local, t
     from atroposlib.envs.server_handling.server_baseline import APIServerConfig
     from atroposlib.envs.server_handling.sglang_server import SGLangServer
 
-    from core.pipeline import free_ports
-    from dataplane.trainer.inference import Policy, start_server
-    from dataplane.trainer.tokenizer import load_tokenizer
+    from hermes_rl.core.daemons.pipeline import free_ports
+    from hermes_rl.dataplane.trainer.inference import Policy, start_server
+    from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
 
     model = str(tiny_model_dir)
     port = free_ports(["inference"])["inference"]
@@ -232,7 +232,7 @@ def test_trainer_registers_serves_and_stops_cleanly_on_sigterm(tinker_local, tin
     import time
     import urllib.request
 
-    from core.pipeline import free_ports
+    from hermes_rl.core.daemons.pipeline import free_ports
 
     ports = free_ports(["api", "inference"])
     config = base_config(tmp_path, env__total_steps=50, backend__base_url=tinker_local.url,
@@ -260,7 +260,7 @@ def test_trainer_registers_serves_and_stops_cleanly_on_sigterm(tinker_local, tin
             assert time.time() < deadline, "run-api did not start"
             time.sleep(0.3)
         with open(log_path, "w") as log:
-            trainer = subprocess.Popen([sys.executable, "-m", "dataplane.trainer", "--config", str(path)], cwd=ROOT,
+            trainer = subprocess.Popen([sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)], cwd=ROOT,
                                        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 120
         while get(f"http://127.0.0.1:{ports['inference']}/health")[0] != 200:

@@ -10,20 +10,20 @@ import time
 import pytest
 import yaml
 
-from core import runs
-from core.paths import drafts_dir
+from hermes_rl.core import runs
+from hermes_rl.core.base.paths import drafts_dir
 from tests.fixtures_core import PY
 from tests.fixtures_tui import fixed_clock, write_run
 from textual.binding import Binding
 
-from tui import backend
-from tui.app import HermesDashboard
-from tui.config_editor import ConfigPane
-from tui.dialogs import ConfirmScreen, HelpScreen
-from tui.logs import LogsPane
-from tui.metrics import ChartScreen, MetricsPane
-from tui.processes import ProcessesPane
-from tui.runs import RunsPane
+from hermes_rl.tui import backend
+from hermes_rl.tui.app import HermesDashboard
+from hermes_rl.tui.config_editor import ConfigPane
+from hermes_rl.tui.dialogs import ConfirmScreen, HelpScreen
+from hermes_rl.tui.logs import LogsPane
+from hermes_rl.tui.metrics import ChartScreen, MetricsPane
+from hermes_rl.tui.processes import ProcessesPane
+from hermes_rl.tui.runs import RunsPane
 
 pytestmark = [pytest.mark.usefixtures("run_processes_cleanup")]
 
@@ -193,15 +193,18 @@ def test_keymap_file_remaps_bindings_and_help_lists_ids(hermes_home, synthetic_r
 def test_every_binding_has_an_id():
     import inspect
 
-    import tui
     from textual.binding import Binding
     import pkgutil, importlib
 
+    import hermes_rl.tui as tui
+
     missing = []
-    for info in pkgutil.iter_modules(tui.__path__):
-        module = importlib.import_module(f"tui.{info.name}")
+    for info in pkgutil.walk_packages(tui.__path__, "hermes_rl.tui."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if not cls.__module__.startswith("tui."):
+            if not cls.__module__.startswith("hermes_rl.tui."):
                 continue
             for binding in cls.__dict__.get("BINDINGS", []):
                 if isinstance(binding, Binding) and not binding.id:
@@ -272,7 +275,7 @@ def test_stall_warning_in_header_for_a_silent_running_run(hermes_home, specs, ca
 
 
 def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, synthetic_runs):
-    from core.paths import user_environments_dir
+    from hermes_rl.core.base.paths import user_environments_dir
     from tests.fixtures_tui import TUI_ENV_SOURCE
 
     async def scenario():
@@ -299,7 +302,7 @@ def test_inference_screen_shows_each_models_result_as_it_arrives(arith_env, open
     """The test-inference screen over core.inference_test, against a local OpenAI-protocol server."""
     from textual.widgets import DataTable, Input
 
-    from tui.inference import InferenceScreen
+    from hermes_rl.tui.inference import InferenceScreen
 
     async def scenario():
         app = HermesDashboard()

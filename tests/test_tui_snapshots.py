@@ -11,11 +11,11 @@ import pytest
 from textual.widgets import Input
 
 from tests.fixtures_tui import SNAP_SIZE, fixed_clock
-from tui.app import HermesDashboard
-from tui.config_editor import ConfigPane
-from tui.logs import LogsPane
-from tui.metrics import MetricsPane
-from tui.runs import RunsPane
+from hermes_rl.tui.app import HermesDashboard
+from hermes_rl.tui.config_editor import ConfigPane
+from hermes_rl.tui.logs import LogsPane
+from hermes_rl.tui.metrics import MetricsPane
+from hermes_rl.tui.runs import RunsPane
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -16,22 +16,22 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Footer
 
-from core.errors import HermesError
+from hermes_rl.core.base.errors import HermesError
 
-from . import backend
-from .config_editor import ConfigPane
-from .dialogs import ConfirmScreen, HelpScreen, binding_rows
-from .environments import EnvironmentsPane
-from .format import FINAL_STATUSES
-from .header import HeaderBar
-from .keymap import keymap_path, load_keymap
-from .logs import LogsPane
-from .messages import (ConfigLoaded, EnvironmentsChanged, EnvironmentSelected, LiveBatch, LogsGrew, MetricsUpdated,
+from hermes_rl.tui import backend
+from hermes_rl.tui.config_editor import ConfigPane
+from hermes_rl.tui.dialogs import ConfirmScreen, HelpScreen, binding_rows
+from hermes_rl.tui.environments import EnvironmentsPane
+from hermes_rl.tui.format import FINAL_STATUSES
+from hermes_rl.tui.header import HeaderBar
+from hermes_rl.tui.keymap import keymap_path, load_keymap
+from hermes_rl.tui.logs import LogsPane
+from hermes_rl.tui.messages import (ConfigLoaded, EnvironmentsChanged, EnvironmentSelected, LiveBatch, LogsGrew, MetricsUpdated,
                        RunSampled, RunSelected, RunsUpdated)
-from .metrics import ChartScreen, MetricsPane
-from .palette import HermesCommands
-from .processes import ProcessesPane
-from .runs import RunsPane
+from hermes_rl.tui.metrics import ChartScreen, MetricsPane
+from hermes_rl.tui.palette import HermesCommands
+from hermes_rl.tui.processes import ProcessesPane
+from hermes_rl.tui.runs import RunsPane
 
 
 
@@ -130,7 +130,7 @@ class HermesDashboard(App):
         self.first_frame_at = time.perf_counter()
         self._load_start_state()
         if self.live_enabled and self.live is None:
-            from .live import LiveUpdater
+            from hermes_rl.tui.live import LiveUpdater
 
             self.live = LiveUpdater(self, sample_hz=self.sample_hz, stall_after_s=self.stall_after_s, clock=self.clock)
             self._live_worker()
@@ -504,7 +504,7 @@ class HermesDashboard(App):
 
     # -- test inference -------------------------------------------------------------------------
     def action_test_inference(self) -> None:
-        from .inference import InferenceScreen
+        from hermes_rl.tui.inference import InferenceScreen
 
         self.push_screen(InferenceScreen(self.selected_env))
 

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import importlib
 
-from core.errors import HermesError
+from hermes_rl.core.base.errors import HermesError
+
+
+_MODULES = {
+    "runs": "hermes_rl.core.runs",
+    "discovery": "hermes_rl.core.envs.discovery",
+    "config": "hermes_rl.core.envs.config",
+    "profiles": "hermes_rl.core.envs.profiles",
+    "inference_test": "hermes_rl.core.runs.inference_test",
+}
 
 
 def _core(name: str):
     try:
-        return importlib.import_module(f"core.{name}")
+        return importlib.import_module(_MODULES[name])
     except ImportError as exc:
-        raise HermesError(f"core.{name} is not available ({exc})", hint="update hermes-rl") from exc
+        raise HermesError(f"{_MODULES[name]} is not available ({exc})", hint="update hermes-rl") from exc
 
 
 def available(name: str) -> bool:
@@ -93,7 +102,7 @@ def resolve_profile(name: str | None):
 
 # -- keys and inference ---------------------------------------------------------------------
 def keys_present() -> dict[str, bool]:
-    from core.secrets import keys_present as present
+    from hermes_rl.core.base.secrets import keys_present as present
 
     return present()
 

@@ -15,10 +15,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, Static
 
-from core.errors import HermesError
+from hermes_rl.core.base.errors import HermesError
 
-from . import backend
-from .format import set_subtitle
+from hermes_rl.tui import backend
+from hermes_rl.tui.format import set_subtitle
 
 
 def shown_value(value) -> str:
@@ -31,7 +31,7 @@ def shown_value(value) -> str:
 
 def shown_locked(value) -> str:
     """Locked values are often paths under $HERMES_HOME (the local model): show them short."""
-    from core.paths import hermes_home
+    from hermes_rl.core.base.paths import hermes_home
 
     return shown_value(value).replace(str(hermes_home()), "$HERMES_HOME")
 

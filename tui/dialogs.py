@@ -45,7 +45,7 @@ def binding_rows(app) -> list[tuple[str, str, str, str]]:
         area = getattr(node, "HELP_AREA", None) or cls.__name__
         bindings = []
         for klass in reversed(cls.__mro__):
-            if "BINDINGS" in klass.__dict__ and klass.__module__.startswith("tui"):
+            if "BINDINGS" in klass.__dict__ and klass.__module__.startswith("hermes_rl.tui"):
                 bindings.extend(Binding.make_bindings(klass.__dict__["BINDINGS"]))
         for binding in bindings:
             if not binding.id or binding.id in seen_ids:

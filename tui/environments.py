@@ -11,8 +11,8 @@ from textual.containers import Vertical
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from .format import set_subtitle
-from .messages import EnvironmentSelected
+from hermes_rl.tui.format import set_subtitle
+from hermes_rl.tui.messages import EnvironmentSelected
 
 
 def short_path(file: str) -> str:

@@ -95,7 +95,7 @@ def size(num) -> str:
 
 def timestamp(value) -> float | None:
     """run.json times may be epoch floats or ISO strings (core.fsutil.epoch_seconds)."""
-    from core.fsutil import epoch_seconds
+    from hermes_rl.core.base.fsutil import epoch_seconds
 
     return epoch_seconds(value)
 

@@ -7,9 +7,9 @@ import time
 from rich.text import Text
 from textual.widgets import Static
 
-from core.secrets import SECRET_NAMES
+from hermes_rl.core.base.secrets import SECRET_NAMES
 
-from .format import duration
+from hermes_rl.tui.format import duration
 
 SHORT = {"TINKER_API_KEY": "TINKER", "WANDB_API_KEY": "WANDB", "OPENROUTER_API_KEY": "OPENROUTER"}
 

@@ -10,10 +10,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, RichLog, Static
 
-from core.errors import HermesError
+from hermes_rl.core.base.errors import HermesError
 
-from . import backend
-from .format import number
+from hermes_rl.tui import backend
+from hermes_rl.tui.format import number
 
 
 class InferenceScreen(Screen):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.paths import rl_dir
+from hermes_rl.core.base.paths import rl_dir
 
 
 def keymap_path() -> Path:

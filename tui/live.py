@@ -17,13 +17,13 @@ import time
 from collections import deque
 from pathlib import Path
 
-from core.logs import LogReader
-from core.metrics import RunMetrics
-from core.paths import ensure_private_dir, logs_dir, run_dir, runs_dir
+from hermes_rl.core.readers.logs import LogReader
+from hermes_rl.core.readers.metrics import RunMetrics
+from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, run_dir, runs_dir
 
-from . import backend
-from .format import FINAL_STATUSES
-from .messages import EnvironmentsChanged, LiveBatch, LogsGrew, MetricsUpdated, RunSampled, RunsUpdated
+from hermes_rl.tui import backend
+from hermes_rl.tui.format import FINAL_STATUSES
+from hermes_rl.tui.messages import EnvironmentsChanged, LiveBatch, LogsGrew, MetricsUpdated, RunSampled, RunsUpdated
 
 SPARK_RUNS = 30         # reward sparklines for the newest runs only
 SPARK_POINTS = 12       # values in a runs-table sparkline
@@ -110,7 +110,7 @@ class RunView:
                 continue
             if not path:
                 try:
-                    from core.paths import process_log_path
+                    from hermes_rl.core.base.paths import process_log_path
 
                     path = process_log_path(name, self.run_id)
                 except Exception:

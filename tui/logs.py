@@ -491,6 +491,6 @@ def _scan(source, pattern: str, start: int, backwards: bool) -> int | None:
 
 
 def _strip_ansi(text: str) -> str:
-    from core.logs import strip_ansi    # core.logs loads with the live worker, after the first frame
+    from hermes_rl.core.readers.logs import strip_ansi    # core.logs loads with the live worker, after the first frame
 
     return strip_ansi(text)

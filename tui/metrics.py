@@ -11,8 +11,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from .format import set_subtitle, number, spark, trend
-from .tables import NavTable
+from hermes_rl.tui.format import set_subtitle, number, spark, trend
+from hermes_rl.tui.tables import NavTable
 
 SMOOTHING = (0.0, 0.6, 0.9)
 SPARK_WIDTH = 20
@@ -52,7 +52,7 @@ class MetricsPane(Vertical):
         return self.query_one(MetricsTable)
 
     def show(self, run_id: str | None, rows: list[dict]) -> None:
-        from core.metrics import metric_keys, metric_series   # not needed for the first frame
+        from hermes_rl.core.readers.metrics import metric_keys, metric_series   # not needed for the first frame
 
         # Sparklines and trends only look at recent steps, so work per update stays constant however
         # long the run; the full history is scanned once per selected run (to learn every key) and
@@ -133,7 +133,7 @@ class ChartScreen(ModalScreen):
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
-        from core.metrics import metric_series
+        from hermes_rl.core.readers.metrics import metric_series
 
         series = metric_series(self.rows, self.key)
         alpha = SMOOTHING[self.smoothing_index]
@@ -173,7 +173,7 @@ class ChartScreen(ModalScreen):
         self.redraw()
 
     def _step_metric(self, delta: int) -> None:
-        from core.metrics import metric_keys
+        from hermes_rl.core.readers.metrics import metric_keys
 
         keys = metric_keys(self.rows)
         if self.key in keys and keys:

@@ -7,8 +7,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 
-from .format import set_subtitle, PROCESS_STYLE, duration, number, size
-from .tables import NavTable, sort_bindings
+from hermes_rl.tui.format import set_subtitle, PROCESS_STYLE, duration, number, size
+from hermes_rl.tui.tables import NavTable, sort_bindings
 
 SORTS = {"name": ("N", "name"), "pid": ("I", "pid"), "state": ("S", "state"), "health": ("H", "health"),
          "uptime": ("U", "uptime"), "cpu": ("C", "CPU %"), "rss": ("M", "memory"), "restarts": ("R", "restarts"),

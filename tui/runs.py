@@ -7,9 +7,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input
 
-from .format import set_subtitle, STATUS_STYLE, duration, number, spark, timestamp
-from .messages import RunSelected
-from .tables import NavTable, sort_bindings
+from hermes_rl.tui.format import set_subtitle, STATUS_STYLE, duration, number, spark, timestamp
+from hermes_rl.tui.messages import RunSelected
+from hermes_rl.tui.tables import NavTable, sort_bindings
 
 SORTS = {"status": ("S", "status"), "environment": ("E", "environment"), "profile": ("P", "profile"),
          "age": ("A", "age"), "step": ("T", "step"), "reward": ("R", "reward")}

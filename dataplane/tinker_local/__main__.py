@@ -1,4 +1,4 @@
-"""python -m dataplane.tinker_local --host 127.0.0.1 --port PORT --model-dir DIR --checkpoint-dir DIR
+"""python -m hermes_rl.dataplane.tinker_local --host 127.0.0.1 --port PORT --model-dir DIR --checkpoint-dir DIR
 
 Serves the Tinker protocol on 127.0.0.1 until SIGTERM/SIGINT. Logs
 `tinker-local ready on http://127.0.0.1:PORT` once it accepts requests (the model finishes
@@ -19,10 +19,10 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dataplane.tinker_local", description="Local Tinker-protocol server")
+    parser = argparse.ArgumentParser(prog="python -m hermes_rl.dataplane.tinker_local", description="Local Tinker-protocol server")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, required=True, help="port to listen on (0: pick a free one)")
-    parser.add_argument("--model-dir", type=Path, required=True, help="the tiny model folder (python -m dataplane.tiny_model)")
+    parser.add_argument("--model-dir", type=Path, required=True, help="the tiny model folder (python -m hermes_rl.dataplane.tiny_model)")
     parser.add_argument("--checkpoint-dir", type=Path, required=True, help="where checkpoints are written")
     parser.add_argument("--log-level", default=os.environ.get("TINKER_LOCAL_LOG_LEVEL", "info"))
     args = parser.parse_args(argv)
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     needed = [model_dir / "config.json", model_dir / "tokenizer.json"]
     if not all(path.is_file() for path in needed) or not any(model_dir.glob("*.safetensors")):
         return fail(f"--model-dir {model_dir} is not a built model folder (needs config.json, tokenizer.json and "
-                    f"*.safetensors); build it with: python -m dataplane.tiny_model --out {model_dir}")
+                    f"*.safetensors); build it with: python -m hermes_rl.dataplane.tiny_model --out {model_dir}")
     if ":" in str(model_dir):
         return fail(f"--model-dir {model_dir} contains ':', which the tinker SDK cuts tokenizer ids at")
     checkpoint_dir = args.checkpoint_dir.expanduser().resolve()
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    from .server import create_app
+    from hermes_rl.dataplane.tinker_local.server import create_app
 
     exit_code = 0
 
@@ -98,6 +98,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dataplane import exit_now
+    from hermes_rl.dataplane import exit_now
 
     exit_now(main())

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .engine import LORA_ALPHA, Adapter, SampleSpec, TinyLM
-from .wire import ForwardBackwardRequest, UserError, encode_forward_backward_output, encode_sample_response
+from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, Adapter, SampleSpec, TinyLM
+from hermes_rl.dataplane.tinker_local.wire import ForwardBackwardRequest, UserError, encode_forward_backward_output, encode_sample_response
 
 log = logging.getLogger("tinker_local")
 

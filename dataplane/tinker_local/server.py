@@ -130,7 +130,7 @@ class Worker:
                 self.busy_since = None
 
     def _run(self, jobs: list[Job]) -> None:
-        from .wire import UserError
+        from hermes_rl.dataplane.tinker_local.wire import UserError
 
         try:
             if jobs[0].kind == "sample":
@@ -177,7 +177,7 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
         # One intra-op thread: the model is tiny, and on a shared 2-core machine more threads
         # only spin against each other.
         torch.set_num_threads(1)
-        from .backend import Backend
+        from hermes_rl.dataplane.tinker_local.backend import Backend
 
         return Backend(model_dir, checkpoint_dir)
 
@@ -226,7 +226,7 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
                              "category": "server"}, status_code=400, headers=NO_RETRY)
 
     async def user_errors(call):
-        from .wire import UserError
+        from hermes_rl.dataplane.tinker_local.wire import UserError
 
         try:
             return call()
@@ -325,7 +325,7 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
         ready = await backend()
 
         def run():
-            from .wire import decode_forward_backward
+            from hermes_rl.dataplane.tinker_local.wire import decode_forward_backward
 
             return ready.forward_backward(decode_forward_backward(body, encoding))
 

@@ -1,1 +1,1 @@
-"""The trainer process: `python -m dataplane.trainer --config CONFIG_YAML` (see loop.py)."""
+"""The trainer process: `python -m hermes_rl.dataplane.trainer --config CONFIG_YAML` (see loop.py)."""

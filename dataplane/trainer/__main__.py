@@ -1,4 +1,4 @@
-"""Entry point: python -m dataplane.trainer --config RUN_DIR/config.yaml"""
+"""Entry point: python -m hermes_rl.dataplane.trainer --config RUN_DIR/config.yaml"""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import argparse
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dataplane.trainer", description="hermes-rl GRPO trainer (tinker SDK)")
+    parser = argparse.ArgumentParser(prog="python -m hermes_rl.dataplane.trainer", description="hermes-rl GRPO trainer (tinker SDK)")
     parser.add_argument("--config", required=True, help="the run's config.yaml (env / openai / tinker / backend / hermes)")
     args = parser.parse_args(argv)
-    from .loop import main as run
+    from hermes_rl.dataplane.trainer.loop import main as run
 
     return run(args.config)
 
 
 if __name__ == "__main__":
-    from dataplane import exit_now
+    from hermes_rl.dataplane import exit_now
 
     exit_now(main())

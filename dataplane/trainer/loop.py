@@ -23,9 +23,9 @@ from pathlib import Path
 
 import aiohttp
 
-from . import grpo
-from .inference import Policy, start_server
-from .settings import ConfigError, TrainerSettings
+from hermes_rl.dataplane.trainer import grpo
+from hermes_rl.dataplane.trainer.inference import Policy, start_server
+from hermes_rl.dataplane.trainer.settings import ConfigError, TrainerSettings
 
 log = logging.getLogger("trainer")
 
@@ -185,7 +185,7 @@ class Trainer:
             if s.backend == "tinker" and any(w in text.lower() for w in ("401", "403", "unauthor", "forbidden", "api key", "api_key")):
                 raise KeyProblem(f"Tinker rejected TINKER_API_KEY ({type(exc).__name__}); check the key in $HERMES_HOME/.env") from None
             raise
-        from .tokenizer import load_tokenizer
+        from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(s.base_model, self.training_client)
         sampling_client = await self.training_client.save_weights_and_get_sampling_client()
@@ -484,7 +484,7 @@ def main(config_path: str) -> int:
     )
     for noisy in ("httpx", "httpcore", "tinker", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from .settings import load_settings
+    from hermes_rl.dataplane.trainer.settings import load_settings
 
     try:
         settings = load_settings(config_path)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import psutil
 
-from core.pipeline import ProcessSpec, Readiness, RestartPolicy
-from core.procscan import MARKER
+from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
+from hermes_rl.core.daemons.procscan import MARKER
 from tests.fixtures_core import PY, proc_path
 
 HERE = Path(__file__).resolve().parent
@@ -37,7 +37,7 @@ def record(kind: str, **fields) -> None:
 def freeze_until_stalled(run_id: str, pid: int, threshold: float, kind: str, deadline: float = 2.0) -> dict:
     """SIGSTOP `pid` (the trainer) and wait for rl_check_status to report the run stalled; checks the
     report, records the detection time and returns the report. The caller sends SIGCONT (in a finally)."""
-    from core import toolset
+    from hermes_rl.core.clients import toolset
 
     os.kill(pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
@@ -71,7 +71,7 @@ def standin_pipeline(step_s: float = 0.1, env_restarts: int = 1, trainer_stop_ti
 
 
 def launch_standin(**kw) -> dict:
-    from core import runs
+    from hermes_rl.core import runs
 
     return runs.launch(standin_pipeline(**kw), environment="standin", profile="local", total_steps=100)
 
@@ -86,7 +86,7 @@ def wait_for(predicate, timeout: float, interval: float = 0.02):
 
 
 def wait_running(run_id: str, timeout: float = 30.0) -> dict:
-    from core import runs
+    from hermes_rl.core import runs
 
     run = wait_for(lambda: (r := runs.get_run(run_id, sample=False))["status"] in ("running", *FINAL, "lost") and r,
                    timeout)
@@ -101,7 +101,7 @@ def proc_record(run: dict, name: str) -> dict:
 def orphans(run: dict) -> list[str]:
     """Live processes of a run found independently of core.procscan: its supervisor's session, its
     recorded process groups, or the HERMES_RL_RUN_DIR marker. Zombies do not count."""
-    from core.paths import run_dir
+    from hermes_rl.core.base.paths import run_dir
 
     folder = str(run_dir(run["run_id"]))
     sid = (run.get("supervisor") or {}).get("pid")
@@ -168,14 +168,14 @@ def kill_tree(popen: subprocess.Popen) -> None:
 
 
 def client_env(home: Path) -> dict:
-    from core.paths import PROJECT_ROOT
+    from hermes_rl.core.base.paths import PROJECT_ROOT
 
     env = dict(os.environ, HERMES_HOME=str(home), PYTHONPATH=str(PROJECT_ROOT))
     return env
 
 
 def start_watcher(home: Path, run_id: str, log: Path) -> subprocess.Popen:
-    from core.paths import PROJECT_ROOT
+    from hermes_rl.core.base.paths import PROJECT_ROOT
 
     return subprocess.Popen([sys.executable, str(RPROCS / "watcher.py"), run_id], cwd=str(PROJECT_ROOT),
                             env=client_env(home), stdout=open(log, "ab"), stderr=subprocess.STDOUT,
@@ -185,8 +185,8 @@ def start_watcher(home: Path, run_id: str, log: Path) -> subprocess.Popen:
 def start_local_run(model_dir: Path, total_steps: int = 100000) -> dict:
     """The real local pipeline (core/training.py: model, api, tinker, trainer, env) on the tiny toy task,
     with the session's built model linked in and a step budget large enough that it never ends by itself."""
-    from core import runs
-    from core.paths import models_dir, profiles_dir
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.paths import models_dir, profiles_dir
 
     link = models_dir() / "tiny-toy"
     link.parent.mkdir(parents=True, exist_ok=True)
@@ -200,8 +200,8 @@ def start_local_run(model_dir: Path, total_steps: int = 100000) -> dict:
 def run_processes(run: dict, process: str | None = None) -> list[psutil.Process]:
     """Live processes carrying the run's environment marker (children and every grandchild: W&B's
     service processes live in sessions of their own), optionally only those started for `process`."""
-    from core.paths import run_dir
-    from core.procscan import PROCESS_MARKER
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.daemons.procscan import PROCESS_MARKER
 
     folder = str(run_dir(run["run_id"]))
     found = []

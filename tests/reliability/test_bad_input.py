@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from core import config, runs, toolset
-from core.discovery import discover_environments, find_environment
-from core.errors import BadInput, HermesError
-from core.paths import PROJECT_ROOT, run_dir
+from hermes_rl.core.envs import config
+from hermes_rl.core import runs
+from hermes_rl.core.clients import toolset
+from hermes_rl.core.envs.discovery import discover_environments, find_environment
+from hermes_rl.core.base.errors import BadInput, HermesError
+from hermes_rl.core.base.paths import PROJECT_ROOT, run_dir
 from tests.fixtures_config import ENV_FIXTURES
 from tests.reliability.helpers import CORPUS, assert_no_orphans, client_env, record, wait_for
 
@@ -28,9 +30,9 @@ ENV = "fixture_basic"          # tests/data/envs/basic_env.py: group_size, batch
 
 
 def _cli_many(home: Path, commands: list[list[str]], env: dict | None = None) -> list[tuple[list[str], int, str, str]]:
-    """Run `python -m core.cli ...` commands side by side; (argv, exit code, stdout, stderr) each."""
+    """Run `python -m hermes_rl.core.clients.cli ...` commands side by side; (argv, exit code, stdout, stderr) each."""
     env = env or client_env(home)
-    procs = [(argv, subprocess.Popen([sys.executable, "-m", "core.cli", *argv], cwd=str(PROJECT_ROOT), env=env,
+    procs = [(argv, subprocess.Popen([sys.executable, "-m", "hermes_rl.core.clients.cli", *argv], cwd=str(PROJECT_ROOT), env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
              for argv in commands]
     out = []
@@ -117,7 +119,7 @@ def test_bad_yaml_drafts_selection_and_profiles(hermes_home, fixture_envs):
         profile_file = hermes_home / "rl" / "profiles" / "local.yaml"
         profile_file.parent.mkdir(parents=True, exist_ok=True)
         profile_file.write_bytes(raw)
-        from core.profiles import get_profile
+        from hermes_rl.core.envs.profiles import get_profile
         try:
             assert get_profile("local").name == "local"
         except HermesError as exc:
@@ -184,7 +186,7 @@ def _fake_finished_run(metrics: bytes) -> str:
 def test_garbage_partial_and_nonfinite_metric_lines_are_skipped():
     raw = (CORPUS / "metrics.jsonl").read_bytes() + b"\xff\xfe\x00garbage\n" + b"{" * 100_000 + b"\n"
     run_id = _fake_finished_run(raw)
-    from core import metrics
+    from hermes_rl.core.readers import metrics
 
     rows = metrics.read_metrics(run_id)
     steps = [r["step"] for r in rows if isinstance(r.get("step"), int)]
@@ -270,8 +272,9 @@ def test_hermes_home_unwritable(tmp_path, fixture_envs):
     script = f"""
 import os, resource, signal, sys
 os.environ["HERMES_HOME"] = {str(home)!r}
-from core import config, toolset
-from core.errors import HermesError
+from hermes_rl.core.envs import config
+from hermes_rl.core.clients import toolset
+from hermes_rl.core.base.errors import HermesError
 config.set_field("group_size", 4, env_name={ENV!r}, profile="local")
 draft = os.path.join({str(home)!r}, "rl", "drafts", "{ENV}.yaml")
 before = open(draft, "rb").read()
@@ -302,7 +305,7 @@ print("LEFTOVERS", [n for n in os.listdir(os.path.dirname(draft)) if n.endswith(
 
 
 def test_log_reader_survives_hostile_log_files(tmp_path):
-    from core.logs import LogReader
+    from hermes_rl.core.readers.logs import LogReader
 
     path = tmp_path / "trainer_0badc0de.log"
     with open(path, "wb") as handle:
@@ -340,7 +343,7 @@ def test_log_reader_survives_hostile_log_files(tmp_path):
 
 
 def test_log_reader_shows_lines_after_a_10mb_line(tmp_path):
-    from core.logs import LogReader
+    from hermes_rl.core.readers.logs import LogReader
 
     path = tmp_path / "env_0badc0de.log"
     with open(path, "wb") as handle:

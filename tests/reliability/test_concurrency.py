@@ -11,8 +11,9 @@ import urllib.request
 
 import pytest
 
-from core import runs, toolset
-from core.paths import PROJECT_ROOT
+from hermes_rl.core import runs
+from hermes_rl.core.clients import toolset
+from hermes_rl.core.base.paths import PROJECT_ROOT
 from tests.reliability.helpers import (RPROCS, assert_no_orphans, assert_state_parses, client_env,
                                        kill_tree, launch_standin, proc_record, record, start_watcher, wait_for,
                                        wait_running)
@@ -67,8 +68,8 @@ def test_runs_at_once_have_distinct_ports_and_no_cross_talk(count):
 
 @pytest.mark.timeout(200)
 def test_fifty_processes_editing_drafts_and_reading_runs(hermes_home, fixture_envs, tmp_path):
-    from core import config
-    from core.discovery import find_environment
+    from hermes_rl.core.envs import config
+    from hermes_rl.core.envs.discovery import find_environment
 
     env_name = "fixture_basic"
     find_environment(env_name)

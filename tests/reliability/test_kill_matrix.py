@@ -13,7 +13,8 @@ import time
 import psutil
 import pytest
 
-from core import runs, toolset
+from hermes_rl.core import runs
+from hermes_rl.core.clients import toolset
 from tests.reliability.helpers import (FINAL, assert_no_orphans, freeze_until_stalled, launch_standin, proc_record, record,
                                        start_watcher, kill_tree, wait_for, wait_running)
 

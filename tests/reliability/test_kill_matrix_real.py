@@ -25,9 +25,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core import runs, toolset
-from core.fsutil import read_jsonl
-from core.paths import run_dir
+from hermes_rl.core import runs
+from hermes_rl.core.clients import toolset
+from hermes_rl.core.base.fsutil import read_jsonl
+from hermes_rl.core.base.paths import run_dir
 from tests.reliability.helpers import (FINAL, assert_no_orphans, freeze_until_stalled, kill_tree, orphans, proc_record, record,
                                        run_processes, start_local_run, start_watcher, wait_for, wait_running)
 

@@ -16,9 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core import runs, toolset
-from core.paths import PROJECT_ROOT, logs_dir, runs_dir
-from core.pipeline import ProcessSpec, Readiness
+from hermes_rl.core import runs
+from hermes_rl.core.clients import toolset
+from hermes_rl.core.base.paths import PROJECT_ROOT, logs_dir, runs_dir
+from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 from tests.fixtures_core import PY, proc_path
 from tests.reliability.helpers import all_files, assert_no_orphans, launch_standin, record, wait_for, wait_running
 
@@ -60,7 +61,7 @@ def _hits_in_files(home: Path) -> list[str]:
 
 
 def _hits_in_argv(run: dict) -> tuple[int, list[str]]:
-    from core.paths import run_dir
+    from hermes_rl.core.base.paths import run_dir
 
     folder = str(run_dir(run["run_id"]))
     sid = run["supervisor"]["pid"]
@@ -137,9 +138,9 @@ def _dashboard_screens(run_id: str) -> dict[str, str]:
     """SVG screenshots of the dashboard over a live run: every pane zoomed, help, palette, test inference."""
     import asyncio
 
-    from tui.app import HermesDashboard
-    from tui.logs import LogsPane
-    from tui.processes import ProcessesPane
+    from hermes_rl.tui.app import HermesDashboard
+    from hermes_rl.tui.logs import LogsPane
+    from hermes_rl.tui.processes import ProcessesPane
 
     async def until(pilot, predicate, timeout=30.0):
         deadline = time.monotonic() + timeout

@@ -5,9 +5,9 @@ HERMES_HOME."""
 import sys
 from pathlib import Path
 
-from tui.app import HermesDashboard
-from tui.metrics import MetricsPane
-from tui.processes import ProcessesPane
+from hermes_rl.tui.app import HermesDashboard
+from hermes_rl.tui.metrics import MetricsPane
+from hermes_rl.tui.processes import ProcessesPane
 
 run_id, status_file = sys.argv[1], Path(sys.argv[2])
 

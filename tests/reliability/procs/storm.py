@@ -8,8 +8,9 @@ import random
 import sys
 import time
 
-from core import config, runs
-from core.errors import HermesError
+from hermes_rl.core.envs import config
+from hermes_rl.core import runs
+from hermes_rl.core.base.errors import HermesError
 
 env_name, run_id, sync, ops, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 rng = random.Random(seed)

@@ -4,7 +4,8 @@ for RUN_ID, printing one line per look, until killed. Run with the test's HERMES
 import sys
 import time
 
-from core import runs, toolset
+from hermes_rl.core import runs
+from hermes_rl.core.clients import toolset
 
 run_id = sys.argv[1]
 looks = 0

@@ -15,8 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from .fsutil import iter_jsonl
-from .paths import run_dir
+from hermes_rl.core.base.fsutil import iter_jsonl
+from hermes_rl.core.base.paths import run_dir
 
 TRAINER_FILE = "metrics.jsonl"
 ENV_FILE = "env_metrics.jsonl"

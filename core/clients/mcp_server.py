@@ -31,7 +31,7 @@ def mcp_tools() -> list:
     """TOOL_SCHEMAS as MCP Tool objects (name, description, inputSchema = parameters)."""
     from mcp import types
 
-    from .toolset import TOOL_SCHEMAS
+    from hermes_rl.core.clients.toolset import TOOL_SCHEMAS
 
     return [
         types.Tool(name=s["function"]["name"], description=s["function"]["description"],
@@ -46,7 +46,7 @@ def build_server():
     from mcp import types
     from mcp.server.lowlevel import Server
 
-    from .toolset import call_tool_json
+    from hermes_rl.core.clients.toolset import call_tool_json
 
     server: Server = Server(SERVER_NAME, version=_version(),
                             instructions="RL training on the Tinker-Atropos pipeline: list and select an "

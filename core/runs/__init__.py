@@ -19,13 +19,13 @@ import threading
 import time
 from pathlib import Path
 
-from . import procscan
-from .errors import BadInput, Conflict, HermesError, NotFound
-from .fsutil import (append_jsonl, atomic_write_json, atomic_write_text, epoch_seconds, last_jsonl_row, read_json,
+from hermes_rl.core.daemons import procscan
+from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
+from hermes_rl.core.base.fsutil import (append_jsonl, atomic_write_json, atomic_write_text, epoch_seconds, last_jsonl_row, read_json,
                      read_jsonl)
-from .paths import PROJECT_ROOT, RUN_ID_RE, ensure_private_dir, run_dir, runs_dir, validate_run_id
-from .pipeline import ProcessSpec, free_ports, port_names, spec_from_json, specs_to_json, substitute, validate_specs
-from .secrets import SECRET_NAMES, secret_env
+from hermes_rl.core.base.paths import RUN_ID_RE, ensure_private_dir, process_log_path, run_dir, runs_dir, validate_run_id
+from hermes_rl.core.daemons.pipeline import ProcessSpec, free_ports, process_record, port_names, spec_from_json, specs_to_json, substitute, validate_specs
+from hermes_rl.core.base.secrets import SECRET_NAMES, secret_env
 
 FINAL_STATUSES = ("completed", "failed", "stopped")
 ACTIVE_STATUSES = ("starting", "running", "stopping")
@@ -470,7 +470,7 @@ def _checkpoint(folder: Path) -> tuple[str | None, str | None, dict]:
 
 def get_results(run_id: str) -> dict:
     """Final metrics, an evenly spaced history sample (<= 50 rows, first and last included), checkpoint."""
-    from .metrics import last_values, read_metrics
+    from hermes_rl.core.readers.metrics import last_values, read_metrics
 
     run = _read_run(run_id)
     folder = run_dir(run_id)
@@ -513,25 +513,23 @@ def _create_run_folder() -> tuple[str, Path]:
 
 
 def _supervisor_env() -> dict[str, str]:
-    from .paths import hermes_home
+    from hermes_rl.core.base.paths import hermes_home
 
     env = {k: v for k, v in os.environ.items() if k not in (procscan.MARKER, procscan.PROCESS_MARKER)}
     env["HERMES_HOME"] = str(hermes_home())
     env.update(secret_env(SECRET_NAMES))
-    path = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = str(PROJECT_ROOT) + (os.pathsep + path if path else "")
     return env
 
 
 def _start_supervisor(run_id: str, folder: Path) -> None:
-    """Start `python -m core.supervisor RUN_ID` detached; return once it has recorded itself in run.json."""
+    """Start `python -m hermes_rl.core.daemons.supervisor RUN_ID` detached; return once it has recorded itself in run.json."""
     read_end, write_end = os.pipe()
     log = open(folder / "supervisor.log", "ab")
     try:
         os.chmod(folder / "supervisor.log", 0o600)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "core.supervisor", run_id, "--notify-fd", str(write_end)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(PROJECT_ROOT),
+            [sys.executable, "-m", "hermes_rl.core.daemons.supervisor", run_id, "--notify-fd", str(write_end)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(folder),
             env=_supervisor_env(), start_new_session=True, close_fds=True, pass_fds=(write_end,),
         )
     finally:
@@ -590,7 +588,7 @@ def _coerce_specs(specs) -> list[ProcessSpec]:
 
 def _refuse_secret_values(specs: list[ProcessSpec]) -> None:
     """Secrets travel only by name (secret_env); a value in argv or env would land in files and `ps`."""
-    from .secrets import secret_values
+    from hermes_rl.core.base.secrets import secret_values
 
     values = secret_values()
     for spec in specs:
@@ -603,8 +601,6 @@ def _refuse_secret_values(specs: list[ProcessSpec]) -> None:
 def _launch_prepared(run_id: str, folder: Path, specs, *, environment: str, profile: str,
                      total_steps: int | None, config: dict | None, ports: dict | None,
                      wandb: dict | None, extra: dict | None = None) -> dict:
-    from .supervisor import Proc
-
     specs = _coerce_specs(specs)
     all_ports = {k: int(v) for k, v in (ports or {}).items()}
     missing = [name for name in port_names(specs) if name not in all_ports]
@@ -629,7 +625,8 @@ def _launch_prepared(run_id: str, folder: Path, specs, *, environment: str, prof
         "reason": None,
         "supervisor": None,
         "ports": all_ports,
-        "processes": [Proc(s, run_id, all_ports.get(s.port) if s.port else None).to_json() for s in specs],
+        "processes": [process_record(s, log=str(process_log_path(s.name, run_id)),
+                                     port=all_ports.get(s.port) if s.port else None) for s in specs],
         "total_steps": total_steps,
         "wandb": wandb,
         **(extra or {}),
@@ -667,10 +664,10 @@ def _discard_unstarted(folder: Path) -> None:
 def start_run(env_name: str | None = None, profile: str | None = None, overrides: dict | None = None) -> dict:
     """The real pipeline: the selected (or named) environment under a profile, with its draft values
     and `overrides` (validated, not saved). Returns run.json plus `notices`."""
-    from . import config as config_mod
-    from .discovery import find_environment
-    from .profiles import check_keys, resolve_profile
-    from .training import training_pipeline
+    from hermes_rl.core.envs import config as config_mod
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.envs.profiles import check_keys, resolve_profile
+    from hermes_rl.core.runs.training import training_pipeline
 
     selection = config_mod.current_selection()
     env_name = env_name or selection.get("environment")

@@ -1,4 +1,4 @@
-"""The per-run supervisor: `python -m core.supervisor RUN_ID`.
+"""The per-run supervisor: `python -m hermes_rl.core.daemons.supervisor RUN_ID`.
 
 Started detached by core.runs.launch. It executes the run's pipeline.json (DESIGN §5) without
 knowing what the processes are: starts them in dependency order gated by readiness probes, watches
@@ -21,7 +21,6 @@ Kept light: no third-party imports but psutil (create_time), nothing heavy.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import queue
 import re
@@ -34,57 +33,19 @@ import time
 import traceback
 from pathlib import Path
 
-from . import procscan
-from .fsutil import append_jsonl, atomic_write_json, read_json
-from .paths import PROJECT_ROOT, ensure_private_dir, process_log_path, run_dir as run_dir_of, validate_run_id
-from .pipeline import ProcessSpec, load_pipeline, port_is_free, restart_delay, start_order
-from .secrets import SECRET_NAMES, redact
+from hermes_rl.core.daemons import procscan
+from hermes_rl.core.daemons.spawn import describe_exit, spawn_group
+from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
+from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, run_dir as run_dir_of, validate_run_id
+from hermes_rl.core.daemons.pipeline import ProcessSpec, load_pipeline, process_record, port_is_free, restart_delay, start_order
+from hermes_rl.core.base.secrets import SECRET_NAMES, redact
 
 FINAL_STATUSES = ("completed", "failed", "stopped")
 ALIVE_STATES = ("starting", "ready")
-PR_SET_PDEATHSIG = 1
 PROBE_FAST_CAP_S = 0.05     # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0
 PROBE_SLOW_CAP_S = 0.25
 # A process's state while it waits to be started (or restarted) is "pending".
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_prctl = _libc.prctl
-_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-
-
-def child_preexec(parent_pid: int):
-    """A `preexec_fn` for subprocess.Popen that ties the child's life to `parent_pid` (the caller).
-
-    In the forked child, before exec, it sets PR_SET_PDEATHSIG=SIGKILL (the kernel kills the child
-    when the parent dies, even by SIGKILL), umask 077 (what the child writes stays private), and
-    exits with code 70 if the parent already died before the guard was in place. Use it for every
-    long-lived child, together with its own process group so it can be ended as a group:
-    `Popen(argv, process_group=0, preexec_fn=child_preexec(os.getpid()))` (run processes here;
-    core.inference_test uses start_new_session=True).
-    """
-
-    def setup() -> None:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        # What a run's processes write (metrics, checkpoints, caches) is private like the rest of the run.
-        os.umask(0o077)
-        if os.getppid() != parent_pid:  # we lost the race: the parent is already gone
-            os._exit(70)
-
-    return setup
-
-
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "exited"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name} (exit code {code})"
-    return f"exited with code {code}"
-
 
 def _now() -> float:
     return time.time()
@@ -192,26 +153,10 @@ class Proc:
         return self.popen is not None and self.popen.returncode is None
 
     def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "pid": self.pid,
-            "create_time": self.create_time,
-            "start_ticks": self.start_ticks,
-            "pgid": self.pgid,
-            "argv_redacted": [redact(a) for a in self.spec.argv],
-            "state": self.state,
-            "started_at": self.started_at,
-            "ready_at": self.ready_at,
-            "ended_at": self.ended_at,
-            "exit_code": self.exit_code,
-            "restarts": self.restarts,
-            "log": str(self.log),
-            "port": self.port,
-            "required": self.spec.required,
-            "completes_run": self.spec.completes_run,
-            "depends_on": [list(d) for d in self.spec.depends_on],
-            "readiness": self.spec.readiness.kind,
-        }
+        return process_record(self.spec, log=str(self.log), port=self.port, pid=self.pid,
+                              create_time=self.create_time, start_ticks=self.start_ticks, pgid=self.pgid,
+                              state=self.state, started_at=self.started_at, ready_at=self.ready_at,
+                              ended_at=self.ended_at, exit_code=self.exit_code, restarts=self.restarts)
 
 
 class StartupError(Exception):
@@ -339,11 +284,10 @@ class Supervisor:
         env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
         log = open(self.dir / "supervisor.log", "ab")
         try:
-            self.watchdog = subprocess.Popen(
-                [sys.executable, "-m", "core.watchdog", self.run_id, str(os.getpid())],
-                stdin=read_end, stdout=log, stderr=subprocess.STDOUT, cwd=str(PROJECT_ROOT), env=env,
-                process_group=0, close_fds=True,
-            )
+            # Not tied to us (no PDEATHSIG): it must outlive our death to clean up after it.
+            self.watchdog = spawn_group([sys.executable, "-m", "hermes_rl.core.daemons.watchdog", self.run_id,
+                                         str(os.getpid())], tied=False, stdin=read_end, stdout=log,
+                                        stderr=subprocess.STDOUT, cwd=str(self.dir), env=env)
         finally:
             os.close(read_end)
             log.close()
@@ -414,11 +358,8 @@ class Supervisor:
             proc.log_offset = os.fstat(fd).st_size
             cwd = spec.cwd or str(self.dir)
             try:
-                popen = subprocess.Popen(
-                    spec.argv, cwd=cwd, env=self.child_env(proc), stdin=subprocess.DEVNULL,
-                    stdout=fd, stderr=subprocess.STDOUT, close_fds=True, process_group=0,
-                    preexec_fn=child_preexec(os.getpid()),
-                )
+                popen = spawn_group(spec.argv, cwd=cwd, env=self.child_env(proc), stdin=subprocess.DEVNULL,
+                                    stdout=fd, stderr=subprocess.STDOUT)
             except OSError as exc:
                 reason = self.describe_start_error(proc, exc, cwd)
                 os.write(fd, f"==== {reason}\n".encode("utf-8", errors="replace"))  # `logs` shows it too
@@ -843,7 +784,7 @@ def _daemonize() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.supervisor", description="Supervise one run.")
+    parser = argparse.ArgumentParser(prog="python -m hermes_rl.core.daemons.supervisor", description="Supervise one run.")
     parser.add_argument("run_id")
     parser.add_argument("--foreground", action="store_true", help="do not fork into the background")
     parser.add_argument("--notify-fd", type=int, default=None, help="write 'ok' here once registered")

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .fsutil import epoch_seconds
-from .errors import BadInput, HermesError, NotFound
-from .paths import process_log_path, run_dir, validate_run_id
-from .secrets import redact
+from hermes_rl.core.base.fsutil import epoch_seconds
+from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
+from hermes_rl.core.base.paths import process_log_path, run_dir, validate_run_id
+from hermes_rl.core.base.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def _tool(func: Callable[..., dict]) -> Callable[..., dict]:
 
 
 def _selection() -> dict:
-    from . import config
+    from hermes_rl.core.envs import config
 
     selection = config.current_selection() or {}
     return {"environment": selection.get("environment"), "profile": selection.get("profile")}
@@ -170,7 +170,7 @@ def _fmt_seconds(seconds: float) -> str:
 
 @_tool
 def rl_list_environments() -> dict:
-    from . import discovery
+    from hermes_rl.core.envs import discovery
 
     envs = discovery.discover_environments()
     usable = [e for e in envs if not e.error and not getattr(e, "duplicate_of", None)]
@@ -202,7 +202,7 @@ def rl_list_environments() -> dict:
 
 @_tool
 def rl_select_environment(name: str) -> dict:
-    from . import config, discovery
+    from hermes_rl.core.envs import config, discovery
 
     if not isinstance(name, str) or not name.strip():
         raise BadInput("name must be an environment name", hint="see rl_list_environments")
@@ -228,7 +228,7 @@ def rl_select_environment(name: str) -> dict:
 
 def _config_view() -> Any:
     """The selected environment's config (core falls back to the profile's default environment)."""
-    from . import config
+    from hermes_rl.core.envs import config
 
     return config.get_config()
 
@@ -256,7 +256,7 @@ def rl_get_current_config() -> dict:
 
 @_tool
 def rl_edit_config(field: str, value: Any) -> dict:
-    from . import config
+    from hermes_rl.core.envs import config
 
     if not isinstance(field, str) or not field.strip():
         raise BadInput("field must be a field name", hint="see rl_get_current_config for the editable fields")
@@ -276,7 +276,7 @@ def rl_edit_config(field: str, value: Any) -> dict:
 
 @_tool
 def rl_start_training() -> dict:
-    from . import runs
+    from hermes_rl.core import runs
 
     selection = _selection()
     run = runs.start_run(selection["environment"], selection["profile"])
@@ -298,7 +298,7 @@ def rl_start_training() -> dict:
 
 
 def _interval_or_default() -> float:
-    from .status_limits import DEFAULT_INTERVAL_S, resolve_interval
+    from hermes_rl.core.clients.status_limits import DEFAULT_INTERVAL_S, resolve_interval
 
     try:
         return resolve_interval(None)
@@ -312,7 +312,9 @@ STATUS_METRICS_TAIL_BYTES = 4 << 20
 @_tool
 def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     validate_run_id(run_id)
-    from . import metrics, runs, status_limits
+    from hermes_rl.core.readers import metrics
+    from hermes_rl.core import runs
+    from hermes_rl.core.clients import status_limits
 
     interval = status_limits.resolve_interval(min_interval_s)
     run = runs.get_run(run_id)  # NotFound for an unknown id: errors are never rate-limited
@@ -385,7 +387,7 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
 @_tool
 def rl_stop_training(run_id: str) -> dict:
     validate_run_id(run_id)
-    from . import runs
+    from hermes_rl.core import runs
 
     before = runs.get_run(run_id, sample=False)
     run = runs.stop_run(run_id)
@@ -405,9 +407,9 @@ RESULT_KEYS = ("final_metrics", "history", "checkpoint", "tinker_path")
 @_tool
 def rl_get_results(run_id: str) -> dict:
     validate_run_id(run_id)
-    from . import runs
+    from hermes_rl.core import runs
 
-    from .metrics import HEADLINE_KEYS
+    from hermes_rl.core.readers.metrics import HEADLINE_KEYS
 
     results = runs.get_results(run_id)
     run = runs.get_run(run_id, sample=False)
@@ -432,7 +434,7 @@ def rl_get_results(run_id: str) -> dict:
 
 @_tool
 def rl_list_runs() -> dict:
-    from . import runs
+    from hermes_rl.core import runs
 
     summaries = runs.list_runs()
     return {"runs": summaries, "count": len(summaries)}
@@ -441,7 +443,7 @@ def rl_list_runs() -> dict:
 @_tool
 def rl_test_inference(num_steps: int = 3, group_size: int = 16, models: list[str] | None = None,
                       base_url: str | None = None) -> dict:
-    from .inference_test import InferenceTest
+    from hermes_rl.core.runs.inference_test import InferenceTest
 
     test = InferenceTest.prepare(num_steps, group_size, models, base_url)
     return test.run()

@@ -21,13 +21,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .discovery import EnvInfo, find_environment
-from .errors import BadInput, HermesError, NotFound
-from .fsutil import atomic_write_text, file_lock, read_yaml
-from .paths import (PROJECT_ROOT, current_selection_file, drafts_dir, rl_dir, run_dir, validate_env_name,
+from hermes_rl.core.envs.discovery import EnvInfo, find_environment
+from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
+from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_yaml
+from hermes_rl.core.base.paths import (current_selection_file, drafts_dir, rl_dir, run_dir, validate_env_name,
                     validate_run_id)
-from .profiles import Profile, coerce_value, get_profile, resolve_profile
-from .secrets import SECRET_NAMES, redact, secret_values
+from hermes_rl.core.envs.profiles import Profile, coerce_value, get_profile, resolve_profile
+from hermes_rl.core.base.secrets import SECRET_NAMES, redact, secret_values
 
 PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"
 PROBE_TIMEOUT_S = 60.0  # importing atroposlib alone takes seconds on a busy machine
@@ -132,7 +132,6 @@ def _probe_timeout() -> float:
 def _probe_env() -> dict:
     """The child's environment: no secrets (config_init must not need them), no hub access."""
     env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                WANDB_MODE="disabled", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false")
     return env
@@ -149,7 +148,7 @@ def _run_probe(env: EnvInfo) -> dict:
     where = f"environment {env.name!r} ({env.file})"
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "core.config_probe", env.file, env.class_name],
+            [sys.executable, "-m", "hermes_rl.core.envs.probe_child", env.file, env.class_name],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=str(Path(env.file).parent), env=_probe_env(), start_new_session=True,
         )
@@ -185,7 +184,7 @@ def _run_probe(env: EnvInfo) -> dict:
         status = f"exit code {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
         detail = f"the probe crashed ({status})" + (f": {_last_line(errors)}" if _last_line(errors) else "")
     raise BadInput(f"{where}: config_init() failed: {detail}",
-                   hint=f"see the traceback with: python -m core.config_probe {env.file} {env.class_name}")
+                   hint=f"see the traceback with: python -m hermes_rl.core.envs.probe_child {env.file} {env.class_name}")
 
 
 def _cached(env: EnvInfo, signature: tuple) -> dict | None:
@@ -271,7 +270,7 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
     """Probe every environment not cached yet in ONE subprocess, so atroposlib is imported once for all
     (a dashboard or `hermes-rl envs` can call it in the background). Returns {name: "cached" | "probed" |
     "error: ..."}. Failures here are not remembered: the next get_config probes that environment alone."""
-    from .discovery import discover_environments
+    from hermes_rl.core.envs.discovery import discover_environments
 
     status: dict[str, str] = {}
     todo: list[tuple[EnvInfo, tuple]] = []
@@ -289,9 +288,10 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
     if not todo:
         return status
     pairs = [[env.file, env.class_name] for env, _ in todo]
-    proc = subprocess.Popen([sys.executable, "-m", "core.config_probe", "--batch", json.dumps(pairs)],
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_rl.core.envs.probe_child", "--batch", json.dumps(pairs)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            cwd=str(PROJECT_ROOT), env=_probe_env(), start_new_session=True)
+                            cwd=str(rl_dir()) if rl_dir().is_dir() else None, env=_probe_env(),
+                            start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=_probe_timeout() + 5 * len(todo))
     except subprocess.TimeoutExpired:

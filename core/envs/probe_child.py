@@ -1,6 +1,6 @@
 """Evaluate one environment's config_init() and print its fields as JSON.
 
-Run only as a child process: `python -m core.config_probe FILE CLASS`. Importing an environment
+Run only as a child process: `python -m hermes_rl.core.envs.probe_child FILE CLASS`. Importing an environment
 runs its code (and atroposlib, torch: seconds), so core.config does it here, in a subprocess with
 a timeout, never in a client. Everything the module prints goes to stderr; stdout carries one
 JSON object: {"ok": true, "fields": [...], ...} or {"ok": false, "error": "..."}.
@@ -81,6 +81,10 @@ def _bounds(field_info: object) -> dict:
 
 def _load_module(path: Path):
     """Import the file as its package module when it lives in a package (relative imports work)."""
+    own = importlib.util.find_spec("hermes_rl.environments")
+    own_dirs = [Path(p).resolve() for p in (own.submodule_search_locations or [])] if own else []
+    if path.resolve().parent in own_dirs:  # our bundled environments: the installed package, no sys.path edit
+        return importlib.import_module(f"hermes_rl.environments.{path.stem}")
     directory = path.parent
     root = directory
     while (root / "__init__.py").exists() and root.parent != root:
@@ -174,7 +178,7 @@ def main(argv: list[str]) -> int:
             _emit(out_fd, {**_safe_probe(file, class_name), "file": file, "class_name": class_name})
         return 0
     if len(argv) != 2:
-        _emit(out_fd, {"ok": False, "error": "usage: python -m core.config_probe FILE CLASS"})
+        _emit(out_fd, {"ok": False, "error": "usage: python -m hermes_rl.core.envs.probe_child FILE CLASS"})
         return 2
     payload = _safe_probe(argv[0], argv[1])
     _emit(out_fd, payload)

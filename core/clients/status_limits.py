@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .errors import BadInput
-from .fsutil import atomic_write_json, read_json
-from .paths import ensure_private_dir, rl_dir, validate_run_id
+from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.base.fsutil import atomic_write_json, read_json
+from hermes_rl.core.base.paths import ensure_private_dir, rl_dir, validate_run_id
 
 DEFAULT_INTERVAL_S = 30 * 60
 INTERVAL_ENV = "HERMES_RL_STATUS_INTERVAL_S"

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import secrets as _secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -42,12 +41,11 @@ from typing import Callable, Iterator
 
 import yaml
 
-from . import procscan
-from .errors import BadInput, HermesError, MissingKey
-from .fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
-from .paths import PROJECT_ROOT, ensure_private_dir, inference_tests_dir, run_dir
-from .secrets import SECRET_NAMES, get_key, redact, secret_values
-from .supervisor import child_preexec  # PR_SET_PDEATHSIG=SIGKILL, the same guard run processes get
+from hermes_rl.core.base.errors import BadInput, HermesError, MissingKey
+from hermes_rl.core.base.fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
+from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, run_dir
+from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, secret_values
+from hermes_rl.core.daemons.spawn import end_group, spawn_group
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_OPENROUTER_MODELS = ("qwen/qwen3-8b", "z-ai/glm-4.7-flash", "minimax/minimax-m2.7")
@@ -178,7 +176,7 @@ def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
 
 def _local_model() -> tuple[str, str, str]:
     """(base_url, model, run_id) of the trainer of a running local run."""
-    from . import runs  # the run API; imported here so this module loads without it
+    from hermes_rl.core import runs  # the run API; imported here so this module loads without it
 
     for summary in runs.list_runs():
         if summary.get("status") != "running":
@@ -241,8 +239,8 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
 def _env_section(env_name: str | None) -> tuple[object, str, dict]:
     """(env info, profile name, env section): the environment's config exactly as a training run
     would get it (defaults, the user's draft, the profile's locked values)."""
-    from . import config as core_config
-    from . import discovery, profiles
+    from hermes_rl.core.envs import config as core_config
+    from hermes_rl.core.envs import discovery, profiles
 
     view = core_config.get_config(env_name)  # the selection, else the profile's default environment
     env_info = discovery.find_environment(view.environment)
@@ -416,14 +414,13 @@ class InferenceTest:
         env["WANDB_MODE"] = "disabled"
         env["WANDB_DISABLED"] = "true"
         env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
         return env
 
     def cancel(self) -> None:
         self._cancelled.set()
         with self._lock:
             if self._proc is not None:
-                _kill_group(self._proc)
+                end_group(self._proc)
 
     def events(self) -> Iterator[dict]:
         started = time.time()
@@ -450,7 +447,7 @@ class InferenceTest:
         finally:
             with self._lock:
                 if self._proc is not None and self._proc.poll() is None:
-                    _kill_group(self._proc)
+                    end_group(self._proc)
         summary = self._summary(results, time.time() - started)
         atomic_write_json(self.folder / "summary.json", summary)
         yield {"event": "summary", **summary}
@@ -479,10 +476,8 @@ class InferenceTest:
         timed_out = False
         with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
             try:
-                # Own process group (killed as a group); dies with us even if we are SIGKILLed.
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                        env=child_env, cwd=model_dir, start_new_session=True,
-                                        preexec_fn=child_preexec(os.getpid()))
+                proc = spawn_group(argv, session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   env=child_env, cwd=model_dir)
             except OSError as exc:
                 result.errors.append(f"cannot start the environment: {exc.strerror or exc}")
                 yield result
@@ -493,11 +488,11 @@ class InferenceTest:
             try:
                 while proc.poll() is None:
                     if self._cancelled.is_set():
-                        _kill_group(proc)
+                        end_group(proc)
                         break
                     if time.monotonic() - started > self.timeout_s:
                         timed_out = True
-                        _kill_group(proc)
+                        end_group(proc)
                         break
                     count = _count_lines(rollouts)
                     if count != done_groups:
@@ -507,7 +502,7 @@ class InferenceTest:
                     time.sleep(_POLL_S)
             finally:
                 if proc.poll() is None:
-                    _kill_group(proc)
+                    end_group(proc)
                 with self._lock:
                     self._proc = None
         result.exit_code = proc.returncode
@@ -564,23 +559,6 @@ class InferenceTest:
             "verdict": verdict,
             "duration_s": round(duration, 2),
         }
-
-
-def _kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """SIGTERM the child's process group, then SIGKILL whatever is left of the group."""
-    procscan.signal_group(proc.pid, signal.SIGTERM)  # with SIGCONT: a stopped child still ends
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _redact_file(path: Path, values: list[str]) -> None:

@@ -11,8 +11,8 @@ import inspect
 import logging
 from typing import Any, Callable
 
-from .secrets import keys_present
-from .toolset import TOOLS, call_tool_json
+from hermes_rl.core.base.secrets import keys_present
+from hermes_rl.core.clients.toolset import TOOLS, call_tool_json
 
 TOOLSET = "rl"
 log = logging.getLogger(__name__)

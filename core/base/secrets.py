@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from .paths import hermes_home
+from hermes_rl.core.base.paths import hermes_home
 
 SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
 _LINE_RE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")

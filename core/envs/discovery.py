@@ -17,8 +17,8 @@ import tokenize
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .errors import BadInput, NotFound
-from .paths import PROJECT_ROOT, user_environments_dir
+from hermes_rl.core.base.errors import BadInput, NotFound
+from hermes_rl.core.base.paths import PROJECT_ROOT, user_environments_dir
 
 BASE_ENV = "BaseEnv"
 MAX_FILE_BYTES = 2 * 1024 * 1024  # an environment bigger than this is data, not code

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from .errors import HermesError
+from hermes_rl.core.base.errors import HermesError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -49,7 +49,7 @@ def _short_path(path: str) -> str:
     """A path relative to the project or home when it lies inside them."""
     from pathlib import Path
 
-    from .paths import PROJECT_ROOT
+    from hermes_rl.core.base.paths import PROJECT_ROOT
 
     for base, label in ((PROJECT_ROOT, ""), (Path.home(), "~/")):
         try:
@@ -92,7 +92,7 @@ def _fmt_bytes(value: Any) -> str:
 
 
 def cmd_envs(args) -> Any:
-    from .discovery import discover_environments
+    from hermes_rl.core.envs.discovery import discover_environments
 
     envs = discover_environments()
     if args.json:
@@ -116,7 +116,7 @@ def cmd_envs(args) -> Any:
 
 
 def cmd_select(args) -> Any:
-    from .config import select_environment
+    from hermes_rl.core.envs.config import select_environment
 
     result = select_environment(args.env, profile=args.profile)
     if args.json:
@@ -130,7 +130,7 @@ def _config_dict(view) -> dict:
 
 
 def cmd_config(args) -> Any:
-    from .config import get_config, set_fields
+    from hermes_rl.core.envs.config import get_config, set_fields
 
     assignments = _parse_assignments(args.set)
     if assignments:
@@ -158,7 +158,7 @@ def cmd_config(args) -> Any:
 
 
 def cmd_start(args) -> Any:
-    from .runs import start_run
+    from hermes_rl.core.runs import start_run
 
     run = start_run(args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None)
     if args.json and not args.watch:
@@ -177,7 +177,7 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
     """Rich progress over a run's steps until it ends; Ctrl-C detaches and leaves the run going."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .runs import get_run
+    from hermes_rl.core.runs import get_run
 
     console = _console()
     run = get_run(run_id)
@@ -216,7 +216,7 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
     style = STATUS_STYLE.get(run["status"], "")
     console.print(f"run {run_id} [{style}]{run['status']}[/]" + (f": {run['reason']}" if run.get("reason") else ""))
     if run["status"] == "completed":
-        from .runs import get_results
+        from hermes_rl.core.runs import get_results
 
         results = get_results(run_id)
         if results.get("checkpoint"):
@@ -225,7 +225,7 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
 
 
 def cmd_runs(args) -> Any:
-    from .runs import list_runs
+    from hermes_rl.core.runs import list_runs
 
     runs = list_runs()
     if args.json:
@@ -245,7 +245,7 @@ def cmd_runs(args) -> Any:
 
 
 def cmd_status(args) -> Any:
-    from .runs import get_run
+    from hermes_rl.core.runs import get_run
 
     run = get_run(args.run_id)
     if args.json:
@@ -275,8 +275,8 @@ def cmd_status(args) -> Any:
 def cmd_logs(args) -> Any:
     from pathlib import Path
 
-    from .logs import LogReader
-    from .runs import get_run
+    from hermes_rl.core.readers.logs import LogReader
+    from hermes_rl.core.runs import get_run
 
     run = get_run(args.run_id, sample=False)
     processes = {p["name"]: p for p in run.get("processes", [])}
@@ -310,7 +310,7 @@ def cmd_logs(args) -> Any:
 
 
 def cmd_stop(args) -> Any:
-    from .runs import stop_run
+    from hermes_rl.core.runs import stop_run
 
     run = stop_run(args.run_id)
     if args.json:
@@ -320,7 +320,7 @@ def cmd_stop(args) -> Any:
 
 
 def cmd_results(args) -> Any:
-    from .runs import get_results
+    from hermes_rl.core.runs import get_results
 
     results = get_results(args.run_id)
     if args.json:
@@ -337,31 +337,33 @@ def cmd_results(args) -> Any:
 
 
 def cmd_mcp(args) -> Any:
-    from .mcp_server import main as mcp_main
+    from hermes_rl.core.clients.mcp_server import main as mcp_main
 
     mcp_main()
     return None
 
 
-def cmd_dashboard(args) -> Any:
-    from tui.app import run_dashboard
+def _open_dashboard(args, run_id: str | None) -> None:
+    if args.open_dashboard is None:
+        raise HermesError("the dashboard is not part of this entry point", hint="run `hermes-rl` (or python -m hermes_rl.tui)")
+    args.open_dashboard(run_id)
 
-    run_dashboard(run_id=getattr(args, "run_id", None))
+
+def cmd_dashboard(args) -> Any:
+    _open_dashboard(args, getattr(args, "run_id", None))
     return None
 
 
 def cmd_demo(args) -> Any:
     """The main job: start a local run on the embedded default and open the dashboard over it."""
-    from .runs import start_run
+    from hermes_rl.core.runs import start_run
 
     run = start_run(None, profile=None)
     for notice in run.get("notices") or []:
         _console(stderr=True).print(f"[yellow]{notice}[/]")
     if not sys.stdout.isatty():
         return _watch(run["run_id"], json_output=args.json)
-    from tui.app import run_dashboard
-
-    run_dashboard(run_id=run["run_id"])
+    _open_dashboard(args, run["run_id"])
     return None
 
 
@@ -415,11 +417,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, open_dashboard: Callable[[str | None], None] | None = None) -> int:
+    """Run one command. `open_dashboard(run_id)` is handed in by the `hermes-rl` launcher (hermes_rl.tui),
+    so this module never imports Textual; without it, `dashboard` and `demo` say where the dashboard is."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         args = parser.parse_args(["dashboard"])
+    args.open_dashboard = open_dashboard
     try:
         result = args.handler(args)
     except HermesError as exc:
@@ -442,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(result, _Exit):
         return result.code
     if result is not None:
-        from .fsutil import dumps
+        from hermes_rl.core.base.fsutil import dumps
 
         print(dumps(result, indent=2))
     return 0

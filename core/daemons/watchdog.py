@@ -1,4 +1,4 @@
-"""Cleans up after a supervisor that died without stopping its run: `python -m core.watchdog RUN_ID SUPERVISOR_PID`.
+"""Cleans up after a supervisor that died without stopping its run: `python -m hermes_rl.core.daemons.watchdog RUN_ID SUPERVISOR_PID`.
 
 The supervisor starts this first and keeps the only write end of a pipe that is our stdin. It writes
 `pgid N` for every process group it creates and `done` once the run is final. EOF without `done`
@@ -45,9 +45,9 @@ def read_commands(fd: int = 0) -> tuple[list[int], bool]:
 
 
 def clean_up(run_id: str, supervisor_pid: int, pgids: list[int]) -> None:
-    from . import procscan
-    from .fsutil import append_jsonl, atomic_write_json, read_json
-    from .paths import run_dir
+    from hermes_rl.core.daemons import procscan
+    from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
+    from hermes_rl.core.base.paths import run_dir
 
     folder = run_dir(run_id)
     try:
@@ -95,7 +95,7 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or not argv[1].isdigit():
-        print("usage: python -m core.watchdog RUN_ID SUPERVISOR_PID", file=sys.stderr)
+        print("usage: python -m hermes_rl.core.daemons.watchdog RUN_ID SUPERVISOR_PID", file=sys.stderr)
         return 2
     run_id, supervisor_pid = argv[0], int(argv[1])
     # Our parent's terminal signals are not for us; SIGTERM still ends us (the supervisor restarts us).

@@ -1,6 +1,6 @@
 """A run's processes as data (DESIGN §5): specs the supervisor executes without knowing what they are.
 
-`training_pipeline()` (the real run's specs) lives in core/training.py; this module holds the
+`training_pipeline()` (the real run's specs) lives in core/runs/training.py; this module holds the
 process model, its JSON form, validation, placeholder substitution and free-port picking.
 
 Placeholders usable in argv, env values, cwd, completion_file and the readiness url:
@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
-from .errors import BadInput
-from .paths import PROCESS_NAME_RE, ensure_private_dir, rl_dir
+from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.base.paths import PROCESS_NAME_RE, ensure_private_dir, rl_dir
 
 READINESS_KINDS = ("http", "log", "none")
 RESTART_MODES = ("no", "on_failure")
@@ -151,7 +151,7 @@ def validate_spec(spec: ProcessSpec) -> None:
         raise _bad(f"process {name!r}: env must map strings to strings")
     if not isinstance(spec.secret_env, list) or not all(isinstance(s, str) for s in spec.secret_env):
         raise _bad(f"process {name!r}: secret_env must be a list of variable names")
-    from .secrets import SECRET_NAMES
+    from hermes_rl.core.base.secrets import SECRET_NAMES
 
     leaked = sorted(k for k in spec.env if k in SECRET_NAMES)
     if leaked:
@@ -344,10 +344,15 @@ def free_ports(names: list[str] | tuple[str, ...]) -> dict[str, int]:
     return ports
 
 
-def __getattr__(name: str):
-    """docs/CORE_API.md lists training_pipeline here; it lives in core/training.py (imported on use)."""
-    if name == "training_pipeline":
-        from .training import training_pipeline
+def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> dict:
+    """A process as run.json records it: its spec's shape plus what the supervisor observed (`live`:
+    pid, create_time, start_ticks, pgid, state, started_at, ready_at, ended_at, exit_code, restarts)."""
+    from hermes_rl.core.base.secrets import redact
 
-        return training_pipeline
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    record = {"name": spec.name, "pid": None, "create_time": None, "start_ticks": None, "pgid": None,
+              "argv_redacted": [redact(a) for a in spec.argv], "state": "pending", "started_at": None,
+              "ready_at": None, "ended_at": None, "exit_code": None, "restarts": 0}
+    record.update(live)
+    record.update({"log": log, "port": port, "required": spec.required, "completes_run": spec.completes_run,
+                   "depends_on": [list(d) for d in spec.depends_on], "readiness": spec.readiness.kind})
+    return record

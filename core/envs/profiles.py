@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import BadInput, MissingKey, NotFound
-from .fsutil import read_yaml
-from .paths import hermes_home, models_dir, profiles_dir
-from .secrets import get_key
+from hermes_rl.core.base.errors import BadInput, MissingKey, NotFound
+from hermes_rl.core.base.fsutil import read_yaml
+from hermes_rl.core.base.paths import hermes_home, models_dir, profiles_dir
+from hermes_rl.core.base.secrets import get_key
 
 LOCAL_MODEL_NAME = "tiny-toy"
 LOCAL_NOTICE = "No TINKER_API_KEY: using the local profile (tiny model on CPU)"

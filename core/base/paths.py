@@ -6,12 +6,13 @@ import os
 import re
 from pathlib import Path
 
-from .errors import BadInput
+from hermes_rl.core.base.errors import BadInput
 
 RUN_ID_RE = re.compile(r"^[0-9a-f]{8}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 PROCESS_NAME_RE = re.compile(r"^[a-z0-9_-]{1,32}$")
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The folder holding the package folders (core/, tui/, environments/, dataplane/): a source checkout's root.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def hermes_home() -> Path:

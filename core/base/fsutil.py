@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import BadInput, HermesError
+from hermes_rl.core.base.errors import BadInput, HermesError
 
 
 def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:

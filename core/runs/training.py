@@ -18,9 +18,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .paths import PROJECT_ROOT, models_dir
-from .pipeline import ProcessSpec, Readiness, RestartPolicy
-from .secrets import get_key
+from hermes_rl.core.base.paths import models_dir
+from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
+from hermes_rl.core.base.secrets import get_key
 
 LOCAL_TRAINER_READY_S = 120.0
 CLOUD_TRAINER_READY_S = 600.0  # Tinker cloud may queue the model creation
@@ -67,7 +67,6 @@ def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None
 
     common_env = {
         "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(PROJECT_ROOT),
         "TOKENIZERS_PARALLELISM": "false",
         "WANDB_DIR": "{run_dir}",
         "WANDB_SILENT": "true",
@@ -86,18 +85,16 @@ def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None
         model_dir = local_model_dir(profile, config)
         specs.append(ProcessSpec(
             name="model",
-            argv=[python, "-m", "dataplane.tiny_model", "--out", model_dir],
+            argv=[python, "-m", "hermes_rl.dataplane.tiny_model", "--out", model_dir],
             env=dict(common_env),
-            cwd=str(PROJECT_ROOT),
             required=True,
             stop_timeout=5.0,
         ))
         specs.append(ProcessSpec(
             name="tinker",
-            argv=[python, "-m", "dataplane.tinker_local", "--host", "127.0.0.1", "--port", "{port:tinker}",
+            argv=[python, "-m", "hermes_rl.dataplane.tinker_local", "--host", "127.0.0.1", "--port", "{port:tinker}",
                   "--model-dir", model_dir, "--checkpoint-dir", "{run_dir}/checkpoints"],
             env=dict(common_env),
-            cwd=str(PROJECT_ROOT),
             depends_on=[("model", "completed")],
             readiness=Readiness(kind="http", url="http://127.0.0.1:{port:tinker}/healthz", timeout_s=120.0),
             stop_timeout=10.0,
@@ -114,10 +111,9 @@ def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None
     ))
     specs.append(ProcessSpec(
         name="trainer",
-        argv=[python, "-m", "dataplane.trainer", "--config", config_path],
+        argv=[python, "-m", "hermes_rl.dataplane.trainer", "--config", config_path],
         env=dict(common_env),
         secret_env=secrets,
-        cwd=str(PROJECT_ROOT),
         depends_on=trainer_deps,
         readiness=Readiness(kind="http", url="http://127.0.0.1:{port:inference}/health",
                             timeout_s=LOCAL_TRAINER_READY_S if local else CLOUD_TRAINER_READY_S),

@@ -1,0 +1,1 @@
+"""Primitives every other part builds on: errors, paths, files, secrets, states, formatting."""

@@ -1,0 +1,1 @@
+"""Front ends over the library: the agent toolset (Hermes plugin, MCP server) and the CLI."""

@@ -1,0 +1,1 @@
+"""Environments: discovery, profiles, config probing, editable fields, drafts and the selection."""

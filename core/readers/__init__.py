@@ -1,0 +1,1 @@
+"""Readers of a run's files: logs and metrics, lazily and incrementally."""

@@ -1,0 +1,21 @@
+"""`hermes-rl`: the CLI with the dashboard wired in (core's CLI never imports Textual)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def open_dashboard(run_id: str | None) -> None:
+    from hermes_rl.tui.app import run_dashboard
+
+    run_dashboard(run_id=run_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hermes_rl.core.clients.cli import main as cli_main
+
+    return cli_main(argv, open_dashboard=open_dashboard)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
