@@ -73,3 +73,20 @@ def secret_env(names: list[str] | tuple[str, ...] = SECRET_NAMES) -> dict[str, s
         if value:
             out[name] = value
     return out
+
+
+def refuse_secret_values(texts: dict[str, object], hint: str) -> None:
+    """BadInput naming the first of `texts` ({what: value}) that holds a secret's value.
+
+    Values are compared as their JSON text, so a key hidden in a list or mapping is found too."""
+    import json
+
+    from hermes_rl.core.base.errors import BadInput
+
+    values = secret_values()
+    if not values:
+        return
+    for what, value in texts.items():
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        if any(secret in text for secret in values):
+            raise BadInput(f"{what} contains the value of a secret key", hint=hint)

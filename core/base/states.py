@@ -1,0 +1,100 @@
+"""The state model every part of hermes-rl shares: run status, process state, how each is shown,
+and the names of the metrics everyone reads. Defined here once; the supervisor, the watchdog, the
+run library, the agent tools, the CLI and the dashboard all import it.
+
+A run's recorded status (run.json, written by its supervisor or watchdog) is one of STARTING,
+RUNNING, STOPPING, COMPLETED, FAILED, STOPPED. LOST is never recorded: readers derive it when a
+non-final run's supervisor is gone.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LOST = "lost"  # derived by readers: the supervisor is gone and no final state was recorded
+
+
+class ProcState(StrEnum):
+    PENDING = "pending"  # waiting to be started (or restarted)
+    STARTING = "starting"  # started, its readiness probe has not passed yet
+    READY = "ready"
+    EXITED = "exited"  # ended by itself (a one-shot step that completed, or a clean exit)
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+# What the supervisor or watchdog records as the end of a run: it never changes again.
+RECORDED_FINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STOPPED})
+# The end of a run as readers see it: recorded, or lost.
+FINAL = RECORDED_FINAL | {RunStatus.LOST}
+# A supervisor is (or should be) working on the run.
+ACTIVE = frozenset({RunStatus.STARTING, RunStatus.RUNNING, RunStatus.STOPPING})
+# A process whose group may still hold live members.
+PROC_ALIVE = frozenset({ProcState.STARTING, ProcState.READY})
+PROC_NOT_ENDED = PROC_ALIVE | {ProcState.PENDING}
+
+
+def is_final(status: object) -> bool:
+    """Whether a status (as read from a file: any string) is the end of a run, lost included."""
+    return status in FINAL
+
+
+# (icon, colour) per state, for the CLI (Rich styles) and the dashboard alike.
+RUN_STYLE: dict[RunStatus, tuple[str, str]] = {
+    RunStatus.STARTING: ("◌", "yellow"),
+    RunStatus.RUNNING: ("●", "green"),
+    RunStatus.STOPPING: ("◍", "yellow"),
+    RunStatus.STOPPED: ("■", "grey62"),
+    RunStatus.COMPLETED: ("✔", "bright_green"),
+    RunStatus.FAILED: ("✖", "red"),
+    RunStatus.LOST: ("?", "magenta"),
+}
+PROC_STYLE: dict[ProcState, tuple[str, str]] = {
+    ProcState.PENDING: ("·", "grey62"),
+    ProcState.STARTING: ("◌", "yellow"),
+    ProcState.READY: ("●", "green"),
+    ProcState.EXITED: ("✔", "grey62"),
+    ProcState.FAILED: ("✖", "red"),
+    ProcState.STOPPED: ("■", "grey62"),
+}
+UNKNOWN_STYLE = ("?", "white")
+
+
+def run_style(status: object) -> tuple[str, str]:
+    return RUN_STYLE.get(status, UNKNOWN_STYLE)  # type: ignore[call-overload]
+
+
+def proc_style(state: object) -> tuple[str, str]:
+    return PROC_STYLE.get(state, UNKNOWN_STYLE)  # type: ignore[call-overload]
+
+
+class Metric(StrEnum):
+    """Metric names in metrics.jsonl (the trainer) and env_metrics.jsonl (environments)."""
+
+    STEP = "step"
+    TIME = "time"
+    REWARD_MEAN = "reward/mean"
+    LOSS = "train/loss"
+    PERCENT_CORRECT = "train/percent_correct"
+    EVAL_PERCENT_CORRECT = "eval/percent_correct"
+    LOGPROBS_DIFF = "logprobs/diff"
+    ADVANTAGES_STD = "advantages/std"
+
+
+# The metrics a summary shows first (results, status reports, the dashboard's metrics pane).
+HEADLINE_METRICS = (
+    Metric.REWARD_MEAN,
+    Metric.LOSS,
+    Metric.PERCENT_CORRECT,
+    Metric.EVAL_PERCENT_CORRECT,
+    Metric.LOGPROBS_DIFF,
+    Metric.ADVANTAGES_STD,
+)
