@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-BODY = '''
+BODY = """
     def __init__(self, config, server_configs, slurm=False, testing=False):
         super().__init__(config, server_configs, slurm, testing)
         self.buffer = []
@@ -40,9 +40,10 @@ BODY = '''
 
     async def evaluate(self, *args, **kwargs):
         return None
-'''
+"""
 
-DIRECT = '''"""Generated environment {i}: arithmetic drills, level {i}."""
+DIRECT = (
+    '''"""Generated environment {i}: arithmetic drills, level {i}."""
 from typing import Tuple, List
 from pydantic import Field
 from atroposlib.envs.base import BaseEnv, BaseEnvConfig, APIServerConfig
@@ -61,15 +62,20 @@ class Gen{i}Env(BaseEnv):
     @classmethod
     def config_init(cls) -> Tuple[Gen{i}Config, List[APIServerConfig]]:
         return Gen{i}Config(), []
-''' + BODY
+'''
+    + BODY
+)
 
-BASE = '''"""Shared base {i}."""
+BASE = (
+    '''"""Shared base {i}."""
 from atroposlib.envs import base
 
 
 class Family{i}Base(base.BaseEnv):
     """Family {i} plumbing."""
-''' + BODY
+'''
+    + BODY
+)
 
 CHILD = '''"""Child {i} of a scanned base."""
 from family_{base} import Family{base}Base
@@ -157,7 +163,7 @@ def bench_discovery(count: int) -> None:
 def bench_probe() -> None:
     import subprocess
 
-    from hermes_rl.core.envs import config
+    from hermes_rl.core.envs import probe
     from hermes_rl.core.envs.discovery import find_environment
 
     env_names = [name for name in ("toy_addition", "gsm8k") if (ROOT / "environments" / f"{name}.py").exists()]
@@ -166,38 +172,48 @@ def bench_probe() -> None:
         return
     envs = [find_environment(name) for name in env_names]
     first = envs[0]
-    config.clear_probe_cache(disk=True)
+    probe.clear_probe_cache(disk=True)
     for env in envs:
-        config.clear_probe_cache(env, disk=True)
+        probe.clear_probe_cache(env, disk=True)
 
     start = time.perf_counter()
-    config.probe_config(first)
+    probe.probe_config(first)
     cold_ms = (time.perf_counter() - start) * 1000
-    memory_ms, _ = timed(lambda: config.probe_config(first), 50)
+    memory_ms, _ = timed(lambda: probe.probe_config(first), 50)
 
     def from_disk():
-        config.clear_probe_cache(first)
-        return config.probe_config(first)
+        probe.clear_probe_cache(first)
+        return probe.probe_config(first)
 
     disk_ms, _ = timed(from_disk, 20)
-    code = ("import time; t=time.perf_counter(); from hermes_rl.core.envs.config import get_config; "
-            f"get_config({first.name!r}); print((time.perf_counter()-t)*1000)")
-    second_client = [float(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                                          env=dict(os.environ)).stdout.strip()) for _ in range(3)]
+    code = (
+        "import time; t=time.perf_counter(); from hermes_rl.core.envs.drafts import get_config; "
+        f"get_config({first.name!r}); print((time.perf_counter()-t)*1000)"
+    )
+    second_client = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=dict(os.environ)
+            ).stdout.strip()
+        )
+        for _ in range(3)
+    ]
     client_ms = statistics.median(second_client)
 
     for env in envs:
-        config.clear_probe_cache(env, disk=True)
+        probe.clear_probe_cache(env, disk=True)
     start = time.perf_counter()
-    status = config.warm_config_cache(envs)
+    status = probe.warm_config_cache(envs)
     batch_ms = (time.perf_counter() - start) * 1000
     print(f"config probe: {first.name} ({first.file})")
     print(f"  cold subprocess probe          {cold_ms:9.0f} ms")
     print(f"  memory cache                   {memory_ms:9.3f} ms   cold/memory = {cold_ms / memory_ms:,.0f}x")
     print(f"  disk cache (same process)      {disk_ms:9.2f} ms   cold/disk = {cold_ms / disk_ms:,.0f}x")
     print(f"  second client get_config       {client_ms:9.0f} ms   (new process: import core + disk cache)")
-    print(f"  warm-up of {len(envs)} envs, one process {batch_ms:9.0f} ms   ({status}; "
-          f"vs ~{cold_ms * len(envs):.0f} ms probing each alone)")
+    print(
+        f"  warm-up of {len(envs)} envs, one process {batch_ms:9.0f} ms   ({status}; "
+        f"vs ~{cold_ms * len(envs):.0f} ms probing each alone)"
+    )
 
 
 def main() -> None:

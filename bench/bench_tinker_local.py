@@ -1,6 +1,7 @@
 """Latency of the local Tinker server's operations, through the real tinker SDK.
 
-    python bench/bench_tinker_local.py [--model-dir DIR] [--repeats 15]
+    .venv/bin/python -m bench.bench_tinker_local [--model-dir DIR] [--repeats 15]   (from the project root:
+    it starts the server with the tests' own helper, tests.fixtures_model)
 
 Prints, per operation, the median wall time through the SDK (HTTP + futures) next to the same
 work done directly on the in-process backend (the baseline: pure model time), so the protocol
@@ -20,12 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.fixtures_model import start_tinker_local
+
 ROOT = Path(__file__).resolve().parent.parent
+# Before anything imports the Hugging Face or Tinker libraries (here, or in the server it starts).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TINKER_TELEMETRY", "0")
-
-from tests.fixtures_model import start_tinker_local  # noqa: E402
 
 GROUP = 16
 PROMPTS = [(3, 4), (1, 2)]
@@ -45,8 +47,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model-dir", type=Path, help="a built model (default: build one into a temp folder)")
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--rl-steps", type=int, default=0,
-                        help="also run a minimal GRPO loop on the toy task for this many steps per learning rate")
+    parser.add_argument(
+        "--rl-steps",
+        type=int,
+        default=0,
+        help="also run a minimal GRPO loop on the toy task for this many steps per learning rate",
+    )
     parser.add_argument("--rl-lrs", default="4e-5,3e-4,1e-3", help="learning rates for --rl-steps")
     args = parser.parse_args()
 
@@ -56,12 +62,17 @@ def main() -> int:
     if args.model_dir is None:
         started = time.perf_counter()
         model_dir = ensure_model(work / "tiny-toy")
-        print(f"model build: {time.perf_counter() - started:.1f}s wall (marker: {read_marker(model_dir)['build_seconds']}s)")
+        print(
+            f"model build: {time.perf_counter() - started:.1f}s wall "
+            f"(marker: {read_marker(model_dir)['build_seconds']}s)"
+        )
     else:
         model_dir = ensure_model(args.model_dir)
     warm = read_marker(model_dir)["warm_start"]
-    print(f"warm start: {warm['steps']} steps, p(correct digit) {warm['p_correct_digit']:.2f}, "
-          f"mean toy score at T=1: {warm['toy_score_t1']:.3f}")
+    print(
+        f"warm start: {warm['steps']} steps, p(correct digit) {warm['p_correct_digit']:.2f}, "
+        f"mean toy score at T=1: {warm['toy_score_t1']:.3f}"
+    )
 
     launched = time.perf_counter()
     with start_tinker_local(model_dir, work / "checkpoints") as server:
@@ -110,9 +121,16 @@ def toy_grpo(model_dir: Path, lr: float, steps: int, prompts_per_step: int = 8) 
             for seq, reward in zip(seqs, group, strict=True):
                 full = prompt_ids + seq.tokens
                 pad = [0.0] * (len(prompt_ids) - 1)
-                datums.append(types.Datum(model_input=types.ModelInput.from_ints(full[:-1]), loss_fn_inputs={
-                    "target_tokens": full[1:], "logprobs": pad + list(seq.logprobs),
-                    "advantages": pad + [reward - mean] * len(seq.tokens)}))
+                datums.append(
+                    types.Datum(
+                        model_input=types.ModelInput.from_ints(full[:-1]),
+                        loss_fn_inputs={
+                            "target_tokens": full[1:],
+                            "logprobs": pad + list(seq.logprobs),
+                            "advantages": pad + [reward - mean] * len(seq.tokens),
+                        },
+                    )
+                )
         fwd = trainer.forward_backward(datums, "importance_sampling")
         opt = trainer.optim_step(adam)
         fwd.result(), opt.result()
@@ -121,8 +139,10 @@ def toy_grpo(model_dir: Path, lr: float, steps: int, prompts_per_step: int = 8) 
     window = max(1, min(10, steps // 3))
     first, last = sum(rewards[:window]) / window, sum(rewards[-window:]) / window
     elapsed = time.perf_counter() - started
-    print(f"toy GRPO lr={lr:g}: reward {first:.3f} (first {window} steps) -> {last:.3f} (last {window}), "
-          f"{steps} steps of {prompts_per_step}x{GROUP} in {elapsed:.0f}s ({steps / elapsed:.1f} steps/s)")
+    print(
+        f"toy GRPO lr={lr:g}: reward {first:.3f} (first {window} steps) -> {last:.3f} (last {window}), "
+        f"{steps} steps of {prompts_per_step}x{GROUP} in {elapsed:.0f}s ({steps / elapsed:.1f} steps/s)"
+    )
     service.close("success").result()
 
 
@@ -157,8 +177,12 @@ def report(model_dir: Path, work: Path, repeats: int) -> None:
         q = np.array([0.0] * (len(prompt) - 1) + list(logprobs), dtype=np.float32)
         adv = np.array([0.0] * (len(prompt) - 1) + [float(rng.normal())] * len(completion), dtype=np.float32)
         targets = np.array(full[1:], dtype=np.int64)
-        datums.append(types.Datum(model_input=types.ModelInput.from_ints(full[:-1]),
-                                  loss_fn_inputs={"target_tokens": targets, "logprobs": q, "advantages": adv}))
+        datums.append(
+            types.Datum(
+                model_input=types.ModelInput.from_ints(full[:-1]),
+                loss_fn_inputs={"target_tokens": targets, "logprobs": q, "advantages": adv},
+            )
+        )
         raw.append(Datum(full[:-1], {"target_tokens": targets, "logprobs": q, "advantages": adv}))
         assert len(targets) == n
     tokens = sum(len(d.tokens) for d in raw)
@@ -169,20 +193,31 @@ def report(model_dir: Path, work: Path, repeats: int) -> None:
         "optim_step": lambda: trainer.optim_step(adam).result(),
         "save_weights_and_get_sampling_client": lambda: trainer.save_weights_and_get_sampling_client().result(),
         f"sample 1 prompt x {GROUP} (max 8 tokens)": lambda: sampler.sample(
-            types.ModelInput.from_ints(prompts[0]), GROUP, params).result(),
-        f"sample 8 requests x {GROUP} concurrently": lambda: [f.result() for f in [
-            sampler.sample(types.ModelInput.from_ints(prompts[i % 2]), GROUP, params) for i in range(8)]],
+            types.ModelInput.from_ints(prompts[0]), GROUP, params
+        ).result(),
+        f"sample 8 requests x {GROUP} concurrently": lambda: [
+            f.result()
+            for f in [sampler.sample(types.ModelInput.from_ints(prompts[i % 2]), GROUP, params) for i in range(8)]
+        ],
     }
 
     backend = Backend(model_dir, work / "direct-checkpoints")
-    model_id = backend.create_model({"session_id": "bench", "model_seq_id": 0, "base_model": str(model_dir),
-                                     "lora_config": {"rank": 32, "seed": 0}})["model_id"]
+    model_id = backend.create_model(
+        {"session_id": "bench", "model_seq_id": 0, "base_model": str(model_dir), "lora_config": {"rank": 32, "seed": 0}}
+    )["model_id"]
     direct_sampler = backend.sampler(backend.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"])
-    spec = SampleSpec(prompt=prompts[0], num_samples=GROUP, max_tokens=8, temperature=1.0, stop_strings=("\n",),
-                      stop_token_ids=backend.lm.eos_token_ids)
+    spec = SampleSpec(
+        prompt=prompts[0],
+        num_samples=GROUP,
+        max_tokens=8,
+        temperature=1.0,
+        stop_strings=("\n",),
+        stop_token_ids=backend.lm.eos_token_ids,
+    )
     direct = {
         "forward_backward (32 seqs, IS)": lambda: backend.forward_backward(
-            ForwardBackwardRequest(model_id, 1, "importance_sampling", {}, False, raw)),
+            ForwardBackwardRequest(model_id, 1, "importance_sampling", {}, False, raw)
+        ),
         "optim_step": lambda: backend.optim_step({"model_id": model_id, "adam_params": adam.model_dump()}),
         "save_weights_and_get_sampling_client": lambda: backend.save_weights_for_sampler({"model_id": model_id}),
         f"sample 1 prompt x {GROUP} (max 8 tokens)": lambda: backend.sample([(direct_sampler, spec)]),
@@ -206,8 +241,10 @@ def report(model_dir: Path, work: Path, repeats: int) -> None:
         return trainer.save_weights_and_get_sampling_client().result()
 
     step_s = median_time(rl_step, repeats)
-    print(f"\nGRPO-shaped step (sample {len(prompts)}x{GROUP}, fwd/bwd + optim on 32 seqs, new sampler): "
-          f"{step_s * 1000:.0f}ms -> {1 / step_s:.1f} steps/s (server side only; the trainer's own work adds to it)")
+    print(
+        f"\nGRPO-shaped step (sample {len(prompts)}x{GROUP}, fwd/bwd + optim on 32 seqs, new sampler): "
+        f"{step_s * 1000:.0f}ms -> {1 / step_s:.1f} steps/s (server side only; the trainer's own work adds to it)"
+    )
     service.close("success").result()
 
 

@@ -35,13 +35,20 @@ def read_rows(path: Path) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=300.0, help="seconds of training before the run is stopped")
-    parser.add_argument("--steps", type=int, default=3000, help="total_steps of the run (it stops at --duration or here)")
+    parser.add_argument(
+        "--steps", type=int, default=3000, help="total_steps of the run (it stops at --duration or here)"
+    )
     parser.add_argument("--home", default="/tmp/hermes-rl-bench", help="$HERMES_HOME for the bench run")
     parser.add_argument("--model-dir", default=None, help="an already built tiny model to reuse")
     parser.add_argument("--plot", default=str(ROOT / "bench" / "reward_curve.png"))
     parser.add_argument("--report", metavar="RUN_DIR", help="only print figures and plot for an existing run folder")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="an editable config value for this run, e.g. --set batch_size=16")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="an editable config value for this run, e.g. --set batch_size=16",
+    )
     args = parser.parse_args()
 
     if args.report:
@@ -55,6 +62,7 @@ def main() -> int:
 
     from hermes_rl.core import runs
     from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
+    from hermes_rl.core.base.states import is_final
     from hermes_rl.core.envs.profiles import LOCAL_MODEL_NAME
 
     model = models_dir() / LOCAL_MODEL_NAME
@@ -86,7 +94,7 @@ def main() -> int:
             if rows and first_step_at is None:
                 first_step_at = rows[0]["time"]
                 print(f"first trained step {first_step_at - launched:.1f}s after launch")
-            if status in ("completed", "failed", "stopped", "lost"):
+            if is_final(status):
                 break
             if first_step_at is not None and time.time() - first_step_at > args.duration:
                 break
@@ -94,7 +102,7 @@ def main() -> int:
                 print("no trained step within 300 s")
                 break
     finally:
-        if status not in ("completed", "failed", "stopped", "lost"):
+        if not is_final(status):
             runs.stop_run(run_id, wait=30)
     return report(folder, launched, args.plot)
 
@@ -108,7 +116,10 @@ def report(folder: Path, launched: float, plot_path: str) -> int:
     print(f"\nrun {run_id}: {state.get('status')} ({state.get('reason')})")
     for proc in state.get("processes", []):
         ready = proc.get("ready_at")
-        print(f"  {proc['name']:8s} ready {ready - launched:6.1f}s after launch" if ready else f"  {proc['name']:8s} {proc.get('state')}")
+        if ready:
+            print(f"  {proc['name']:8s} ready {ready - launched:6.1f}s after launch")
+        else:
+            print(f"  {proc['name']:8s} {proc.get('state')}")
     trainer = next((p for p in state.get("processes", []) if p["name"] == "trainer"), {})
     if trainer.get("ready_at"):
         print(f"launch -> trainer ready: {trainer['ready_at'] - launched:.1f}s (goal <= 10 s)")
@@ -122,13 +133,20 @@ def report(folder: Path, launched: float, plot_path: str) -> int:
         rate = (len(steady) - 1) / span if span > 0 else float("nan")
         step_s = statistics.median(r["timing/step_s"] for r in steady)
         wait_s = statistics.median(r.get("timing/wait_batch_s") or 0.0 for r in steady)
-        print(f"steady: {rate:.2f} steps/s over {len(steady)} steps (goal >= 2, aim 5); "
-              f"median train step {step_s * 1000:.0f} ms, median wait for batch {wait_s * 1000:.0f} ms")
+        print(
+            f"steady: {rate:.2f} steps/s over {len(steady)} steps (goal >= 2, aim 5); "
+            f"median train step {step_s * 1000:.0f} ms, median wait for batch {wait_s * 1000:.0f} ms"
+        )
         parts = ["timing/forward_backward_s", "timing/optim_s", "timing/sampler_refresh_s"]
         if all(steady[0].get(p) is not None for p in parts):
             trained = [r for r in steady if r.get(parts[0]) is not None]
-            print("  median " + ", ".join(f"{p.split('/')[1][:-2]} {statistics.median(r[p] for r in trained) * 1000:.0f} ms" for p in parts)
-                  + f" ({len(steady) - len(trained)} steps had no group with a reward spread: nothing to train)")
+            medians = ", ".join(
+                f"{p.split('/')[1][:-2]} {statistics.median(r[p] for r in trained) * 1000:.0f} ms" for p in parts
+            )
+            print(
+                f"  median {medians} ({len(steady) - len(trained)} steps had no group with a reward spread: "
+                "nothing to train)"
+            )
     rewards = [r["reward/mean"] for r in rows if r.get("reward/mean") is not None]
     if len(rewards) >= 40:
         first, last = statistics.mean(rewards[:20]), statistics.mean(rewards[-20:])
@@ -150,14 +168,22 @@ def report(folder: Path, launched: float, plot_path: str) -> int:
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     ax.plot(steps, rewards, color="#9ecae1", linewidth=0.8, label="reward/mean (per step)")
     if len(rewards) >= window:
-        smooth = [statistics.mean(rewards[max(0, i - window + 1): i + 1]) for i in range(len(rewards))]
+        smooth = [statistics.mean(rewards[max(0, i - window + 1) : i + 1]) for i in range(len(rewards))]
         ax.plot(steps, smooth, color="#08519c", linewidth=2, label=f"reward/mean ({window}-step mean)")
     if correct:
         values = [v for _, v in correct]
-        smooth_correct = [statistics.mean(values[max(0, i - window + 1): i + 1]) for i in range(len(values))]
-        ax.plot([s for s, _ in correct], smooth_correct, color="#31a354", linewidth=1.5, label=f"train/percent_correct (env, {window}-row mean)")
+        smooth_correct = [statistics.mean(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
+        ax.plot(
+            [s for s, _ in correct],
+            smooth_correct,
+            color="#31a354",
+            linewidth=1.5,
+            label=f"train/percent_correct (env, {window}-row mean)",
+        )
     if evals:
-        ax.plot([s for s, _ in evals], [v for _, v in evals], "o-", color="#e6550d", label="eval/percent_correct (greedy)")
+        ax.plot(
+            [s for s, _ in evals], [v for _, v in evals], "o-", color="#e6550d", label="eval/percent_correct (greedy)"
+        )
     elapsed = rows[-1]["time"] - rows[0]["time"]
     ax.set_title(f"toy_addition, local profile (tiny model, CPU): {len(rows)} steps in {elapsed:.0f} s")
     ax.set_xlabel("trainer step")

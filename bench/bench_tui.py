@@ -40,6 +40,7 @@ def line(name: str, value: str, goal: str = "", extra: str = "") -> None:
 
 # -- helpers --------------------------------------------------------------------------------------
 
+
 def fresh_home() -> Path:
     home = Path(tempfile.mkdtemp(prefix="hermes-bench-"))
     os.environ["HERMES_HOME"] = str(home)
@@ -77,7 +78,8 @@ WRITER = textwrap.dedent("""
     out = sys.stdout
     while True:
         t0 = time.monotonic()
-        out.write("".join(f"line {n + i} \\x1b[32mok\\x1b[0m some payload text to look like a real log line\\n" for i in range(batch)))
+        line = "line {} \\x1b[32mok\\x1b[0m some payload text to look like a real log line\\n"
+        out.write("".join(line.format(n + i) for i in range(batch)))
         out.flush()
         n += batch
         if metric_every > 0 and t0 >= next_metric:
@@ -130,8 +132,9 @@ def spawn_until_frame(code: str) -> tuple[float, float]:
     """(wall seconds from spawn to the FRAME line, wall seconds from spawn to exit). The frame is read as
     it is printed: shutting down (joining workers that started after the frame) is not start-up."""
     start = time.perf_counter()
-    proc = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ.copy())
+    proc = subprocess.Popen(
+        [PY, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
     frame = None
     try:
         for text in proc.stdout:
@@ -158,13 +161,17 @@ def bench_startup() -> None:
 
 
 def _startup() -> None:
-    spawn_until_frame(CHILD_BASELINE)   # warm the disk cache for both
+    spawn_until_frame(CHILD_BASELINE)  # warm the disk cache for both
     dash = [spawn_until_frame(CHILD_DASHBOARD % str(ROOT)) for _ in range(3)]
     base = [spawn_until_frame(CHILD_BASELINE) for _ in range(3)]
     d, b = min(w for w, _ in dash), min(w for w, _ in base)
-    line("cold start → first frame (spawn, best of 3)", f"{d:.2f} s", "goal ≤ 1.0 s",
-         f"minimal Textual app {b:.2f} s (×{d / b:.2f}); median {statistics.median(w for w, _ in dash):.2f} s; "
-         f"spawn → exit {min(e for _, e in dash):.2f} s vs {min(e for _, e in base):.2f} s")
+    line(
+        "cold start → first frame (spawn, best of 3)",
+        f"{d:.2f} s",
+        "goal ≤ 1.0 s",
+        f"minimal Textual app {b:.2f} s (×{d / b:.2f}); median {statistics.median(w for w, _ in dash):.2f} s; "
+        f"spawn → exit {min(e for _, e in dash):.2f} s vs {min(e for _, e in base):.2f} s",
+    )
 
 
 # -- 2. idle CPU ----------------------------------------------------------------------------------
@@ -212,11 +219,20 @@ def bench_idle() -> None:
             except (OSError, ValueError):
                 return 0, 0.0
 
-        child = subprocess.Popen([PY, "-c", CHILD_IDLE % (str(ROOT), str(counts), run_id)], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
-        base = subprocess.Popen([PY, "-c", CHILD_BASELINE.replace("self.call_after_refresh(self.done)", "pass")],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(5)     # start-up and first loads are not idle
+        child = subprocess.Popen(
+            [PY, "-c", CHILD_IDLE % (str(ROOT), str(counts), run_id)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=os.environ.copy(),
+        )
+        base = subprocess.Popen(
+            [PY, "-c", CHILD_BASELINE.replace("self.call_after_refresh(self.done)", "pass")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(5)  # start-up and first loads are not idle
         frames_before = frames()
         cpu = cpu_of(child.pid, 10)
         frames_after = frames()
@@ -226,9 +242,13 @@ def bench_idle() -> None:
             proc.wait(10)
         redraws = frames_after[0] - frames_before[0]
         paint_ms = 1000 * (frames_after[1] - frames_before[1]) / max(1, redraws)
-        line("idle CPU, one live run (10 s)", f"{cpu:.1f} %", "goal ≤ 3 %",
-             f"idle minimal Textual app {cpu_base:.1f} %; {redraws / 10:.1f} redraws/s, {paint_ms:.0f} ms each "
-             f"(load {os.getloadavg()[0]:.1f})")
+        line(
+            "idle CPU, one live run (10 s)",
+            f"{cpu:.1f} %",
+            "goal ≤ 3 %",
+            f"idle minimal Textual app {cpu_base:.1f} %; {redraws / 10:.1f} redraws/s, {paint_ms:.0f} ms each "
+            f"(load {os.getloadavg()[0]:.1f})",
+        )
     finally:
         stop(run_id)
         shutil.rmtree(home, ignore_errors=True)
@@ -236,14 +256,15 @@ def bench_idle() -> None:
 
 # -- 3-4. flood and metric latency (in process, driven by Pilot) --------------------------------------
 
+
 async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
     import psutil
     from textual.binding import Binding
 
     from hermes_rl.core.base.paths import run_dir
     from hermes_rl.tui.app import HermesDashboard
-    from hermes_rl.tui.logs import LogsPane
-    from hermes_rl.tui.metrics import MetricsPane
+    from hermes_rl.tui.panes.logs import LogsPane
+    from hermes_rl.tui.panes.metrics import MetricsPane
 
     pings: list[float] = []
 
@@ -270,7 +291,7 @@ async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
             async with app.run_test(size=SIZE) as pilot:
                 logs = app.query_one(LogsPane)
                 await wait(pilot, lambda: app.selected_run == run_id and logs.view.line_count > 1000)
-                await pilot.press("5")           # the log view, following
+                await pilot.press("5")  # the log view, following
                 latencies, rss = [], []
                 start_lines = logs.view.source.line_count if logs.view.source else 0
                 t_start = time.monotonic()
@@ -286,13 +307,22 @@ async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
                 lines = reader.line_count if reader else 0
                 shown_rate = (logs.view.line_count - start_lines) / elapsed
                 latencies.sort()
-                line("20k lines/s log: key latency p50 / max", f"{1000 * latencies[len(latencies) // 2]:.0f} / "
-                     f"{1000 * latencies[-1]:.0f} ms", "goal ≤ 100 ms",
-                     f"p90 {1000 * latencies[int(len(latencies) * 0.9)]:.0f} ms; {lines:,} lines indexed, merged view "
-                     f"took {shown_rate:,.0f} lines/s")
-                line("20k lines/s log: process RSS max", f"{max(rss) / 2**20:.0f} MB", "goal ≤ 200 MB",
-                     f"{(max(rss) - rss0) / 2**20:+.0f} MB over the app at rest; trainer log "
-                     f"{os.path.getsize(reader.path) / 2**20:.0f} MB" if reader else "")
+                line(
+                    "20k lines/s log: key latency p50 / max",
+                    f"{1000 * latencies[len(latencies) // 2]:.0f} / {1000 * latencies[-1]:.0f} ms",
+                    "goal ≤ 100 ms",
+                    f"p90 {1000 * latencies[int(len(latencies) * 0.9)]:.0f} ms; {lines:,} lines indexed, merged view "
+                    f"took {shown_rate:,.0f} lines/s",
+                )
+                line(
+                    "20k lines/s log: process RSS max",
+                    f"{max(rss) / 2**20:.0f} MB",
+                    "goal ≤ 200 MB",
+                    f"{(max(rss) - rss0) / 2**20:+.0f} MB over the app at rest; trainer log "
+                    f"{os.path.getsize(reader.path) / 2**20:.0f} MB"
+                    if reader
+                    else "",
+                )
         finally:
             stop(run_id)
             shutil.rmtree(home, ignore_errors=True)
@@ -315,8 +345,12 @@ async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
                     await wait(pilot, lambda: pane.rows and pane.rows[-1]["step"] == step and pane.table.row_count, 5)
                     delays.append(time.perf_counter() - written)
                     await pilot.pause(0.3)
-                line("metric written → visible (10 rows)", f"{statistics.median(delays) * 1000:.0f} ms",
-                     "goal ≤ 500 ms", f"max {max(delays) * 1000:.0f} ms (watchfiles wake-up, no polling wait)")
+                line(
+                    "metric written → visible (10 rows)",
+                    f"{statistics.median(delays) * 1000:.0f} ms",
+                    "goal ≤ 500 ms",
+                    f"max {max(delays) * 1000:.0f} ms (watchfiles wake-up, no polling wait)",
+                )
         finally:
             stop(run_id)
             shutil.rmtree(home, ignore_errors=True)
@@ -332,9 +366,13 @@ def bench_metric() -> None:
 
 # -- 5. tail of a 1 GB log --------------------------------------------------------------------------
 
+
 def make_big_log(path: Path, size: int = 1 << 30) -> None:
-    block = "".join(f"2025-11-29 12:00:{i % 60:02d} INFO trainer step {i} loss=0.{i % 997:03d} reward=0.5 "
-                    f"some more text to make the line realistic\n" for i in range(20_000)).encode()
+    block = "".join(
+        f"2025-11-29 12:00:{i % 60:02d} INFO trainer step {i} loss=0.{i % 997:03d} reward=0.5 "
+        f"some more text to make the line realistic\n"
+        for i in range(20_000)
+    ).encode()
     with open(path, "wb") as handle:
         written = 0
         while written < size:
@@ -347,19 +385,45 @@ async def _tail_in_app(big: Path) -> float:
     from hermes_rl.core.base.fsutil import atomic_write_json
     from hermes_rl.core.base.paths import ensure_private_dir, run_dir
     from hermes_rl.tui.app import HermesDashboard
-    from hermes_rl.tui.logs import LogsPane
+    from hermes_rl.tui.panes.logs import LogsPane
 
     run_id = "b16b16b1"
     folder = ensure_private_dir(run_dir(run_id))
     now = time.time()
-    atomic_write_json(folder / "run.json", {
-        "run_id": run_id, "environment": "bench", "profile": "local", "status": "completed", "created_at": now,
-        "processes": [{"name": "trainer", "pid": 1, "create_time": 0, "state": "exited", "exit_code": 0,
-                       "restarts": 0, "log": str(big)}]})
+    atomic_write_json(
+        folder / "run.json",
+        {
+            "run_id": run_id,
+            "environment": "bench",
+            "profile": "local",
+            "status": "completed",
+            "created_at": now,
+            "processes": [
+                {
+                    "name": "trainer",
+                    "pid": 1,
+                    "create_time": 0,
+                    "state": "exited",
+                    "exit_code": 0,
+                    "restarts": 0,
+                    "log": str(big),
+                }
+            ],
+        },
+    )
     # A newer, small run is what the dashboard selects first; then we select the one with the 1 GB log.
     small = ensure_private_dir(run_dir("a0a0a0a0"))
-    atomic_write_json(small / "run.json", {"run_id": "a0a0a0a0", "environment": "bench", "profile": "local",
-                                           "status": "completed", "created_at": now + 1, "processes": []})
+    atomic_write_json(
+        small / "run.json",
+        {
+            "run_id": "a0a0a0a0",
+            "environment": "bench",
+            "profile": "local",
+            "status": "completed",
+            "created_at": now + 1,
+            "processes": [],
+        },
+    )
     app = HermesDashboard()
     async with app.run_test(size=SIZE) as pilot:
         deadline = time.monotonic() + 20
@@ -401,22 +465,34 @@ def bench_tail() -> None:
         base_s = time.perf_counter() - t
         assert baseline[-1] == b"THE LAST LINE\n"
         app_s = asyncio.run(_tail_in_app(big))
-        line("1 GB log: open + last 50 lines (core)", f"{core_s * 1000:.0f} ms", "goal ≤ 300 ms",
-             f"read-through baseline {base_s * 1000:.0f} ms (×{base_s / core_s:.0f} faster); "
-             f"{size / 2**30:.2f} GiB, index {reader.index_entries} entries, file made in {made:.1f} s")
+        line(
+            "1 GB log: open + last 50 lines (core)",
+            f"{core_s * 1000:.0f} ms",
+            "goal ≤ 300 ms",
+            f"read-through baseline {base_s * 1000:.0f} ms (×{base_s / core_s:.0f} faster); "
+            f"{size / 2**30:.2f} GiB, index {reader.index_entries} entries, file made in {made:.1f} s",
+        )
         line("1 GB log: select run → last line on screen", f"{app_s * 1000:.0f} ms", "goal ≤ 300 ms")
     finally:
         big.unlink(missing_ok=True)
         shutil.rmtree(home, ignore_errors=True)
 
 
-BENCHES = {"startup": bench_startup, "idle": bench_idle, "flood": bench_flood, "metric": bench_metric,
-           "tail": bench_tail}
+BENCHES = {
+    "startup": bench_startup,
+    "idle": bench_idle,
+    "flood": bench_flood,
+    "metric": bench_metric,
+    "tail": bench_tail,
+}
 
 
 def main() -> None:
     chosen = sys.argv[1:] or list(BENCHES)
-    print(f"hermes-rl dashboard bench — {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, python {sys.version.split()[0]}")
+    print(
+        f"hermes-rl dashboard bench — {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "
+        f"python {sys.version.split()[0]}"
+    )
     for name in chosen:
         BENCHES[name]()
 

@@ -36,7 +36,7 @@ def _slope_mb_per_10min(times: list[float], values: list[float]) -> float:
     var = sum((t - mean_t) ** 2 for t in times)
     if var == 0:
         return 0.0
-    slope = sum((t - mean_t) * (v - mean_v) for t, v in zip(times, values)) / var   # bytes per second
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in zip(times, values)) / var  # bytes per second
     return round(slope * 600 / 2**20, 2)
 
 
@@ -60,14 +60,18 @@ def main() -> int:
 
     from hermes_rl.core import runs
     from hermes_rl.core.base.fsutil import read_jsonl
+    from hermes_rl.core.base.states import RunStatus
 
     run = runs.start_run("toy_addition", profile="local")
     run_id = run["run_id"]
     session = f"hermes-soak-{run_id}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48",
-                    f"HERMES_HOME={home} {ROOT}/.venv/bin/python -m hermes_rl.tui dashboard --run {run_id}"], check=True)
-    pane_pid = int(subprocess.run(["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"],
-                                  capture_output=True, text=True, check=True).stdout.split()[0])
+    dashboard_command = f"HERMES_HOME={home} {ROOT}/.venv/bin/python -m hermes_rl.tui dashboard --run {run_id}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", dashboard_command], check=True)
+    pane_pid = int(
+        subprocess.run(
+            ["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"], capture_output=True, text=True, check=True
+        ).stdout.split()[0]
+    )
     dashboard = psutil.Process(pane_pid)
     dashboard.cpu_percent(None)
     print(f"soak: run {run_id}, dashboard pid {pane_pid}, {args.minutes:g} min, HERMES_HOME={home}")
@@ -79,13 +83,15 @@ def main() -> int:
         while time.monotonic() < deadline:
             time.sleep(args.sample_s)
             state = runs.get_run(run_id, sample=True)
-            if state["status"] not in ("starting", "running"):
+            if state["status"] not in (RunStatus.STARTING, RunStatus.RUNNING):
                 print(f"run ended early: {state['status']} {state.get('reason')}")
                 break
-            row = {"t": round(time.monotonic() - started, 1),
-                   "step": (state.get("last_metric") or {}).get("step"),
-                   "dashboard_rss": dashboard.memory_info().rss,
-                   "dashboard_cpu": dashboard.cpu_percent(None)}
+            row = {
+                "t": round(time.monotonic() - started, 1),
+                "step": (state.get("last_metric") or {}).get("step"),
+                "dashboard_rss": dashboard.memory_info().rss,
+                "dashboard_cpu": dashboard.cpu_percent(None),
+            }
             for proc in state["processes"]:
                 if proc.get("rss"):
                     row[f"{proc['name']}_rss"] = proc["rss"]
@@ -105,8 +111,13 @@ def main() -> int:
     missing = sorted(set(range(1, max(steps) + 1)) - set(steps)) if steps else []
     keys = sorted({k for s in samples for k in s if k.endswith("_rss")})
     window = max(1, len(samples) // 6)
-    summary = {"run_id": run_id, "minutes": round((time.monotonic() - started) / 60, 1), "steps": len(steps),
-               "missing_steps": len(missing), "processes": {}}
+    summary = {
+        "run_id": run_id,
+        "minutes": round((time.monotonic() - started) / 60, 1),
+        "steps": len(steps),
+        "missing_steps": len(missing),
+        "processes": {},
+    }
     print(f"\n{'process':<12} {'first 1/6':>12} {'last 1/6':>12} {'max':>10} {'growth':>8} {'2nd half slope':>16}")
     for key in keys:
         values = [s[key] for s in samples if key in s]
@@ -114,12 +125,19 @@ def main() -> int:
         last = statistics.median(values[-window:])
         name = key[:-4]
         times = [s["t"] for s in samples if key in s]
-        slope = _slope_mb_per_10min(times[len(times) // 2:], values[len(values) // 2:])
-        summary["processes"][name] = {"first_median": first, "last_median": last, "max": max(values),
-                                      "growth_pct": round(100 * (last - first) / first, 1),
-                                      "second_half_mb_per_10min": slope}
-        print(f"{name:<12} {_mb(first):>12} {_mb(last):>12} {_mb(max(values)):>10} {100 * (last - first) / first:>7.1f}%"
-              f" {slope:>+10.1f} MB/10min")
+        slope = _slope_mb_per_10min(times[len(times) // 2 :], values[len(values) // 2 :])
+        summary["processes"][name] = {
+            "first_median": first,
+            "last_median": last,
+            "max": max(values),
+            "growth_pct": round(100 * (last - first) / first, 1),
+            "second_half_mb_per_10min": slope,
+        }
+        growth = 100 * (last - first) / first
+        print(
+            f"{name:<12} {_mb(first):>12} {_mb(last):>12} {_mb(max(values)):>10} {growth:>7.1f}% "
+            f"{slope:>+10.1f} MB/10min"
+        )
     cpu = [s["dashboard_cpu"] for s in samples[1:]]
     if cpu:
         summary["dashboard_cpu_mean"] = round(statistics.mean(cpu), 2)

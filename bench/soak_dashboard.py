@@ -109,13 +109,20 @@ def main() -> int:
 
     writer = home / "writer.py"
     writer.write_text(WRITER)
-    specs = [ProcessSpec(name=name, argv=[sys.executable, str(writer), "{run_dir}", name, str(args.steps_per_s)],
-                         stop_timeout=3) for name in ("api", "trainer", "env")]
+    specs = [
+        ProcessSpec(
+            name=name, argv=[sys.executable, str(writer), "{run_dir}", name, str(args.steps_per_s)], stop_timeout=3
+        )
+        for name in ("api", "trainer", "env")
+    ]
     run_id = runs.launch(specs, environment="toy_addition", profile="local")["run_id"]
     samples_path = home / "samples.jsonl"
-    dashboard = subprocess.Popen([sys.executable, "-c", DASHBOARD, run_id, str(samples_path), str(ROOT),
-                                  str(args.sample_s)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
+    dashboard = subprocess.Popen(
+        [sys.executable, "-c", DASHBOARD, run_id, str(samples_path), str(ROOT), str(args.sample_s)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     print(f"run {run_id} at {args.steps_per_s:g} steps/s for {args.minutes:g} min; dashboard pid {dashboard.pid}")
     print(f"{'t':>6} {'step':>7} {'RSS':>8} {'CPU':>6} {'rows':>6} {'merged':>7} {'api idx':>8} render caches")
     seen, rows = 0, []
@@ -131,10 +138,17 @@ def main() -> int:
                 if "error" in row:
                     print(f"sample error: {row['error']}")
                     continue
-                cpu = 100 * (row["cpu_s"] - (rows[-2]["cpu_s"] if len(rows) > 1 and "cpu_s" in rows[-2] else 0)) / args.sample_s
-                print(f"{row['t']:>6.0f} {row['step'] or 0:>7} {row['rss'] / 2**20:>6.1f}MB {cpu:>5.1f}% "
-                      f"{row.get('metric_rows', 0):>6} {row.get('merged_lines', 0):>7} "
-                      f"{(row.get('log_index') or {}).get('api', 0):>8} {row['render_caches']}", flush=True)
+                cpu = (
+                    100
+                    * (row["cpu_s"] - (rows[-2]["cpu_s"] if len(rows) > 1 and "cpu_s" in rows[-2] else 0))
+                    / args.sample_s
+                )
+                print(
+                    f"{row['t']:>6.0f} {row['step'] or 0:>7} {row['rss'] / 2**20:>6.1f}MB {cpu:>5.1f}% "
+                    f"{row.get('metric_rows', 0):>6} {row.get('merged_lines', 0):>7} "
+                    f"{(row.get('log_index') or {}).get('api', 0):>8} {row['render_caches']}",
+                    flush=True,
+                )
             seen = len(lines)
     finally:
         dashboard.kill()
@@ -143,11 +157,14 @@ def main() -> int:
         shutil.rmtree(home, ignore_errors=True)
     good = [r for r in rows if "rss" in r]
     if len(good) >= 4:
-        half = good[len(good) // 2:]
+        half = good[len(good) // 2 :]
         slope = _slope_mb_per_10min([r["t"] for r in half], [r["rss"] for r in half])
-        print(f"\ndashboard RSS: first sample {good[0]['rss'] / 2**20:.1f} MB, max {max(r['rss'] for r in good) / 2**20:.1f} MB,"
-              f" last {good[-1]['rss'] / 2**20:.1f} MB; second-half slope {slope:+.2f} MB/10 min"
-              f" over {good[-1]['step']} steps")
+        print(
+            f"\ndashboard RSS: first sample {good[0]['rss'] / 2**20:.1f} MB, "
+            f"max {max(r['rss'] for r in good) / 2**20:.1f} MB,"
+            f" last {good[-1]['rss'] / 2**20:.1f} MB; second-half slope {slope:+.2f} MB/10 min"
+            f" over {good[-1]['step']} steps"
+        )
     return 0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from typing import NoReturn
 
 
@@ -18,13 +17,10 @@ def exit_now(code: int) -> NoReturn:
     processes one after another) would otherwise spend waiting for a process that has finished.
     Only for `if __name__ == "__main__":` blocks: it never returns.
     """
-    import atexit
+    from hermes_rl.dataplane.compat import run_exit_hooks
 
     try:
-        # The first two steps of Py_FinalizeEx, in its order: threading's own exit hooks and the
-        # join of non-daemon threads (concurrent.futures workers end there), then atexit.
-        threading._shutdown()
-        atexit._run_exitfuncs()
+        run_exit_hooks()
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -15,8 +15,6 @@ last says the folder is complete.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import os
 import random
@@ -25,8 +23,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+
+from hermes_rl.core.base.fsutil import file_lock
 
 # Bump when anything below changes what gets built; older folders are rebuilt.
 BUILD_VERSION = 1
@@ -85,7 +85,8 @@ def ensure_model(out_dir: Path, progress: ProgressFn | None = None) -> Path:
     if is_complete(out_dir):
         return out_dir
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with _build_lock(out_dir):
+    # One builder at a time per folder; the others wait, then find it complete.
+    with file_lock(out_dir.parent / f".{out_dir.name}"):
         if is_complete(out_dir):  # another process finished while we waited for the lock
             return out_dir
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.build-", dir=out_dir.parent))
@@ -159,10 +160,12 @@ def build_tokenizer(lines: list[str]):
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_TARGET,
@@ -200,28 +203,48 @@ def corpus_lines(rng: random.Random) -> list[str]:
 
 
 _NAMES = ["Natalia", "James", "Maria", "Tom", "Aisha", "Ken", "Sofia", "Liam", "Mei", "Omar", "Julie", "Carlos"]
-_ITEMS = ["apples", "clips", "books", "marbles", "cookies", "pencils", "stickers", "eggs", "dollars", "miles",
-          "cupcakes", "tickets", "flowers", "shirts", "minutes", "pages", "boxes", "cars"]
+_ITEMS = [
+    "apples",
+    "clips",
+    "books",
+    "marbles",
+    "cookies",
+    "pencils",
+    "stickers",
+    "eggs",
+    "dollars",
+    "miles",
+    "cupcakes",
+    "tickets",
+    "flowers",
+    "shirts",
+    "minutes",
+    "pages",
+    "boxes",
+    "cars",
+]
 _VERBS = ["sold", "bought", "found", "baked", "read", "collected", "gave away", "earned", "lost", "planted"]
 _WHEN = ["in April", "on Monday", "last week", "each day", "in the morning", "this year", "at the fair"]
-_WORDS = ("the of and to in is was for on that with as it at by from this be are have has had not but what all "
-          "were when we there can an your which their said if do will each about how up out them then she many "
-          "some so these would other into more her two like him see time could no make than first been its who "
-          "now people my made over did down only way find use may water long little very after words called "
-          "just where most know get through back much before go good new write our used me man too any day same "
-          "right look think also around another came come work three word must because does part even place well "
-          "such here take why help put different away again off went old number great tell men say small every "
-          "found still between name should home big give air line set own under read last never us left end "
-          "along while might next sound below saw something thought both few those always show large often "
-          "together asked house world going want school important until form food keep children feet land side "
-          "without boy once animal life enough took four head above kind began almost live page got earth need "
-          "far hand high year mother light country father let night picture being study second soon story since "
-          "white ever paper hard near sentence better best across during today however sure knew try told young "
-          "sun thing whole hear example heard several change answer room sea against top turned learn point city "
-          "play toward five himself usually money seen didn't car morning i'm body upon family later turn move "
-          "face door cut done group true half red fish plants living wanted black eat short united run book gave "
-          "order open ground cold really table remember tree course front american space inside ago "
-          "question problem total cost price each per more less than twice half times left remaining").split()
+_WORDS = (
+    "the of and to in is was for on that with as it at by from this be are have has had not but what all "
+    "were when we there can an your which their said if do will each about how up out them then she many "
+    "some so these would other into more her two like him see time could no make than first been its who "
+    "now people my made over did down only way find use may water long little very after words called "
+    "just where most know get through back much before go good new write our used me man too any day same "
+    "right look think also around another came come work three word must because does part even place well "
+    "such here take why help put different away again off went old number great tell men say small every "
+    "found still between name should home big give air line set own under read last never us left end "
+    "along while might next sound below saw something thought both few those always show large often "
+    "together asked house world going want school important until form food keep children feet land side "
+    "without boy once animal life enough took four head above kind began almost live page got earth need "
+    "far hand high year mother light country father let night picture being study second soon story since "
+    "white ever paper hard near sentence better best across during today however sure knew try told young "
+    "sun thing whole hear example heard several change answer room sea against top turned learn point city "
+    "play toward five himself usually money seen didn't car morning i'm body upon family later turn move "
+    "face door cut done group true half red fish plants living wanted black eat short united run book gave "
+    "order open ground cold really table remember tree course front american space inside ago "
+    "question problem total cost price each per more less than twice half times left remaining"
+).split()
 
 
 def _word_problem(rng: random.Random) -> str:
@@ -245,8 +268,14 @@ def _word_problem(rng: random.Random) -> str:
         a = b * (a % 20 + 1)
         question = f"{name} shares {a} {item} equally among {b} friends, including {other}."
         result = a // b
-    ask = rng.choice([f"How many {item} are there in total?", f"How many {item} does {name} have now?",
-                      f"How many {item} does each friend get?", "What is the answer?"])
+    ask = rng.choice(
+        [
+            f"How many {item} are there in total?",
+            f"How many {item} does {name} have now?",
+            f"How many {item} does each friend get?",
+            "What is the answer?",
+        ]
+    )
     work = f"{name} has {a} {op} {b} = <<{a}{op}{b}={result}>>{result} {item}."
     return f"Question: {question} {ask}\nAnswer: {work}\n#### {result}"
 
@@ -302,24 +331,36 @@ def warm_start(model, tokenizer, rng: random.Random, on_step: Callable[[int, flo
     }
 
 
-def toy_score(model_dir: Path, encode: Callable[[str], list[int]], samples_per_problem: int = 16,
-              temperature: float = 1.0) -> float:
+def toy_score(
+    model_dir: Path, encode: Callable[[str], list[int]], samples_per_problem: int = 16, temperature: float = 1.0
+) -> float:
     """Mean toy_task.score of sampled answers over every toy problem (the local engine, no LoRA)."""
     import torch
+    from tokenizers import Tokenizer
 
     from hermes_rl.dataplane.tinker_local.engine import SampleSpec, TinyLM
     from hermes_rl.environments.toy_task import PROMPT_TEMPLATE, STOP, score
-    from tokenizers import Tokenizer
 
     lm = TinyLM(model_dir)
     decode = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json")).decode
     problems = [(a, b) for a in range(TOY_MAX_OPERAND + 1) for b in range(TOY_MAX_OPERAND + 1)]
-    specs = [SampleSpec(prompt=encode(PROMPT_TEMPLATE.format(a=a, b=b)), num_samples=samples_per_problem,
-                        max_tokens=8, temperature=temperature, stop_strings=(STOP,),
-                        stop_token_ids=lm.eos_token_ids) for a, b in problems]
+    specs = [
+        SampleSpec(
+            prompt=encode(PROMPT_TEMPLATE.format(a=a, b=b)),
+            num_samples=samples_per_problem,
+            max_tokens=8,
+            temperature=temperature,
+            stop_strings=(STOP,),
+            stop_token_ids=lm.eos_token_ids,
+        )
+        for a, b in problems
+    ]
     results = lm.sample(specs, None, 1.0, decode=decode, generator=torch.Generator().manual_seed(SEED))
-    scores = [score(decode(seq.tokens), a + b, TOY_MAX_OPERAND)
-              for (a, b), result in zip(problems, results, strict=True) for seq in result.sequences]
+    scores = [
+        score(decode(seq.tokens), a + b, TOY_MAX_OPERAND)
+        for (a, b), result in zip(problems, results, strict=True)
+        for seq in result.sequences
+    ]
     return sum(scores) / len(scores)
 
 
@@ -341,19 +382,7 @@ def _p_correct_digit(model, tokenizer) -> float:
     return total / count
 
 
-# --------------------------------------------------------------------------- install / locking
-
-
-@contextlib.contextmanager
-def _build_lock(out_dir: Path) -> Iterator[None]:
-    """One builder at a time per folder; the others wait, then find it complete."""
-    lock_path = out_dir.parent / f".{out_dir.name}.lock"
-    with open(lock_path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+# --------------------------------------------------------------------------- install
 
 
 def _install(built: Path, out_dir: Path) -> None:
@@ -369,7 +398,9 @@ def _install(built: Path, out_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_rl.dataplane.tiny_model", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m hermes_rl.dataplane.tiny_model", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--out", required=True, type=Path, help="model folder (built if missing)")
     args = parser.parse_args(argv)
 
@@ -383,9 +414,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.time()
     try:
-        with Progress(TextColumn("[bold]tiny model[/bold] {task.description}"), BarColumn(),
-                      TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=console,
-                      transient=not console.is_terminal) as bar:
+        with Progress(
+            TextColumn("[bold]tiny model[/bold] {task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=not console.is_terminal,
+        ) as bar:
             task = bar.add_task("starting", total=1.0)
 
             logged_tenths: set[int] = set()
@@ -402,9 +438,11 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]tiny model build failed:[/red] {exc}")
         return 1
     marker = read_marker(out_dir)
-    console.print(f"tiny model ready at {out_dir} in {time.time() - started:.1f}s "
-                  f"(vocab {marker['vocab_size']}, {marker['parameters']} parameters, "
-                  f"p(correct digit) {marker['warm_start']['p_correct_digit']:.2f})")
+    console.print(
+        f"tiny model ready at {out_dir} in {time.time() - started:.1f}s "
+        f"(vocab {marker['vocab_size']}, {marker['parameters']} parameters, "
+        f"p(correct digit) {marker['warm_start']['p_correct_digit']:.2f})"
+    )
     return 0
 
 

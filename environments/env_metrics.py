@@ -2,7 +2,7 @@
 
 Environments append lines to the run's env_metrics.jsonl (config `hermes.env_metrics_path`,
 passed to the environment as the `env_metrics_path` field or the HERMES_ENV_METRICS env var),
-each tagged with the trainer step the environment last saw. Light: stdlib only.
+each tagged with the trainer step the environment last saw. Light: stdlib and core's file primitives only.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import math
 import os
 import time
 import urllib.request
+
+from hermes_rl.core.base.fsutil import append_jsonl
 
 ENV_VAR = "HERMES_ENV_METRICS"
 
@@ -30,12 +32,7 @@ def append(path: str | None, step: int, metrics: dict, **extra) -> dict | None:
             continue
         if value is not None:
             row[key] = value
-    line = (json.dumps(row) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_jsonl(path, row)
     return row
 
 

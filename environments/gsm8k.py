@@ -16,9 +16,8 @@ import random
 from pathlib import Path
 from typing import Optional
 
-from pydantic import Field
-
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup
+from pydantic import Field
 
 from hermes_rl.environments import env_metrics
 
@@ -59,8 +58,12 @@ def load_problems(seed: int = 42) -> tuple[list[dict], list[dict], str]:
         items = [{"question": r["question"], "gold_answer": gold_answer(r["answer"])} for r in rows]
         random.Random(seed).shuffle(items)
         cut = max(1, len(items) // 5)
-        log.warning("gsm8k: the hub is not reachable (%s); using the bundled offline sample %s (%d problems)",
-                    str(exc).splitlines()[0][:200], SAMPLE_PATH.name, len(items))
+        log.warning(
+            "gsm8k: the hub is not reachable (%s); using the bundled offline sample %s (%d problems)",
+            str(exc).splitlines()[0][:200],
+            SAMPLE_PATH.name,
+            len(items),
+        )
         return items[cut:], items[:cut], f"bundled sample ({len(items)} problems)"
 
 
@@ -69,7 +72,9 @@ def score_answer(completion: str, gold: str) -> float:
     from latex2sympy2_extended import NormalizationConfig
     from math_verify import LatexExtractionConfig, parse, verify
 
-    gold_parsed = parse("\\boxed{" + gold + "}", extraction_mode="first_match", extraction_config=[LatexExtractionConfig()])
+    gold_parsed = parse(
+        "\\boxed{" + gold + "}", extraction_mode="first_match", extraction_config=[LatexExtractionConfig()]
+    )
     if not gold_parsed:
         return 0.0
     answer_parsed = parse(
@@ -77,7 +82,12 @@ def score_answer(completion: str, gold: str) -> float:
         extraction_config=[
             LatexExtractionConfig(
                 normalization_config=NormalizationConfig(
-                    nits=False, malformed_operators=False, basic_latex=True, equations=True, boxed="all", units=True,
+                    nits=False,
+                    malformed_operators=False,
+                    basic_latex=True,
+                    equations=True,
+                    boxed="all",
+                    units=True,
                 ),
                 boxed_match_priority=0,
                 try_extract_without_anchor=False,
@@ -153,7 +163,9 @@ class GSM8kEnv(BaseEnv):
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
         if getattr(self.tokenizer, "chat_template", None):
             # transformers 5 returns a dict unless return_dict=False
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, return_dict=False)
+            return self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True, return_dict=False
+            )
         return f"{SYSTEM_PROMPT}\n\nQuestion: {question}\nAnswer:"
 
     def completion_budget(self, prompt: str) -> int:
@@ -169,13 +181,15 @@ class GSM8kEnv(BaseEnv):
         prompt = self.prompt_for(item["question"])
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             await managed.completion(
-                prompt=prompt, n=self.config.group_size, max_tokens=self.completion_budget(prompt),
+                prompt=prompt,
+                n=self.config.group_size,
+                max_tokens=self.completion_budget(prompt),
                 temperature=self.config.temperature,
             )
             nodes = managed.get_state()["nodes"]
         group = ScoredDataGroup(tokens=[], masks=[], scores=[], inference_logprobs=[])
         for node in nodes:
-            text = node.full_text[len(prompt):] if node.full_text.startswith(prompt) else node.full_text
+            text = node.full_text[len(prompt) :] if node.full_text.startswith(prompt) else node.full_text
             reward = score_answer(text, item["gold_answer"])  # main thread: math-verify uses signal.alarm
             group["tokens"].append(node.tokens)
             group["masks"].append(node.masked_tokens)
@@ -204,8 +218,9 @@ class GSM8kEnv(BaseEnv):
             log.warning("evaluation failed: %s", exc)
             return
         step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
-        env_metrics.append(self.metrics_path, step, {"eval/percent_correct": sum(results) / len(results)},
-                           environment=self.name)
+        env_metrics.append(
+            self.metrics_path, step, {"eval/percent_correct": sum(results) / len(results)}, environment=self.name
+        )
 
     async def env_manager(self):
         # Stay up (idle) after the last step is handed out, until the supervisor stops us.

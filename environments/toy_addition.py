@@ -11,9 +11,8 @@ import logging
 import random
 from typing import Optional
 
-from pydantic import Field
-
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup
+from pydantic import Field
 
 from hermes_rl.environments import env_metrics, toy_task
 
@@ -111,8 +110,10 @@ class ToyAdditionEnv(BaseEnv):
             nodes = managed.get_state()["nodes"]
         group = ScoredDataGroup(tokens=[], masks=[], scores=[], inference_logprobs=[])
         for node in nodes:
-            text = node.full_text[len(item["prompt"]):] if node.full_text.startswith(item["prompt"]) else self.tokenizer.decode(
-                [t for t, m in zip(node.tokens, node.masked_tokens) if m != -100]
+            text = (
+                node.full_text[len(item["prompt"]) :]
+                if node.full_text.startswith(item["prompt"])
+                else self.tokenizer.decode([t for t, m in zip(node.tokens, node.masked_tokens) if m != -100])
             )
             score = toy_task.score(text, item["answer"], self.config.max_operand)
             group["tokens"].append(node.tokens)
@@ -149,8 +150,9 @@ class ToyAdditionEnv(BaseEnv):
             log.warning("evaluation failed: %s", exc)
             return
         step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
-        env_metrics.append(self.metrics_path, step, {"eval/percent_correct": sum(results) / len(results)},
-                           environment=self.name)
+        env_metrics.append(
+            self.metrics_path, step, {"eval/percent_correct": sum(results) / len(results)}, environment=self.name
+        )
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None):
         wandb_metrics = dict(wandb_metrics or {})

@@ -17,7 +17,9 @@ stamp=".venv/.hermes-rl-installed-${extras//,/_}"
 want="$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "installing hermes-rl[$extras] into .venv (first time takes a few minutes)"
-  .venv/bin/python -m pip install --quiet --upgrade pip
+  # A failed pip upgrade can leave the venv without pip: put the bundled one back, then go on.
+  .venv/bin/python -m pip install --quiet --upgrade pip || true
+  .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip --upgrade --default-pip
   # torch first, pinned, so the CPU wheel is used rather than a multi-GB CUDA build.
   .venv/bin/python -m pip install --quiet --progress-bar on "torch==2.13.0"
   .venv/bin/python -m pip install --quiet --progress-bar on -e ".[$extras]"

@@ -33,9 +33,9 @@ async def wait_for(pilot, predicate, timeout: float = 30.0) -> bool:
 
 
 async def settle(pilot, run_id: str | None, log_lines: int = 20) -> None:
-    from hermes_rl.tui.logs import LogsPane
-    from hermes_rl.tui.metrics import MetricsPane
-    from hermes_rl.tui.runs import RunsPane
+    from hermes_rl.tui.panes.logs import LogsPane
+    from hermes_rl.tui.panes.metrics import MetricsPane
+    from hermes_rl.tui.panes.runs import RunsPane
 
     app = pilot.app
     await wait_for(pilot, lambda: app.pane(RunsPane).table.row_count > 0)
@@ -71,17 +71,37 @@ async def shoot(name: str, keys: list, run_id: str | None = "a1b2c3d4", before=N
 
 
 async def panes() -> None:
+    from hermes_rl.tui.panes.config_editor import ConfigPane
+    from hermes_rl.tui.panes.logs import LogsPane
     from tests.fixtures_tui import FIXED_NOW, SAMPLE_LOGS, fixed_clock, write_run
-    from hermes_rl.tui.config_editor import ConfigPane
-    from hermes_rl.tui.logs import LogsPane
 
-    write_run("a1b2c3d4", environment="toy_addition", status="completed", steps=20, created_at=FIXED_NOW - 7200,
-              logs=SAMPLE_LOGS)
-    write_run("0badc0de", environment="toy_addition", status="failed", steps=7, created_at=FIXED_NOW - 3 * 86400,
-              reason="trainer exited 1", logs={"api": "ok\n", "trainer": "Traceback (most recent call last):\n"
-                                                "RuntimeError: boom\n", "env": ""})
-    write_run("5ee5ee5e", environment="gsm8k", status="stopped", steps=3, profile="tinker", created_at=FIXED_NOW - 600,
-              reason="stopped by user", logs={"api": "", "trainer": "", "env": ""})
+    write_run(
+        "a1b2c3d4",
+        environment="toy_addition",
+        status="completed",
+        steps=20,
+        created_at=FIXED_NOW - 7200,
+        logs=SAMPLE_LOGS,
+    )
+    write_run(
+        "0badc0de",
+        environment="toy_addition",
+        status="failed",
+        steps=7,
+        created_at=FIXED_NOW - 3 * 86400,
+        reason="trainer exited 1",
+        logs={"api": "ok\n", "trainer": "Traceback (most recent call last):\nRuntimeError: boom\n", "env": ""},
+    )
+    write_run(
+        "5ee5ee5e",
+        environment="gsm8k",
+        status="stopped",
+        steps=3,
+        profile="tinker",
+        created_at=FIXED_NOW - 600,
+        reason="stopped by user",
+        logs={"api": "", "trainer": "", "env": ""},
+    )
 
     async def select_env(pilot):
         await pilot.press("1", "j", "enter")
@@ -102,25 +122,27 @@ async def panes() -> None:
     await shoot("metric_chart", ["6", "enter", "s"], clock=fixed_clock)
     await shoot("help", ["question_mark"], clock=fixed_clock)
     await shoot("test_inference", ["t"], run_id=None, clock=fixed_clock)
-    await shoot("stop_confirm", [], run_id=None, clock=fixed_clock,
-                before=lambda pilot: _confirm(pilot))
+    await shoot("stop_confirm", [], run_id=None, clock=fixed_clock, before=lambda pilot: _confirm(pilot))
 
 
 async def _confirm(pilot):
-    from hermes_rl.tui.dialogs import ConfirmScreen
+    from hermes_rl.tui.widgets.dialogs import ConfirmScreen
 
-    pilot.app.push_screen(ConfirmScreen("Stop run 3fa2c91b?", "toy_addition · running · its processes get SIGTERM, "
-                                        "then SIGKILL after their timeout"))
+    pilot.app.push_screen(
+        ConfirmScreen(
+            "Stop run 3fa2c91b?", "toy_addition · running · its processes get SIGTERM, then SIGKILL after their timeout"
+        )
+    )
     await pilot.pause(0.2)
 
 
 async def live(min_steps: int, timeout: float) -> None:
     """A real local run (toy_addition on the local profile) watched until it has min_steps metric rows."""
     from hermes_rl.core import runs
-    from hermes_rl.core.readers.metrics import read_metrics
     from hermes_rl.core.base.paths import runs_dir
+    from hermes_rl.core.readers.metrics import read_metrics
 
-    shutil.rmtree(runs_dir(), ignore_errors=True)   # the synthetic runs above use a fixed clock: not beside a live one
+    shutil.rmtree(runs_dir(), ignore_errors=True)  # the synthetic runs above use a fixed clock: not beside a live one
     run = runs.start_run("toy_addition", "local")
     run_id = run["run_id"]
     print(f"  live run {run_id} started; waiting for {min_steps} steps (≤ {timeout:.0f} s)")
@@ -147,7 +169,7 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="hermes-shots-"))
     os.environ["HERMES_HOME"] = str(home)
     for name in ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"):
-        os.environ.pop(name, None)   # screenshots never show a key, and the local profile is the one shown
+        os.environ.pop(name, None)  # screenshots never show a key, and the local profile is the one shown
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         if not args.live_only:

@@ -22,9 +22,7 @@ for _name in ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"):
     os.environ.pop(_name, None)
 
 # Fixture modules per area: tests/fixtures_*.py
-pytest_plugins = sorted(
-    f"tests.{path.stem}" for path in (ROOT / "tests").glob("fixtures_*.py")
-)
+pytest_plugins = sorted(f"tests.{path.stem}" for path in (ROOT / "tests").glob("fixtures_*.py"))
 
 
 @pytest.fixture(autouse=True)

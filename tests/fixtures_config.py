@@ -54,10 +54,17 @@ class {cls}(BaseEnv):
 '''
 
 
-def write_env(folder: Path, stem: str, name: str, cls: str = "GenEnv", doc: str = "Generated environment",
-              fields: dict[str, str] | None = None) -> Path:
+def write_env(
+    folder: Path,
+    stem: str,
+    name: str,
+    cls: str = "GenEnv",
+    doc: str = "Generated environment",
+    fields: dict[str, str] | None = None,
+) -> Path:
     """Write a real (atroposlib) environment file; `fields` maps name -> 'int = Field(default=1, ...)'."""
-    body = "\n".join(f"    {key}: {spec}" for key, spec in (fields or {"level": "int = Field(default=1, description='Level')"}).items())
+    fields = fields or {"level": "int = Field(default=1, description='Level')"}
+    body = "\n".join(f"    {key}: {spec}" for key, spec in fields.items())
     path = folder / f"{stem}.py"
     path.write_text(ENV_TEMPLATE.format(doc=doc, cls=cls, name=name, fields=body))
     return path
@@ -66,17 +73,20 @@ def write_env(folder: Path, stem: str, name: str, cls: str = "GenEnv", doc: str 
 @pytest.fixture(scope="session")
 def warm_probes(tmp_path_factory) -> dict:
     """Probe the fixture and project environments once per session, in ONE subprocess
-    (core.config.warm_config_cache), so each test does not pay the atroposlib import again."""
-    from hermes_rl.core.envs import config, discovery
+    (core.envs.probe.warm_config_cache), so each test does not pay the atroposlib import again."""
+    from hermes_rl.core.envs import discovery, probe
 
     saved = {key: os.environ.get(key) for key in ("HERMES_HOME", "HERMES_RL_ENV_PATH")}
     os.environ["HERMES_HOME"] = str(tmp_path_factory.mktemp("warm_home"))
     os.environ["HERMES_RL_ENV_PATH"] = str(ENV_FIXTURES)
     try:
         wanted = {"fixture_basic", "fixture_child", "fixture_many", "toy_addition", "gsm8k"}
-        envs = [env for env in discovery.discover_environments()
-                if env.name in wanted and env.error is None and env.duplicate_of is None]
-        return config.warm_config_cache(envs)
+        envs = [
+            env
+            for env in discovery.discover_environments()
+            if env.name in wanted and env.error is None and env.duplicate_of is None
+        ]
+        return probe.warm_config_cache(envs)
     finally:
         for key, value in saved.items():
             if value is None:

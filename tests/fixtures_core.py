@@ -62,7 +62,7 @@ def pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read()
-        return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+        return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
     except OSError:
         return False
 
@@ -107,15 +107,22 @@ def specs():
     class Builders:
         @staticmethod
         def http(name: str, delay: float = 0.0, timeout: float = 20.0, **kw) -> ProcessSpec:
-            return ProcessSpec(name=name, argv=[PY, proc_path("http_server.py"), "--port", f"{{port:{name}}}",
-                                                "--delay", str(delay)],
-                               readiness=Readiness("http", f"http://127.0.0.1:{{port:{name}}}/health", timeout_s=timeout),
-                               port=name, **kw)
+            return ProcessSpec(
+                name=name,
+                argv=[PY, proc_path("http_server.py"), "--port", f"{{port:{name}}}", "--delay", str(delay)],
+                readiness=Readiness("http", f"http://127.0.0.1:{{port:{name}}}/health", timeout_s=timeout),
+                port=name,
+                **kw,
+            )
 
         @staticmethod
         def log_ready(name: str, script: str = "ready.py", args=(), pattern: str = r"^ready", **kw) -> ProcessSpec:
-            return ProcessSpec(name=name, argv=[PY, proc_path(script), *args],
-                               readiness=Readiness("log", pattern=pattern, timeout_s=kw.pop("timeout", 20.0)), **kw)
+            return ProcessSpec(
+                name=name,
+                argv=[PY, proc_path(script), *args],
+                readiness=Readiness("log", pattern=pattern, timeout_s=kw.pop("timeout", 20.0)),
+                **kw,
+            )
 
         @staticmethod
         def crash(name: str, after: float = 0.0, code: int = 1, record: str | None = None, **kw) -> ProcessSpec:
@@ -126,13 +133,28 @@ def specs():
 
         @staticmethod
         def sleeper(name: str, **kw) -> ProcessSpec:
-            return ProcessSpec(name=name, argv=[PY, "-c", "import time; print('up', flush=True); time.sleep(3600)"], **kw)
+            return ProcessSpec(
+                name=name, argv=[PY, "-c", "import time; print('up', flush=True); time.sleep(3600)"], **kw
+            )
 
         @staticmethod
         def complete(name: str = "trainer", steps: int = 3, **kw) -> ProcessSpec:
-            return ProcessSpec(name=name, argv=[PY, proc_path("complete.py"), "--run-dir", "{run_dir}", "--steps", str(steps),
-                                                "--completion-file", "{run_dir}/done"],
-                               completes_run=True, completion_file="{run_dir}/done", **kw)
+            return ProcessSpec(
+                name=name,
+                argv=[
+                    PY,
+                    proc_path("complete.py"),
+                    "--run-dir",
+                    "{run_dir}",
+                    "--steps",
+                    str(steps),
+                    "--completion-file",
+                    "{run_dir}/done",
+                ],
+                completes_run=True,
+                completion_file="{run_dir}/done",
+                **kw,
+            )
 
     Builders.Readiness = Readiness
     Builders.RestartPolicy = RestartPolicy

@@ -59,9 +59,25 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
     log_file = open(log_path, "w", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "hermes_rl.dataplane.tinker_local", "--host", "127.0.0.1", "--port", "0",
-         "--model-dir", str(model_dir), "--checkpoint-dir", str(checkpoint_dir)],
-        stdout=subprocess.PIPE, stderr=log_file, text=True, cwd=ROOT, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "hermes_rl.dataplane.tinker_local",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--model-dir",
+            str(model_dir),
+            "--checkpoint-dir",
+            str(checkpoint_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log_file,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
     url: list[str] = []
     ready = threading.Event()
@@ -69,7 +85,7 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
     def read_stdout() -> None:
         for line in process.stdout:
             if line.startswith(READY_PREFIX) and not url:
-                url.append(line[len(READY_PREFIX):].strip())
+                url.append(line[len(READY_PREFIX) :].strip())
                 ready.set()
 
     threading.Thread(target=read_stdout, daemon=True).start()
@@ -77,8 +93,10 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
         deadline = time.monotonic() + timeout_s
         while not ready.wait(0.1):
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tinker-local did not become ready (exit {process.poll()}):\n"
-                                   + log_path.read_text(encoding="utf-8", errors="replace"))
+                raise RuntimeError(
+                    f"tinker-local did not become ready (exit {process.poll()}):\n"
+                    + log_path.read_text(encoding="utf-8", errors="replace")
+                )
         yield LocalTinker(url[0], process, Path(model_dir), checkpoint_dir, log_path)
     finally:
         if process.poll() is None:

@@ -82,11 +82,19 @@ def build_byte_tokenizer(folder: Path) -> Path:
     tokenizer.decoder = decoders.ByteLevel()
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "model_max_length": 4096,
-    }))
-    (folder / "special_tokens_map.json").write_text(json.dumps({"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "eos_token": "<|endoftext|>",
+                "pad_token": "<|endoftext|>",
+                "model_max_length": 4096,
+            }
+        )
+    )
+    (folder / "special_tokens_map.json").write_text(
+        json.dumps({"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"})
+    )
     return folder
 
 
@@ -104,15 +112,17 @@ def arith_env(hermes_home, byte_tokenizer) -> str:
     (env_dir / "tool_arith.py").write_text(ARITH_ENV_SOURCE)
     profiles = hermes_home / "rl" / "profiles"
     profiles.mkdir(parents=True, exist_ok=True)
-    (profiles / "toolset_test.yaml").write_text(textwrap.dedent(f"""\
+    (profiles / "toolset_test.yaml").write_text(
+        textwrap.dedent(f"""\
         extends: local
         tokenizer_name: {byte_tokenizer}
         base_model: {byte_tokenizer}
         default_environment: {ARITH_ENV_NAME}
-    """))
-    from hermes_rl.core.envs import config
+    """)
+    )
+    from hermes_rl.core.envs import drafts
 
-    config.select_environment(ARITH_ENV_NAME, "toolset_test")
+    drafts.select_environment(ARITH_ENV_NAME, "toolset_test")
     return ARITH_ENV_NAME
 
 
@@ -175,25 +185,47 @@ class OpenAIStub:
                 model = body.get("model", "")
                 n = int(body.get("n") or 1)
                 with stub.answers.lock:
-                    stub.answers.requests.append({"path": self.path, "model": model, "n": n,
-                                                  "authorization": self.headers.get("Authorization")})
+                    stub.answers.requests.append(
+                        {"path": self.path, "model": model, "n": n, "authorization": self.headers.get("Authorization")}
+                    )
                 if self.path.endswith("/chat/completions"):
                     prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
-                    choices = [{"index": i, "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": stub.answers.answer(model, prompt)}}
-                               for i in range(n)]
+                    choices = [
+                        {
+                            "index": i,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": stub.answers.answer(model, prompt)},
+                        }
+                        for i in range(n)
+                    ]
                     obj = "chat.completion"
                 elif self.path.endswith("/completions"):
                     prompt = body.get("prompt", "")
                     prompt = prompt[0] if isinstance(prompt, list) and prompt else prompt
-                    choices = [{"index": i, "text": stub.answers.answer(model, str(prompt)), "logprobs": None,
-                                "finish_reason": "stop"} for i in range(n)]
+                    choices = [
+                        {
+                            "index": i,
+                            "text": stub.answers.answer(model, str(prompt)),
+                            "logprobs": None,
+                            "finish_reason": "stop",
+                        }
+                        for i in range(n)
+                    ]
                     obj = "text_completion"
                 else:
                     self._send(404, {"error": {"message": "not found"}})
                     return
-                self._send(200, {"id": "cmpl-test", "object": obj, "created": 0, "model": model, "choices": choices,
-                                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                self._send(
+                    200,
+                    {
+                        "id": "cmpl-test",
+                        "object": obj,
+                        "created": 0,
+                        "model": model,
+                        "choices": choices,
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    },
+                )
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -229,8 +261,12 @@ def sleeper_spec(name: str = "trainer"):
 
     from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 
-    return ProcessSpec(name=name, argv=[sys.executable, "-c", SLEEPER],
-                       readiness=Readiness(kind="log", pattern="ready", timeout_s=30), stop_timeout=3.0)
+    return ProcessSpec(
+        name=name,
+        argv=[sys.executable, "-c", SLEEPER],
+        readiness=Readiness(kind="log", pattern="ready", timeout_s=30),
+        stop_timeout=3.0,
+    )
 
 
 def completing_spec(steps: int = 3, step_s: float = 0.05):
@@ -238,11 +274,25 @@ def completing_spec(steps: int = 3, step_s: float = 0.05):
 
     from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 
-    return ProcessSpec(name="trainer", argv=[sys.executable, str(PROCS / "complete.py"), "--run-dir", "{run_dir}",
-                                             "--steps", str(steps), "--step-s", str(step_s),
-                                             "--completion-file", "{run_dir}/done"],
-                       readiness=Readiness(kind="log", pattern="ready", timeout_s=30),
-                       completes_run=True, completion_file="{run_dir}/done", stop_timeout=3.0)
+    return ProcessSpec(
+        name="trainer",
+        argv=[
+            sys.executable,
+            str(PROCS / "complete.py"),
+            "--run-dir",
+            "{run_dir}",
+            "--steps",
+            str(steps),
+            "--step-s",
+            str(step_s),
+            "--completion-file",
+            "{run_dir}/done",
+        ],
+        readiness=Readiness(kind="log", pattern="ready", timeout_s=30),
+        completes_run=True,
+        completion_file="{run_dir}/done",
+        stop_timeout=3.0,
+    )
 
 
 def crashing_spec(after: float, code: int = 3):
@@ -250,15 +300,23 @@ def crashing_spec(after: float, code: int = 3):
 
     from hermes_rl.core.daemons.pipeline import ProcessSpec
 
-    return ProcessSpec(name="env", argv=[sys.executable, str(PROCS / "crash.py"), "--after", str(after),
-                                         "--code", str(code)], stop_timeout=3.0)
+    return ProcessSpec(
+        name="env",
+        argv=[sys.executable, str(PROCS / "crash.py"), "--after", str(after), "--code", str(code)],
+        stop_timeout=3.0,
+    )
 
 
 def launch_run(specs, total_steps: int = 3, wandb: dict | None = None) -> str:
     from hermes_rl.core import runs
 
-    run = runs.launch(specs, environment=ARITH_ENV_NAME, profile="local", total_steps=total_steps,
-                      wandb=wandb or {"mode": "offline", "project": "hermes-rl-tests", "run_name": "t", "url": None})
+    run = runs.launch(
+        specs,
+        environment=ARITH_ENV_NAME,
+        profile="local",
+        total_steps=total_steps,
+        wandb=wandb or {"mode": "offline", "project": "hermes-rl-tests", "run_name": "t", "url": None},
+    )
     return run["run_id"]
 
 
@@ -273,7 +331,9 @@ def wait_status(run_id: str, statuses: tuple[str, ...], timeout: float = 30.0) -
         if run.get("status") in statuses:
             return run
         if time.monotonic() > deadline:
-            raise AssertionError(f"run {run_id} is {run.get('status')}, not {statuses} after {timeout}s: {run.get('reason')}")
+            raise AssertionError(
+                f"run {run_id} is {run.get('status')}, not {statuses} after {timeout}s: {run.get('reason')}"
+            )
         time.sleep(0.1)
 
 

@@ -18,7 +18,7 @@ import pytest
 from hermes_rl.core.base.fsutil import atomic_write_json
 from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, run_dir, user_environments_dir
 
-FIXED_NOW = 1_764_430_000.0          # 2025-11-29 15:26:40 UTC: every age and clock in snapshots
+FIXED_NOW = 1_764_430_000.0  # 2025-11-29 15:26:40 UTC: every age and clock in snapshots
 SNAP_SIZE = (160, 48)
 
 TUI_ENV_SOURCE = '''
@@ -83,27 +83,64 @@ def tui_environments(tmp_path, monkeypatch) -> Path:
     return envs
 
 
-def write_run(run_id: str, *, environment: str = "counting", profile: str = "local", status: str = "completed",
-              created_at: float = FIXED_NOW - 3600, steps: int = 0, total_steps: int = 20,
-              processes: list[dict] | None = None, reason: str | None = None, logs: dict[str, str] | None = None,
-              env_steps: bool = True, supervisor: dict | None = None) -> Path:
+def write_run(
+    run_id: str,
+    *,
+    environment: str = "counting",
+    profile: str = "local",
+    status: str = "completed",
+    created_at: float = FIXED_NOW - 3600,
+    steps: int = 0,
+    total_steps: int = 20,
+    processes: list[dict] | None = None,
+    reason: str | None = None,
+    logs: dict[str, str] | None = None,
+    env_steps: bool = True,
+    supervisor: dict | None = None,
+) -> Path:
     """A run folder as the supervisor leaves it (final states need no live processes)."""
     folder = ensure_private_dir(run_dir(run_id))
     ensure_private_dir(logs_dir())
     names = ["api", "trainer", "env"]
-    processes = processes if processes is not None else [
-        {"name": name, "pid": 41000 + i, "create_time": created_at + i, "argv_redacted": [name],
-         "state": "exited" if status == "completed" else ("failed" if status == "failed" and name == "trainer" else "stopped"),
-         "ready_at": created_at + 5, "exit_code": 0 if status == "completed" else (1 if name == "trainer" else -15),
-         "restarts": 1 if name == "env" else 0, "log": str(logs_dir() / f"{name}_{run_id}.log"), "port": {"api": "api", "trainer": "inference"}.get(name)}
-        for i, name in enumerate(names)]
+    ports = {"api": "api", "trainer": "inference"}
+
+    def state(name: str) -> str:
+        if status == "completed":
+            return "exited"
+        return "failed" if status == "failed" and name == "trainer" else "stopped"
+
+    processes = (
+        processes
+        if processes is not None
+        else [
+            {
+                "name": name,
+                "pid": 41000 + i,
+                "create_time": created_at + i,
+                "argv_redacted": [name],
+                "state": state(name),
+                "ready_at": created_at + 5,
+                "exit_code": 0 if status == "completed" else (1 if name == "trainer" else -15),
+                "restarts": 1 if name == "env" else 0,
+                "log": str(logs_dir() / f"{name}_{run_id}.log"),
+                "port": ports.get(name),
+            }
+            for i, name in enumerate(names)
+        ]
+    )
     run = {
-        "run_id": run_id, "environment": environment, "profile": profile, "status": status,
-        "created_at": created_at, "started_at": created_at + 2,
+        "run_id": run_id,
+        "environment": environment,
+        "profile": profile,
+        "status": status,
+        "created_at": created_at,
+        "started_at": created_at + 2,
         "ended_at": None if status in ("running", "starting") else created_at + 600,
-        "reason": reason, "supervisor": supervisor or {"pid": 40999, "create_time": created_at},
+        "reason": reason,
+        "supervisor": supervisor or {"pid": 40999, "create_time": created_at},
         "ports": {"api": 18000, "inference": 18001, "tinker": 18002},
-        "processes": processes, "total_steps": total_steps,
+        "processes": processes,
+        "total_steps": total_steps,
         "wandb": {"mode": "offline", "project": "hermes-rl", "run_name": f"{environment}-{run_id}", "url": None},
     }
     atomic_write_json(folder / "run.json", run)
@@ -127,23 +164,29 @@ def write_run(run_id: str, *, environment: str = "counting", profile: str = "loc
 
 def metric_row(step: int, start: float = FIXED_NOW) -> dict:
     return {
-        "step": step, "time": start + 30 * step,
+        "step": step,
+        "time": start + 30 * step,
         "train/loss": round(1.2 * math.exp(-step / 12) + 0.05 * math.sin(step), 5),
         "train/learning_rate": 4e-5,
         "reward/mean": round(0.15 + 0.7 * (1 - math.exp(-step / 10)) + 0.03 * math.cos(step * 1.7), 5),
-        "logprobs/mean": round(-1.5 + 0.04 * step, 4), "logprobs/diff": round(0.02 * math.sin(step / 2), 5),
-        "advantages/mean": 0.0, "advantages/std": round(0.5 - 0.01 * step, 4), "timing/step_s": 29.5,
+        "logprobs/mean": round(-1.5 + 0.04 * step, 4),
+        "logprobs/diff": round(0.02 * math.sin(step / 2), 5),
+        "advantages/mean": 0.0,
+        "advantages/std": round(0.5 - 0.01 * step, 4),
+        "timing/step_s": 29.5,
     }
 
 
 SAMPLE_LOGS = {
     "api": "INFO:     Started server process [41000]\nINFO:     Uvicorn running on http://127.0.0.1:18000\n"
-           "INFO:     127.0.0.1 - \"POST /register HTTP/1.1\" 200 OK\n",
-    "trainer": "".join(f"step {s}: loss={metric_row(s)['train/loss']:.4f} reward={metric_row(s)['reward/mean']:.3f}\n"
-                       for s in range(1, 21))
-               + "\x1b[32mcheckpoint saved\x1b[0m tinker://local/step_20\n"
-               + "progress 10%\rprogress 55%\rprogress 100%\n"
-               + "\x1b[31mERROR\x1b[0m a red error line kept in colour\n",
+    'INFO:     127.0.0.1 - "POST /register HTTP/1.1" 200 OK\n',
+    "trainer": "".join(
+        f"step {s}: loss={metric_row(s)['train/loss']:.4f} reward={metric_row(s)['reward/mean']:.3f}\n"
+        for s in range(1, 21)
+    )
+    + "\x1b[32mcheckpoint saved\x1b[0m tinker://local/step_20\n"
+    + "progress 10%\rprogress 55%\rprogress 100%\n"
+    + "\x1b[31mERROR\x1b[0m a red error line kept in colour\n",
     "env": "".join(f"[env] group {g} scored: 0.{g % 10}\n" for g in range(1, 30)),
 }
 
@@ -152,8 +195,22 @@ SAMPLE_LOGS = {
 def synthetic_runs(hermes_home) -> list[str]:
     """Three finished runs with metrics and logs: completed, failed, stopped."""
     write_run("a1b2c3d4", status="completed", steps=20, created_at=FIXED_NOW - 7200, logs=SAMPLE_LOGS)
-    write_run("0badc0de", status="failed", steps=7, created_at=FIXED_NOW - 3 * 86400, reason="trainer exited 1",
-              logs={"api": "ok\n", "trainer": "Traceback (most recent call last):\nRuntimeError: boom\n", "env": ""})
-    write_run("5ee5ee5e", status="stopped", steps=3, profile="tinker", environment="gsm8k",
-              created_at=FIXED_NOW - 600, reason="stopped by user", logs={"api": "", "trainer": "", "env": ""})
+    write_run(
+        "0badc0de",
+        status="failed",
+        steps=7,
+        created_at=FIXED_NOW - 3 * 86400,
+        reason="trainer exited 1",
+        logs={"api": "ok\n", "trainer": "Traceback (most recent call last):\nRuntimeError: boom\n", "env": ""},
+    )
+    write_run(
+        "5ee5ee5e",
+        status="stopped",
+        steps=3,
+        profile="tinker",
+        environment="gsm8k",
+        created_at=FIXED_NOW - 600,
+        reason="stopped by user",
+        logs={"api": "", "trainer": "", "env": ""},
+    )
     return ["5ee5ee5e", "a1b2c3d4", "0badc0de"]

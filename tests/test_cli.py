@@ -11,6 +11,8 @@ import sys
 import pytest
 
 from hermes_rl.core import runs
+from hermes_rl.core.base.formatting import human_age, human_duration, human_number, human_size
+from hermes_rl.core.clients.toolset import TOOLS_BY_NAME
 from tests.fixtures_core import wait_status, wait_until
 
 CLI = [sys.executable, "-m", "hermes_rl.core.clients.cli"]
@@ -50,8 +52,12 @@ def test_malformed_set_argument_is_explained():
 
 @pytest.mark.timeout(120)
 def test_a_run_started_elsewhere_is_listed_inspected_logged_and_stopped(specs, run_processes_cleanup):
-    run = runs.launch([specs.http("api", delay=0.2), specs.sleeper("trainer", depends_on=[("api", "ready")])],
-                      environment="cli_test", profile="local", total_steps=10)
+    run = runs.launch(
+        [specs.http("api", delay=0.2), specs.sleeper("trainer", depends_on=[("api", "ready")])],
+        environment="cli_test",
+        profile="local",
+        total_steps=10,
+    )
     run_id = run["run_id"]
     wait_status(run_id, "running")
 
@@ -61,10 +67,26 @@ def test_a_run_started_elsewhere_is_listed_inspected_logged_and_stopped(specs, r
     status = json.loads(hermes("status", run_id, "--json").stdout)
     assert status["status"] == "running"
     assert {p["name"]: p["state"] for p in status["processes"]} == {"api": "ready", "trainer": "ready"}
+    # the same report as rl_check_status, less its rate-limit fields
+    rate_limit = {"rate_limited", "report_reason", "previous_state", "next_check_in_s"}
+    assert set(status) == set(TOOLS_BY_NAME["rl_check_status"].returns) - rate_limit
+    results = json.loads(hermes("results", run_id, "--json").stdout)
+    assert set(results) == set(TOOLS_BY_NAME["rl_get_results"].returns)
 
     wait_until(lambda: "up" in hermes("logs", run_id, "--process", "trainer").stdout, what="trainer log line")
     merged = hermes("logs", run_id).stdout
     assert any(line.startswith("trainer | ") for line in merged.splitlines())
+    logged = json.loads(hermes("logs", run_id, "--process", "trainer", "--json").stdout)
+    assert set(logged["log_paths"]) == {"trainer"} and logged["lines"]
+    assert all(row["process"] == "trainer" for row in logged["lines"])
+    assert any("up" in row["line"] for row in logged["lines"])
+    follow = subprocess.Popen([*CLI, "logs", run_id, "--follow", "--json"], stdout=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(follow.stdout.readline())  # one JSON object per line
+        assert set(first) == {"process", "line"} and first["process"] in ("api", "trainer")
+    finally:
+        follow.terminate()
+        follow.wait(timeout=30)
 
     stopped = hermes("stop", run_id)
     assert stopped.returncode == 0, stopped.stderr
@@ -72,3 +94,11 @@ def test_a_run_started_elsewhere_is_listed_inspected_logged_and_stopped(specs, r
     assert final["reason"] == "stopped by user"
     again = hermes("stop", run_id)
     assert again.returncode == 1 and "Traceback" not in again.stderr
+
+
+def test_formatters_read_as_people_do():
+    assert human_duration(3725) == "1 h 2 min" and human_duration(184) == "3 min 4 s" and human_duration(5.9) == "5 s"
+    assert human_duration(None) == "-" and human_duration(float("nan")) == "-"
+    assert human_size(1234) == "1.2 kB" and human_size(123_456_789) == "123.5 MB" and human_size(None) == "-"
+    assert human_age(1000.0, now=1000.0 + 2 * 3600 + 5) == "2h" and human_age(None) == "-"
+    assert human_number(0.123456) == "0.123" and human_number(0.123456, 4) == "0.1235" and human_number(7) == "7"

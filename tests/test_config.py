@@ -14,13 +14,22 @@ import psutil
 import pytest
 import yaml
 
-from hermes_rl.core.envs import config
-from hermes_rl.core.envs.config import (build_run_config, current_selection, editable_fields, get_config, reset_draft,
-                         resolve_run_values, run_config_yaml, select_environment, set_field, set_fields)
-from hermes_rl.core.envs.discovery import find_environment
 from hermes_rl.core.base.errors import BadInput, NotFound
 from hermes_rl.core.base.paths import PROJECT_ROOT
+from hermes_rl.core.envs import probe
+from hermes_rl.core.envs.discovery import find_environment
+from hermes_rl.core.envs.drafts import (
+    current_selection,
+    get_config,
+    reset_draft,
+    resolve_run_values,
+    select_environment,
+    set_field,
+    set_fields,
+)
+from hermes_rl.core.envs.fields import editable_fields
 from hermes_rl.core.envs.profiles import PROFILE_VALUES, get_profile
+from hermes_rl.core.runs.runconfig import build_run_config, run_config_yaml
 from tests.fixtures_config import bump_mtime, write_env
 
 PORTS = {"api": 18000, "inference": 18001, "tinker": 18002}
@@ -49,6 +58,7 @@ def draft_file(hermes_home, env):
 
 # --- probing config_init -----------------------------------------------------------------------
 
+
 def test_editable_fields_come_from_config_init(fixture_envs):
     view = get_config("fixture_basic")
     fields = rows(view)
@@ -72,8 +82,14 @@ def test_editable_fields_come_from_config_init(fixture_envs):
     assert fields["batch_size"]["default"] == local_defaults["batch_size"]
     assert fields["wandb_name"]["default"] == "fixture_basic-{timestamp}"
     # Infrastructure and the rest of BaseEnvConfig are not editable; the profile's fields are locked.
-    assert not {"tokenizer_name", "max_token_length", "total_steps", "rollout_server_url",
-                "data_path_to_save_groups", "max_num_workers_per_node"} & set(fields)
+    assert not {
+        "tokenizer_name",
+        "max_token_length",
+        "total_steps",
+        "rollout_server_url",
+        "data_path_to_save_groups",
+        "max_num_workers_per_node",
+    } & set(fields)
     locked = {row["name"]: row for row in view.locked}
     assert locked["lora_rank"]["value"] == 8 and locked["lora_rank"]["reason"].startswith("infrastructure")
     assert all(not row["modified"] for row in view.editable)
@@ -92,10 +108,13 @@ def test_inherited_environment_gets_the_parent_config(fixture_envs):
     assert fields["num_few_shot"].default == 2 and fields["num_few_shot"].minimum == 0
 
 
-@pytest.mark.parametrize("env_name, own", [
-    ("toy_addition", {"max_operand", "temperature", "eval_size"}),
-    ("gsm8k", {"temperature", "eval_size"}),
-])
+@pytest.mark.parametrize(
+    "env_name, own",
+    [
+        ("toy_addition", {"max_operand", "temperature", "eval_size"}),
+        ("gsm8k", {"temperature", "eval_size"}),
+    ],
+)
 def test_project_environments_probe(env_name, own):
     if not (PROJECT_ROOT / "environments" / f"{env_name}.py").exists():
         pytest.skip(f"environments/{env_name}.py not written yet")
@@ -124,8 +143,8 @@ def test_slow_config_init_times_out_and_leaves_no_process(fixture_envs, monkeypa
         get_config("fixture_slow")
     assert time.monotonic() - started < 20
     assert "slow_config.py" in caught.value.message and "within 3 s" in caught.value.message
-    leftovers = [p for p in psutil.process_iter(["cmdline"])
-                 if "hermes_rl.core.envs.probe_child" in " ".join(p.info["cmdline"] or []) and "slow_config" in " ".join(p.info["cmdline"] or [])]
+    cmdlines = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+    leftovers = [line for line in cmdlines if "hermes_rl.core.envs.probe_child" in line and "slow_config" in line]
     assert leftovers == []
     # The failure is remembered: a second call answers at once instead of waiting again.
     started = time.monotonic()
@@ -142,10 +161,11 @@ def test_broken_file_is_a_clear_error(fixture_envs):
 def test_probes_are_cached_in_memory_and_on_disk_until_the_file_changes(user_envs, hermes_home, monkeypatch):
     path = write_env(user_envs, "evolving", "evolving", fields={"level": "int = Field(default=1, description='Level')"})
     calls = []
-    real_probe = config._run_probe
-    monkeypatch.setattr(config, "_run_probe", lambda env: calls.append(env.file) or real_probe(env))
+    real_probe = probe._run_probe
+    monkeypatch.setattr(probe, "_run_probe", lambda env: calls.append(env.file) or real_probe(env))
     # Three dashboard workers ask at once: one real probe serves them all.
     from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(3) as pool:
         views = list(pool.map(lambda _: get_config("evolving"), range(3)))
     assert all(rows(view)["level"]["default"] == 1 for view in views)
@@ -153,21 +173,30 @@ def test_probes_are_cached_in_memory_and_on_disk_until_the_file_changes(user_env
     get_config("evolving")
     assert len(calls) == 1  # memory
     assert list((hermes_home / "rl" / "cache").glob("probe-*.json"))
-    config.clear_probe_cache(find_environment("evolving"))  # memory only
+    probe.clear_probe_cache(find_environment("evolving"))  # memory only
     get_config("evolving")
     assert len(calls) == 1  # disk
     # Another process (a second client) gets it from disk too: fast, no atroposlib import.
-    code = ("import time, sys; t=time.perf_counter(); from hermes_rl.core.envs.config import get_config; "
-            "v=get_config('evolving'); print(round(time.perf_counter()-t, 3), 'atroposlib' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                         env={**os.environ}, timeout=60)
+    code = (
+        "import time, sys; t=time.perf_counter(); from hermes_rl.core.envs.drafts import get_config; "
+        "v=get_config('evolving'); print(round(time.perf_counter()-t, 3), 'atroposlib' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, env={**os.environ}, timeout=60
+    )
     seconds, imported = out.stdout.split()
     assert imported == "False", out.stderr
     assert float(seconds) < 3.0
 
-    write_env(user_envs, "evolving", "evolving", fields={
-        "level": "int = Field(default=5, description='Level')",
-        "flavour": "str = Field(default='plain', description='Flavour')"})
+    write_env(
+        user_envs,
+        "evolving",
+        "evolving",
+        fields={
+            "level": "int = Field(default=5, description='Level')",
+            "flavour": "str = Field(default='plain', description='Flavour')",
+        },
+    )
     bump_mtime(path)
     fields = rows(get_config("evolving"))
     assert len(calls) == 2  # the change was noticed and probed again
@@ -176,25 +205,38 @@ def test_probes_are_cached_in_memory_and_on_disk_until_the_file_changes(user_env
 
 # --- edits and drafts -------------------------------------------------------------------------
 
+
 def share_probe_on_disk(env_name: str) -> None:
     """Write this session's probe result into this test's $HERMES_HOME cache, as a first client would
     have, so a second client process reads it instead of importing atroposlib again."""
     env = find_environment(env_name)
-    config._remember(env, config._signature(env), config.probe_config(env))
+    probe._remember(env, probe._signature(env), probe.probe_config(env))
 
 
 def test_set_field_coerces_cli_text_and_persists_for_every_client(fixture_envs, hermes_home):
     share_probe_on_disk("fixture_basic")
     result = set_field("max_operand", "12", "fixture_basic")
     assert result["value"] == 12 and result["previous"] == 9 and result["modified"]
-    set_fields({"shuffle": "false", "temperature": "0.25", "difficulty": "HARD", "seed": "none",
-                "stop_words": '["###"]', "group_size": "4"}, "fixture_basic")
+    set_fields(
+        {
+            "shuffle": "false",
+            "temperature": "0.25",
+            "difficulty": "HARD",
+            "seed": "none",
+            "stop_words": '["###"]',
+            "group_size": "4",
+        },
+        "fixture_basic",
+    )
     text = draft_file(hermes_home, "fixture_basic").read_text()
     assert "max_operand: 12" in text
-    code = ("import json; from hermes_rl.core.envs.config import get_config; "
-            "print(json.dumps({r['name']: [r['value'], r['modified']] for r in get_config('fixture_basic').editable}))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                         env={**os.environ}, timeout=60)
+    code = (
+        "import json; from hermes_rl.core.envs.drafts import get_config; "
+        "print(json.dumps({r['name']: [r['value'], r['modified']] for r in get_config('fixture_basic').editable}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, env={**os.environ}, timeout=60
+    )
     seen = json.loads(out.stdout)
     assert seen["max_operand"] == [12, True] and seen["shuffle"] == [False, True]
     assert seen["temperature"] == [0.25, True] and seen["difficulty"] == ["hard", True]
@@ -203,17 +245,20 @@ def test_set_field_coerces_cli_text_and_persists_for_every_client(fixture_envs, 
     assert seen["batch_size"] == [PROFILE_VALUES["local"]["editable_defaults"]["batch_size"], False]
 
 
-@pytest.mark.parametrize("field, value, expected", [
-    ("group_size", "1", "group_size must be >= 2"),
-    ("group_size", "eight", "group_size must be an integer"),
-    ("batch_size", "4", "batch_size (4) must be at least group_size (8)"),
-    ("max_operand", "100", "max_operand must be <= 99"),
-    ("temperature", "0", "temperature must be > 0"),
-    ("steps_per_eval", "0", "steps_per_eval must be >= 1"),
-    ("shuffle", "sometimes", "shuffle must be true or false"),
-    ("answer_format", "latex", "answer_format must be one of plain, boxed"),
-    ("prompt_prefix", "two\nlines", "prompt_prefix must be one line"),
-])
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("group_size", "1", "group_size must be >= 2"),
+        ("group_size", "eight", "group_size must be an integer"),
+        ("batch_size", "4", "batch_size (4) must be at least group_size (8)"),
+        ("max_operand", "100", "max_operand must be <= 99"),
+        ("temperature", "0", "temperature must be > 0"),
+        ("steps_per_eval", "0", "steps_per_eval must be >= 1"),
+        ("shuffle", "sometimes", "shuffle must be true or false"),
+        ("answer_format", "latex", "answer_format must be one of plain, boxed"),
+        ("prompt_prefix", "two\nlines", "prompt_prefix must be one line"),
+    ],
+)
 def test_bad_values_are_refused_with_a_clear_message(fixture_envs, hermes_home, field, value, expected):
     with pytest.raises(BadInput) as caught:
         set_field(field, value, "fixture_basic")
@@ -253,13 +298,17 @@ def test_reset_draft_restores_defaults(fixture_envs, hermes_home):
     assert rows(get_config("fixture_basic"))["max_operand"]["value"] == 9
 
 
-@pytest.mark.parametrize("content, expected", [
-    ("max_operand: [unclosed\n", "not valid YAML"),
-    ("- a\n- b\n", "must be a mapping"),
-    ("a: &a ['x','x','x']\nb: &b [*a,*a,*a]\nc: [*b,*b,*b]\n", "anchors and aliases"),
-    ("max_operand: 3\n" + "# padding\n" * 40_000, "too large"),
-    (b"\xff\xfe\x00garbage", "not UTF-8"),
-], ids=["bad-yaml", "not-a-mapping", "alias-bomb", "too-large", "binary"])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("max_operand: [unclosed\n", "not valid YAML"),
+        ("- a\n- b\n", "must be a mapping"),
+        ("a: &a ['x','x','x']\nb: &b [*a,*a,*a]\nc: [*b,*b,*b]\n", "anchors and aliases"),
+        ("max_operand: 3\n" + "# padding\n" * 40_000, "too large"),
+        (b"\xff\xfe\x00garbage", "not UTF-8"),
+    ],
+    ids=["bad-yaml", "not-a-mapping", "alias-bomb", "too-large", "binary"],
+)
 def test_a_corrupt_draft_never_crashes_a_client_and_is_kept(fixture_envs, hermes_home, content, expected):
     path = draft_file(hermes_home, "fixture_basic")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -314,10 +363,11 @@ def test_concurrent_editors_never_corrupt_or_lose_a_draft(fixture_envs, hermes_h
     get_config("fixture_many")  # probe once; forked editors inherit the cache
     ctx = multiprocessing.get_context("fork")
     queue, done = ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_editor, args=(str(fixture_envs), str(hermes_home), slot, rounds, queue))
-             for slot in range(editors)]
-    readers = [ctx.Process(target=_reader, args=(str(fixture_envs), str(hermes_home), done, queue))
-               for _ in range(2)]
+    procs = [
+        ctx.Process(target=_editor, args=(str(fixture_envs), str(hermes_home), slot, rounds, queue))
+        for slot in range(editors)
+    ]
+    readers = [ctx.Process(target=_reader, args=(str(fixture_envs), str(hermes_home), done, queue)) for _ in range(2)]
     for proc in readers + procs:
         proc.start()
     results = [queue.get(timeout=240) for _ in procs]
@@ -334,6 +384,7 @@ def test_concurrent_editors_never_corrupt_or_lose_a_draft(fixture_envs, hermes_h
 
 
 # --- selection --------------------------------------------------------------------------------
+
 
 def test_selection_is_shared_and_used_by_default(fixture_envs, hermes_home):
     assert current_selection() == {"environment": None, "profile": None}
@@ -370,6 +421,7 @@ def test_a_corrupt_selection_file_is_reported_not_fatal(fixture_envs, hermes_hom
 
 # --- the run's config.yaml --------------------------------------------------------------------
 
+
 def test_run_config_has_the_tinker_atropos_shape(fixture_envs, hermes_home):
     env, profile = find_environment("fixture_basic"), get_profile("local")
     set_field("max_operand", "7", "fixture_basic")
@@ -384,8 +436,10 @@ def test_run_config_has_the_tinker_atropos_shape(fixture_envs, hermes_home):
     assert (e["group_size"], e["batch_size"], e["max_operand"]) == (4, 16, 7)
     assert e["rollout_server_url"] == "http://127.0.0.1:18000"
     assert e["tokenizer_name"] == profile.locked["tokenizer_name"].value
-    assert (e["max_token_length"], e["total_steps"]) == (profile.locked["max_token_length"].value,
-                                                          profile.locked["total_steps"].value)
+    assert (e["max_token_length"], e["total_steps"]) == (
+        profile.locked["max_token_length"].value,
+        profile.locked["total_steps"].value,
+    )
     assert {"use_wandb", "wandb_name", "steps_per_eval", "ensure_scores_are_not_same", "max_num_workers"} <= set(e)
     assert e["env_metrics_path"] == str(run_folder / "env_metrics.jsonl")
     assert isinstance(cfg["openai"], list) and len(cfg["openai"]) == 1
@@ -395,8 +449,11 @@ def test_run_config_has_the_tinker_atropos_shape(fixture_envs, hermes_home):
     t = cfg["tinker"]
     assert t["checkpoint_dir"] == str(run_folder / "checkpoints")
     assert (t["lora_rank"], t["learning_rate"]) == (8, 5e-4) and t["wandb_run_name"] == e["wandb_name"]
-    assert cfg["backend"] == {"kind": "local", "base_url": "http://127.0.0.1:18002",
-                              "model_dir": profile.locked["base_model"].value}
+    assert cfg["backend"] == {
+        "kind": "local",
+        "base_url": "http://127.0.0.1:18002",
+        "model_dir": profile.locked["base_model"].value,
+    }
     assert cfg["hermes"]["metrics_path"] == str(run_folder / "metrics.jsonl")
     assert cfg["hermes"]["run_id"] == RUN_ID and cfg["hermes"]["profile"] == "local"
     assert yaml.safe_load(run_config_yaml(cfg)) == cfg
@@ -472,14 +529,32 @@ def test_run_config_loads_unchanged_in_atroposlib_serve(fixture_envs, hermes_hom
         expected[env.class_name] = cfg
     script = tmp_path / "serve_capture.py"
     script.write_text(SERVE_CAPTURE)
-    out = subprocess.run([sys.executable, str(script), json.dumps(jobs)], cwd=PROJECT_ROOT, capture_output=True,
-                         text=True, timeout=180, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
-    captured = [json.loads(line[len("CAPTURED "):]) for line in out.stdout.splitlines() if line.startswith("CAPTURED ")]
+    out = subprocess.run(
+        [sys.executable, str(script), json.dumps(jobs)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+    )
+    captured = [
+        json.loads(line[len("CAPTURED ") :]) for line in out.stdout.splitlines() if line.startswith("CAPTURED ")
+    ]
     assert len(captured) == len(jobs), out.stdout[-2000:] + out.stderr[-3000:]
     for got in captured:
         cfg = expected[got["class"]]
-        for key in ("group_size", "batch_size", "tokenizer_name", "rollout_server_url", "max_token_length",
-                    "total_steps", "wandb_name", "use_wandb", "steps_per_eval", "ensure_scores_are_not_same"):
+        for key in (
+            "group_size",
+            "batch_size",
+            "tokenizer_name",
+            "rollout_server_url",
+            "max_token_length",
+            "total_steps",
+            "wandb_name",
+            "use_wandb",
+            "steps_per_eval",
+            "ensure_scores_are_not_same",
+        ):
             assert got["env"][key] == cfg["env"][key], key
         assert got["server_type"] == "list" and len(got["servers"]) == 1  # the YAML list reached the env
         server = got["servers"][0]

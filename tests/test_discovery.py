@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_rl.core.envs import discovery
-from hermes_rl.core.envs.discovery import discover_environments, environment_dirs, find_environment
 from hermes_rl.core.base.errors import BadInput, NotFound
 from hermes_rl.core.base.paths import PROJECT_ROOT
+from hermes_rl.core.envs import discovery
+from hermes_rl.core.envs.discovery import discover_environments, environment_dirs, find_environment
 from tests.fixtures_config import bump_mtime
 
 SIMPLE_ENV = '''"""{doc}"""
@@ -163,7 +163,8 @@ def test_circular_inheritance_does_not_hang_or_count(user_envs):
     (user_envs / "loop_b.py").write_text("from loop_a import A\n\nclass B(A):\n    pass\n")
     (user_envs / "selfish.py").write_text("class Selfish(Selfish):\n    pass\n")
     (user_envs / "real.py").write_text(
-        "from loop_a import A\nfrom atroposlib.envs.base import BaseEnv\n\nclass Real(A, BaseEnv):\n    name = 'real'\n")
+        "from loop_a import A\nfrom atroposlib.envs.base import BaseEnv\n\nclass Real(A, BaseEnv):\n    name = 'real'\n"
+    )
 
     envs = by_name(discover_environments())
     assert "real" in envs
@@ -173,8 +174,11 @@ def test_circular_inheritance_does_not_hang_or_count(user_envs):
 def test_library_classes_with_the_same_name_are_not_confused(user_envs):
     """A base imported from a module that is not scanned is not resolved to a scanned class of that name."""
     (user_envs / "local_base.py").write_text(
-        "from atroposlib.envs.base import BaseEnv\n\nclass MathEnv(BaseEnv):\n    name = 'local_math'\n")
-    (user_envs / "other.py").write_text("from somelib.envs import MathEnv\n\nclass Other(MathEnv):\n    name = 'other'\n")
+        "from atroposlib.envs.base import BaseEnv\n\nclass MathEnv(BaseEnv):\n    name = 'local_math'\n"
+    )
+    (user_envs / "other.py").write_text(
+        "from somelib.envs import MathEnv\n\nclass Other(MathEnv):\n    name = 'other'\n"
+    )
     names = by_name(discover_environments())
     assert "local_math" in names and "other" not in names
 
@@ -183,7 +187,8 @@ def test_discovery_never_imports_environment_code(user_envs, tmp_path):
     marker = tmp_path / "imported"
     (user_envs / "side_effect.py").write_text(
         f"open({str(marker)!r}, 'w').write('ran')\n"
-        "from atroposlib.envs.base import BaseEnv\n\nclass SideEffectEnv(BaseEnv):\n    name = 'side_effect'\n")
+        "from atroposlib.envs.base import BaseEnv\n\nclass SideEffectEnv(BaseEnv):\n    name = 'side_effect'\n"
+    )
     assert "side_effect" in by_name(discover_environments())
     assert not marker.exists()
 

@@ -15,8 +15,19 @@ from hermes_rl.core import runs
 from hermes_rl.core.base.fsutil import read_jsonl
 from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
 
-DESIGN_KEYS = ("step", "time", "train/loss", "train/learning_rate", "reward/mean", "logprobs/mean",
-               "logprobs/mean_training", "logprobs/diff", "advantages/mean", "advantages/std", "timing/step_s")
+DESIGN_KEYS = (
+    "step",
+    "time",
+    "train/loss",
+    "train/learning_rate",
+    "reward/mean",
+    "logprobs/mean",
+    "logprobs/mean_training",
+    "logprobs/diff",
+    "advantages/mean",
+    "advantages/std",
+    "timing/step_s",
+)
 FINAL = ("completed", "failed", "stopped", "lost")
 
 
@@ -42,8 +53,10 @@ def no_survivors(run: dict) -> bool:
         pid = proc.get("pid")
         if pid and psutil.pid_exists(pid):
             try:
-                if abs(psutil.Process(pid).create_time() - (proc.get("create_time") or 0)) < 1 and \
-                        psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                if (
+                    abs(psutil.Process(pid).create_time() - (proc.get("create_time") or 0)) < 1
+                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                ):
                     return False
             except psutil.NoSuchProcess:
                 pass
@@ -99,7 +112,7 @@ def test_trainer_failure_fails_the_run(tmp_path):
     from hermes_rl.core.runs.training import training_pipeline
 
     profile = get_profile("tinker")  # api + trainer (+ env): no model build needed to reach the trainer
-    specs = training_pipeline("0badc0de", profile, find_environment("toy_addition"), "{run_dir}/config.yaml")
+    specs = training_pipeline("0badc0de", profile, find_environment("toy_addition"))
     config = {
         "env": {"group_size": 4, "batch_size": 8, "total_steps": 3, "rollout_server_url": "http://127.0.0.1:9"},
         "openai": [{"base_url": "http://127.0.0.1:9/v1", "model_name": "m"}],
@@ -123,5 +136,7 @@ def _log_tails(run: dict) -> str:
     for proc in run.get("processes") or []:
         path = proc.get("log")
         if path and os.path.exists(path):
-            out.append(f"--- {proc['name']} ---\n" + "\n".join(Path(path).read_text(errors="replace").splitlines()[-25:]))
+            out.append(
+                f"--- {proc['name']} ---\n" + "\n".join(Path(path).read_text(errors="replace").splitlines()[-25:])
+            )
     return "\n".join(out)

@@ -13,7 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("module, cls", [("hermes_rl.environments.toy_addition", "ToyAdditionEnv"), ("environments.gsm8k", "GSM8kEnv")])
+@pytest.mark.parametrize(
+    "module, cls", [("hermes_rl.environments.toy_addition", "ToyAdditionEnv"), ("environments.gsm8k", "GSM8kEnv")]
+)
 def test_config_init_returns_a_list_of_server_configs(module, cls):
     import importlib
 
@@ -37,8 +39,13 @@ def test_toy_defaults_use_the_local_tiny_model(hermes_home):
 
 @pytest.mark.parametrize("script", ["toy_addition.py", "gsm8k.py"])
 def test_environment_cli_accepts_config_file_and_openai_flags(script):
-    out = subprocess.run([sys.executable, str(ROOT / "environments" / script), "serve", "--help"],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "environments" / script), "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "--config" in out.stdout and "--openai.server_type" in out.stdout and "--env.group_size" in out.stdout
 
@@ -89,7 +96,9 @@ def test_env_metrics_lines_are_read_by_core_metrics(tmp_path):
     from hermes_rl.environments import env_metrics
 
     path = tmp_path / "env_metrics.jsonl"
-    env_metrics.append(str(path), 3, {"train/percent_correct": 0.5, "nan": float("nan"), "none": None}, environment="toy")
+    env_metrics.append(
+        str(path), 3, {"train/percent_correct": 0.5, "nan": float("nan"), "none": None}, environment="toy"
+    )
     env_metrics.append(str(path), 4, {"eval/percent_correct": 0.25})
     rows = read_jsonl(path)
     assert [r["step"] for r in rows] == [3, 4]

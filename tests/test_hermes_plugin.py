@@ -20,11 +20,31 @@ class Hermes019Context:
     def __init__(self):
         self.calls: list[dict] = []
 
-    def register_tool(self, name: str, toolset: str, schema: dict, handler, check_fn=None,
-                      requires_env: list | None = None, is_async: bool = False, description: str = "",
-                      emoji: str = "") -> None:
-        self.calls.append(dict(name=name, toolset=toolset, schema=schema, handler=handler, check_fn=check_fn,
-                               requires_env=requires_env, is_async=is_async, description=description, emoji=emoji))
+    def register_tool(
+        self,
+        name: str,
+        toolset: str,
+        schema: dict,
+        handler,
+        check_fn=None,
+        requires_env: list | None = None,
+        is_async: bool = False,
+        description: str = "",
+        emoji: str = "",
+    ) -> None:
+        self.calls.append(
+            dict(
+                name=name,
+                toolset=toolset,
+                schema=schema,
+                handler=handler,
+                check_fn=check_fn,
+                requires_env=requires_env,
+                is_async=is_async,
+                description=description,
+                emoji=emoji,
+            )
+        )
 
     def definitions(self) -> list[dict]:
         # what Hermes' registry hands the model: {"type": "function", "function": {**schema, "name": name}}
@@ -62,8 +82,10 @@ def test_schema_parity_hermes_mcp_and_table():
     ctx = Hermes019Context()
     hermes_plugin.register(ctx)
     assert ctx.definitions() == TOOL_SCHEMAS
-    served = [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                                "parameters": t.inputSchema}} for t in mcp_tools()]
+    served = [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.inputSchema}}
+        for t in mcp_tools()
+    ]
     assert served == TOOL_SCHEMAS
 
 

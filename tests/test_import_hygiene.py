@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ["torch", "transformers", "peft", "atroposlib", "wandb", "tinker", "datasets"]
 

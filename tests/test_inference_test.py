@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from hermes_rl.core.clients.toolset import call_tool
 from hermes_rl.core.runs import inference_test
 from hermes_rl.core.runs.inference_test import DEFAULT_OPENROUTER_MODELS, InferenceTest, resolve_target, score_rollouts
-from hermes_rl.core.clients.toolset import call_tool
 from tests.fixtures_toolset import ARITH_ENV_NAME, sleeper_spec, wait_status
 
 
@@ -33,8 +33,13 @@ def _dead_url() -> str:
 @pytest.mark.timeout(300)
 def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(arith_env, openai_stub, hermes_home):
     events: list[dict] = []
-    test = InferenceTest.prepare(num_steps=2, group_size=4, models=["always-right", "always-wrong", "half-right"],
-                                 base_url=openai_stub.base_url, timeout_s=120)
+    test = InferenceTest.prepare(
+        num_steps=2,
+        group_size=4,
+        models=["always-right", "always-wrong", "half-right"],
+        base_url=openai_stub.base_url,
+        timeout_s=120,
+    )
     summary = test.run(events.append)
 
     kinds = [e["event"] for e in events]
@@ -58,7 +63,12 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
 
     # the counts are what the rollouts on disk say
     assert score_rollouts(Path(half["rollouts_path"])) == {
-        "steps": 2, "completions": 8, "correct": 4, "accuracy": 0.5, "mean_score": 0.5}
+        "steps": 2,
+        "completions": 8,
+        "correct": 4,
+        "accuracy": 0.5,
+        "mean_score": 0.5,
+    }
     folder = Path(summary["folder"])
     assert folder.parent == hermes_home / "logs" / "rl_training" / "inference_tests"
     assert json.loads((folder / "summary.json").read_text()) == summary
@@ -68,8 +78,9 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
     # A second test gets its own folder and never reads or overwrites the first one's files; this one
     # cannot reach its model, which is reported in the result, not raised.
     before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
-    again = InferenceTest.prepare(num_steps=1, group_size=2, models=["ghost"], base_url=_dead_url(),
-                                  timeout_s=120).run()
+    again = InferenceTest.prepare(
+        num_steps=1, group_size=2, models=["ghost"], base_url=_dead_url(), timeout_s=120
+    ).run()
     assert again["folder"] != summary["folder"] and again["test_id"] != summary["test_id"]
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == before
     ghost = again["models"][0]
@@ -125,8 +136,13 @@ def test_without_key_or_base_url_it_uses_a_running_local_run(arith_env, openai_s
     assert "no model to test against" in out["error"]
 
     # a running local run's trainer serves the local model (here: the stub behind the run's config)
-    run = runs.launch([sleeper_spec()], environment=ARITH_ENV_NAME, profile="local", total_steps=1,
-                      config={"openai": [{"base_url": openai_stub.base_url, "model_name": "half-right"}]})
+    run = runs.launch(
+        [sleeper_spec()],
+        environment=ARITH_ENV_NAME,
+        profile="local",
+        total_steps=1,
+        config={"openai": [{"base_url": openai_stub.base_url, "model_name": "half-right"}]},
+    )
     run_cleanup.append(run["run_id"])
     wait_status(run["run_id"], ("running",))
     out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 4})
@@ -151,18 +167,36 @@ def test_cancel_stops_the_child_and_says_so(arith_env):
     assert "cancelled" in summary["models"][0]["errors"]
 
 
-@pytest.mark.parametrize("args, message", [
-    ({"num_steps": 0}, "num_steps"),
-    ({"num_steps": 101}, "num_steps"),
-    ({"group_size": 1000}, "group_size"),
-    ({"models": [""]}, "invalid model name"),
-    ({"models": [f"m{i}" for i in range(11)]}, "at most 10 models"),
-    ({"base_url": "ftp://example.org"}, "base_url"),
-    ({"base_url": "http://"}, "base_url"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"num_steps": 0}, "num_steps"),
+        ({"num_steps": 101}, "num_steps"),
+        ({"group_size": 1000}, "group_size"),
+        ({"models": [""]}, "invalid model name"),
+        ({"models": [f"m{i}" for i in range(11)]}, "at most 10 models"),
+        ({"base_url": "ftp://example.org"}, "base_url"),
+        ({"base_url": "http://"}, "base_url"),
+    ],
+)
 def test_bad_arguments_are_refused_before_anything_runs(args, message, hermes_home):
     out = call_tool("rl_test_inference", args)
     assert message in out["error"]
+    assert not (hermes_home / "logs" / "rl_training" / "inference_tests").exists()
+
+
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        ({"models": ["or/sk-or-v1-leaked-0123456789"]}, "models"),
+        ({"base_url": "http://127.0.0.1:9/sk-or-v1-leaked-0123456789"}, "base_url"),
+    ],
+)
+def test_a_secret_value_in_models_or_base_url_is_refused(args, what, hermes_home, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-v1-leaked-0123456789")
+    out = call_tool("rl_test_inference", args)
+    assert out["error"].startswith(f"{what} contains the value of a secret key")
+    assert "sk-or-v1-leaked" not in json.dumps(out)
     assert not (hermes_home / "logs" / "rl_training" / "inference_tests").exists()
 
 
@@ -200,8 +234,13 @@ def test_the_environment_process_dies_with_its_parent(arith_env, hermes_home):
     hanging.listen(8)
     url = f"http://127.0.0.1:{hanging.getsockname()[1]}/v1"
     root = Path(__file__).resolve().parent.parent
-    parent = subprocess.Popen([sys.executable, "-c", PARENT_SCRIPT, url], stdout=subprocess.PIPE, text=True,
-                              cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT_SCRIPT, url],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     try:
         folder = parent.stdout.readline().strip()
         assert folder, "the parent never started the model"

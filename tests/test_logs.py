@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hermes_rl.core.readers.logs import LogReader, clean_line, strip_ansi
 
@@ -67,7 +68,7 @@ def test_truncated_and_rewritten_longer_is_detected(tmp_path):
     path = tmp_path / "t2.log"
     write(path, b"aaaa\n")
     reader = LogReader(path)
-    write(path, b"bbbbbbbbbbbb\ncccc\n", mode="r+b")   # same inode, longer, different content
+    write(path, b"bbbbbbbbbbbb\ncccc\n", mode="r+b")  # same inode, longer, different content
     reader.refresh()
     assert reader.lines(0, 10) == ["bbbbbbbbbbbb", "cccc"]
 
@@ -150,14 +151,19 @@ def test_tail_window_inside_one_huge_last_line_shows_its_capped_end(tmp_path):
 
 def test_load_earlier_gets_past_a_line_longer_than_max_bytes(tmp_path):
     path = tmp_path / "wide.log"
-    write(path, b"".join(b"early %d\n" % i for i in range(40)) + b"w" * 300_000 + b"\n"
-          + b"".join(b"late %d\n" % i for i in range(40)))
+    write(
+        path,
+        b"".join(b"early %d\n" % i for i in range(40))
+        + b"w" * 300_000
+        + b"\n"
+        + b"".join(b"late %d\n" % i for i in range(40)),
+    )
     reader = LogReader(path, tail_bytes=200, stride=4)
     calls = 0
     while reader.has_earlier and calls < 20:
         assert reader.load_earlier(max_bytes=1000) >= 0
         calls += 1
-    assert not reader.has_earlier and calls < 20   # every call made progress despite the 300 kB line
+    assert not reader.has_earlier and calls < 20  # every call made progress despite the 300 kB line
     assert reader.line_count == 81
     assert reader.line(0) == "early 0" and reader.line(80) == "late 39"
     assert reader.line(40).startswith("www") and "more characters" in reader.line(40)

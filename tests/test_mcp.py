@@ -78,7 +78,9 @@ STRAY_PRINT_SERVER = textwrap.dedent("""
 def test_stdio_server_answers_a_client_and_stdout_is_only_protocol(how, hermes_home):
     env = {**os.environ, "HERMES_HOME": str(hermes_home), "PYTHONPATH": str(ROOT)}
     if how == "hermes-rl mcp":
-        params = StdioServerParameters(command=sys.executable, args=["-m", "hermes_rl.core.clients.cli", "mcp"], env=env, cwd=str(ROOT))
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "hermes_rl.core.clients.cli", "mcp"], env=env, cwd=str(ROOT)
+        )
     else:
         params = StdioServerParameters(command=sys.executable, args=["-c", STRAY_PRINT_SERVER], env=env, cwd=str(ROOT))
 
@@ -103,19 +105,37 @@ def test_stdio_server_answers_a_client_and_stdout_is_only_protocol(how, hermes_h
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("argv", [["-m", "hermes_rl.core.clients.cli", "mcp"], ["-c", STRAY_PRINT_SERVER]], ids=["hermes-rl mcp", "stray prints"])
+@pytest.mark.parametrize(
+    "argv",
+    [["-m", "hermes_rl.core.clients.cli", "mcp"], ["-c", STRAY_PRINT_SERVER]],
+    ids=["hermes-rl mcp", "stray prints"],
+)
 def test_raw_stdout_lines_are_all_json_rpc(argv, hermes_home):
     """Read the server's stdout byte for byte: every line must be a JSON-RPC message."""
     env = {**os.environ, "HERMES_HOME": str(hermes_home), "PYTHONPATH": str(ROOT)}
     requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "rl_list_runs", "arguments": {}}},
     ]
-    proc = subprocess.Popen([sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )
     answers = {}
     try:
         for request in requests:

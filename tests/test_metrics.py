@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from hermes_rl.core.readers.metrics import JsonlTail, RunMetrics, last_metrics, metric_keys, metric_series, read_metrics
 from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.readers.metrics import JsonlTail, RunMetrics, last_metrics, metric_keys, metric_series, read_metrics
 
 
 def append(path, text: str):
@@ -19,7 +19,7 @@ def test_tail_reads_only_new_complete_lines(tmp_path):
     assert tail.poll() == []
     append(path, '{"step": 1, "x": 1}\n{"step": 2, "x"')
     assert [r["step"] for r in tail.poll()] == [1]
-    append(path, ': 2}\n')
+    append(path, ": 2}\n")
     assert tail.poll() == [{"step": 2, "x": 2}]
     assert tail.poll() == []
 
@@ -50,8 +50,11 @@ def make_run(run_id="0123abcd"):
 def test_read_metrics_merges_env_rows_by_step():
     folder = make_run()
     for step in range(1, 4):
-        append(folder / "metrics.jsonl", json.dumps({"step": step, "time": 100.0 + step, "train/loss": 1.0 / step,
-                                                     "reward/mean": step * 0.1}) + "\n")
+        append(
+            folder / "metrics.jsonl",
+            json.dumps({"step": step, "time": 100.0 + step, "train/loss": 1.0 / step, "reward/mean": step * 0.1})
+            + "\n",
+        )
     append(folder / "env_metrics.jsonl", json.dumps({"step": 2, "train/percent_correct": 0.5}) + "\n")
     append(folder / "env_metrics.jsonl", json.dumps({"step": 3, "eval/percent_correct": 0.25, "time": 1.0}) + "\n")
     append(folder / "env_metrics.jsonl", '{"no_step": 1}\n{"step": 5, "custom/thing": 7}\n{"step": 6, "x"')
@@ -59,7 +62,7 @@ def test_read_metrics_merges_env_rows_by_step():
     assert [r["step"] for r in rows] == [1, 2, 3, 5]
     assert rows[1]["train/percent_correct"] == 0.5 and rows[1]["train/loss"] == 0.5
     assert rows[2]["eval/percent_correct"] == 0.25
-    assert rows[2]["time"] == 103.0      # the trainer's time wins over an environment's
+    assert rows[2]["time"] == 103.0  # the trainer's time wins over an environment's
     assert metric_series(rows, "train/loss") == [(1, 1.0), (2, 0.5), (3, 1 / 3)]
     assert metric_keys(rows)[:4] == ["reward/mean", "train/loss", "train/percent_correct", "eval/percent_correct"]
     assert "custom/thing" in metric_keys(rows)
@@ -76,7 +79,7 @@ def test_run_metrics_incremental_poll_reports_change():
     assert metrics.poll() is False
     append(folder / "metrics.jsonl", '{"step": 2, "reward/mean": null}\n{"step": 3, "reward/mean": true}\n')
     metrics.poll()
-    assert metrics.series("reward/mean") == [(1, 0.2)]   # null and booleans are not numbers
+    assert metrics.series("reward/mean") == [(1, 0.2)]  # null and booleans are not numbers
 
 
 def test_read_metrics_of_run_without_files_is_empty():

@@ -29,8 +29,23 @@ def test_every_package_folder_is_listed_under_hermes_rl():
 
 
 def test_wheel_has_no_top_level_name_but_hermes_rl(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                          "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     wheel = next(tmp_path.glob("hermes_rl-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
@@ -43,13 +58,27 @@ def test_wheel_has_no_top_level_name_but_hermes_rl(tmp_path):
 
 def test_installed_package_needs_no_project_folder_on_the_path(tmp_path):
     """From an unrelated folder, with nothing of ours on sys.path, every program starts from the install."""
-    code = ("import sys, hermes_rl.core.daemons.supervisor, hermes_rl.dataplane.trainer, hermes_rl.tui.launcher; "
-            "print(any(p.rstrip('/') == %r for p in sys.path))" % str(ROOT))
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    code = (
+        "import sys, hermes_rl.core.daemons.supervisor, hermes_rl.dataplane.trainer, hermes_rl.tui.launcher; "
+        "print(any(p.rstrip('/') == %r for p in sys.path))" % str(ROOT)
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
     for name in FOLDERS:  # our folder names are free for the user's own packages
-        probe = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=tmp_path, capture_output=True,
-                               text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        probe = subprocess.run(
+            [sys.executable, "-c", f"import {name}"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        )
         assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import stat
 
@@ -12,7 +14,22 @@ from hermes_rl.core.base import fsutil, paths, secrets
 from hermes_rl.core.base.errors import BadInput
 
 
-@pytest.mark.parametrize("bad", ["../../etc", "/etc/passwd", "ABCDEF12", "abc", "a" * 10_000, "3fa2c91g", "3fa2c91b/..", "ünïcødé", None, 12345678, ""])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "../../etc",
+        "/etc/passwd",
+        "ABCDEF12",
+        "abc",
+        "a" * 10_000,
+        "3fa2c91g",
+        "3fa2c91b/..",
+        "ünïcødé",
+        None,
+        12345678,
+        "",
+    ],
+)
 def test_run_ids_that_escape_or_are_malformed_are_rejected(bad):
     with pytest.raises(BadInput) as info:
         paths.run_dir(bad)
@@ -37,7 +54,7 @@ def test_jsonl_reader_skips_partial_garbage_and_non_finite(tmp_path):
     path.write_bytes(
         b'{"step": 1, "reward/mean": 0.5}\n'
         b"garbage \xff\xfe\n"
-        b'[1, 2]\n'
+        b"[1, 2]\n"
         b'{"step": 2, "reward/mean": NaN, "train/loss": Infinity}\n'
         b'{"step": 3, "rew'
     )
@@ -51,7 +68,9 @@ def test_jsonl_reader_skips_partial_garbage_and_non_finite(tmp_path):
 
 
 def test_env_file_is_read_and_environment_wins(hermes_home, monkeypatch):
-    (hermes_home / ".env").write_text("# keys\nTINKER_API_KEY=tml-from-file\nexport WANDB_API_KEY='wb-from-file'\nnot a line\n")
+    (hermes_home / ".env").write_text(
+        "# keys\nTINKER_API_KEY=tml-from-file\nexport WANDB_API_KEY='wb-from-file'\nnot a line\n"
+    )
     assert secrets.get_key("TINKER_API_KEY") == "tml-from-file"
     assert secrets.get_key("WANDB_API_KEY") == "wb-from-file"
     monkeypatch.setenv("TINKER_API_KEY", "tml-from-env")
@@ -59,3 +78,18 @@ def test_env_file_is_read_and_environment_wins(hermes_home, monkeypatch):
     assert secrets.keys_present() == {"TINKER_API_KEY": True, "WANDB_API_KEY": True, "OPENROUTER_API_KEY": False}
     assert "tml-from-env" not in secrets.redact("key tml-from-env and wb-from-file")
     assert "wb-from-file" not in secrets.redact("key tml-from-env and wb-from-file")
+
+
+def test_env_file_follows_dotenv_syntax_and_skips_bad_lines_quietly(hermes_home, caplog):
+    (hermes_home / ".env").write_text(
+        'TINKER_API_KEY="quoted value"  # a comment\nnot a line\nWANDB_API_KEY=${HOME}\nOPENROUTER_API_KEY\n'
+    )
+    with caplog.at_level(logging.WARNING):
+        assert secrets.read_env_file() == {"TINKER_API_KEY": "quoted value", "WANDB_API_KEY": "${HOME}"}
+    assert not caplog.records
+    # Only our reads are quiet: a host process's own python-dotenv reads still warn about bad lines.
+    from dotenv import dotenv_values
+
+    with caplog.at_level(logging.WARNING):
+        dotenv_values(stream=io.StringIO("not a line\n"))
+    assert any("could not parse" in record.getMessage() for record in caplog.records)

@@ -6,8 +6,15 @@ import pytest
 
 from hermes_rl.core.base.errors import BadInput, MissingKey, NotFound
 from hermes_rl.core.base.paths import models_dir
-from hermes_rl.core.envs.profiles import (LOCAL_NOTICE, PROFILE_VALUES, check_keys, coerce_value, get_profile, list_profiles,
-                           resolve_profile)
+from hermes_rl.core.envs.profiles import (
+    LOCAL_NOTICE,
+    PROFILE_VALUES,
+    check_keys,
+    coerce_value,
+    get_profile,
+    list_profiles,
+    resolve_profile,
+)
 
 
 def write_profile(hermes_home, name: str, text: str):
@@ -81,16 +88,19 @@ def test_overrides_file_changes_locked_values_and_says_so(hermes_home):
     assert tinker.overrides_file == str(path)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("lora_rnak: 8\n", "unknown key 'lora_rnak'"),
-    ("lora_rank: lots\n", "lora_rank in"),
-    ("lora_rank: -4\n", "greater than 0"),
-    ("rollout_server_url: http://evil:1\n", "rollout_server_url cannot be set"),
-    ("- just\n- a list\n", "must be a mapping"),
-    ("a: &x [1, 2]\nb: *x\n", "anchors and aliases"),
-    ("lora_rank: [unclosed\n", "not valid YAML"),
-    ("extends: local\n", "cannot extend"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("lora_rnak: 8\n", "unknown key 'lora_rnak'"),
+        ("lora_rank: lots\n", "lora_rank in"),
+        ("lora_rank: -4\n", "greater than 0"),
+        ("rollout_server_url: http://evil:1\n", "rollout_server_url cannot be set"),
+        ("- just\n- a list\n", "must be a mapping"),
+        ("a: &x [1, 2]\nb: *x\n", "anchors and aliases"),
+        ("lora_rank: [unclosed\n", "not valid YAML"),
+        ("extends: local\n", "cannot extend"),
+    ],
+)
 def test_bad_override_files_are_rejected_with_the_file_named(hermes_home, text, expected):
     path = write_profile(hermes_home, "tinker", text)
     with pytest.raises(BadInput) as caught:
@@ -127,24 +137,52 @@ def test_huge_override_file_is_refused(hermes_home):
         get_profile("local")
 
 
-@pytest.mark.parametrize("kind, raw, expected", [
-    ("int", "8", 8), ("int", " 12 ", 12), ("int", "8.0", 8), ("int", 3.0, 3), ("int", "1_000", 1000),
-    ("float", "0.5", 0.5), ("float", "4e-5", 4e-5), ("float", 2, 2.0),
-    ("bool", "true", True), ("bool", "No", False), ("bool", "1", True), ("bool", False, False),
-    ("str", "hello", "hello"), ("str", 12, "12"),
-    ("list", '["a", "b"]', ["a", "b"]), ("list", "a, b", ["a", "b"]), ("list", ("x",), ["x"]),
-    ("dict", '{"k": 1}', {"k": 1}),
-])
+@pytest.mark.parametrize(
+    "kind, raw, expected",
+    [
+        ("int", "8", 8),
+        ("int", " 12 ", 12),
+        ("int", "8.0", 8),
+        ("int", 3.0, 3),
+        ("int", "1_000", 1000),
+        ("float", "0.5", 0.5),
+        ("float", "4e-5", 4e-5),
+        ("float", 2, 2.0),
+        ("bool", "true", True),
+        ("bool", "No", False),
+        ("bool", "1", True),
+        ("bool", False, False),
+        ("str", "hello", "hello"),
+        ("str", 12, "12"),
+        ("list", '["a", "b"]', ["a", "b"]),
+        ("list", "a, b", ["a", "b"]),
+        ("list", ("x",), ["x"]),
+        ("dict", '{"k": 1}', {"k": 1}),
+    ],
+)
 def test_coercion_accepts_cli_text_and_native_values(kind, raw, expected):
     value = coerce_value("field", kind, raw)
     assert value == expected and type(value) is type(expected)
 
 
-@pytest.mark.parametrize("kind, raw", [
-    ("int", "8.5"), ("int", "eight"), ("int", True), ("int", None), ("float", "nan"), ("float", "inf"),
-    ("float", "fast"), ("bool", "maybe"), ("bool", 2), ("str", "two\nlines"), ("str", ["a"]),
-    ("list", "{\"k\": 1}"), ("dict", "[1]"),
-])
+@pytest.mark.parametrize(
+    "kind, raw",
+    [
+        ("int", "8.5"),
+        ("int", "eight"),
+        ("int", True),
+        ("int", None),
+        ("float", "nan"),
+        ("float", "inf"),
+        ("float", "fast"),
+        ("bool", "maybe"),
+        ("bool", 2),
+        ("str", "two\nlines"),
+        ("str", ["a"]),
+        ("list", '{"k": 1}'),
+        ("dict", "[1]"),
+    ],
+)
 def test_coercion_rejects_bad_values_naming_the_field(kind, raw):
     with pytest.raises(BadInput) as caught:
         coerce_value("my_field", kind, raw)

@@ -12,22 +12,36 @@ import pytest
 
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import BadInput, Conflict, MissingKey, NotFound
-from hermes_rl.core.base.fsutil import atomic_write_json
+from hermes_rl.core.base.fsutil import atomic_write_json, last_jsonl_row
 from hermes_rl.core.base.paths import run_dir, runs_dir
+from hermes_rl.core.base.states import RECORDED_FINAL
 from tests.fixtures_core import PY, pid_alive, wait_status, wait_until
 
 pytestmark = [pytest.mark.usefixtures("run_processes_cleanup"), pytest.mark.timeout(120)]
 
 
-def make_run(run_id: str, *, created_at: float, status: str = "completed", rows=(), extra_text: str = "",
-             **fields) -> os.PathLike:
+def make_run(
+    run_id: str, *, created_at: float, status: str = "completed", rows=(), extra_text: str = "", **fields
+) -> os.PathLike:
     """A run folder as a finished supervisor leaves it (no processes)."""
     folder = run_dir(run_id)
     folder.mkdir(parents=True, mode=0o700)
-    run = {"run_id": run_id, "environment": "toy", "profile": "local", "status": status, "created_at": created_at,
-           "started_at": created_at + 1, "ended_at": created_at + 9, "reason": fields.pop("reason", None),
-           "supervisor": fields.pop("supervisor", {"pid": 1, "create_time": 0.0}), "ports": {}, "processes": [],
-           "total_steps": 10, "wandb": None, **fields}
+    run = {
+        "run_id": run_id,
+        "environment": "toy",
+        "profile": "local",
+        "status": status,
+        "created_at": created_at,
+        "started_at": created_at + 1,
+        "ended_at": created_at + 9,
+        "reason": fields.pop("reason", None),
+        "supervisor": fields.pop("supervisor", {"pid": 1, "create_time": 0.0}),
+        "ports": {},
+        "processes": [],
+        "total_steps": 10,
+        "wandb": None,
+        **fields,
+    }
     atomic_write_json(folder / "run.json", run)
     with open(folder / "metrics.jsonl", "w") as handle:
         for row in rows:
@@ -39,12 +53,18 @@ def make_run(run_id: str, *, created_at: float, status: str = "completed", rows=
 def test_list_runs_newest_first_with_last_metric_and_junk_skipped():
     now = time.time()
     make_run("000000a1", created_at=now - 30, rows=[{"step": 1, "reward/mean": 0.1}, {"step": 2, "reward/mean": 0.2}])
-    make_run("000000b2", created_at=now - 10, rows=[{"step": 7, "reward/mean": 0.7}],
-             extra_text='{"step": 8, "reward/me')  # a partial last line: the writer is mid-line
-    make_run("000000c3", created_at=now - 20, status="failed", reason="trainer exited with code 1",
-             extra_text="garbage\n{not json}\n")
+    make_run(
+        "000000b2", created_at=now - 10, rows=[{"step": 7, "reward/mean": 0.7}], extra_text='{"step": 8, "reward/me'
+    )  # a partial last line: the writer is mid-line
+    make_run(
+        "000000c3",
+        created_at=now - 20,
+        status="failed",
+        reason="trainer exited with code 1",
+        extra_text="garbage\n{not json}\n",
+    )
     (runs_dir() / "not-a-run").mkdir()
-    (runs_dir() / "0000dead").mkdir()                           # no run.json (yet)
+    (runs_dir() / "0000dead").mkdir()  # no run.json (yet)
     (runs_dir() / "0000beef").mkdir()
     (runs_dir() / "0000beef" / "run.json").write_text("{truncated")
     listed = runs.list_runs()
@@ -53,8 +73,17 @@ def test_list_runs_newest_first_with_last_metric_and_junk_skipped():
     assert by_id["000000b2"]["step"] == 7 and by_id["000000b2"]["reward_mean"] == 0.7
     assert by_id["000000a1"]["step"] == 2
     assert by_id["000000c3"]["step"] is None and by_id["000000c3"]["reason"] == "trainer exited with code 1"
-    assert set(by_id["000000a1"]) >= {"run_id", "environment", "profile", "status", "created_at", "step",
-                                      "total_steps", "reward_mean", "reason"}
+    assert set(by_id["000000a1"]) >= {
+        "run_id",
+        "environment",
+        "profile",
+        "status",
+        "created_at",
+        "step",
+        "total_steps",
+        "reward_mean",
+        "reason",
+    }
 
 
 def test_list_runs_cache_notices_new_metrics_and_state():
@@ -86,8 +115,11 @@ def test_a_dead_or_reused_supervisor_pid_means_lost():
     # Identity is the start time in ticks since boot (immune to wall-clock steps), when recorded.
     from hermes_rl.core.daemons import procscan
 
-    me = {"pid": os.getpid(), "create_time": procscan.process_create_time(os.getpid()),
-          "start_ticks": procscan.process_start_ticks(os.getpid())}
+    me = {
+        "pid": os.getpid(),
+        "create_time": procscan.process_create_time(os.getpid()),
+        "start_ticks": procscan.process_start_ticks(os.getpid()),
+    }
     make_run("0000f00e", created_at=now, status="running", supervisor=me)
     assert runs.get_run("0000f00e", sample=False)["status"] == "running"
     make_run("0000f00f", created_at=now, status="running", supervisor={**me, "start_ticks": me["start_ticks"] + 7})
@@ -96,22 +128,25 @@ def test_a_dead_or_reused_supervisor_pid_means_lost():
 
 def test_last_jsonl_row_reads_backwards_past_partial_and_garbage_lines(tmp_path):
     path = tmp_path / "m.jsonl"
-    assert runs.last_jsonl_row(path) is None
+    assert last_jsonl_row(path) is None
     path.write_text("")
-    assert runs.last_jsonl_row(path) is None
-    path.write_text('{"step": 1}')                      # no newline yet: not complete
-    assert runs.last_jsonl_row(path) is None
-    big = "x" * 20000                                   # rows longer than the 8 KiB read blocks
+    assert last_jsonl_row(path) is None
+    path.write_text('{"step": 1}')  # no newline yet: not complete
+    assert last_jsonl_row(path) is None
+    big = "x" * 20000  # rows longer than the 8 KiB read blocks
     lines = [json.dumps({"step": i, "pad": big}) for i in range(5)]
     path.write_text("\n".join(lines) + "\nnot json\n[1, 2]\n" + '{"step": 99, "pa')
-    assert runs.last_jsonl_row(path)["step"] == 4
+    assert last_jsonl_row(path)["step"] == 4
     path.write_text('{"step": 1}\n{"step": 2, "loss": NaN}\n')
-    assert runs.last_jsonl_row(path) == {"step": 2, "loss": None}
+    assert last_jsonl_row(path) == {"step": 2, "loss": None}
 
 
 def test_get_run_samples_processes_without_blocking(specs):
-    busy = specs.ProcessSpec(name="trainer", argv=[PY, "-c", "print('ready', flush=True)\nwhile True: pass"],
-                             readiness=specs.Readiness("log", pattern="^ready"))
+    busy = specs.ProcessSpec(
+        name="trainer",
+        argv=[PY, "-c", "print('ready', flush=True)\nwhile True: pass"],
+        readiness=specs.Readiness("log", pattern="^ready"),
+    )
     run = runs.launch([specs.sleeper("api"), busy], environment="toy", profile="local")
     run_id = wait_status(run["run_id"], "running")["run_id"]
     with open(run_dir(run_id) / "metrics.jsonl", "a") as handle:
@@ -122,7 +157,7 @@ def test_get_run_samples_processes_without_blocking(specs):
     trainer = {p["name"]: p for p in second["processes"]}["trainer"]
     api = {p["name"]: p for p in second["processes"]}["api"]
     assert trainer["alive"] and trainer["health"] == "ready"
-    assert trainer["cpu_percent"] > 5          # a busy loop, measured since the previous get_run
+    assert trainer["cpu_percent"] > 5  # a busy loop, measured since the previous get_run
     assert api["cpu_percent"] < trainer["cpu_percent"]
     assert trainer["rss"] > 1_000_000 and trainer["threads"] >= 1 and trainer["uptime_s"] > 0
     assert first["last_metric"] == {"step": 4, "reward/mean": 0.25}
@@ -151,7 +186,7 @@ def test_lost_run_reports_survivors_and_stop_ends_them(specs):
     wait_until(lambda: not pid_alive(supervisor), what="supervisor gone")
     view = wait_until(lambda: (v := runs.get_run(run_id)) and v["status"] == "lost" and v, what="lost")
     survivors = {s["pid"] for s in view["survivors"]}
-    assert set(grandchildren) <= survivors        # the direct child died by PDEATHSIG, its children did not
+    assert set(grandchildren) <= survivors  # the direct child died by PDEATHSIG, its children did not
     assert all(s["process"] == "trainer" for s in view["survivors"])
     assert "still running" in view["reason"]
     assert runs.list_runs()[0]["status"] == "lost"
@@ -177,7 +212,7 @@ def test_get_results_samples_history_and_finds_the_checkpoint():
     history = results["history"]
     assert len(history) == 50 and history[0]["step"] == 1 and history[-1]["step"] == 120
     gaps = {b["step"] - a["step"] for a, b in zip(history, history[1:])}
-    assert gaps <= {2, 3}                           # evenly spaced
+    assert gaps <= {2, 3}  # evenly spaced
     assert results["checkpoint"].endswith("step_120")  # newest folder when no results.json
     atomic_write_json(folder / "results.json", {"final_checkpoint": "/ckpt/final", "tinker_path": "tinker://x/1"})
     results = runs.get_results("0000c0de")
@@ -248,11 +283,11 @@ def test_start_run_launches_the_real_pipeline(hermes_home):
         pipeline = json.loads((run_dir(run_id) / "pipeline.json").read_text())
         names = [p["name"] for p in pipeline]
         assert {"api", "trainer", "env"} <= set(names)
-        assert "{port:" not in json.dumps(pipeline)   # every placeholder filled
+        assert "{port:" not in json.dumps(pipeline)  # every placeholder filled
         api = next(p for p in pipeline if p["name"] == "api")
         assert str(run["ports"]["api"]) in api["argv"]
     finally:
-        if runs.get_run(run_id, sample=False)["status"] not in runs.FINAL_STATUSES:
+        if runs.get_run(run_id, sample=False)["status"] not in RECORDED_FINAL:
             runs.stop_run(run_id)
     final = runs.get_run(run_id)
     assert final["status"] in ("stopped", "failed")

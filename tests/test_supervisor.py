@@ -16,7 +16,7 @@ import pytest
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.paths import run_dir
-from tests.fixtures_core import PY, pid_alive, processes_with_env, proc_path, wait_status, wait_until
+from tests.fixtures_core import PY, pid_alive, proc_path, processes_with_env, wait_status, wait_until
 
 pytestmark = [pytest.mark.usefixtures("run_processes_cleanup"), pytest.mark.timeout(90)]
 
@@ -36,8 +36,11 @@ def assert_nothing_left(run_id):
     for proc in run["processes"]:
         if proc.get("pid"):
             assert not pid_alive(proc["pid"]), f"{proc['name']} (pid {proc['pid']}) survived"
-    wait_until(lambda: not processes_with_env("HERMES_RL_RUN_DIR", str(run_dir(run_id))), 10,
-               what="no process with the run's marker")
+    wait_until(
+        lambda: not processes_with_env("HERMES_RL_RUN_DIR", str(run_dir(run_id))),
+        10,
+        what="no process with the run's marker",
+    )
 
 
 def test_dependants_start_only_after_readiness(specs):
@@ -78,8 +81,11 @@ def test_required_exit_fails_run_naming_process_and_code(specs):
 
 
 def test_completion_stops_the_rest_and_completes(specs):
-    pipeline = [specs.http("api"), specs.complete(steps=3, depends_on=[("api", "ready")]),
-                specs.sleeper("env", depends_on=[("trainer", "started")])]
+    pipeline = [
+        specs.http("api"),
+        specs.complete(steps=3, depends_on=[("api", "ready")]),
+        specs.sleeper("env", depends_on=[("trainer", "started")]),
+    ]
     run = runs.launch(pipeline, environment="toy", profile="local", total_steps=3)
     run = wait_status(run["run_id"], ("completed", "failed"))
     assert run["status"] == "completed", run["reason"]
@@ -92,8 +98,9 @@ def test_completion_stops_the_rest_and_completes(specs):
 
 
 def test_clean_exit_before_work_is_done_is_a_failure(specs):
-    trainer = specs.ProcessSpec(name="trainer", argv=[PY, proc_path("early_exit.py")], completes_run=True,
-                                completion_file="{run_dir}/done")
+    trainer = specs.ProcessSpec(
+        name="trainer", argv=[PY, proc_path("early_exit.py")], completes_run=True, completion_file="{run_dir}/done"
+    )
     run = runs.launch([specs.sleeper("api"), trainer], environment="toy", profile="local")
     run = wait_status(run["run_id"], ("failed", "completed"))
     assert run["status"] == "failed"
@@ -146,24 +153,31 @@ def test_sigint_to_supervisor_is_a_user_stop(specs):
 def test_stop_during_start_cancels_pending_starts(specs):
     pipeline = [specs.http("api", delay=60, timeout=120), specs.sleeper("trainer", depends_on=[("api", "ready")])]
     run = runs.launch(pipeline, environment="toy", profile="local")
-    wait_until(lambda: procs(runs.get_run(run["run_id"], sample=False))["api"]["state"] == "starting",
-               what="api starting")
+    wait_until(
+        lambda: procs(runs.get_run(run["run_id"], sample=False))["api"]["state"] == "starting", what="api starting"
+    )
     began = time.monotonic()
     stopped = runs.stop_run(run["run_id"])
     assert time.monotonic() - began < 8  # no waiting for the 60 s readiness
     assert stopped["status"] == "stopped"
     trainer = procs(stopped)["trainer"]
     assert trainer["state"] == "stopped" and trainer["pid"] is None
-    assert not [e for e in events(run["run_id"], "process_state")
-                if e.get("process") == "trainer" and e["state"] == "starting"]
+    assert not [
+        e for e in events(run["run_id"], "process_state") if e.get("process") == "trainer" and e["state"] == "starting"
+    ]
     assert [e for e in events(run["run_id"], "process_state") if e.get("cancelled")]
     assert_nothing_left(run["run_id"])
 
 
 def test_restart_on_failure_backs_off_and_gives_up(specs, tmp_path):
     record = tmp_path / "starts.txt"
-    flaky = specs.crash("flaky", after=0.0, code=2, record=str(record),
-                        restart=specs.RestartPolicy("on_failure", max_restarts=2, backoff_s=0.3))
+    flaky = specs.crash(
+        "flaky",
+        after=0.0,
+        code=2,
+        record=str(record),
+        restart=specs.RestartPolicy("on_failure", max_restarts=2, backoff_s=0.3),
+    )
     run = runs.launch([specs.sleeper("api"), flaky], environment="toy", profile="local")
     run = wait_status(run["run_id"], "failed", timeout=30)
     assert run["reason"] == "flaky exited with code 2 (gave up after 2 restarts)"
@@ -181,12 +195,17 @@ def test_restart_on_failure_backs_off_and_gives_up(specs, tmp_path):
 def test_restart_that_recovers_keeps_the_run_going(specs, tmp_path):
     # Fails once (no marker file yet), then runs: the run is running with restarts == 1.
     marker = tmp_path / "second"
-    code = (f"import os, sys, time\np = {str(marker)!r}\n"
-            "if not os.path.exists(p):\n    open(p, 'w').close(); sys.exit(5)\n"
-            "print('ready', flush=True); time.sleep(3600)\n")
-    flaky = specs.ProcessSpec(name="env", argv=[PY, "-c", code],
-                              readiness=specs.Readiness("log", pattern="^ready", timeout_s=20),
-                              restart=specs.RestartPolicy("on_failure", max_restarts=3, backoff_s=0.1))
+    code = (
+        f"import os, sys, time\np = {str(marker)!r}\n"
+        "if not os.path.exists(p):\n    open(p, 'w').close(); sys.exit(5)\n"
+        "print('ready', flush=True); time.sleep(3600)\n"
+    )
+    flaky = specs.ProcessSpec(
+        name="env",
+        argv=[PY, "-c", code],
+        readiness=specs.Readiness("log", pattern="^ready", timeout_s=20),
+        restart=specs.RestartPolicy("on_failure", max_restarts=3, backoff_s=0.1),
+    )
     run = runs.launch([flaky], environment="toy", profile="local")
     run = wait_status(run["run_id"], "running")
     env = procs(run)["env"]
@@ -231,8 +250,12 @@ def test_port_in_use_is_a_clear_reason(specs):
 def test_kill_9_of_supervisor_leaves_no_child_or_grandchild(specs):
     pipeline = [
         specs.log_ready("api", "ignore_term.py"),
-        specs.log_ready("trainer", "spawn_tree.py", args=["--pids", "{run_dir}/pids", "--ignore-term"],
-                        depends_on=[("api", "ready")]),
+        specs.log_ready(
+            "trainer",
+            "spawn_tree.py",
+            args=["--pids", "{run_dir}/pids", "--ignore-term"],
+            depends_on=[("api", "ready")],
+        ),
     ]
     run = runs.launch(pipeline, environment="toy", profile="local")
     run = wait_status(run["run_id"], "running")
@@ -241,8 +264,11 @@ def test_kill_9_of_supervisor_leaves_no_child_or_grandchild(specs):
     everyone = children + grandchildren
     assert all(pid_alive(pid) for pid in everyone)
     os.kill(run["supervisor"]["pid"], signal.SIGKILL)
-    wait_until(lambda: not any(pid_alive(pid) for pid in everyone), 15,
-               what="children and grandchildren to die with the supervisor")
+    wait_until(
+        lambda: not any(pid_alive(pid) for pid in everyone),
+        15,
+        what="children and grandchildren to die with the supervisor",
+    )
     assert not processes_with_env("HERMES_RL_RUN_DIR", str(run_dir(run["run_id"])))
     run = wait_status(run["run_id"], "failed")
     assert run["reason"].startswith("supervisor died")
@@ -255,8 +281,9 @@ def test_watchdog_is_restarted_and_still_cleans_up(specs):
     run = wait_status(run["run_id"], "running")
     first = run["watchdog"]["pid"]
     os.kill(first, signal.SIGKILL)
-    wait_until(lambda: [e for e in events(run["run_id"], "watchdog") if "restarted" in e["message"]],
-               what="watchdog restart")
+    wait_until(
+        lambda: [e for e in events(run["run_id"], "watchdog") if "restarted" in e["message"]], what="watchdog restart"
+    )
     grandchildren = [int(x) for x in (run_dir(run["run_id"]) / "pids").read_text().split()]
     os.kill(run["supervisor"]["pid"], signal.SIGKILL)
     wait_until(lambda: not any(pid_alive(pid) for pid in grandchildren), 15, what="grandchildren to die")
@@ -264,10 +291,12 @@ def test_watchdog_is_restarted_and_still_cleans_up(specs):
 
 
 def test_two_concurrent_runs_get_distinct_ports(specs):
-    a = runs.launch([specs.http("api"), specs.http("inference", depends_on=[("api", "ready")])],
-                    environment="toy", profile="local")
-    b = runs.launch([specs.http("api"), specs.http("inference", depends_on=[("api", "ready")])],
-                    environment="toy", profile="local")
+    a = runs.launch(
+        [specs.http("api"), specs.http("inference", depends_on=[("api", "ready")])], environment="toy", profile="local"
+    )
+    b = runs.launch(
+        [specs.http("api"), specs.http("inference", depends_on=[("api", "ready")])], environment="toy", profile="local"
+    )
     a, b = wait_status(a["run_id"], "running"), wait_status(b["run_id"], "running")
     ports = list(a["ports"].values()) + list(b["ports"].values())
     assert len(set(ports)) == 4
@@ -280,10 +309,16 @@ def test_two_concurrent_runs_get_distinct_ports(specs):
 def test_secrets_reach_only_named_children_and_never_files(specs, monkeypatch, hermes_home):
     key = "tml-secret-value-1234567890"
     monkeypatch.setenv("TINKER_API_KEY", key)
-    probe = ("import os, time; print('KEY-' + ('yes' if os.environ.get('TINKER_API_KEY', '').startswith('tml-secret')"
-             " else 'no'), flush=True); time.sleep(60)")
-    with_key = specs.ProcessSpec(name="trainer", argv=[PY, "-c", probe], secret_env=["TINKER_API_KEY"],
-                                 readiness=specs.Readiness("log", pattern="KEY-"))
+    probe = (
+        "import os, time; print('KEY-' + ('yes' if os.environ.get('TINKER_API_KEY', '').startswith('tml-secret')"
+        " else 'no'), flush=True); time.sleep(60)"
+    )
+    with_key = specs.ProcessSpec(
+        name="trainer",
+        argv=[PY, "-c", probe],
+        secret_env=["TINKER_API_KEY"],
+        readiness=specs.Readiness("log", pattern="KEY-"),
+    )
     without = specs.ProcessSpec(name="env", argv=[PY, "-c", probe], readiness=specs.Readiness("log", pattern="KEY-"))
     run = runs.launch([with_key, without], environment="toy", profile="local")
     run = wait_status(run["run_id"], "running")
@@ -309,8 +344,11 @@ def test_a_secret_in_argv_or_env_is_refused(specs, monkeypatch, hermes_home):
 def test_a_second_client_process_reads_and_stops_a_run_it_did_not_start(specs, hermes_home):
     import subprocess
 
-    run = runs.launch([specs.sleeper("api"), specs.sleeper("trainer", depends_on=[("api", "started")])],
-                      environment="toy", profile="local")
+    run = runs.launch(
+        [specs.sleeper("api"), specs.sleeper("trainer", depends_on=[("api", "started")])],
+        environment="toy",
+        profile="local",
+    )
     run_id = wait_status(run["run_id"], "running")["run_id"]
     code = (
         "import json, sys\nfrom core import runs\n"
@@ -321,8 +359,14 @@ def test_a_second_client_process_reads_and_stops_a_run_it_did_not_start(specs, h
         " 'stopped': stopped['status']}))\n"
     )
     env = dict(os.environ, HERMES_HOME=str(hermes_home))
-    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, env=env,
-                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    out = subprocess.run(
+        [PY, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout.strip().splitlines()[-1])
     assert answer["listed"] == [run_id]
@@ -336,8 +380,13 @@ def test_supervisor_refuses_a_run_that_already_has_one(specs):
 
     run = runs.launch([specs.sleeper("api")], environment="toy", profile="local")
     run = wait_status(run["run_id"], "running")
-    out = subprocess.run([PY, "-m", "hermes_rl.core.daemons.supervisor", run["run_id"], "--foreground"], capture_output=True,
-                         text=True, timeout=30, cwd=os.path.dirname(os.path.dirname(__file__)))
+    out = subprocess.run(
+        [PY, "-m", "hermes_rl.core.daemons.supervisor", run["run_id"], "--foreground"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert out.returncode == 2
     assert "already has a supervisor" in out.stdout
     assert runs.get_run(run["run_id"], sample=False)["status"] == "running"
@@ -354,8 +403,9 @@ def test_completed_dependency_waits_for_a_one_shot_step(specs):
     assert p["tinker"]["started_at"] >= p["model"]["ended_at"]
     runs.stop_run(run["run_id"])
     broken = specs.ProcessSpec(name="model", argv=[PY, "-c", "import sys; sys.exit(4)"], required=False)
-    run = runs.launch([broken, specs.sleeper("tinker", depends_on=[("model", "completed")])],
-                      environment="toy", profile="local")
+    run = runs.launch(
+        [broken, specs.sleeper("tinker", depends_on=[("model", "completed")])], environment="toy", profile="local"
+    )
     run = wait_status(run["run_id"], "failed")
     assert run["reason"] == "model exited with code 4"
     assert procs(run)["tinker"]["pid"] is None
@@ -372,8 +422,10 @@ def test_a_client_can_restart_one_process(specs):
     assert not pid_alive(old["pid"])
     assert procs(after)["api"]["pid"] == procs(run)["api"]["pid"]  # its dependency kept running
     assert wait_status(run["run_id"], "running")["status"] == "running"
-    wait_until(lambda: procs(runs.get_run(run["run_id"], sample=False))["trainer"]["state"] == "ready",
-               what="restarted trainer ready")
+    wait_until(
+        lambda: procs(runs.get_run(run["run_id"], sample=False))["trainer"]["state"] == "ready",
+        what="restarted trainer ready",
+    )
     with pytest.raises(runs.NotFound):
         runs.restart_process(run["run_id"], "ghost")
     runs.stop_run(run["run_id"])
@@ -386,7 +438,7 @@ def test_a_second_stop_escalates_to_sigkill_at_once(specs):
     run = runs.launch([stubborn], environment="toy", profile="local")
     wait_status(run["run_id"], "running")
     first = runs.stop_run(run["run_id"], wait=0.3)
-    assert first["status"] == "stopping"            # still inside api's 60 s stop timeout
+    assert first["status"] == "stopping"  # still inside api's 60 s stop timeout
     began = time.monotonic()
     second = runs.stop_run(run["run_id"], force=True)
     assert second["status"] == "stopped" and time.monotonic() - began < 10
@@ -397,12 +449,12 @@ def test_two_stops_at_the_same_moment_are_one_orderly_stop(specs):
     stubborn = specs.log_ready("api", "ignore_term.py", stop_timeout=2)
     run = runs.launch([stubborn], environment="toy", profile="local")
     run = wait_status(run["run_id"], "running")
-    os.kill(run["supervisor"]["pid"], signal.SIGTERM)   # e.g. the dashboard and an agent both stop it
+    os.kill(run["supervisor"]["pid"], signal.SIGTERM)  # e.g. the dashboard and an agent both stop it
     os.kill(run["supervisor"]["pid"], signal.SIGTERM)
     run = wait_status(run["run_id"], "stopped")
     kill = [e for e in events(run["run_id"], "signal") if e["signal"] == "SIGKILL"]
     sigterm = [e for e in events(run["run_id"], "signal") if e["signal"] == "SIGTERM"]
-    assert kill[0]["time"] - sigterm[0]["time"] >= 1.9   # the stop timeout was honoured, not cut short
+    assert kill[0]["time"] - sigterm[0]["time"] >= 1.9  # the stop timeout was honoured, not cut short
 
 
 def test_stop_ends_a_process_tree_and_sweeps_escaped_grandchildren(specs):
@@ -418,3 +470,33 @@ def test_stop_ends_a_process_tree_and_sweeps_escaped_grandchildren(specs):
     # ... and the grandchild that left the group with setsid() is found by its environment marker.
     sweeps = events(run["run_id"], "sweep")
     assert sweeps and escaped in sweeps[0]["pids"]
+
+
+def test_pipeline_written_before_the_namespace_is_read_with_todays_names(tmp_path):
+    """Old pipeline.json files start `-m dataplane.…` with the project root injected: read with today's
+    module names and without the injected root, a user's own PYTHONPATH and folders are kept."""
+    import json
+
+    from hermes_rl.core.base.paths import PROJECT_ROOT
+    from hermes_rl.core.daemons.pipeline import load_pipeline
+
+    legacy = [
+        {
+            "name": "trainer",
+            "argv": [PY, "-m", "dataplane.trainer", "--config", "c.yaml"],
+            "env": {"PYTHONPATH": str(PROJECT_ROOT), "PYTHONUNBUFFERED": "1"},
+            "cwd": str(PROJECT_ROOT),
+        },
+        {
+            "name": "env",
+            "argv": [PY, "/their/env.py", "serve", "-m", "x"],
+            "env": {"PYTHONPATH": "/their/lib"},
+            "cwd": "/their",
+        },
+    ]
+    path = tmp_path / "pipeline.json"
+    path.write_text(json.dumps(legacy))
+    trainer, env = load_pipeline(path)
+    assert trainer.argv[1:3] == ["-m", "hermes_rl.dataplane.trainer"]
+    assert trainer.env == {"PYTHONUNBUFFERED": "1"} and trainer.cwd is None
+    assert env.argv == legacy[1]["argv"] and env.env == {"PYTHONPATH": "/their/lib"} and env.cwd == "/their"

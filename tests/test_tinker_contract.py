@@ -62,8 +62,9 @@ def sft_datum(tokenizer, prompt: str, answer: str) -> types.Datum:
     prompt_ids = tokenizer.encode(prompt)
     ids = prompt_ids + tokenizer.encode(answer)
     weights = [0.0] * (len(prompt_ids) - 1) + [1.0] * (len(ids) - len(prompt_ids))
-    return types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
-                       loss_fn_inputs={"target_tokens": ids[1:], "weights": weights})
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={"target_tokens": ids[1:], "weights": weights}
+    )
 
 
 def toy_batch(tokenizer) -> list[types.Datum]:
@@ -112,14 +113,22 @@ def test_importance_sampling_loss_uses_ratio_and_advantages(trainer, tokenizer):
         logprobs = record["logprobs"].to_numpy()
         # Sampler logprobs 0.1 lower than the learner's: ratio exp(0.1) on every token.
         advantages = np.full(logprobs.shape, 0.5 if index % 2 else -1.0, dtype=np.float32)
-        rl_batch.append(types.Datum(model_input=datum.model_input, loss_fn_inputs={
-            "target_tokens": datum.loss_fn_inputs["target_tokens"],
-            "logprobs": (logprobs - 0.1).astype(np.float32), "advantages": advantages}))
+        rl_batch.append(
+            types.Datum(
+                model_input=datum.model_input,
+                loss_fn_inputs={
+                    "target_tokens": datum.loss_fn_inputs["target_tokens"],
+                    "logprobs": (logprobs - 0.1).astype(np.float32),
+                    "advantages": advantages,
+                },
+            )
+        )
         expected += float(-(math.exp(0.1) * advantages).sum())
     out = trainer.forward_backward(rl_batch, "importance_sampling").result(timeout=60)
     assert out.metrics["loss:sum"] == pytest.approx(expected, rel=1e-4)
     assert out.loss_fn_outputs[0]["logprobs"].to_numpy() == pytest.approx(
-        current.loss_fn_outputs[0]["logprobs"].to_numpy(), abs=1e-5)
+        current.loss_fn_outputs[0]["logprobs"].to_numpy(), abs=1e-5
+    )
 
 
 def test_gradients_accumulate_across_forward_backward_calls(service, server, tokenizer):
@@ -167,9 +176,12 @@ def test_async_forms_train_and_sample(trainer, tokenizer):
         fwd, step = await fwd_future, await step_future
         sampler = await trainer.save_weights_and_get_sampling_client()
         prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT))
-        results = await asyncio.gather(*[
-            sampler.sample(prompt, 2, types.SamplingParams(max_tokens=4, temperature=1.0, stop=["\n"]))
-            for _ in range(3)])
+        results = await asyncio.gather(
+            *[
+                sampler.sample(prompt, 2, types.SamplingParams(max_tokens=4, temperature=1.0, stop=["\n"]))
+                for _ in range(3)
+            ]
+        )
         return fwd, step, results
 
     fwd, step, results = asyncio.run(run())
@@ -186,17 +198,20 @@ def test_sample_logprobs_match_forward_logprobs_at_temperature_1(trainer, tokeni
     sampler = trainer.save_weights_and_get_sampling_client().result(timeout=60)
     prompts = [tokenizer.encode(TOY_PROMPT), tokenizer.encode("Question: Tom has 12 apples.")]
     for prompt in prompts:  # two prompt lengths: left padding must not change anything
-        result = sampler.sample(types.ModelInput.from_ints(prompt), 4,
-                                types.SamplingParams(max_tokens=6, temperature=1.0, stop=[])).result(timeout=60)
+        result = sampler.sample(
+            types.ModelInput.from_ints(prompt), 4, types.SamplingParams(max_tokens=6, temperature=1.0, stop=[])
+        ).result(timeout=60)
         ids = [seq.sequence_id for seq in result.sequences]
         assert len(set(ids)) == 4 and all(isinstance(i, str) and i for i in ids)
         for seq in result.sequences:
             assert len(seq.tokens) == 6 and seq.stop_reason == "length"
             full = prompt + seq.tokens
-            datum = types.Datum(model_input=types.ModelInput.from_ints(full[:-1]),
-                                loss_fn_inputs={"target_tokens": full[1:], "weights": [1.0] * (len(full) - 1)})
+            datum = types.Datum(
+                model_input=types.ModelInput.from_ints(full[:-1]),
+                loss_fn_inputs={"target_tokens": full[1:], "weights": [1.0] * (len(full) - 1)},
+            )
             forward = trainer.forward([datum], "cross_entropy").result(timeout=60)
-            learner = forward.loss_fn_outputs[0]["logprobs"].to_numpy()[-len(seq.tokens):]
+            learner = forward.loss_fn_outputs[0]["logprobs"].to_numpy()[-len(seq.tokens) :]
             assert np.asarray(seq.logprobs) == pytest.approx(learner, abs=1e-4)
 
 
@@ -217,9 +232,13 @@ def test_sampling_uses_the_saved_snapshot_not_live_weights(trainer, tokenizer):
 def test_stop_strings_token_ids_and_max_tokens(service, server, tokenizer):
     sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
     prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT))
-    by_string = sampler.sample(prompt, 8, types.SamplingParams(max_tokens=12, temperature=1.0, stop=["\n"])).result(timeout=60)
+    by_string = sampler.sample(prompt, 8, types.SamplingParams(max_tokens=12, temperature=1.0, stop=["\n"])).result(
+        timeout=60
+    )
     newline = tokenizer.encode("\n")
-    by_token = sampler.sample(prompt, 8, types.SamplingParams(max_tokens=12, temperature=1.0, stop=newline)).result(timeout=60)
+    by_token = sampler.sample(prompt, 8, types.SamplingParams(max_tokens=12, temperature=1.0, stop=newline)).result(
+        timeout=60
+    )
     for result in (by_string, by_token):
         for seq in result.sequences:
             text = tokenizer.decode(seq.tokens)
@@ -231,8 +250,10 @@ def test_stop_strings_token_ids_and_max_tokens(service, server, tokenizer):
     short = sampler.sample(prompt, 3, types.SamplingParams(max_tokens=1, temperature=0.0)).result(timeout=60)
     assert all(len(s.tokens) == 1 and s.stop_reason == "length" for s in short.sequences)
     assert len({tuple(s.tokens) for s in short.sequences}) == 1  # temperature 0 is greedy
-    seeded = [sampler.sample(prompt, 4, types.SamplingParams(max_tokens=5, seed=3, stop=["\n"])).result(timeout=60)
-              for _ in range(2)]
+    seeded = [
+        sampler.sample(prompt, 4, types.SamplingParams(max_tokens=5, seed=3, stop=["\n"])).result(timeout=60)
+        for _ in range(2)
+    ]
     assert [s.tokens for s in seeded[0].sequences] == [s.tokens for s in seeded[1].sequences]
     nucleus = sampler.sample(prompt, 6, types.SamplingParams(max_tokens=3, top_k=1, stop=["\n"])).result(timeout=60)
     assert len({tuple(s.tokens) for s in nucleus.sequences}) == 1  # top_k=1 leaves one choice
@@ -265,8 +286,9 @@ def test_save_state_and_resume_with_optimizer(service, server, trainer, tokenize
     folder = server.checkpoint_dir / trainer.model_id.replace(":", "_") / "sampler_weights" / "final"
     assert (folder / "adapter_model.safetensors").is_file() and (folder / "adapter_config.json").is_file()
     sampler = service.create_sampling_client(model_path=sampler_path).result(timeout=60)
-    result = sampler.sample(types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT)), 2,
-                            types.SamplingParams(max_tokens=4, stop=["\n"])).result(timeout=60)
+    result = sampler.sample(
+        types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT)), 2, types.SamplingParams(max_tokens=4, stop=["\n"])
+    ).result(timeout=60)
     assert len(result.sequences) == 2
 
 
@@ -276,17 +298,32 @@ def test_save_state_and_resume_with_optimizer(service, server, trainer, tokenize
 def test_invalid_requests_fail_fast_with_clear_errors(service, server, trainer, tokenizer):
     batch = toy_batch(tokenizer)
     cases = {
-        "unknown base model": lambda: service.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=8).result(timeout=60),
+        "unknown base model": lambda: service.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=8).result(
+            timeout=60
+        ),
         "not supported": lambda: trainer.forward_backward(batch, "ppo").result(timeout=60),
         "target_tokens has shape": lambda: trainer.forward_backward(
-            [types.Datum(model_input=batch[0].model_input, loss_fn_inputs={"target_tokens": [1, 2], "weights": [1.0, 1.0]})],
-            "cross_entropy").result(timeout=60),
-        "unknown model id": lambda: tinker.TrainingClient(
-            service.holder, model_seq_id=99, model_id="local-missing:train:0", info=trainer.get_info()
-        ).optim_step(types.AdamParams(learning_rate=1e-3)).result(timeout=60),
-        "unknown or expired sampling session": lambda: tinker.SamplingClient(
-            service.holder, sampling_session_id="local-missing:sample:0", base_model=str(server.model_dir)
-        ).sample(types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=2)).result(timeout=60),
+            [
+                types.Datum(
+                    model_input=batch[0].model_input, loss_fn_inputs={"target_tokens": [1, 2], "weights": [1.0, 1.0]}
+                )
+            ],
+            "cross_entropy",
+        ).result(timeout=60),
+        "unknown model id": lambda: (
+            tinker.TrainingClient(
+                service.holder, model_seq_id=99, model_id="local-missing:train:0", info=trainer.get_info()
+            )
+            .optim_step(types.AdamParams(learning_rate=1e-3))
+            .result(timeout=60)
+        ),
+        "unknown or expired sampling session": lambda: (
+            tinker.SamplingClient(
+                service.holder, sampling_session_id="local-missing:sample:0", base_model=str(server.model_dir)
+            )
+            .sample(types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=2))
+            .result(timeout=60)
+        ),
     }
     for expected, call in cases.items():
         started = time.monotonic()

@@ -27,11 +27,14 @@ def test_model_folder_loads_offline_with_transformers(tiny_model_dir):
     for digit in "0123456789":
         assert len(tokenizer.encode(digit, add_special_tokens=False)) == 1
     assert [tokenizer.decode([t]) for t in tokenizer.encode("1234", add_special_tokens=False)] == list("1234")
-    gsm8k = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-             "How many clips did Natalia sell altogether in April and May?\n#### 72")
+    gsm8k = (
+        "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        "How many clips did Natalia sell altogether in April and May?\n#### 72"
+    )
     assert tokenizer.decode(tokenizer.encode(gsm8k, add_special_tokens=False)) == gsm8k
-    chat = tokenizer.apply_chat_template([{"role": "user", "content": "Q: 1+2="}], tokenize=False,
-                                         add_generation_prompt=True, return_dict=False)
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Q: 1+2="}], tokenize=False, add_generation_prompt=True, return_dict=False
+    )
     assert chat == "<|user|>\nQ: 1+2=\n<|assistant|>\n"
     assert tokenizer.eos_token == tokenizer.pad_token == "<|endoftext|>"
     config = json.loads((tiny_model_dir / "config.json").read_text())
@@ -108,16 +111,26 @@ def test_ensure_model_is_idempotent_and_safe_when_processes_race(tmp_path, monke
 
 def test_builder_cli_reports_an_existing_model_quickly(tiny_model_dir):
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.tiny_model", "--out", str(tiny_model_dir)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "hermes_rl.dataplane.tiny_model", "--out", str(tiny_model_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "already built" in done.stderr
     assert time.monotonic() - started < 20
 
 
 def _server(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.tinker_local", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "hermes_rl.dataplane.tinker_local", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_server_cli_rejects_bad_input_clearly(tiny_model_dir, tmp_path):

@@ -12,10 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from hermes_rl.core.base.records import MetricsSummary, ProcessSummary, RunSummary
 from hermes_rl.core.clients import toolset
-from hermes_rl.core.clients.toolset import TOOLS, TOOLS_BY_NAME, TOOL_SCHEMAS, call_tool
+from hermes_rl.core.clients.toolset import TOOL_SCHEMAS, TOOLS, TOOLS_BY_NAME, call_tool
 from tests.fixtures_toolset import (
-    ARITH_ENV_NAME, completing_spec, crashing_spec, launch_run, sleeper_spec, wait_status,
+    ARITH_ENV_NAME,
+    completing_spec,
+    crashing_spec,
+    launch_run,
+    sleeper_spec,
+    wait_status,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,8 +41,15 @@ def assert_shape(name: str, result: dict, alt: bool = False) -> None:
 
 def test_table_has_the_ten_tools_and_describes_every_returned_key():
     assert [t.name for t in TOOLS] == [
-        "rl_list_environments", "rl_select_environment", "rl_get_current_config", "rl_edit_config",
-        "rl_start_training", "rl_check_status", "rl_stop_training", "rl_get_results", "rl_list_runs",
+        "rl_list_environments",
+        "rl_select_environment",
+        "rl_get_current_config",
+        "rl_edit_config",
+        "rl_start_training",
+        "rl_check_status",
+        "rl_stop_training",
+        "rl_get_results",
+        "rl_list_runs",
         "rl_test_inference",
     ]
     for tool, schema in zip(TOOLS, TOOL_SCHEMAS):
@@ -47,6 +60,18 @@ def test_table_has_the_ten_tools_and_describes_every_returned_key():
         for key in list(tool.returns) + list(tool.returns_alt or {}):
             assert f"{key}:" in function["description"], f"{tool.name} does not describe {key}"
         assert "error" in function["description"]
+
+
+def test_agent_tools_doc_lists_the_keys_every_tool_returns():
+    rows = {
+        line.split("`")[1].split("(")[0]: line
+        for line in (ROOT / "docs" / "agent_tools.md").read_text().splitlines()
+        if line.startswith("| `rl_")
+    }
+    assert set(rows) == set(TOOLS_BY_NAME)
+    for tool in TOOLS:
+        returned = rows[tool.name].rsplit(" | ", 1)[-1]
+        assert all(f"`{key}`" in returned for key in tool.returns), (tool.name, returned)
 
 
 def test_call_tool_rejects_unknown_tools_and_arguments_clearly():
@@ -67,14 +92,16 @@ def test_run_ids_that_escape_their_folder_are_rejected(tool, bad, hermes_home):
     outside.mkdir(parents=True)
     out = call_tool(tool, {"run_id": bad})
     assert "invalid run id" in out["error"] and "8 lowercase hex" in out["hint"]
-    assert not (hermes_home / "rl" / "status_checks").exists() or not any((hermes_home / "rl" / "status_checks").iterdir())
+    assert not (hermes_home / "rl" / "status_checks").exists() or not any(
+        (hermes_home / "rl" / "status_checks").iterdir()
+    )
 
 
 def test_an_unexpected_exception_becomes_a_json_error_without_traceback(monkeypatch):
     from hermes_rl.core import runs
 
     def explode():
-        raise RuntimeError("disk on fire\n  File \"x.py\", line 1")
+        raise RuntimeError('disk on fire\n  File "x.py", line 1')
 
     monkeypatch.setattr(runs, "list_runs", explode)
     out = call_tool("rl_list_runs", {})
@@ -98,7 +125,9 @@ def test_secrets_never_leak_through_error_messages(monkeypatch):
 
 
 def test_list_select_and_unknown_environment(arith_env, hermes_home):
-    (hermes_home / "rl" / "environments" / "broken_env.py").write_text("from atroposlib.envs.base import BaseEnv\nclass X(BaseEnv:\n")
+    (hermes_home / "rl" / "environments" / "broken_env.py").write_text(
+        "from atroposlib.envs.base import BaseEnv\nclass X(BaseEnv:\n"
+    )
     listed = call_tool("rl_list_environments")
     assert_shape("rl_list_environments", listed)
     names = {e["name"]: e for e in listed["environments"]}
@@ -115,9 +144,9 @@ def test_list_select_and_unknown_environment(arith_env, hermes_home):
     assert_shape("rl_select_environment", selected)
     assert selected["selected"] == ARITH_ENV_NAME
     assert selected["profile"] == "toolset_test"  # selecting keeps the chosen profile
-    from hermes_rl.core.envs import config
+    from hermes_rl.core.envs import drafts
 
-    assert config.current_selection()["environment"] == ARITH_ENV_NAME
+    assert drafts.current_selection()["environment"] == ARITH_ENV_NAME
 
 
 @pytest.mark.timeout(120)
@@ -134,6 +163,7 @@ def test_get_and_edit_config_validated_by_core(arith_env):
     edited = call_tool("rl_edit_config", {"field": "group_size", "value": 6})
     assert_shape("rl_edit_config", edited)
     assert edited["value"] == 6 and edited["previous"] == group["value"]
+    assert edited["default"] == group["default"] and edited["modified"] is (6 != group["default"])
     again = {f["name"]: f for f in call_tool("rl_get_current_config")["editable"]}
     assert again["group_size"]["value"] == 6 and again["group_size"]["modified"] is True
 
@@ -151,9 +181,9 @@ def test_get_and_edit_config_validated_by_core(arith_env):
 
 
 def test_start_training_names_the_missing_key(arith_env, hermes_home):
-    from hermes_rl.core.envs import config
+    from hermes_rl.core.envs import drafts
 
-    config.select_environment(ARITH_ENV_NAME, "tinker")
+    drafts.select_environment(ARITH_ENV_NAME, "tinker")
     out = call_tool("rl_start_training")
     assert "TINKER_API_KEY" in out["error"] and ".env" in out["hint"]
     assert call_tool("rl_list_runs")["count"] == 0  # nothing half-started
@@ -173,7 +203,7 @@ def test_start_training_starts_the_real_pipeline_and_stop_ends_it(arith_env, run
     assert Path(started["config_path"]).is_file()
     assert {"api", "trainer", "env"} <= set(started["log_paths"])
     assert started["wandb"]["mode"] == "offline" and started["wandb"]["run_name"]
-    assert "TINKER_API_KEY" in (started["notice"] or "")
+    assert any("TINKER_API_KEY" in notice for notice in started["notices"])
     listed = call_tool("rl_list_runs")
     assert listed["runs"][0]["run_id"] == started["run_id"]
 
@@ -205,6 +235,9 @@ def test_completed_run_status_results_and_listing(hermes_home, run_cleanup):
     assert metrics["percent_correct"] is None and metrics["eval_percent_correct"] is None
     trainer = status["processes"][0]
     assert trainer["name"] == "trainer" and trainer["exit_code"] == 0 and trainer["state"] == "exited"
+    # nested records hold exactly the keys the schema lists
+    assert set(trainer) == set(ProcessSummary.__annotations__)
+    assert set(metrics) == set(MetricsSummary.__annotations__)
     assert status["running_time_s"] is not None and status["running_time_s"] >= 0
     assert status["wandb_url"] is None  # offline
     assert Path(status["log_paths"]["trainer"]).name == f"trainer_{first}.log"
@@ -220,6 +253,7 @@ def test_completed_run_status_results_and_listing(hermes_home, run_cleanup):
     listed = call_tool("rl_list_runs")
     assert_shape("rl_list_runs", listed)
     assert [r["run_id"] for r in listed["runs"]] == [second, first] and listed["count"] == 2
+    assert all(set(row) == set(RunSummary.__annotations__) for row in listed["runs"])
 
     assert "already completed" in call_tool("rl_stop_training", {"run_id": first})["error"]
 
@@ -241,10 +275,13 @@ def test_rate_limit_reports_a_failure_at_once_and_never_limits_typos(hermes_home
     assert "no change" in repeat["message"] and "next check in" in repeat["message"]
 
     # The limit is on disk: another process sees it too.
-    code = (f"import json; from hermes_rl.core.clients.toolset import call_tool; "
-            f"print(json.dumps(call_tool('rl_check_status', {{'run_id': '{run_id}'}})))")
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                           env={**os.environ}, timeout=60)
+    code = (
+        f"import json; from hermes_rl.core.clients.toolset import call_tool; "
+        f"print(json.dumps(call_tool('rl_check_status', {{'run_id': '{run_id}'}})))"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=60
+    )
     assert json.loads(other.stdout.strip().splitlines()[-1])["rate_limited"] is True
 
     # a typo is never rate-limited: every call gets the real answer
@@ -306,8 +343,12 @@ def test_stop_works_for_starting_and_lost_runs(hermes_home, run_cleanup):
     from hermes_rl.core import runs
     from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 
-    never_ready = ProcessSpec(name="trainer", argv=[sys.executable, "-c", "import time; time.sleep(600)"],
-                              readiness=Readiness(kind="log", pattern="never printed", timeout_s=300), stop_timeout=3)
+    never_ready = ProcessSpec(
+        name="trainer",
+        argv=[sys.executable, "-c", "import time; time.sleep(600)"],
+        readiness=Readiness(kind="log", pattern="never printed", timeout_s=300),
+        stop_timeout=3,
+    )
     starting = launch_run([never_ready])
     run_cleanup.append(starting)
     wait_status(starting, ("starting",))
@@ -353,8 +394,11 @@ def test_unknown_run_is_a_clear_error_for_every_run_tool(hermes_home):
 
 
 def test_wandb_url_only_when_online(hermes_home, run_cleanup):
-    run_id = launch_run([completing_spec(steps=1)], total_steps=1,
-                        wandb={"mode": "online", "project": "p", "run_name": "r", "url": "https://wandb.ai/u/p/runs/abc"})
+    run_id = launch_run(
+        [completing_spec(steps=1)],
+        total_steps=1,
+        wandb={"mode": "online", "project": "p", "run_name": "r", "url": "https://wandb.ai/u/p/runs/abc"},
+    )
     run_cleanup.append(run_id)
     wait_status(run_id, ("completed",))
     assert call_tool("rl_check_status", {"run_id": run_id})["wandb_url"] == "https://wandb.ai/u/p/runs/abc"

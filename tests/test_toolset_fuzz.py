@@ -14,9 +14,21 @@ from hypothesis import strategies as st
 
 from hermes_rl.core.clients.toolset import TOOLS, call_tool
 
-json_scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
-run_ids = st.sampled_from(["../../etc/passwd", "..", "deadbeef", "DEADBEEF", "0" * 8, "0" * 9, "", "a/b", "\x00"]) | st.text(max_size=20)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=40)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+run_ids = st.sampled_from(
+    ["../../etc/passwd", "..", "deadbeef", "DEADBEEF", "0" * 8, "0" * 9, "", "a/b", "\x00"]
+) | st.text(max_size=20)
 
 
 def _env_names():
@@ -39,7 +51,9 @@ def _args_for(tool, real_names: set[str]):
         if name == "run_id":
             props[name] = run_ids | json_values
         elif name == "name":
-            props[name] = (st.text(max_size=30) | json_values).filter(lambda v: not (isinstance(v, str) and v in real_names))
+            props[name] = (st.text(max_size=30) | json_values).filter(
+                lambda v: not (isinstance(v, str) and v in real_names)
+            )
         else:
             props[name] = json_values
     fixed = st.fixed_dictionaries({}, optional=props)
@@ -61,8 +75,12 @@ def _check(result):
 def test_any_arguments_give_a_json_dict(tool, no_selectable_environment, hermes_home):
     real_names = no_selectable_environment
 
-    @settings(max_examples=25, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=25,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(args=_args_for(tool, real_names))
     def run(args):
         _check(call_tool(tool.name, args))

@@ -20,8 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def base_config(tmp_path: Path, **changes) -> dict:
     config = {
-        "env": {"group_size": 4, "batch_size": 8, "total_steps": 3, "max_token_length": 32,
-                "rollout_server_url": "http://127.0.0.1:9", "tokenizer_name": "m"},
+        "env": {
+            "group_size": 4,
+            "batch_size": 8,
+            "total_steps": 3,
+            "max_token_length": 32,
+            "rollout_server_url": "http://127.0.0.1:9",
+            "tokenizer_name": "m",
+        },
         "openai": [{"base_url": "http://127.0.0.1:8123/v1", "model_name": "m"}],
         "tinker": {"base_model": "m", "lora_rank": 4, "learning_rate": 1e-3},
         "backend": {"kind": "local", "base_url": "http://127.0.0.1:8124"},
@@ -45,7 +51,8 @@ def write(tmp_path: Path, config: dict) -> Path:
 
 def test_settings_read_the_run_config(tmp_path):
     s = load_settings(write(tmp_path, base_config(tmp_path)))
-    assert (s.backend, s.base_url, s.inference_port, s.batch_size, s.group_size) == ("local", "http://127.0.0.1:8124", 8123, 8, 4)
+    assert (s.backend, s.base_url, s.inference_port) == ("local", "http://127.0.0.1:8124", 8123)
+    assert (s.batch_size, s.group_size) == (8, 4)
     assert s.metrics_path == tmp_path / "metrics.jsonl"
     assert s.results_path == tmp_path / "results.json"
     assert (s.beta1, s.beta2, s.learning_rate) == (0.9, 0.95, 1e-3)
@@ -71,8 +78,13 @@ def test_bad_values_name_the_key(tmp_path, change, words):
 
 def test_trainer_rejects_a_bad_config_with_exit_2_and_a_clear_log(tmp_path):
     path = write(tmp_path, base_config(tmp_path, env__batch_size=6))
-    proc = subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "config rejected" in proc.stderr and "env.batch_size (6)" in proc.stderr
     assert not (tmp_path / "results.json").exists()
@@ -82,8 +94,14 @@ def test_cloud_profile_without_key_fails_fast(tmp_path, monkeypatch):
     config = base_config(tmp_path, backend__kind="tinker", backend__base_url=None)
     path = write(tmp_path, config)
     env = {k: v for k, v in os.environ.items() if k != "TINKER_API_KEY"}
-    proc = subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 3
     assert "TINKER_API_KEY is not set" in proc.stderr
 
@@ -91,8 +109,14 @@ def test_cloud_profile_without_key_fails_fast(tmp_path, monkeypatch):
 def test_cloud_profile_with_malformed_key_fails_fast_without_echoing_it(tmp_path):
     path = write(tmp_path, base_config(tmp_path, backend__kind="tinker", backend__base_url=None))
     env = {**os.environ, "TINKER_API_KEY": "sk-not-a-tinker-key-SECRET123"}
-    proc = subprocess.run([sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 3
     assert "start with 'tml-'" in proc.stderr
     assert "SECRET123" not in proc.stderr + proc.stdout
@@ -159,8 +183,9 @@ def test_folder_tokenizer_matches_transformers(tiny_model_dir):
         assert ids == theirs.encode(text)
         assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}]
-    assert ours.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == \
-        theirs.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, return_dict=False)
+    assert ours.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == theirs.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, return_dict=False
+    )
 
 
 def test_inference_server_speaks_sglang_and_openai_with_logprobs(tinker_local, tiny_model_dir):
@@ -198,22 +223,33 @@ def test_inference_server_speaks_sglang_and_openai_with_logprobs(tinker_local, t
                 async with http.post(f"{base}/v1/completions", json={"prompt": "hi", "n": "two"}) as resp:
                     assert resp.status == 400 and "n must be a positive integer" in (await resp.text())
 
-            server = SGLangServer(APIServerConfig(model_name=model, tokenizer_name=model, base_url=f"{base}/v1",
-                                                  api_key="x", server_type="sglang", health_check=False))
+            server = SGLangServer(
+                APIServerConfig(
+                    model_name=model,
+                    tokenizer_name=model,
+                    base_url=f"{base}/v1",
+                    api_key="x",
+                    server_type="sglang",
+                    health_check=False,
+                )
+            )
             prompt_tokens, outputs, logprobs, finish = await server.tokens_and_logprobs_completion(
-                prompt="Q: 2+3=\nA:", n=4, max_tokens=4, temperature=1.0, stop=["\n"])
+                prompt="Q: 2+3=\nA:", n=4, max_tokens=4, temperature=1.0, stop=["\n"]
+            )
             assert len(outputs) == len(logprobs) == len(finish) == 4
             assert prompt_tokens == policy.tokenizer.encode("Q: 2+3=\nA:")
             for toks, lps in zip(outputs, logprobs):
                 assert 1 <= len(toks) <= 4 and len(lps) == len(toks) and all(lp <= 0.0 for lp in lps)
 
             client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="x")
-            completion = await client.completions.create(model=model, prompt="Q: 1+1=\nA:", n=3, max_tokens=3,
-                                                         temperature=0.0, logprobs=1)
+            completion = await client.completions.create(
+                model=model, prompt="Q: 1+1=\nA:", n=3, max_tokens=3, temperature=0.0, logprobs=1
+            )
             assert len(completion.choices) == 3
             assert len(completion.choices[0].logprobs.token_logprobs) == len(completion.choices[0].logprobs.tokens)
-            chat = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "2+2?"}],
-                                                        max_tokens=3, logprobs=True)
+            chat = await client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "2+2?"}], max_tokens=3, logprobs=True
+            )
             assert chat.choices[0].message.role == "assistant"
             assert chat.choices[0].logprobs.content and chat.choices[0].logprobs.content[0].logprob <= 0.0
             await client.close()
@@ -235,19 +271,27 @@ def test_trainer_registers_serves_and_stops_cleanly_on_sigterm(tinker_local, tin
     from hermes_rl.core.daemons.pipeline import free_ports
 
     ports = free_ports(["api", "inference"])
-    config = base_config(tmp_path, env__total_steps=50, backend__base_url=tinker_local.url,
-                         tinker__base_model=str(tiny_model_dir), env__tokenizer_name=str(tiny_model_dir))
+    config = base_config(
+        tmp_path,
+        env__total_steps=50,
+        backend__base_url=tinker_local.url,
+        tinker__base_model=str(tiny_model_dir),
+        env__tokenizer_name=str(tiny_model_dir),
+    )
     config["env"]["rollout_server_url"] = f"http://127.0.0.1:{ports['api']}"
     config["openai"][0]["base_url"] = f"http://127.0.0.1:{ports['inference']}/v1"
     config["env"]["use_wandb"] = False
     path = write(tmp_path, config)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("TINKER_API_KEY", None)  # the trainer supplies the local dummy key itself
-    api = subprocess.Popen([sys.executable, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", str(ports["api"])],
-                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    api_argv = [sys.executable, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", str(ports["api"])]
+    api = subprocess.Popen(
+        api_argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     log_path = tmp_path / "trainer.log"
     trainer = None
     try:
+
         def get(url):
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:
@@ -260,17 +304,26 @@ def test_trainer_registers_serves_and_stops_cleanly_on_sigterm(tinker_local, tin
             assert time.time() < deadline, "run-api did not start"
             time.sleep(0.3)
         with open(log_path, "w") as log:
-            trainer = subprocess.Popen([sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)], cwd=ROOT,
-                                       env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            trainer = subprocess.Popen(
+                [sys.executable, "-m", "hermes_rl.dataplane.trainer", "--config", str(path)],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.time() + 120
         while get(f"http://127.0.0.1:{ports['inference']}/health")[0] != 200:
             assert trainer.poll() is None, log_path.read_text()
             assert time.time() < deadline, log_path.read_text()
             time.sleep(0.3)
         # registered with run-api, which now accepts environments
-        req = urllib.request.Request(f"http://127.0.0.1:{ports['api']}/register-env", method="POST",
-                                     data=json.dumps({"max_token_length": 32, "desired_name": "t", "weight": 1.0,
-                                                      "group_size": 4}).encode(), headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{ports['api']}/register-env",
+            method="POST",
+            data=json.dumps({"max_token_length": 32, "desired_name": "t", "weight": 1.0, "group_size": 4}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=5) as resp:
             assert json.loads(resp.read())["status"] == "success"
         assert get(f"http://127.0.0.1:{ports['api']}/info")[1]["batch_size"] == 8

@@ -9,21 +9,20 @@ import time
 
 import pytest
 import yaml
+from textual.binding import Binding
 
 from hermes_rl.core import runs
 from hermes_rl.core.base.paths import drafts_dir
-from tests.fixtures_core import PY
-from tests.fixtures_tui import fixed_clock, write_run
-from textual.binding import Binding
-
 from hermes_rl.tui import backend
 from hermes_rl.tui.app import HermesDashboard
-from hermes_rl.tui.config_editor import ConfigPane
-from hermes_rl.tui.dialogs import ConfirmScreen, HelpScreen
-from hermes_rl.tui.logs import LogsPane
-from hermes_rl.tui.metrics import ChartScreen, MetricsPane
-from hermes_rl.tui.processes import ProcessesPane
-from hermes_rl.tui.runs import RunsPane
+from hermes_rl.tui.panes.config_editor import ConfigPane
+from hermes_rl.tui.panes.logs import LogsPane
+from hermes_rl.tui.panes.metrics import ChartScreen, MetricsPane
+from hermes_rl.tui.panes.processes import ProcessesPane
+from hermes_rl.tui.panes.runs import RunsPane
+from hermes_rl.tui.widgets.dialogs import ConfirmScreen, HelpScreen
+from tests.fixtures_core import PY
+from tests.fixtures_tui import fixed_clock, write_run
 
 pytestmark = [pytest.mark.usefixtures("run_processes_cleanup")]
 
@@ -47,9 +46,13 @@ def small_pipeline(monkeypatch, specs):
     def start_small(env_name, profile, overrides=None):
         pipeline = [
             specs.http("api"),
-            specs.ProcessSpec(name="trainer", argv=[PY, CHATTY, "--run-dir", "{run_dir}", "--step-s", "0.2"],
-                              depends_on=[("api", "ready")],
-                              readiness=specs.Readiness("log", pattern=r"^ready", timeout_s=20), stop_timeout=3),
+            specs.ProcessSpec(
+                name="trainer",
+                argv=[PY, CHATTY, "--run-dir", "{run_dir}", "--step-s", "0.2"],
+                depends_on=[("api", "ready")],
+                readiness=specs.Readiness("log", pattern=r"^ready", timeout_s=20),
+                stop_timeout=3,
+            ),
         ]
         run = runs.launch(pipeline, environment=env_name, profile=profile or "local", total_steps=500)
         started.append(run["run_id"])
@@ -75,7 +78,9 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             # Select the environment: pane 1, first entry (good ones sort first), enter.
             await pilot.press("1", "g", "enter")
             config = app.query_one(ConfigPane)
-            await wait_for(pilot, lambda: config.view is not None, timeout=150, what="config loaded (config_init probe)")
+            await wait_for(
+                pilot, lambda: config.view is not None, timeout=150, what="config loaded (config_init probe)"
+            )
             assert app.header.environment == "counting"
             names = [r["name"] for r in config.rows]
             assert {"group_size", "max_number", "shuffle", "temperature"} <= set(names)
@@ -94,10 +99,16 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             assert config.pending == {"group_size": 4} and not config.errors
             await pilot.press("ctrl+s")
             draft = drafts_dir() / "counting.yaml"
-            await wait_for(pilot, lambda: draft.exists() and yaml.safe_load(draft.read_text()).get("group_size") == 4,
-                           what="draft saved")
-            await wait_for(pilot, lambda: any(r["name"] == "group_size" and r["modified"] for r in config.rows),
-                           what="group_size marked modified")
+            await wait_for(
+                pilot,
+                lambda: draft.exists() and yaml.safe_load(draft.read_text()).get("group_size") == 4,
+                what="draft saved",
+            )
+            await wait_for(
+                pilot,
+                lambda: any(r["name"] == "group_size" and r["modified"] for r in config.rows),
+                what="group_size marked modified",
+            )
             # Leave the field (tab goes to the next pane) and start a run.
             await pilot.press("tab", "s")
             await wait_for(pilot, lambda: small_pipeline, what="run started")
@@ -105,14 +116,21 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             runs_pane = app.query_one(RunsPane)
             await wait_for(pilot, lambda: app.selected_run == run_id, what="new run selected")
             procs = app.query_one(ProcessesPane)
-            await wait_for(pilot, lambda: procs.run and {p["name"]: p.get("state") for p in procs.run["processes"]}
-                           == {"api": "ready", "trainer": "ready"}, what="processes ready")
+            await wait_for(
+                pilot,
+                lambda: (
+                    procs.run
+                    and {p["name"]: p.get("state") for p in procs.run["processes"]}
+                    == {"api": "ready", "trainer": "ready"}
+                ),
+                what="processes ready",
+            )
             assert table_keys(procs.table) == ["api", "trainer"]
             logs = app.query_one(LogsPane)
             await wait_for(pilot, lambda: "trainer" in logs.names and logs.view.line_count > 3, what="log lines")
             merged = logs.view.source.lines(0, logs.view.line_count)
             assert any(line.startswith("trainer") and "step" in line for line in merged)
-            assert not any("\r" in line for line in merged)     # progress bars keep their last state
+            assert not any("\r" in line for line in merged)  # progress bars keep their last state
             metrics = app.query_one(MetricsPane)
             await wait_for(pilot, lambda: "reward/mean" in table_keys(metrics.table), what="metrics shown")
             # The chart is live: rows keep arriving while it is open (and the panes below keep updating).
@@ -129,10 +147,14 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             assert runs.get_run(run_id, sample=False)["status"] == "running"
             await pilot.press("x")
             await pilot.press("y")
-            await wait_for(pilot, lambda: runs.get_run(run_id, sample=False)["status"] == "stopped", timeout=30,
-                           what="run stopped")
-            await wait_for(pilot, lambda: any(r["run_id"] == run_id and r["status"] == "stopped"
-                                              for r in runs_pane.runs), what="runs table shows stopped")
+            await wait_for(
+                pilot, lambda: runs.get_run(run_id, sample=False)["status"] == "stopped", timeout=30, what="run stopped"
+            )
+            await wait_for(
+                pilot,
+                lambda: any(r["run_id"] == run_id and r["status"] == "stopped" for r in runs_pane.runs),
+                what="runs table shows stopped",
+            )
             await pilot.press("q")
         assert app.return_code == 0
         # Reopen: the run is there, with its processes and logs.
@@ -174,7 +196,7 @@ def test_keymap_file_remaps_bindings_and_help_lists_ids(hermes_home, synthetic_r
         async with app.run_test(size=(140, 40)) as pilot:
             await wait_for(pilot, lambda: app.runs, what="runs")
             await pilot.press("question_mark")
-            assert not isinstance(app.screen, HelpScreen)      # remapped away
+            assert not isinstance(app.screen, HelpScreen)  # remapped away
             await pilot.press("f1")
             assert isinstance(app.screen, HelpScreen)
             ids = {row[3] for row in app.screen.rows}
@@ -183,18 +205,22 @@ def test_keymap_file_remaps_bindings_and_help_lists_ids(hermes_home, synthetic_r
             assert keys["run.stop"] == app.get_key_display(Binding("ctrl+k", ""))
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.selected_run == "5ee5ee5e", what="newest run selected")
-            await pilot.press("ctrl+k")       # the remapped stop: this run is already stopped, so it says so
-            await wait_for(pilot, lambda: any("already stopped" in n.message for n in app._notifications),
-                           what="stop via remapped key")
+            await pilot.press("ctrl+k")  # the remapped stop: this run is already stopped, so it says so
+            await wait_for(
+                pilot,
+                lambda: any("already stopped" in n.message for n in app._notifications),
+                what="stop via remapped key",
+            )
 
     asyncio.run(scenario())
 
 
 def test_every_binding_has_an_id():
+    import importlib
     import inspect
+    import pkgutil
 
     from textual.binding import Binding
-    import pkgutil, importlib
 
     import hermes_rl.tui as tui
 
@@ -220,12 +246,12 @@ def test_navigation_filter_sort_chart_and_notifications(hermes_home, synthetic_r
         async with app.run_test(size=(160, 48)) as pilot:
             pane = app.query_one(RunsPane)
             await wait_for(pilot, lambda: pane.table.row_count == 3, what="runs")
-            assert table_keys(pane.table) == synthetic_runs           # newest first
+            assert table_keys(pane.table) == synthetic_runs  # newest first
             await pilot.press("3", "j")
             await wait_for(pilot, lambda: app.selected_run == "a1b2c3d4", what="j selects the next run")
             await pilot.press("G")
             await wait_for(pilot, lambda: app.selected_run == "0badc0de", what="G goes to the last run")
-            await pilot.press("R")          # sort by reward, ascending
+            await pilot.press("R")  # sort by reward, ascending
             rewards = [r.get("reward_mean") for r in pane._visible()]
             assert rewards == sorted(rewards)
             await pilot.press("slash")
@@ -243,10 +269,20 @@ def test_navigation_filter_sort_chart_and_notifications(hermes_home, synthetic_r
             assert app.screen.log_y and app.screen.key != key
             await pilot.press("escape")
             # A run that fails while we watch raises a notification.
-            write_run("5ee5ee5e", status="failed", steps=3, profile="tinker", environment="gsm8k",
-                      created_at=fixed_clock() - 600, reason="env exited 2")
-            await wait_for(pilot, lambda: any("5ee5ee5e" in n.message and "failed" in n.message
-                                              for n in app._notifications), what="failure notification")
+            write_run(
+                "5ee5ee5e",
+                status="failed",
+                steps=3,
+                profile="tinker",
+                environment="gsm8k",
+                created_at=fixed_clock() - 600,
+                reason="env exited 2",
+            )
+            await wait_for(
+                pilot,
+                lambda: any("5ee5ee5e" in n.message and "failed" in n.message for n in app._notifications),
+                what="failure notification",
+            )
 
     asyncio.run(scenario())
 
@@ -269,8 +305,8 @@ def test_stall_warning_in_header_for_a_silent_running_run(hermes_home, specs, ca
 
     asyncio.run(scenario())
     said = capfd.readouterr().err
-    assert "keep going" in said and run_id in said       # quitting says the run goes on ...
-    assert runs.get_run(run_id, sample=False)["status"] == "running"   # ... and it does
+    assert "keep going" in said and run_id in said  # quitting says the run goes on ...
+    assert runs.get_run(run_id, sample=False)["status"] == "running"  # ... and it does
     runs.stop_run(run_id)
 
 
@@ -290,9 +326,14 @@ def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, 
             await wait_for(pilot, lambda: app.selected_run == "0badc0de", what="palette opened the run")
             # A new environment file is picked up by the file watcher, no restart needed.
             (user_environments_dir() / "later_env.py").write_text(
-                TUI_ENV_SOURCE.replace('name = "counting"', 'name = "later_env"'))
-            await wait_for(pilot, lambda: any(e.name == "later_env" for e in app.environments), timeout=15,
-                           what="new environment listed")
+                TUI_ENV_SOURCE.replace('name = "counting"', 'name = "later_env"')
+            )
+            await wait_for(
+                pilot,
+                lambda: any(e.name == "later_env" for e in app.environments),
+                timeout=15,
+                what="new environment listed",
+            )
 
     asyncio.run(scenario())
 
@@ -302,7 +343,7 @@ def test_inference_screen_shows_each_models_result_as_it_arrives(arith_env, open
     """The test-inference screen over core.inference_test, against a local OpenAI-protocol server."""
     from textual.widgets import DataTable, Input
 
-    from hermes_rl.tui.inference import InferenceScreen
+    from hermes_rl.tui.panes.inference import InferenceScreen
 
     async def scenario():
         app = HermesDashboard()
@@ -334,8 +375,9 @@ def test_inference_screen_shows_each_models_result_as_it_arrives(arith_env, open
 
 @pytest.mark.timeout(120)
 def test_restart_one_process_from_the_processes_pane_with_confirmation(hermes_home, specs):
-    run = runs.launch([specs.sleeper("api"), specs.sleeper("trainer", stop_timeout=3)],
-                      environment="counting", profile="local")
+    run = runs.launch(
+        [specs.sleeper("api"), specs.sleeper("trainer", stop_timeout=3)], environment="counting", profile="local"
+    )
     run_id = run["run_id"]
 
     def proc(name: str) -> dict:
@@ -345,9 +387,15 @@ def test_restart_one_process_from_the_processes_pane_with_confirmation(hermes_ho
         app = HermesDashboard(run_id=run_id)
         async with app.run_test(size=(160, 48)) as pilot:
             pane = app.query_one(ProcessesPane)
-            await wait_for(pilot, lambda: app.selected_run == run_id and pane.table.row_count == 2
-                           and all(p.get("state") == "ready" for p in (pane.run or {}).get("processes", [])),
-                           what="both processes running")
+            await wait_for(
+                pilot,
+                lambda: (
+                    app.selected_run == run_id
+                    and pane.table.row_count == 2
+                    and all(p.get("state") == "ready" for p in (pane.run or {}).get("processes", []))
+                ),
+                what="both processes running",
+            )
             api_pid, trainer_pid = proc("api")["pid"], proc("trainer")["pid"]
             await pilot.press("4")
             while pane.table.selected_key() != "trainer":
@@ -362,14 +410,21 @@ def test_restart_one_process_from_the_processes_pane_with_confirmation(hermes_ho
             await pilot.press("r")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("y")
-            await wait_for(pilot, lambda: any("trainer restarted" in n.message for n in app._notifications),
-                           timeout=30, what="restart notification")
+            await wait_for(
+                pilot,
+                lambda: any("trainer restarted" in n.message for n in app._notifications),
+                timeout=30,
+                what="restart notification",
+            )
             after = proc("trainer")
             assert after["pid"] != trainer_pid and after["restarts"] == 1 and after["state"] in ("starting", "ready")
             assert proc("api")["pid"] == api_pid and proc("api")["restarts"] == 0
             # The processes pane shows the new pid and the restart count.
-            await wait_for(pilot, lambda: str(after["pid"]) in str(pane.table.get_row("trainer")),
-                           what="new pid in the processes pane")
+            await wait_for(
+                pilot,
+                lambda: str(after["pid"]) in str(pane.table.get_row("trainer")),
+                what="new pid in the processes pane",
+            )
             row = [str(cell) for cell in pane.table.get_row("trainer")]
             assert row[SORT_COLUMNS.index("restarts")] == "1"
             # Restarting a process of a finished run says why it cannot, without a traceback.
@@ -377,10 +432,67 @@ def test_restart_one_process_from_the_processes_pane_with_confirmation(hermes_ho
             app.confirm_restart_process(run_id, "trainer")
             await pilot.pause(0.1)
             await pilot.press("y")
-            await wait_for(pilot, lambda: any("cannot restart trainer" in n.message for n in app._notifications),
-                           what="refusal for a stopped run")
+            await wait_for(
+                pilot,
+                lambda: any("cannot restart trainer" in n.message for n in app._notifications),
+                what="refusal for a stopped run",
+            )
 
     asyncio.run(scenario())
 
 
 SORT_COLUMNS = ["icon", "name", "pid", "state", "health", "uptime", "cpu", "rss", "restarts", "exit", "port"]
+
+
+def test_the_dashboard_reaches_core_only_through_backend():
+    """tui/backend.py is the one door into core (imported lazily, in its functions); elsewhere tui uses
+    only core.base's light primitives. The launcher hands the dashboard to core's CLI."""
+    import ast
+    from pathlib import Path
+
+    import hermes_rl.tui as tui
+
+    root = Path(tui.__file__).parent
+    wrong = []
+    for path in root.rglob("*.py"):
+        name = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                if not module.startswith("hermes_rl.core") or module.startswith("hermes_rl.core.base"):
+                    continue
+                if name == "backend.py" and node.col_offset > 0:  # inside a function: lazy
+                    continue
+                if name == "launcher.py" and module == "hermes_rl.core.clients.cli":
+                    continue
+                wrong.append(f"{name}: {module}")
+    assert not wrong, wrong
+
+
+def test_a_failing_worker_is_reported_once_as_one_line(hermes_home, synthetic_runs, monkeypatch):
+    """Workers do not catch errors themselves: the app's one handler shows what failed and why."""
+    from hermes_rl.core.base.errors import BadInput
+
+    def refuse(env_name):
+        raise BadInput(f"no draft for {env_name}", hint="select it first")
+
+    monkeypatch.setattr(backend, "reset_draft", refuse)
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock, live=False)
+        async with app.run_test(size=(140, 40)) as pilot:
+            app.reset_config("counting")
+            await wait_for(
+                pilot,
+                lambda: any("cannot reset the draft" in n.message for n in app._notifications),
+                what="failure toast",
+            )
+            said = [n.message for n in app._notifications if "cannot reset the draft" in n.message]
+            assert said == ["cannot reset the draft: no draft for counting (select it first)"]
+
+    asyncio.run(scenario())

@@ -10,12 +10,12 @@ import time
 import pytest
 from textual.widgets import Input
 
-from tests.fixtures_tui import SNAP_SIZE, fixed_clock
 from hermes_rl.tui.app import HermesDashboard
-from hermes_rl.tui.config_editor import ConfigPane
-from hermes_rl.tui.logs import LogsPane
-from hermes_rl.tui.metrics import MetricsPane
-from hermes_rl.tui.runs import RunsPane
+from hermes_rl.tui.panes.config_editor import ConfigPane
+from hermes_rl.tui.panes.logs import LogsPane
+from hermes_rl.tui.panes.metrics import MetricsPane
+from hermes_rl.tui.panes.runs import RunsPane
+from tests.fixtures_tui import SNAP_SIZE, fixed_clock
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -48,7 +48,7 @@ async def freeze(pilot):
     if app.live is not None:
         app.live.stop()
         await pilot.pause(0.3)
-    await pilot.pause(0.3)       # let focus settle (a pushed screen focuses its first input)
+    await pilot.pause(0.3)  # let focus settle (a pushed screen focuses its first input)
     for screen in app.screen_stack:
         for widget in screen.query(Input):
             widget.cursor_blink = False
@@ -93,8 +93,8 @@ def test_config_editor_validation_locked_and_modified(snap_compare, snapshot_wor
         await wait_for(pilot, lambda: config.view is not None, timeout=180, what="config probe")
         await pilot.press("2")
         app.focused.value = ""
-        await pilot.press("1")                               # group_size 1: invalid, message inline
-        await pilot.press("down", "ctrl+u", *"16")            # batch_size 16: valid, unsaved
+        await pilot.press("1")  # group_size 1: invalid, message inline
+        await pilot.press("down", "ctrl+u", *"16")  # batch_size 16: valid, unsaved
         await pilot.press("escape", "z")
         await freeze(pilot)
 
@@ -104,7 +104,7 @@ def test_config_editor_validation_locked_and_modified(snap_compare, snapshot_wor
 def test_processes_pane_sorted(snap_compare, snapshot_world):
     async def run_before(pilot):
         await settle(pilot, select_run="0badc0de", log_lines=3)
-        await pilot.press("4", "X", "X")     # exit code, descending
+        await pilot.press("4", "X", "X")  # exit code, descending
         await pilot.press("z")
         await freeze(pilot)
 
@@ -114,7 +114,7 @@ def test_processes_pane_sorted(snap_compare, snapshot_world):
 def test_logs_pane_trainer_tab_search_marker(snap_compare, snapshot_world):
     async def run_before(pilot):
         await settle(pilot)
-        await pilot.press("5", "]", "]")          # all -> api -> trainer
+        await pilot.press("5", "]", "]")  # all -> api -> trainer
         logs = pilot.app.query_one(LogsPane)
         await wait_for(pilot, lambda: logs._selected_name() == "trainer", what="trainer tab")
         await pilot.press("m")
@@ -129,7 +129,7 @@ def test_logs_pane_trainer_tab_search_marker(snap_compare, snapshot_world):
 def test_metrics_chart(snap_compare, snapshot_world):
     async def run_before(pilot):
         await settle(pilot)
-        await freeze(pilot)          # the dashboard underneath is settled before the chart covers it
+        await freeze(pilot)  # the dashboard underneath is settled before the chart covers it
         await pilot.press("6", "enter")
         await pilot.press("s")
         await freeze(pilot)
@@ -140,7 +140,7 @@ def test_metrics_chart(snap_compare, snapshot_world):
 def test_help_screen(snap_compare, snapshot_world):
     async def run_before(pilot):
         await settle(pilot)
-        await freeze(pilot)          # the dashboard underneath is settled before the help covers it
+        await freeze(pilot)  # the dashboard underneath is settled before the help covers it
         await pilot.press("question_mark")
         await freeze(pilot)
 

@@ -1,63 +1,70 @@
 """The hermes-rl dashboard: environments, config, runs, processes, logs and metrics in one screen.
 
-It is a view over `core`: it reads run folders and logs, and calls core.runs to start and stop runs.
-It never owns a run; quitting leaves every run going. All slow work (config_init probes, starting and
-stopping runs, psutil sampling, file reads of whole files) happens in workers.
+It is a view over core, reached through tui/backend.py: it never owns a run; quitting leaves every
+run going. The panes (tui/panes/) post messages that the app handles here; all slow work (config_init
+probes, starting and stopping runs, psutil sampling, reads of whole files) happens in workers, whose
+failures all reach the user through `on_worker_state_changed`. Live updates come from one background
+loop (tui/live.py), one batch per cycle.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.widgets import Footer
+from textual.worker import Worker, WorkerState
 
 from hermes_rl.core.base.errors import HermesError
-
+from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, RunStatus
 from hermes_rl.tui import backend
-from hermes_rl.tui.config_editor import ConfigPane
-from hermes_rl.tui.dialogs import ConfirmScreen, HelpScreen, binding_rows
-from hermes_rl.tui.environments import EnvironmentsPane
-from hermes_rl.tui.format import FINAL_STATUSES
-from hermes_rl.tui.header import HeaderBar
+from hermes_rl.tui.format import error_line
 from hermes_rl.tui.keymap import keymap_path, load_keymap
-from hermes_rl.tui.logs import LogsPane
-from hermes_rl.tui.messages import (ConfigLoaded, EnvironmentsChanged, EnvironmentSelected, LiveBatch, LogsGrew, MetricsUpdated,
-                       RunSampled, RunSelected, RunsUpdated)
-from hermes_rl.tui.metrics import ChartScreen, MetricsPane
 from hermes_rl.tui.palette import HermesCommands
-from hermes_rl.tui.processes import ProcessesPane
-from hermes_rl.tui.runs import RunsPane
+from hermes_rl.tui.panes.config_editor import ConfigPane
+from hermes_rl.tui.panes.environments import EnvironmentsPane
+from hermes_rl.tui.panes.logs import LogsPane
+from hermes_rl.tui.panes.metrics import ChartScreen, MetricsPane
+from hermes_rl.tui.panes.processes import ProcessesPane
+from hermes_rl.tui.panes.runs import RunsPane
+from hermes_rl.tui.textual_compat import shutting_down
+from hermes_rl.tui.widgets.dialogs import ConfirmScreen, HelpScreen, binding_rows
+from hermes_rl.tui.widgets.header import HeaderBar
 
+if TYPE_CHECKING:
+    from hermes_rl.tui.live import LiveUpdater
 
 
 def live_handler(method):
     """Live updates may still arrive while the app shuts down and its panes are gone: drop them."""
-    import functools
-
-    from textual.css.query import NoMatches
 
     @functools.wraps(method)
     def wrapper(self, message):
         try:
             return method(self, message)
         except NoMatches:
-            main = self.screen_stack[0] if self.screen_stack else None
-            if self._exit or not self._running or main is None or main._closing or main._closed:
-                return None     # shutting down: widgets are being removed
+            if shutting_down(self):
+                return None  # widgets are being removed
             raise
 
     return wrapper
+
+
+# How a run's end is announced: failures as errors, the rest as information.
+END_SEVERITY = {RunStatus.FAILED: "error", RunStatus.LOST: "error"}
 PANES = ("environments", "config", "runs", "processes", "logs", "metrics")
 
 
 class HermesDashboard(App):
     TITLE = "hermes-rl"
-    CSS_PATH = Path(__file__).parent / "app.tcss"   # absolute: subclasses elsewhere (bench, tests) find it
+    CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses elsewhere (bench, tests) find it
     COMMANDS = {HermesCommands}
     COMMAND_PALETTE_BINDING = "ctrl+p"
     BINDINGS = [
@@ -67,21 +74,30 @@ class HermesDashboard(App):
         Binding("slash", "filter", "Filter/search", id="app.filter"),
         Binding("tab", "next_pane", "Next pane", show=False, priority=True, id="pane.next"),
         Binding("shift+tab", "prev_pane", "Prev pane", show=False, priority=True, id="pane.prev"),
-        *[Binding(str(n), f"focus_pane({n})", f"Pane {n}: {name}", show=False, id=f"pane.{n}")
-          for n, name in enumerate(PANES, 1)],
+        *[
+            Binding(str(n), f"focus_pane({n})", f"Pane {n}: {name}", show=False, id=f"pane.{n}")
+            for n, name in enumerate(PANES, 1)
+        ],
         Binding("s", "start_run", "Start run", id="run.start"),
         Binding("x", "stop_run", "Stop run", id="run.stop"),
         Binding("t", "test_inference", "Test inference", id="app.inference"),
         Binding("z", "zoom", "Zoom pane", id="app.zoom"),
     ]
 
-    def __init__(self, *, run_id: str | None = None, clock=time.time, live: bool = True,
-                 stall_after_s: float | None = None, sample_hz: float = 1.0):
+    def __init__(
+        self,
+        *,
+        run_id: str | None = None,
+        clock=time.time,
+        live: bool = True,
+        stall_after_s: float | None = None,
+        sample_hz: float = 1.0,
+    ):
         super().__init__()
         self.clock = clock
         self.initial_run_id = run_id
         self.live_enabled = live
-        self.stall_after_s = stall_after_s     # None: core.runs' threshold ($HERMES_RL_STALL_S, default 900 s)
+        self.stall_after_s = stall_after_s  # None: core.runs' threshold ($HERMES_RL_STALL_S, default 900 s)
         self.sample_hz = sample_hz
         self.environments: list = []
         self.runs: list[dict] = []
@@ -121,7 +137,7 @@ class HermesDashboard(App):
             self.notify(problem, severity="warning")
         header = self.header
         header.keys = backend.keys_present()
-        self.set_interval(5.0, header.update_text)   # the clock shows minutes
+        self.set_interval(5.0, header.update_text)  # the clock shows minutes
         self.pane("#runs RunsTable").focus()
         # Paint the first frame before the workers start competing for the GIL.
         self.call_after_refresh(self._first_frame)
@@ -135,23 +151,23 @@ class HermesDashboard(App):
             self.live = LiveUpdater(self, sample_hz=self.sample_hz, stall_after_s=self.stall_after_s, clock=self.clock)
             self._live_worker()
 
-    @work(thread=True, exclusive=True, group="live")
+    @work(thread=True, exclusive=True, group="live", exit_on_error=False, description="live updates stopped")
     def _live_worker(self) -> None:
         self.live.run()
 
-    @work(thread=True, group="load")
+    @work(thread=True, group="load", exit_on_error=False, description="cannot load the selection")
     def _load_start_state(self) -> None:
         selection = backend.current_selection()
         try:
             profile, _notice = backend.resolve_profile(selection.get("profile"))
             profile_name, default_env = profile.name, profile.default_environment
-        except Exception:
+        except Exception:  # a bad profile must not keep the dashboard from opening: the header shows "?"
             profile_name, default_env = selection.get("profile") or "local", None
         try:
             environments = backend.discover_environments()
-        except HermesError as exc:
+        except HermesError as exc:  # still open, with no environments listed
             environments = []
-            self.call_from_thread(self.notify, str(exc), severity="error")
+            self.call_from_thread(self.notify, error_line(exc), severity="error")
         self.call_from_thread(self._start_state, selection, profile_name, environments, default_env)
 
     def _start_state(self, selection: dict, profile_name: str, environments: list, default_env: str | None) -> None:
@@ -169,10 +185,12 @@ class HermesDashboard(App):
     async def action_quit(self) -> None:
         if self.live is not None:
             self.live.stop()
-        active = [r["run_id"] for r in self.runs if r.get("status") not in FINAL_STATUSES]
+        active = [r["run_id"] for r in self.runs if r.get("status") not in FINAL]
         if active:
-            message = (f"Dashboard closed. {len(active)} run(s) keep going: {', '.join(active)}. "
-                       "Reopen with `hermes-rl`; stop with `hermes-rl stop RUN_ID`.")
+            message = (
+                f"Dashboard closed. {len(active)} run(s) keep going: {', '.join(active)}. "
+                "Reopen with `hermes-rl`; stop with `hermes-rl stop RUN_ID`."
+            )
         else:
             message = "Dashboard closed. No run is active."
         self.exit(message=message)
@@ -180,6 +198,18 @@ class HermesDashboard(App):
     def on_unmount(self) -> None:
         if self.live is not None:
             self.live.stop()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR:
+            self._report_failure(event.worker)
+
+    def on_logs_pane_work_failed(self, message: LogsPane.WorkFailed) -> None:
+        self._report_failure(message.worker)
+
+    def _report_failure(self, worker: Worker) -> None:
+        """Every worker's failure reaches the user here, as one line: what failed (the worker's
+        description) and why (the error's message and hint)."""
+        self.notify(f"{worker.description}: {error_line(worker.error)}", severity="error", timeout=10)
 
     # -- panes and focus --------------------------------------------------------------------------
     def _pane_target(self, index: int):
@@ -237,34 +267,35 @@ class HermesDashboard(App):
             screen.maximize(self.pane(f"#{PANES[pane - 1]}"), container=False)
 
     def action_help(self) -> None:
-        note = (f"Remap any key by its binding id in {keymap_path()} (YAML, e.g. `run.start: ctrl+r`). "
-                "Digits/letters typed into a field go to the field: press esc first.")
+        note = (
+            f"Remap any key by its binding id in {keymap_path()} (YAML, e.g. `run.start: ctrl+r`). "
+            "Digits/letters typed into a field go to the field: press esc first."
+        )
         self.push_screen(HelpScreen(binding_rows(self), note))
 
-    def on_live_batch(self, batch: LiveBatch) -> None:
-        handlers = {RunsUpdated: self.on_runs_updated, RunSampled: self.on_run_sampled,
-                    MetricsUpdated: self.on_metrics_updated, LogsGrew: self.on_logs_grew,
-                    EnvironmentsChanged: self.on_environments_changed}
+    def on_live_updater_batch(self, batch: LiveUpdater.Batch) -> None:
+        """One live cycle's updates, handled in one go (one frame): each by its own handler below."""
         for message in batch.updates:
-            handlers[type(message)](message)
+            getattr(self, message.handler_name)(message)
 
     # -- environments and config ----------------------------------------------------------------
     @live_handler
-    def on_environments_changed(self, message: EnvironmentsChanged) -> None:
+    def on_live_updater_environments_changed(self, message: LiveUpdater.EnvironmentsChanged) -> None:
         self.environments = message.environments
         self.pane(EnvironmentsPane).show(message.environments)
 
-    def on_environment_selected(self, message: EnvironmentSelected) -> None:
-        if message.name:
-            self.choose_environment(message.name)
+    def on_environments_pane_selected(self, message: EnvironmentsPane.Selected) -> None:
+        self.choose_environment(message.name)
 
-    @work(thread=True, exclusive=True, group="select-env")
+    @work(
+        thread=True,
+        exclusive=True,
+        group="select-env",
+        exit_on_error=False,
+        description="cannot select the environment",
+    )
     def choose_environment(self, name: str, profile: str | None = None) -> None:
-        try:
-            backend.select_environment(name, profile)
-        except HermesError as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error")
-            return
+        backend.select_environment(name, profile)
         self.call_from_thread(self._environment_chosen, name)
 
     def choose_profile(self, profile: str) -> None:
@@ -284,28 +315,18 @@ class HermesDashboard(App):
         self.notify(f"selected {name}", timeout=2)
 
     def load_config(self, name: str) -> None:
-        self.pane(ConfigPane).show_loading(name)
-        self._load_config(name)
-
-    @work(thread=True, exclusive=True, group="config")
-    def _load_config(self, name: str) -> None:
-        try:
-            view = backend.get_config(name)
-            self.post_message(ConfigLoaded(name, view))
-        except HermesError as exc:
-            self.post_message(ConfigLoaded(name, None, str(exc)))
-        except Exception as exc:
-            self.post_message(ConfigLoaded(name, None, f"{type(exc).__name__}: {exc}"))
+        self.pane(ConfigPane).load(name)
 
     @live_handler
-    def on_config_loaded(self, message: ConfigLoaded) -> None:
-        pane = self.pane(ConfigPane)
-        if message.view is None:
-            pane.show_error(message.environment, message.error or "cannot load the config")
-            return
-        pane.show(message.view)
+    def on_config_pane_loaded(self, message: ConfigPane.Loaded) -> None:
         self.header.profile = message.view.profile
         self.header.update_text()
+
+    def on_config_pane_save_requested(self, _message: ConfigPane.SaveRequested) -> None:
+        self.save_config()
+
+    def on_config_pane_reset_requested(self, message: ConfigPane.ResetRequested) -> None:
+        self.reset_config(message.environment)
 
     def save_config(self, then_start: bool = False) -> None:
         pane = self.pane(ConfigPane)
@@ -322,26 +343,18 @@ class HermesDashboard(App):
             return
         self._save(pane.environment, pane.profile, pending, then_start)
 
-    @work(thread=True, exclusive=True, group="config-save")
+    @work(thread=True, exclusive=True, group="config-save", exit_on_error=False, description="not saved")
     def _save(self, env: str, profile: str | None, pending: dict, then_start: bool) -> None:
-        try:
-            result = backend.set_fields(pending, env, profile)
-        except HermesError as exc:
-            self.call_from_thread(self.notify, f"not saved: {exc}", severity="error")
-            return
+        result = backend.set_fields(pending, env, profile)
         changed = ", ".join(f"{k}={v['value']!r}" for k, v in result.get("changed", {}).items())
         self.call_from_thread(self.notify, f"draft saved: {changed}", timeout=3)
         self.call_from_thread(self.load_config, env)
         if then_start:
             self.call_from_thread(self._start, env, None)
 
-    @work(thread=True, exclusive=True, group="config-save")
+    @work(thread=True, exclusive=True, group="config-save", exit_on_error=False, description="cannot reset the draft")
     def reset_config(self, env: str) -> None:
-        try:
-            backend.reset_draft(env)
-        except HermesError as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error")
-            return
+        backend.reset_draft(env)
         self.call_from_thread(self.load_config, env)
 
     # -- runs --------------------------------------------------------------------------------------
@@ -357,22 +370,15 @@ class HermesDashboard(App):
         self.notify(f"starting {env}…", timeout=2)
         self._start_worker(env, profile)
 
-    @work(thread=True, group="start-run")
+    @work(thread=True, group="start-run", exit_on_error=False, description="cannot start")
     def _start_worker(self, env: str | None, profile: str | None) -> None:
-        try:
-            run = backend.start_run(env, profile)
-        except HermesError as exc:
-            self.call_from_thread(self.notify, f"cannot start: {exc}", severity="error", timeout=10)
-            return
-        except Exception as exc:
-            self.call_from_thread(self.notify, f"cannot start: {type(exc).__name__}: {exc}", severity="error", timeout=10)
-            return
+        run = backend.start_run(env, profile)
         self.call_from_thread(self._started, run)
 
     def _started(self, run: dict) -> None:
         run_id = run.get("run_id")
         self.notify(f"run {run_id} started ({run.get('environment')}, {run.get('profile')})")
-        self.initial_run_id = run_id     # select it as soon as the list shows it
+        self.initial_run_id = run_id  # select it as soon as the list shows it
         if self.live is not None:
             self.live.poke()
 
@@ -382,7 +388,7 @@ class HermesDashboard(App):
             self.notify("no run selected", severity="warning")
             return
         run = next((r for r in self.runs if r["run_id"] == run_id), {})
-        if run.get("status") in FINAL_STATUSES - {"lost"}:
+        if run.get("status") in RECORDED_FINAL:  # a lost run can still be stopped (its leftovers)
             self.notify(f"run {run_id} is already {run.get('status')}", timeout=3)
             return
 
@@ -390,20 +396,22 @@ class HermesDashboard(App):
             if yes:
                 self._stop_worker(run_id)
 
-        self.push_screen(ConfirmScreen(f"Stop run {run_id}?", f"{run.get('environment', '')} · {run.get('status', '')} · "
-                                       "its processes get SIGTERM, then SIGKILL after their timeout"), answered)
+        detail = (
+            f"{run.get('environment', '')} · {run.get('status', '')} · "
+            "its processes get SIGTERM, then SIGKILL after their timeout"
+        )
+        self.push_screen(ConfirmScreen(f"Stop run {run_id}?", detail), answered)
 
-    @work(thread=True, group="stop-run")
+    @work(thread=True, group="stop-run", exit_on_error=False, description="cannot stop the run")
     def _stop_worker(self, run_id: str) -> None:
         self.call_from_thread(self.notify, f"stopping {run_id}…", timeout=2)
-        try:
-            result = backend.stop_run(run_id)
-        except HermesError as exc:
-            self.call_from_thread(self.notify, f"cannot stop {run_id}: {exc}", severity="error")
-            return
-        self.call_from_thread(self.notify, f"run {run_id}: {result.get('status', 'stopped')}")
+        result = backend.stop_run(run_id)
+        self.call_from_thread(self.notify, f"run {run_id}: {result.get('status', RunStatus.STOPPED)}")
         if self.live is not None:
             self.live.poke()
+
+    def on_processes_pane_restart_requested(self, message: ProcessesPane.RestartRequested) -> None:
+        self.confirm_restart_process(message.run_id, message.name)
 
     def confirm_restart_process(self, run_id: str | None, name: str) -> None:
         if not run_id:
@@ -413,24 +421,23 @@ class HermesDashboard(App):
             if yes:
                 self._restart_worker(run_id, name)
 
-        self.push_screen(ConfirmScreen(f"Restart {name} of run {run_id}?",
-                                       "the supervisor stops its process group and starts it again; "
-                                       "the other processes keep running"), answered)
+        self.push_screen(
+            ConfirmScreen(
+                f"Restart {name} of run {run_id}?",
+                "the supervisor stops its process group and starts it again; the other processes keep running",
+            ),
+            answered,
+        )
 
-    @work(thread=True, group="restart")
+    @work(thread=True, group="restart", exit_on_error=False, description="cannot restart the process")
     def _restart_worker(self, run_id: str, name: str) -> None:
         self.call_from_thread(self.notify, f"restarting {name} of {run_id}…", timeout=2)
-        try:
-            run = backend.restart_process(run_id, name)
-        except HermesError as exc:
-            self.call_from_thread(self.notify, f"cannot restart {name}: {exc}", severity="error")
-            return
-        except Exception as exc:
-            self.call_from_thread(self.notify, f"cannot restart {name}: {type(exc).__name__}: {exc}", severity="error")
-            return
+        run = backend.restart_process(run_id, name)
         proc = next((p for p in run.get("processes") or [] if p.get("name") == name), {})
-        self.call_from_thread(self.notify, f"{name} restarted: pid {proc.get('pid')}, {proc.get('state')}, "
-                                           f"{proc.get('restarts', 0)} restart(s)")
+        self.call_from_thread(
+            self.notify,
+            f"{name} restarted: pid {proc.get('pid')}, {proc.get('state')}, {proc.get('restarts', 0)} restart(s)",
+        )
         if self.live is not None:
             self.live.poke()
 
@@ -439,15 +446,17 @@ class HermesDashboard(App):
             self.action_focus_pane(3)
 
     @live_handler
-    def on_runs_updated(self, message: RunsUpdated) -> None:
+    def on_live_updater_runs_updated(self, message: LiveUpdater.RunsUpdated) -> None:
         self.runs = message.runs
         for run in message.runs:
             status, previous = run.get("status"), self._statuses.get(run["run_id"])
-            if previous is not None and previous != status and status in ("failed", "completed", "lost", "stopped"):
+            if previous is not None and previous != status and status in FINAL:
                 reason = f": {run['reason']}" if run.get("reason") else ""
-                severity = {"failed": "error", "lost": "error", "completed": "information"}.get(status, "information")
-                self.notify(f"run {run['run_id']} ({run.get('environment')}) {status}{reason}", severity=severity,
-                            timeout=10)
+                self.notify(
+                    f"run {run['run_id']} ({run.get('environment')}) {status}{reason}",
+                    severity=END_SEVERITY.get(status, "information"),
+                    timeout=10,
+                )
             self._statuses[run["run_id"]] = status
         pane = self.pane(RunsPane)
         pane.update_runs(message.runs, message.sparks, message.stalled)
@@ -458,7 +467,7 @@ class HermesDashboard(App):
             self.initial_run_id = None
 
     @live_handler
-    def on_run_selected(self, message: RunSelected) -> None:
+    def on_runs_pane_selected(self, message: RunsPane.Selected) -> None:
         if message.run_id == self.selected_run:
             return
         self.selected_run = message.run_id
@@ -476,18 +485,19 @@ class HermesDashboard(App):
             run = run or next((r for r in self.runs if r["run_id"] == self.selected_run), {})
             step, total = run.get("step"), run.get("total_steps")
             self.header.run_line = f"{self.selected_run} {run.get('status', '')}" + (
-                f" step {step}/{total}" if step is not None else "")
+                f" step {step}/{total}" if step is not None else ""
+            )
         self.header.update_text()
 
     @live_handler
-    def on_run_sampled(self, message: RunSampled) -> None:
+    def on_live_updater_run_sampled(self, message: LiveUpdater.RunSampled) -> None:
         if message.run_id != self.selected_run:
             return
         self.pane(ProcessesPane).show(message.run)
         self.pane(LogsPane).sync_processes(message.run)
 
     @live_handler
-    def on_metrics_updated(self, message: MetricsUpdated) -> None:
+    def on_live_updater_metrics_updated(self, message: LiveUpdater.MetricsUpdated) -> None:
         if message.run_id != self.selected_run:
             return
         self.pane(MetricsPane).show(message.run_id, message.rows)
@@ -495,16 +505,19 @@ class HermesDashboard(App):
             self.screen.update_rows(message.rows)
 
     @live_handler
-    def on_logs_grew(self, message: LogsGrew) -> None:
+    def on_live_updater_logs_grew(self, message: LiveUpdater.LogsGrew) -> None:
         if message.run_id == self.selected_run:
             self.pane(LogsPane).logs_grew(message.names)
+
+    def on_metrics_pane_chart_requested(self, message: MetricsPane.ChartRequested) -> None:
+        self.open_chart(message.key)
 
     def open_chart(self, key: str) -> None:
         self.push_screen(ChartScreen(key, self.pane(MetricsPane).rows))
 
     # -- test inference -------------------------------------------------------------------------
     def action_test_inference(self) -> None:
-        from hermes_rl.tui.inference import InferenceScreen
+        from hermes_rl.tui.panes.inference import InferenceScreen
 
         self.push_screen(InferenceScreen(self.selected_env))
 

@@ -1,122 +1,156 @@
-"""The only door from the dashboard into `core`: every call the app makes, imported lazily.
+"""The dashboard's one door into `core`: the run library, environments and their config, the log and
+metric readers, test inference. Each function imports its core module when first called, so the
+first frame does not wait for them.
 
-Calls that may be slow (config_init subprocesses, starting/stopping runs, psutil sampling) are made
-from workers, never from the UI thread. A module another part of the project has not delivered yet
-gives a clear HermesError instead of an ImportError.
+Elsewhere the dashboard imports only core.base's light primitives (errors, states, paths, the
+secrets' names, fsutil's time parsing), and the launcher hands the dashboard to core's CLI
+(tests/test_tui_pilot.py checks both). Calls that may be slow (config_init subprocesses,
+starting/stopping runs, psutil sampling) are made from workers, never from the UI thread.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from hermes_rl.core.base.errors import HermesError
-
-
-_MODULES = {
-    "runs": "hermes_rl.core.runs",
-    "discovery": "hermes_rl.core.envs.discovery",
-    "config": "hermes_rl.core.envs.config",
-    "profiles": "hermes_rl.core.envs.profiles",
-    "inference_test": "hermes_rl.core.runs.inference_test",
-}
-
-
-def _core(name: str):
-    try:
-        return importlib.import_module(_MODULES[name])
-    except ImportError as exc:
-        raise HermesError(f"{_MODULES[name]} is not available ({exc})", hint="update hermes-rl") from exc
-
-
-def available(name: str) -> bool:
-    try:
-        _core(name)
-        return True
-    except HermesError:
-        return False
-
 
 # -- runs ---------------------------------------------------------------------------------
 def list_runs(stall_after_s: float | None = None) -> list[dict]:
-    return _core("runs").list_runs(stall_after_s=stall_after_s)
+    from hermes_rl.core import runs
+
+    return runs.list_runs(stall_after_s=stall_after_s)
 
 
 def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = None) -> dict:
-    return _core("runs").get_run(run_id, sample=sample, stall_after_s=stall_after_s)
+    from hermes_rl.core import runs
+
+    return runs.get_run(run_id, sample=sample, stall_after_s=stall_after_s)
 
 
 def stall_threshold(seconds: float | None = None) -> float:
-    return _core("runs").stall_threshold(seconds)
+    from hermes_rl.core import runs
+
+    return runs.stall_threshold(seconds)
 
 
 def start_run(env_name: str | None, profile: str | None, overrides: dict | None = None) -> dict:
-    return _core("runs").start_run(env_name, profile, overrides)
+    from hermes_rl.core import runs
+
+    return runs.start_run(env_name, profile, overrides)
 
 
 def stop_run(run_id: str, wait: float = 15.0) -> dict:
-    return _core("runs").stop_run(run_id, wait=wait)
+    from hermes_rl.core import runs
+
+    return runs.stop_run(run_id, wait=wait)
 
 
 def restart_process(run_id: str, name: str, wait: float = 30.0) -> dict:
-    return _core("runs").restart_process(run_id, name, wait=wait)
+    from hermes_rl.core import runs
+
+    return runs.restart_process(run_id, name, wait=wait)
 
 
 # -- environments and config ------------------------------------------------------------------
 def discover_environments() -> list:
-    return _core("discovery").discover_environments()
+    from hermes_rl.core.envs.discovery import discover_environments
+
+    return discover_environments()
 
 
 def environment_dirs() -> list:
-    try:
-        return _core("discovery").environment_dirs()
-    except HermesError:
-        return []
+    from hermes_rl.core.envs.discovery import environment_dirs
+
+    return environment_dirs()
 
 
 def get_config(env_name: str | None, profile: str | None = None):
-    return _core("config").get_config(env_name, profile)
+    from hermes_rl.core.envs.drafts import get_config
+
+    return get_config(env_name, profile)
 
 
 def set_fields(assignments: dict, env_name: str | None, profile: str | None = None) -> dict:
-    return _core("config").set_fields(assignments, env_name, profile)
+    from hermes_rl.core.envs.drafts import set_fields
+
+    return set_fields(assignments, env_name, profile)
 
 
 def reset_draft(env_name: str) -> None:
-    _core("config").reset_draft(env_name)
+    from hermes_rl.core.envs.drafts import reset_draft
+
+    reset_draft(env_name)
 
 
 def select_environment(name: str, profile: str | None = None) -> dict:
-    return _core("config").select_environment(name, profile)
+    from hermes_rl.core.envs.drafts import select_environment
+
+    return select_environment(name, profile)
 
 
 def current_selection() -> dict:
-    try:
-        return _core("config").current_selection()
-    except HermesError:
-        return {"environment": None, "profile": None}
+    from hermes_rl.core.envs.drafts import current_selection
+
+    return current_selection()
 
 
 def resolve_profile(name: str | None):
-    return _core("profiles").resolve_profile(name)
+    from hermes_rl.core.envs.profiles import resolve_profile
 
-
-# -- keys and inference ---------------------------------------------------------------------
-def keys_present() -> dict[str, bool]:
-    from hermes_rl.core.base.secrets import keys_present as present
-
-    return present()
-
-
-def prepare_inference_test(env_name: str | None, num_steps: int, group_size: int, models=None, base_url=None):
-    """An InferenceTest ready to run (its .events() yields started/model_started/progress/model_result/summary)."""
-    return _core("inference_test").InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name)
+    return resolve_profile(name)
 
 
 def validate_field(row: dict, raw: object) -> object:
     """Coerce and range-check one editable field's value without saving (BadInput says what is wrong)."""
     from dataclasses import fields as dataclass_fields
 
-    config = _core("config")
-    names = {f.name for f in dataclass_fields(config.FieldInfo)}
-    info = config.FieldInfo(**{k: v for k, v in row.items() if k in names})
-    return config.validate_value(info, raw)
+    from hermes_rl.core.envs.fields import FieldInfo, validate_value
+
+    names = {f.name for f in dataclass_fields(FieldInfo)}
+    return validate_value(FieldInfo(**{k: v for k, v in row.items() if k in names}), raw)
+
+
+# -- logs and metrics --------------------------------------------------------------------------
+def log_reader(path):
+    """A LogReader over one process log: indexed lazily, opened at its tail."""
+    from hermes_rl.core.readers.logs import LogReader
+
+    return LogReader(path)
+
+
+def strip_ansi(text: str) -> str:
+    from hermes_rl.core.readers.logs import strip_ansi
+
+    return strip_ansi(text)
+
+
+def run_metrics(run_id: str, **kwargs):
+    """A RunMetrics reader over a run's metrics files (kwargs: max_rows, tail_bytes)."""
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.readers.metrics import RunMetrics
+
+    return RunMetrics(run_dir(run_id), **kwargs)
+
+
+def metric_keys(rows) -> list[str]:
+    """Every metric key in the rows, headline metrics first."""
+    from hermes_rl.core.readers.metrics import metric_keys
+
+    return metric_keys(rows)
+
+
+def metric_series(rows, key: str) -> list[tuple[int, float]]:
+    from hermes_rl.core.readers.metrics import metric_series
+
+    return metric_series(rows, key)
+
+
+# -- keys and inference ---------------------------------------------------------------------
+def keys_present() -> dict[str, bool]:
+    from hermes_rl.core.base.secrets import keys_present
+
+    return keys_present()
+
+
+def prepare_inference_test(env_name: str | None, num_steps: int, group_size: int, models=None, base_url=None):
+    """An InferenceTest ready to run (its .events() yields started/model_started/progress/model_result/summary)."""
+    from hermes_rl.core.runs.inference_test import InferenceTest
+
+    return InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name)

@@ -1,29 +1,14 @@
-"""Small display helpers shared by the panes."""
+"""Small display helpers shared by the panes.
+
+Table cells use compact forms ("2h05m", "1.5M") stepped so that a live table repaints a cell every
+few seconds, not every second; how a state is shown (icon, colour) is core.base.states' run_style()
+and proc_style()."""
 
 from __future__ import annotations
 
 import math
 
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
-
-STATUS_STYLE = {
-    "starting": ("◌", "yellow"),
-    "running": ("●", "green"),
-    "stopping": ("◍", "yellow"),
-    "stopped": ("■", "grey62"),
-    "completed": ("✔", "bright_green"),
-    "failed": ("✖", "red"),
-    "lost": ("?", "magenta"),
-}
-PROCESS_STYLE = {
-    "pending": ("·", "grey62"),
-    "starting": ("◌", "yellow"),
-    "ready": ("●", "green"),
-    "exited": ("✔", "grey62"),
-    "failed": ("✖", "red"),
-    "stopped": ("■", "grey62"),
-}
-FINAL_STATUSES = {"stopped", "completed", "failed", "lost"}
 
 
 def spark(values: list[float], width: int = 16) -> str:
@@ -46,7 +31,7 @@ def trend(values: list[float]) -> str:
         return " "
     window = max(1, min(5, len(values) // 2))
     recent = sum(values[-window:]) / window
-    before = sum(values[-2 * window:-window]) / window
+    before = sum(values[-2 * window : -window]) / window
     scale = max(abs(recent), abs(before), 1e-12)
     if abs(recent - before) / scale < 0.01:
         return "→"
@@ -69,35 +54,20 @@ def number(value, digits: int = 4) -> str:
     return str(value)
 
 
-def duration(seconds) -> str:
-    if seconds is None:
-        return "—"
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds // 5 * 5}s"  # 5 s steps: an age or uptime cell repaints every 5 s, not every second
-    if seconds < 3600:
-        return f"{seconds // 60}m"     # minutes only: a live table does not repaint every second
-    if seconds < 86400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
-
-
-def size(num) -> str:
-    if num is None:
-        return "—"
-    num = float(num)
-    for unit in ("B", "K", "M", "G"):
-        if num < 1024 or unit == "G":
-            return f"{num:.0f}{unit}" if unit == "B" else f"{num:.1f}{unit}"
-        num /= 1024
-    return f"{num:.1f}T"
-
-
 def timestamp(value) -> float | None:
     """run.json times may be epoch floats or ISO strings (core.fsutil.epoch_seconds)."""
     from hermes_rl.core.base.fsutil import epoch_seconds
 
     return epoch_seconds(value)
+
+
+def error_line(error: BaseException | None) -> str:
+    """An error as one line for a toast or a pane: HermesError's message and hint, else type and text."""
+    from hermes_rl.core.base.errors import HermesError
+
+    if isinstance(error, HermesError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
 
 
 def set_subtitle(widget, text: str) -> None:

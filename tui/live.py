@@ -15,22 +15,20 @@ import os
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_rl.core.readers.logs import LogReader
-from hermes_rl.core.readers.metrics import RunMetrics
-from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, run_dir, runs_dir
+from textual.message import Message
 
+from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, process_log_path, runs_dir
 from hermes_rl.tui import backend
-from hermes_rl.tui.format import FINAL_STATUSES
-from hermes_rl.tui.messages import EnvironmentsChanged, LiveBatch, LogsGrew, MetricsUpdated, RunSampled, RunsUpdated
 
-SPARK_RUNS = 30         # reward sparklines for the newest runs only
-SPARK_POINTS = 12       # values in a runs-table sparkline
-SPARK_ROWS = 200        # rows a sparkline reader keeps (reward/mean may be missing from some rows)
-SPARK_TAIL_BYTES = 256 * 1024   # where a sparkline reader starts: near the end of a long run's files
-LIST_EVERY_S = 2.0       # list_runs() at least this often even without file events (statuses of other runs)
-RUNS_EVERY_S = 3.0       # a run's step/reward/sparkline in the runs table: at most this often (status at once)
+SPARK_RUNS = 30  # reward sparklines for the newest runs only
+SPARK_POINTS = 12  # values in a runs-table sparkline
+SPARK_ROWS = 200  # rows a sparkline reader keeps (reward/mean may be missing from some rows)
+SPARK_TAIL_BYTES = 256 * 1024  # where a sparkline reader starts: near the end of a long run's files
+LIST_EVERY_S = 2.0  # list_runs() at least this often even without file events (statuses of other runs)
+RUNS_EVERY_S = 3.0  # a run's step/reward/sparkline in the runs table: at most this often (status at once)
 
 
 class MergedLog:
@@ -38,9 +36,9 @@ class MergedLog:
 
     def __init__(self, max_lines: int = 20_000):
         self._lines: deque[str] = deque(maxlen=max_lines)
-        self._dropped = 0          # lines that fell off the front (keeps line numbers stable)
+        self._dropped = 0  # lines that fell off the front (keeps line numbers stable)
         self._lock = threading.Lock()
-        self._consumed: dict[str, tuple[int, int]] = {}   # name -> (lines taken, reader.prepended then)
+        self._consumed: dict[str, tuple[int, int]] = {}  # name -> (lines taken, reader.prepended then)
 
     @property
     def line_count(self) -> int:
@@ -61,12 +59,12 @@ class MergedLog:
     def knows(self, name: str) -> bool:
         return name in self._consumed
 
-    def take(self, name: str, reader: LogReader, width: int, grown: int) -> None:
+    def take(self, name: str, reader, width: int, grown: int) -> None:
         """Append what `reader` gained since the last take (or its tail, the first time)."""
         total = reader.line_count
         seen, prepended = self._consumed.get(name, (None, 0))
         if seen is not None:
-            seen += reader.prepended - prepended   # load_earlier shifted the reader's line numbers
+            seen += reader.prepended - prepended  # load_earlier shifted the reader's line numbers
         if seen is None or grown < 0 or seen > total:
             if seen is not None:
                 self._append([f"{name:<{width}} │ \x1b[2m── log restarted (rotated or truncated) ──\x1b[0m"])
@@ -94,8 +92,8 @@ class RunView:
 
     def __init__(self, run_id: str):
         self.run_id = run_id
-        self.metrics = RunMetrics(run_dir(run_id))
-        self.readers: dict[str, LogReader] = {}
+        self.metrics = backend.run_metrics(run_id)
+        self.readers: dict = {}  # process name -> core's LogReader
         self.merged = MergedLog()
         self.last_sample: dict | None = None
 
@@ -110,12 +108,10 @@ class RunView:
                 continue
             if not path:
                 try:
-                    from hermes_rl.core.base.paths import process_log_path
-
                     path = process_log_path(name, self.run_id)
                 except Exception:
                     continue
-            self.readers[name] = LogReader(path)
+            self.readers[name] = backend.log_reader(path)
 
     def close(self) -> None:
         for reader in self.readers.values():
@@ -123,8 +119,61 @@ class RunView:
 
 
 class LiveUpdater:
-    def __init__(self, app, *, sample_hz: float = 1.0, min_cycle_s: float = 0.4, stall_after_s: float | None = None,
-                 clock=time.time):
+    """The loop and what it posts. Everything one cycle found arrives as one `Batch`."""
+
+    @dataclass
+    class Batch(Message):
+        """Everything one cycle of the live worker found, delivered together so it costs one frame."""
+
+        updates: list
+
+    @dataclass
+    class RunsUpdated(Message):
+        """The runs list changed. A new run, a status or a stall is posted at once; a running run's
+        step, reward and sparkline at most every RUNS_EVERY_S."""
+
+        runs: list[dict]
+        stalled: set[str] = field(default_factory=set)
+        sparks: dict[str, list[float]] = field(default_factory=dict)  # run_id -> recent reward/mean values
+        stall_after_s: float = 0.0  # the threshold core.runs used (for the header's wording)
+
+    @dataclass
+    class RunSampled(Message):
+        """get_run() of the selected run (processes with cpu/rss/health), posted only when it changed."""
+
+        run_id: str
+        run: dict
+
+    @dataclass
+    class MetricsUpdated(Message):
+        """The selected run logged new metric rows (all of them, as the reader holds them)."""
+
+        run_id: str
+        rows: list[dict]
+
+    @dataclass
+    class LogsGrew(Message):
+        """Some of the selected run's logs grew (or were rotated) since the last cycle: one message for
+        all of them, however many lines they gained; the views re-read only what is visible."""
+
+        run_id: str
+        names: tuple[str, ...]
+
+    @dataclass
+    class EnvironmentsChanged(Message):
+        """An environment file appeared, changed or went away: discovery's new list."""
+
+        environments: list
+
+    def __init__(
+        self,
+        app,
+        *,
+        sample_hz: float = 1.0,
+        min_cycle_s: float = 0.4,
+        stall_after_s: float | None = None,
+        clock=time.time,
+    ):
         self.app = app
         self.sample_interval = 1.0 / min(2.0, max(0.1, sample_hz))
         self.min_cycle_s = min_cycle_s
@@ -132,7 +181,7 @@ class LiveUpdater:
         self.clock = clock
         self.stop_event = threading.Event()
         self.wake = threading.Event()
-        self._urgent = threading.Event()     # the user is waiting (new selection): skip the cycle pacing
+        self._urgent = threading.Event()  # the user is waiting (new selection): skip the cycle pacing
         self._lock = threading.Lock()
         self._selected: str | None = None
         self.view: RunView | None = None
@@ -145,8 +194,8 @@ class LiveUpdater:
         self._last_structure: list | None = None
         self._last_runs_post = 0.0
         self._last_sparks: dict = {}
-        self._spark_cache: dict[str, tuple] = {}   # run_id -> (reader, its version, sparkline values)
-        self._run_metrics: dict[str, RunMetrics] = {}   # sparkline readers of runs other than the selected one
+        self._spark_cache: dict[str, tuple] = {}  # run_id -> (reader, its version, sparkline values)
+        self._run_metrics: dict = {}  # run_id -> sparkline reader (core's RunMetrics) of the other runs
         self._watch_thread: threading.Thread | None = None
         self._batch: list = []
 
@@ -162,10 +211,6 @@ class LiveUpdater:
             self._runs_dirty = True
         self.wake.set()
 
-    def refresh_environments(self) -> None:
-        self._envs_dirty = True
-        self.wake.set()
-
     def stop(self) -> None:
         self.stop_event.set()
         self._urgent.set()
@@ -178,7 +223,7 @@ class LiveUpdater:
             cycle_start = time.monotonic()
             try:
                 self.cycle()
-            except Exception as exc:   # never let a bad file kill live updates
+            except Exception as exc:  # never let a bad file kill live updates
                 self.app.call_from_thread(self.app.notify, f"live update error: {exc}", severity="warning")
             # Sleep until a prompt file event or the next paced cycle (samples and log growth); then
             # keep cycles at least min_cycle_s apart.
@@ -186,19 +231,19 @@ class LiveUpdater:
             self.wake.clear()
             spent = time.monotonic() - cycle_start
             if spent < self.min_cycle_s and not self._urgent.is_set():
-                self._urgent.wait(self.min_cycle_s - spent)   # a new selection cuts the pause short
+                self._urgent.wait(self.min_cycle_s - spent)  # a new selection cuts the pause short
             self._urgent.clear()
         if self.view is not None:
             self.view.close()
 
     def cycle(self) -> None:
-        """One pass: what changed is posted as a single LiveBatch (one frame for the UI)."""
+        """One pass: what changed is posted as a single Batch (one frame for the UI)."""
         self._batch: list = []
         try:
             self._cycle()
         finally:
             if self._batch:
-                self.app.post_message(LiveBatch(self._batch))
+                self.app.post_message(self.Batch(self._batch))
 
     def _post(self, message) -> None:
         self._batch.append(message)
@@ -208,7 +253,7 @@ class LiveUpdater:
         if self._envs_dirty:
             self._envs_dirty = False
             try:
-                self._post(EnvironmentsChanged(backend.discover_environments()))
+                self._post(self.EnvironmentsChanged(backend.discover_environments()))
             except Exception:
                 pass
         with self._lock:
@@ -236,11 +281,11 @@ class LiveUpdater:
                 run = None
             if run is not None:
                 view.sync_logs(run)
-                if run != view.last_sample:      # a finished run samples the same every time: say nothing
+                if run != view.last_sample:  # a finished run samples the same every time: say nothing
                     view.last_sample = run
-                    self._post(RunSampled(view.run_id, run))
+                    self._post(self.RunSampled(view.run_id, run))
         if new_metrics:
-            self._post(MetricsUpdated(view.run_id, view.metrics.rows))
+            self._post(self.MetricsUpdated(view.run_id, view.metrics.rows))
         grown = []
         width = view.name_width()
         for name, reader in list(view.readers.items()):
@@ -250,7 +295,7 @@ class LiveUpdater:
             if added:
                 grown.append(name)
         if grown:
-            self._post(LogsGrew(view.run_id, tuple(grown)))
+            self._post(self.LogsGrew(view.run_id, tuple(grown)))
 
     def _list_runs(self) -> None:
         try:
@@ -268,12 +313,15 @@ class LiveUpdater:
         # second) repaints the runs table and the header every few seconds, not with every step.
         structure = [(r["run_id"], r.get("status"), r.get("reason")) for r in runs]
         now = time.monotonic()
-        if (structure == self._last_structure and stalled == self._last_stalled
-                and now - self._last_runs_post < RUNS_EVERY_S):
+        if (
+            structure == self._last_structure
+            and stalled == self._last_stalled
+            and now - self._last_runs_post < RUNS_EVERY_S
+        ):
             return
         self._last_runs, self._last_stalled, self._last_sparks = shown, stalled, sparks
         self._last_structure, self._last_runs_post = structure, now
-        self._post(RunsUpdated(runs, stalled, sparks, threshold))
+        self._post(self.RunsUpdated(runs, stalled, sparks, threshold))
 
     def _reward_sparks(self, runs: list[dict]) -> dict[str, list[float]]:
         """Recent reward/mean of the newest runs. The selected run's reader serves its own sparkline;
@@ -286,12 +334,13 @@ class LiveUpdater:
         out = {}
         for run_id in wanted:
             if view is not None and view.run_id == run_id:
-                metrics = view.metrics            # polled at the start of this cycle
+                metrics = view.metrics  # polled at the start of this cycle
             else:
                 metrics = self._run_metrics.get(run_id)
                 if metrics is None:
-                    metrics = self._run_metrics[run_id] = RunMetrics(run_dir(run_id), max_rows=SPARK_ROWS,
-                                                                     tail_bytes=SPARK_TAIL_BYTES)
+                    metrics = self._run_metrics[run_id] = backend.run_metrics(
+                        run_id, max_rows=SPARK_ROWS, tail_bytes=SPARK_TAIL_BYTES
+                    )
                 metrics.poll()
             cached = self._spark_cache.get(run_id)
             if cached is None or cached[0] is not metrics or cached[1] != metrics.version:
@@ -318,8 +367,15 @@ class LiveUpdater:
             from watchfiles import watch as watch_files
 
             try:
-                for changes in watch_files(*paths, stop_event=self.stop_event, debounce=100, step=50,
-                                           rust_timeout=500, yield_on_timeout=False, raise_interrupt=False):
+                for changes in watch_files(
+                    *paths,
+                    stop_event=self.stop_event,
+                    debounce=100,
+                    step=50,
+                    rust_timeout=500,
+                    yield_on_timeout=False,
+                    raise_interrupt=False,
+                ):
                     prompt = False
                     for _kind, changed in changes:
                         if changed.endswith(".py"):
@@ -327,7 +383,7 @@ class LiveUpdater:
                         elif "/runs/" in changed and (changed.endswith("run.json") or os.path.isdir(changed)):
                             self._runs_dirty = prompt = True
                         elif changed.endswith(".jsonl"):
-                            prompt = True          # metrics (and events): shown within min_cycle_s
+                            prompt = True  # metrics (and events): shown within min_cycle_s
                     # Log lines wait for the next paced cycle: a chatty log must not cost a frame per write.
                     if prompt:
                         self.wake.set()
@@ -337,7 +393,3 @@ class LiveUpdater:
 
         self._watch_thread = threading.Thread(target=watch, name="hermes-rl-watch", daemon=True)
         self._watch_thread.start()
-
-
-def is_final(status: str | None) -> bool:
-    return status in FINAL_STATUSES

@@ -22,13 +22,25 @@ class HermesCommands(Provider):
             commands.append((f"Go to {name}", partial(app.action_focus_pane, index), f"pane {index}"))
         for env in getattr(app, "environments", []):
             if not env.error:
-                commands.append((f"Select environment {env.name}", partial(app.choose_environment, env.name),
-                                 env.description or env.file))
+                commands.append(
+                    (
+                        f"Select environment {env.name}",
+                        partial(app.choose_environment, env.name),
+                        env.description or env.file,
+                    )
+                )
         for run in getattr(app, "runs", [])[:50]:
-            commands.append((f"Open run {run['run_id']} ({run.get('environment')}, {run.get('status')})",
-                             partial(app.open_run, run["run_id"]), "show its processes, logs and metrics"))
+            commands.append(
+                (
+                    f"Open run {run['run_id']} ({run.get('environment')}, {run.get('status')})",
+                    partial(app.open_run, run["run_id"]),
+                    "show its processes, logs and metrics",
+                )
+            )
         for profile in ("local", "tinker"):
-            commands.append((f"Use profile {profile}", partial(app.choose_profile, profile), "for the selected environment"))
+            commands.append(
+                (f"Use profile {profile}", partial(app.choose_profile, profile), "for the selected environment")
+            )
         return commands
 
     async def discover(self) -> Hits:

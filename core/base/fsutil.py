@@ -14,6 +14,8 @@ from typing import Any, Iterator
 
 from hermes_rl.core.base.errors import BadInput, HermesError
 
+_WRITABLE_HINT = "check that $HERMES_HOME is writable and not full"
+
 
 def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
     """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half."""
@@ -22,7 +24,7 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise HermesError(f"cannot write {path}: {exc.strerror}", hint="check that $HERMES_HOME is writable and not full") from exc
+        raise HermesError(f"cannot write {path}: {exc.strerror}", hint=_WRITABLE_HINT) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -35,7 +37,7 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise HermesError(f"cannot write {path}: {exc.strerror}", hint="check that $HERMES_HOME is writable and not full") from exc
+        raise HermesError(f"cannot write {path}: {exc.strerror}", hint=_WRITABLE_HINT) from exc
 
 
 def _json_default(value: Any) -> Any:
@@ -121,7 +123,7 @@ def last_jsonl_row(path: str | os.PathLike, max_scan: int = 1 << 20) -> dict | N
         end = handle.seek(0, os.SEEK_END)
         floor = max(0, end - max_scan)
         position = end
-        pending: bytes | None = None   # a line whose end is read but whose start is not yet; None: no newline seen
+        pending: bytes | None = None  # a line whose end is read but whose start is not yet; None: no newline seen
         while position > floor:
             size = min(8192, position - floor)
             position -= size
@@ -130,7 +132,7 @@ def last_jsonl_row(path: str | os.PathLike, max_scan: int = 1 << 20) -> dict | N
             if len(parts) == 1:
                 if pending is not None:
                     pending = parts[0] + pending
-                continue   # no newline in this block
+                continue  # no newline in this block
             # parts[0] continues an earlier line; after the block's last newline comes either the
             # partial last line (skipped) or the start of the pending line.
             whole = parts[1:-1] if pending is None else parts[1:-1] + [parts[-1] + pending]
@@ -140,7 +142,7 @@ def last_jsonl_row(path: str | os.PathLike, max_scan: int = 1 << 20) -> dict | N
                     return row
             pending = parts[0]
         if position == 0 and pending is not None:
-            return parse_jsonl_line(pending)   # the file's first line, now known to be whole
+            return parse_jsonl_line(pending)  # the file's first line, now known to be whole
         return None
 
 
@@ -164,8 +166,9 @@ def file_lock(path: Path) -> Iterator[None]:
         lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise HermesError(f"cannot write {path}: {exc.strerror}",
-                          hint="check that $HERMES_HOME is a writable folder and not full") from exc
+        raise HermesError(
+            f"cannot write {path}: {exc.strerror}", hint="check that $HERMES_HOME is a writable folder and not full"
+        ) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -204,16 +207,19 @@ def read_yaml(path: Path, *, max_bytes: int = YAML_MAX_BYTES, what: str = "file"
     except OSError as exc:
         raise BadInput(f"cannot read {what} {path}: {exc.strerror}") from exc
     if size > max_bytes:
-        raise BadInput(f"{what} {path} is too large ({size} bytes, limit {max_bytes})",
-                       hint="this file should be a few lines of YAML; fix or delete it")
+        raise BadInput(
+            f"{what} {path} is too large ({size} bytes, limit {max_bytes})",
+            hint="this file should be a few lines of YAML; fix or delete it",
+        )
     try:
         raw = path.read_bytes()[: max_bytes + 1]
         text = raw.decode("utf-8")
     except OSError as exc:
         raise BadInput(f"cannot read {what} {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
-        raise BadInput(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                       hint="fix or delete the file") from exc
+        raise BadInput(
+            f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})", hint="fix or delete the file"
+        ) from exc
     if "\0" in text:
         raise BadInput(f"{what} {path} contains NUL bytes", hint="fix or delete the file")
 
@@ -241,4 +247,3 @@ def epoch_seconds(value: Any) -> float | None:
         except ValueError:
             return None
     return None
-

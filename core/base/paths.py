@@ -61,7 +61,10 @@ def validate_run_id(run_id: object) -> str:
         shown = repr(run_id)
         if len(shown) > 40:
             shown = shown[:37] + "..."
-        raise BadInput(f"invalid run id {shown}", hint="a run id is 8 lowercase hex characters, e.g. 3fa2c91b; see `hermes-rl runs`")
+        raise BadInput(
+            f"invalid run id {shown}",
+            hint="a run id is 8 lowercase hex characters, e.g. 3fa2c91b; see `hermes-rl runs`",
+        )
     return run_id
 
 

@@ -8,8 +8,15 @@ from typing import Callable, TypeVar
 T = TypeVar("T")
 
 
-def poll_until(check: Callable[[], T], timeout: float, *, first: float = 0.01, cap: float = 0.25,
-               factor: float = 1.5, sleep: Callable[[float], object] = time.sleep) -> T:
+def poll_until(
+    check: Callable[[], T],
+    timeout: float,
+    *,
+    first: float = 0.01,
+    cap: float = 0.25,
+    factor: float = 1.5,
+    sleep: Callable[[float], object] = time.sleep,
+) -> T:
     """Call `check` until it returns a truthy value or `timeout` seconds have passed; return its last value.
 
     The first re-check comes after `first` seconds, each later one `factor` times later, at most `cap`:

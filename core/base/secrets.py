@@ -5,34 +5,44 @@ Children get keys through their environment only, never argv.
 
 from __future__ import annotations
 
+import functools
+import io
 import os
-import re
+from contextvars import ContextVar
 
 from hermes_rl.core.base.paths import hermes_home
 
 SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
-_LINE_RE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+_reading_ours: ContextVar[bool] = ContextVar("hermes_rl_reading_env_file", default=False)
+
+
+@functools.cache
+def _dotenv_values():
+    """python-dotenv's dotenv_values, imported on first use, with its warnings about lines it cannot parse
+    silenced for our reads only: .env is re-read for every redaction, so one bad line would repeat in every
+    log. A host process's own .env reads still warn."""
+    import logging
+
+    from dotenv import dotenv_values
+
+    logging.getLogger("dotenv.main").addFilter(lambda record: not _reading_ours.get())
+    return dotenv_values
 
 
 def read_env_file() -> dict[str, str]:
-    """KEY=value lines of $HERMES_HOME/.env; comments, blanks and malformed lines are skipped."""
-    path = hermes_home() / ".env"
-    values: dict[str, str] = {}
+    """KEY=value lines of $HERMES_HOME/.env (python-dotenv's syntax: comments, `export`, quotes; no
+    ${VAR} expansion); blanks, malformed lines and keys without a value are skipped."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = (hermes_home() / ".env").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return values
-    for line in text.splitlines():
-        if line.lstrip().startswith("#"):
-            continue
-        match = _LINE_RE.match(line)
-        if not match:
-            continue
-        key, value = match.group(1), match.group(2)
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        values[key] = value
-    return values
+        return {}
+    token = _reading_ours.set(True)
+    try:
+        values = _dotenv_values()(stream=io.StringIO(text), interpolate=False)
+    finally:
+        _reading_ours.reset(token)
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def get_key(name: str) -> str | None:

@@ -42,11 +42,6 @@ PROC_ALIVE = frozenset({ProcState.STARTING, ProcState.READY})
 PROC_NOT_ENDED = PROC_ALIVE | {ProcState.PENDING}
 
 
-def is_final(status: object) -> bool:
-    """Whether a status (as read from a file: any string) is the end of a run, lost included."""
-    return status in FINAL
-
-
 # (icon, colour) per state, for the CLI (Rich styles) and the dashboard alike.
 RUN_STYLE: dict[RunStatus, tuple[str, str]] = {
     RunStatus.STARTING: ("◌", "yellow"),

@@ -13,19 +13,11 @@ import time
 from typing import Any, Callable
 
 from hermes_rl.core.base.errors import HermesError
+from hermes_rl.core.base.formatting import human_age, human_duration, human_number, human_size
+from hermes_rl.core.base.states import FINAL, ProcState, RunStatus, run_style
 
 EXIT_ERROR = 1
-EXIT_USAGE = 2
-FINAL_STATUSES = {"completed", "failed", "stopped", "lost"}
-STATUS_STYLE = {
-    "starting": "yellow",
-    "running": "green",
-    "stopping": "yellow",
-    "completed": "bold green",
-    "stopped": "dim",
-    "failed": "bold red",
-    "lost": "bold magenta",
-}
+WAITING = (ProcState.PENDING, ProcState.STARTING)  # a process the run still waits for
 
 
 def _console(stderr: bool = False):
@@ -34,8 +26,22 @@ def _console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False)
 
 
+def _steps():
+    """The CLI's names for the actions a report's tips suggest."""
+    from hermes_rl.core.runs.report import NextSteps
+
+    return NextSteps(
+        stop="`hermes-rl stop {run_id}`", results="`hermes-rl results {run_id}`", start="`hermes-rl start`"
+    )
+
+
+def _styled(status: Any) -> str:
+    icon, colour = run_style(status)
+    return f"[{colour}]{icon} {status}[/]"
+
+
 def _parse_assignments(items: list[str] | None) -> dict[str, str]:
-    """`--set field=value` pairs; values stay strings so core.config does the typed coercion."""
+    """`--set field=value` pairs; values stay strings so the config library does the typed coercion."""
     assignments: dict[str, str] = {}
     for item in items or []:
         field, sep, value = item.partition("=")
@@ -59,35 +65,6 @@ def _short_path(path: str) -> str:
     return path
 
 
-def _age(timestamp: float | None) -> str:
-    if not timestamp:
-        return "-"
-    seconds = max(0, time.time() - float(timestamp))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
-
-
-def _fmt_num(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _fmt_bytes(value: Any) -> str:
-    if not value:
-        return "-"
-    value = float(value)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f}{unit}" if unit in ("B", "KB") else f"{value:.1f}{unit}"
-        value /= 1024
-    return str(value)
-
-
 # ---------------------------------------------------------------- commands
 
 
@@ -96,9 +73,7 @@ def cmd_envs(args) -> Any:
 
     envs = discover_environments()
     if args.json:
-        from dataclasses import asdict
-
-        return [asdict(env) for env in envs]
+        return [env.to_dict() for env in envs]
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
@@ -116,7 +91,7 @@ def cmd_envs(args) -> Any:
 
 
 def cmd_select(args) -> Any:
-    from hermes_rl.core.envs.config import select_environment
+    from hermes_rl.core.envs.drafts import select_environment
 
     result = select_environment(args.env, profile=args.profile)
     if args.json:
@@ -125,17 +100,13 @@ def cmd_select(args) -> Any:
     return None
 
 
-def _config_dict(view) -> dict:
-    return view if isinstance(view, dict) else dict(view.__dict__)
-
-
 def cmd_config(args) -> Any:
-    from hermes_rl.core.envs.config import get_config, set_fields
+    from hermes_rl.core.envs.drafts import get_config, set_fields
 
     assignments = _parse_assignments(args.set)
     if assignments:
         set_fields(assignments, env_name=args.env, profile=args.profile)
-    view = _config_dict(get_config(args.env, profile=args.profile))
+    view = get_config(args.env, profile=args.profile).to_dict()
     if args.json:
         return view
     from rich.table import Table
@@ -148,7 +119,13 @@ def cmd_config(args) -> Any:
     editable.add_column("description", ratio=1, overflow="fold")
     for field in view["editable"]:
         marker = "[yellow]*[/]" if field.get("modified") else " "
-        editable.add_row(f"{marker}{field['name']}", repr(field.get("value")), repr(field.get("default")), field.get("type", ""), field.get("description") or "")
+        editable.add_row(
+            f"{marker}{field['name']}",
+            repr(field.get("value")),
+            repr(field.get("default")),
+            field.get("type", ""),
+            field.get("description") or "",
+        )
     console.print(editable)
     locked = Table("field", "value", "why locked", title="locked", box=None, header_style="dim", style="dim")
     for field in view["locked"]:
@@ -158,29 +135,34 @@ def cmd_config(args) -> Any:
 
 
 def cmd_start(args) -> Any:
-    from hermes_rl.core.runs import start_run
+    from hermes_rl.core import runs
 
-    run = start_run(args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None)
+    run = runs.start_run(args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None)
     if args.json and not args.watch:
         return run
     console = _console()
     for notice in run.get("notices") or []:
         console.print(f"[yellow]{notice}[/]")
-    console.print(f"started run [bold]{run['run_id']}[/] ({run.get('environment')}, profile {run.get('profile')})")
-    console.print(f"  watch: hermes-rl status {run['run_id']}   logs: hermes-rl logs {run['run_id']} --follow   stop: hermes-rl stop {run['run_id']}")
+    run_id = run["run_id"]
+    console.print(f"started run [bold]{run_id}[/] ({run.get('environment')}, profile {run.get('profile')})")
+    console.print(
+        f"  watch: hermes-rl status {run_id}   logs: hermes-rl logs {run_id} --follow   stop: hermes-rl stop {run_id}"
+    )
     if args.watch:
-        return _watch(run["run_id"], json_output=args.json)
+        return _watch(run_id, json_output=args.json)
     return None
 
 
 def _watch(run_id: str, json_output: bool = False) -> Any:
-    """Rich progress over a run's steps until it ends; Ctrl-C detaches and leaves the run going."""
+    """Rich progress over a run's steps until it ends; Ctrl-C detaches and leaves the run going.
+    With --json, the run's status report (as `hermes-rl status --json`) once it ends or on detaching."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from hermes_rl.core.runs import get_run
+    from hermes_rl.core import runs
+    from hermes_rl.core.runs import report
 
     console = _console()
-    run = get_run(run_id)
+    run = runs.get_run(run_id)
     try:
         with Progress(
             TextColumn("[bold]{task.fields[status]}"),
@@ -192,105 +174,161 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
             console=console,
             transient=False,
         ) as progress:
-            task = progress.add_task("run", total=run.get("total_steps") or 1, status=run["status"], reward="-", detail="")
+            task = progress.add_task(
+                "run", total=run.get("total_steps") or 1, status=run["status"], reward="-", detail=""
+            )
             while True:
-                run = get_run(run_id, sample=False)
+                run = runs.get_run(run_id, sample=False)
                 last = run.get("last_metric") or {}
-                waiting = [p["name"] for p in run.get("processes", []) if p.get("state") in ("pending", "starting")]
+                waiting = [p["name"] for p in run.get("processes", []) if p.get("state") in WAITING]
                 progress.update(
                     task,
                     total=run.get("total_steps") or 1,
                     completed=last.get("step") or 0,
                     status=run["status"],
-                    reward=_fmt_num(last.get("reward/mean")),
+                    reward=human_number(last.get("reward/mean")),
                     detail=f"starting {', '.join(waiting)}" if waiting else "",
                 )
-                if run["status"] in FINAL_STATUSES:
+                if run["status"] in FINAL:
                     break
                 time.sleep(1.0)
     except KeyboardInterrupt:
         console.print(f"detached; run {run_id} keeps going (hermes-rl stop {run_id} to stop it)")
-        return run if json_output else None
+        return report.status_report(run_id, steps=_steps()) if json_output else None
     if json_output:
-        return run
-    style = STATUS_STYLE.get(run["status"], "")
-    console.print(f"run {run_id} [{style}]{run['status']}[/]" + (f": {run['reason']}" if run.get("reason") else ""))
-    if run["status"] == "completed":
-        from hermes_rl.core.runs import get_results
-
-        results = get_results(run_id)
+        return report.status_report(run_id, steps=_steps())
+    console.print(f"run {run_id} {_styled(run['status'])}" + (f": {run['reason']}" if run.get("reason") else ""))
+    if run["status"] == RunStatus.COMPLETED:
+        results = runs.get_results(run_id)
         if results.get("checkpoint"):
             console.print(f"checkpoint: {results['checkpoint']}")
-    return None if run["status"] in ("completed", "stopped") else _Exit(EXIT_ERROR)
+    return None if run["status"] in (RunStatus.COMPLETED, RunStatus.STOPPED) else _Exit(EXIT_ERROR)
 
 
 def cmd_runs(args) -> Any:
-    from hermes_rl.core.runs import list_runs
+    from hermes_rl.core import runs
 
-    runs = list_runs()
+    summaries = runs.list_runs()
     if args.json:
-        return runs
+        return summaries
+    if not summaries:
+        _console().print("no runs yet: hermes-rl start")
+        return None
     from rich.table import Table
 
-    table = Table("run", "status", "environment", "profile", "age", "step", "reward", "reason", box=None, header_style="bold")
-    for run in runs:
-        style = STATUS_STYLE.get(run.get("status"), "")
+    table = Table(
+        "run", "status", "environment", "profile", "age", "step", "reward", "reason", box=None, header_style="bold"
+    )
+    for run in summaries:
         step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
-        table.add_row(run["run_id"], f"[{style}]{run.get('status')}[/]", run.get("environment") or "", run.get("profile") or "", _age(run.get("created_at")), step, _fmt_num(run.get("reward_mean")), run.get("reason") or "")
-    if not runs:
-        _console().print("no runs yet: hermes-rl start")
-    else:
-        _console().print(table)
+        table.add_row(
+            run["run_id"],
+            _styled(run.get("status")),
+            run.get("environment") or "",
+            run.get("profile") or "",
+            human_age(run.get("created_at")),
+            step,
+            human_number(run.get("reward_mean")),
+            run.get("reason") or "",
+        )
+    _console().print(table)
     return None
 
 
 def cmd_status(args) -> Any:
-    from hermes_rl.core.runs import get_run
+    from hermes_rl.core.runs import report
 
-    run = get_run(args.run_id)
+    status = report.status_report(args.run_id, steps=_steps())
     if args.json:
-        return run
+        return status
     from rich.table import Table
 
     console = _console()
-    style = STATUS_STYLE.get(run["status"], "")
-    console.print(f"run [bold]{run['run_id']}[/]  [{style}]{run['status']}[/]  {run.get('environment')}  profile {run.get('profile')}" + (f"\n  reason: {run['reason']}" if run.get("reason") else ""))
-    last = run.get("last_metric") or {}
-    if last:
-        console.print("  step {}/{}  reward {}  loss {}".format(last.get("step"), run.get("total_steps") or "-", _fmt_num(last.get("reward/mean")), _fmt_num(last.get("train/loss"), 4)))
-    table = Table("process", "pid", "state", "health", "uptime", "cpu%", "rss", "restarts", "exit", "log", box=None, header_style="bold")
-    for proc in run.get("processes", []):
-        uptime = proc.get("uptime_s")
+    console.print(
+        f"run [bold]{status['run_id']}[/]  {_styled(status['status'])}  {status.get('environment')}  "
+        f"profile {status.get('profile')}  running {human_duration(status['running_time_s'])}"
+        + (f"\n  reason: {status['reason']}" if status.get("reason") else "")
+    )
+    metrics = status["metrics"]
+    if metrics["step"] is not None:
+        console.print(
+            f"  step {metrics['step']}/{metrics['total_steps'] or '-'}  "
+            f"reward {human_number(metrics['reward_mean'])}  loss {human_number(metrics['loss'], 4)}"
+        )
+    if status["stalled"]:
+        console.print(f"  [yellow]stalled for {human_duration(status['stalled_for_s'])}[/]")
+    if status.get("wandb_url"):
+        console.print(f"  W&B: {status['wandb_url']}")
+    table = Table(
+        "process",
+        "pid",
+        "state",
+        "health",
+        "uptime",
+        "cpu%",
+        "rss",
+        "restarts",
+        "exit",
+        "log",
+        box=None,
+        header_style="bold",
+    )
+    for proc in status["processes"]:
         table.add_row(
-            proc["name"], str(proc.get("pid") or "-"), proc.get("state") or "", proc.get("health") or "",
-            f"{uptime:.0f}s" if uptime else "-", _fmt_num(proc.get("cpu_percent"), 1), _fmt_bytes(proc.get("rss")),
-            str(proc.get("restarts") or 0), "-" if proc.get("exit_code") is None else str(proc.get("exit_code")), proc.get("log") or "",
+            proc["name"],
+            str(proc.get("pid") or "-"),
+            proc.get("state") or "",
+            proc.get("health") or "",
+            human_duration(proc.get("uptime_s")),
+            human_number(proc.get("cpu_percent"), 1),
+            human_size(proc.get("rss")),
+            str(proc.get("restarts") or 0),
+            "-" if proc.get("exit_code") is None else str(proc.get("exit_code")),
+            status["log_paths"].get(proc["name"], ""),
         )
     console.print(table)
-    if run.get("survivors"):
-        console.print(f"[magenta]surviving processes of a lost run: {run['survivors']} (hermes-rl stop {run['run_id']})[/]")
+    for tip in status["tips"]:
+        console.print(f"[dim]- {tip}[/]")
     return None
 
 
 def cmd_logs(args) -> Any:
+    """The last --lines of each process's log (prefixed with its name when there are several); --follow
+    keeps printing what is appended. --json: {run_id, log_paths, lines: [{process, line}]}, or with
+    --follow one {process, line} object per output line."""
     from pathlib import Path
 
+    from hermes_rl.core import runs
     from hermes_rl.core.readers.logs import LogReader
-    from hermes_rl.core.runs import get_run
+    from hermes_rl.core.runs import report
 
-    run = get_run(args.run_id, sample=False)
-    processes = {p["name"]: p for p in run.get("processes", [])}
-    if args.process and args.process not in processes:
-        raise HermesError(f"run {args.run_id} has no process {args.process!r}", hint=f"processes: {', '.join(processes) or 'none'}")
-    names = [args.process] if args.process else list(processes)
-    readers = {name: LogReader(Path(processes[name]["log"])) for name in names if processes[name].get("log")}
+    run = runs.get_run(args.run_id, sample=False)
+    paths = report.log_paths(run)
+    names = [p.get("name") for p in run.get("processes") or []]
+    if args.process and args.process not in names:
+        raise HermesError(
+            f"run {args.run_id} has no process {args.process!r}",
+            hint=f"processes: {', '.join(map(str, names)) or 'none'}",
+        )
+    readers = {
+        name: LogReader(Path(paths[name])) for name in ([args.process] if args.process else names) if name in paths
+    }
+    if args.json and not args.follow:
+        lines = []
+        for name, reader in readers.items():
+            reader.refresh()
+            lines += [{"process": name, "line": line} for line in reader.tail(args.lines)]
+        return {"run_id": run["run_id"], "log_paths": {name: paths[name] for name in readers}, "lines": lines}
     prefix = len(readers) > 1
     width = max((len(n) for n in readers), default=0)
     out = sys.stdout
 
     def emit(name: str, lines: list[str]) -> None:
         for line in lines:
-            out.write((f"{name:<{width}} | " if prefix else "") + line + "\n")
+            if args.json:
+                out.write(json.dumps({"process": name, "line": line}, ensure_ascii=False) + "\n")
+            else:
+                out.write((f"{name:<{width}} | " if prefix else "") + line + "\n")
         out.flush()
 
     for name, reader in readers.items():
@@ -310,29 +348,36 @@ def cmd_logs(args) -> Any:
 
 
 def cmd_stop(args) -> Any:
-    from hermes_rl.core.runs import stop_run
+    from hermes_rl.core import runs
 
-    run = stop_run(args.run_id)
+    run = runs.stop_run(args.run_id)
     if args.json:
         return run
-    _console().print(f"run {run['run_id']} {run.get('status')}" + (f": {run['reason']}" if run.get("reason") else ""))
+    _console().print(
+        f"run {run['run_id']} {_styled(run.get('status'))}" + (f": {run['reason']}" if run.get("reason") else "")
+    )
     return None
 
 
 def cmd_results(args) -> Any:
-    from hermes_rl.core.runs import get_results
+    from hermes_rl.core.runs import report
 
-    results = get_results(args.run_id)
+    results = report.results_summary(args.run_id)
     if args.json:
         return results
     console = _console()
-    console.print(f"run [bold]{results.get('run_id', args.run_id)}[/] {results.get('status', '')}")
-    for key, value in sorted((results.get("final_metrics") or {}).items()):
-        console.print(f"  {key:<28} {_fmt_num(value, 4)}")
+    console.print(
+        f"run [bold]{results['run_id']}[/] {_styled(results['status'])}"
+        + (f": {results['reason']}" if results.get("reason") else "")
+    )
+    for key, value in sorted(results["final_metrics"].items()):
+        console.print(f"  {key:<28} {human_number(value, 4)}")
     if results.get("checkpoint"):
         console.print(f"checkpoint: {results['checkpoint']}")
     if results.get("tinker_path"):
         console.print(f"tinker weights: {results['tinker_path']}")
+    if results.get("wandb_url"):
+        console.print(f"W&B: {results['wandb_url']}")
     return None
 
 
@@ -345,7 +390,9 @@ def cmd_mcp(args) -> Any:
 
 def _open_dashboard(args, run_id: str | None) -> None:
     if args.open_dashboard is None:
-        raise HermesError("the dashboard is not part of this entry point", hint="run `hermes-rl` (or python -m hermes_rl.tui)")
+        raise HermesError(
+            "the dashboard is not part of this entry point", hint="run `hermes-rl` (or python -m hermes_rl.tui)"
+        )
     args.open_dashboard(run_id)
 
 
@@ -356,9 +403,9 @@ def cmd_dashboard(args) -> Any:
 
 def cmd_demo(args) -> Any:
     """The main job: start a local run on the embedded default and open the dashboard over it."""
-    from hermes_rl.core.runs import start_run
+    from hermes_rl.core import runs
 
-    run = start_run(None, profile=None)
+    run = runs.start_run(None, profile=None)
     for notice in run.get("notices") or []:
         _console(stderr=True).print(f"[yellow]{notice}[/]")
     if not sys.stdout.isatty():
@@ -376,7 +423,9 @@ class _Exit:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hermes-rl", description="RL runs on the Tinker-Atropos pipeline: dashboard, supervisor, agent tools.")
+    parser = argparse.ArgumentParser(
+        prog="hermes-rl", description="RL runs on the Tinker-Atropos pipeline: dashboard, supervisor, agent tools."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, handler: Callable, help_text: str) -> argparse.ArgumentParser:
@@ -401,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("runs", cmd_runs, "list runs, newest first")
     cmd = add("status", cmd_status, "a run's state, processes and last metrics")
     cmd.add_argument("run_id")
-    cmd = add("logs", cmd_logs, "print (or follow) a run's process logs")
+    cmd = add("logs", cmd_logs, "print (or follow) a run's process logs (--json: JSON lines with --follow)")
     cmd.add_argument("run_id")
     cmd.add_argument("--process")
     cmd.add_argument("--follow", "-f", action="store_true")

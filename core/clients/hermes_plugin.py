@@ -1,6 +1,6 @@
 """Hermes Agent plugin: registers the ten rl_* tools in toolset "rl".
 
-Loaded through the `hermes_agent.plugins` entry point (rl = core.hermes_plugin); Hermes calls
+Loaded through the `hermes_agent.plugins` entry point (rl = hermes_rl.core.clients.hermes_plugin); Hermes calls
 `register(ctx)`. No import of hermes-agent: we only call `ctx.register_tool`, passing just the keyword
 arguments its signature accepts (0.19 rejects unknown ones; newer versions take more).
 """
@@ -37,7 +37,8 @@ def check_requirements() -> bool:
     if missing:
         log.info(
             "rl tools: %s not set (set in the environment or $HERMES_HOME/.env): %s",
-            ", ".join(missing), "; ".join(f"{k} enables {v}" for k, v in missing.items()),
+            ", ".join(missing),
+            "; ".join(f"{k} enables {v}" for k, v in missing.items()),
         )
     return True
 

@@ -1,7 +1,7 @@
 """MCP server over stdio: the ten rl_* tools with the same JSON schemas as the Hermes plugin.
 
 `hermes-rl mcp` calls main(). The low-level Server serves TOOL_SCHEMAS as they are; every call goes
-through core.toolset.call_tool_json (our own argument checks, so MCP and Hermes clients get the
+through toolset.call_tool_json (our own argument checks, so MCP and Hermes clients get the
 same errors). Stdout carries only the protocol: the real fd 1 is kept for it and fd 1 is pointed at
 stderr, so a stray print, a library's banner or a child process can never corrupt the stream.
 """
@@ -34,8 +34,11 @@ def mcp_tools() -> list:
     from hermes_rl.core.clients.toolset import TOOL_SCHEMAS
 
     return [
-        types.Tool(name=s["function"]["name"], description=s["function"]["description"],
-                   inputSchema=s["function"]["parameters"])
+        types.Tool(
+            name=s["function"]["name"],
+            description=s["function"]["description"],
+            inputSchema=s["function"]["parameters"],
+        )
         for s in TOOL_SCHEMAS
     ]
 
@@ -48,9 +51,12 @@ def build_server():
 
     from hermes_rl.core.clients.toolset import call_tool_json
 
-    server: Server = Server(SERVER_NAME, version=_version(),
-                            instructions="RL training on the Tinker-Atropos pipeline: list and select an "
-                                         "environment, test it, start training, check status, get results.")
+    server: Server = Server(
+        SERVER_NAME,
+        version=_version(),
+        instructions="RL training on the Tinker-Atropos pipeline: list and select an "
+        "environment, test it, start training, check status, get results.",
+    )
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
@@ -90,8 +96,11 @@ async def serve_stdio() -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("HERMES_RL_LOG_LEVEL", "WARNING"), stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("HERMES_RL_LOG_LEVEL", "WARNING"),
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     try:
         import mcp  # noqa: F401
     except ImportError:

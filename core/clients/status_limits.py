@@ -60,11 +60,11 @@ def resolve_interval(override: object = None) -> float:
 
 @dataclass(frozen=True)
 class Decision:
-    full: bool                  # answer with the full report
-    reason: str                 # "first check", "state changed", "interval passed", "final state", "no change"
+    full: bool  # answer with the full report
+    reason: str  # "first check", "state changed", "interval passed", "final state", "no change"
     previous_state: str | None  # the state last reported, if any
     last_reported_at: float | None
-    next_check_in_s: int        # seconds until a repeat would be answered in full (0 when full)
+    next_check_in_s: int  # seconds until a repeat would be answered in full (0 when full)
 
 
 @contextmanager
@@ -117,12 +117,3 @@ def decide(run_id: str, state: str, *, interval_s: float, final: bool, now: floa
 
         atomic_write_json(path, {"run_id": run_id, "state": state, "reported_at": now})
         return Decision(True, reason, previous_state, last_at, 0)
-
-
-def forget(run_id: str) -> None:
-    """Drop the record of a run (e.g. when its folder is deleted)."""
-    validate_run_id(run_id)
-    try:
-        (status_checks_dir() / f"{run_id}.json").unlink()
-    except FileNotFoundError:
-        pass

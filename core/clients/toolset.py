@@ -19,15 +19,22 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from hermes_rl.core.base.fsutil import epoch_seconds
 from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
-from hermes_rl.core.base.paths import process_log_path, run_dir, validate_run_id
+from hermes_rl.core.base.formatting import human_duration
+from hermes_rl.core.base.paths import validate_run_id
+from hermes_rl.core.base.records import MetricsSummary, ProcessSummary, RunSummary
 from hermes_rl.core.base.secrets import redact
+from hermes_rl.core.base.states import FINAL, RunStatus
+from hermes_rl.core.runs import report
+from hermes_rl.core.runs.report import NextSteps
 
 log = logging.getLogger(__name__)
 
-FINAL_STATUSES = ("completed", "failed", "stopped", "lost")
 _MAX_DEPTH = 12
+# The tools' names for the actions a report's tips suggest.
+AGENT_STEPS = NextSteps(
+    stop="rl_stop_training('{run_id}')", results="rl_get_results('{run_id}')", start="rl_start_training"
+)
 
 
 # -- JSON safety ------------------------------------------------------------------------------
@@ -85,84 +92,10 @@ def _tool(func: Callable[..., dict]) -> Callable[..., dict]:
 
 
 def _selection() -> dict:
-    from hermes_rl.core.envs import config
+    from hermes_rl.core.envs import drafts
 
-    selection = config.current_selection() or {}
+    selection = drafts.current_selection() or {}
     return {"environment": selection.get("environment"), "profile": selection.get("profile")}
-
-
-def _log_paths(run: dict) -> dict:
-    paths = {}
-    for proc in run.get("processes") or []:
-        name = proc.get("name")
-        if not name:
-            continue
-        logp = proc.get("log")
-        if not logp:
-            try:
-                logp = str(process_log_path(name, run["run_id"]))
-            except HermesError:
-                continue
-        paths[name] = str(logp)
-    return paths
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _metric(values: dict, *keys: str) -> float | None:
-    for key in keys:
-        number = _num(values.get(key))
-        if number is not None:
-            return number
-    return None
-
-
-def _stall(run: dict) -> tuple[bool, float | None]:
-    """(stalled, seconds without a metric row or log line): core.runs decides, for every client alike."""
-    stalled = run.get("stalled") is True
-    return stalled, (_num(run.get("stalled_for_s")) if stalled else None)
-
-
-def _wandb_url(run: dict) -> str | None:
-    wandb = run.get("wandb") or {}
-    if isinstance(wandb, dict) and wandb.get("mode") == "online" and wandb.get("url"):
-        return str(wandb["url"])
-    return None
-
-
-def _running_time(run: dict, now: float) -> float | None:
-    start = epoch_seconds(run.get("started_at")) or epoch_seconds(run.get("created_at"))
-    if start is None:
-        return None
-    end = epoch_seconds(run.get("ended_at")) if run.get("status") in FINAL_STATUSES else None
-    return round(max(0.0, (end or now) - start), 1)
-
-
-def _processes(run: dict) -> list[dict]:
-    out = []
-    for proc in run.get("processes") or []:
-        out.append({
-            "name": proc.get("name"),
-            "state": proc.get("state"),
-            "exit_code": proc.get("exit_code"),
-            "uptime_s": proc.get("uptime_s"),
-            "restarts": proc.get("restarts", 0),
-            "pid": proc.get("pid"),
-        })
-    return out
-
-
-def _fmt_seconds(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-    if seconds >= 60:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds} s"
 
 
 # -- the ten tools -----------------------------------------------------------------------------
@@ -173,8 +106,8 @@ def rl_list_environments() -> dict:
     from hermes_rl.core.envs import discovery
 
     envs = discovery.discover_environments()
-    usable = [e for e in envs if not e.error and not getattr(e, "duplicate_of", None)]
-    broken = [e for e in envs if e.error or getattr(e, "duplicate_of", None)]
+    usable = [e for e in envs if not e.error and not e.duplicate_of]
+    broken = [e for e in envs if e.error or e.duplicate_of]
     selection = _selection()
     tips = []
     if not usable:
@@ -182,18 +115,31 @@ def rl_list_environments() -> dict:
     elif not selection["environment"]:
         tips.append("select one with rl_select_environment(name), then review it with rl_get_current_config")
     else:
-        tips.append(f"{selection['environment']!r} is selected: rl_get_current_config to review, rl_test_inference "
-                    "to try it against models, rl_start_training to train")
+        tips.append(
+            f"{selection['environment']!r} is selected: rl_get_current_config to review, rl_test_inference "
+            "to try it against models, rl_start_training to train"
+        )
     if broken:
         tips.append("files under 'errors' failed to load; fix them to make them selectable")
     return {
         "environments": [
-            {"name": e.name, "class_name": e.class_name, "file": e.file, "description": e.description,
-             "source": e.source}
+            {
+                "name": e.name,
+                "class_name": e.class_name,
+                "file": e.file,
+                "description": e.description,
+                "source": e.source,
+            }
             for e in usable
         ],
-        "errors": [{"name": e.name, "file": e.file,
-                    "error": e.error or f"same name as {e.duplicate_of}, which is the one used"} for e in broken],
+        "errors": [
+            {
+                "name": e.name,
+                "file": e.file,
+                "error": e.error or f"same name as {e.duplicate_of}, which is the one used",
+            }
+            for e in broken
+        ],
         "selected": selection["environment"],
         "profile": selection["profile"],
         "tips": tips,
@@ -202,7 +148,7 @@ def rl_list_environments() -> dict:
 
 @_tool
 def rl_select_environment(name: str) -> dict:
-    from hermes_rl.core.envs import config, discovery
+    from hermes_rl.core.envs import discovery, drafts
 
     if not isinstance(name, str) or not name.strip():
         raise BadInput("name must be an environment name", hint="see rl_list_environments")
@@ -214,32 +160,35 @@ def rl_select_environment(name: str) -> dict:
         raise
     if info.error:
         raise BadInput(f"environment {name!r} cannot be loaded: {info.error}"[:400], hint=f"fix {info.file}")
-    selected = config.select_environment(info.name) or {}  # core keeps the chosen profile
+    selected = drafts.select_environment(info.name)  # core keeps the chosen profile
     return {
         "selected": info.name,
-        "profile": selected.get("profile") if isinstance(selected, dict) else None,
+        "profile": selected.get("profile"),
         "class_name": info.class_name,
         "file": info.file,
         "description": info.description,
-        "tips": ["review and change its settings with rl_get_current_config / rl_edit_config, "
-                 "try it with rl_test_inference, then rl_start_training"],
+        "tips": [
+            "review and change its settings with rl_get_current_config / rl_edit_config, "
+            "try it with rl_test_inference, then rl_start_training"
+        ],
     }
-
-
-def _config_view() -> Any:
-    """The selected environment's config (core falls back to the profile's default environment)."""
-    from hermes_rl.core.envs import config
-
-    return config.get_config()
 
 
 @_tool
 def rl_get_current_config() -> dict:
-    view = _config_view()
+    from hermes_rl.core.envs import drafts
+
+    view = drafts.get_config()  # the selection; core falls back to the profile's default environment
     editable = [
-        {"name": f.get("name"), "type": f.get("type"), "default": f.get("default"),
-         "description": f.get("description"), "value": f.get("value"), "modified": bool(f.get("modified")),
-         "choices": f.get("choices")}
+        {
+            "name": f.get("name"),
+            "type": f.get("type"),
+            "default": f.get("default"),
+            "description": f.get("description"),
+            "value": f.get("value"),
+            "modified": bool(f.get("modified")),
+            "choices": f.get("choices"),
+        }
         for f in view.editable
     ]
     locked = [{"name": f.get("name"), "value": f.get("value"), "reason": f.get("reason")} for f in view.locked]
@@ -248,29 +197,28 @@ def rl_get_current_config() -> dict:
         "profile": view.profile,
         "editable": editable,
         "locked": locked,
-        "notice": getattr(view, "notice", None),
-        "warnings": list(getattr(view, "warnings", None) or []),
+        "notices": [view.notice] if view.notice else [],
+        "warnings": list(view.warnings or []),
         "tips": ["change an editable field with rl_edit_config(field, value); locked fields belong to the profile"],
     }
 
 
 @_tool
 def rl_edit_config(field: str, value: Any) -> dict:
-    from hermes_rl.core.envs import config
+    from hermes_rl.core.envs import drafts
 
     if not isinstance(field, str) or not field.strip():
         raise BadInput("field must be a field name", hint="see rl_get_current_config for the editable fields")
-    view = _config_view()
-    before = {f.get("name"): f.get("value") for f in view.editable}
-    config.set_field(field, value, view.environment, view.profile)
-    after = config.get_config(view.environment, view.profile)
-    stored = {f.get("name"): f.get("value") for f in after.editable}
+    change = drafts.set_field(field, value)  # the selection, resolved as rl_get_current_config does
     return {
-        "environment": after.environment,
-        "profile": after.profile,
-        "field": field,
-        "value": stored.get(field),
-        "previous": before.get(field),
+        "environment": change["environment"],
+        "profile": change["profile"],
+        "field": change["field"],
+        "value": change["value"],
+        "previous": change["previous"],
+        "default": change["default"],
+        "modified": change["modified"],
+        "notices": list(change.get("notices") or []),
     }
 
 
@@ -288,12 +236,14 @@ def rl_start_training() -> dict:
         "environment": run.get("environment"),
         "profile": run.get("profile"),
         "total_steps": run.get("total_steps"),
-        "config_path": str(run_dir(run_id) / "config.yaml"),
-        "log_paths": _log_paths(run),
+        "config_path": run.get("config_path"),
+        "log_paths": report.log_paths(run),
         "wandb": {"mode": wandb.get("mode"), "project": wandb.get("project"), "run_name": wandb.get("run_name")},
-        "notice": run.get("notice"),
-        "tips": [f"check progress with rl_check_status('{run_id}') (full reports at most every "
-                 f"{_fmt_seconds(_interval_or_default())}, state changes at once); stop with rl_stop_training"],
+        "notices": list(run.get("notices") or []),
+        "tips": [
+            f"check progress with rl_check_status('{run_id}') (full reports at most every "
+            f"{human_duration(_interval_or_default())}, state changes at once); stop with rl_stop_training"
+        ],
     }
 
 
@@ -306,13 +256,9 @@ def _interval_or_default() -> float:
         return float(DEFAULT_INTERVAL_S)
 
 
-STATUS_METRICS_TAIL_BYTES = 4 << 20
-
-
 @_tool
 def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     validate_run_id(run_id)
-    from hermes_rl.core.readers import metrics
     from hermes_rl.core import runs
     from hermes_rl.core.clients import status_limits
 
@@ -320,67 +266,34 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     run = runs.get_run(run_id)  # NotFound for an unknown id: errors are never rate-limited
     now = time.time()
     status = run.get("status")
-    stalled, stalled_for = _stall(run)
-    state = f"{status}+stalled" if stalled else str(status)
-    decision = status_limits.decide(run_id, state, interval_s=interval, final=status in FINAL_STATUSES, now=now)
-    last = dict(run.get("last_metric") or {})     # the newest trainer row, read backwards: enough for a step
-    if decision.full:
-        try:
-            # Latest value of each metric, environment rows merged: from the files' last few MB only, so a
-            # report on a days-long run costs what one on a short run does.
-            last = metrics.last_metrics(run_id, tail_bytes=STATUS_METRICS_TAIL_BYTES) or last
-        except (OSError, HermesError):
-            pass
-    step = last.get("step")
-    total = run.get("total_steps")
+    state = f"{status}+stalled" if run.get("stalled") is True else str(status)
+    final = status in FINAL
+    decision = status_limits.decide(run_id, state, interval_s=interval, final=final, now=now)
     if not decision.full:
-        progress = f", step {step}/{total}" if step is not None else ""
+        step = (run.get("last_metric") or {}).get("step")  # the newest trainer row: enough for a step
+        progress = f", step {step}/{run.get('total_steps')}" if step is not None else ""
         return {
             "run_id": run_id,
             "status": status,
             "rate_limited": True,
-            "message": (f"no change: still {status}{progress}; last full report "
-                        f"{_fmt_seconds(now - decision.last_reported_at)} ago, next check in "
-                        f"{decision.next_check_in_s} s (a failure or stall is reported at once)"),
+            "message": (
+                f"no change: still {status}{progress}; last full report "
+                f"{human_duration(now - decision.last_reported_at)} ago, next check in "
+                f"{decision.next_check_in_s} s (a failure or stall is reported at once)"
+            ),
             "next_check_in_s": decision.next_check_in_s,
         }
-    tips = []
-    if stalled:
-        tips.append(f"no training step or trainer log line for {_fmt_seconds(stalled_for or 0)}: read the trainer and env logs; "
-                    "rl_stop_training if it is stuck")
-    if status == "failed":
-        tips.append("read the log of the process that failed (log_paths); fix and rl_start_training again")
-    elif status == "completed":
-        tips.append(f"rl_get_results('{run_id}') for final metrics and the checkpoint")
-    elif status == "lost":
-        tips.append("the supervisor is gone; rl_stop_training cleans up any processes left")
-    elif status in ("starting", "running"):
-        tips.append(f"next full report in {_fmt_seconds(interval)} unless the state changes")
+    full = report.status_report_of(run, steps=AGENT_STEPS, now=now)
+    if status in (RunStatus.STARTING, RunStatus.RUNNING):
+        full["tips"].append(f"next full report in {human_duration(interval)} unless the state changes")
     return {
         "run_id": run_id,
         "status": status,
         "rate_limited": False,
         "report_reason": decision.reason,
         "previous_state": decision.previous_state,
-        "reason": run.get("reason"),
-        "environment": run.get("environment"),
-        "profile": run.get("profile"),
-        "processes": _processes(run),
-        "running_time_s": _running_time(run, now),
-        "metrics": {
-            "step": step,
-            "total_steps": total,
-            "reward_mean": _metric(last, "reward/mean", "train/reward_mean"),
-            "percent_correct": _metric(last, "train/percent_correct", "percent_correct"),
-            "eval_percent_correct": _metric(last, "eval/percent_correct"),
-            "loss": _metric(last, "train/loss", "loss"),
-        },
-        "stalled": stalled,
-        "stalled_for_s": stalled_for if stalled else None,
-        "wandb_url": _wandb_url(run),
-        "log_paths": _log_paths(run),
-        "next_check_in_s": 0 if status in FINAL_STATUSES else int(interval),
-        "tips": tips,
+        **full,
+        "next_check_in_s": 0 if final else int(interval),
     }
 
 
@@ -396,40 +309,17 @@ def rl_stop_training(run_id: str) -> dict:
         "status": run.get("status"),
         "previous_status": before.get("status"),
         "reason": run.get("reason"),
-        "processes": [{"name": p.get("name"), "state": p.get("state"), "exit_code": p.get("exit_code")}
-                      for p in run.get("processes") or []],
+        "processes": [
+            {"name": p.get("name"), "state": p.get("state"), "exit_code": p.get("exit_code")}
+            for p in run.get("processes") or []
+        ],
     }
-
-
-RESULT_KEYS = ("final_metrics", "history", "checkpoint", "tinker_path")
 
 
 @_tool
 def rl_get_results(run_id: str) -> dict:
     validate_run_id(run_id)
-    from hermes_rl.core import runs
-
-    from hermes_rl.core.readers.metrics import HEADLINE_KEYS
-
-    results = runs.get_results(run_id)
-    run = runs.get_run(run_id, sample=False)
-    # Headline metrics per history row keep the answer small for an agent; final_metrics has them all.
-    history = [{k: row[k] for k in ("step", *HEADLINE_KEYS) if k in row}
-               for row in results.get("history") or [] if isinstance(row, dict)]
-    return {
-        "run_id": run_id,
-        "status": results.get("status", run.get("status")),
-        "environment": run.get("environment"),
-        "profile": run.get("profile"),
-        "reason": run.get("reason"),
-        "total_steps": run.get("total_steps"),
-        "final_metrics": results.get("final_metrics") or {},
-        "history": history,
-        "checkpoint": results.get("checkpoint"),
-        "tinker_path": results.get("tinker_path"),
-        "wandb_url": _wandb_url(run),
-        "log_paths": _log_paths(run),
-    }
+    return report.results_summary(run_id)
 
 
 @_tool
@@ -441,8 +331,9 @@ def rl_list_runs() -> dict:
 
 
 @_tool
-def rl_test_inference(num_steps: int = 3, group_size: int = 16, models: list[str] | None = None,
-                      base_url: str | None = None) -> dict:
+def rl_test_inference(
+    num_steps: int = 3, group_size: int = 16, models: list[str] | None = None, base_url: str | None = None
+) -> dict:
     from hermes_rl.core.runs.inference_test import InferenceTest
 
     test = InferenceTest.prepare(num_steps, group_size, models, base_url)
@@ -450,6 +341,12 @@ def rl_test_inference(num_steps: int = 3, group_size: int = 16, models: list[str
 
 
 # -- the table ----------------------------------------------------------------------------------
+
+
+def _fields(record: type) -> str:
+    """A record's keys as a schema lists them: {a, b, c}."""
+    return "{" + ", ".join(record.__annotations__) + "}"
+
 
 _RUN_ID = {"type": "string", "description": "the run id: 8 lowercase hex characters, e.g. 3fa2c91b (see rl_list_runs)"}
 _ERRORS = " On failure: {error, hint} (rl_select_environment adds available: the environment names)."
@@ -462,8 +359,8 @@ class Tool:
     summary: str
     properties: dict = field(default_factory=dict)
     required: tuple[str, ...] = ()
-    returns: dict = field(default_factory=dict)        # key -> what it holds (always present on success)
-    returns_alt: dict | None = None                    # a second success shape (rl_check_status rate-limited)
+    returns: dict = field(default_factory=dict)  # key -> what it holds (always present on success)
+    returns_alt: dict | None = None  # a second success shape (rl_check_status rate-limited)
     alt_when: str = ""
 
     @property
@@ -479,8 +376,10 @@ class Tool:
     @property
     def schema(self) -> dict:
         parameters = {"type": "object", "properties": dict(self.properties), "required": list(self.required)}
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": parameters},
+        }
 
 
 _STATUS_FULL = {
@@ -490,11 +389,13 @@ _STATUS_FULL = {
     "report_reason": "why this is a full report: first check|state changed|interval passed|final state",
     "previous_state": "the state last reported (null on the first check)",
     "reason": "why the run ended, in words (null while it runs)",
-    "environment": "str", "profile": "str",
-    "processes": "list of {name, state, exit_code, uptime_s, restarts, pid}",
+    "environment": "str",
+    "profile": "str",
+    "processes": f"list of {_fields(ProcessSummary)}",
     "running_time_s": "seconds since start (to the end for finished runs)",
-    "metrics": "{step, total_steps, reward_mean, percent_correct, eval_percent_correct, loss} (null until reported)",
-    "stalled": "true when a running run wrote no metric row or log line for HERMES_RL_STALL_S (default 900 s)",
+    "metrics": f"{_fields(MetricsSummary)} (each null until reported)",
+    "stalled": "true when a running run wrote no metric row and no line in its trainer's log for "
+    "HERMES_RL_STALL_S seconds (default 900)",
     "stalled_for_s": "seconds without progress when stalled, else null",
     "wandb_url": "the W&B run URL when W&B is online, else null",
     "log_paths": "{process name: log file path}",
@@ -504,7 +405,8 @@ _STATUS_FULL = {
 
 TOOLS: tuple[Tool, ...] = (
     Tool(
-        "rl_list_environments", rl_list_environments,
+        "rl_list_environments",
+        rl_list_environments,
         "List the RL environments (Atropos BaseEnv classes) found in the project, tinker-atropos and "
         "$HERMES_HOME/rl/environments.",
         returns={
@@ -516,95 +418,132 @@ TOOLS: tuple[Tool, ...] = (
         },
     ),
     Tool(
-        "rl_select_environment", rl_select_environment,
+        "rl_select_environment",
+        rl_select_environment,
         "Select the environment that rl_get_current_config, rl_edit_config, rl_test_inference and "
         "rl_start_training work on (saved on disk, shared with the dashboard).",
         {"name": {"type": "string", "description": "environment name as listed by rl_list_environments"}},
         ("name",),
         returns={
-            "selected": "the environment name", "profile": "the profile in use or null",
-            "class_name": "str", "file": "str", "description": "str", "tips": "list of next steps",
+            "selected": "the environment name",
+            "profile": "the profile in use or null",
+            "class_name": "str",
+            "file": "str",
+            "description": "str",
+            "tips": "list of next steps",
         },
     ),
     Tool(
-        "rl_get_current_config", rl_get_current_config,
+        "rl_get_current_config",
+        rl_get_current_config,
         "Show the selected environment's training configuration: fields you may edit and fields the profile locks.",
         returns={
-            "environment": "str", "profile": "str",
+            "environment": "str",
+            "profile": "str",
             "editable": "list of {name, type, default, description, value, modified, choices}",
             "locked": "list of {name, value, reason}",
-            "notice": "a note on the profile choice (e.g. no TINKER_API_KEY: local) or null",
+            "notices": "list of notes on the profile choice (e.g. no TINKER_API_KEY: local)",
             "warnings": "list of problems found and ignored (e.g. a corrupt draft)",
             "tips": "list of next steps",
         },
     ),
     Tool(
-        "rl_edit_config", rl_edit_config,
+        "rl_edit_config",
+        rl_edit_config,
         "Change one editable field of the selected environment's configuration; the value is validated and "
         "coerced to the field's type. Locked and unknown fields are refused with the reason.",
         {
             "field": {"type": "string", "description": "an editable field name from rl_get_current_config"},
-            "value": {"description": "the new value (number, string, boolean, list or object, as the field's type needs)"},
+            "value": {
+                "description": "the new value (number, string, boolean, list or object, as the field's type needs)"
+            },
         },
         ("field", "value"),
         returns={
-            "environment": "str", "profile": "str", "field": "str",
-            "value": "the value now stored", "previous": "the value before the change",
+            "environment": "str",
+            "profile": "str",
+            "field": "str",
+            "value": "the value now stored",
+            "previous": "the value before the change",
+            "default": "the field's default",
+            "modified": "true when the value differs from the default",
+            "notices": "list of notes (e.g. a corrupt draft moved aside)",
         },
     ),
     Tool(
-        "rl_start_training", rl_start_training,
+        "rl_start_training",
+        rl_start_training,
         "Start a training run of the selected environment in the background (a supervised pipeline of "
         "Atropos API, trainer and environment). Without TINKER_API_KEY it runs on the local CPU backend; "
         "a profile that needs a key fails naming the missing key.",
         returns={
-            "run_id": "str", "status": "starting|running", "environment": "str", "profile": "str",
-            "total_steps": "int", "config_path": "path of the run's config.yaml",
+            "run_id": "str",
+            "status": "starting|running",
+            "environment": "str",
+            "profile": "str",
+            "total_steps": "int",
+            "config_path": "path of the run's config.yaml",
             "log_paths": "{process name: log file path}",
             "wandb": "{mode, project, run_name}",
-            "notice": "a note on the backend choice or null",
+            "notices": "list of notes on the backend choice (e.g. no TINKER_API_KEY: local)",
             "tips": "list of next steps",
         },
     ),
     Tool(
-        "rl_check_status", rl_check_status,
+        "rl_check_status",
+        rl_check_status,
         "Check a run's status, processes and latest metrics. Repeats within min_interval_s (default 30 min, "
         "env HERMES_RL_STATUS_INTERVAL_S) get a short 'no change' answer, but a change of state (failed, "
         "completed, stopped, stalled, lost) is reported at once and finished runs are always reported in full.",
         {
             "run_id": _RUN_ID,
-            "min_interval_s": {"type": "number", "minimum": 0,
-                               "description": "minimum seconds between full reports for this run (default 1800)"},
+            "min_interval_s": {
+                "type": "number",
+                "minimum": 0,
+                "description": "minimum seconds between full reports for this run (default 1800)",
+            },
         },
         ("run_id",),
         returns=_STATUS_FULL,
         returns_alt={
-            "run_id": "str", "status": "str", "rate_limited": "true",
-            "message": "'no change ... next check in N s'", "next_check_in_s": "int",
+            "run_id": "str",
+            "status": "str",
+            "rate_limited": "true",
+            "message": "'no change ... next check in N s'",
+            "next_check_in_s": "int",
         },
         alt_when="When nothing changed within the interval",
     ),
     Tool(
-        "rl_stop_training", rl_stop_training,
+        "rl_stop_training",
+        rl_stop_training,
         "Stop a run: its processes are stopped in reverse start order. Works for starting, running and lost runs.",
         {"run_id": _RUN_ID},
         ("run_id",),
         returns={
-            "run_id": "str", "status": "the status after stopping", "previous_status": "str",
-            "reason": "why it ended, in words", "processes": "list of {name, state, exit_code}",
+            "run_id": "str",
+            "status": "the status after stopping",
+            "previous_status": "str",
+            "reason": "why it ended, in words",
+            "processes": "list of {name, state, exit_code}",
         },
     ),
     Tool(
-        "rl_get_results", rl_get_results,
+        "rl_get_results",
+        rl_get_results,
         "Get a run's results: final metrics, a sampled metric history and where the trained weights are.",
         {"run_id": _RUN_ID},
         ("run_id",),
         returns={
-            "run_id": "str", "status": "str", "environment": "str", "profile": "str",
-            "reason": "why it ended or null", "total_steps": "int",
+            "run_id": "str",
+            "status": "str",
+            "environment": "str",
+            "profile": "str",
+            "reason": "why it ended or null",
+            "total_steps": "int",
             "final_metrics": "{metric: last value}",
             "history": "up to 50 evenly sampled rows of {step, reward/mean, train/loss, train/percent_correct, "
-                       "eval/percent_correct, logprobs/diff, advantages/std} (keys present only)",
+            "eval/percent_correct, logprobs/diff, advantages/std} (keys present only)",
             "checkpoint": "local checkpoint/weights path or null",
             "tinker_path": "tinker:// path of the weights on Tinker cloud or null",
             "wandb_url": "W&B run URL when online, else null",
@@ -612,41 +551,63 @@ TOOLS: tuple[Tool, ...] = (
         },
     ),
     Tool(
-        "rl_list_runs", rl_list_runs,
+        "rl_list_runs",
+        rl_list_runs,
         "List every run on disk, newest first, including finished ones and runs started by the dashboard or CLI.",
         returns={
-            "runs": "list of {run_id, environment, profile, status, created_at, step, total_steps, reward_mean, reason}",
+            "runs": f"list of {_fields(RunSummary)}",
             "count": "int",
         },
     ),
     Tool(
-        "rl_test_inference", rl_test_inference,
+        "rl_test_inference",
+        rl_test_inference,
         "Try the selected environment against inference models before training: runs its Atropos 'process' mode "
         "for num_steps groups of group_size completions per model and scores them (no training, no Tinker or W&B "
         "key). Models: base_url (any OpenAI-compatible server) if given; else OpenRouter when OPENROUTER_API_KEY "
         "is set (default qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); else the local model of a "
         "running local run. Blocks until every model is done; each test writes a new folder.",
         {
-            "num_steps": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3,
-                          "description": "groups (prompts) per model"},
-            "group_size": {"type": "integer", "minimum": 1, "maximum": 256, "default": 16,
-                           "description": "completions per group"},
-            "models": {"type": "array", "items": {"type": "string"},
-                       "description": "model ids to test (default depends on the provider, see above)"},
-            "base_url": {"type": "string", "description": "an OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"},
+            "num_steps": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 100,
+                "default": 3,
+                "description": "groups (prompts) per model",
+            },
+            "group_size": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 256,
+                "default": 16,
+                "description": "completions per group",
+            },
+            "models": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "model ids to test (default depends on the provider, see above)",
+            },
+            "base_url": {
+                "type": "string",
+                "description": "an OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1",
+            },
         },
         returns={
-            "test_id": "str", "folder": "the test's output folder",
-            "environment": "str", "profile": "str",
+            "test_id": "str",
+            "folder": "the test's output folder",
+            "environment": "str",
+            "profile": "str",
             "target": "{kind: openrouter|base_url|local, base_url, models, note}",
-            "num_steps": "int", "group_size": "int",
+            "num_steps": "int",
+            "group_size": "int",
             "correct_means": "the score that counts as correct",
             "models": "list of {model, folder, steps, completions, correct, accuracy, mean_score, errors, exit_code, "
-                      "duration_s, rollouts_path, log_path}",
+            "duration_s, rollouts_path, log_path}",
             "best_model": "the model with the best accuracy or null",
             "best_accuracy": "float or null",
             "environment_working": "true when at least one model produced scored completions",
-            "verdict": "one sentence", "duration_s": "float",
+            "verdict": "one sentence",
+            "duration_s": "float",
         },
     ),
 )
@@ -660,8 +621,10 @@ TOOL_NAMES: tuple[str, ...] = tuple(TOOLS_BY_NAME)
 
 _JSON_TYPES = {
     "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and math.isfinite(v) and v.is_integer()),
+    "integer": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and math.isfinite(v) and v.is_integer())
+    ),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
     "boolean": lambda v: isinstance(v, bool),
     "array": lambda v: isinstance(v, list),

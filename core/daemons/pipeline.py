@@ -10,7 +10,6 @@ Placeholders usable in argv, env values, cwd, completion_file and the readiness 
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import re
@@ -21,7 +20,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.base.fsutil import atomic_write_json, file_lock, read_json
 from hermes_rl.core.base.paths import PROCESS_NAME_RE, ensure_private_dir, rl_dir
+from hermes_rl.core.base.states import ProcState
 
 READINESS_KINDS = ("http", "log", "none")
 RESTART_MODES = ("no", "on_failure")
@@ -32,7 +33,7 @@ _PORT_PLACEHOLDER_RE = re.compile(r"\{port:([^{}]*)\}")
 
 @dataclass
 class Readiness:
-    kind: str = "none"              # "http" (GET url -> 200) | "log" (regex on the process log) | "none"
+    kind: str = "none"  # "http" (GET url -> 200) | "log" (regex on the process log) | "none"
     url: str | None = None
     pattern: str | None = None
     timeout_s: float = 60.0
@@ -40,9 +41,9 @@ class Readiness:
 
 @dataclass
 class RestartPolicy:
-    mode: str = "no"                # "no" | "on_failure"
+    mode: str = "no"  # "no" | "on_failure"
     max_restarts: int = 0
-    backoff_s: float = 1.0          # delay before restart n is backoff_s * 2**(n-1), capped at MAX_BACKOFF_S
+    backoff_s: float = 1.0  # delay before restart n is backoff_s * 2**(n-1), capped at MAX_BACKOFF_S
 
 
 MAX_BACKOFF_S = 60.0
@@ -53,16 +54,16 @@ class ProcessSpec:
     name: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    secret_env: list[str] = field(default_factory=list)   # names; values come from the supervisor's env
-    cwd: str | None = None                                 # default: the run folder
+    secret_env: list[str] = field(default_factory=list)  # names; values come from the supervisor's env
+    cwd: str | None = None  # default: the run folder
     depends_on: list[tuple[str, str]] = field(default_factory=list)
     readiness: Readiness = field(default_factory=Readiness)
-    required: bool = True            # its exit ends the run (as failed, unless it completes the run)
-    completes_run: bool = False      # its clean exit (with completion_file present) completes the run
+    required: bool = True  # its exit ends the run (as failed, unless it completes the run)
+    completes_run: bool = False  # its clean exit (with completion_file present) completes the run
     completion_file: str | None = None
     restart: RestartPolicy = field(default_factory=RestartPolicy)
-    stop_timeout: float = 10.0       # SIGTERM to the group, SIGKILL after this many seconds
-    port: str | None = None          # which key of the run's ports this process serves
+    stop_timeout: float = 10.0  # SIGTERM to the group, SIGKILL after this many seconds
+    port: str | None = None  # which key of the run's ports this process serves
 
 
 def restart_delay(policy: RestartPolicy, attempt: int) -> float:
@@ -135,7 +136,28 @@ def specs_from_json(data: list) -> list[ProcessSpec]:
 
 def load_pipeline(path: str | os.PathLike) -> list[ProcessSpec]:
     with open(path, encoding="utf-8") as handle:
-        return specs_from_json(json.load(handle))
+        return [current_names(spec) for spec in specs_from_json(json.load(handle))]
+
+
+# Before hermes-rl installed as one namespace, pipeline.json started `-m dataplane.…` with the project
+# root injected as PYTHONPATH and as the working folder. Such a run's specs are read with today's names,
+# and the injected root is dropped, so the user's own PYTHONPATH reaches the process unchanged.
+_PACKAGE_FOLDERS = ("core", "tui", "dataplane", "environments")
+
+
+def current_names(spec: ProcessSpec) -> ProcessSpec:
+    from hermes_rl.core.base.paths import PROJECT_ROOT
+
+    root = os.path.realpath(PROJECT_ROOT)
+    argv = list(spec.argv)
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "-m" and argv[i + 1].split(".")[0] in _PACKAGE_FOLDERS:
+            argv[i + 1] = "hermes_rl." + argv[i + 1]
+    env = dict(spec.env)
+    if "PYTHONPATH" in env and all(os.path.realpath(p) == root for p in env["PYTHONPATH"].split(os.pathsep) if p):
+        del env["PYTHONPATH"]
+    cwd = None if spec.cwd and os.path.realpath(spec.cwd) == root else spec.cwd
+    return replace(spec, argv=argv, env=env, cwd=cwd)
 
 
 # ---------------------------------------------------------------- validation
@@ -147,7 +169,9 @@ def validate_spec(spec: ProcessSpec) -> None:
         raise _bad(f"invalid process name {name!r}: use 1-32 of a-z 0-9 _ -")
     if not isinstance(spec.argv, list) or not spec.argv or not all(isinstance(a, str) for a in spec.argv):
         raise _bad(f"process {name!r}: argv must be a non-empty list of strings")
-    if not isinstance(spec.env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in spec.env.items()):
+    if not isinstance(spec.env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in spec.env.items()
+    ):
         raise _bad(f"process {name!r}: env must map strings to strings")
     if not isinstance(spec.secret_env, list) or not all(isinstance(s, str) for s in spec.secret_env):
         raise _bad(f"process {name!r}: secret_env must be a list of variable names")
@@ -158,8 +182,10 @@ def validate_spec(spec: ProcessSpec) -> None:
         raise _bad(f"process {name!r}: secret {leaked[0]} must be named in secret_env, not given in env")
     for dep in spec.depends_on:
         if len(dep) != 2 or dep[1] not in DEPENDENCY_CONDITIONS:
-            raise _bad(f"process {name!r}: depends_on entries are (name, condition) with condition one of "
-                       f"{', '.join(DEPENDENCY_CONDITIONS)}; got {list(dep)!r}")
+            raise _bad(
+                f"process {name!r}: depends_on entries are (name, condition) with condition one of "
+                f"{', '.join(DEPENDENCY_CONDITIONS)}; got {list(dep)!r}"
+            )
     r = spec.readiness
     if r.kind not in READINESS_KINDS:
         raise _bad(f"process {name!r}: readiness kind must be one of {', '.join(READINESS_KINDS)}, got {r.kind!r}")
@@ -261,16 +287,18 @@ def substitute(specs: list[ProcessSpec], *, ports: dict[str, int], run_dir: str,
 
     out = []
     for spec in specs:
-        out.append(replace(
-            spec,
-            argv=[fill(a, spec.name) for a in spec.argv],
-            env={k: fill(v, spec.name) for k, v in spec.env.items()},
-            cwd=fill(spec.cwd, spec.name),
-            completion_file=fill(spec.completion_file, spec.name),
-            readiness=replace(spec.readiness, url=fill(spec.readiness.url, spec.name)),
-            depends_on=list(spec.depends_on),
-            secret_env=list(spec.secret_env),
-        ))
+        out.append(
+            replace(
+                spec,
+                argv=[fill(a, spec.name) for a in spec.argv],
+                env={k: fill(v, spec.name) for k, v in spec.env.items()},
+                cwd=fill(spec.cwd, spec.name),
+                completion_file=fill(spec.completion_file, spec.name),
+                readiness=replace(spec.readiness, url=fill(spec.readiness.url, spec.name)),
+                depends_on=list(spec.depends_on),
+                secret_env=list(spec.secret_env),
+            )
+        )
     return out
 
 
@@ -281,27 +309,20 @@ _RESERVE_SECONDS = 120.0
 
 @contextmanager
 def _locked_reservations() -> Iterator[dict]:
-    ensure_private_dir(rl_dir())
-    path = rl_dir() / ".ports.json"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        with os.fdopen(os.dup(fd), "r+", encoding="utf-8") as handle:
-            try:
-                data = json.loads(handle.read() or "{}")
-                if not isinstance(data, dict):
-                    data = {}
-            except ValueError:
-                data = {}
-            now = time.time()
-            data = {k: v for k, v in data.items() if isinstance(v, (int, float)) and now - v < _RESERVE_SECONDS}
-            yield data
-            handle.seek(0)
-            handle.truncate()
-            handle.write(json.dumps(data))
-            handle.flush()
-    finally:
-        os.close(fd)  # releases the lock
+    """{port: when it was handed out} of the last _RESERVE_SECONDS, held under the file's lock; what the
+    block leaves in the dict is written back."""
+    path = ensure_private_dir(rl_dir()) / ".ports.json"
+    with file_lock(path):
+        try:
+            data = read_json(path)
+        except (OSError, ValueError):
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        now = time.time()
+        data = {k: v for k, v in data.items() if isinstance(v, (int, float)) and now - v < _RESERVE_SECONDS}
+        yield data
+        atomic_write_json(path, data)
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -349,10 +370,29 @@ def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> 
     pid, create_time, start_ticks, pgid, state, started_at, ready_at, ended_at, exit_code, restarts)."""
     from hermes_rl.core.base.secrets import redact
 
-    record = {"name": spec.name, "pid": None, "create_time": None, "start_ticks": None, "pgid": None,
-              "argv_redacted": [redact(a) for a in spec.argv], "state": "pending", "started_at": None,
-              "ready_at": None, "ended_at": None, "exit_code": None, "restarts": 0}
+    record = {
+        "name": spec.name,
+        "pid": None,
+        "create_time": None,
+        "start_ticks": None,
+        "pgid": None,
+        "argv_redacted": [redact(a) for a in spec.argv],
+        "state": ProcState.PENDING,
+        "started_at": None,
+        "ready_at": None,
+        "ended_at": None,
+        "exit_code": None,
+        "restarts": 0,
+    }
     record.update(live)
-    record.update({"log": log, "port": port, "required": spec.required, "completes_run": spec.completes_run,
-                   "depends_on": [list(d) for d in spec.depends_on], "readiness": spec.readiness.kind})
+    record.update(
+        {
+            "log": log,
+            "port": port,
+            "required": spec.required,
+            "completes_run": spec.completes_run,
+            "depends_on": [list(d) for d in spec.depends_on],
+            "readiness": spec.readiness.kind,
+        }
+    )
     return record

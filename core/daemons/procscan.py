@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from dataclasses import dataclass
 
-MARKER = "HERMES_RL_RUN_DIR"       # in every child's environment: the run folder
+from hermes_rl.core.base.polling import poll_until
+
+MARKER = "HERMES_RL_RUN_DIR"  # in every child's environment: the run folder
 PROCESS_MARKER = "HERMES_RL_PROCESS"  # the spec name the child was started for
 # create_time is wall-clock based (boot time + ticks): it may move by a second when the clock is
 # adjusted, so identity is checked on start_ticks (ticks since boot, exact) when recorded.
@@ -24,13 +25,18 @@ CREATE_TIME_TOLERANCE = 1.0
 class Survivor:
     pid: int
     pgid: int | None
-    name: str            # the spec name from the environment marker, "" if unknown
+    name: str  # the spec name from the environment marker, "" if unknown
     cmdline: str
     create_time: float | None
 
     def to_dict(self) -> dict:
-        return {"pid": self.pid, "pgid": self.pgid, "process": self.name, "cmdline": self.cmdline,
-                "create_time": self.create_time}
+        return {
+            "pid": self.pid,
+            "pgid": self.pgid,
+            "process": self.name,
+            "cmdline": self.cmdline,
+            "create_time": self.create_time,
+        }
 
 
 def _read(path: str) -> bytes | None:
@@ -46,7 +52,7 @@ def _is_zombie(pid: int) -> bool:
     if not stat:
         return True
     # The state follows the parenthesised command name, which may itself contain spaces or ')'.
-    tail = stat[stat.rfind(b")") + 2:]
+    tail = stat[stat.rfind(b")") + 2 :]
     return tail[:1] in (b"Z", b"X")
 
 
@@ -67,7 +73,7 @@ def process_start_ticks(pid: int) -> int | None:
     stat = _read(f"/proc/{pid}/stat")
     if not stat:
         return None
-    fields = stat[stat.rfind(b")") + 2:].split()
+    fields = stat[stat.rfind(b")") + 2 :].split()
     try:
         return int(fields[19])  # fields[0] is field 3 (state); starttime is field 22
     except (IndexError, ValueError):
@@ -104,8 +110,12 @@ def is_same_process(pid: int | None, create_time: float | None, start_ticks: int
     return actual is not None and abs(actual - float(create_time)) < CREATE_TIME_TOLERANCE
 
 
-def find_run_processes(run_dir: str | os.PathLike, pgids: list[int] | tuple[int, ...] = (),
-                       exclude: tuple[int, ...] = (), since: float | None = None) -> list[Survivor]:
+def find_run_processes(
+    run_dir: str | os.PathLike,
+    pgids: list[int] | tuple[int, ...] = (),
+    exclude: tuple[int, ...] = (),
+    since: float | None = None,
+) -> list[Survivor]:
     """Live processes that carry the run's marker, or sit in one of its recorded process groups,
     carry no marker and were created after `since` (a pgid reused by someone else is not ours)."""
     wanted = os.fsencode(str(run_dir))
@@ -129,8 +139,15 @@ def find_run_processes(run_dir: str | os.PathLike, pgids: list[int] | tuple[int,
         if mark is None and since is not None and (created is None or created < since - 1.0):
             continue
         cmd = (_read(f"/proc/{pid}/cmdline") or b"").replace(b"\0", b" ").strip()
-        found.append(Survivor(pid=pid, pgid=pgid, name=env.get(PROCESS_MARKER.encode(), b"").decode(errors="replace"),
-                              cmdline=cmd.decode(errors="replace")[:300], create_time=created))
+        found.append(
+            Survivor(
+                pid=pid,
+                pgid=pgid,
+                name=env.get(PROCESS_MARKER.encode(), b"").decode(errors="replace"),
+                cmdline=cmd.decode(errors="replace")[:300],
+                create_time=created,
+            )
+        )
     return found
 
 
@@ -150,13 +167,13 @@ def terminate(survivors: list[Survivor], timeout: float = 5.0) -> dict:
     for proc in survivors:
         if signal_process(proc.pid, signal.SIGTERM):
             pending.append(proc)
-    deadline = time.monotonic() + timeout
-    interval = 0.01
-    while pending and time.monotonic() < deadline:
+
+    def all_ended() -> bool:
+        nonlocal pending
         pending = [p for p in pending if _alive(p.pid)]
-        if pending:
-            time.sleep(interval)
-            interval = min(interval * 1.5, 0.2)
+        return not pending
+
+    poll_until(all_ended, timeout, cap=0.2)
     killed = 0
     for proc in pending:
         if _alive(proc.pid):
@@ -197,7 +214,7 @@ def group_members(pgid: int) -> list[int]:
         stat = _read(f"/proc/{pid}/stat")
         if not stat:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()
+        fields = stat[stat.rfind(b")") + 2 :].split()
         # fields[0] is field 3 (state), fields[2] is field 5 (pgrp)
         if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
             members.append(pid)

@@ -19,8 +19,9 @@ def read_run_file(folder: Path) -> dict | None:
     return run if isinstance(run, dict) else None
 
 
-def record_final(folder: Path, run: dict, status: RunStatus, reason: str, message: str | None = None,
-                 **event_fields) -> dict:
+def record_final(
+    folder: Path, run: dict, status: RunStatus, reason: str, message: str | None = None, **event_fields
+) -> dict:
     """Write `status` and `reason` to run.json (processes not ended become stopped) and the matching
     run_status event to events.jsonl. `run` is the latest run.json; returns it as written."""
     now = time.time()
@@ -30,10 +31,17 @@ def record_final(folder: Path, run: dict, status: RunStatus, reason: str, messag
             proc["ended_at"] = proc.get("ended_at") or now
     run.update(status=status, reason=reason, ended_at=now)
     atomic_write_json(Path(folder) / "run.json", run)
-    append_jsonl(Path(folder) / "events.jsonl", {
-        "time": now, "event": "run_status", "status": status, "reason": reason, **event_fields,
-        "message": message or f"run {status}: {reason}",
-    })
+    append_jsonl(
+        Path(folder) / "events.jsonl",
+        {
+            "time": now,
+            "event": "run_status",
+            "status": status,
+            "reason": reason,
+            **event_fields,
+            "message": message or f"run {status}: {reason}",
+        },
+    )
     return run
 
 

@@ -7,7 +7,7 @@ them, restarts them by policy, and stops them in reverse order. Every transition
 
 No orphans, in three layers:
 - each child runs in its own process group with PR_SET_PDEATHSIG=SIGKILL (dies with us);
-- a watchdog process (core.watchdog) holds the read end of a pipe only we can write to: if we die
+- a watchdog process (daemons.watchdog) holds the read end of a pipe only we can write to: if we die
   (even by SIGKILL) it sees EOF, ends every recorded process group and every process carrying the
   run's environment marker (grandchildren that left their group too), and records the run as failed;
 - on a normal stop we sweep the same marker ourselves.
@@ -15,7 +15,7 @@ No orphans, in three layers:
 Single-threaded state machine; readiness probes run in small threads that only post results.
 SIGTERM/SIGINT mean "stop by user"; a second one (a second or more later) or SIGUSR2 escalates to
 SIGKILL at once. SIGUSR1: read client requests in <run>/control/ (restart one process).
-Kept light: no third-party imports but psutil (create_time), nothing heavy.
+Kept light: no third-party imports but psutil (create_time) and python-dotenv (reading .env), nothing heavy.
 """
 
 from __future__ import annotations
@@ -33,19 +33,30 @@ import time
 import traceback
 from pathlib import Path
 
-from hermes_rl.core.daemons import procscan
-from hermes_rl.core.daemons.spawn import describe_exit, spawn_group
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
-from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, run_dir as run_dir_of, validate_run_id
-from hermes_rl.core.daemons.pipeline import ProcessSpec, load_pipeline, process_record, port_is_free, restart_delay, start_order
+from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, validate_run_id
+from hermes_rl.core.base.paths import run_dir as run_dir_of
+from hermes_rl.core.base.polling import poll_until
 from hermes_rl.core.base.secrets import SECRET_NAMES, redact
+from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
+from hermes_rl.core.daemons import procscan
+from hermes_rl.core.daemons.pipeline import (
+    ProcessSpec,
+    load_pipeline,
+    port_is_free,
+    process_record,
+    restart_delay,
+    start_order,
+)
+from hermes_rl.core.daemons.runstate import record_final
+from hermes_rl.core.daemons.spawn import describe_exit, spawn_group
 
-FINAL_STATUSES = ("completed", "failed", "stopped")
-ALIVE_STATES = ("starting", "ready")
-PROBE_FAST_CAP_S = 0.05     # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
+PROBE_FAST_CAP_S = 0.05  # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0
 PROBE_SLOW_CAP_S = 0.25
-# A process's state while it waits to be started (or restarted) is "pending".
+STOP_POLL_CAP_S = 0.1  # how often a stopping process is re-checked, at most (SIGCHLD wakes us sooner)
+SIGKILL_GRACE_S = 5.0  # how long a process group gets to vanish after SIGKILL before we report it
+
 
 def _now() -> float:
     return time.time()
@@ -128,7 +139,7 @@ class Proc:
         self.name = spec.name
         self.log = process_log_path(spec.name, run_id)
         self.port = port
-        self.state = "pending"
+        self.state = ProcState.PENDING
         self.popen: subprocess.Popen | None = None
         self.pid: int | None = None
         self.create_time: float | None = None
@@ -138,25 +149,36 @@ class Proc:
         self.ready_at: float | None = None
         self.ended_at: float | None = None
         self.exit_code: int | None = None
-        self.restarts = 0                      # every restart (policy or requested)
-        self.policy_restarts = 0               # those the restart policy made (bounded by max_restarts)
-        self.restart_at: float | None = None   # monotonic time of a scheduled restart
-        self.restarting = False                # being stopped on request, to be started again
+        self.restarts = 0  # every restart (policy or requested)
+        self.policy_restarts = 0  # those the restart policy made (bounded by max_restarts)
+        self.restart_at: float | None = None  # monotonic time of a scheduled restart
+        self.restarting = False  # being stopped on request, to be started again
         self.attempt = 0
         self.ever_started = False
         self.log_offset = 0
         self.probe_cancel: threading.Event | None = None
-        self.one_shot = False                  # some process waits for it to complete
+        self.one_shot = False  # some process waits for it to complete
 
     @property
     def alive(self) -> bool:
         return self.popen is not None and self.popen.returncode is None
 
     def to_json(self) -> dict:
-        return process_record(self.spec, log=str(self.log), port=self.port, pid=self.pid,
-                              create_time=self.create_time, start_ticks=self.start_ticks, pgid=self.pgid,
-                              state=self.state, started_at=self.started_at, ready_at=self.ready_at,
-                              ended_at=self.ended_at, exit_code=self.exit_code, restarts=self.restarts)
+        return process_record(
+            self.spec,
+            log=str(self.log),
+            port=self.port,
+            pid=self.pid,
+            create_time=self.create_time,
+            start_ticks=self.start_ticks,
+            pgid=self.pgid,
+            state=self.state,
+            started_at=self.started_at,
+            ready_at=self.ready_at,
+            ended_at=self.ended_at,
+            exit_code=self.exit_code,
+            restarts=self.restarts,
+        )
 
 
 class StartupError(Exception):
@@ -179,7 +201,7 @@ class Supervisor:
             raise StartupError(f"run {run_id} is not prepared: {exc.filename} is missing") from None
         except Exception as exc:  # noqa: BLE001 - any unreadable state ends here with a clear line
             raise StartupError(f"run {run_id}: cannot read its state: {exc}") from None
-        if self.run.get("status") != "starting" or self.run.get("supervisor"):
+        if self.run.get("status") != RunStatus.STARTING or self.run.get("supervisor"):
             raise StartupError(f"run {run_id} already has a supervisor (status {self.run.get('status')})")
         ports = self.run.get("ports") or {}
         self.order = start_order(specs)
@@ -188,7 +210,7 @@ class Supervisor:
             for dep, condition in spec.depends_on:
                 if condition == "completed":
                     self.procs[dep].one_shot = True
-        self.stop_requests = 0        # 1: stop in order; 2: stop now (SIGKILL without waiting)
+        self.stop_requests = 0  # 1: stop in order; 2: stop now (SIGKILL without waiting)
         self.first_stop_at = 0.0
         self.requests_pending = True  # look at control/ once at start: a request may predate us
         self.stopping = False
@@ -224,20 +246,29 @@ class Supervisor:
         append_jsonl(self.events_path, record)
         _log(message)
 
-    def set_status(self, status: str, reason: str | None = None) -> None:
+    def set_status(self, status: RunStatus, reason: str | None = None) -> None:
+        if status in RECORDED_FINAL:
+            self.record_final(status, reason or "")
+            return
         self.run["status"] = status
         if reason is not None:
             self.run["reason"] = reason
-        if status == "running" and not self.run.get("started_at"):
+        if status == RunStatus.RUNNING and not self.run.get("started_at"):
             self.run["started_at"] = _now()
-        if status in FINAL_STATUSES:
-            self.run["ended_at"] = _now()
         self.write_state()
         self.flush_state()  # run status changes are written at once
         text = f"run {status}" + (f": {reason}" if reason else "")
         self.event("run_status", text, status=status, reason=reason)
 
-    def set_proc_state(self, proc: Proc, state: str, message: str, **fields) -> None:
+    def record_final(self, status: RunStatus, reason: str) -> None:
+        """The run's end, through runstate.record_final (run.json and the run_status event), and our log."""
+        self.run["processes"] = [self.procs[s].to_json() for s in self.procs]
+        self.dirty = False
+        text = redact(f"run {status}: {reason}")
+        record_final(self.dir, self.run, status, reason, message=text)
+        _log(text)
+
+    def set_proc_state(self, proc: Proc, state: ProcState, message: str, **fields) -> None:
         proc.state = state
         self.write_state()
         self.event("process_state", message, process=proc.name, state=state, pid=proc.pid, **fields)
@@ -285,9 +316,15 @@ class Supervisor:
         log = open(self.dir / "supervisor.log", "ab")
         try:
             # Not tied to us (no PDEATHSIG): it must outlive our death to clean up after it.
-            self.watchdog = spawn_group([sys.executable, "-m", "hermes_rl.core.daemons.watchdog", self.run_id,
-                                         str(os.getpid())], tied=False, stdin=read_end, stdout=log,
-                                        stderr=subprocess.STDOUT, cwd=str(self.dir), env=env)
+            self.watchdog = spawn_group(
+                [sys.executable, "-m", "hermes_rl.core.daemons.watchdog", self.run_id, str(os.getpid())],
+                tied=False,
+                stdin=read_end,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=str(self.dir),
+                env=env,
+            )
         finally:
             os.close(read_end)
             log.close()
@@ -347,19 +384,30 @@ class Supervisor:
         proc.restart_at = None
         proc.attempt += 1
         if proc.port and not port_is_free(proc.port):
-            self.start_failed(proc, f"cannot start {proc.name}: port {proc.port} on 127.0.0.1 is already in use by another program")
+            self.start_failed(
+                proc, f"cannot start {proc.name}: port {proc.port} on 127.0.0.1 is already in use by another program"
+            )
             return
         ensure_private_dir(proc.log.parent)
-        header = (f"==== hermes-rl {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC: starting "
-                  f"{proc.name} (run {self.run_id}, attempt {proc.attempt}): {' '.join(redact(a) for a in spec.argv)}\n")
+        argv = " ".join(redact(a) for a in spec.argv)
+        header = (
+            f"==== hermes-rl {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC: starting "
+            f"{proc.name} (run {self.run_id}, attempt {proc.attempt}): {argv}\n"
+        )
         fd = os.open(proc.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, header.encode("utf-8", errors="replace"))
             proc.log_offset = os.fstat(fd).st_size
             cwd = spec.cwd or str(self.dir)
             try:
-                popen = spawn_group(spec.argv, cwd=cwd, env=self.child_env(proc), stdin=subprocess.DEVNULL,
-                                    stdout=fd, stderr=subprocess.STDOUT)
+                popen = spawn_group(
+                    spec.argv,
+                    cwd=cwd,
+                    env=self.child_env(proc),
+                    stdin=subprocess.DEVNULL,
+                    stdout=fd,
+                    stderr=subprocess.STDOUT,
+                )
             except OSError as exc:
                 reason = self.describe_start_error(proc, exc, cwd)
                 os.write(fd, f"==== {reason}\n".encode("utf-8", errors="replace"))  # `logs` shows it too
@@ -377,7 +425,9 @@ class Supervisor:
         proc.ready_at = proc.ended_at = proc.exit_code = None
         proc.ever_started = True
         again = f" (restart {proc.restarts})" if proc.restarts else ""
-        self.set_proc_state(proc, "starting", f"{proc.name} started{again}, pid {popen.pid}", attempt=proc.attempt)
+        self.set_proc_state(
+            proc, ProcState.STARTING, f"{proc.name} started{again}, pid {popen.pid}", attempt=proc.attempt
+        )
         if spec.readiness.kind != "none":
             self.start_probe(proc)
         elif not proc.one_shot:
@@ -401,21 +451,22 @@ class Supervisor:
         proc.exit_code = None
         if self.schedule_restart(proc, reason):
             return
-        self.set_proc_state(proc, "failed", reason)
+        self.set_proc_state(proc, ProcState.FAILED, reason)
         if proc.spec.required or proc.one_shot:
-            self.shutdown("failed", reason)
+            self.shutdown(RunStatus.FAILED, reason)
 
     def mark_ready(self, proc: Proc) -> None:
         proc.ready_at = _now()
-        self.set_proc_state(proc, "ready", f"{proc.name} is ready", ready_at=proc.ready_at)
+        self.set_proc_state(proc, ProcState.READY, f"{proc.name} is ready", ready_at=proc.ready_at)
 
     def start_probe(self, proc: Proc) -> None:
         if proc.spec.readiness.kind == "http":
             import http.client  # noqa: F401 - imported here, in the main thread, not inside a probe thread
         cancel = threading.Event()
         proc.probe_cancel = cancel
-        thread = threading.Thread(target=self.probe_loop, args=(proc, proc.attempt, cancel),
-                                  name=f"probe-{proc.name}", daemon=True)
+        thread = threading.Thread(
+            target=self.probe_loop, args=(proc, proc.attempt, cancel), name=f"probe-{proc.name}", daemon=True
+        )
         thread.start()
 
     def probe_loop(self, proc: Proc, attempt: int, cancel: threading.Event) -> None:
@@ -463,19 +514,21 @@ class Supervisor:
             except queue.Empty:
                 return
             proc = self.procs[name]
-            if attempt != proc.attempt or proc.state != "starting" or not proc.alive or self.stopping:
+            if attempt != proc.attempt or proc.state != ProcState.STARTING or not proc.alive or self.stopping:
                 continue  # stale: the process exited or restarted since
             proc.probe_cancel = None
             if kind == "ready":
                 self.mark_ready(proc)
             else:
-                what = (f"GET {proc.spec.readiness.url} did not return 200" if proc.spec.readiness.kind == "http"
-                        else f"no log line matched /{proc.spec.readiness.pattern}/")
-                reason = (f"{proc.name} was not ready within {proc.spec.readiness.timeout_s:g}s "
-                          f"({what}; last: {detail})")
+                what = (
+                    f"GET {proc.spec.readiness.url} did not return 200"
+                    if proc.spec.readiness.kind == "http"
+                    else f"no log line matched /{proc.spec.readiness.pattern}/"
+                )
+                reason = f"{proc.name} was not ready within {proc.spec.readiness.timeout_s:g}s ({what}; last: {detail})"
                 self.event("probe_timeout", reason, process=proc.name)
                 if proc.spec.required or self.has_dependants(proc):
-                    self.shutdown("failed", reason)
+                    self.shutdown(RunStatus.FAILED, reason)
 
     def has_dependants(self, proc: Proc) -> bool:
         return any(dep == proc.name for p in self.procs.values() for dep, _ in p.spec.depends_on)
@@ -486,16 +539,16 @@ class Supervisor:
         """(all satisfied, why it never can be) for a pending process."""
         for dep_name, condition in proc.spec.depends_on:
             dep = self.procs[dep_name]
-            done_ok = dep.state == "exited" and dep.exit_code == 0
+            done_ok = dep.state == ProcState.EXITED and dep.exit_code == 0
             if condition == "started":
-                ok = dep.state in ALIVE_STATES or done_ok
+                ok = dep.state in PROC_ALIVE or done_ok
             elif condition == "ready":
-                ok = dep.state == "ready" or (done_ok and dep.one_shot)
+                ok = dep.state == ProcState.READY or (done_ok and dep.one_shot)
             else:
                 ok = done_ok
             if ok:
                 continue
-            if dep.state in ("failed", "stopped") or (dep.state == "exited" and not ok):
+            if dep.state in (ProcState.FAILED, ProcState.STOPPED) or (dep.state == ProcState.EXITED and not ok):
                 return False, f"cannot start {proc.name}: {dep.name} {dep.state} before it was {condition}"
             return False, None
         return True, None
@@ -506,7 +559,7 @@ class Supervisor:
         now = time.monotonic()
         for name in self.order:
             proc = self.procs[name]
-            if proc.state != "pending":
+            if proc.state != ProcState.PENDING:
                 continue
             if proc.restart_at is not None:
                 if now >= proc.restart_at:
@@ -516,9 +569,9 @@ class Supervisor:
             if ok:
                 self.spawn(proc)
             elif never:
-                self.set_proc_state(proc, "failed", never)
+                self.set_proc_state(proc, ProcState.FAILED, never)
                 if proc.spec.required or proc.one_shot:
-                    self.shutdown("failed", never)
+                    self.shutdown(RunStatus.FAILED, never)
             if self.stopping:
                 return
 
@@ -530,22 +583,27 @@ class Supervisor:
         proc.restarts += 1
         delay = restart_delay(policy, proc.policy_restarts)
         proc.restart_at = time.monotonic() + delay
-        self.set_proc_state(proc, "pending", f"{reason}; restarting in {delay:g}s "
-                            f"(restart {proc.policy_restarts} of {policy.max_restarts})",
-                            exit_code=proc.exit_code, restart=proc.policy_restarts, delay_s=delay)
+        self.set_proc_state(
+            proc,
+            ProcState.PENDING,
+            f"{reason}; restarting in {delay:g}s (restart {proc.policy_restarts} of {policy.max_restarts})",
+            exit_code=proc.exit_code,
+            restart=proc.policy_restarts,
+            delay_s=delay,
+        )
         return True
 
     def maybe_running(self) -> None:
-        if self.stopping or self.run.get("status") != "starting":
+        if self.stopping or self.run.get("status") != RunStatus.STARTING:
             return
-        if all(p.state in ("ready", "exited", "failed") for p in self.procs.values()):
-            self.set_status("running")
+        if all(p.state in (ProcState.READY, ProcState.EXITED, ProcState.FAILED) for p in self.procs.values()):
+            self.set_status(RunStatus.RUNNING)
 
     def next_timeout(self) -> float:
         timeout = 1.0  # safety net: re-check children even without a signal
         now = time.monotonic()
         for proc in self.procs.values():
-            if proc.state == "pending" and proc.restart_at is not None:
+            if proc.state == ProcState.PENDING and proc.restart_at is not None:
                 timeout = min(timeout, max(0.0, proc.restart_at - now))
         return timeout
 
@@ -578,7 +636,7 @@ class Supervisor:
         # What the leader left behind in its group (workers, shells) goes with it.
         procscan.signal_group(proc.pgid, signal.SIGTERM)
         if self.stopping or proc.restarting:
-            self.set_proc_state(proc, "stopped", f"{proc.name} stopped ({describe_exit(code)})", exit_code=code)
+            self.set_proc_state(proc, ProcState.STOPPED, f"{proc.name} stopped ({describe_exit(code)})", exit_code=code)
             return
         spec = proc.spec
         clean = code == 0
@@ -587,11 +645,11 @@ class Supervisor:
                 reason = f"{proc.name} exited 0 before finishing (no {Path(spec.completion_file).name})"
                 self.exit_failed(proc, reason)
                 return
-            self.set_proc_state(proc, "exited", f"{proc.name} finished", exit_code=code)
-            self.shutdown("completed", f"{proc.name} finished")
+            self.set_proc_state(proc, ProcState.EXITED, f"{proc.name} finished", exit_code=code)
+            self.shutdown(RunStatus.COMPLETED, f"{proc.name} finished")
             return
         if clean and proc.one_shot:
-            self.set_proc_state(proc, "exited", f"{proc.name} completed", exit_code=code)
+            self.set_proc_state(proc, ProcState.EXITED, f"{proc.name} completed", exit_code=code)
             return
         self.exit_failed(proc, f"{proc.name} {describe_exit(code)}")
 
@@ -606,27 +664,27 @@ class Supervisor:
         if proc.policy_restarts:
             n = proc.policy_restarts
             reason += f" (gave up after {n} restart{'s' if n != 1 else ''})"
-        state = "exited" if proc.exit_code == 0 else "failed"
+        state = ProcState.EXITED if proc.exit_code == 0 else ProcState.FAILED
         self.set_proc_state(proc, state, reason, exit_code=proc.exit_code, detail=detail)
         if proc.spec.required or proc.one_shot:  # a failed one-shot step blocks its dependants for good
             self.run["detail"] = detail
-            self.shutdown("failed", reason)
+            self.shutdown(RunStatus.FAILED, reason)
 
     # ------------------------------------------------------------ stopping
 
-    def shutdown(self, final: str, reason: str) -> None:
+    def shutdown(self, final: RunStatus, reason: str) -> None:
         """Cancel pending starts, stop the rest in reverse dependency order, record the final state."""
         if self.stopping:
             return
         self.stopping = True
         for proc in self.procs.values():
             self.cancel_probe(proc)
-        self.set_status("stopping", reason)
+        self.set_status(RunStatus.STOPPING, reason)
         for name in self.order:
             proc = self.procs[name]
-            if proc.state == "pending":
+            if proc.state == ProcState.PENDING:
                 proc.restart_at = None
-                self.set_proc_state(proc, "stopped", f"{proc.name} not started (cancelled)", cancelled=True)
+                self.set_proc_state(proc, ProcState.STOPPED, f"{proc.name} not started (cancelled)", cancelled=True)
         for name in reversed(self.order):
             proc = self.procs[name]
             if proc.alive or procscan.group_alive(proc.pgid):
@@ -638,30 +696,37 @@ class Supervisor:
     def stop_process(self, proc: Proc) -> None:
         timeout = 0.0 if self.stop_requests > 1 else proc.spec.stop_timeout
         if proc.alive:
-            self.event("signal", f"stopping {proc.name}: SIGTERM to process group {proc.pgid}",
-                       process=proc.name, signal="SIGTERM")
+            self.event(
+                "signal",
+                f"stopping {proc.name}: SIGTERM to process group {proc.pgid}",
+                process=proc.name,
+                signal="SIGTERM",
+            )
         procscan.signal_group(proc.pgid, signal.SIGTERM)
         began = time.monotonic()
-        deadline = began + timeout
-        killed = False
-        interval = 0.01
-        while True:
-            self.reap_during_stop()
-            if not proc.alive and not procscan.group_alive(proc.pgid):
-                break
-            escalate = self.stop_requests > 1 and not killed  # a second stop request: no more waiting
-            if (time.monotonic() >= deadline or escalate) and not killed:
-                waited = time.monotonic() - began
-                self.event("signal", f"{proc.name} still running after {waited:.1f}s: SIGKILL to process group {proc.pgid}",
-                           process=proc.name, signal="SIGKILL")
-                procscan.signal_group(proc.pgid, signal.SIGKILL)
-                killed = True
-                deadline = time.monotonic() + 5.0
-            elif killed and time.monotonic() >= deadline:
-                self.event("error", f"{proc.name}: process group {proc.pgid} survived SIGKILL", process=proc.name)
-                break
-            self.wait(min(interval, max(0.0, deadline - time.monotonic())))
-            interval = min(interval * 1.5, 0.1)
+
+        def ended() -> bool:
+            self.reap_during_stop()  # exits of any process are handled while we wait
+            return not proc.alive and not procscan.group_alive(proc.pgid)
+
+        def ended_or_urged() -> str | None:
+            if ended():
+                return "ended"
+            return "urged" if self.stop_requests > 1 else None  # a second stop request: no more waiting
+
+        # self.wait sleeps on the loop's selector: SIGCHLD (through the wakeup fd) ends a sleep early.
+        if poll_until(ended_or_urged, timeout, cap=STOP_POLL_CAP_S, sleep=self.wait) == "ended":
+            return
+        waited = time.monotonic() - began
+        self.event(
+            "signal",
+            f"{proc.name} still running after {waited:.1f}s: SIGKILL to process group {proc.pgid}",
+            process=proc.name,
+            signal="SIGKILL",
+        )
+        procscan.signal_group(proc.pgid, signal.SIGKILL)
+        if not poll_until(ended, SIGKILL_GRACE_S, cap=STOP_POLL_CAP_S, sleep=self.wait):
+            self.event("error", f"{proc.name}: process group {proc.pgid} survived SIGKILL", process=proc.name)
 
     def reap_during_stop(self) -> None:
         for proc in self.procs.values():
@@ -671,13 +736,15 @@ class Supervisor:
     def sweep(self) -> None:
         """Anything still carrying this run's marker (grandchildren that left their group) is ended."""
         exclude = (self.watchdog.pid,) if self.watchdog else ()
-        survivors = procscan.find_run_processes(self.dir, self.pgids, exclude=exclude,
-                                                since=self.run.get("created_at"))
+        survivors = procscan.find_run_processes(self.dir, self.pgids, exclude=exclude, since=self.run.get("created_at"))
         if survivors:
             result = procscan.terminate(survivors, timeout=2.0)
-            self.event("sweep", f"ended {len(survivors)} leftover process(es) of this run "
-                       f"({result['killed']} needed SIGKILL): " + ", ".join(str(s.pid) for s in survivors),
-                       pids=[s.pid for s in survivors])
+            self.event(
+                "sweep",
+                f"ended {len(survivors)} leftover process(es) of this run "
+                f"({result['killed']} needed SIGKILL): " + ", ".join(str(s.pid) for s in survivors),
+                pids=[s.pid for s in survivors],
+            )
 
     # ------------------------------------------------------------ requests from clients
 
@@ -709,7 +776,7 @@ class Supervisor:
 
     def restart_requested(self, name: str) -> None:
         proc = self.procs.get(name)
-        if proc is None or proc.state == "pending" and not proc.ever_started:
+        if proc is None or proc.state == ProcState.PENDING and not proc.ever_started:
             self.event("request", f"restart of {name} ignored: it has not started", process=name)
             return
         self.event("request", f"restart of {name} requested", process=name)
@@ -728,13 +795,17 @@ class Supervisor:
 
     def register(self) -> None:
         me = os.getpid()
-        self.run["supervisor"] = {"pid": me, "create_time": procscan.process_create_time(me),
-                                  "start_ticks": procscan.process_start_ticks(me)}
+        self.run["supervisor"] = {
+            "pid": me,
+            "create_time": procscan.process_create_time(me),
+            "start_ticks": procscan.process_start_ticks(me),
+        }
         self.start_watchdog()
         self.write_state()
         self.flush_state()
-        self.event("supervisor", f"supervisor started (pid {os.getpid()}, watchdog pid {self.watchdog.pid})",
-                   pid=os.getpid())
+        self.event(
+            "supervisor", f"supervisor started (pid {os.getpid()}, watchdog pid {self.watchdog.pid})", pid=os.getpid()
+        )
 
     def install_signals(self) -> None:
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
@@ -744,7 +815,7 @@ class Supervisor:
     def loop(self) -> None:
         while not self.finished:
             if self.stop_requests and not self.stopping:
-                self.shutdown("stopped", "stopped by user")
+                self.shutdown(RunStatus.STOPPED, "stopped by user")
                 break
             self.reap()
             self.handle_probe_results()
@@ -766,14 +837,9 @@ class Supervisor:
         except Exception:  # noqa: BLE001
             pass
         for proc in self.procs.values():
-            if proc.state in ALIVE_STATES or proc.state == "pending":
-                proc.state = "stopped"
-        self.run["status"] = "failed"
-        self.run["reason"] = f"supervisor error: {error}"
-        self.run["ended_at"] = _now()
-        self.write_state()
-        self.flush_state()
-        self.event("run_status", f"run failed: supervisor error: {error}", status="failed")
+            if proc.state in PROC_NOT_ENDED:
+                proc.state = ProcState.STOPPED
+        self.record_final(RunStatus.FAILED, f"supervisor error: {error}")
 
 
 def _daemonize() -> None:
@@ -784,7 +850,9 @@ def _daemonize() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_rl.core.daemons.supervisor", description="Supervise one run.")
+    parser = argparse.ArgumentParser(
+        prog="python -m hermes_rl.core.daemons.supervisor", description="Supervise one run."
+    )
     parser.add_argument("run_id")
     parser.add_argument("--foreground", action="store_true", help="do not fork into the background")
     parser.add_argument("--notify-fd", type=int, default=None, help="write 'ok' here once registered")

@@ -1,4 +1,5 @@
-"""Cleans up after a supervisor that died without stopping its run: `python -m hermes_rl.core.daemons.watchdog RUN_ID SUPERVISOR_PID`.
+"""Cleans up after a supervisor that died without stopping its run:
+`python -m hermes_rl.core.daemons.watchdog RUN_ID SUPERVISOR_PID`.
 
 The supervisor starts this first and keeps the only write end of a pipe that is our stdin. It writes
 `pgid N` for every process group it creates and `done` once the run is final. EOF without `done`
@@ -15,8 +16,6 @@ import os
 import signal
 import sys
 import time
-
-FINAL_STATUSES = ("completed", "failed", "stopped")
 
 
 def read_commands(fd: int = 0) -> tuple[list[int], bool]:
@@ -45,16 +44,14 @@ def read_commands(fd: int = 0) -> tuple[list[int], bool]:
 
 
 def clean_up(run_id: str, supervisor_pid: int, pgids: list[int]) -> None:
-    from hermes_rl.core.daemons import procscan
-    from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
     from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.base.states import RunStatus
+    from hermes_rl.core.daemons import procscan
+    from hermes_rl.core.daemons.runstate import is_recorded_final, read_run_file, record_final
 
     folder = run_dir(run_id)
-    try:
-        run = read_json(folder / "run.json")
-    except (OSError, ValueError):
-        run = None
-    if run and run.get("status") in FINAL_STATUSES:
+    run = read_run_file(folder)
+    if is_recorded_final(run):
         # It finished its work and died on the way out: only make sure nothing is left.
         survivors = procscan.find_run_processes(folder, pgids, since=run.get("created_at"))
         if survivors:
@@ -71,25 +68,18 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int]) -> None:
     if run is None:
         return
     # The supervisor may have written run.json while we were cleaning; re-read before the final write.
-    try:
-        run = read_json(folder / "run.json")
-    except (OSError, ValueError):
-        pass
-    if run.get("status") in FINAL_STATUSES:
+    run = read_run_file(folder) or run
+    if is_recorded_final(run):
         return
-    now = time.time()
     reason = f"supervisor died (pid {supervisor_pid})"
-    for proc in run.get("processes") or []:
-        if proc.get("state") in ("pending", "starting", "ready"):
-            proc["state"] = "stopped"
-            proc["ended_at"] = proc.get("ended_at") or now
-    run.update(status="failed", reason=reason, ended_at=now)
-    atomic_write_json(folder / "run.json", run)
-    append_jsonl(folder / "events.jsonl", {
-        "time": now, "event": "run_status", "status": "failed", "reason": reason,
-        "message": f"run failed: {reason}; watchdog ended {len(survivors)} leftover process(es) "
-                   f"({result['killed']} needed SIGKILL)",
-    })
+    record_final(
+        folder,
+        run,
+        RunStatus.FAILED,
+        reason,
+        message=f"run failed: {reason}; watchdog ended {len(survivors)} leftover process(es) "
+        f"({result['killed']} needed SIGKILL)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     if done:
         return 0
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    print(f"{stamp} watchdog: supervisor {supervisor_pid} is gone without finishing run {run_id}; cleaning up",
-          flush=True)
+    print(
+        f"{stamp} watchdog: supervisor {supervisor_pid} is gone without finishing run {run_id}; cleaning up", flush=True
+    )
     clean_up(run_id, supervisor_pid, pgids)
     return 0
 

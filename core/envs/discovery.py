@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hermes_rl.core.base.errors import BadInput, NotFound
 from hermes_rl.core.base.paths import PROJECT_ROOT, user_environments_dir
+from hermes_rl.core.base.records import EnvironmentEntry
 
 BASE_ENV = "BaseEnv"
 MAX_FILE_BYTES = 2 * 1024 * 1024  # an environment bigger than this is data, not code
@@ -38,15 +39,21 @@ class EnvInfo:
     duplicate_of: str | None = None  # file of the earlier environment with the same name (that one wins)
     base_files: tuple[str, ...] = ()  # other scanned files this class inherits through (config cache keys)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> EnvironmentEntry:
         return {
-            "name": self.name, "class_name": self.class_name, "file": self.file,
-            "description": self.description, "config_class": self.config_class,
-            "source": self.source, "error": self.error, "duplicate_of": self.duplicate_of,
+            "name": self.name,
+            "class_name": self.class_name,
+            "file": self.file,
+            "description": self.description,
+            "config_class": self.config_class,
+            "source": self.source,
+            "error": self.error,
+            "duplicate_of": self.duplicate_of,
         }
 
 
 # --- directories -----------------------------------------------------------------------------
+
 
 def _tinker_atropos_dirs() -> list[Path]:
     """tinker_atropos/environments of a checkout: $HERMES_RL_TINKER_ATROPOS, else beside the project."""
@@ -85,6 +92,7 @@ def environment_dirs() -> list[tuple[str, Path]]:
 
 
 # --- parsing one file ------------------------------------------------------------------------
+
 
 @dataclass
 class _ClassDecl:
@@ -221,6 +229,7 @@ def _scan_file(path: Path, size: int) -> _FileScan:
 
 # --- resolving inheritance across files -----------------------------------------------------
 
+
 class _Resolver:
     """Decides which scanned classes inherit BaseEnv, following bases through scanned files."""
 
@@ -298,22 +307,33 @@ class _Resolver:
         found: list[EnvInfo] = []
         for source, path, scan in self.scans:
             if scan.error:
-                found.append(EnvInfo(name=path.stem, class_name="", file=str(path), description="",
-                                     config_class=None, source=source, error=scan.error))
+                found.append(
+                    EnvInfo(
+                        name=path.stem,
+                        class_name="",
+                        file=str(path),
+                        description="",
+                        config_class=None,
+                        source=source,
+                        error=scan.error,
+                    )
+                )
                 continue
             for decl in scan.classes:
                 is_env, via, config_class = self.resolve(str(path), decl.name)
                 if not is_env:
                     continue
-                found.append(EnvInfo(
-                    name=decl.env_name or path.stem,
-                    class_name=decl.name,
-                    file=str(path),
-                    description=decl.description or scan.module_doc,
-                    config_class=config_class,
-                    source=source,
-                    base_files=tuple(f for f in via if f != str(path)),
-                ))
+                found.append(
+                    EnvInfo(
+                        name=decl.env_name or path.stem,
+                        class_name=decl.name,
+                        file=str(path),
+                        description=decl.description or scan.module_doc,
+                        config_class=config_class,
+                        source=source,
+                        base_files=tuple(f for f in via if f != str(path)),
+                    )
+                )
         return found
 
 
@@ -367,9 +387,11 @@ def discover_environments() -> list[EnvInfo]:
     """Every environment in the scanned folders, in scan order. Never raises; re-parses only changed files."""
     global _result_cache
     try:
-        signature = tuple((source, path, mtime, size)
-                          for source, directory in environment_dirs()
-                          for path, mtime, size in _list_python_files(directory))
+        signature = tuple(
+            (source, path, mtime, size)
+            for source, directory in environment_dirs()
+            for path, mtime, size in _list_python_files(directory)
+        )
     except Exception:  # the scan itself never fails (e.g. an odd HERMES_HOME)
         return []
     with _lock:
@@ -389,8 +411,18 @@ def discover_environments() -> list[EnvInfo]:
         try:
             envs = _mark_duplicates(_Resolver(scans).environments())
         except Exception as exc:  # a resolver bug must not take the scan down
-            envs = [EnvInfo(name=path.stem, class_name="", file=str(path), description="", config_class=None,
-                            source=source, error=f"discovery failed: {exc!r}") for source, path, _ in scans]
+            envs = [
+                EnvInfo(
+                    name=path.stem,
+                    class_name="",
+                    file=str(path),
+                    description="",
+                    config_class=None,
+                    source=source,
+                    error=f"discovery failed: {exc!r}",
+                )
+                for source, path, _ in scans
+            ]
         _result_cache = (signature, envs)
         return list(envs)
 
@@ -415,9 +447,14 @@ def find_environment(name: str) -> EnvInfo:
                 return env
             broken = broken or env
     if broken is not None:
-        raise BadInput(f"environment {name!r} cannot be used: {broken.file}: {broken.error}",
-                       hint="fix the file; `hermes-rl envs` shows every problem")
+        raise BadInput(
+            f"environment {name!r} cannot be used: {broken.file}: {broken.error}",
+            hint="fix the file; `hermes-rl envs` shows every problem",
+        )
     names = sorted({env.name for env in envs if env.error is None})
-    raise NotFound(f"no environment named {name!r}",
-                   hint=("available: " + ", ".join(names)) if names else
-                   f"no environments found; put one in {user_environments_dir()}")
+    raise NotFound(
+        f"no environment named {name!r}",
+        hint=("available: " + ", ".join(names))
+        if names
+        else f"no environments found; put one in {user_environments_dir()}",
+    )

@@ -1,7 +1,7 @@
 """Evaluate one environment's config_init() and print its fields as JSON.
 
 Run only as a child process: `python -m hermes_rl.core.envs.probe_child FILE CLASS`. Importing an environment
-runs its code (and atroposlib, torch: seconds), so core.config does it here, in a subprocess with
+runs its code (and atroposlib, torch: seconds), so core.envs.probe does it here, in a subprocess with
 a timeout, never in a client. Everything the module prints goes to stderr; stdout carries one
 JSON object: {"ok": true, "fields": [...], ...} or {"ok": false, "error": "..."}.
 """
@@ -53,8 +53,14 @@ def describe_annotation(annotation: object) -> dict:
     if isinstance(annotation, type):
         if issubclass(annotation, enum.Enum):
             return {"type": "enum", "choices": [_jsonable(m.value) for m in annotation], "nullable": nullable}
-        for kind, types_ in (("bool", (bool,)), ("int", (int,)), ("float", (float,)), ("str", (str, Path)),
-                             ("list", (list, tuple, set, frozenset)), ("dict", (dict,))):
+        for kind, types_ in (
+            ("bool", (bool,)),
+            ("int", (int,)),
+            ("float", (float,)),
+            ("str", (str, Path)),
+            ("list", (list, tuple, set, frozenset)),
+            ("dict", (dict,)),
+        ):
             if issubclass(annotation, types_):
                 return {"type": kind, "choices": None, "nullable": nullable}
         if hasattr(annotation, "model_fields"):
@@ -70,8 +76,12 @@ def _bounds(field_info: object) -> dict:
     """Numeric bounds from pydantic constraints (Field(ge=..., lt=...))."""
     out: dict = {"minimum": None, "maximum": None, "exclusive_minimum": False, "exclusive_maximum": False}
     for item in getattr(field_info, "metadata", []) or []:
-        for attr, key, exclusive in (("ge", "minimum", False), ("gt", "minimum", True),
-                                     ("le", "maximum", False), ("lt", "maximum", True)):
+        for attr, key, exclusive in (
+            ("ge", "minimum", False),
+            ("gt", "minimum", True),
+            ("le", "maximum", False),
+            ("lt", "maximum", True),
+        ):
             bound = getattr(item, attr, None)
             if isinstance(bound, (int, float)) and not isinstance(bound, bool):
                 out[key] = bound
@@ -113,7 +123,9 @@ def probe(file: str, class_name: str) -> dict:
         raise LookupError(f"{path.name} has no class {class_name}")
     result = cls.config_init()
     if not isinstance(result, tuple) or len(result) < 1:
-        raise TypeError(f"{class_name}.config_init() must return (env_config, server_configs), got {type(result).__name__}")
+        raise TypeError(
+            f"{class_name}.config_init() must return (env_config, server_configs), got {type(result).__name__}"
+        )
     config = result[0]
     servers = result[1] if len(result) > 1 else None
     config_type = type(config)
@@ -128,10 +140,14 @@ def probe(file: str, class_name: str) -> dict:
             break
     fields = []
     for name, info in fields_map.items():
-        row = {"name": name, **describe_annotation(info.annotation), **_bounds(info),
-               "default": _jsonable(getattr(config, name, None)),
-               "description": " ".join((info.description or "").split()),
-               "in_base": name in base_fields}
+        row = {
+            "name": name,
+            **describe_annotation(info.annotation),
+            **_bounds(info),
+            "default": _jsonable(getattr(config, name, None)),
+            "description": " ".join((info.description or "").split()),
+            "in_base": name in base_fields,
+        }
         fields.append(row)
     server_list = servers if isinstance(servers, (list, tuple)) else [servers] if servers is not None else []
     server_rows = []
@@ -169,7 +185,7 @@ def _emit(out_fd: int, payload: dict) -> None:
 
 def main(argv: list[str]) -> int:
     """FILE CLASS: one result. --batch JSON: [[file, class], ...], one line per environment as each finishes
-    (atroposlib is imported once for all of them: a cache warm-up, see core.config.warm_config_cache)."""
+    (atroposlib is imported once for all of them: a cache warm-up, see core.envs.probe.warm_config_cache)."""
     # The real stdout is kept for our JSON; anything the environment prints (Python or C level) goes to stderr.
     out_fd = os.dup(1)
     os.dup2(2, 1)

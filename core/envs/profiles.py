@@ -82,8 +82,13 @@ LOCKED_FIELDS: dict[str, tuple[str, str]] = {
 }
 EDITABLE_DEFAULT_FIELDS = ("group_size", "batch_size")
 _PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-_OVERRIDE_KEYS = ["extends", "description", "default_environment",
-                  *[name for name in LOCKED_FIELDS if name != "rollout_server_url"], *EDITABLE_DEFAULT_FIELDS]
+_OVERRIDE_KEYS = [
+    "extends",
+    "description",
+    "default_environment",
+    *[name for name in LOCKED_FIELDS if name != "rollout_server_url"],
+    *EDITABLE_DEFAULT_FIELDS,
+]
 
 
 @dataclass
@@ -104,20 +109,20 @@ class Profile:
     inference: dict = field(default_factory=dict)  # timeout / num_requests_for_eval of the openai server entry
     overrides_file: str | None = None  # the YAML file that changed the built-in values, if any
 
-    def locked_value(self, name: str) -> object:
-        return self.locked[name].value
-
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "backend": self.backend, "description": self.description,
-            "needs_keys": list(self.needs_keys), "default_environment": self.default_environment,
+            "name": self.name,
+            "backend": self.backend,
+            "description": self.description,
+            "needs_keys": list(self.needs_keys),
+            "default_environment": self.default_environment,
             "editable_defaults": dict(self.editable_defaults),
             "locked": [{"name": k, "value": v.value, "reason": v.reason} for k, v in self.locked.items()],
             "overrides_file": self.overrides_file,
         }
 
 
-# --- typed values (shared with core.config: one coercion for every typed field) ---------------
+# --- typed values (shared with core.envs.fields: one coercion for every typed field) -----------
 
 _TRUE = {"true", "yes", "y", "on", "1"}
 _FALSE = {"false", "no", "n", "off", "0"}
@@ -209,6 +214,7 @@ def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = No
 
 # --- built-in and user profiles ---------------------------------------------------------------
 
+
 def builtin_profile_names() -> list[str]:
     return list(PROFILE_VALUES)
 
@@ -227,13 +233,17 @@ def list_profiles() -> list[str]:
 
 def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
     if not isinstance(data, dict):
-        raise BadInput(f"profile file {path} must be a mapping of field: value, got {type(data).__name__}",
-                       hint="valid keys: " + ", ".join(_OVERRIDE_KEYS))
+        raise BadInput(
+            f"profile file {path} must be a mapping of field: value, got {type(data).__name__}",
+            hint="valid keys: " + ", ".join(_OVERRIDE_KEYS),
+        )
     out: dict = {}
     for key, raw in data.items():
         if key == "rollout_server_url":
-            raise BadInput(f"profile file {path}: rollout_server_url cannot be set",
-                           hint="it is filled at run start with the run's own API port")
+            raise BadInput(
+                f"profile file {path}: rollout_server_url cannot be set",
+                hint="it is filled at run start with the run's own API port",
+            )
         if key not in _OVERRIDE_KEYS:
             raise BadInput(f"profile file {path}: unknown key {key!r}", hint="valid keys: " + ", ".join(_OVERRIDE_KEYS))
         where = f"{key} in {path}"
@@ -241,8 +251,10 @@ def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
             if raw not in PROFILE_VALUES:
                 raise BadInput(f"{where} must be one of {', '.join(PROFILE_VALUES)}, got {_shown(raw)}")
             if is_builtin and raw != path.stem:
-                raise BadInput(f"{where}: a built-in profile cannot extend another one",
-                               hint="create a new file, e.g. my_profile.yaml, with `extends: " + str(raw) + "`")
+                raise BadInput(
+                    f"{where}: a built-in profile cannot extend another one",
+                    hint="create a new file, e.g. my_profile.yaml, with `extends: " + str(raw) + "`",
+                )
             out[key] = raw
         elif key in ("description", "default_environment"):
             out[key] = coerce_value(where, "str", raw, nullable=key == "default_environment")
@@ -255,8 +267,10 @@ def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
                 raise BadInput(f"{where} cannot be empty")
             out[key] = value
     if not is_builtin and "extends" not in out:
-        raise BadInput(f"profile file {path} needs `extends: tinker` or `extends: local`",
-                       hint="a new profile starts from a built-in one")
+        raise BadInput(
+            f"profile file {path} needs `extends: tinker` or `extends: local`",
+            hint="a new profile starts from a built-in one",
+        )
     group = out.get("group_size")
     if group is not None and group < 2:
         raise BadInput(f"group_size in {path} must be at least 2, got {group}")
@@ -284,7 +298,9 @@ def get_profile(name: str) -> Profile:
     locked: dict[str, LockedField] = {}
     for key in LOCKED_FIELDS:
         if key == "rollout_server_url":
-            locked[key] = LockedField(RUN_URL_PLACEHOLDER, "infrastructure: filled at run start with the run's own API port")
+            locked[key] = LockedField(
+                RUN_URL_PLACEHOLDER, "infrastructure: filled at run start with the run's own API port"
+            )
         elif key in overrides:
             locked[key] = LockedField(overrides[key], f"infrastructure: set in {path}")
         else:
@@ -323,5 +339,5 @@ def check_keys(profile: Profile) -> None:
             raise MissingKey(
                 f"{key} is not set; the {profile.name} profile needs it",
                 hint=f"export {key}=... in your shell or add a line {key}=... to {hermes_home() / '.env'}; "
-                     "or use the local profile (--profile local)",
+                "or use the local profile (--profile local)",
             )

@@ -23,13 +23,13 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator
 
-STRIDE = 32                    # one index entry per 32 lines: 1 GB of 100-byte lines -> 2.5 MB of index
-TAIL_BYTES = 4 * 1024 * 1024   # a file larger than this opens at its tail
-MAX_LINE_CHARS = 4000          # longer lines are cut for display (the file keeps them)
+STRIDE = 32  # one index entry per 32 lines: 1 GB of 100-byte lines -> 2.5 MB of index
+TAIL_BYTES = 4 * 1024 * 1024  # a file larger than this opens at its tail
+MAX_LINE_CHARS = 4000  # longer lines are cut for display (the file keeps them)
 MAX_INDEX_ENTRIES = 4_000_000  # 32 MB of index at most (128M lines); the oldest half is dropped past it
 _CACHE_BLOCKS = 64
 _READ_CHUNK = 1024 * 1024
-_CUT_MARK = "… "               # prefix of a line shown from its middle (the end of a huge line)
+_CUT_MARK = "… "  # prefix of a line shown from its middle (the end of a huge line)
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
@@ -99,26 +99,32 @@ def _line_starts_backwards(handle, end: int) -> Iterator[int]:
 class LogReader:
     """Lazy, follow-capable view of one log file. Thread-safe: one thread may `refresh` while another reads."""
 
-    def __init__(self, path: str | os.PathLike, *, tail_bytes: int = TAIL_BYTES, stride: int = STRIDE,
-                 max_index_entries: int = MAX_INDEX_ENTRIES):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        tail_bytes: int = TAIL_BYTES,
+        stride: int = STRIDE,
+        max_index_entries: int = MAX_INDEX_ENTRIES,
+    ):
         self.path = Path(path)
         self.tail_bytes = tail_bytes
         self.stride = stride
         self.max_index_entries = max_index_entries
         self._lock = threading.RLock()
         self._reset_state()
-        self.rotations = 0       # times the file was replaced or truncated under us
-        self.prepended = 0       # lines added at the top by load_earlier (line numbers shift by this)
+        self.rotations = 0  # times the file was replaced or truncated under us
+        self.prepended = 0  # lines added at the top by load_earlier (line numbers shift by this)
         self.refresh()
 
     def _reset_state(self) -> None:
-        self._index = array("Q")     # offsets of lines 0, S, 2S, ... (relative to the first indexed line)
-        self._complete = 0           # complete (newline-terminated) lines indexed
-        self._end = 0                # byte offset just after the last complete line
-        self._size = 0               # file size at the last refresh (a partial tail line lies in [_end, _size))
-        self._base = 0               # byte offset of the first indexed line; > 0 while earlier bytes are not indexed
+        self._index = array("Q")  # offsets of lines 0, S, 2S, ... (relative to the first indexed line)
+        self._complete = 0  # complete (newline-terminated) lines indexed
+        self._end = 0  # byte offset just after the last complete line
+        self._size = 0  # file size at the last refresh (a partial tail line lies in [_end, _size))
+        self._base = 0  # byte offset of the first indexed line; > 0 while earlier bytes are not indexed
         self._inode: tuple[int, int] | None = None
-        self._cut_at: int | None = None   # offset inside a huge line where indexing began (shown as its end)
+        self._cut_at: int | None = None  # offset inside a huge line where indexing began (shown as its end)
         self._cache: OrderedDict[int, list[str]] = OrderedDict()
         self._handle = None
 
@@ -213,7 +219,7 @@ class LogReader:
         last line, so that line's end is shown instead of nothing."""
         handle = self._open()
         window = size - self.tail_bytes
-        position = window - 1   # a newline just before the window means the window starts a line
+        position = window - 1  # a newline just before the window means the window starts a line
         handle.seek(position)
         line_start = size
         while position < size:
@@ -257,9 +263,9 @@ class LogReader:
             cut = base > 0 and base == self._cut_at
         if base == 0:
             return 0
-        found = 0                # lines found before base
-        kept = array("Q")        # the start of every stride-th of them, counting back from base
-        cut_line_start = None    # where the line indexed from its middle really begins
+        found = 0  # lines found before base
+        kept = array("Q")  # the start of every stride-th of them, counting back from base
+        cut_line_start = None  # where the line indexed from its middle really begins
         reached_start = True
         with open(self.path, "rb") as handle:
             for offset in _line_starts_backwards(handle, base):
@@ -274,7 +280,7 @@ class LogReader:
                         break
         with self._lock:
             if self._inode != inode or self._base != base:
-                return 0   # rotated or changed meanwhile
+                return 0  # rotated or changed meanwhile
             self._cache.clear()
             if reached_start and found % stride:
                 # The file's first lines do not fill a whole stride: re-align by a full rebuild.
@@ -291,7 +297,7 @@ class LogReader:
                 if self._index:
                     self._index[0] = cut_line_start
                 else:
-                    self._end = cut_line_start   # it is the partial last line
+                    self._end = cut_line_start  # it is the partial last line
                 self._cut_at = None
             kept.reverse()
             self._index = kept + self._index
@@ -343,7 +349,7 @@ class LogReader:
     def _cut_line_end(self, start: int, end: int) -> str:
         """The line indexed from its middle (bytes [start, end)): its last MAX_LINE_CHARS characters,
         marked; read from its end so a line still being written shows what was written last."""
-        begin = max(start, end - MAX_LINE_CHARS - 1)   # + 1: the newline clean_line drops
+        begin = max(start, end - MAX_LINE_CHARS - 1)  # + 1: the newline clean_line drops
         raw = os.pread(self._open().fileno(), end - begin, begin)
         return _CUT_MARK + clean_line(raw, max_chars=len(raw) + 1)[-MAX_LINE_CHARS:]
 
@@ -363,7 +369,7 @@ class LogReader:
                     block = line // self.stride
                     block_lines = self._read_block(block)
                     offset = line - block * self.stride
-                    take = block_lines[offset: offset + (complete_end - line)]
+                    take = block_lines[offset : offset + (complete_end - line)]
                     if not take:
                         break
                     out.extend(take)
@@ -382,8 +388,16 @@ class LogReader:
         total = self.line_count
         return self.lines(max(0, total - n), total)
 
-    def search(self, pattern: str, start: int = 0, end: int | None = None, *, backwards: bool = False,
-               case_sensitive: bool = False, limit_lines: int = 2_000_000) -> int | None:
+    def search(
+        self,
+        pattern: str,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        backwards: bool = False,
+        case_sensitive: bool = False,
+        limit_lines: int = 2_000_000,
+    ) -> int | None:
         """Line number of the next line containing pattern (ANSI stripped), scanning from start."""
         if not pattern:
             return None

@@ -2,10 +2,10 @@
 
 Both files are append-only JSONL (DESIGN §4). Readers remember their byte offset and read only what
 was appended; a partial last line is left for the next poll, garbage lines are skipped, NaN/inf
-become None (core.fsutil.parse_jsonl_line). Environment rows join the trainer row of the same step.
+become None (base.fsutil.parse_jsonl_line). Environment rows join the trainer row of the same step.
 `last_metrics` gives each key's latest finite value, environment rows merged (over every row, or over
 the files' last `tail_bytes`); for the newest trainer row alone, read backwards with
-core.fsutil.last_jsonl_row (what core.runs does).
+base.fsutil.last_jsonl_row (what the run library does).
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ from pathlib import Path
 
 from hermes_rl.core.base.fsutil import iter_jsonl
 from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
 
 TRAINER_FILE = "metrics.jsonl"
 ENV_FILE = "env_metrics.jsonl"
-# Shown first, in this order; any other numeric key follows alphabetically.
-HEADLINE_KEYS = ("reward/mean", "train/loss", "train/percent_correct", "eval/percent_correct",
-                 "logprobs/diff", "advantages/std")
-_NOT_METRICS = {"step", "time", "source", "env", "environment"}
+_NOT_METRICS = {Metric.STEP, Metric.TIME, "source", "env", "environment"}
 # Rows a live reader keeps. Past this the older half is thinned (every other row dropped), so a reader
 # of a days-long run stays bounded in memory and per-update work while charts keep the curve's shape.
 MAX_ROWS = 10_000
@@ -36,7 +34,7 @@ class JsonlTail:
     def __init__(self, path: str | os.PathLike, tail_bytes: int | None = None):
         self.path = Path(path)
         self.offset = 0
-        self.resets = 0       # times the file was truncated or replaced (rows before are stale)
+        self.resets = 0  # times the file was truncated or replaced (rows before are stale)
         self.tail_bytes = tail_bytes
         self._inode: tuple[int, int] | None = None
 
@@ -116,12 +114,12 @@ class RunMetrics:
         self.trainer = JsonlTail(folder / TRAINER_FILE, tail_bytes)
         self.env = JsonlTail(folder / ENV_FILE, tail_bytes)
         self.max_rows = max(2, max_rows)
-        self.version = 0      # bumped on every change, so callers can cache what they derive from rows
+        self.version = 0  # bumped on every change, so callers can cache what they derive from rows
         self._by_step: dict[int, dict] = {}
-        self._sorted_rows: list[dict] | None = None   # cache of `rows`: extended in order, rebuilt otherwise
+        self._sorted_rows: list[dict] | None = None  # cache of `rows`: extended in order, rebuilt otherwise
         self._keys: set[str] = set()
         self._resets = 0
-        self.last_time: float | None = None   # newest "time" seen (for stall detection)
+        self.last_time: float | None = None  # newest "time" seen (for stall detection)
 
     def poll(self) -> bool:
         """Read what was appended; True when anything changed."""
@@ -149,7 +147,7 @@ class RunMetrics:
 
     def _thin(self) -> None:
         steps = sorted(self._by_step)
-        for step in steps[1: len(steps) // 2 : 2]:   # the first row stays: charts start where the run did
+        for step in steps[1 : len(steps) // 2 : 2]:  # the first row stays: charts start where the run did
             del self._by_step[step]
         self._sorted_rows = None
 
@@ -192,7 +190,7 @@ class RunMetrics:
         return self._sorted_rows
 
     def keys(self) -> list[str]:
-        head = [k for k in HEADLINE_KEYS if k in self._keys]
+        head = [str(k) for k in HEADLINE_METRICS if k in self._keys]
         return head + sorted(self._keys - set(head))
 
     def series(self, key: str, tail: int | None = None) -> list[tuple[int, float]]:
@@ -210,7 +208,7 @@ def metric_keys(rows) -> list[str]:
         for key, value in row.items():
             if key not in _NOT_METRICS and _number(value) is not None:
                 present.add(key)
-    head = [k for k in HEADLINE_KEYS if k in present]
+    head = [str(k) for k in HEADLINE_METRICS if k in present]
     return head + sorted(present - set(head))
 
 

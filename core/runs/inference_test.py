@@ -44,29 +44,29 @@ import yaml
 from hermes_rl.core.base.errors import BadInput, HermesError, MissingKey
 from hermes_rl.core.base.fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
 from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, run_dir
-from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, secret_values
+from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
 from hermes_rl.core.daemons.spawn import end_group, spawn_group
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_OPENROUTER_MODELS = ("qwen/qwen3-8b", "z-ai/glm-4.7-flash", "minimax/minimax-m2.7")
 TIMEOUT_ENV = "HERMES_RL_INFERENCE_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 900.0          # per model; the env may retry a failing group forever
+DEFAULT_TIMEOUT_S = 900.0  # per model; the env may retry a failing group forever
 MAX_STEPS = 100
 MAX_GROUP_SIZE = 256
 MAX_MODELS = 10
 _POLL_S = 0.25
 _ERROR_LINE_RE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")
 _RETRY_LINE = "Failed to process group"
-_PLACEHOLDER_RUN_ID = "00000000"   # build_run_config wants a run; a test is not one
+_PLACEHOLDER_RUN_ID = "00000000"  # build_run_config wants a run; a test is not one
 
 
 @dataclass
 class Target:
-    kind: str                 # "openrouter" | "base_url" | "local"
+    kind: str  # "openrouter" | "base_url" | "local"
     base_url: str
     models: list[str]
     n_kwarg_is_ignored: bool  # OpenRouter ignores `n`: ask once per completion
-    key_name: str | None      # which secret goes to the child as OPENAI_API_KEY
+    key_name: str | None  # which secret goes to the child as OPENAI_API_KEY
     note: str = ""
 
     def public(self) -> dict:
@@ -134,14 +134,6 @@ def _check_base_url(base_url: object) -> str | None:
     return base_url.strip().rstrip("/")
 
 
-def _refuse_secret_values(models: list[str] | None, base_url: str | None) -> None:
-    """Model names and the URL become folder names, config values and answers: never a key's value."""
-    values = secret_values()
-    if any(value in text for value in values for text in [*(models or []), base_url or ""]):
-        raise BadInput("models and base_url must not contain the value of a secret key",
-                       hint="keys live only in the environment or $HERMES_HOME/.env; give model ids and a plain URL")
-
-
 def resolve_timeout(timeout_s: float | None) -> float:
     if timeout_s is not None:
         return float(timeout_s)
@@ -197,7 +189,8 @@ def _local_model() -> tuple[str, str, str]:
             "either set OPENROUTER_API_KEY (export it, or add OPENROUTER_API_KEY=... to $HERMES_HOME/.env) to test "
             + ", ".join(DEFAULT_OPENROUTER_MODELS)
             + "; or pass base_url of any OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1); "
-            "or start a local run first (rl_start_training): its trainer serves the local model, which this test then uses"
+            "or start a local run first (rl_start_training): its trainer serves the local model, "
+            "which this test then uses"
         ),
     )
 
@@ -217,7 +210,9 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
         if host.endswith("openrouter.ai"):
             key = get_key("OPENROUTER_API_KEY")
             if not key:
-                raise MissingKey("OPENROUTER_API_KEY is not set", hint="export it or add OPENROUTER_API_KEY=... to $HERMES_HOME/.env")
+                raise MissingKey(
+                    "OPENROUTER_API_KEY is not set", hint="export it or add OPENROUTER_API_KEY=... to $HERMES_HOME/.env"
+                )
             return Target("openrouter", base_url, models or list(DEFAULT_OPENROUTER_MODELS), True, "OPENROUTER_API_KEY")
         # Never send the OpenRouter key to another host; a server needing a key reads OPENAI_API_KEY.
         key_name = "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else None
@@ -225,10 +220,16 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
         note = "" if models else f"models not given: using the first model the server lists ({chosen[0]})"
         return Target("base_url", base_url, chosen, False, key_name, note)
     if get_key("OPENROUTER_API_KEY"):
-        return Target("openrouter", OPENROUTER_BASE_URL, models or list(DEFAULT_OPENROUTER_MODELS), True, "OPENROUTER_API_KEY")
+        return Target(
+            "openrouter", OPENROUTER_BASE_URL, models or list(DEFAULT_OPENROUTER_MODELS), True, "OPENROUTER_API_KEY"
+        )
     local_url, local_model, run_id = _local_model()
     return Target(
-        "local", local_url, models or [local_model], False, None,
+        "local",
+        local_url,
+        models or [local_model],
+        False,
+        None,
         f"the local model, served by the trainer of running run {run_id}",
     )
 
@@ -239,17 +240,19 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
 def _env_section(env_name: str | None) -> tuple[object, str, dict]:
     """(env info, profile name, env section): the environment's config exactly as a training run
     would get it (defaults, the user's draft, the profile's locked values)."""
-    from hermes_rl.core.envs import config as core_config
-    from hermes_rl.core.envs import discovery, profiles
+    from hermes_rl.core.envs import discovery, drafts, profiles
+    from hermes_rl.core.runs import runconfig
 
-    view = core_config.get_config(env_name)  # the selection, else the profile's default environment
+    view = drafts.get_config(env_name)  # the selection, else the profile's default environment
     env_info = discovery.find_environment(view.environment)
     if env_info.error:
-        raise BadInput(f"environment {env_info.name!r} cannot be loaded: {env_info.error}"[:400], hint=f"fix {env_info.file}")
+        raise BadInput(
+            f"environment {env_info.name!r} cannot be loaded: {env_info.error}"[:400], hint=f"fix {env_info.file}"
+        )
     profile = profiles.get_profile(view.profile)
-    values = core_config.resolve_run_values(env_info, profile)
+    values = drafts.resolve_run_values(env_info, profile)
     ports = {"api": 8000, "inference": 8001, "tinker": 8002}  # unused: process mode talks to no run
-    run_config = core_config.build_run_config(env_info, profile, values, ports, _PLACEHOLDER_RUN_ID)
+    run_config = runconfig.build_run_config(env_info, profile, values, ports, _PLACEHOLDER_RUN_ID)
     return env_info, profile.name, dict(run_config.get("env") or {})
 
 
@@ -323,7 +326,7 @@ def _log_errors(log_path: Path, secret_values: list[str]) -> tuple[list[str], in
         match = _ERROR_LINE_RE.match(line)
         if not match:
             continue
-        following = next((ln for ln in lines[index + 1:index + 4] if ln.strip()), "")
+        following = next((ln for ln in lines[index + 1 : index + 4] if ln.strip()), "")
         if "During handling of the above exception" in following:
             continue  # incidental context of the real error, which follows
         message = redact(match.group(1).strip(), secret_values)[:300]
@@ -336,9 +339,20 @@ def _log_errors(log_path: Path, secret_values: list[str]) -> tuple[list[str], in
 
 
 class InferenceTest:
-    def __init__(self, *, test_id: str, folder: Path, env_info, profile: str, target: Target,
-                 env_section: dict, num_steps: int, group_size: int, timeout_s: float,
-                 correct_threshold: float):
+    def __init__(
+        self,
+        *,
+        test_id: str,
+        folder: Path,
+        env_info,
+        profile: str,
+        target: Target,
+        env_section: dict,
+        num_steps: int,
+        group_size: int,
+        timeout_s: float,
+        correct_threshold: float,
+    ):
         self.test_id = test_id
         self.folder = folder
         self.env_info = env_info
@@ -354,21 +368,42 @@ class InferenceTest:
         self._lock = threading.Lock()
 
     @classmethod
-    def prepare(cls, num_steps: object = 3, group_size: object = 16, models: object = None,
-                base_url: object = None, *, env_name: str | None = None, timeout_s: float | None = None,
-                correct_threshold: float = 1.0) -> "InferenceTest":
+    def prepare(
+        cls,
+        num_steps: object = 3,
+        group_size: object = 16,
+        models: object = None,
+        base_url: object = None,
+        *,
+        env_name: str | None = None,
+        timeout_s: float | None = None,
+        correct_threshold: float = 1.0,
+    ) -> "InferenceTest":
         """Validate everything and create the test's folder; raises HermesError on bad input."""
         num_steps = _int_in("num_steps", num_steps, 1, MAX_STEPS)
         group_size = _int_in("group_size", group_size, 1, MAX_GROUP_SIZE)
         model_list = _check_models(models)
         url = _check_base_url(base_url)
-        _refuse_secret_values(model_list, url)
+        # Model names and the URL become folder names, config values and answers: never a key's value.
+        refuse_secret_values(
+            {"models": model_list or [], "base_url": url or ""},
+            hint="keys live only in the environment or $HERMES_HOME/.env; give model ids and a plain URL",
+        )
         env_info, profile, env_section = _env_section(env_name)
         target = resolve_target(model_list, url)
         test_id, folder = _new_test_folder()
-        return cls(test_id=test_id, folder=folder, env_info=env_info, profile=profile, target=target,
-                   env_section=env_section, num_steps=num_steps, group_size=group_size,
-                   timeout_s=resolve_timeout(timeout_s), correct_threshold=correct_threshold)
+        return cls(
+            test_id=test_id,
+            folder=folder,
+            env_info=env_info,
+            profile=profile,
+            target=target,
+            env_section=env_section,
+            num_steps=num_steps,
+            group_size=group_size,
+            timeout_s=resolve_timeout(timeout_s),
+            correct_threshold=correct_threshold,
+        )
 
     # The child's config: the run's env section with process-mode overrides, one OpenAI server.
     def _write_config(self, model: str, model_dir: Path) -> Path:
@@ -378,20 +413,22 @@ class InferenceTest:
         for key, value in list(env.items()):
             if isinstance(value, str) and value.startswith(fake_run_dir + os.sep):
                 env[key] = str(model_dir / os.path.relpath(value, fake_run_dir))
-        env.update({
-            "total_steps": self.num_steps,
-            "group_size": self.group_size,
-            "use_wandb": False,
-            "data_path_to_save_groups": str(model_dir / "rollouts.jsonl"),
-            "ensure_scores_are_not_same": False,
-            "include_messages": True,
-        })
+        env.update(
+            {
+                "total_steps": self.num_steps,
+                "group_size": self.group_size,
+                "use_wandb": False,
+                "data_path_to_save_groups": str(model_dir / "rollouts.jsonl"),
+                "ensure_scores_are_not_same": False,
+                "include_messages": True,
+            }
+        )
         server = {
             "model_name": model,
             "base_url": self.target.base_url,
-            "api_key": None,           # the OpenAI client then reads OPENAI_API_KEY from the environment
+            "api_key": None,  # the OpenAI client then reads OPENAI_API_KEY from the environment
             "server_type": "openai",
-            "health_check": False,     # no probe requests billed to the user
+            "health_check": False,  # no probe requests billed to the user
             "n_kwarg_is_ignored": self.target.n_kwarg_is_ignored,
             "timeout": 300,
         }
@@ -425,17 +462,27 @@ class InferenceTest:
     def events(self) -> Iterator[dict]:
         started = time.time()
         yield {
-            "event": "started", "test_id": self.test_id, "folder": str(self.folder),
-            "environment": self.env_info.name, "profile": self.profile, "target": self.target.public(),
-            "num_steps": self.num_steps, "group_size": self.group_size,
+            "event": "started",
+            "test_id": self.test_id,
+            "folder": str(self.folder),
+            "environment": self.env_info.name,
+            "profile": self.profile,
+            "target": self.target.public(),
+            "num_steps": self.num_steps,
+            "group_size": self.group_size,
         }
         results: list[ModelResult] = []
         try:
             for index, model in enumerate(self.target.models):
                 if self._cancelled.is_set():
                     break
-                yield {"event": "model_started", "test_id": self.test_id, "model": model, "index": index,
-                       "of": len(self.target.models)}
+                yield {
+                    "event": "model_started",
+                    "test_id": self.test_id,
+                    "model": model,
+                    "index": index,
+                    "of": len(self.target.models),
+                }
                 result = None
                 for event in self._run_model(model, index):
                     if isinstance(event, ModelResult):
@@ -476,8 +523,15 @@ class InferenceTest:
         timed_out = False
         with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
             try:
-                proc = spawn_group(argv, session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   env=child_env, cwd=model_dir)
+                proc = spawn_group(
+                    argv,
+                    session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=child_env,
+                    cwd=model_dir,
+                )
             except OSError as exc:
                 result.errors.append(f"cannot start the environment: {exc.strerror or exc}")
                 yield result
@@ -497,8 +551,13 @@ class InferenceTest:
                     count = _count_lines(rollouts)
                     if count != done_groups:
                         done_groups = count
-                        yield {"event": "progress", "test_id": self.test_id, "model": model,
-                               "groups_done": count, "groups_total": self.num_steps}
+                        yield {
+                            "event": "progress",
+                            "test_id": self.test_id,
+                            "model": model,
+                            "groups_done": count,
+                            "groups_total": self.num_steps,
+                        }
                     time.sleep(_POLL_S)
             finally:
                 if proc.poll() is None:
@@ -516,8 +575,10 @@ class InferenceTest:
         if self._cancelled.is_set():
             errors.append("cancelled")
         if timed_out:
-            errors.append(f"timed out after {self.timeout_s:g} s with {result.steps}/{self.num_steps} groups "
-                          f"(set {TIMEOUT_ENV} to allow longer)")
+            errors.append(
+                f"timed out after {self.timeout_s:g} s with {result.steps}/{self.num_steps} groups "
+                f"(set {TIMEOUT_ENV} to allow longer)"
+            )
         elif proc.returncode not in (0, None) and not self._cancelled.is_set():
             errors.append(f"environment process exited with code {proc.returncode} (see {log_path})")
         if retries:
@@ -536,11 +597,14 @@ class InferenceTest:
         elif not results:
             verdict = "no model was tested"
         elif not working:
-            verdict = ("the environment produced no scored completions for any model: see each model's errors "
-                       "and process.log")
+            verdict = (
+                "the environment produced no scored completions for any model: see each model's errors and process.log"
+            )
         else:
-            verdict = (f"the environment works: {len(scored)} of {len(results)} model(s) produced scored completions; "
-                       f"best {best.model} with accuracy {best.accuracy:.1%}")
+            verdict = (
+                f"the environment works: {len(scored)} of {len(results)} model(s) produced scored completions; "
+                f"best {best.model} with accuracy {best.accuracy:.1%}"
+            )
             if all((r.mean_score or 0.0) == 0.0 for r in scored):
                 verdict += "; every completion scored 0, so check the scorer and the prompt format"
         return {
@@ -571,11 +635,3 @@ def _redact_file(path: Path, values: list[str]) -> None:
     cleaned = redact(text, values)
     if cleaned != text:
         atomic_write_text(path, cleaned)
-
-
-def run_inference_test(num_steps: object = 3, group_size: object = 16, models: object = None,
-                       base_url: object = None, *, on_event: Callable[[dict], None] | None = None,
-                       env_name: str | None = None, timeout_s: float | None = None) -> dict:
-    """Prepare and run a test to the end; `on_event` sees every event as it happens. Returns the summary."""
-    test = InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name, timeout_s=timeout_s)
-    return test.run(on_event)

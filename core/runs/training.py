@@ -9,7 +9,7 @@
             the trainer's start-up; run-api only lets it register after the trainer has registered
             and asked for a batch; restarted on failure, at most twice
 
-Only stdlib and yaml here: core never imports the data plane. Secrets are named in
+Only stdlib here: core never imports the data plane. Secrets are named in
 `secret_env`; the supervisor passes their values from its own environment.
 """
 
@@ -19,28 +19,13 @@ import sys
 from pathlib import Path
 
 from hermes_rl.core.base.paths import models_dir
-from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 from hermes_rl.core.base.secrets import get_key
+from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
+from hermes_rl.core.runs.runconfig import CONFIG_FILE, RunConfig
 
 LOCAL_TRAINER_READY_S = 120.0
 CLOUD_TRAINER_READY_S = 600.0  # Tinker cloud may queue the model creation
-
-
-def _read_config(config_path) -> dict:
-    try:
-        import yaml
-
-        data = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _section(config: dict, name: str) -> dict:
-    value = config.get(name)
-    if isinstance(value, list):
-        value = value[0] if value and isinstance(value[0], dict) else {}
-    return value if isinstance(value, dict) else {}
+CONFIG_PATH = "{run_dir}/" + CONFIG_FILE  # for specs made without a run config: launch() writes the file
 
 
 def _locked(profile, name: str):
@@ -48,19 +33,19 @@ def _locked(profile, name: str):
     return getattr(field, "value", None)
 
 
-def local_model_dir(profile, config: dict) -> str:
-    """Where the tiny model lives: the config's tinker.base_model, else the profile's, else the default."""
-    chosen = _section(config, "tinker").get("base_model") or _locked(profile, "base_model")
+def local_model_dir(profile, run_config: RunConfig | None = None) -> str:
+    """Where the tiny model lives: the run config's tinker.base_model, else the profile's, else the default."""
+    chosen = ((run_config or {}).get("tinker") or {}).get("base_model") or _locked(profile, "base_model")
     return str(chosen or models_dir() / "tiny-toy")
 
 
-def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None = None) -> list:
-    """The specs of one run. Ports appear as {port:NAME} placeholders, filled by the supervisor."""
+def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = None) -> list[ProcessSpec]:
+    """The specs of one run, for its config (build_run_config; without one, the profile's model and
+    the run folder's defaults). Ports appear as {port:NAME} placeholders, filled by the supervisor.
+    The trainer and the environment are other processes: they read the run's config.yaml."""
     python = sys.executable
-    # A "{run_dir}/config.yaml" placeholder (launch() writes the config) stays as it is.
-    config_path = str(config_path) if "{run_dir}" in str(config_path) else str(Path(config_path).resolve())
-    config = _read_config(config_path)
-    hermes = _section(config, "hermes")
+    hermes = (run_config or {}).get("hermes") or {}
+    config_path = str(Path(hermes["run_dir"]).resolve() / CONFIG_FILE) if hermes.get("run_dir") else CONFIG_PATH
     backend = getattr(profile, "backend", "local")
     local = backend == "local"
     env_metrics = str(hermes.get("env_metrics_path") or "{run_dir}/env_metrics.jsonl")
@@ -82,58 +67,83 @@ def training_pipeline(run_id: str, profile, env, config_path, ports: dict | None
     specs: list[ProcessSpec] = []
     trainer_deps = [("api", "ready")]
     if local:
-        model_dir = local_model_dir(profile, config)
-        specs.append(ProcessSpec(
-            name="model",
-            argv=[python, "-m", "hermes_rl.dataplane.tiny_model", "--out", model_dir],
-            env=dict(common_env),
-            required=True,
-            stop_timeout=5.0,
-        ))
-        specs.append(ProcessSpec(
-            name="tinker",
-            argv=[python, "-m", "hermes_rl.dataplane.tinker_local", "--host", "127.0.0.1", "--port", "{port:tinker}",
-                  "--model-dir", model_dir, "--checkpoint-dir", "{run_dir}/checkpoints"],
-            env=dict(common_env),
-            depends_on=[("model", "completed")],
-            readiness=Readiness(kind="http", url="http://127.0.0.1:{port:tinker}/healthz", timeout_s=120.0),
-            stop_timeout=10.0,
-            port="tinker",
-        ))
+        model_dir = local_model_dir(profile, run_config)
+        specs.append(
+            ProcessSpec(
+                name="model",
+                argv=[python, "-m", "hermes_rl.dataplane.tiny_model", "--out", model_dir],
+                env=dict(common_env),
+                required=True,
+                stop_timeout=5.0,
+            )
+        )
+        specs.append(
+            ProcessSpec(
+                name="tinker",
+                argv=[
+                    python,
+                    "-m",
+                    "hermes_rl.dataplane.tinker_local",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "{port:tinker}",
+                    "--model-dir",
+                    model_dir,
+                    "--checkpoint-dir",
+                    "{run_dir}/checkpoints",
+                ],
+                env=dict(common_env),
+                depends_on=[("model", "completed")],
+                readiness=Readiness(kind="http", url="http://127.0.0.1:{port:tinker}/healthz", timeout_s=120.0),
+                stop_timeout=10.0,
+                port="tinker",
+            )
+        )
         trainer_deps.append(("tinker", "ready"))
-    specs.insert(0, ProcessSpec(
-        name="api",
-        argv=[python, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", "{port:api}"],
-        env=dict(common_env),
-        readiness=Readiness(kind="http", url="http://127.0.0.1:{port:api}/status", timeout_s=60.0),
-        stop_timeout=5.0,
-        port="api",
-    ))
-    specs.append(ProcessSpec(
-        name="trainer",
-        argv=[python, "-m", "hermes_rl.dataplane.trainer", "--config", config_path],
-        env=dict(common_env),
-        secret_env=secrets,
-        depends_on=trainer_deps,
-        readiness=Readiness(kind="http", url="http://127.0.0.1:{port:inference}/health",
-                            timeout_s=LOCAL_TRAINER_READY_S if local else CLOUD_TRAINER_READY_S),
-        completes_run=True,
-        completion_file="{run_dir}/results.json",
-        stop_timeout=15.0,
-        port="inference",
-    ))
+    specs.insert(
+        0,
+        ProcessSpec(
+            name="api",
+            argv=[python, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", "{port:api}"],
+            env=dict(common_env),
+            readiness=Readiness(kind="http", url="http://127.0.0.1:{port:api}/status", timeout_s=60.0),
+            stop_timeout=5.0,
+            port="api",
+        ),
+    )
+    specs.append(
+        ProcessSpec(
+            name="trainer",
+            argv=[python, "-m", "hermes_rl.dataplane.trainer", "--config", config_path],
+            env=dict(common_env),
+            secret_env=secrets,
+            depends_on=trainer_deps,
+            readiness=Readiness(
+                kind="http",
+                url="http://127.0.0.1:{port:inference}/health",
+                timeout_s=LOCAL_TRAINER_READY_S if local else CLOUD_TRAINER_READY_S,
+            ),
+            completes_run=True,
+            completion_file="{run_dir}/results.json",
+            stop_timeout=15.0,
+            port="inference",
+        )
+    )
     env_file = getattr(env, "file", None) or str(env)
-    specs.append(ProcessSpec(
-        name="env",
-        # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
-        argv=[python, env_file, "serve", "--config", config_path],
-        env={**common_env, "HERMES_ENV_METRICS": env_metrics, "HERMES_RUN_ID": run_id},
-        secret_env=["WANDB_API_KEY"],
-        # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
-        # itself holds it back ("wait for trainer to start") until the trainer has registered and
-        # asked for its first batch, so it never gets work before the trainer is there.
-        depends_on=[("api", "ready")] + ([("model", "completed")] if local else []),
-        restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
-        stop_timeout=10.0,
-    ))
+    specs.append(
+        ProcessSpec(
+            name="env",
+            # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
+            argv=[python, env_file, "serve", "--config", config_path],
+            env={**common_env, "HERMES_ENV_METRICS": env_metrics},
+            secret_env=["WANDB_API_KEY"],
+            # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
+            # itself holds it back ("wait for trainer to start") until the trainer has registered and
+            # asked for its first batch, so it never gets work before the trainer is there.
+            depends_on=[("api", "ready")] + ([("model", "completed")] if local else []),
+            restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
+            stop_timeout=10.0,
+        )
+    )
     return specs

@@ -11,6 +11,7 @@ import argparse
 import errno
 import logging
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -18,17 +19,39 @@ from pathlib import Path
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
+def serve(server, sockets: list[socket.socket]) -> None:
+    """`server.run` (a uvicorn.Server) with SIGTERM/SIGINT as a stop request, after which we exit 0.
+
+    uvicorn handles both while it serves, then raises them again once it has shut down, for the handlers
+    outside it: ours only ask it to stop, which by then is done (and before it serves, it stops at once)."""
+
+    def stop(signum, frame) -> None:
+        server.should_exit = True
+
+    outer = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run(sockets=sockets)
+    finally:
+        for sig, handler in outer.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_rl.dataplane.tinker_local", description="Local Tinker-protocol server")
+    parser = argparse.ArgumentParser(
+        prog="python -m hermes_rl.dataplane.tinker_local", description="Local Tinker-protocol server"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, required=True, help="port to listen on (0: pick a free one)")
-    parser.add_argument("--model-dir", type=Path, required=True, help="the tiny model folder (python -m hermes_rl.dataplane.tiny_model)")
+    parser.add_argument(
+        "--model-dir", type=Path, required=True, help="the tiny model folder (python -m hermes_rl.dataplane.tiny_model)"
+    )
     parser.add_argument("--checkpoint-dir", type=Path, required=True, help="where checkpoints are written")
     parser.add_argument("--log-level", default=os.environ.get("TINKER_LOCAL_LOG_LEVEL", "info"))
     args = parser.parse_args(argv)
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     log = logging.getLogger("tinker_local")
 
     def fail(message: str) -> int:
@@ -40,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = args.model_dir.expanduser().resolve()
     needed = [model_dir / "config.json", model_dir / "tokenizer.json"]
     if not all(path.is_file() for path in needed) or not any(model_dir.glob("*.safetensors")):
-        return fail(f"--model-dir {model_dir} is not a built model folder (needs config.json, tokenizer.json and "
-                    f"*.safetensors); build it with: python -m hermes_rl.dataplane.tiny_model --out {model_dir}")
+        return fail(
+            f"--model-dir {model_dir} is not a built model folder (needs config.json, tokenizer.json and "
+            f"*.safetensors); build it with: python -m hermes_rl.dataplane.tiny_model --out {model_dir}"
+        )
     if ":" in str(model_dir):
         return fail(f"--model-dir {model_dir} contains ':', which the tinker SDK cuts tokenizer ids at")
     checkpoint_dir = args.checkpoint_dir.expanduser().resolve()
@@ -71,16 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     exit_code = 0
 
     class Server(uvicorn.Server):
-        async def shutdown(self, sockets=None):
-            await super().shutdown(sockets=sockets)
-            # uvicorn re-raises the captured SIGTERM/SIGINT after shutting down (exit status 143);
-            # a requested stop after a clean shutdown should exit 0.
-            self._captured_signals.clear()
-
         async def startup(self, sockets=None):
             await super().startup(sockets=sockets)
             if self.started:
-                log.info("tinker-local ready on http://%s:%d (model %s, checkpoints %s)", host, port, model_dir, checkpoint_dir)
+                log.info(
+                    "tinker-local ready on http://%s:%d (model %s, checkpoints %s)",
+                    host,
+                    port,
+                    model_dir,
+                    checkpoint_dir,
+                )
                 print(f"tinker-local ready on http://{host}:{port}", flush=True)
 
     def on_fatal(message: str) -> None:
@@ -89,10 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         server.should_exit = True
 
     app = create_app(model_dir, checkpoint_dir, on_fatal)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     server = Server(config)
-    server.run(sockets=[sock])
+    serve(server, [sock])
     log.info("tinker-local stopped")
     return exit_code
 

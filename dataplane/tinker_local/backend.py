@@ -19,7 +19,12 @@ import numpy as np
 import torch
 
 from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, Adapter, SampleSpec, TinyLM
-from hermes_rl.dataplane.tinker_local.wire import ForwardBackwardRequest, UserError, encode_forward_backward_output, encode_sample_response
+from hermes_rl.dataplane.tinker_local.wire import (
+    ForwardBackwardRequest,
+    UserError,
+    encode_forward_backward_output,
+    encode_sample_response,
+)
 
 log = logging.getLogger("tinker_local")
 
@@ -91,8 +96,10 @@ class Backend:
         """The served model accepts its folder path or its folder name."""
         if name and (name == self.base_model or name == self.model_dir.name or _same_path(name, self.model_dir)):
             return self.base_model
-        raise UserError(f"unknown base model {name!r}: this tinker-local server serves {self.base_model!r} "
-                        f"(also accepted as {self.model_dir.name!r})")
+        raise UserError(
+            f"unknown base model {name!r}: this tinker-local server serves {self.base_model!r} "
+            f"(also accepted as {self.model_dir.name!r})"
+        )
 
     def model(self, model_id: str) -> TrainModel:
         with self.lock:
@@ -133,8 +140,9 @@ class Backend:
         log.info("created model %s (LoRA rank %d, %d adapted modules)", model_id, rank, len(model.params))
         return {"type": "create_model", "model_id": model_id}
 
-    def _new_model(self, model_id: str, session_id: str, base_model: str, rank: int, flags: dict,
-                   seed: int | None) -> TrainModel:
+    def _new_model(
+        self, model_id: str, session_id: str, base_model: str, rank: int, flags: dict, seed: int | None
+    ) -> TrainModel:
         with self.lock:
             if model_id in self.models:
                 raise UserError(f"model {model_id!r} already exists")
@@ -149,8 +157,10 @@ class Backend:
     def forward_backward(self, request: ForwardBackwardRequest) -> bytes:
         model = self.model(request.model_id)
         if request.loss_fn not in SUPPORTED_LOSSES:
-            raise UserError(f"loss_fn {request.loss_fn!r} is not supported by tinker-local "
-                            f"(supported: {', '.join(SUPPORTED_LOSSES)})")
+            raise UserError(
+                f"loss_fn {request.loss_fn!r} is not supported by tinker-local "
+                f"(supported: {', '.join(SUPPORTED_LOSSES)})"
+            )
         if not request.data:
             raise UserError("forward_backward needs at least one datum")
         sequences, targets, extras = [], [], []
@@ -173,8 +183,13 @@ class Backend:
                 padded = {name: _pad([extra[name] for extra in extras], logprobs.shape[1]) for name in extras[0]}
                 elementwise = self._elementwise_loss(request.loss_fn, logprobs, padded) * mask
                 total = elementwise.sum()
-                outputs = [{"logprobs": logprobs[i, :n].detach().numpy(), "elementwise_loss": elementwise[i, :n].detach().numpy()}
-                           for i, n in enumerate(lengths)]
+                outputs = [
+                    {
+                        "logprobs": logprobs[i, :n].detach().numpy(),
+                        "elementwise_loss": elementwise[i, :n].detach().numpy(),
+                    }
+                    for i, n in enumerate(lengths)
+                ]
             else:
                 total = torch.zeros(())
                 outputs = []
@@ -199,21 +214,25 @@ class Backend:
     def _loss_inputs(self, loss_fn: str, inputs: dict[str, np.ndarray], length: int, index: int):
         def need(name: str) -> np.ndarray:
             if name not in inputs:
-                raise UserError(f"datum {index}: {loss_fn} needs loss_fn_inputs[{name!r}] "
-                                f"(got {sorted(inputs) or 'none'})")
+                raise UserError(
+                    f"datum {index}: {loss_fn} needs loss_fn_inputs[{name!r}] (got {sorted(inputs) or 'none'})"
+                )
             return inputs[name]
 
         target = need("target_tokens")
         if target.ndim not in (1, 2) or target.shape[0] != length:
-            raise UserError(f"datum {index}: target_tokens has shape {list(target.shape)} but model_input has "
-                            f"{length} tokens (one target per input position)")
+            raise UserError(
+                f"datum {index}: target_tokens has shape {list(target.shape)} but model_input has "
+                f"{length} tokens (one target per input position)"
+            )
         extra = {}
         names = ("weights",) if loss_fn == "cross_entropy" else ("logprobs", "advantages")
         for name in names:
             value = need(name)
             if value.shape != target.shape:
-                raise UserError(f"datum {index}: {name} has shape {list(value.shape)}, "
-                                f"target_tokens has {list(target.shape)}")
+                raise UserError(
+                    f"datum {index}: {name} has shape {list(value.shape)}, target_tokens has {list(target.shape)}"
+                )
             extra[name] = torch.from_numpy(np.array(value, dtype=np.float32))
         return target, extra
 
@@ -255,8 +274,14 @@ class Backend:
                 tensor.grad = None
         accumulated = model.pending_backward
         model.pending_backward = 0
-        return {"metrics": {"grad_norm": grad_norm, "learning_rate": lr, "step": float(step),
-                            "accumulated_backward_passes": float(accumulated)}}
+        return {
+            "metrics": {
+                "grad_norm": grad_norm,
+                "learning_rate": lr,
+                "step": float(step),
+                "accumulated_backward_passes": float(accumulated),
+            }
+        }
 
     def unload_model(self, request: dict) -> dict:
         model_id = str(request.get("model_id"))
@@ -314,8 +339,10 @@ class Backend:
         with self.lock:
             found = self.samplers.get(sampler_id)
         if found is None:
-            raise UserError(f"unknown or expired sampling session {sampler_id!r} (tinker-local keeps the "
-                            f"{SNAPSHOTS_KEPT_PER_MODEL} most recent snapshots per training model)")
+            raise UserError(
+                f"unknown or expired sampling session {sampler_id!r} (tinker-local keeps the "
+                f"{SNAPSHOTS_KEPT_PER_MODEL} most recent snapshots per training model)"
+            )
         return found
 
     def sampler_info(self, sampler_id: str) -> dict:
@@ -339,10 +366,12 @@ class Backend:
         """The folder of a tinker://MODEL_ID/{weights,sampler_weights}/NAME checkpoint, inside --checkpoint-dir."""
         if not tinker_path.startswith("tinker://"):
             raise UserError(f"checkpoint paths look like tinker://MODEL_ID/weights/NAME, got {tinker_path!r}")
-        parts = tinker_path[len("tinker://"):].split("/")
+        parts = tinker_path[len("tinker://") :].split("/")
         if len(parts) != 3 or parts[1] not in CHECKPOINT_KINDS or not _NAME_RE.match(parts[2]) or not parts[0]:
-            raise UserError(f"checkpoint paths look like tinker://MODEL_ID/weights/NAME or "
-                            f"tinker://MODEL_ID/sampler_weights/NAME, got {tinker_path!r}")
+            raise UserError(
+                f"checkpoint paths look like tinker://MODEL_ID/weights/NAME or "
+                f"tinker://MODEL_ID/sampler_weights/NAME, got {tinker_path!r}"
+            )
         return checkpoint_folder(self.checkpoint_dir, parts[0], parts[1], parts[2])
 
     def save_weights(self, request: dict) -> dict:
@@ -364,8 +393,15 @@ class Backend:
         tmp.mkdir(parents=True)
         save_file(peft_state_dict(model.params), str(tmp / "adapter_model.safetensors"))
         (tmp / "adapter_config.json").write_text(json.dumps(peft_config(self.base_model, model)), encoding="utf-8")
-        state = {"model_id": model.model_id, "base_model": model.base_model, "rank": model.rank,
-                 "flags": model.flags, "seed": model.seed, "adam_step": model.adam_step, "saved_at": time.time()}
+        state = {
+            "model_id": model.model_id,
+            "base_model": model.base_model,
+            "rank": model.rank,
+            "flags": model.flags,
+            "seed": model.seed,
+            "adam_step": model.adam_step,
+            "saved_at": time.time(),
+        }
         if optimizer and model.adam_m:
             moments = {f"m.{k}": v for k, v in model.adam_m.items()} | {f"v.{k}": v for k, v in model.adam_v.items()}
             save_file({k: v.contiguous() for k, v in moments.items()}, str(tmp / "optimizer.safetensors"))
@@ -396,12 +432,15 @@ class Backend:
         if request.get("session_id") is not None:  # create-via-load: a new model from the checkpoint
             model_id = f"{request['session_id']}:train:{int(request.get('model_seq_id', 0))}"
             base_model = self.canonical_base_model(request.get("base_model") or state["base_model"])
-            model = self._new_model(model_id, str(request["session_id"]), base_model, rank, state["flags"], state.get("seed"))
+            model = self._new_model(
+                model_id, str(request["session_id"]), base_model, rank, state["flags"], state.get("seed")
+            )
         else:
             model = self.model(str(request.get("model_id")))
             if model.rank != rank or set(model.params) != set(adapter):
-                raise UserError(f"checkpoint {tinker_path} (rank {rank}) does not fit model {model.model_id} "
-                                f"(rank {model.rank})")
+                raise UserError(
+                    f"checkpoint {tinker_path} (rank {rank}) does not fit model {model.model_id} (rank {model.rank})"
+                )
         with torch.no_grad():
             for name, (a, b) in adapter.items():
                 model.params[name][0].copy_(a)
@@ -428,7 +467,9 @@ class Backend:
         if sampler_id:
             sampler = self.sampler(str(sampler_id))
         elif request.get("model_path"):
-            sampler = self.sampler(self.create_sampling_session({"model_path": request["model_path"]})["sampling_session_id"])
+            sampler = self.sampler(
+                self.create_sampling_session({"model_path": request["model_path"]})["sampling_session_id"]
+            )
         else:
             sampler = Sampler("base", self.canonical_base_model(request.get("base_model")), None, None)
         for unsupported in ("target_prompt_logprobs", "prompt_alt_tokens_k", "record_stability_info"):
@@ -474,8 +515,14 @@ class Backend:
         if last_n is not None and not 1 <= int(last_n) <= len(prompt) - 1:
             raise UserError(f"prompt_logprobs_last_n must be between 1 and {len(prompt) - 1}")
         spec = SampleSpec(
-            prompt=prompt, num_samples=num_samples, max_tokens=max_tokens, temperature=temperature,
-            top_k=top_k, top_p=top_p, stop_token_ids=frozenset(stop_ids), stop_strings=stop_strings,
+            prompt=prompt,
+            num_samples=num_samples,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            stop_token_ids=frozenset(stop_ids),
+            stop_strings=stop_strings,
             seed=None if params.get("seed") is None else int(params["seed"]),
             prompt_logprobs=bool(request.get("prompt_logprobs")),
             prompt_logprobs_last_n=None if last_n is None else int(last_n),
@@ -521,7 +568,7 @@ def checkpoint_folder(checkpoint_dir: Path, model_id: str, kind: str, name: str)
 
 def local_checkpoint_path(checkpoint_dir: Path, tinker_path: str) -> Path:
     """The folder on disk behind a tinker:// path this server returned (for results and reports)."""
-    parts = tinker_path[len("tinker://"):].split("/")
+    parts = tinker_path[len("tinker://") :].split("/")
     if not tinker_path.startswith("tinker://") or len(parts) != 3 or parts[1] not in CHECKPOINT_KINDS:
         raise ValueError(f"not a tinker checkpoint path: {tinker_path!r}")
     return checkpoint_folder(checkpoint_dir, *parts)
@@ -538,7 +585,7 @@ def peft_state_dict(params: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> dic
 def from_peft_state_dict(tensors: dict[str, torch.Tensor]) -> Adapter:
     adapter: dict[str, list] = {}
     for key, value in tensors.items():
-        name, which = key[len("base_model.model."):].rsplit(".lora_", 1)
+        name, which = key[len("base_model.model.") :].rsplit(".lora_", 1)
         adapter.setdefault(name, [None, None])[0 if which.startswith("A") else 1] = value.float()
     return {name: (pair[0], pair[1]) for name, pair in adapter.items()}
 
@@ -546,9 +593,16 @@ def from_peft_state_dict(tensors: dict[str, torch.Tensor]) -> Adapter:
 def peft_config(base_model: str, model: TrainModel) -> dict:
     targets = sorted({name.rsplit(".", 1)[-1] for name in model.params})
     return {
-        "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base_model,
-        "r": model.rank, "lora_alpha": LORA_ALPHA, "lora_dropout": 0.0, "bias": "none",
-        "target_modules": targets, "fan_in_fan_out": False, "inference_mode": True,
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": base_model,
+        "r": model.rank,
+        "lora_alpha": LORA_ALPHA,
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "target_modules": targets,
+        "fan_in_fan_out": False,
+        "inference_mode": True,
     }
 
 

@@ -182,17 +182,19 @@ class TinyLM:
             v = v.transpose(1, 2)
             if cache is not None:
                 cache_k, cache_v = cache[layer]
-                cache_k[:, :, cache_start:cache_start + length] = k
-                cache_v[:, :, cache_start:cache_start + length] = v
-                k = cache_k[:, :, :cache_start + length]
-                v = cache_v[:, :, :cache_start + length]
+                cache_k[:, :, cache_start : cache_start + length] = k
+                cache_v[:, :, cache_start : cache_start + length] = v
+                k = cache_k[:, :, : cache_start + length]
+                v = cache_v[:, :, : cache_start + length]
             attn = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attn_mask, is_causal=causal and attn_mask is None, enable_gqa=groups > 1
             )
             attn = attn.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
             h = h + self._linear(attn, p + "self_attn.o_proj", adapter, scale)
             x = self._norm(h, p + "post_attention_layernorm.weight")
-            gated = F.silu(self._linear(x, p + "mlp.gate_proj", adapter, scale)) * self._linear(x, p + "mlp.up_proj", adapter, scale)
+            gated = F.silu(self._linear(x, p + "mlp.gate_proj", adapter, scale)) * self._linear(
+                x, p + "mlp.up_proj", adapter, scale
+            )
             h = h + self._linear(gated, p + "mlp.down_proj", adapter, scale)
         h = self._norm(h, "model.norm.weight")
         return self._linear(h, UNEMBED_MODULE, adapter, scale)
@@ -228,8 +230,14 @@ class TinyLM:
     # ------------------------------------------------------------------ sampling
 
     @torch.no_grad()
-    def sample(self, specs: list[SampleSpec], adapter: Adapter | None, scale: float,
-               decode=None, generator: torch.Generator | None = None) -> list[SampleResult]:
+    def sample(
+        self,
+        specs: list[SampleSpec],
+        adapter: Adapter | None,
+        scale: float,
+        decode=None,
+        generator: torch.Generator | None = None,
+    ) -> list[SampleResult]:
         """Complete every spec in one left-padded batch with a KV cache.
 
         The returned logprob of a sampled token is under the temperature-scaled distribution it
@@ -244,7 +252,7 @@ class TinyLM:
         pads = width - lengths
         ids = torch.zeros(batch, width, dtype=torch.long)
         for row, (_, spec) in enumerate(rows):
-            ids[row, int(pads[row]):] = torch.tensor(spec.prompt, dtype=torch.long)
+            ids[row, int(pads[row]) :] = torch.tensor(spec.prompt, dtype=torch.long)
         total = width + steps
         cache = [
             (torch.zeros(batch, self.n_kv, total, self.head_dim), torch.zeros(batch, self.n_kv, total, self.head_dim))
@@ -268,7 +276,7 @@ class TinyLM:
             first_row.setdefault(index, row)
         for index, spec in enumerate(specs):
             if spec.prompt_logprobs or spec.topk_prompt_logprobs:
-                self._prompt_scores(spec, logits[first_row[index], int(pads[first_row[index]]):], results[index])
+                self._prompt_scores(spec, logits[first_row[index], int(pads[first_row[index]]) :], results[index])
 
         temperature = torch.tensor([spec.temperature for _, spec in rows])[:, None]
         greedy = temperature[:, 0] <= 0
@@ -306,7 +314,7 @@ class TinyLM:
             hit = stop_table[arange, chosen] & active
             for row in string_rows:
                 if active[row] and not hit[row]:
-                    text = decode(tokens[row, max(0, step + 1 - tail): step + 1].tolist())
+                    text = decode(tokens[row, max(0, step + 1 - tail) : step + 1].tolist())
                     hit[row] = any(s in text for s in rows[row][1].stop_strings)
             stopped |= hit
             done |= hit | (lengths >= max_tokens)
@@ -315,12 +323,17 @@ class TinyLM:
             start = width + step
             step_mask = valid_key[:, None, None, : start + 1] if padded else None
             positions = (start - pads)[:, None]
-            last = self.forward(chosen[:, None], positions, adapter, scale, step_mask, cache, start, causal=False)[:, -1]
+            last = self.forward(chosen[:, None], positions, adapter, scale, step_mask, cache, start, causal=False)[
+                :, -1
+            ]
 
         for row, (index, spec) in enumerate(rows):
             n = int(lengths[row])
-            seq = SampledSeq(tokens=tokens[row, :n].tolist(), logprobs=token_logprobs[row, :n].tolist(),
-                             stop_reason="stop" if bool(stopped[row]) else "length")
+            seq = SampledSeq(
+                tokens=tokens[row, :n].tolist(),
+                logprobs=token_logprobs[row, :n].tolist(),
+                stop_reason="stop" if bool(stopped[row]) else "length",
+            )
             if spec.topk_sample_logprobs:
                 k = spec.topk_sample_logprobs
                 seq.topk = list(zip(topk_ids[row, :n, :k].tolist(), topk_values[row, :n, :k].tolist(), strict=True))
@@ -328,8 +341,13 @@ class TinyLM:
         return results
 
     @staticmethod
-    def _choose(dist: torch.Tensor, greedy: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
-                generator: torch.Generator | None) -> torch.Tensor:
+    def _choose(
+        dist: torch.Tensor,
+        greedy: torch.Tensor,
+        top_k: torch.Tensor,
+        top_p: torch.Tensor,
+        generator: torch.Generator | None,
+    ) -> torch.Tensor:
         filtered = dist
         if bool((top_k > 0).any()) or bool((top_p < 1).any()):
             sorted_lp, order = dist.sort(dim=-1, descending=True)

@@ -72,7 +72,9 @@ class Job:
 class Worker:
     """One thread running jobs in arrival order; a run of consecutive sample jobs is batched."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, load_backend: Callable[[], Any], on_fatal: Callable[[str], None]):
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, load_backend: Callable[[], Any], on_fatal: Callable[[str], None]
+    ):
         self._loop = loop
         self._load_backend = load_backend
         self._on_fatal = on_fatal
@@ -222,8 +224,11 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # Never a 5xx: the SDK retries those for minutes. A bug here should fail fast and loudly.
         log.error("error handling %s: %s\n%s", request.url.path, exc, traceback.format_exc())
-        return JSONResponse({"error": f"tinker-local error in {request.url.path}: {type(exc).__name__}: {exc}",
-                             "category": "server"}, status_code=400, headers=NO_RETRY)
+        return JSONResponse(
+            {"error": f"tinker-local error in {request.url.path}: {type(exc).__name__}: {exc}", "category": "server"},
+            status_code=400,
+            headers=NO_RETRY,
+        )
 
     async def user_errors(call):
         from hermes_rl.dataplane.tinker_local.wire import UserError
@@ -240,9 +245,12 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
     async def healthz() -> dict:
         worker = state.get("worker")
         busy_since = worker.busy_since if worker else None
-        return {"status": "ok", "model_loaded": bool(worker and worker.ready.is_set()),
-                "queue_depth": worker.queue_depth() if worker else 0,
-                "worker_busy_s": round(time.monotonic() - busy_since, 3) if busy_since else 0.0}
+        return {
+            "status": "ok",
+            "model_loaded": bool(worker and worker.ready.is_set()),
+            "queue_depth": worker.queue_depth() if worker else 0,
+            "worker_busy_s": round(time.monotonic() - busy_since, 3) if busy_since else 0.0,
+        }
 
     @app.post("/api/v1/client/config")
     async def client_config() -> dict:
@@ -258,15 +266,23 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
 
     @app.get("/api/v1/get_server_capabilities")
     async def capabilities() -> dict:
-        return {"supported_models": [{"model_name": str(model_dir), "max_context_length": None,
-                                      "trainable": True, "sampleable": True}]}
+        return {
+            "supported_models": [
+                {"model_name": str(model_dir), "max_context_length": None, "trainable": True, "sampleable": True}
+            ]
+        }
 
     @app.post("/api/v1/create_session")
     async def create_session(request: Request) -> dict:
         data = await body_json(request)
         session_id = f"local-{uuid.uuid4().hex[:12]}"
-        sessions[session_id] = {"created": time.time(), "heartbeat": time.time(), "finished": None,
-                                "tags": data.get("tags") or [], "user_metadata": data.get("user_metadata") or {}}
+        sessions[session_id] = {
+            "created": time.time(),
+            "heartbeat": time.time(),
+            "finished": None,
+            "tags": data.get("tags") or [],
+            "user_metadata": data.get("user_metadata") or {},
+        }
         log.info("session %s started (sdk %s)", session_id, data.get("sdk_version"))
         return {"type": "create_session", "session_id": session_id}
 
@@ -387,8 +403,11 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
         data = await body_json(request)
         job = jobs.get(str(data.get("request_id")))
         if job is None:
-            raise RequestError(f"unknown request id {data.get('request_id')!r} (results are kept "
-                               f"{JOB_RETENTION_S:.0f} s after they finish)", status=404)
+            raise RequestError(
+                f"unknown request id {data.get('request_id')!r} (results are kept "
+                f"{JOB_RETENTION_S:.0f} s after they finish)",
+                status=404,
+            )
         if not job.done.is_set():
             try:
                 await asyncio.wait_for(job.done.wait(), LONG_POLL_S)

@@ -83,8 +83,12 @@ def decode_forward_backward(body: bytes, content_encoding: str | None = None) ->
         inputs = {name: decode_tensor(tensor, f"datum {index} {name}") for name, tensor in datum.loss_fn_inputs.items()}
         data.append(Datum(tokens=tokens, inputs=inputs))
     return ForwardBackwardRequest(
-        model_id=msg.model_id, seq_id=msg.seq_id, loss_fn=msg.loss_fn, loss_fn_config=config,
-        forward_only=msg.forward_only, data=data,
+        model_id=msg.model_id,
+        seq_id=msg.seq_id,
+        loss_fn=msg.loss_fn,
+        loss_fn_config=config,
+        forward_only=msg.forward_only,
+        data=data,
     )
 
 
@@ -103,7 +107,7 @@ def decode_tensor(tensor: pb.Tensor, what: str) -> np.ndarray:
             raise UserError(f"{what}: malformed sparse CSR tensor")
         dense = np.zeros(shape, dtype=dtype)  # every loss input pads with 0 (no token, no weight)
         for row in range(shape[0]):
-            dense[row, cols[crow[row]:crow[row + 1]]] = values[crow[row]:crow[row + 1]]
+            dense[row, cols[crow[row] : crow[row + 1]]] = values[crow[row] : crow[row + 1]]
         return dense
     array = np.frombuffer(tensor.dense, dtype=dtype)
     if shape:
@@ -119,7 +123,7 @@ def encode_forward_backward_output(outputs: list[dict[str, np.ndarray]], metrics
     record = msg.loss_fn_outputs.add()
     record.type_tag = "ArrayRecord"
     record.num_datums = len(outputs)
-    for name in (outputs[0].keys() if outputs else ()):
+    for name in outputs[0].keys() if outputs else ():
         arrays = [np.ascontiguousarray(out[name], dtype=np.float32) for out in outputs]
         trailing = list(arrays[0].shape[1:])
         if any(list(a.shape[1:]) != trailing for a in arrays):  # ragged: one record per datum

@@ -6,8 +6,12 @@ import argparse
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_rl.dataplane.trainer", description="hermes-rl GRPO trainer (tinker SDK)")
-    parser.add_argument("--config", required=True, help="the run's config.yaml (env / openai / tinker / backend / hermes)")
+    parser = argparse.ArgumentParser(
+        prog="python -m hermes_rl.dataplane.trainer", description="hermes-rl GRPO trainer (tinker SDK)"
+    )
+    parser.add_argument(
+        "--config", required=True, help="the run's config.yaml (env / openai / tinker / backend / hermes)"
+    )
     args = parser.parse_args(argv)
     from hermes_rl.dataplane.trainer.loop import main as run
 

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 @dataclass
 class Sequence:
     """One completion ready for training: next-token targets with per-position advantage."""
-    input_tokens: list[int]        # tokens[:-1]
-    target_tokens: list[int]       # tokens[1:]
+
+    input_tokens: list[int]  # tokens[:-1]
+    target_tokens: list[int]  # tokens[1:]
     sampling_logprobs: list[float]  # logprob of each target under the sampler (0 on prompt positions)
-    advantages: list[float]        # the completion's advantage on completion positions, 0 on prompt
-    completion_mask: list[float]   # 1.0 where the target is a generated token
+    advantages: list[float]  # the completion's advantage on completion positions, 0 on prompt
+    completion_mask: list[float]  # 1.0 where the target is a generated token
     reward: float
     advantage: float
     has_sampling_logprobs: bool
@@ -62,7 +63,9 @@ def build_sequences(groups: list[dict], max_length: int) -> tuple[list[Sequence]
             dropped_groups += 1
             continue
         inference_logprobs = group.get("inference_logprobs") or [None] * len(tokens_list)
-        for tokens, masks, score, advantage, logprobs in zip(tokens_list, masks_list, scores, group_adv, inference_logprobs):
+        for tokens, masks, score, advantage, logprobs in zip(
+            tokens_list, masks_list, scores, group_adv, inference_logprobs
+        ):
             advantages.append(advantage)
             if len(tokens) < 2 or len(tokens) > max_length or len(masks) != len(tokens):
                 dropped_sequences += 1
@@ -72,7 +75,10 @@ def build_sequences(groups: list[dict], max_length: int) -> tuple[list[Sequence]
             if not any(completion):
                 dropped_sequences += 1
                 continue
-            sampled = [float(lp) if (have_logprobs and c) else 0.0 for lp, c in zip((logprobs or [0.0] * len(tokens))[1:], completion)]
+            sampled = [
+                float(lp) if (have_logprobs and c) else 0.0
+                for lp, c in zip((logprobs or [0.0] * len(tokens))[1:], completion)
+            ]
             sequences.append(
                 Sequence(
                     input_tokens=[int(t) for t in tokens[:-1]],

@@ -153,9 +153,44 @@ def build_app(policy: Policy) -> web.Application:
         ]
         return web.json_response(results if n > 1 else results[0])
 
-    def usage(prompt: list[int], samples: list[dict]) -> dict:
+    def openai_response(prompt: list[int], samples: list[dict], *, chat: bool) -> web.Response:
+        """The body both OpenAI endpoints answer with: a chat completion (`chat`) or a text completion."""
+        choices = []
+        for i, s in enumerate(samples):
+            pieces = [policy.tokenizer.decode([t]) for t in s["tokens"]]
+            if chat:
+                output = {"message": {"role": "assistant", "content": s["text"]}}
+                logprobs = {
+                    "content": [
+                        {"token": piece, "logprob": lp, "bytes": None, "top_logprobs": []}
+                        for piece, lp in zip(pieces, s["logprobs"])
+                    ]
+                }
+            else:
+                output = {"text": s["text"]}
+                logprobs = {
+                    "tokens": pieces,
+                    "token_logprobs": s["logprobs"],
+                    "token_ids": s["tokens"],
+                    "top_logprobs": None,
+                    "text_offset": None,
+                }
+            choices.append({"index": i, **output, "finish_reason": s["finish_reason"], "logprobs": logprobs})
         completion = sum(len(s["tokens"]) for s in samples)
-        return {"prompt_tokens": len(prompt), "completion_tokens": completion, "total_tokens": len(prompt) + completion}
+        return web.json_response(
+            {
+                "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+                "object": "chat.completion" if chat else "text_completion",
+                "created": int(time.time()),
+                "model": policy.model_name,
+                "choices": choices,
+                "usage": {
+                    "prompt_tokens": len(prompt),
+                    "completion_tokens": completion,
+                    "total_tokens": len(prompt) + completion,
+                },
+            }
+        )
 
     @routes.post("/v1/completions")
     async def completions(request: web.Request):
@@ -170,33 +205,7 @@ def build_app(policy: Policy) -> web.Application:
         else:
             raise BadRequest("prompt must be a string or a list of token ids")
         n = _as_int(data.get("n"), "n", 1)
-        samples = await policy.sample(tokens, n, data)
-        choices = []
-        for i, s in enumerate(samples):
-            choices.append(
-                {
-                    "index": i,
-                    "text": s["text"],
-                    "finish_reason": s["finish_reason"],
-                    "logprobs": {
-                        "tokens": [policy.tokenizer.decode([t]) for t in s["tokens"]],
-                        "token_logprobs": s["logprobs"],
-                        "token_ids": s["tokens"],
-                        "top_logprobs": None,
-                        "text_offset": None,
-                    },
-                }
-            )
-        return web.json_response(
-            {
-                "id": f"cmpl-{uuid.uuid4().hex}",
-                "object": "text_completion",
-                "created": int(time.time()),
-                "model": policy.model_name,
-                "choices": choices,
-                "usage": usage(tokens, samples),
-            }
-        )
+        return openai_response(tokens, await policy.sample(tokens, n, data), chat=False)
 
     @routes.post("/v1/chat/completions")
     async def chat_completions(request: web.Request):
@@ -208,32 +217,7 @@ def build_app(policy: Policy) -> web.Application:
         params = dict(data)
         if params.get("max_tokens") is None and params.get("max_completion_tokens") is not None:
             params["max_tokens"] = params["max_completion_tokens"]
-        samples = await policy.sample(tokens, n, params)
-        choices = []
-        for i, s in enumerate(samples):
-            choices.append(
-                {
-                    "index": i,
-                    "message": {"role": "assistant", "content": s["text"]},
-                    "finish_reason": s["finish_reason"],
-                    "logprobs": {
-                        "content": [
-                            {"token": policy.tokenizer.decode([t]), "logprob": lp, "bytes": None, "top_logprobs": []}
-                            for t, lp in zip(s["tokens"], s["logprobs"])
-                        ]
-                    },
-                }
-            )
-        return web.json_response(
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": policy.model_name,
-                "choices": choices,
-                "usage": usage(tokens, samples),
-            }
-        )
+        return openai_response(tokens, await policy.sample(tokens, n, params), chat=True)
 
     @web.middleware
     async def errors(request: web.Request, handler: Callable) -> Any:

@@ -11,7 +11,6 @@ without results.json, so the run is not counted as completed); 1 = any error (lo
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -19,10 +18,10 @@ import sys
 import threading
 import time
 import traceback
-from pathlib import Path
 
 import aiohttp
 
+from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
 from hermes_rl.dataplane.trainer import grpo
 from hermes_rl.dataplane.trainer.inference import Policy, start_server
 from hermes_rl.dataplane.trainer.settings import ConfigError, TrainerSettings
@@ -34,26 +33,6 @@ LOCAL_DUMMY_KEY = "tml-local"
 
 class KeyProblem(RuntimeError):
     pass
-
-
-def _append_jsonl(path: Path, row: dict) -> None:
-    """One write(2) on an O_APPEND fd per line, so readers never see half a line from us."""
-    line = (json.dumps(row, allow_nan=False, default=str) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
-
-
-def _atomic_json(path: Path, obj: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(obj, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
 
 
 def _finite(value):
@@ -99,7 +78,9 @@ class WandbLogger:
                 settings=wandb.Settings(silent=True, console="off"),
             )
             url = getattr(self.run, "url", None)
-            log.info("W&B %s run %s%s", self.settings.wandb_mode, self.run.name, f" at {url}" if url else f" in {wandb_dir}")
+            log.info(
+                "W&B %s run %s%s", self.settings.wandb_mode, self.run.name, f" at {url}" if url else f" in {wandb_dir}"
+            )
         except Exception as exc:  # W&B trouble never stops training; metrics.jsonl is the record
             self.failed = True
             log.warning("W&B disabled: init failed: %s", exc)
@@ -167,7 +148,9 @@ class Trainer:
                     "or use the local profile."
                 )
             if not key.startswith("tml-"):
-                raise KeyProblem("TINKER_API_KEY is invalid: Tinker keys start with 'tml-'. Check the value in $HERMES_HOME/.env.")
+                raise KeyProblem(
+                    "TINKER_API_KEY is invalid: Tinker keys start with 'tml-'. Check the value in $HERMES_HOME/.env."
+                )
 
     async def setup(self) -> None:
         s = self.settings
@@ -182,8 +165,12 @@ class Trainer:
             )
         except Exception as exc:
             text = str(exc)
-            if s.backend == "tinker" and any(w in text.lower() for w in ("401", "403", "unauthor", "forbidden", "api key", "api_key")):
-                raise KeyProblem(f"Tinker rejected TINKER_API_KEY ({type(exc).__name__}); check the key in $HERMES_HOME/.env") from None
+            if s.backend == "tinker" and any(
+                w in text.lower() for w in ("401", "403", "unauthor", "forbidden", "api key", "api_key")
+            ):
+                raise KeyProblem(
+                    f"Tinker rejected TINKER_API_KEY ({type(exc).__name__}); check the key in $HERMES_HOME/.env"
+                ) from None
             raise
         from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
 
@@ -191,7 +178,13 @@ class Trainer:
         sampling_client = await self.training_client.save_weights_and_get_sampling_client()
         self.policy = Policy(tokenizer, s.base_model)
         self.policy.set_client(sampling_client, 0)
-        log.info("training client ready (%s backend, model %s, LoRA rank %d) in %.2fs", s.backend, s.base_model, s.lora_rank, time.time() - t0)
+        log.info(
+            "training client ready (%s backend, model %s, LoRA rank %d) in %.2fs",
+            s.backend,
+            s.base_model,
+            s.lora_rank,
+            time.time() - t0,
+        )
 
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         await self.register()
@@ -295,7 +288,9 @@ class Trainer:
                 row[f"tinker/{key}"] = value
             self.policy.set_client(sampling_client, self.step + 1)
         else:
-            row.update({"train/loss": None, "logprobs/mean": None, "logprobs/mean_training": None, "logprobs/diff": None})
+            row.update(
+                {"train/loss": None, "logprobs/mean": None, "logprobs/mean_training": None, "logprobs/diff": None}
+            )
         self.step += 1
         self.policy.step = self.step
         now = time.time()
@@ -318,7 +313,7 @@ class Trainer:
             **row,
         }
         row = {k: _finite(v) for k, v in row.items()}
-        _append_jsonl(s.metrics_path, row)
+        append_jsonl(s.metrics_path, row)
         self.wandb.log(self.step, row)
         return row
 
@@ -381,8 +376,11 @@ class Trainer:
             wait_start = time.time()
             log.info(
                 "step %d/%d reward %.3f loss %s step %.2fs",
-                self.step, s.total_steps, row.get("reward/mean") or 0.0,
-                f"{row['train/loss']:.4f}" if row.get("train/loss") is not None else "n/a", row["timing/step_s"],
+                self.step,
+                s.total_steps,
+                row.get("reward/mean") or 0.0,
+                f"{row['train/loss']:.4f}" if row.get("train/loss") is not None else "n/a",
+                row["timing/step_s"],
             )
             if s.save_checkpoint_interval and self.step % s.save_checkpoint_interval == 0 and self.step < s.total_steps:
                 await self.save_checkpoint(f"step-{self.step:06d}")
@@ -396,7 +394,7 @@ class Trainer:
             "base_model": s.base_model,
             "finished_at": time.time(),
         }
-        _atomic_json(s.results_path, results)
+        atomic_write_json(s.results_path, results)
         log.info("done: %d steps, final checkpoint %s", self.step, results["final_checkpoint"])
         self.outcome = "success"
         return 0
@@ -459,13 +457,19 @@ async def amain(settings: TrainerSettings) -> int:
         if stopped["signal"] is None:
             raise
         trainer.outcome = "interrupted"
-        log.info("stopped by %s at step %d (no results.json: not completed)", signal.Signals(stopped["signal"]).name, trainer.step)
+        log.info(
+            "stopped by %s at step %d (no results.json: not completed)",
+            signal.Signals(stopped["signal"]).name,
+            trainer.step,
+        )
         return 0
     except KeyProblem as exc:
         log.error("%s", exc)
         return 3
     except Exception as exc:
-        log.error("training failed at step %d: %s: %s\n%s", trainer.step + 1, type(exc).__name__, exc, traceback.format_exc())
+        log.error(
+            "training failed at step %d: %s: %s\n%s", trainer.step + 1, type(exc).__name__, exc, traceback.format_exc()
+        )
         return 1
     finally:
         try:
@@ -479,9 +483,7 @@ def main(config_path: str) -> int:
     # CPU here) just for optional tensor conversions. Without it the SDK uses numpy.
     if "torch" not in sys.modules and os.environ.get("HERMES_TRAINER_ALLOW_TORCH") != "1":
         sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` raise ImportError
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
-    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     for noisy in ("httpx", "httpcore", "tinker", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from hermes_rl.dataplane.trainer.settings import load_settings

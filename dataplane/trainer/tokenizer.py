@@ -24,7 +24,9 @@ class FolderTokenizer:
         if config_path.exists():
             config = json.loads(config_path.read_text(encoding="utf-8"))
         template_path = folder / "chat_template.jinja"
-        self.chat_template = template_path.read_text(encoding="utf-8") if template_path.exists() else config.get("chat_template")
+        self.chat_template = (
+            template_path.read_text(encoding="utf-8") if template_path.exists() else config.get("chat_template")
+        )
         self.eos_token = config.get("eos_token")
         self._template = None
 
@@ -34,8 +36,9 @@ class FolderTokenizer:
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
-    def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = False,
-                            return_dict: bool = False, **kwargs):
+    def apply_chat_template(
+        self, messages, tokenize: bool = False, add_generation_prompt: bool = False, return_dict: bool = False, **kwargs
+    ):
         if not self.chat_template:
             raise ValueError("this tokenizer has no chat template")
         if self._template is None:
@@ -43,8 +46,9 @@ class FolderTokenizer:
 
             env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
             self._template = env.from_string(self.chat_template)
-        text = self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                     eos_token=self.eos_token, **kwargs)
+        text = self._template.render(
+            messages=messages, add_generation_prompt=add_generation_prompt, eos_token=self.eos_token, **kwargs
+        )
         return self.encode(text, add_special_tokens=False) if tokenize else text
 
 

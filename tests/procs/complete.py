@@ -17,8 +17,10 @@ print("ready", flush=True)
 with open(os.path.join(args.run_dir, "metrics.jsonl"), "a") as metrics:
     for step in range(1, args.steps + 1):
         time.sleep(args.step_s)
-        metrics.write(json.dumps({"step": step, "time": time.time(), "train/loss": 1.0 / step,
-                                  "reward/mean": step / args.steps}) + "\n")
+        metrics.write(
+            json.dumps({"step": step, "time": time.time(), "train/loss": 1.0 / step, "reward/mean": step / args.steps})
+            + "\n"
+        )
         metrics.flush()
 checkpoint = os.path.join(args.run_dir, "checkpoints", f"step_{args.steps}")
 os.makedirs(checkpoint, exist_ok=True)

@@ -19,6 +19,7 @@ escaped = subprocess.Popen([sys.executable, "-c", sleeper], start_new_session=Tr
 with open(args.pids + ".tmp", "w") as handle:
     handle.write(f"{same_group.pid}\n{escaped.pid}\n")
 import os  # noqa: E402
+
 os.replace(args.pids + ".tmp", args.pids)
 print("ready", flush=True)
 while True:

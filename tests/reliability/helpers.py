@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 RPROCS = HERE / "procs"
 CORPUS = HERE / "corpus"
 FINAL = ("completed", "failed", "stopped")
-FIGURES_ENV = "HERMES_RL_RELIABILITY_FIGURES"   # set it to a file path to collect figures for the docs
+FIGURES_ENV = "HERMES_RL_RELIABILITY_FIGURES"  # set it to a file path to collect figures for the docs
 
 
 def record(kind: str, **fields) -> None:
@@ -41,32 +41,60 @@ def freeze_until_stalled(run_id: str, pid: int, threshold: float, kind: str, dea
 
     os.kill(pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
-    report = wait_for(lambda: (s := toolset.rl_check_status(run_id, min_interval_s=0)).get("stalled") and s,
-                      threshold + 10)
+    report = wait_for(
+        lambda: (s := toolset.rl_check_status(run_id, min_interval_s=0)).get("stalled") and s, threshold + 10
+    )
     detect = time.monotonic() - stopped_at
     assert report, toolset.rl_check_status(run_id, min_interval_s=0)
     assert report["status"] == "running" and report["stalled_for_s"] >= threshold
     assert any("no training step" in tip for tip in report["tips"]), report["tips"]
-    record(kind, fault="SIGSTOP trainer (stall detected)", status="running+stalled", reason=report["tips"][0],
-           seconds=round(detect, 3), threshold_s=threshold)
+    record(
+        kind,
+        fault="SIGSTOP trainer (stall detected)",
+        status="running+stalled",
+        reason=report["tips"][0],
+        seconds=round(detect, 3),
+        threshold_s=threshold,
+    )
     assert detect < threshold + deadline, f"stall reported {detect:.2f}s after SIGSTOP (threshold {threshold}s)"
     return report
 
 
-def standin_pipeline(step_s: float = 0.1, env_restarts: int = 1, trainer_stop_timeout: float = 10.0) -> list[ProcessSpec]:
+def standin_pipeline(
+    step_s: float = 0.1, env_restarts: int = 1, trainer_stop_timeout: float = 10.0
+) -> list[ProcessSpec]:
     """api (HTTP, port api) -> trainer (metrics + log lines naming run/port) and env (restarted on failure),
     the shape of the real pipeline (core/training.py) with small programs."""
-    api = ProcessSpec(name="api", argv=[PY, proc_path("http_server.py"), "--port", "{port:api}"],
-                      readiness=Readiness("http", "http://127.0.0.1:{port:api}/health", timeout_s=30), port="api")
-    trainer = ProcessSpec(name="trainer",
-                          argv=[PY, str(RPROCS / "trainer.py"), "--run-dir", "{run_dir}", "--run-id", "{run_id}",
-                                "--port", "{port:api}", "--step-s", str(step_s)],
-                          depends_on=[("api", "ready")], readiness=Readiness("log", pattern=r"^ready", timeout_s=30),
-                          stop_timeout=trainer_stop_timeout)
-    env = ProcessSpec(name="env", argv=[PY, "-c", "import sys, time; print('env up', sys.argv[1], flush=True); time.sleep(3600)",
-                                        "{run_id}"],
-                      depends_on=[("api", "ready")],
-                      restart=RestartPolicy("on_failure", max_restarts=env_restarts, backoff_s=0.1))
+    api = ProcessSpec(
+        name="api",
+        argv=[PY, proc_path("http_server.py"), "--port", "{port:api}"],
+        readiness=Readiness("http", "http://127.0.0.1:{port:api}/health", timeout_s=30),
+        port="api",
+    )
+    trainer = ProcessSpec(
+        name="trainer",
+        argv=[
+            PY,
+            str(RPROCS / "trainer.py"),
+            "--run-dir",
+            "{run_dir}",
+            "--run-id",
+            "{run_id}",
+            "--port",
+            "{port:api}",
+            "--step-s",
+            str(step_s),
+        ],
+        depends_on=[("api", "ready")],
+        readiness=Readiness("log", pattern=r"^ready", timeout_s=30),
+        stop_timeout=trainer_stop_timeout,
+    )
+    env = ProcessSpec(
+        name="env",
+        argv=[PY, "-c", "import sys, time; print('env up', sys.argv[1], flush=True); time.sleep(3600)", "{run_id}"],
+        depends_on=[("api", "ready")],
+        restart=RestartPolicy("on_failure", max_restarts=env_restarts, backoff_s=0.1),
+    )
     return [api, trainer, env]
 
 
@@ -88,9 +116,12 @@ def wait_for(predicate, timeout: float, interval: float = 0.02):
 def wait_running(run_id: str, timeout: float = 30.0) -> dict:
     from hermes_rl.core import runs
 
-    run = wait_for(lambda: (r := runs.get_run(run_id, sample=False))["status"] in ("running", *FINAL, "lost") and r,
-                   timeout)
-    assert run and run["status"] == "running", f"run {run_id} did not reach running: {runs.get_run(run_id, sample=False)}"
+    run = wait_for(
+        lambda: (r := runs.get_run(run_id, sample=False))["status"] in ("running", *FINAL, "lost") and r, timeout
+    )
+    assert run and run["status"] == "running", (
+        f"run {run_id} did not reach running: {runs.get_run(run_id, sample=False)}"
+    )
     return run
 
 
@@ -177,9 +208,14 @@ def client_env(home: Path) -> dict:
 def start_watcher(home: Path, run_id: str, log: Path) -> subprocess.Popen:
     from hermes_rl.core.base.paths import PROJECT_ROOT
 
-    return subprocess.Popen([sys.executable, str(RPROCS / "watcher.py"), run_id], cwd=str(PROJECT_ROOT),
-                            env=client_env(home), stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, str(RPROCS / "watcher.py"), run_id],
+        cwd=str(PROJECT_ROOT),
+        env=client_env(home),
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def start_local_run(model_dir: Path, total_steps: int = 100000) -> dict:

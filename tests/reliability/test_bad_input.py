@@ -15,26 +15,37 @@ from pathlib import Path
 
 import pytest
 
-from hermes_rl.core.envs import config
 from hermes_rl.core import runs
-from hermes_rl.core.clients import toolset
-from hermes_rl.core.envs.discovery import discover_environments, find_environment
 from hermes_rl.core.base.errors import BadInput, HermesError
 from hermes_rl.core.base.paths import PROJECT_ROOT, run_dir
+from hermes_rl.core.clients import toolset
+from hermes_rl.core.envs import drafts as config
+from hermes_rl.core.envs.discovery import discover_environments, find_environment
 from tests.fixtures_config import ENV_FIXTURES
 from tests.reliability.helpers import CORPUS, assert_no_orphans, client_env, record, wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(180)]
 
-ENV = "fixture_basic"          # tests/data/envs/basic_env.py: group_size, batch_size, wandb_name, ...
+ENV = "fixture_basic"  # tests/data/envs/basic_env.py: group_size, batch_size, wandb_name, ...
 
 
 def _cli_many(home: Path, commands: list[list[str]], env: dict | None = None) -> list[tuple[list[str], int, str, str]]:
     """Run `python -m hermes_rl.core.clients.cli ...` commands side by side; (argv, exit code, stdout, stderr) each."""
     env = env or client_env(home)
-    procs = [(argv, subprocess.Popen([sys.executable, "-m", "hermes_rl.core.clients.cli", *argv], cwd=str(PROJECT_ROOT), env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
-             for argv in commands]
+    procs = [
+        (
+            argv,
+            subprocess.Popen(
+                [sys.executable, "-m", "hermes_rl.core.clients.cli", *argv],
+                cwd=str(PROJECT_ROOT),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+            ),
+        )
+        for argv in commands
+    ]
     out = []
     for argv, proc in procs:
         stdout, stderr = proc.communicate(timeout=120)
@@ -73,7 +84,7 @@ def test_broken_environment_files_are_reported_and_the_good_ones_stay(hermes_hom
             n += 1
     envs = discover_environments()
     by_file = {Path(e.file).name: e for e in envs}
-    assert by_file["basic_env.py"].error is None and find_environment(ENV).name == ENV   # nothing lost
+    assert by_file["basic_env.py"].error is None and find_environment(ENV).name == ENV  # nothing lost
     for bad in ("syntax_error.py", "binary_content.py"):
         assert by_file[bad].error, by_file[bad]
     # A cycle and a 5 MB file are not environments; discovery neither hangs nor raises.
@@ -120,6 +131,7 @@ def test_bad_yaml_drafts_selection_and_profiles(hermes_home, fixture_envs):
         profile_file.parent.mkdir(parents=True, exist_ok=True)
         profile_file.write_bytes(raw)
         from hermes_rl.core.envs.profiles import get_profile
+
         try:
             assert get_profile("local").name == "local"
         except HermesError as exc:
@@ -133,8 +145,11 @@ def test_bad_yaml_drafts_selection_and_profiles(hermes_home, fixture_envs):
     assert kept and kept[0].read_bytes() == (CORPUS / "yaml" / "syntax_error.yaml").read_bytes()
     assert config.get_config(ENV, "local").values()["group_size"] == 8
     draft.write_bytes((CORPUS / "yaml" / "alias_bomb.yaml").read_bytes())
-    results = _cli_many(hermes_home, [["config", "--env", ENV, "--profile", "local"]], env={**client_env(hermes_home),
-                        "HERMES_RL_ENV_PATH": os.environ["HERMES_RL_ENV_PATH"]})
+    results = _cli_many(
+        hermes_home,
+        [["config", "--env", ENV, "--profile", "local"]],
+        env={**client_env(hermes_home), "HERMES_RL_ENV_PATH": os.environ["HERMES_RL_ENV_PATH"]},
+    )
     for argv, code, stdout, stderr in results:
         assert code == 0 and "Traceback" not in stdout + stderr, (argv, stderr[-2000:])
     record("bad_input", area="YAML (draft, selection, profile)", inputs=tried * 3, tracebacks=0)
@@ -148,10 +163,10 @@ def test_wrong_config_values_are_refused_and_the_draft_is_unchanged(hermes_home,
     draft = hermes_home / "rl" / "drafts" / f"{ENV}.yaml"
     before = draft.read_bytes()
     values = json.loads((CORPUS / "config_values.json").read_text())
-    values["group_size"] += [math.nan, math.inf, -math.inf, 10 ** 40, "x" * 10_000]
+    values["group_size"] += [math.nan, math.inf, -math.inf, 10**40, "x" * 10_000]
     values["no_such_field"] = [1]
     values["x" * 10_000] = [1]
-    values["lora_rank"] = [8]          # locked by the profile
+    values["lora_rank"] = [8]  # locked by the profile
     tried = 0
     for field, bad_values in values.items():
         for value in bad_values:
@@ -175,10 +190,25 @@ def _fake_finished_run(metrics: bytes) -> str:
     run_id = "0badc0de"
     folder = run_dir(run_id)
     folder.mkdir(parents=True, mode=0o700)
-    (folder / "run.json").write_text(json.dumps({
-        "run_id": run_id, "environment": ENV, "profile": "local", "status": "completed", "created_at": 1.0,
-        "started_at": 1.0, "ended_at": 2.0, "reason": "trainer finished", "supervisor": None, "ports": {},
-        "processes": [], "total_steps": 6, "wandb": None}))
+    (folder / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "environment": ENV,
+                "profile": "local",
+                "status": "completed",
+                "created_at": 1.0,
+                "started_at": 1.0,
+                "ended_at": 2.0,
+                "reason": "trainer finished",
+                "supervisor": None,
+                "ports": {},
+                "processes": [],
+                "total_steps": 6,
+                "wandb": None,
+            }
+        )
+    )
     (folder / "metrics.jsonl").write_bytes(metrics)
     return run_id
 
@@ -193,11 +223,14 @@ def test_garbage_partial_and_nonfinite_metric_lines_are_skipped():
     assert steps == [1, 2, 3, 4, 5], steps
     assert all(not isinstance(v, float) or math.isfinite(v) for r in rows for v in r.values())
     summary = next(r for r in runs.list_runs() if r["run_id"] == run_id)
-    assert summary["step"] == 5 and summary["reward_mean"] == 0.5   # the partial step 6 is skipped
+    assert summary["step"] == 5 and summary["reward_mean"] == 0.5  # the partial step 6 is skipped
     results = runs.get_results(run_id)
     assert results["steps_done"] == 5
-    for answer in (toolset.rl_get_results(run_id), toolset.rl_check_status(run_id, min_interval_s=0),
-                   toolset.rl_list_runs()):
+    for answer in (
+        toolset.rl_get_results(run_id),
+        toolset.rl_check_status(run_id, min_interval_s=0),
+        toolset.rl_list_runs(),
+    ):
         assert "error" not in answer, answer
         json.dumps(answer, allow_nan=False)
     lines = raw.count(b"\n")
@@ -224,7 +257,7 @@ def test_hostile_run_ids_are_rejected_everywhere(hermes_home):
     commands = [[cmd, run_id] for run_id in cli_ids for cmd in ("status", "stop")]
     commands += [["logs", "../../etc"], ["results", "/tmp"], ["status", "--json", "../../etc"]]
     _assert_clean_cli_errors(_cli_many(hermes_home, commands))
-    assert sorted(os.listdir(hermes_home)) == before       # nothing created by any of them
+    assert sorted(os.listdir(hermes_home)) == before  # nothing created by any of them
     record("bad_input", area="run ids", inputs=len(ids) * 7 + len(commands), tracebacks=0)
 
 
@@ -240,7 +273,9 @@ def test_port_already_in_use_fails_the_run_naming_the_port(specs):
     port = holder.getsockname()[1]
     try:
         run = runs.launch([specs.http("api")], environment="x", profile="local", ports={"api": port})
-        final = wait_for(lambda: (r := runs.get_run(run["run_id"], sample=False))["status"] in ("failed", "stopped") and r, 15)
+        final = wait_for(
+            lambda: (r := runs.get_run(run["run_id"], sample=False))["status"] in ("failed", "stopped") and r, 15
+        )
     finally:
         holder.close()
     assert final and final["status"] == "failed", final
@@ -256,8 +291,13 @@ def test_hermes_home_unwritable(tmp_path, fixture_envs):
     blocker = tmp_path / "not_a_folder"
     blocker.write_text("I am a file\n")
     env = {**client_env(blocker), "HERMES_RL_ENV_PATH": os.environ["HERMES_RL_ENV_PATH"]}
-    commands = [["select", ENV], ["config", "--env", ENV, "--profile", "local", "--set", "group_size=4"],
-                ["start", "--env", ENV, "--profile", "local"], ["status", "00000000"], ["stop", "00000000"]]
+    commands = [
+        ["select", ENV],
+        ["config", "--env", ENV, "--profile", "local", "--set", "group_size=4"],
+        ["start", "--env", ENV, "--profile", "local"],
+        ["status", "00000000"],
+        ["stop", "00000000"],
+    ]
     if os.geteuid() != 0:  # a real read-only folder where permissions bind
         readonly = tmp_path / "readonly"
         readonly.mkdir(mode=0o500)
@@ -272,7 +312,7 @@ def test_hermes_home_unwritable(tmp_path, fixture_envs):
     script = f"""
 import os, resource, signal, sys
 os.environ["HERMES_HOME"] = {str(home)!r}
-from hermes_rl.core.envs import config
+from hermes_rl.core.envs import drafts as config
 from hermes_rl.core.clients import toolset
 from hermes_rl.core.base.errors import HermesError
 config.set_field("group_size", 4, env_name={ENV!r}, profile="local")
@@ -292,9 +332,14 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
 print("INTACT", open(draft, "rb").read() == before)
 print("LEFTOVERS", [n for n in os.listdir(os.path.dirname(draft)) if n.endswith(".tmp")])
 """
-    done = subprocess.run([sys.executable, "-c", script], cwd=str(PROJECT_ROOT), env={**client_env(home),
-                          "HERMES_RL_ENV_PATH": os.environ["HERMES_RL_ENV_PATH"]},
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=str(PROJECT_ROOT),
+        env={**client_env(home), "HERMES_RL_ENV_PATH": os.environ["HERMES_RL_ENV_PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = done.stdout + done.stderr
     assert "Traceback" not in out and "CLEAR cannot write" in out, out[-2000:]
     assert "TOOL True" in out and "INTACT True" in out and "LEFTOVERS []" in out, out[-2000:]
@@ -312,14 +357,14 @@ def test_log_reader_survives_hostile_log_files(tmp_path):
         handle.write(b"first line\n")
         handle.write(b"bad utf8 \xff\xfe\xc3\x28 here\n")
         handle.write(b"nul \x00\x00 bytes\n")
-        handle.write(b"y" * (2 * 1024 * 1024) + b"\n")      # a 2 MB line (under the tail window)
+        handle.write(b"y" * (2 * 1024 * 1024) + b"\n")  # a 2 MB line (under the tail window)
         handle.write(b"progress 10%\rprogress 50%\rprogress 100%\n")
         handle.write(b"last line\n")
     reader = LogReader(path)
     reader.refresh()
     every = reader.lines(0, reader.line_count)
     assert every[0] == "first line" and "\ufffd" in every[1] and every[2] == "nul  bytes"
-    assert len(every[3]) < 5000                               # the long line is capped for display
+    assert len(every[3]) < 5000  # the long line is capped for display
     assert every[4:] == ["progress 100%", "last line"]
     # Appended while followed, then rotated (a new file at the path), then truncated mid-follow.
     with open(path, "ab") as handle:

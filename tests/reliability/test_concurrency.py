@@ -12,11 +12,21 @@ import urllib.request
 import pytest
 
 from hermes_rl.core import runs
-from hermes_rl.core.clients import toolset
 from hermes_rl.core.base.paths import PROJECT_ROOT
-from tests.reliability.helpers import (RPROCS, assert_no_orphans, assert_state_parses, client_env,
-                                       kill_tree, launch_standin, proc_record, record, start_watcher, wait_for,
-                                       wait_running)
+from hermes_rl.core.clients import toolset
+from tests.reliability.helpers import (
+    RPROCS,
+    assert_no_orphans,
+    assert_state_parses,
+    client_env,
+    kill_tree,
+    launch_standin,
+    proc_record,
+    record,
+    start_watcher,
+    wait_for,
+    wait_running,
+)
 
 pytestmark = [pytest.mark.reliability, pytest.mark.usefixtures("run_processes_cleanup")]
 
@@ -60,15 +70,20 @@ def test_runs_at_once_have_distinct_ports_and_no_cross_talk(count):
     began = time.monotonic()
     for view in views:
         assert runs.stop_run(view["run_id"])["status"] == "stopped"
-    record("concurrency", runs_at_once=count, distinct_ports=len(set(ports)), cross_talk=0,
-           stop_all_s=round(time.monotonic() - began, 2))
+    record(
+        "concurrency",
+        runs_at_once=count,
+        distinct_ports=len(set(ports)),
+        cross_talk=0,
+        stop_all_s=round(time.monotonic() - began, 2),
+    )
     for view in views:
         assert_no_orphans(runs.get_run(view["run_id"], sample=False))
 
 
 @pytest.mark.timeout(200)
 def test_fifty_processes_editing_drafts_and_reading_runs(hermes_home, fixture_envs, tmp_path):
-    from hermes_rl.core.envs import config
+    from hermes_rl.core.envs import drafts as config
     from hermes_rl.core.envs.discovery import find_environment
 
     env_name = "fixture_basic"
@@ -81,15 +96,22 @@ def test_fifty_processes_editing_drafts_and_reading_runs(hermes_home, fixture_en
     sync = tmp_path / "sync"
     sync.mkdir()
     ops = 6
-    clients = [subprocess.Popen([sys.executable, str(RPROCS / "storm.py"), env_name, run_id, str(sync), str(ops), str(seed)],
-                                cwd=str(PROJECT_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-               for seed in range(50)]
+    clients = [
+        subprocess.Popen(
+            [sys.executable, str(RPROCS / "storm.py"), env_name, run_id, str(sync), str(ops), str(seed)],
+            cwd=str(PROJECT_ROOT),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for seed in range(50)
+    ]
     outputs = []
     try:
         assert wait_for(lambda: len(list(sync.glob("armed-*"))) == 50, 120), "clients did not start"
         began = time.monotonic()
-        (sync / "go").touch()            # all 50 hit the draft and the run folder together
+        (sync / "go").touch()  # all 50 hit the draft and the run folder together
         for client in clients:
             out, _ = client.communicate(timeout=150)
             outputs.append((client.returncode, out.decode(errors="replace")))

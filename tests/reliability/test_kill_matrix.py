@@ -15,8 +15,18 @@ import pytest
 
 from hermes_rl.core import runs
 from hermes_rl.core.clients import toolset
-from tests.reliability.helpers import (FINAL, assert_no_orphans, freeze_until_stalled, launch_standin, proc_record, record,
-                                       start_watcher, kill_tree, wait_for, wait_running)
+from tests.reliability.helpers import (
+    FINAL,
+    assert_no_orphans,
+    freeze_until_stalled,
+    kill_tree,
+    launch_standin,
+    proc_record,
+    record,
+    start_watcher,
+    wait_for,
+    wait_running,
+)
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(90), pytest.mark.usefixtures("run_processes_cleanup")]
 
@@ -52,8 +62,9 @@ def _check_after(run: dict, fault: str, elapsed: float, expect_status: str) -> N
     record("kill_matrix", fault=fault, status=run["status"], reason=run.get("reason"), seconds=round(elapsed, 3))
 
 
-@pytest.mark.parametrize("child, cause", [("trainer", "trainer was killed by SIGKILL"),
-                                          ("api", "api was killed by SIGKILL")])
+@pytest.mark.parametrize(
+    "child, cause", [("trainer", "trainer was killed by SIGKILL"), ("api", "api was killed by SIGKILL")]
+)
 def test_kill9_required_child_fails_run_naming_it(child, cause):
     run = launch_standin()
     run_id = run["run_id"]
@@ -72,8 +83,9 @@ def test_kill9_env_restarts_then_fails_when_out_of_restarts():
     run = wait_running(run_id)
     first_pid = proc_record(run, "env")["pid"]
     os.kill(first_pid, signal.SIGKILL)
-    elapsed, again = _time_to(run_id, lambda r: (p := proc_record(r, "env"))["pid"] != first_pid
-                              and p["state"] == "ready")
+    elapsed, again = _time_to(
+        run_id, lambda r: (p := proc_record(r, "env"))["pid"] != first_pid and p["state"] == "ready"
+    )
     assert again["status"] == "running" and proc_record(again, "env")["restarts"] == 1
     _check_after(again, "kill -9 env (restart policy: back to ready)", elapsed, "running")
     events = [e["message"] for e in runs.run_events(run_id)]
@@ -119,8 +131,9 @@ def _kill_client_run_goes_on(run_id: str, client, fault: str) -> None:
     step_before = runs.get_run(run_id, sample=False)["last_metric"]["step"]
     os.kill(client.pid, signal.SIGKILL)
     client.wait(timeout=5)
-    elapsed, after = _time_to(run_id, lambda r: r["status"] == "running"
-                              and (r["last_metric"].get("step") or 0) > step_before)
+    elapsed, after = _time_to(
+        run_id, lambda r: r["status"] == "running" and (r["last_metric"].get("step") or 0) > step_before
+    )
     assert all(p["state"] == "ready" for p in after["processes"])
     _check_after(after, fault, elapsed, "running")
 
@@ -153,13 +166,19 @@ def test_kill9_dashboard_leaves_run_untouched(hermes_home, tmp_path):
     run_id = run["run_id"]
     wait_running(run_id)
     status = tmp_path / "dashboard.status"
-    dashboard = subprocess.Popen([sys.executable, str(RPROCS / "dashboard.py"), run_id, str(status)],
-                                 env=client_env(hermes_home), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+    dashboard = subprocess.Popen(
+        [sys.executable, str(RPROCS / "dashboard.py"), run_id, str(status)],
+        env=client_env(hermes_home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
+
         def showing() -> bool:
             text = status.read_text() if status.exists() else ""
             return text.startswith(run_id) and "metrics=0 " not in text and "processes=0" not in text
+
         assert wait_for(showing, 60), status.read_text() if status.exists() else "no status"
         _kill_client_run_goes_on(run_id, dashboard, "kill -9 dashboard")
         left = [p.pid for p in psutil.process_iter() if _session_of(p.pid) == dashboard.pid]

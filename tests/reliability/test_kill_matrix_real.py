@@ -26,17 +26,29 @@ import psutil
 import pytest
 
 from hermes_rl.core import runs
-from hermes_rl.core.clients import toolset
 from hermes_rl.core.base.fsutil import read_jsonl
 from hermes_rl.core.base.paths import run_dir
-from tests.reliability.helpers import (FINAL, assert_no_orphans, freeze_until_stalled, kill_tree, orphans, proc_record, record,
-                                       run_processes, start_local_run, start_watcher, wait_for, wait_running)
+from hermes_rl.core.clients import toolset
+from tests.reliability.helpers import (
+    FINAL,
+    assert_no_orphans,
+    freeze_until_stalled,
+    kill_tree,
+    orphans,
+    proc_record,
+    record,
+    run_processes,
+    start_local_run,
+    start_watcher,
+    wait_for,
+    wait_running,
+)
 
 pytestmark = [pytest.mark.reliability, pytest.mark.usefixtures("run_processes_cleanup")]
 
-DEADLINE_S = 2.0          # from the fault to the run's final state
-START_S = 240.0           # from start_run to running with trained steps (slow imports, loaded machine)
-STALL_S = 2.0             # HERMES_RL_STALL_S while the trainer is frozen
+DEADLINE_S = 2.0  # from the fault to the run's final state
+START_S = 240.0  # from start_run to running with trained steps (slow imports, loaded machine)
+STALL_S = 2.0  # HERMES_RL_STALL_S while the trainer is frozen
 PIPELINE = ("api", "model", "tinker", "trainer", "env")
 
 
@@ -63,7 +75,9 @@ def _time_to(run_id: str, predicate, timeout: float = 10.0) -> tuple[float, dict
 
 def _wait_steps(run_id: str, steps: int, timeout: float = START_S) -> int:
     reached = wait_for(lambda: (s := _step(run_id)) >= steps and s, timeout, interval=0.2)
-    assert reached, f"run {run_id} did not reach step {steps} in {timeout}s: {_view(run_id)}\n{_log_tails(_view(run_id))}"
+    assert reached, (
+        f"run {run_id} did not reach step {steps} in {timeout}s: {_view(run_id)}\n{_log_tails(_view(run_id))}"
+    )
     return reached
 
 
@@ -128,7 +142,9 @@ def _check_final(run: dict, fault: str, elapsed: float, status: str, reason_pref
 
 def _sigkilled_after_stop(run_id: str) -> list[str]:
     """Processes the supervisor had to SIGKILL while stopping: a process that ignored SIGTERM."""
-    return [e["message"] for e in runs.run_events(run_id) if e.get("event") == "signal" and e.get("signal") == "SIGKILL"]
+    return [
+        e["message"] for e in runs.run_events(run_id) if e.get("event") == "signal" and e.get("signal") == "SIGKILL"
+    ]
 
 
 def _env_registrations(run: dict) -> list[int]:
@@ -170,13 +186,19 @@ def test_env_restart_client_kill_trainer_stall_then_api_death(tiny_model_dir, he
     old_env_tree = {p.pid for p in run_processes(run, "env")}
     os.kill(old_env, signal.SIGKILL)
     killed_at = time.monotonic()
-    elapsed, again = _time_to(run_id, lambda r: (p := proc_record(r, "env"))["pid"] != old_env
-                              and p["state"] == "ready")
+    elapsed, again = _time_to(
+        run_id, lambda r: (p := proc_record(r, "env"))["pid"] != old_env and p["state"] == "ready"
+    )
     assert again["status"] == "running" and proc_record(again, "env")["restarts"] == 1
     events = [e["message"] for e in runs.run_events(run_id)]
     assert any(m.startswith("env was killed by SIGKILL") and "restarting in" in m for m in events), events
-    record("kill_matrix_real", fault="kill -9 env (restart policy: back to ready)", status="running",
-           reason=next(m for m in events if m.startswith("env was killed")), seconds=round(elapsed, 3))
+    record(
+        "kill_matrix_real",
+        fault="kill -9 env (restart policy: back to ready)",
+        status="running",
+        reason=next(m for m in events if m.startswith("env was killed")),
+        seconds=round(elapsed, 3),
+    )
     assert elapsed < DEADLINE_S, f"env restarted {elapsed:.2f}s after its kill"
 
     # The new environment imports atroposlib again (~10 s of CPU), registers with run-api, then sends groups.
@@ -189,20 +211,35 @@ def test_env_restart_client_kill_trainer_stall_then_api_death(tiny_model_dir, he
     # steps after the registration are trained on the new env's groups.
     _wait_steps(run_id, step_at_registration + 5, timeout=90)
     api_log = _read(again["logs"]["api"])
-    after = api_log[_env_registrations(again)[1]:]
+    after = api_log[_env_registrations(again)[1] :]
     assert after.count('"POST /scored_data HTTP/1.1" 200') >= 1, after[-2000:]
     fed_s = time.monotonic() - killed_at
-    record("kill_matrix_real", fault="kill -9 env (new env registered with run-api, training continues)",
-           status="running", reason="second POST /register-env; +5 trained steps after it",
-           seconds=round(reregistered_s, 3), steps_resumed_s=round(fed_s, 3))
+    record(
+        "kill_matrix_real",
+        fault="kill -9 env (new env registered with run-api, training continues)",
+        status="running",
+        reason="second POST /register-env; +5 trained steps after it",
+        seconds=round(reregistered_s, 3),
+        steps_resumed_s=round(fed_s, 3),
+    )
     assert "toy_addition: operands" in _read(again["logs"]["env"]).split("attempt 2")[-1]
     # Nothing of the killed env lives on beside its replacement (its W&B service processes included).
     new_env_tree = _descendants(proc_record(_view(run_id), "env")["pid"])
-    leftovers = wait_for(lambda: not [p for p in run_processes(again, "env") if p.pid not in _descendants(
-        proc_record(_view(run_id), "env")["pid"])], 15)
-    assert leftovers, (f"processes of the killed env still alive: "
-                       f"{[(p.pid, p.cmdline()[:3]) for p in run_processes(again, 'env') if p.pid not in new_env_tree]}"
-                       f" (old tree {sorted(old_env_tree)})")
+    leftovers = wait_for(
+        lambda: (
+            not [
+                p
+                for p in run_processes(again, "env")
+                if p.pid not in _descendants(proc_record(_view(run_id), "env")["pid"])
+            ]
+        ),
+        15,
+    )
+    assert leftovers, (
+        f"processes of the killed env still alive: "
+        f"{[(p.pid, p.cmdline()[:3]) for p in run_processes(again, 'env') if p.pid not in new_env_tree]}"
+        f" (old tree {sorted(old_env_tree)})"
+    )
 
     # -- kill -9 of a watching client (the dashboard's reads): the run neither notices nor stalls.
     log = tmp_path / "watcher.log"
@@ -211,14 +248,16 @@ def test_env_restart_client_kill_trainer_stall_then_api_death(tiny_model_dir, he
         assert wait_for(lambda: log.exists() and b"look 3: running" in log.read_bytes(), 60), log.read_bytes()[-2000:]
         step_before = _step(run_id)
         os.kill(watcher.pid, signal.SIGKILL)
-        elapsed, after_client = _time_to(run_id, lambda r: r["status"] == "running"
-                                         and (r["last_metric"].get("step") or 0) > step_before, timeout=30)
+        elapsed, after_client = _time_to(
+            run_id, lambda r: r["status"] == "running" and (r["last_metric"].get("step") or 0) > step_before, timeout=30
+        )
         watcher.wait(timeout=5)
     finally:
         kill_tree(watcher)
     assert all(p["state"] == ("exited" if p["name"] == "model" else "ready") for p in after_client["processes"])
-    record("kill_matrix_real", fault="kill -9 watching client", status="running", reason=None,
-           seconds=round(elapsed, 3))
+    record(
+        "kill_matrix_real", fault="kill -9 watching client", status="running", reason=None, seconds=round(elapsed, 3)
+    )
 
     # -- SIGSTOP trainer: reported stalled (run-api's access log keeps growing meanwhile: no sign of
     # progress); SIGCONT: training resumes and the stall clears.
@@ -230,13 +269,20 @@ def test_env_restart_client_kill_trainer_stall_then_api_death(tiny_model_dir, he
         frozen_step = _step(run_id)
     finally:
         os.kill(trainer, signal.SIGCONT)
-    elapsed, resumed = _time_to(run_id, lambda r: not r["stalled"] and (r["last_metric"].get("step") or 0) > frozen_step,
-                                timeout=30)
+    elapsed, resumed = _time_to(
+        run_id, lambda r: not r["stalled"] and (r["last_metric"].get("step") or 0) > frozen_step, timeout=30
+    )
     assert resumed["status"] == "running" and proc_record(resumed, "trainer")["pid"] == trainer
     assert toolset.rl_check_status(run_id, min_interval_s=0)["stalled"] is False
     # (A step whose Tinker request was already sent when the trainer froze is recorded at once.)
-    record("kill_matrix_real", fault="SIGCONT trainer (steps resume, stall cleared)", status="running",
-           reason=None, seconds=round(elapsed, 3), step=resumed["last_metric"]["step"])
+    record(
+        "kill_matrix_real",
+        fault="SIGCONT trainer (steps resume, stall cleared)",
+        status="running",
+        reason=None,
+        seconds=round(elapsed, 3),
+        step=resumed["last_metric"]["step"],
+    )
 
     # -- kill -9 run-api: environments cannot re-attach to a new run-api, so the run fails at once.
     _wait_steps(run_id, _step(run_id) + 2, timeout=60)
@@ -281,5 +327,11 @@ def test_kill9_supervisor_watchdog_ends_every_process(tiny_model_dir):
     _check_final(final, "kill -9 supervisor", elapsed, "failed", f"supervisor died (pid {supervisor})")
     survivors = [p.pid for p in tree if _alive(p)]
     assert not survivors, f"still alive: {survivors} of {before}"
-    record("kill_matrix_real", fault="kill -9 supervisor (processes ended)", status="failed",
-           reason=final["reason"], seconds=round(elapsed, 3), processes=len(tree))
+    record(
+        "kill_matrix_real",
+        fault="kill -9 supervisor (processes ended)",
+        status="failed",
+        reason=final["reason"],
+        seconds=round(elapsed, 3),
+        processes=len(tree),
+    )

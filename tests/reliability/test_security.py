@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from hermes_rl.core import runs
-from hermes_rl.core.clients import toolset
 from hermes_rl.core.base.paths import PROJECT_ROOT, logs_dir, runs_dir
+from hermes_rl.core.clients import toolset
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 from tests.fixtures_core import PY, proc_path
 from tests.reliability.helpers import all_files, assert_no_orphans, launch_standin, record, wait_for, wait_running
@@ -30,7 +30,7 @@ PLANTED_ENV = {
     "WANDB_API_KEY": "PLANTEDwandbENV51d0e2b8",
 }
 PLANTED_FILE = {
-    "TINKER_API_KEY": "tml-PLANTEDtinkerFILE0b6e1",   # shadowed by the environment, must not leak either
+    "TINKER_API_KEY": "tml-PLANTEDtinkerFILE0b6e1",  # shadowed by the environment, must not leak either
     "OPENROUTER_API_KEY": "sk-or-PLANTEDrouterFILE99c4",
 }
 NEEDLES = [*PLANTED_ENV.values(), *PLANTED_FILE.values(), "PLANTED"]
@@ -45,9 +45,13 @@ def _plant(monkeypatch, home: Path) -> None:
 
 
 def _secret_spec() -> ProcessSpec:
-    return ProcessSpec(name="keyed", argv=[PY, proc_path("http_server.py"), "--port", "{port:keyed}"],
-                       secret_env=["TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"],
-                       readiness=Readiness("http", "http://127.0.0.1:{port:keyed}/health", timeout_s=30), port="keyed")
+    return ProcessSpec(
+        name="keyed",
+        argv=[PY, proc_path("http_server.py"), "--port", "{port:keyed}"],
+        secret_env=["TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"],
+        readiness=Readiness("http", "http://127.0.0.1:{port:keyed}/health", timeout_s=30),
+        port="keyed",
+    )
 
 
 def _hits_in_files(home: Path) -> list[str]:
@@ -97,11 +101,16 @@ def test_planted_keys_reach_children_only_through_their_environment(monkeypatch,
 
     # Every agent tool, on live runs and with bad input; every answer is scanned too.
     answers = [
-        toolset.rl_list_environments(), toolset.rl_select_environment("no_such_env"),
-        toolset.rl_get_current_config(), toolset.rl_edit_config("group_size", PLANTED_ENV["TINKER_API_KEY"]),
-        toolset.rl_start_training(), toolset.rl_list_runs(),
+        toolset.rl_list_environments(),
+        toolset.rl_select_environment("no_such_env"),
+        toolset.rl_get_current_config(),
+        toolset.rl_edit_config("group_size", PLANTED_ENV["TINKER_API_KEY"]),
+        toolset.rl_start_training(),
+        toolset.rl_list_runs(),
         toolset.rl_test_inference(num_steps=0),
-        toolset.rl_test_inference(models=[PLANTED_ENV["WANDB_API_KEY"]], base_url="http://127.0.0.1:9/v1"),  # refused: a key as a model name
+        toolset.rl_test_inference(
+            models=[PLANTED_ENV["WANDB_API_KEY"]], base_url="http://127.0.0.1:9/v1"
+        ),  # refused: a key as a model name
     ]
     for run in (standin_run, keyed_run):
         answers += [toolset.rl_check_status(run["run_id"], min_interval_s=0), toolset.rl_get_results(run["run_id"])]
@@ -126,8 +135,13 @@ def test_planted_keys_reach_children_only_through_their_environment(monkeypatch,
     answer_hits = [needle for needle in NEEDLES if needle in answer_text]
     file_hits = _hits_in_files(hermes_home)
     files = sum(1 for _ in all_files(hermes_home))
-    record("secrets", files_scanned=files, argv_scanned=scanned_argv, tool_answers=len(answers),
-           hits=len(file_hits) + len(argv_hits) + len(answer_hits))
+    record(
+        "secrets",
+        files_scanned=files,
+        argv_scanned=scanned_argv,
+        tool_answers=len(answers),
+        hits=len(file_hits) + len(argv_hits) + len(answer_hits),
+    )
     assert scanned_argv >= 5
     assert not argv_hits, argv_hits
     assert not answer_hits, answer_hits
@@ -139,8 +153,8 @@ def _dashboard_screens(run_id: str) -> dict[str, str]:
     import asyncio
 
     from hermes_rl.tui.app import HermesDashboard
-    from hermes_rl.tui.logs import LogsPane
-    from hermes_rl.tui.processes import ProcessesPane
+    from hermes_rl.tui.panes.logs import LogsPane
+    from hermes_rl.tui.panes.processes import ProcessesPane
 
     async def until(pilot, predicate, timeout=30.0):
         deadline = time.monotonic() + timeout
@@ -152,8 +166,14 @@ def _dashboard_screens(run_id: str) -> dict[str, str]:
         app = HermesDashboard(run_id=run_id)
         shots = {}
         async with app.run_test(size=(160, 48)) as pilot:
-            await until(pilot, lambda: app.selected_run == run_id
-                        and app.pane(ProcessesPane).table.row_count > 0 and app.pane(LogsPane).view.line_count > 0)
+            await until(
+                pilot,
+                lambda: (
+                    app.selected_run == run_id
+                    and app.pane(ProcessesPane).table.row_count > 0
+                    and app.pane(LogsPane).view.line_count > 0
+                ),
+            )
             shots["dashboard"] = app.export_screenshot()
             for pane, name in enumerate(("environments", "config", "runs", "processes", "logs", "metrics"), 1):
                 await pilot.press(str(pane), "z")
@@ -179,8 +199,10 @@ def test_dashboard_screens_show_no_key_values(monkeypatch, hermes_home):
     keyed = runs.launch([_secret_spec()], environment="keyed", profile="local")
     run_id = keyed["run_id"]
     wait_running(run_id)
-    assert psutil.Process(runs.get_run(run_id)["processes"][0]["pid"]).environ()["WANDB_API_KEY"] == \
-        PLANTED_ENV["WANDB_API_KEY"]
+    assert (
+        psutil.Process(runs.get_run(run_id)["processes"][0]["pid"]).environ()["WANDB_API_KEY"]
+        == PLANTED_ENV["WANDB_API_KEY"]
+    )
     shots = _dashboard_screens(run_id)
     hits = [f"{name}: {needle}" for name, svg in shots.items() for needle in NEEDLES if needle in svg]
     runs.stop_run(run_id)
@@ -249,8 +271,11 @@ def test_no_shell_anywhere():
                     if kw.arg == "shell" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
                         found.append(f"{path}:{node.lineno} shell={ast.unparse(kw.value)}")
                 func = node.func
-                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-                        and (func.value.id, func.attr) in SHELL_CALLS:
+                if (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Name)
+                    and (func.value.id, func.attr) in SHELL_CALLS
+                ):
                     found.append(f"{path}:{node.lineno} {func.value.id}.{func.attr}")
     record("no_shell", files_parsed=parsed, hits=len(found))
     assert parsed > 20

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from hermes_rl.tui.app import HermesDashboard
-from hermes_rl.tui.metrics import MetricsPane
-from hermes_rl.tui.processes import ProcessesPane
+from hermes_rl.tui.panes.metrics import MetricsPane
+from hermes_rl.tui.panes.processes import ProcessesPane
 
 run_id, status_file = sys.argv[1], Path(sys.argv[2])
 
@@ -18,8 +18,10 @@ class Watched(HermesDashboard):
         self.set_interval(0.2, self.report)
 
     def report(self) -> None:
-        shown = (f"{self.selected_run} metrics={len(self.pane(MetricsPane).rows)} "
-                 f"processes={self.pane(ProcessesPane).table.row_count}\n")
+        shown = (
+            f"{self.selected_run} metrics={len(self.pane(MetricsPane).rows)} "
+            f"processes={self.pane(ProcessesPane).table.row_count}\n"
+        )
         status_file.write_text(shown)
 
 

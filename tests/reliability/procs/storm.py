@@ -1,6 +1,6 @@
 """One client of the 50-process storm. Imports, says it is armed (creates SYNC/armed-SEED), waits for
 SYNC/go so that all clients hit the files together, then does OPS operations in random order: half
-draft edits (core.config.set_field), half run-state reads (core.runs.get_run / list_runs).
+draft edits (core.envs.drafts.set_field), half run-state reads (core.runs.get_run / list_runs).
 Prints "ok <edits> <reads>" or the first error."""
 
 import os
@@ -8,9 +8,9 @@ import random
 import sys
 import time
 
-from hermes_rl.core.envs import config
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import HermesError
+from hermes_rl.core.envs import drafts as config
 
 env_name, run_id, sync, ops, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 rng = random.Random(seed)

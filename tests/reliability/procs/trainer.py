@@ -17,8 +17,9 @@ step = 0
 with open(os.path.join(args.run_dir, "metrics.jsonl"), "a") as metrics:
     while True:
         step += 1
-        metrics.write(json.dumps({"step": step, "time": time.time(), "train/loss": 1.0 / step,
-                                  "reward/mean": 0.5}) + "\n")
+        metrics.write(
+            json.dumps({"step": step, "time": time.time(), "train/loss": 1.0 / step, "reward/mean": 0.5}) + "\n"
+        )
         metrics.flush()
         print(f"step {step} run={args.run_id} port={args.port}", flush=True)
         time.sleep(args.step_s)

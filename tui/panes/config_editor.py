@@ -8,17 +8,23 @@ Locked fields are shown dimmed with their value and why the profile locks them.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import Input, Label, Static
+from textual.worker import Worker, WorkerState
 
 from hermes_rl.core.base.errors import HermesError
-
 from hermes_rl.tui import backend
-from hermes_rl.tui.format import set_subtitle
+from hermes_rl.tui.format import error_line, set_subtitle
+
+if TYPE_CHECKING:
+    from textual.widgets import Select, Switch
 
 
 def shown_value(value) -> str:
@@ -61,14 +67,32 @@ class ConfigPane(Vertical):
     ALLOW_MAXIMIZE = True
     can_focus = True
 
+    class Loaded(Message):
+        """A config view is shown (after a load or a save): the app shows its profile in the header."""
+
+        def __init__(self, view) -> None:
+            super().__init__()
+            self.view = view
+
+    class SaveRequested(Message):
+        """ctrl+s: save the pending edits as the draft."""
+
+    class ResetRequested(Message):
+        """ctrl+d: reset this environment's draft to the defaults."""
+
+        def __init__(self, environment: str) -> None:
+            super().__init__()
+            self.environment = environment
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.border_title = "[2] Config"
-        self.view = None                     # core.config.ConfigView
+        self.view = None  # core.config.ConfigView
         self.rows: list[dict] = []
         self.pending: dict[str, object] = {}  # edited, valid, not saved
-        self.errors: dict[str, str] = {}     # field -> message
+        self.errors: dict[str, str] = {}  # field -> message
         self._generation = 0
+        self._loading: str | None = None  # the environment the latest load is for
 
     def compose(self) -> ComposeResult:
         yield Static("select an environment (enter in [1])", id="config-head")
@@ -86,14 +110,32 @@ class ConfigPane(Vertical):
         """Nothing selected: say what a run would use meanwhile (start_run falls back to the profile's
         default environment), so an empty form over a live run of that environment is not a puzzle."""
         head = Text("no environment selected", style="bold")
-        if default_env:   # the pane is narrow: short lines
+        if default_env:  # the pane is narrow: short lines
             head.append(f"\nruns use {default_env}", style="dim")
             head.append(f" ({profile} default)", style="dim")
         head.append("\nenter in [1] selects one", style="dim")
         self.query_one("#config-head", Static).update(head)
 
-    def show_loading(self, name: str) -> None:
+    def load(self, name: str) -> None:
+        """Show the environment's config once core has it (config_init may take seconds: a worker)."""
+        self._loading = name
         self.query_one("#config-head", Static).update(Text(f"loading {name} (config_init)…", style="dim"))
+        self._load(name)
+
+    @work(thread=True, exclusive=True, group="config", exit_on_error=False, description="cannot load the config")
+    def _load(self, name: str):
+        return backend.get_config(name)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A failed load shows in the pane, in place of the form (not as a toast)."""
+        if event.worker.group != "config":
+            return
+        event.stop()
+        if event.state is WorkerState.SUCCESS:
+            self.show(event.worker.result)
+            self.post_message(self.Loaded(event.worker.result))
+        elif event.state is WorkerState.ERROR:
+            self.show_error(self._loading or "", error_line(event.worker.error))
 
     def show_error(self, name: str, message: str) -> None:
         self.view = None
@@ -132,18 +174,26 @@ class ConfigPane(Vertical):
         box.mount_all(widgets)
 
     def _field_row(self, index: int, row: dict, gen: int) -> Vertical:
-        from textual.widgets import Select, Switch   # only once a config is shown, not for the first frame
+        from textual.widgets import Select, Switch  # only once a config is shown, not for the first frame
 
-        name, kind, value = row["name"], row.get("type"), row.get("value")
+        kind, value = row.get("type"), row.get("value")
         wid = f"field-{gen}-{index}"
         if kind == "bool":
             editor = Switch(value=bool(value), id=wid, classes="field-input")
         elif kind == "enum" and row.get("choices"):
-            editor = Select([(str(c), c) for c in row["choices"]], value=value if value in row["choices"] else Select.BLANK,
-                            allow_blank=value not in row["choices"], id=wid, compact=True, classes="field-input")
+            choices = row["choices"]
+            editor = Select(
+                [(str(c), c) for c in choices],
+                value=value if value in choices else Select.BLANK,
+                allow_blank=value not in choices,
+                id=wid,
+                compact=True,
+                classes="field-input",
+            )
         else:
-            editor = Input(shown_value(value), id=wid, compact=True, classes="field-input",
-                           tooltip=row.get("description") or None)
+            editor = Input(
+                shown_value(value), id=wid, compact=True, classes="field-input", tooltip=row.get("description") or None
+            )
         label = Label(self._label_text(row), classes="field-label")
         note = Static(self._note_text(row), classes="field-note", id=f"note-{gen}-{index}")
         classes = "field-row" + (" modified" if row.get("modified") else "")
@@ -239,7 +289,7 @@ class ConfigPane(Vertical):
         inputs = self._inputs()
         if not inputs:
             return
-        focused = self.app.focused
+        focused = self.screen.focused
         index = inputs.index(focused) if focused in inputs else -delta
         target = inputs[(index + delta) % len(inputs)]
         target.focus()
@@ -260,7 +310,7 @@ class ConfigPane(Vertical):
         self.focus()
 
     def action_save(self) -> None:
-        self.app.save_config()
+        self.post_message(self.SaveRequested())
 
     def action_revert(self) -> None:
         if self.view is not None:
@@ -268,7 +318,7 @@ class ConfigPane(Vertical):
 
     def action_reset_draft(self) -> None:
         if self.view is not None:
-            self.app.reset_config(self.view.environment)
+            self.post_message(self.ResetRequested(self.view.environment))
 
     def unsaved(self) -> tuple[dict, dict]:
         return dict(self.pending), dict(self.errors)

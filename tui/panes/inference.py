@@ -9,11 +9,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, RichLog, Static
-
-from hermes_rl.core.base.errors import HermesError
+from textual.worker import Worker, WorkerState
 
 from hermes_rl.tui import backend
-from hermes_rl.tui.format import number
+from hermes_rl.tui.format import error_line, number
+
+COLUMNS = ("model", "status", "groups", "completions", "correct", "accuracy", "mean score", "time", "errors")
 
 
 class InferenceScreen(Screen):
@@ -31,9 +32,15 @@ class InferenceScreen(Screen):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="inference-box"):
-            yield Static(Text.assemble(("Test inference", "bold"), f"  environment {self.environment or '(none selected)'}"
-                                       "  · without models: OpenRouter with OPENROUTER_API_KEY, else a running local run's model"),
-                         id="inference-title")
+            yield Static(
+                Text.assemble(
+                    ("Test inference", "bold"),
+                    f"  environment {self.environment or '(none selected)'}"
+                    "  · without models: OpenRouter with OPENROUTER_API_KEY, "
+                    "else a running local run's model",
+                ),
+                id="inference-title",
+            )
             with Horizontal(id="inference-form"):
                 yield Label("steps")
                 yield Input("3", id="inf-steps", compact=True, type="integer")
@@ -44,7 +51,7 @@ class InferenceScreen(Screen):
                 yield Label("base url")
                 yield Input("", id="inf-url", compact=True, placeholder="OpenAI-compatible (optional)")
             table = DataTable(id="inf-table", cursor_type="row")
-            for label in ("model", "status", "groups", "completions", "correct", "accuracy", "mean score", "time", "errors"):
+            for label in COLUMNS:
                 table.add_column(label, key=label)
             yield table
             yield RichLog(id="inf-log", max_lines=500, wrap=True, markup=False)
@@ -57,7 +64,7 @@ class InferenceScreen(Screen):
     def action_close(self) -> None:
         if self.test is not None:
             self.test.cancel()
-        self.app.pop_screen()
+        self.dismiss()
 
     def action_cancel(self) -> None:
         if self.test is not None:
@@ -65,7 +72,7 @@ class InferenceScreen(Screen):
 
     def action_run_test(self) -> None:
         if self.test is not None:
-            self.app.notify("a test is already running (ctrl+c cancels it)")
+            self.notify("a test is already running (ctrl+c cancels it)")
             return
         models = [m.strip() for m in self.query_one("#inf-models", Input).value.split(",") if m.strip()] or None
         url = self.query_one("#inf-url", Input).value.strip() or None
@@ -73,28 +80,26 @@ class InferenceScreen(Screen):
             steps = int(self.query_one("#inf-steps", Input).value or 3)
             group = int(self.query_one("#inf-group", Input).value or 4)
         except ValueError:
-            self.app.notify("steps and group size must be whole numbers", severity="error")
+            self.notify("steps and group size must be whole numbers", severity="error")
             return
         self.query_one(DataTable).clear()
         self.models.clear()
         self._run(steps, group, models, url)
 
-    @work(thread=True, exclusive=True, group="inference")
+    @work(thread=True, exclusive=True, group="inference", exit_on_error=False, description="test inference failed")
     def _run(self, steps: int, group: int, models, url) -> None:
-        log = self.query_one(RichLog)
         try:
             self.test = backend.prepare_inference_test(self.environment, steps, group, models, url)
-        except HermesError as exc:
-            self.app.call_from_thread(log.write, Text(f"✖ {exc}", style="red"))
-            return
-        except Exception as exc:  # a module not there yet, or a bug: say it, do not crash the screen
-            self.app.call_from_thread(log.write, Text(f"✖ {type(exc).__name__}: {exc}", style="red"))
-            return
-        try:
             for event in self.test.events():
                 self.app.call_from_thread(self.on_test_event, event)
         finally:
             self.test = None
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A test that cannot run says why in the screen's log, next to the results (not as a toast)."""
+        if event.worker.group == "inference" and event.state is WorkerState.ERROR:
+            event.stop()
+            self.query_one(RichLog).write(Text(f"✖ {error_line(event.worker.error)}", style="red"))
 
     def on_test_event(self, event: dict) -> None:
         kind = event.get("event")
@@ -103,8 +108,10 @@ class InferenceScreen(Screen):
         model = event.get("model")
         if kind == "started":
             target = event.get("target") or {}
-            log.write(f"test {event.get('test_id')} → {target.get('kind')} {target.get('base_url')} "
-                      f"models {', '.join(target.get('models') or [])}; files in {event.get('folder')}")
+            log.write(
+                f"test {event.get('test_id')} → {target.get('kind')} {target.get('base_url')} "
+                f"models {', '.join(target.get('models') or [])}; files in {event.get('folder')}"
+            )
             for name in target.get("models") or []:
                 self.models[name] = {"status": "waiting"}
                 table.add_row(name, "waiting", "", "", "", "", "", "", "", key=name)
@@ -115,12 +122,19 @@ class InferenceScreen(Screen):
         elif kind == "model_result":
             errors = event.get("errors") or []
             ok = event.get("completions", 0) > 0
-            self._cell(model, status=Text("done" if ok else "failed", style="green" if ok else "red"),
-                       groups=str(event.get("steps")), completions=str(event.get("completions")),
-                       correct=str(event.get("correct")),
-                       accuracy=f"{event['accuracy']:.1%}" if event.get("accuracy") is not None else "—",
-                       **{"mean score": number(event.get("mean_score"), 3), "time": f"{event.get('duration_s', 0):.1f}s",
-                          "errors": str(len(errors))})
+            self._cell(
+                model,
+                status=Text("done" if ok else "failed", style="green" if ok else "red"),
+                groups=str(event.get("steps")),
+                completions=str(event.get("completions")),
+                correct=str(event.get("correct")),
+                accuracy=f"{event['accuracy']:.1%}" if event.get("accuracy") is not None else "—",
+                **{
+                    "mean score": number(event.get("mean_score"), 3),
+                    "time": f"{event.get('duration_s', 0):.1f}s",
+                    "errors": str(len(errors)),
+                },
+            )
             for error in errors:
                 log.write(Text(f"{model}: {error}", style="red"))
         elif kind == "summary":

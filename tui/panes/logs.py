@@ -1,6 +1,6 @@
-"""Logs pane: a tab per process plus a merged view; follow, wrap, search, markers.
+"""[5] Logs: a tab per process plus a merged view; follow, wrap, search, markers.
 
-The view renders only the visible lines, read on demand from a `core.logs.LogReader` (or the
+The view renders only the visible lines, read on demand from a `core.readers.logs.LogReader` (or the
 bounded merged buffer), so a log of any size costs the same to show. ANSI colours are kept
 (`Text.from_ansi`); search matches on the plain text and highlights every hit on screen.
 """
@@ -18,13 +18,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.geometry import Size
+from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input, Static, Tab, Tabs
+from textual.worker import Worker, WorkerState
 
+from hermes_rl.tui import backend
 
 MERGED = "all"
-RESIZE_EVERY_S = 15.0    # while following: the view draws from the bottom, only the scrollbar thumb lags
+RESIZE_EVERY_S = 15.0  # while following: the view draws from the bottom, only the scrollbar thumb lags
 _MARKER_STYLE = Style(color="black", bgcolor="yellow", bold=True)
 _MATCH_STYLE = Style(color="black", bgcolor="yellow")
 _CURRENT_MATCH_BG = Style(bgcolor="grey23")
@@ -51,7 +54,7 @@ class LogView(ScrollView, can_focus=True):
         self.wrap = False
         self.search: str | None = None
         self.match_line: int | None = None
-        self.markers: list[tuple[int, str]] = []     # (after line, label)
+        self.markers: list[tuple[int, str]] = []  # (after line, label)
         self._widest = 0
         self._layout_key = None
         self._layout_rows: list[Strip] = []
@@ -107,7 +110,7 @@ class LogView(ScrollView, can_focus=True):
 
     def _deferred_resize(self) -> None:
         self._resize_pending = False
-        if self.virtual_size.height != self.line_count:    # not resized inline meanwhile
+        if self.virtual_size.height != self.line_count:  # not resized inline meanwhile
             self.update_size()
             if isinstance(self.parent, LogsPane):
                 self.parent.update_status()
@@ -143,7 +146,7 @@ class LogView(ScrollView, can_focus=True):
     # -- actions --------------------------------------------------------------------------------
     def _manual(self) -> None:
         if self.follow and self.virtual_size.height != self.line_count:
-            self.update_size()      # catch up the throttled size first, so scrolling starts from the tail
+            self.update_size()  # catch up the throttled size first, so scrolling starts from the tail
         self.follow = False
 
     def action_line_up(self) -> None:
@@ -212,8 +215,19 @@ class LogView(ScrollView, can_focus=True):
         region = self.scrollable_content_region
         width, height = region.width, region.height
         count = self.line_count
-        key = (self.follow, int(self.scroll_y), int(self.scroll_x), width, height, count, self.wrap,
-               self.search, self.match_line, len(self.markers), id(self.source))
+        key = (
+            self.follow,
+            int(self.scroll_y),
+            int(self.scroll_x),
+            width,
+            height,
+            count,
+            self.wrap,
+            self.search,
+            self.match_line,
+            len(self.markers),
+            id(self.source),
+        )
         if key == self._layout_key:
             return self._layout_rows
         rows: list[tuple[Strip, int]] = []
@@ -247,13 +261,14 @@ class LogView(ScrollView, can_focus=True):
                             self._widest = text.cell_len
                             self.call_later(self.update_size)
                         pieces = [text]
-                    strips = [Strip(list(piece.render(console))).crop_extend(x, x + width, base_style)
-                              for piece in pieces]
+                    strips = [
+                        Strip(list(piece.render(console))).crop_extend(x, x + width, base_style) for piece in pieces
+                    ]
                     cache[line_no] = (raw, strips)
                     rows.extend(strips)
                 for label in marker_at.get(line_no, []):
                     rows.append(self._marker_strip(label, width))
-            if len(cache) > 4 * height:      # keep only what is near the screen
+            if len(cache) > 4 * height:  # keep only what is near the screen
                 for stale in [n for n in cache if n < first or n >= first + height]:
                     del cache[stale]
             if self.follow:
@@ -288,12 +303,20 @@ class LogsPane(Vertical):
         Binding("E", "load_earlier", "Load earlier", show=False, id="logs.earlier"),
     ]
 
+    class WorkFailed(Message):
+        """A search or a load of earlier lines failed. Textual tells only the widget that started a
+        worker how it went: this hands the failure to the app, which reports it like any other."""
+
+        def __init__(self, worker: Worker) -> None:
+            super().__init__()
+            self.worker = worker
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.border_title = "[5] Logs"
         self.run_id: str | None = None
         self.names: list[str] = []
-        self._tab_names: dict[str, str] = {}   # tab id -> process name
+        self._tab_names: dict[str, str] = {}  # tab id -> process name
         self._status = ""
         self._tab_serial = 0
 
@@ -374,21 +397,25 @@ class LogsPane(Vertical):
 
     def _update_status(self) -> None:
         view = self.view
-        parts = [f"{view.line_count:,} lines", "following" if view.follow else "paused (G: follow)",
-                 "wrap" if view.wrap else "no wrap"]
+        parts = [
+            f"{view.line_count:,} lines",
+            "following" if view.follow else "paused (G: follow)",
+            "wrap" if view.wrap else "no wrap",
+        ]
         source = view.source
         if source is not None and getattr(source, "has_earlier", False):
             parts.append(f"opened at tail, {source.unindexed_bytes / 1e6:.0f} MB earlier (E: load)")
         if getattr(source, "rotations", 0):
             parts.append(f"restarted {source.rotations}× (rotation/truncation)")
         if view.search:
-            parts.append(f"search: {view.search!r}" + (f" @ line {view.match_line + 1}" if view.match_line is not None else " (no match)"))
+            found = f" @ line {view.match_line + 1}" if view.match_line is not None else " (no match)"
+            parts.append(f"search: {view.search!r}{found}")
         if self.run_id is None:
             parts = ["select a run to see its logs"]
         text = " · ".join(parts)
         if text != self._status:
             self._status = text
-            self.query_one("#log-status", Static).update(text, layout=False)   # one fixed line: no relayout
+            self.query_one("#log-status", Static).update(text, layout=False)  # one fixed line: no relayout
 
     # -- actions ------------------------------------------------------------------------------
     def action_toggle_follow(self) -> None:
@@ -440,7 +467,7 @@ class LogsPane(Vertical):
             start = (self.view.match_line - 1) if self.view.match_line is not None else self.view.line_count - 1
             self._find(self.view.search, start, backwards=True)
 
-    @work(thread=True, exclusive=True, group="log-search")
+    @work(thread=True, exclusive=True, group="log-search", exit_on_error=False, description="cannot search the log")
     def _find(self, pattern: str, start: int, backwards: bool) -> None:
         source = self.view.source
         if source is None:
@@ -453,20 +480,26 @@ class LogsPane(Vertical):
 
     def _found(self, pattern: str, line: int | None) -> None:
         if line is None:
-            self.app.notify(f"no more matches for {pattern!r}", timeout=2)
+            self.notify(f"no more matches for {pattern!r}", timeout=2)
             self.view.match_line = None
             self.view.refresh()
         else:
             self.view.jump_to(line)
         self._update_status()
 
-    @work(thread=True, exclusive=True, group="log-earlier")
+    @work(
+        thread=True, exclusive=True, group="log-earlier", exit_on_error=False, description="cannot load earlier lines"
+    )
     def action_load_earlier(self) -> None:
         source = self.view.source
         if source is None or not getattr(source, "has_earlier", False):
             return
         added = source.load_earlier()
         self.app.call_from_thread(self._after_earlier, added)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR:
+            self.post_message(self.WorkFailed(event.worker))
 
     def _after_earlier(self, added: int) -> None:
         view = self.view
@@ -485,12 +518,6 @@ def _scan(source, pattern: str, start: int, backwards: bool) -> int | None:
         if line < first:
             break
         got = source.lines(line, line + 1)
-        if got and needle in _strip_ansi(got[0]).lower():
+        if got and needle in backend.strip_ansi(got[0]).lower():
             return line
     return None
-
-
-def _strip_ansi(text: str) -> str:
-    from hermes_rl.core.readers.logs import strip_ansi    # core.logs loads with the live worker, after the first frame
-
-    return strip_ansi(text)

@@ -7,9 +7,8 @@ import time
 from rich.text import Text
 from textual.widgets import Static
 
+from hermes_rl.core.base.formatting import cell_duration
 from hermes_rl.core.base.secrets import SECRET_NAMES
-
-from hermes_rl.tui.format import duration
 
 SHORT = {"TINKER_API_KEY": "TINKER", "WANDB_API_KEY": "WANDB", "OPENROUTER_API_KEY": "OPENROUTER"}
 
@@ -24,7 +23,7 @@ class HeaderBar(Static):
         self.environment: str | None = None
         self.run_line: str | None = None
         self.stalled: list[str] = []
-        self.stall_after_s = 0.0     # core.runs' threshold, from the live worker
+        self.stall_after_s = 0.0  # core.runs' threshold, from the live worker
         self._shown: Text | None = None
 
     def on_mount(self) -> None:
@@ -45,14 +44,15 @@ class HeaderBar(Static):
             text.append("  run ", style="dim")
             text.append(self.run_line)
         if self.stalled:
-            text.append(f"  ⚠ stalled (no metric or log line for {_threshold(self.stall_after_s)}): "
-                        f"{', '.join(self.stalled)} ",
-                        style="bold black on dark_orange")
+            text.append(
+                f"  ⚠ stalled (no metric or log line for {_threshold(self.stall_after_s)}): {', '.join(self.stalled)} ",
+                style="bold black on dark_orange",
+            )
         text.append("  " + time.strftime("%H:%M UTC", time.gmtime(self.clock())), style="dim")
-        if text != self._shown:      # an unchanged header costs nothing
+        if text != self._shown:  # an unchanged header costs nothing
             self._shown = text
-            self.update(text, layout=False)   # one fixed line: no relayout
+            self.update(text, layout=False)  # one fixed line: no relayout
 
 
 def _threshold(seconds: float) -> str:
-    return f"{seconds:g}s" if seconds < 60 else duration(seconds)
+    return f"{seconds:g}s" if seconds < 60 else cell_duration(seconds)

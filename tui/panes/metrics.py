@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import math
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from hermes_rl.tui.format import set_subtitle, number, spark, trend
-from hermes_rl.tui.tables import NavTable
+from hermes_rl.tui import backend
+from hermes_rl.tui.format import number, set_subtitle, spark, trend
+from hermes_rl.tui.widgets.tables import NavTable
 
 SMOOTHING = (0.0, 0.6, 0.9)
 SPARK_WIDTH = 20
 
 
 class MetricsTable(NavTable):
-    BINDINGS = [Binding("enter", "open_chart", "Chart", id="metrics.chart")]
-
-    def action_open_chart(self) -> None:
-        key = self.selected_key()
-        if key:
-            self.app.open_chart(key)
+    BINDINGS = [Binding("enter", "select_cursor", "Chart", id="metrics.chart")]
 
 
 RECENT_ROWS = 400
@@ -33,17 +28,29 @@ RECENT_ROWS = 400
 class MetricsPane(Vertical):
     ALLOW_MAXIMIZE = True
 
+    class ChartRequested(Message):
+        """Enter (or a click) on a metric: the app opens its chart over the current rows."""
+
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.border_title = "[6] Metrics"
         self.rows: list[dict] = []
         self.run_id: str | None = None
-        self._known_keys: set[str] = set()   # every metric the shown run ever logged
+        self._known_keys: set[str] = set()  # every metric the shown run ever logged
 
     def compose(self) -> ComposeResult:
         table = MetricsTable(id="metrics-table")
-        for label, key, width in (("metric", "metric", None), ("history", "spark", SPARK_WIDTH), ("last", "last", 10),
-                                  ("", "trend", 1), ("step", "step", None)):
+        for label, key, width in (
+            ("metric", "metric", None),
+            ("history", "spark", SPARK_WIDTH),
+            ("last", "last", 10),
+            ("", "trend", 1),
+            ("step", "step", None),
+        ):
             table.add_column(label, key=key, width=width)
         yield table
 
@@ -52,34 +59,43 @@ class MetricsPane(Vertical):
         return self.query_one(MetricsTable)
 
     def show(self, run_id: str | None, rows: list[dict]) -> None:
-        from hermes_rl.core.readers.metrics import metric_keys, metric_series   # not needed for the first frame
-
         # Sparklines and trends only look at recent steps, so work per update stays constant however
         # long the run; the full history is scanned once per selected run (to learn every key) and
         # for a key that stopped being logged (the chart screen reads the full history when opened).
         recent = rows[-RECENT_ROWS:]
         if run_id != self.run_id or len(rows) < len(self.rows):
-            self._known_keys = set(metric_keys(rows))
+            self._known_keys = set(backend.metric_keys(rows))
         else:
-            self._known_keys.update(metric_keys(recent))
+            self._known_keys.update(backend.metric_keys(recent))
         self.run_id, self.rows = run_id, rows
         out = []
-        for key in metric_keys([dict.fromkeys(self._known_keys, 0.0)]):   # headline keys first
-            series = metric_series(recent, key) or metric_series(rows, key)
+        for key in backend.metric_keys([dict.fromkeys(self._known_keys, 0.0)]):  # headline keys first
+            series = backend.metric_series(recent, key) or backend.metric_series(rows, key)
             values = [v for _, v in series[-RECENT_ROWS:]]
             arrow = trend(values)
-            out.append((key, [key, Text(spark(values, SPARK_WIDTH), style="cyan"), number(values[-1] if values else None),
-                              Text(arrow, style={"↑": "green", "↓": "red"}.get(arrow, "")),
-                              str(series[-1][0]) if series else "—"]))
+            out.append(
+                (
+                    key,
+                    [
+                        key,
+                        Text(spark(values, SPARK_WIDTH), style="cyan"),
+                        number(values[-1] if values else None),
+                        Text(arrow, style={"↑": "green", "↓": "red"}.get(arrow, "")),
+                        str(series[-1][0]) if series else "—",
+                    ],
+                )
+            )
         self.table.replace_rows(out)
         last_step = rows[-1].get("step") if rows else None
-        set_subtitle(self, (f"step {last_step} · {len(out)} metrics" if rows
-                                else ("no metrics yet" if run_id else "no run selected")))
+        set_subtitle(
+            self,
+            (f"step {last_step} · {len(out)} metrics" if rows else ("no metrics yet" if run_id else "no run selected")),
+        )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if event.row_key.value:
-            self.app.open_chart(event.row_key.value)
+            self.post_message(self.ChartRequested(event.row_key.value))
 
 
 def smooth(values: list[float], alpha: float) -> list[float]:
@@ -133,9 +149,7 @@ class ChartScreen(ModalScreen):
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
-        from hermes_rl.core.readers.metrics import metric_series
-
-        series = metric_series(self.rows, self.key)
+        series = backend.metric_series(self.rows, self.key)
         alpha = SMOOTHING[self.smoothing_index]
         notes = []
         if series:
@@ -162,7 +176,8 @@ class ChartScreen(ModalScreen):
         self.query_one("#chart-title", Static).update(
             f"[b]{self.key}[/b]  last {number(last)}  min {number(low)}  max {number(high)}  "
             f"points {len(series)}  smoothing {alpha}  log-y {'on' if self.log_y else 'off'}"
-            + ("  · " + "; ".join(notes) if notes else ""))
+            + ("  · " + "; ".join(notes) if notes else "")
+        )
 
     def action_smoothing(self) -> None:
         self.smoothing_index = (self.smoothing_index + 1) % len(SMOOTHING)
@@ -173,9 +188,7 @@ class ChartScreen(ModalScreen):
         self.redraw()
 
     def _step_metric(self, delta: int) -> None:
-        from hermes_rl.core.readers.metrics import metric_keys
-
-        keys = metric_keys(self.rows)
+        keys = backend.metric_keys(self.rows)
         if self.key in keys and keys:
             self.key = keys[(keys.index(self.key) + delta) % len(keys)]
             self.redraw()
@@ -185,7 +198,3 @@ class ChartScreen(ModalScreen):
 
     def action_prev_metric(self) -> None:
         self._step_metric(-1)
-
-
-def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -8,11 +8,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Input, OptionList, Static
+from textual.message import Message
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from hermes_rl.tui.format import set_subtitle
-from hermes_rl.tui.messages import EnvironmentSelected
+from hermes_rl.tui.widgets.filter_box import FilterBox
 
 
 def short_path(file: str) -> str:
@@ -33,15 +34,22 @@ class EnvList(OptionList):
 class EnvironmentsPane(Vertical):
     ALLOW_MAXIMIZE = True
 
+    class Selected(Message):
+        """Enter on an environment that loads: the app makes it the current selection."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.border_title = "[1] Environments"
         self.environments: list = []
         self.filter_text = ""
-        self.selected: str | None = None     # the current selection (current.yaml)
+        self.selected: str | None = None  # the current selection (current.yaml)
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter environments", id="env-filter", classes="hidden")
+        yield FilterBox("filter environments", id="env-filter")
         yield EnvList(id="env-list")
         yield Static("", id="env-details")
 
@@ -59,8 +67,7 @@ class EnvironmentsPane(Vertical):
         needle = self.filter_text.lower()
         if not needle:
             return self.environments
-        return [e for e in self.environments
-                if needle in f"{e.name} {e.class_name} {e.description} {e.source}".lower()]
+        return [e for e in self.environments if needle in f"{e.name} {e.class_name} {e.description} {e.source}".lower()]
 
     def _render_list(self) -> None:
         options = self.option_list
@@ -80,8 +87,11 @@ class EnvironmentsPane(Vertical):
         target = next((i for i, e in enumerate(visible) if (e.file if e.error else e.name) == highlighted), 0)
         if visible:
             options.highlighted = target
-        set_subtitle(self, f"{len(visible)}/{len(self.environments)}" + (
-            f" · filter {self.filter_text!r}" if self.filter_text else ""))
+        set_subtitle(
+            self,
+            f"{len(visible)}/{len(self.environments)}"
+            + (f" · filter {self.filter_text!r}" if self.filter_text else ""),
+        )
         self._show_details()
 
     def _highlighted_env(self):
@@ -123,30 +133,18 @@ class EnvironmentsPane(Vertical):
         if env is None:
             return
         if env.error:
-            self.app.notify(f"{env.name} cannot be loaded: {env.error}", severity="error")
+            self.notify(f"{env.name} cannot be loaded: {env.error}", severity="error")
             return
-        self.post_message(EnvironmentSelected(env.name))
+        self.post_message(self.Selected(env.name))
 
     def start_filter(self) -> None:
-        box = self.query_one("#env-filter", Input)
-        box.remove_class("hidden")
-        box.focus()
+        self.query_one(FilterBox).open()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "env-filter":
-            event.stop()
-            self.filter_text = event.value.strip()
-            self._render_list()
+    def on_filter_box_changed(self, event: FilterBox.Changed) -> None:
+        event.stop()
+        self.filter_text = event.control.text
+        self._render_list()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "env-filter":
-            event.stop()
-            self.option_list.focus()
-
-    def on_key(self, event) -> None:
-        box = self.query_one("#env-filter", Input)
-        if event.key == "escape" and box.has_focus:
-            event.stop()
-            if not box.value:
-                box.add_class("hidden")
-            self.option_list.focus()
+    def on_filter_box_left(self, event: FilterBox.Left) -> None:
+        event.stop()
+        self.option_list.focus()

@@ -5,26 +5,39 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import DataTable, Input
+from textual.message import Message
+from textual.widgets import DataTable
 
-from hermes_rl.tui.format import set_subtitle, STATUS_STYLE, duration, number, spark, timestamp
-from hermes_rl.tui.messages import RunSelected
-from hermes_rl.tui.tables import NavTable, sort_bindings
+from hermes_rl.core.base.formatting import cell_duration
+from hermes_rl.core.base.states import run_style
+from hermes_rl.tui.format import number, set_subtitle, spark, timestamp
+from hermes_rl.tui.widgets.filter_box import FilterBox
+from hermes_rl.tui.widgets.tables import NavTable, sort_bindings
 
-SORTS = {"status": ("S", "status"), "environment": ("E", "environment"), "profile": ("P", "profile"),
-         "age": ("A", "age"), "step": ("T", "step"), "reward": ("R", "reward")}
+SORTS = {
+    "status": ("S", "status"),
+    "environment": ("E", "environment"),
+    "profile": ("P", "profile"),
+    "age": ("A", "age"),
+    "step": ("T", "step"),
+    "reward": ("R", "reward"),
+}
 
 
 class RunsTable(NavTable):
     BINDINGS = sort_bindings("runs", SORTS)
 
-    def action_sort(self, column: str) -> None:
-        self.toggle_sort(column)
-        self.parent.render_rows()
-
 
 class RunsPane(Vertical):
     ALLOW_MAXIMIZE = True
+
+    class Selected(Message):
+        """The highlighted run changed (None: no run shown). Posted once per change: live updates that
+        repaint the table with the cursor on the same run post nothing."""
+
+        def __init__(self, run_id: str | None) -> None:
+            super().__init__()
+            self.run_id = run_id
 
     def __init__(self, clock, **kwargs):
         super().__init__(**kwargs)
@@ -37,10 +50,18 @@ class RunsPane(Vertical):
         self._selected: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter runs (id, environment, status, profile)", id="runs-filter", classes="hidden")
+        yield FilterBox("filter runs (id, environment, status, profile)", id="runs-filter")
         table = RunsTable(id="runs-table")
-        for label, key in (("", "icon"), ("run", "run"), ("status", "status"), ("environment", "environment"),
-                           ("profile", "profile"), ("age", "age"), ("step", "step"), ("reward", "reward")):
+        for label, key in (
+            ("", "icon"),
+            ("run", "run"),
+            ("status", "status"),
+            ("environment", "environment"),
+            ("profile", "profile"),
+            ("age", "age"),
+            ("step", "step"),
+            ("reward", "reward"),
+        ):
             table.add_column(label, key=key)
         table.add_column("reward trend", key="spark", width=12)
         yield table
@@ -57,8 +78,11 @@ class RunsPane(Vertical):
         needle = self.filter_text.lower()
         rows = self.runs
         if needle:
-            rows = [r for r in rows if needle in " ".join(str(r.get(k, "")) for k in
-                                                            ("run_id", "environment", "status", "profile")).lower()]
+            rows = [
+                r
+                for r in rows
+                if needle in " ".join(str(r.get(k, "")) for k in ("run_id", "environment", "status", "profile")).lower()
+            ]
         sorts = {
             "status": lambda r: r.get("status"),
             "environment": lambda r: r.get("environment"),
@@ -74,27 +98,39 @@ class RunsPane(Vertical):
         rows = []
         for run in self._visible():
             status = run.get("status") or "?"
-            icon, colour = STATUS_STYLE.get(status, ("?", "white"))
+            icon, colour = run_style(status)
             if run.get("run_id") in self.stalled:
                 icon, colour, status = "⚠", "orange1", f"{status} (stalled)"
             created = timestamp(run.get("created_at"))
             step, total = run.get("step"), run.get("total_steps")
             step_text = f"{step if step is not None else '—'}/{total if total else '?'}"
-            rows.append((run["run_id"], [
-                Text(icon, style=colour), run["run_id"], Text(status, style=colour),
-                run.get("environment") or "—", run.get("profile") or "—",
-                duration(now - created) if created else "—", step_text,
-                number(run.get("reward_mean"), 3), Text(spark(self.sparks.get(run["run_id"], []), 12), style="cyan"),
-            ]))
+            rows.append(
+                (
+                    run["run_id"],
+                    [
+                        Text(icon, style=colour),
+                        run["run_id"],
+                        Text(status, style=colour),
+                        run.get("environment") or "—",
+                        run.get("profile") or "—",
+                        cell_duration(now - created) if created else "—",
+                        step_text,
+                        number(run.get("reward_mean"), 3),
+                        Text(spark(self.sparks.get(run["run_id"], []), 12), style="cyan"),
+                    ],
+                )
+            )
         self.table.replace_rows(rows)
-        set_subtitle(self, f"{len(rows)}/{len(self.runs)}" + (f" · filter {self.filter_text!r}" if self.filter_text else ""))
+        set_subtitle(
+            self, f"{len(rows)}/{len(self.runs)}" + (f" · filter {self.filter_text!r}" if self.filter_text else "")
+        )
         self._announce()
 
     def _announce(self) -> None:
         key = self.table.selected_key()
         if key != self._selected:
             self._selected = key
-            self.post_message(RunSelected(key))
+            self.post_message(self.Selected(key))
 
     def select(self, run_id: str) -> bool:
         for index in range(self.table.row_count):
@@ -111,26 +147,18 @@ class RunsPane(Vertical):
         event.stop()
         self._announce()
 
+    def on_nav_table_sorted(self, event: NavTable.Sorted) -> None:
+        event.stop()
+        self.render_rows()
+
     def start_filter(self) -> None:
-        box = self.query_one("#runs-filter", Input)
-        box.remove_class("hidden")
-        box.focus()
+        self.query_one(FilterBox).open()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "runs-filter":
-            event.stop()
-            self.filter_text = event.value.strip()
-            self.render_rows()
+    def on_filter_box_changed(self, event: FilterBox.Changed) -> None:
+        event.stop()
+        self.filter_text = event.control.text
+        self.render_rows()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "runs-filter":
-            event.stop()
-            self.table.focus()
-
-    def on_key(self, event) -> None:
-        box = self.query_one("#runs-filter", Input)
-        if event.key == "escape" and box.has_focus:
-            event.stop()
-            if not box.value:
-                box.add_class("hidden")
-            self.table.focus()
+    def on_filter_box_left(self, event: FilterBox.Left) -> None:
+        event.stop()
+        self.table.focus()

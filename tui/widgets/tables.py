@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import DataTable
 
+from hermes_rl.tui.textual_compat import shrink_cell_render_cache
 
-CELL_RENDER_CACHE = 1_000
+CELL_RENDER_CACHE = 1_000  # cell renders kept: a few screens' worth
 
 
 class NavTable(DataTable):
@@ -25,12 +27,14 @@ class NavTable(DataTable):
         self.sort_reverse = False
         self._shown_keys: list[str] = []
         self._shown_cells: list[list] = []
-        # DataTable caches a render per (cell, value version) in an LRU of 10,000: a live table whose
-        # cells change every second fills it with renders of values long gone (tens of MB per table).
-        # A few screens' worth is all that is ever shown.
-        cache = getattr(self, "_cell_render_cache", None)
-        if cache is not None:
-            self._cell_render_cache = type(cache)(CELL_RENDER_CACHE)
+        shrink_cell_render_cache(self, CELL_RENDER_CACHE)
+
+    class Sorted(Message):
+        """The sort column or direction changed (a sort key was pressed): the pane shows its rows again."""
+
+    def action_sort(self, column: str) -> None:
+        self.toggle_sort(column)
+        self.post_message(self.Sorted())
 
     def action_scroll_top(self) -> None:
         if self.row_count:
@@ -80,8 +84,9 @@ class NavTable(DataTable):
         # Auto widths only ever grow in DataTable (and are measured lazily): set them from the rows shown now.
         for index, column in enumerate(self.columns.values()):
             if column.auto_width:
-                column.content_width = max([column.label.cell_len] + [_cell_width(cells[index]) for _, cells in rows
-                                                                      if index < len(cells)])
+                column.content_width = max(
+                    [column.label.cell_len] + [_cell_width(cells[index]) for _, cells in rows if index < len(cells)]
+                )
         target = 0
         for index, (key, cells) in enumerate(rows):
             self.add_row(*cells, key=key)
@@ -112,5 +117,7 @@ def _cell_width(cell) -> int:
 
 def sort_bindings(prefix: str, columns: dict[str, tuple[str, str]]) -> list[Binding]:
     """shift+letter bindings: {column: (key, label)} -> Binding(id=f"{prefix}.sort.{column}")."""
-    return [Binding(key, f"sort('{column}')", f"Sort {label}", show=False, id=f"{prefix}.sort.{column}")
-            for column, (key, label) in columns.items()]
+    return [
+        Binding(key, f"sort('{column}')", f"Sort {label}", show=False, id=f"{prefix}.sort.{column}")
+        for column, (key, label) in columns.items()
+    ]

@@ -1,0 +1,96 @@
+"""Numbers as people read them: sizes, durations, ages and metric values. One set for the CLI, the agent
+tools' messages and tips, and any front end that wants the same words.
+
+Every function takes what a record holds (None included) and returns text; `missing` is what an
+absent value reads as.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+MISSING = "-"
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def human_size(num_bytes: Any, missing: str = MISSING) -> str:
+    """Bytes in decimal units: "512 bytes", "1.2 kB", "123.5 MB" (rich.filesize.decimal)."""
+    from rich.filesize import decimal
+
+    value = _finite(num_bytes)
+    if not value or value < 0:
+        return missing
+    return decimal(int(value))
+
+
+def human_duration(seconds: Any, missing: str = MISSING) -> str:
+    """A span of time to the second: "1 h 2 min", "3 min 4 s", "5 s"."""
+    value = _finite(seconds)
+    if value is None:
+        return missing
+    whole = max(0, int(value))
+    if whole >= 3600:
+        return f"{whole // 3600} h {whole % 3600 // 60} min"
+    if whole >= 60:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole} s"
+
+
+def human_age(timestamp: Any, now: float | None = None, missing: str = MISSING) -> str:
+    """How long ago an epoch time was, in its largest unit: "3d", "2h", "5m", "7s"."""
+    value = _finite(timestamp)
+    if not value:
+        return missing
+    seconds = max(0.0, (time.time() if now is None else now) - value)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def human_number(value: Any, digits: int = 3, missing: str = MISSING) -> str:
+    """A metric value: floats to `digits` decimals, anything else as it is."""
+    if value is None:
+        return missing
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+# Table cells of a live view: coarse on purpose, so a cell that shows an age or an uptime changes
+# (and repaints) every 5 s at most, not every second.
+CELL_MISSING = "—"
+
+
+def cell_duration(seconds: Any, missing: str = CELL_MISSING) -> str:
+    """A compact span for a table cell: "45s" (in 5 s steps), "12m", "3h07m", "2d04h"."""
+    value = _finite(seconds)
+    if value is None:
+        return missing
+    whole = max(0, int(value))
+    if whole < 60:
+        return f"{whole // 5 * 5}s"
+    if whole < 3600:
+        return f"{whole // 60}m"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
+
+
+def cell_size(num_bytes: Any, missing: str = CELL_MISSING) -> str:
+    """A compact size for a table cell, in binary units: "512B", "1.5K", "402.3M", "2.0G"."""
+    value = _finite(num_bytes)
+    if value is None:
+        return missing
+    for unit in ("B", "K", "M", "G"):
+        if value < 1024 or unit == "G":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{value:.1f}G"

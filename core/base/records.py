@@ -1,0 +1,249 @@
+"""The records that cross module boundaries, as TypedDicts: what the run library returns (run summaries,
+run views, process records, results, status reports) and what the environment library returns
+(environment entries, config field rows, a field change). Plain dicts at run time (JSON in, JSON out);
+these types name their keys once, for readers and type checkers.
+
+Status strings are `hermes_rl.core.base.states.RunStatus` / `ProcState` values.
+"""
+
+from typing import Any, NotRequired, TypedDict
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+class StallFields(TypedDict):
+    """The stall rule's verdict on a run (one rule for every client; see runs.stall_threshold)."""
+
+    last_activity_at: float | None  # newest metric row, trainer log line or start (active runs only)
+    stalled: bool  # a running run with no metric row and no trainer log line for HERMES_RL_STALL_S
+    stalled_for_s: float | None  # seconds without progress when stalled
+
+
+class _SummaryFields(TypedDict):
+    run_id: str
+    environment: str | None
+    profile: str | None
+    status: str
+    created_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    step: int | None
+    total_steps: int | None
+    reward_mean: float | None
+    reason: str | None
+
+
+class RunSummary(_SummaryFields, StallFields):
+    """One row of runs.list_runs()."""
+
+
+class ProcessRecord(TypedDict):
+    """A process as run.json records it (daemons.pipeline.process_record)."""
+
+    name: str
+    pid: int | None
+    create_time: float | None
+    start_ticks: int | None
+    pgid: int | None
+    argv_redacted: list[str]
+    state: str  # ProcState
+    started_at: float | None
+    ready_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    restarts: int
+    log: str
+    port: int | None
+    required: bool
+    completes_run: bool
+    depends_on: list[list[str]]
+    readiness: str
+
+
+class ProcessView(ProcessRecord):
+    """A process in runs.get_run(): its record plus what a reader observes now."""
+
+    alive: bool
+    health: str  # its state, or "gone" when recorded alive but no longer running
+    cpu_percent: float | None
+    rss: int | None
+    threads: int | None
+    uptime_s: float | None
+
+
+class _RunFields(TypedDict):
+    run_id: str
+    environment: str
+    profile: str
+    status: str  # RunStatus, never "lost"
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    reason: str | None
+    supervisor: dict[str, Any] | None
+    ports: dict[str, int]
+    total_steps: int | None
+    wandb: dict[str, Any] | None
+    watchdog: NotRequired[dict[str, Any]]
+    backend: NotRequired[str]
+    config_path: NotRequired[str]
+
+
+class RunRecord(_RunFields):
+    """run.json as the launcher and the supervisor write it."""
+
+    processes: list[ProcessRecord]
+
+
+class RunView(_RunFields, StallFields):
+    """runs.get_run(): run.json plus what readers derive (lost status, liveness, last metric row)."""
+
+    processes: list[ProcessView]
+    supervisor_alive: bool
+    last_metric: dict[str, Any]
+    logs: dict[str, str | None]  # process name -> log path
+    supervisor_log: str
+    run_dir: str
+    recorded_status: NotRequired[str]  # a lost run: the status run.json still holds
+    survivors: NotRequired[list[dict[str, Any]]]  # a lost run: its processes still running
+
+
+class StartedRun(RunRecord):
+    """runs.start_run(): run.json plus the notices about the choices made (e.g. no key: local backend)."""
+
+    notices: list[str]
+
+
+class Results(TypedDict):
+    """runs.get_results()."""
+
+    run_id: str
+    status: str
+    reason: str | None
+    environment: str | None
+    profile: str | None
+    total_steps: int | None
+    steps_done: int
+    final_metrics: dict[str, Any]
+    history: list[dict[str, Any]]  # <= 50 evenly spaced metric rows, first and last included
+    checkpoint: str | None
+    tinker_path: str | None
+    results: dict[str, Any]  # results.json as the trainer wrote it
+    wandb: dict[str, Any] | None
+
+
+# -- reports (runs.report): what the agent tools and the CLI both answer ---------------------------
+
+
+class ProcessSummary(TypedDict):
+    name: str
+    state: str  # ProcState
+    health: str
+    pid: int | None
+    exit_code: int | None
+    uptime_s: float | None
+    restarts: int
+    cpu_percent: float | None
+    rss: int | None
+
+
+class MetricsSummary(TypedDict):
+    step: int | None
+    total_steps: int | None
+    reward_mean: float | None
+    percent_correct: float | None
+    eval_percent_correct: float | None
+    loss: float | None
+
+
+class StatusReport(TypedDict):
+    run_id: str
+    status: str
+    reason: str | None
+    environment: str | None
+    profile: str | None
+    processes: list[ProcessSummary]
+    running_time_s: float | None
+    metrics: MetricsSummary
+    stalled: bool
+    stalled_for_s: float | None
+    wandb_url: str | None
+    log_paths: dict[str, str]
+    tips: list[str]
+
+
+class ResultsSummary(TypedDict):
+    run_id: str
+    status: str
+    environment: str | None
+    profile: str | None
+    reason: str | None
+    total_steps: int | None
+    final_metrics: dict[str, Any]
+    history: list[dict[str, Any]]  # the sample's rows, step and headline metrics only
+    checkpoint: str | None
+    tinker_path: str | None
+    wandb_url: str | None
+    log_paths: dict[str, str]
+
+
+# -- environments and their config ---------------------------------------------------------------
+
+
+class EnvironmentEntry(TypedDict):
+    """envs.discovery.EnvInfo.to_dict()."""
+
+    name: str
+    class_name: str
+    file: str
+    description: str
+    config_class: str | None
+    source: str  # "project" | "user" | "tinker-atropos" | "extra"
+    error: str | None
+    duplicate_of: str | None
+
+
+class FieldRow(TypedDict):
+    """An editable field of a config view: its FieldInfo plus the value in effect."""
+
+    name: str
+    type: str  # "int" | "float" | "bool" | "str" | "list" | "dict" | "enum"
+    default: Any
+    description: str
+    choices: list | None
+    nullable: bool
+    minimum: float | None
+    maximum: float | None
+    exclusive_minimum: bool
+    exclusive_maximum: bool
+    section: str  # "env" or "tinker"
+    value: Any
+    modified: bool
+
+
+class LockedField(TypedDict):
+    name: str
+    value: Any
+    reason: str
+
+
+class Selection(TypedDict):
+    """What select_environment() saved: the environment (and profile) every client works on."""
+
+    environment: str
+    profile: str | None
+    file: str
+    description: str
+
+
+class FieldChange(TypedDict):
+    """set_field(): one field's change, as stored."""
+
+    environment: str
+    profile: str
+    field: str
+    value: Any
+    previous: Any
+    default: Any
+    modified: bool
+    notices: NotRequired[list[str]]

@@ -1,0 +1,257 @@
+"""Drafts and the current selection, shared by every client: what a run of an environment would use.
+
+A draft ($HERMES_HOME/rl/drafts/<env>.yaml) holds the values a user changed; the current selection
+($HERMES_HOME/rl/current.yaml) the environment and profile every client works on. A view overlays
+the draft on the fields' defaults (core.envs.fields); locked values come from the profile.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hermes_rl.core.base.errors import BadInput, NotFound
+from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_yaml
+from hermes_rl.core.base.paths import current_selection_file, drafts_dir, validate_env_name
+from hermes_rl.core.base.records import FieldChange, FieldRow, LockedField, Selection
+from hermes_rl.core.base.secrets import refuse_secret_values
+from hermes_rl.core.envs.discovery import EnvInfo, find_environment
+from hermes_rl.core.envs.fields import (
+    SECRETS_HINT,
+    FieldInfo,
+    check_together,
+    editable_fields,
+    validate_assignments,
+    validate_value,
+)
+from hermes_rl.core.envs.profiles import Profile, get_profile, resolve_profile
+
+
+@dataclass
+class ConfigView:
+    environment: str
+    profile: str
+    editable: list[FieldRow]
+    locked: list[LockedField]
+    warnings: list[str] = field(default_factory=list)  # e.g. a corrupt draft that was ignored
+    notice: str | None = None  # e.g. "No TINKER_API_KEY: using the local profile ..."
+    file: str = ""  # the environment's source file
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def values(self) -> dict:
+        return {row["name"]: row["value"] for row in self.editable}
+
+
+def _draft_path(env_name: str) -> Path:
+    return drafts_dir() / f"{validate_env_name(env_name)}.yaml"
+
+
+def _read_draft(env_name: str) -> tuple[dict, str | None]:
+    """(values, problem). A corrupt draft is reported, never raised and never deleted."""
+    path = _draft_path(env_name)
+    try:
+        data = read_yaml(path, what="draft")
+    except BadInput as exc:
+        return {}, f"{exc.message}; using defaults (the file is kept)"
+    if data is None:
+        return {}, None
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        return {}, (
+            f"draft {path} must be a mapping of field: value, got {type(data).__name__}; "
+            "using defaults (the file is kept)"
+        )
+    return data, None
+
+
+def _write_draft(env_name: str, values: dict) -> None:
+    import yaml
+
+    header = (
+        f"# hermes-rl draft for environment {env_name}: the values you changed.\n"
+        "# Shared by the dashboard, the CLI and agent tools; edit with `hermes-rl config --set`.\n"
+    )
+    body = yaml.safe_dump(values, sort_keys=True, default_flow_style=False, allow_unicode=True) if values else ""
+    atomic_write_text(_draft_path(env_name), header + body)
+
+
+def _keep_corrupt(env_name: str) -> str:
+    """Copy a corrupt draft aside before it is replaced, so nothing the user wrote is lost."""
+    path = _draft_path(env_name)
+    backup = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        os.replace(path, backup)
+    except OSError:
+        return str(path)
+    return str(backup)
+
+
+def current_selection() -> dict:
+    """{"environment", "profile"} from current.yaml (None when unset); a bad file adds "warning"."""
+    path = current_selection_file()
+    empty = {"environment": None, "profile": None}
+    try:
+        data = read_yaml(path, what="selection file")
+    except BadInput as exc:
+        return {**empty, "warning": f"{exc.message}; ignoring it"}
+    if data is None:
+        return empty
+    if not isinstance(data, dict):
+        return {**empty, "warning": f"selection file {path} must be a mapping; ignoring it"}
+    out = dict(empty)
+    problems = []
+    for key in ("environment", "profile"):
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str) and value:
+            out[key] = value
+        else:
+            problems.append(key)
+    if problems:
+        out["warning"] = f"selection file {path}: ignoring a bad {' and '.join(problems)}"
+    return out
+
+
+def select_environment(name: str, profile: str | None = None) -> Selection:
+    """Make `name` (and optionally a profile) the current selection of every client."""
+    env = find_environment(name)
+    if profile is not None:
+        get_profile(profile)
+    path = current_selection_file()
+    import yaml
+
+    with file_lock(path):
+        if profile is None:  # keep the profile chosen earlier
+            profile = current_selection()["profile"]
+        atomic_write_text(path, yaml.safe_dump({"environment": env.name, "profile": profile}, sort_keys=False))
+    return {"environment": env.name, "profile": profile, "file": env.file, "description": env.description}
+
+
+def _resolve(env_name: str | None, profile: str | None) -> tuple[EnvInfo, Profile, str | None, list[str]]:
+    warnings: list[str] = []
+    selection = current_selection()
+    if selection.get("warning"):
+        warnings.append(selection["warning"])
+    chosen, notice = resolve_profile(profile or selection["profile"])
+    name = env_name or selection["environment"] or chosen.default_environment
+    if not name:
+        raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
+    return find_environment(name), chosen, notice, warnings
+
+
+def _effective(fields: dict[str, FieldInfo], draft: dict, warnings: list[str], env_name: str, profile: Profile) -> dict:
+    """Defaults overlaid with the draft's valid values; bad draft entries become warnings."""
+    values = {name: info.default for name, info in fields.items()}
+    for name, raw in draft.items():
+        if name in profile.locked:
+            warnings.append(f"draft for {env_name}: {name} is locked by the {profile.name} profile; ignored")
+        elif name not in fields:
+            warnings.append(f"draft for {env_name}: {name!r} is not a field of this environment; ignored")
+        else:
+            try:
+                values[name] = validate_value(fields[name], raw)
+            except BadInput as exc:
+                warnings.append(f"draft for {env_name}: {exc.message}; using the default")
+    return values
+
+
+def get_config(env_name: str | None = None, profile: str | None = None) -> ConfigView:
+    """Editable values (draft over defaults) and locked values for an environment under a profile."""
+    env, chosen, notice, warnings = _resolve(env_name, profile)
+    fields = {f.name: f for f in editable_fields(env, chosen)}
+    draft, problem = _read_draft(env.name)
+    if problem:
+        warnings.append(problem)
+    values = _effective(fields, draft, warnings, env.name, chosen)
+    editable = []
+    for name, info in fields.items():
+        row = asdict(info)
+        row["value"] = values[name]
+        row["modified"] = name in draft and values[name] != info.default
+        editable.append(row)
+    locked = [{"name": k, "value": v.value, "reason": v.reason} for k, v in chosen.locked.items()]
+    return ConfigView(
+        environment=env.name,
+        profile=chosen.name,
+        editable=editable,
+        locked=locked,
+        warnings=warnings,
+        notice=notice,
+        file=env.file,
+    )
+
+
+def set_fields(assignments: dict, env_name: str | None = None, profile: str | None = None) -> dict:
+    """Validate every assignment, then write them to the draft at once (all or nothing)."""
+    env, chosen, notice, _ = _resolve(env_name, profile)
+    fields = {f.name: f for f in editable_fields(env, chosen)}
+    new_values = validate_assignments(assignments, fields, chosen, env.name)
+    notices = [notice] if notice else []
+    with file_lock(_draft_path(env.name)):
+        draft, problem = _read_draft(env.name)
+        if problem:
+            notices.append(f"{problem.split('; ')[0]}; it was moved to {_keep_corrupt(env.name)}")
+        ignored: list[str] = []
+        before = _effective(fields, draft, ignored, env.name, chosen)
+        after = {**before, **new_values}
+        check_together(after)
+        merged = {**draft, **new_values}  # entries this version does not use are kept, not lost
+        _write_draft(env.name, merged)
+    changed = {
+        name: {"value": after[name], "previous": before[name], "default": fields[name].default} for name in new_values
+    }
+    result = {"environment": env.name, "profile": chosen.name, "changed": changed}
+    if notices:
+        result["notices"] = notices
+    return result
+
+
+def set_field(field: str, value: object, env_name: str | None = None, profile: str | None = None) -> FieldChange:
+    """Set one field; returns {environment, field, value, previous, default, modified}."""
+    if not isinstance(field, str):
+        raise BadInput("field name must be text")
+    result = set_fields({field: value}, env_name, profile)
+    change = result["changed"][field]
+    out = {
+        "environment": result["environment"],
+        "profile": result["profile"],
+        "field": field,
+        "value": change["value"],
+        "previous": change["previous"],
+        "default": change["default"],
+        "modified": change["value"] != change["default"],
+    }
+    if result.get("notices"):
+        out["notices"] = result["notices"]
+    return out
+
+
+def reset_draft(env_name: str) -> None:
+    """Back to defaults: remove the environment's draft (a corrupt one too)."""
+    path = _draft_path(env_name)
+    with file_lock(path):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def resolve_run_values(env: EnvInfo, profile: Profile, overrides: dict | None = None) -> dict:
+    """The values a run starts with: defaults, then the draft, then `overrides` (validated, not saved).
+
+    A wandb_name left at its default becomes `{env}-{timestamp}` here.
+    """
+    fields = {f.name: f for f in editable_fields(env, profile)}
+    draft, _ = _read_draft(env.name)
+    values = _effective(fields, draft, [], env.name, profile)
+    if overrides:
+        values.update(validate_assignments(overrides, fields, profile, env.name))
+    check_together(values)
+    if not values.get("wandb_name") or values["wandb_name"] == fields["wandb_name"].default:
+        values["wandb_name"] = f"{env.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    refuse_secret_values(values, SECRETS_HINT)
+    return values

@@ -1,0 +1,211 @@
+"""The editable fields of an environment and how a value for one is checked.
+
+Each environment gets the run's shape (RUN_FIELDS), four safe atroposlib base fields
+(SAFE_BASE_FIELDS), the trainer's own (TRAINER_FIELDS) and the fields its config_init() declares
+(core.envs.probe). Fields the profile locks are infrastructure: they are never editable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.base.secrets import refuse_secret_values
+from hermes_rl.core.envs.discovery import EnvInfo
+from hermes_rl.core.envs.probe import probe_config
+from hermes_rl.core.envs.profiles import Profile, coerce_value, resolve_profile
+
+WANDB_NAME_TEMPLATE = "{env}-{timestamp}"
+DEFAULT_WANDB_PROJECT = "hermes-rl"
+SECRETS_HINT = "keys live only in the environment or $HERMES_HOME/.env, never in config"
+
+
+@dataclass
+class FieldInfo:
+    name: str
+    type: str  # "int" | "float" | "bool" | "str" | "list" | "dict" | "enum"
+    default: object
+    description: str
+    choices: list | None = None
+    nullable: bool = False  # accepts none/null
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    exclusive_maximum: bool = False
+    section: str = "env"  # where it goes in config.yaml: "env" or "tinker"
+
+
+# Fields every environment gets, besides its own config fields. group_size/batch_size/wandb_name
+# are the run's shape and name (DESIGN §6). From atroposlib's BaseEnvConfig only four are offered,
+# because they are safe to change on any backend: steps_per_eval (how often to evaluate),
+# max_batches_offpolicy (how stale a batch may be), ensure_scores_are_not_same (drop groups with no
+# signal; small toy groups may want it off), use_wandb (logging on/off). The rest of BaseEnvConfig is
+# infrastructure (tokenizer, URLs, worker counts: the profile's), file paths that would write
+# anywhere (data_path_to_save_groups), or model-specific reasoning knobs.
+RUN_FIELDS: dict[str, dict] = {
+    "group_size": {
+        "type": "int",
+        "minimum": 2,
+        "maximum": 4096,
+        "description": "Completions sampled per prompt; GRPO compares them (at least 2)",
+    },
+    "batch_size": {
+        "type": "int",
+        "minimum": 1,
+        "maximum": 1_000_000,
+        "description": "Completions per training step (at least group_size)",
+    },
+    "wandb_name": {
+        "type": "str",
+        "nullable": True,
+        "description": "W&B run name (default {env}-{timestamp}; none resets it)",
+    },
+}
+SAFE_BASE_FIELDS: dict[str, dict] = {
+    "steps_per_eval": {"minimum": 1},
+    "max_batches_offpolicy": {"minimum": 1},
+    "ensure_scores_are_not_same": {},
+    "use_wandb": {},
+}
+# Env config fields hermes-rl fills per run (never the user's to edit).
+MANAGED_FIELDS = ("env_metrics_path",)
+TRAINER_FIELDS: dict[str, dict] = {
+    "save_checkpoint_interval": {
+        "type": "int",
+        "default": 0,
+        "minimum": 0,
+        "description": "Save a LoRA checkpoint every N steps (0: only the final one)",
+    },
+    "wandb_project": {"type": "str", "default": DEFAULT_WANDB_PROJECT, "description": "W&B project"},
+}
+
+
+def _field_from_probe(row: dict, section: str = "env", **override) -> FieldInfo:
+    info = FieldInfo(
+        name=row["name"],
+        type=row.get("type", "str"),
+        default=row.get("default"),
+        description=row.get("description") or "",
+        choices=row.get("choices"),
+        nullable=bool(row.get("nullable")),
+        minimum=row.get("minimum"),
+        maximum=row.get("maximum"),
+        exclusive_minimum=bool(row.get("exclusive_minimum")),
+        exclusive_maximum=bool(row.get("exclusive_maximum")),
+        section=section,
+    )
+    for key, value in override.items():
+        setattr(info, key, value)
+    return info
+
+
+def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldInfo]:
+    """The fields a user may edit for this environment, with this profile's defaults.
+
+    BadInput when the environment's config_init() cannot be evaluated (crash, timeout, bad file).
+    """
+    if profile is None:
+        profile, _ = resolve_profile(None)
+    probe = probe_config(env)
+    probed = {row["name"]: row for row in probe["fields"] if isinstance(row, dict) and "name" in row}
+    fields: list[FieldInfo] = []
+    for name, spec in RUN_FIELDS.items():
+        if name == "wandb_name":
+            default = WANDB_NAME_TEMPLATE.replace("{env}", env.name)
+        else:
+            default = profile.editable_defaults.get(name, probed.get(name, {}).get("default"))
+        fields.append(
+            FieldInfo(
+                name=name,
+                type=spec["type"],
+                default=default,
+                description=spec["description"],
+                nullable=spec.get("nullable", False),
+                minimum=spec.get("minimum"),
+                maximum=spec.get("maximum"),
+            )
+        )
+    for name, limits in SAFE_BASE_FIELDS.items():
+        if name in probed:
+            fields.append(_field_from_probe(probed[name], **limits))
+    for name, spec in TRAINER_FIELDS.items():
+        fields.append(
+            FieldInfo(
+                name=name,
+                type=spec["type"],
+                default=spec["default"],
+                description=spec["description"],
+                minimum=spec.get("minimum"),
+                section="tinker",
+            )
+        )
+    taken = set(RUN_FIELDS) | set(SAFE_BASE_FIELDS) | set(TRAINER_FIELDS) | set(profile.locked) | set(MANAGED_FIELDS)
+    for name, row in probed.items():
+        if row.get("in_base") or name in taken:
+            continue
+        fields.append(_field_from_probe(row))
+    return fields
+
+
+def _check_range(info: FieldInfo, value: object) -> None:
+    if info.type not in ("int", "float") or value is None:
+        return
+    low, high = info.minimum, info.maximum
+    if low is not None and (value < low or (info.exclusive_minimum and value == low)):
+        op = ">" if info.exclusive_minimum else ">="
+        raise BadInput(f"{info.name} must be {op} {low:g}, got {value}")
+    if high is not None and (value > high or (info.exclusive_maximum and value == high)):
+        op = "<" if info.exclusive_maximum else "<="
+        raise BadInput(f"{info.name} must be {op} {high:g}, got {value}")
+
+
+def validate_value(info: FieldInfo, raw: object) -> object:
+    """One field's value, coerced to its type and range-checked; BadInput says what is wrong."""
+    value = coerce_value(info.name, info.type, raw, choices=info.choices, nullable=info.nullable)
+    _check_range(info, value)
+    if info.name == "wandb_name" and isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def check_together(values: dict) -> None:
+    """Rules across fields, on the values a run would use."""
+    group, batch = values.get("group_size"), values.get("batch_size")
+    if isinstance(group, int) and isinstance(batch, int) and batch < group:
+        raise BadInput(
+            f"batch_size ({batch}) must be at least group_size ({group})",
+            hint=f"set both, e.g. group_size={group} batch_size={max(group, 1) * 4}",
+        )
+
+
+def _unknown_field(name: object, fields: dict[str, FieldInfo], env_name: str) -> BadInput:
+    import difflib
+
+    shown = repr(name) if isinstance(name, str) and len(name) < 60 else "(field)"
+    close = difflib.get_close_matches(name, list(fields), n=1) if isinstance(name, str) else []
+    hint = (f"did you mean {close[0]}? " if close else "") + "editable fields: " + ", ".join(fields)
+    return BadInput(f"unknown field {shown} for environment {env_name}", hint=hint)
+
+
+def locked_field_error(name: str, profile: Profile) -> BadInput:
+    locked = profile.locked[name]
+    return BadInput(
+        f"{name} is locked at {locked.value!r} by the {profile.name} profile ({locked.reason})",
+        hint="locked fields are infrastructure; change them in "
+        f"$HERMES_HOME/rl/profiles/{profile.name}.yaml or pick another profile",
+    )
+
+
+def validate_assignments(assignments: dict, fields: dict[str, FieldInfo], profile: Profile, env_name: str) -> dict:
+    """Each assignment checked (not locked, a known field, a valid value, no secret); the coerced values."""
+    if not isinstance(assignments, dict) or not assignments:
+        raise BadInput("nothing to set", hint="give field=value pairs")
+    out = {}
+    for name, raw in assignments.items():
+        if name in profile.locked:
+            raise locked_field_error(name, profile)
+        if name not in fields:
+            raise _unknown_field(name, fields, env_name)
+        out[name] = validate_value(fields[name], raw)
+    refuse_secret_values(out, SECRETS_HINT)
+    return out

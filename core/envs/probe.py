@@ -1,0 +1,281 @@
+"""Probing an environment's config_init(): the editable fields it declares, as JSON.
+
+config_init() runs the environment's code (and atroposlib: seconds), so it is evaluated in a
+subprocess (core.envs.probe_child) with a timeout, and cached by the files' (mtime, size) in memory
+and on disk: a broken or slow environment never hangs a client, and the second call costs no import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from hermes_rl.core.base.errors import BadInput, HermesError
+from hermes_rl.core.base.fsutil import atomic_write_text, file_lock
+from hermes_rl.core.base.paths import rl_dir
+from hermes_rl.core.base.secrets import SECRET_NAMES, redact
+from hermes_rl.core.daemons.spawn import end_group, spawn_group
+from hermes_rl.core.envs.discovery import EnvInfo
+
+PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"
+PROBE_TIMEOUT_S = 60.0  # importing atroposlib alone takes seconds on a busy machine
+PROBE_VERSION = 1  # bump when the probe's output changes, to invalidate disk caches
+FAILURE_TTL_S = 300.0  # a failed probe is not retried for this long unless the file changes
+
+_probe_lock = threading.Lock()
+_probe_memo: dict[tuple[str, str], tuple[tuple, dict | None, str | None, float]] = {}
+_probe_running: dict[tuple[str, str], threading.Lock] = {}
+
+
+def _signature(env: EnvInfo) -> tuple:
+    parts = []
+    for path in (env.file, *env.base_files):
+        try:
+            st = os.stat(path)
+            parts.append((path, st.st_mtime_ns, st.st_size))
+        except OSError:
+            parts.append((path, 0, -1))
+    return (PROBE_VERSION, sys.version_info[:3], env.class_name, tuple(parts))
+
+
+def _cache_path(env: EnvInfo) -> Path:
+    digest = hashlib.sha256(f"{env.file}\0{env.class_name}".encode()).hexdigest()[:24]
+    return rl_dir() / "cache" / f"probe-{digest}.json"
+
+
+def _probe_timeout() -> float:
+    try:
+        return max(1.0, float(os.environ.get(PROBE_TIMEOUT_ENV, PROBE_TIMEOUT_S)))
+    except ValueError:
+        return PROBE_TIMEOUT_S
+
+
+def _probe_env() -> dict:
+    """The child's environment: no secrets (config_init must not need them), no hub access."""
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        WANDB_MODE="disabled",
+        PYTHONUNBUFFERED="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    return env
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _run_probe(env: EnvInfo) -> dict:
+    """Run core.envs.probe_child; BadInput naming the file on a crash, a timeout or bad output."""
+    timeout = _probe_timeout()
+    where = f"environment {env.name!r} ({env.file})"
+    try:
+        proc = spawn_group(
+            [sys.executable, "-m", "hermes_rl.core.envs.probe_child", env.file, env.class_name],
+            session=True,
+            tied=False,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(Path(env.file).parent),
+            env=_probe_env(),
+        )
+    except OSError as exc:
+        raise BadInput(f"cannot start the config probe for {where}: {exc.strerror}") from exc
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end_group(proc, grace=0.5)  # its own session: take any grandchildren too
+        proc.communicate()
+        raise BadInput(
+            f"{where}: config_init() did not finish within {timeout:g} s",
+            hint=f"the module or config_init is too slow or hangs; raise {PROBE_TIMEOUT_ENV} if it is just slow",
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = redact(out.decode("utf-8", errors="replace"))
+    errors = redact(err.decode("utf-8", errors="replace"))
+    payload = None
+    for line in reversed(text.splitlines()):
+        try:
+            payload = json.loads(line)
+            break
+        except ValueError:
+            continue
+    if isinstance(payload, dict) and payload.get("ok") is True and isinstance(payload.get("fields"), list):
+        return payload
+    if isinstance(payload, dict) and payload.get("error"):
+        detail = str(payload["error"])
+    else:
+        status = f"exit code {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
+        detail = f"the probe crashed ({status})" + (f": {_last_line(errors)}" if _last_line(errors) else "")
+    raise BadInput(
+        f"{where}: config_init() failed: {detail}",
+        hint=f"see the traceback with: python -m hermes_rl.core.envs.probe_child {env.file} {env.class_name}",
+    )
+
+
+def _cached(env: EnvInfo, signature: tuple) -> dict | None:
+    """A probe result still valid for these files, from memory, else disk (then remembered); a recent
+    failure raises again at once instead of re-running a slow or broken probe."""
+    key = (env.file, env.class_name)
+    with _probe_lock:
+        memo = _probe_memo.get(key)
+    if memo and memo[0] == signature:
+        if memo[1] is not None:
+            return memo[1]
+        if time.monotonic() - memo[3] < FAILURE_TTL_S:
+            raise BadInput(memo[2] or "config probe failed")
+    try:
+        cached = json.loads(_cache_path(env).read_text(encoding="utf-8"))
+        if cached.get("signature") == json.loads(json.dumps(signature)) and isinstance(cached.get("result"), dict):
+            with _probe_lock:
+                _probe_memo[key] = (signature, cached["result"], None, time.monotonic())
+            return cached["result"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
+def _remember(env: EnvInfo, signature: tuple, result: dict | None, error: str | None = None) -> None:
+    with _probe_lock:
+        _probe_memo[(env.file, env.class_name)] = (signature, result, error, time.monotonic())
+    if result is not None:
+        try:
+            atomic_write_text(_cache_path(env), json.dumps({"signature": signature, "result": result}) + "\n")
+        except Exception:
+            pass  # the cache is an optimisation; a read-only home still works
+
+
+def _check_probeable(env: EnvInfo) -> None:
+    if env.error:
+        raise BadInput(f"environment {env.name!r} cannot be used: {env.file}: {env.error}")
+    if not env.class_name:
+        raise BadInput(f"environment {env.name!r} has no class to probe")
+
+
+def probe_config(env: EnvInfo) -> dict:
+    """The probe result for an environment, from memory, then disk, then a subprocess."""
+    _check_probeable(env)
+    signature = _signature(env)
+    cached = _cached(env, signature)
+    if cached is not None:
+        return cached
+    with _probe_lock:
+        running = _probe_running.setdefault((env.file, env.class_name), threading.Lock())
+    # Two threads of one client (dashboard workers) share one probe, and so do many client processes
+    # that miss the cache at once (the CLI, agent tools and the dashboard together): one probes, the
+    # others wait for its result on disk instead of starting their own slow probes on a small machine.
+    with running, _probe_file_lock(env):
+        cached = _cached(env, signature)
+        if cached is not None:
+            return cached
+        try:
+            result = _run_probe(env)
+        except BadInput as exc:
+            _remember(env, signature, None, exc.message)
+            raise
+        _remember(env, signature, result)
+        return result
+
+
+@contextlib.contextmanager
+def _probe_file_lock(env: EnvInfo):
+    """The cross-process probe lock; without a writable home (no lock file) each process probes alone."""
+    try:
+        lock = file_lock(_cache_path(env))
+        lock.__enter__()
+    except HermesError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
+    """Probe every environment not cached yet in ONE subprocess, so atroposlib is imported once for all
+    (a dashboard or `hermes-rl envs` can call it in the background). Returns {name: "cached" | "probed" |
+    "error: ..."}. Failures here are not remembered: the next get_config probes that environment alone."""
+    from hermes_rl.core.envs.discovery import discover_environments
+
+    status: dict[str, str] = {}
+    todo: list[tuple[EnvInfo, tuple]] = []
+    for env in discover_environments() if envs is None else envs:
+        try:
+            _check_probeable(env)
+            signature = _signature(env)
+            if _cached(env, signature) is not None:
+                status[env.name] = "cached"
+                continue
+        except BadInput as exc:
+            status[env.name] = f"error: {exc.message}"
+            continue
+        todo.append((env, signature))
+    if not todo:
+        return status
+    pairs = [[env.file, env.class_name] for env, _ in todo]
+    proc = spawn_group(
+        [sys.executable, "-m", "hermes_rl.core.envs.probe_child", "--batch", json.dumps(pairs)],
+        session=True,
+        tied=False,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=str(rl_dir()) if rl_dir().is_dir() else None,
+        env=_probe_env(),
+    )
+    try:
+        out, _ = proc.communicate(timeout=_probe_timeout() + 5 * len(todo))
+    except subprocess.TimeoutExpired:
+        end_group(proc, grace=0.5)
+        out, _ = proc.communicate()  # what finished before the timeout still counts
+    results = {}
+    for line in redact(out.decode("utf-8", errors="replace")).splitlines():
+        try:
+            payload = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(payload, dict):
+            results[(payload.get("file"), payload.get("class_name"))] = payload
+    for env, signature in todo:
+        payload = results.get((env.file, env.class_name))
+        if payload and payload.get("ok") is True and isinstance(payload.get("fields"), list):
+            _remember(env, signature, payload)
+            status[env.name] = "probed"
+        else:
+            status[env.name] = "error: " + str((payload or {}).get("error") or "the probe did not finish")
+    return status
+
+
+def clear_probe_cache(env: EnvInfo | None = None, disk: bool = False) -> None:
+    """Forget probe results in memory (one environment's, or all), and on disk too if asked."""
+    with _probe_lock:
+        if env is None:
+            _probe_memo.clear()
+        else:
+            _probe_memo.pop((env.file, env.class_name), None)
+    if disk and env is not None:
+        try:
+            _cache_path(env).unlink()
+        except OSError:
+            pass
+    elif disk:
+        for path in (rl_dir() / "cache").glob("probe-*.json"):
+            try:
+                path.unlink()
+            except OSError:
+                pass

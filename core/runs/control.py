@@ -1,0 +1,133 @@
+"""Acting on a run: stopping it (a lost one too) and restarting one of its processes.
+
+A client signals the run's supervisor and waits for it to record the result; only a lost run (its
+supervisor gone) is ended here: its surviving processes terminated and its final state recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as _secrets
+import signal
+import time
+
+from hermes_rl.core.base.errors import Conflict, NotFound
+from hermes_rl.core.base.fsutil import atomic_write_json
+from hermes_rl.core.base.paths import ensure_private_dir, run_dir
+from hermes_rl.core.base.polling import poll_until
+from hermes_rl.core.base.records import RunView
+from hermes_rl.core.base.states import RECORDED_FINAL, RunStatus
+from hermes_rl.core.daemons import procscan
+from hermes_rl.core.daemons.runstate import is_recorded_final, record_final
+from hermes_rl.core.runs.store import (
+    SUPERVISOR_START_TIMEOUT_S,
+    get_run,
+    lost_reason,
+    read_run,
+    supervisor_alive,
+    survivors,
+)
+
+POLL_FIRST_S = 0.02  # the first re-read of run.json; later ones back off to polling's cap
+
+
+def _wait_final(run_id: str, wait: float) -> dict:
+    """run.json once the run is final, its supervisor died while stopping (the caller turns that into
+    a lost-run stop), or `wait` ran out."""
+
+    def settled() -> dict | None:
+        run = read_run(run_id)
+        died = not supervisor_alive(run) and (run.get("supervisor") or {}).get("pid")
+        return run if is_recorded_final(run) or died else None
+
+    return poll_until(settled, wait, first=POLL_FIRST_S) or read_run(run_id)
+
+
+def _wait_registered(run_id: str, wait: float) -> dict:
+    """A run launched a moment ago may not have its supervisor's pid in run.json yet."""
+
+    def registered() -> dict | None:
+        run = read_run(run_id)
+        return run if (run.get("supervisor") or {}).get("pid") else None
+
+    return poll_until(registered, wait, first=POLL_FIRST_S) or read_run(run_id)
+
+
+def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> RunView:
+    """Stop a starting, running or lost run; returns get_run() after it (status stopping if `wait` ran out).
+
+    A running supervisor gets SIGTERM and stops its processes in reverse order. A lost run's surviving
+    processes are ended here (SIGTERM, SIGKILL after 5 s) and the run recorded as stopped.
+    `force`: stop now: the supervisor SIGKILLs the process groups instead of waiting out their stop timeouts.
+    """
+    run = read_run(run_id)
+    status = run.get("status")
+    if status in RECORDED_FINAL:
+        raise Conflict(
+            f"run {run_id} already {status}" + (f" ({run['reason']})" if run.get("reason") else ""),
+            hint="only starting, running or lost runs can be stopped",
+        )
+    if not (run.get("supervisor") or {}).get("pid"):
+        since_created = time.time() - (run.get("created_at") or 0)
+        run = _wait_registered(run_id, max(0.0, SUPERVISOR_START_TIMEOUT_S - since_created))
+    sup = run.get("supervisor") or {}
+    if not is_recorded_final(run) and supervisor_alive(run):
+        if run.get("status") != RunStatus.STOPPING or force:
+            procscan.signal_process(sup["pid"], signal.SIGUSR2 if force else signal.SIGTERM)
+        run = _wait_final(run_id, wait)
+    if not is_recorded_final(run) and not supervisor_alive(run):
+        _stop_lost(run)
+    return get_run(run_id, sample=False)
+
+
+def _stop_lost(run: dict) -> None:
+    run_id = run["run_id"]
+    surviving = survivors(run)
+    result = procscan.terminate(surviving, timeout=5.0) if surviving else {"terminated": 0, "killed": 0}
+    current = read_run(run_id)
+    if is_recorded_final(current):
+        return  # the watchdog (or another client) finished it meanwhile
+    reason = "stopped by user (its supervisor was gone)"
+    record_final(
+        run_dir(run_id),
+        current,
+        RunStatus.STOPPED,
+        reason,
+        message=f"run stopped: {reason}; ended {len(surviving)} surviving process(es) "
+        f"({result['killed']} needed SIGKILL)",
+        pids=[s.pid for s in surviving],
+    )
+
+
+def restart_process(run_id: str, name: str, *, wait: float = 30.0) -> RunView:
+    """Ask the supervisor to restart one process (stop its group, start it again); its dependants keep
+    running. Returns get_run() once it has started again (or when `wait` runs out)."""
+    run = read_run(run_id)
+    names = [p.get("name") for p in run.get("processes") or []]
+    if name not in names:
+        raise NotFound(f"run {run_id} has no process {name!r}", hint=f"processes: {', '.join(map(str, names))}")
+    status = run.get("status")
+    lost = lost_reason(run)
+    if status in RECORDED_FINAL or status == RunStatus.STOPPING or lost:
+        raise Conflict(
+            f"run {run_id} is {RunStatus.LOST if lost else status}: cannot restart {name}", hint="start a new run"
+        )
+    before = next(p for p in run["processes"] if p.get("name") == name)
+    if before.get("pid") is None:
+        raise Conflict(f"{name} has not started yet", hint="it starts once its dependencies are ready")
+    folder = run_dir(run_id) / "control"
+    ensure_private_dir(folder)
+    atomic_write_json(folder / f"{time.time_ns()}-{_secrets.token_hex(2)}.json", {"action": "restart", "process": name})
+    sup = run.get("supervisor") or {}
+    try:
+        os.kill(sup["pid"], signal.SIGUSR1)
+    except (ProcessLookupError, KeyError, TypeError):
+        pass
+
+    def restarted() -> bool:
+        current = read_run(run_id)
+        proc = next((p for p in current.get("processes") or [] if p.get("name") == name), {})
+        return proc.get("started_at") != before.get("started_at") or is_recorded_final(current)
+
+    poll_until(restarted, wait, first=POLL_FIRST_S)
+    return get_run(run_id, sample=False)

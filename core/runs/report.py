@@ -1,0 +1,207 @@
+"""What a client tells a person or an agent about one run: its status report and its results summary.
+
+The agent tools (rl_check_status, rl_get_results) and the CLI (`hermes-rl status`, `hermes-rl results`)
+answer from these functions, so they show the same fields, the same tips and the same log paths. A
+client only names its own commands in the tips (NextSteps): the agent says rl_stop_training, the CLI
+says `hermes-rl stop`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hermes_rl.core.base.errors import HermesError
+from hermes_rl.core.base.formatting import human_duration
+from hermes_rl.core.base.fsutil import epoch_seconds
+from hermes_rl.core.base.paths import process_log_path
+from hermes_rl.core.base.records import (
+    MetricsSummary,
+    ProcessSummary,
+    ResultsSummary,
+    RunView,
+    StartedRun,
+    StatusReport,
+)
+from hermes_rl.core.base.states import FINAL, HEADLINE_METRICS, Metric, RunStatus
+
+# A full report reads the latest value of each metric from the metric files' last few MB only, so a
+# report on a days-long run costs what one on a short run does.
+METRICS_TAIL_BYTES = 4 << 20
+
+# Where a metric summary looks for each value, first key first (older trainers wrote the later names).
+_SUMMARY_KEYS = {
+    "reward_mean": (Metric.REWARD_MEAN, "train/reward_mean"),
+    "percent_correct": (Metric.PERCENT_CORRECT, "percent_correct"),
+    "eval_percent_correct": (Metric.EVAL_PERCENT_CORRECT,),
+    "loss": (Metric.LOSS, "loss"),
+}
+
+
+@dataclass(frozen=True)
+class NextSteps:
+    """How a client names the actions its tips suggest; `{run_id}` is filled in."""
+
+    stop: str = "stop the run"
+    results: str = "read its results"
+    start: str = "start a new run"
+
+    def fill(self, run_id: str) -> NextSteps:
+        return NextSteps(*(text.format(run_id=run_id) for text in (self.stop, self.results, self.start)))
+
+
+# -- pieces of a report (also used on a run just started) --------------------------------------------
+
+
+def log_paths(run: RunView | StartedRun) -> dict[str, str]:
+    """{process name: log file path}, the path a process's log has by rule when its record lacks one."""
+    paths = {}
+    for proc in run.get("processes") or []:
+        name = proc.get("name")
+        if not name:
+            continue
+        path = proc.get("log")
+        if not path:
+            try:
+                path = str(process_log_path(name, run["run_id"]))
+            except HermesError:
+                continue
+        paths[name] = str(path)
+    return paths
+
+
+def wandb_url(run: RunView) -> str | None:
+    """The W&B run's URL when it logs online, else None."""
+    wandb = run.get("wandb") or {}
+    if isinstance(wandb, dict) and wandb.get("mode") == "online" and wandb.get("url"):
+        return str(wandb["url"])
+    return None
+
+
+def running_time_s(run: RunView, now: float | None = None) -> float | None:
+    """Seconds since the run started (or was created), to its end for a finished run."""
+    start = epoch_seconds(run.get("started_at")) or epoch_seconds(run.get("created_at"))
+    if start is None:
+        return None
+    end = epoch_seconds(run.get("ended_at")) if run.get("status") in FINAL else None
+    return round(max(0.0, (end or (time.time() if now is None else now)) - start), 1)
+
+
+def process_summaries(run: RunView) -> list[ProcessSummary]:
+    return [
+        {
+            "name": proc.get("name"),
+            "state": proc.get("state"),
+            "health": proc.get("health") or proc.get("state"),
+            "pid": proc.get("pid"),
+            "exit_code": proc.get("exit_code"),
+            "uptime_s": proc.get("uptime_s"),
+            "restarts": proc.get("restarts", 0),
+            "cpu_percent": proc.get("cpu_percent"),
+            "rss": proc.get("rss"),
+        }
+        for proc in run.get("processes") or []
+    ]
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def metrics_summary(run: RunView, latest: dict[str, Any]) -> MetricsSummary:
+    """The headline numbers of `latest` (the newest value of each metric)."""
+    summary: dict[str, Any] = {"step": latest.get(Metric.STEP), "total_steps": run.get("total_steps")}
+    for name, keys in _SUMMARY_KEYS.items():
+        summary[name] = next((v for v in (_finite(latest.get(k)) for k in keys) if v is not None), None)
+    return summary  # type: ignore[return-value]
+
+
+def latest_metrics(run: RunView) -> dict[str, Any]:
+    """The newest value of each metric, environment rows merged; the run's last trainer row if unreadable."""
+    from hermes_rl.core.readers import metrics
+
+    last = dict(run.get("last_metric") or {})
+    try:
+        return metrics.last_metrics(run["run_id"], tail_bytes=METRICS_TAIL_BYTES) or last
+    except (OSError, HermesError):
+        return last
+
+
+def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
+    """What to do next about the run, in the client's own command names."""
+    steps = steps.fill(run["run_id"])
+    status = run.get("status")
+    out = []
+    if run.get("stalled") is True:
+        idle = human_duration(run.get("stalled_for_s") or 0)
+        out.append(
+            f"no training step or trainer log line for {idle}: read the trainer and env logs; "
+            f"{steps.stop} if it is stuck"
+        )
+    if status == RunStatus.FAILED:
+        out.append(f"read the log of the process that failed (log_paths); fix and {steps.start} again")
+    elif status == RunStatus.COMPLETED:
+        out.append(f"{steps.results} for final metrics and the checkpoint")
+    elif status == RunStatus.LOST:
+        out.append(f"the supervisor is gone; {steps.stop} cleans up any processes left")
+    return out
+
+
+# -- the two reports ----------------------------------------------------------------------------------
+
+
+def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float | None = None) -> StatusReport:
+    """The status report of a run view already read (runs.get_run)."""
+    stalled = run.get("stalled") is True
+    return {
+        "run_id": run["run_id"],
+        "status": run.get("status"),
+        "reason": run.get("reason"),
+        "environment": run.get("environment"),
+        "profile": run.get("profile"),
+        "processes": process_summaries(run),
+        "running_time_s": running_time_s(run, now),
+        "metrics": metrics_summary(run, latest_metrics(run)),
+        "stalled": stalled,
+        "stalled_for_s": _finite(run.get("stalled_for_s")) if stalled else None,
+        "wandb_url": wandb_url(run),
+        "log_paths": log_paths(run),
+        "tips": tips(run, steps),
+    }
+
+
+def status_report(run_id: str, *, steps: NextSteps = NextSteps(), now: float | None = None) -> StatusReport:
+    """A run's state, processes (with CPU and memory), headline metrics, stall verdict, running time,
+    W&B URL, log paths and next steps. NotFound for an unknown run."""
+    from hermes_rl.core import runs
+
+    return status_report_of(runs.get_run(run_id), steps=steps, now=now)
+
+
+def results_summary(run_id: str) -> ResultsSummary:
+    """A run's final metrics, a sampled history of its headline metrics (small enough for an agent;
+    final_metrics has them all), where its weights are, its W&B URL and log paths."""
+    from hermes_rl.core import runs
+
+    results = runs.get_results(run_id)
+    run = runs.get_run(run_id, sample=False)
+    keys = [str(key) for key in (Metric.STEP, *HEADLINE_METRICS)]
+    history = [{k: row[k] for k in keys if k in row} for row in results.get("history") or [] if isinstance(row, dict)]
+    return {
+        "run_id": run_id,
+        "status": results.get("status", run.get("status")),
+        "environment": run.get("environment"),
+        "profile": run.get("profile"),
+        "reason": run.get("reason"),
+        "total_steps": run.get("total_steps"),
+        "final_metrics": results.get("final_metrics") or {},
+        "history": history,
+        "checkpoint": results.get("checkpoint"),
+        "tinker_path": results.get("tinker_path"),
+        "wandb_url": wandb_url(run),
+        "log_paths": log_paths(run),
+    }

@@ -1,0 +1,204 @@
+"""A run's configuration, built once as data: what start_run hands to the pipeline and writes as config.yaml.
+
+config.yaml is in tinker-atropos's format: `env` and `openai` (a list) load unchanged in atroposlib's
+`serve --config`; `tinker`, `backend` and `hermes` are read by our trainer (dataplane/trainer/settings.py).
+The editable values come from core.envs.drafts.resolve_run_values, the locked ones from the profile.
+No secret ever goes in.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TypedDict
+
+from hermes_rl.core.base.errors import BadInput, HermesError
+from hermes_rl.core.base.paths import run_dir, validate_run_id
+from hermes_rl.core.base.secrets import refuse_secret_values
+from hermes_rl.core.envs.discovery import EnvInfo
+from hermes_rl.core.envs.fields import (
+    DEFAULT_WANDB_PROJECT,
+    MANAGED_FIELDS,
+    SECRETS_HINT,
+    TRAINER_FIELDS,
+    locked_field_error,
+)
+from hermes_rl.core.envs.profiles import Profile
+
+CONFIG_FILE = "config.yaml"
+
+
+class EnvSection(TypedDict):
+    """atroposlib's BaseEnvConfig fields hermes-rl sets; the environment's own fields follow them."""
+
+    group_size: int
+    batch_size: int
+    tokenizer_name: str
+    rollout_server_url: str
+    max_token_length: int
+    max_num_workers: int
+    total_steps: int
+    use_wandb: bool
+    wandb_name: str
+    steps_per_eval: int
+    ensure_scores_are_not_same: bool
+    env_metrics_path: str
+
+
+class ServerConfig(TypedDict):
+    """The trainer's inference server, as atroposlib's APIServerConfig."""
+
+    model_name: str
+    base_url: str
+    api_key: str
+    server_type: str
+    health_check: bool
+    tokenizer_name: str
+    timeout: int
+    num_requests_for_eval: int
+    weight: float
+
+
+class TinkerSection(TypedDict):
+    base_model: str
+    lora_rank: int
+    learning_rate: float
+    max_token_trainer_length: int
+    checkpoint_dir: str
+    save_checkpoint_interval: int
+    wandb_project: str
+    wandb_run_name: str
+
+
+class BackendSection(TypedDict):
+    kind: str  # "local" | "tinker"
+    base_url: str | None  # the local Tinker-protocol server; None: the cloud SDK's default
+    model_dir: str | None
+
+
+class HermesSection(TypedDict):
+    run_id: str
+    run_dir: str
+    metrics_path: str
+    env_metrics_path: str
+    environment: str
+    environment_file: str
+    environment_class: str
+    profile: str
+
+
+class RunConfig(TypedDict):
+    """config.yaml as data; its keys in this order are the file's sections."""
+
+    env: EnvSection
+    openai: list[ServerConfig]
+    tinker: TinkerSection
+    slurm: bool
+    testing: bool
+    backend: BackendSection
+    hermes: HermesSection
+
+
+def _check_ports(ports: dict, local: bool) -> None:
+    for key in ("api", "inference") + (("tinker",) if local else ()):
+        port = ports.get(key) if isinstance(ports, dict) else None
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+            raise BadInput(f"ports[{key!r}] must be a port number, got {port!r}")
+
+
+def build_run_config(env: EnvInfo, profile: Profile, values: dict, ports: dict, run_id: str) -> RunConfig:
+    """The run's configuration: `values` are the editable values (resolve_run_values), `ports` the run's
+    api / inference (/ tinker on the local backend) ports; locked values come from the profile."""
+    validate_run_id(run_id)
+    local = profile.backend == "local"
+    _check_ports(ports, local)
+    for name in values:
+        if name in profile.locked:
+            raise locked_field_error(name, profile)
+    refuse_secret_values(values, SECRETS_HINT)
+    locked = {name: item.value for name, item in profile.locked.items()}
+    folder = run_dir(run_id)
+    wandb_name = values.get("wandb_name") or f"{env.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    env_section = {
+        "group_size": values.get("group_size", profile.editable_defaults.get("group_size")),
+        "batch_size": values.get("batch_size", profile.editable_defaults.get("batch_size")),
+        "tokenizer_name": locked["tokenizer_name"],
+        "rollout_server_url": f"http://127.0.0.1:{ports['api']}",
+        "max_token_length": locked["max_token_length"],
+        "max_num_workers": locked["max_num_workers"],
+        "total_steps": locked["total_steps"],
+        "use_wandb": values.get("use_wandb", True),
+        "wandb_name": wandb_name,
+        "steps_per_eval": values.get("steps_per_eval", 100),
+        "ensure_scores_are_not_same": values.get("ensure_scores_are_not_same", True),
+    }
+    for name, value in values.items():  # the environment's own fields
+        if name not in env_section and name not in TRAINER_FIELDS and name not in MANAGED_FIELDS:
+            env_section[name] = value
+    # Environments that write their own metrics (percent_correct, eval/...) put them in the run folder;
+    # an environment without the field ignores it (pydantic drops unknown keys).
+    env_section["env_metrics_path"] = str(folder / "env_metrics.jsonl")
+    inference = profile.inference
+    server: ServerConfig = {
+        "model_name": locked["base_model"],
+        "base_url": f"http://127.0.0.1:{ports['inference']}/v1",
+        "api_key": "x",  # the trainer's own inference server: a dummy, never a real key
+        # The trainer's server speaks SGLang's /generate (token ids + logprobs, which Atropos'
+        # managed server needs) and needs no 1 Hz health pings.
+        "server_type": "sglang",
+        "health_check": False,
+        "tokenizer_name": locked["tokenizer_name"],
+        "timeout": inference.get("timeout", 1200),
+        "num_requests_for_eval": inference.get("num_requests_for_eval", 256),
+        "weight": 1.0,
+    }
+    tinker: TinkerSection = {
+        "base_model": locked["base_model"],
+        "lora_rank": locked["lora_rank"],
+        "learning_rate": locked["learning_rate"],
+        "max_token_trainer_length": locked["max_token_trainer_length"],
+        "checkpoint_dir": str(folder / "checkpoints"),
+        "save_checkpoint_interval": values.get("save_checkpoint_interval", 0),
+        "wandb_project": values.get("wandb_project", DEFAULT_WANDB_PROJECT),
+        "wandb_run_name": wandb_name,
+    }
+    return {
+        "env": env_section,  # type: ignore[typeddict-item]
+        "openai": [server],
+        "tinker": tinker,
+        "slurm": False,
+        "testing": False,
+        "backend": {
+            "kind": "local" if local else "tinker",
+            "base_url": f"http://127.0.0.1:{ports['tinker']}" if local else None,
+            "model_dir": str(locked["base_model"]) if local else None,
+        },
+        "hermes": {
+            "run_id": run_id,
+            "run_dir": str(folder),
+            "metrics_path": str(folder / "metrics.jsonl"),
+            "env_metrics_path": str(folder / "env_metrics.jsonl"),
+            "environment": env.name,
+            "environment_file": env.file,
+            "environment_class": env.class_name,
+            "profile": profile.name,
+        },
+    }
+
+
+def run_config_yaml(config: RunConfig) -> str:
+    """config.yaml's text (section order kept)."""
+    import yaml
+
+    return yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def read_run_config(run_id: str) -> dict:
+    """A run's config.yaml as written (a mapping), or {} when it is missing or unreadable."""
+    import yaml
+
+    try:
+        with open(run_dir(run_id) / CONFIG_FILE, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError, HermesError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,293 @@
+"""Starting runs: a run folder, its pipeline (process specs) and the detached supervisor that runs it.
+
+`launch` starts any pipeline; `start_run` the real training pipeline of an environment under a profile,
+its configuration built once (core.runs.runconfig) and handed to the pipeline as data.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as _secrets
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
+from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text
+from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, runs_dir
+from hermes_rl.core.base.records import RunRecord, StartedRun
+from hermes_rl.core.base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
+from hermes_rl.core.base.states import RunStatus
+from hermes_rl.core.daemons import procscan
+from hermes_rl.core.daemons.pipeline import (
+    ProcessSpec,
+    free_ports,
+    port_names,
+    process_record,
+    spec_from_json,
+    specs_to_json,
+    substitute,
+    validate_specs,
+)
+from hermes_rl.core.daemons.runstate import is_recorded_final, read_run_file, record_final
+from hermes_rl.core.runs.runconfig import CONFIG_FILE, build_run_config, run_config_yaml
+from hermes_rl.core.runs.store import SUPERVISOR_START_TIMEOUT_S, read_run
+
+RUN_PORTS = ("api", "inference", "tinker")  # DESIGN §3: every real run gets these
+
+
+def _create_run_folder() -> tuple[str, Path]:
+    ensure_private_dir(runs_dir())
+    for _ in range(100):
+        run_id = _secrets.token_hex(4)
+        folder = runs_dir() / run_id
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(folder, 0o700)
+        return run_id, folder
+    raise HermesError("could not find a free run id", hint=f"check {runs_dir()}")
+
+
+def _supervisor_env() -> dict[str, str]:
+    from hermes_rl.core.base.paths import hermes_home
+
+    env = {k: v for k, v in os.environ.items() if k not in (procscan.MARKER, procscan.PROCESS_MARKER)}
+    env["HERMES_HOME"] = str(hermes_home())
+    env.update(secret_env(SECRET_NAMES))
+    return env
+
+
+def _start_supervisor(run_id: str, folder: Path) -> None:
+    """Start `python -m hermes_rl.core.daemons.supervisor RUN_ID` detached; return once it has recorded
+    itself in run.json. A supervisor that cannot start leaves the run failed, with the reason."""
+    read_end, write_end = os.pipe()
+    log = open(folder / "supervisor.log", "ab")
+    try:
+        os.chmod(folder / "supervisor.log", 0o600)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hermes_rl.core.daemons.supervisor", run_id, "--notify-fd", str(write_end)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=str(folder),
+            env=_supervisor_env(),
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=(write_end,),
+        )
+    finally:
+        os.close(write_end)
+        log.close()
+    answer = b""
+    deadline = time.monotonic() + SUPERVISOR_START_TIMEOUT_S
+    try:
+        while b"\n" not in answer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            ready, _, _ = select.select([read_end], [], [], remaining)
+            if not ready:
+                break
+            chunk = os.read(read_end, 4096)
+            if not chunk:
+                break
+            answer += chunk
+    finally:
+        os.close(read_end)
+    try:
+        proc.wait(timeout=5)  # the first process forks the real supervisor off and exits at once
+    except subprocess.TimeoutExpired:
+        pass
+    text = answer.decode(errors="replace").strip()
+    if text == "ok":
+        return
+    detail = text.removeprefix("error: ") if text else _tail(folder / "supervisor.log") or "no answer"
+    reason = f"supervisor could not start: {detail}"
+    run = read_run_file(folder)
+    if run is not None and not is_recorded_final(run) and not (run.get("supervisor") or {}).get("pid"):
+        record_final(folder, run, RunStatus.FAILED, reason)
+    raise HermesError(f"run {run_id}: {reason}", hint=f"see {folder / 'supervisor.log'}")
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return " | ".join([ln for ln in text.splitlines() if ln.strip()][-lines:])[:500]
+
+
+def _coerce_specs(specs) -> list[ProcessSpec]:
+    out = [spec_from_json(s) if isinstance(s, dict) else s for s in specs or []]
+    if not all(isinstance(s, ProcessSpec) for s in out):
+        raise BadInput("specs must be ProcessSpec objects or their JSON form")
+    validate_specs(out)
+    return out
+
+
+def _refuse_secrets_in_specs(specs: list[ProcessSpec]) -> None:
+    """Secrets travel only by name (secret_env); a value in argv or env would land in files and `ps`."""
+    for spec in specs:
+        texts = [*spec.argv, *spec.env.values(), spec.readiness.url or "", spec.cwd or ""]
+        refuse_secret_values(
+            {f"the argv or env of process {spec.name!r}": "\n".join(texts)},
+            hint="name the variable in the spec's secret_env; the supervisor passes its value",
+        )
+
+
+def _launch_prepared(
+    run_id: str,
+    folder: Path,
+    specs,
+    *,
+    environment: str,
+    profile: str,
+    total_steps: int | None,
+    config: dict | None,
+    ports: dict | None,
+    wandb: dict | None,
+    extra: dict | None = None,
+) -> dict:
+    specs = _coerce_specs(specs)
+    all_ports = {k: int(v) for k, v in (ports or {}).items()}
+    missing = [name for name in port_names(specs) if name not in all_ports]
+    if missing:
+        all_ports.update(free_ports(missing))
+    specs = substitute(specs, ports=all_ports, run_dir=str(folder), run_id=run_id)
+    _refuse_secrets_in_specs(specs)
+    atomic_write_json(folder / "pipeline.json", specs_to_json(specs))
+    if config is not None and not (folder / CONFIG_FILE).exists():
+        import yaml
+
+        atomic_write_text(folder / CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
+    now = time.time()
+    run = {
+        "run_id": run_id,
+        "environment": environment,
+        "profile": profile,
+        "status": RunStatus.STARTING,
+        "created_at": now,
+        "started_at": None,
+        "ended_at": None,
+        "reason": None,
+        "supervisor": None,
+        "ports": all_ports,
+        "processes": [
+            process_record(s, log=str(process_log_path(s.name, run_id)), port=all_ports.get(s.port) if s.port else None)
+            for s in specs
+        ],
+        "total_steps": total_steps,
+        "wandb": wandb,
+        **(extra or {}),
+    }
+    atomic_write_json(folder / "run.json", run)
+    append_jsonl(
+        folder / "events.jsonl",
+        {
+            "time": now,
+            "event": "run_created",
+            "status": RunStatus.STARTING,
+            "message": f"run {run_id} created ({environment}, profile {profile})",
+        },
+    )
+    _start_supervisor(run_id, folder)
+    return read_run(run_id)
+
+
+def launch(
+    specs,
+    *,
+    environment: str,
+    profile: str,
+    total_steps: int | None = None,
+    config: dict | None = None,
+    ports: dict | None = None,
+    wandb: dict | None = None,
+) -> RunRecord:
+    """Create a run folder and start its detached supervisor over `specs`; returns run.json.
+
+    Specs may use `{port:NAME}`, `{run_dir}` and `{run_id}`; ports not given are picked free on 127.0.0.1.
+    """
+    specs = _coerce_specs(specs)
+    run_id, folder = _create_run_folder()
+    try:
+        return _launch_prepared(
+            run_id,
+            folder,
+            specs,
+            environment=environment,
+            profile=profile,
+            total_steps=total_steps,
+            config=config,
+            ports=ports,
+            wandb=wandb,
+        )
+    except BaseException:
+        _discard_unstarted(folder)
+        raise
+
+
+def _discard_unstarted(folder: Path) -> None:
+    """A run whose supervisor was never asked to start leaves no half-made folder behind.
+    (Once it was, the folder stays: its run.json says why it failed, supervisor.log shows the rest.)"""
+    if not (folder / "supervisor.log").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_run(env_name: str | None = None, profile: str | None = None, overrides: dict | None = None) -> StartedRun:
+    """The real pipeline: the selected (or named) environment under a profile, with its draft values
+    and `overrides` (validated, not saved). Returns run.json plus `notices`."""
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.envs.drafts import current_selection, resolve_run_values
+    from hermes_rl.core.envs.profiles import check_keys, resolve_profile
+    from hermes_rl.core.runs.training import training_pipeline
+
+    selection = current_selection()
+    env_name = env_name or selection.get("environment")
+    chosen, notice = resolve_profile(profile or selection.get("profile"))
+    env_name = env_name or chosen.default_environment
+    if not env_name:
+        raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
+    env = find_environment(env_name)
+    if env.error:
+        raise BadInput(f"environment {env.name} cannot be used: {env.error}", hint=f"fix {env.file}")
+    check_keys(chosen)
+    values = resolve_run_values(env, chosen, overrides)
+    run_id, folder = _create_run_folder()
+    try:
+        ports = free_ports(RUN_PORTS)
+        run_config = build_run_config(env, chosen, values, ports, run_id)
+        config_path = folder / CONFIG_FILE
+        atomic_write_text(config_path, run_config_yaml(run_config))
+        specs = training_pipeline(run_id, chosen, env, run_config)
+        tinker, env_section = run_config["tinker"], run_config["env"]
+        wandb = {
+            "mode": "online" if secret_env(["WANDB_API_KEY"]) else "offline",
+            "project": tinker["wandb_project"],
+            "run_name": tinker["wandb_run_name"] or env_section["wandb_name"],
+            "url": None,
+            "enabled": bool(env_section["use_wandb"]),
+        }
+        notices = [n for n in (notice,) if n]
+        run = _launch_prepared(
+            run_id,
+            folder,
+            specs,
+            environment=env.name,
+            profile=chosen.name,
+            total_steps=env_section["total_steps"],
+            config=None,
+            ports=ports,
+            wandb=wandb,
+            extra={"backend": chosen.backend, "config_path": str(config_path)},
+        )
+    except BaseException:
+        _discard_unstarted(folder)
+        raise
+    run["notices"] = notices
+    return run

@@ -1,0 +1,99 @@
+"""What the data plane relies on from Python and uvicorn beyond their documented API: these fail loudly when a
+release changes it (dataplane/compat.py; the signal handling in dataplane/tinker_local/__main__.py)."""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _python(code: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
+
+
+def test_private_exit_hooks_exist():
+    assert callable(getattr(threading, "_shutdown", None)), "threading._shutdown is gone: see dataplane/compat.py"
+    assert callable(getattr(atexit, "_run_exitfuncs", None)), "atexit._run_exitfuncs is gone: see dataplane/compat.py"
+
+
+def test_exit_now_joins_threads_runs_exit_hooks_and_skips_teardown():
+    child = _python("""
+        import atexit, concurrent.futures, threading, time
+        from hermes_rl.dataplane import exit_now
+
+        def slow():
+            time.sleep(0.3)
+            print("thread joined", flush=True)
+
+        threading.Thread(target=slow).start()
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        pool.submit(lambda: print("pool task ran", flush=True))
+        atexit.register(lambda: print("atexit ran", flush=True))
+
+        class Teardown:
+            def __del__(self):
+                print("module teardown ran", flush=True)
+
+        keep = Teardown()
+        exit_now(3)
+    """)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 3, out
+    lines = out.splitlines()
+    assert "pool task ran" in lines and "module teardown ran" not in lines, out
+    # Threads are joined before the atexit handlers run, as in a normal exit.
+    assert lines.index("thread joined") < lines.index("atexit ran"), out
+
+
+def test_tinker_local_serve_exits_zero_on_sigterm():
+    """uvicorn raises SIGTERM again after its shutdown; serve() turns it into a clean stop (exit 0)."""
+    child = _python("""
+        import signal, socket, sys
+        import uvicorn
+        from hermes_rl.dataplane.tinker_local.__main__ import serve
+
+        async def app(scope, receive, send):
+            if scope["type"] == "lifespan":
+                while (await receive())["type"] != "lifespan.shutdown":
+                    await send({"type": "lifespan.startup.complete"})
+                await send({"type": "lifespan.shutdown.complete"})
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets=None):
+                await super().startup(sockets=sockets)
+                print("ready", flush=True)
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        serve(Server(uvicorn.Config(app, log_level="warning", lifespan="on")), [sock])
+        print("served", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, flush=True)
+        sys.exit(0)
+    """)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and child.stdout.readline().strip() != "ready":
+            assert child.poll() is None, child.stdout.read()
+        child.send_signal(signal.SIGTERM)
+        out, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, out
+    assert "served True" in out.splitlines(), out  # and SIGTERM's own handler is back

@@ -1,0 +1,159 @@
+"""[4] Processes of the selected run, as the supervisor reports them (the UI only renders the model)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+
+from hermes_rl.core.base.formatting import cell_duration, cell_size
+from hermes_rl.core.base.states import PROC_ALIVE, proc_style
+from hermes_rl.tui.format import number, set_subtitle
+from hermes_rl.tui.widgets.tables import NavTable, sort_bindings
+
+SORTS = {
+    "name": ("N", "name"),
+    "pid": ("I", "pid"),
+    "state": ("S", "state"),
+    "health": ("H", "health"),
+    "uptime": ("U", "uptime"),
+    "cpu": ("C", "CPU %"),
+    "rss": ("M", "memory"),
+    "restarts": ("R", "restarts"),
+    "exit": ("X", "exit code"),
+}
+
+
+class ProcessTable(NavTable):
+    BINDINGS = sort_bindings("procs", SORTS) + [
+        Binding("r", "restart", "Restart process", id="procs.restart"),
+    ]
+
+    class RestartAsked(Message):
+        """r on a process: the pane asks the app to restart it."""
+
+    def action_restart(self) -> None:
+        self.post_message(self.RestartAsked())
+
+
+HEALTHY_STYLE = {"ok": "green", "healthy": "green", "ready": "green"}
+
+
+def _port(proc: dict, ports: dict) -> str:
+    port = proc.get("port")
+    if isinstance(port, str) and port in ports:
+        port = ports[port]
+    if port is None and proc.get("name") in ports:
+        port = ports[proc["name"]]
+    return str(port) if port else ""
+
+
+class ProcessesPane(Vertical):
+    ALLOW_MAXIMIZE = True
+
+    class RestartRequested(Message):
+        """Restart one process of a run (the app asks for confirmation first)."""
+
+        def __init__(self, run_id: str, name: str) -> None:
+            super().__init__()
+            self.run_id = run_id
+            self.name = name
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.border_title = "[4] Processes"
+        self.run: dict | None = None
+
+    def compose(self) -> ComposeResult:
+        table = ProcessTable(id="procs-table")
+        for label, key in (
+            ("", "icon"),
+            ("name", "name"),
+            ("pid", "pid"),
+            ("state", "state"),
+            ("health", "health"),
+            ("uptime", "uptime"),
+            ("cpu%", "cpu"),
+            ("rss", "rss"),
+            ("restarts", "restarts"),
+            ("exit", "exit"),
+            ("port", "port"),
+        ):
+            table.add_column(label, key=key)
+        yield table
+
+    @property
+    def table(self) -> ProcessTable:
+        return self.query_one(ProcessTable)
+
+    def show(self, run: dict | None) -> None:
+        self.run = run
+        self.render_rows()
+
+    def render_rows(self) -> None:
+        run = self.run or {}
+        procs = list(run.get("processes") or [])
+        ports = run.get("ports") or {}
+        procs = self.table.sorted_rows(
+            procs,
+            {
+                "name": lambda p: p.get("name"),
+                "pid": lambda p: p.get("pid"),
+                "state": lambda p: p.get("state"),
+                "health": lambda p: str(p.get("health")),
+                "uptime": lambda p: p.get("uptime_s"),
+                "cpu": lambda p: p.get("cpu_percent"),
+                "rss": lambda p: p.get("rss"),
+                "restarts": lambda p: p.get("restarts"),
+                "exit": lambda p: p.get("exit_code"),
+            },
+        )
+        rows = []
+        for proc in procs:
+            state = proc.get("state") or "?"
+            icon, colour = proc_style(state)
+            health = proc.get("health")
+            health_style = HEALTHY_STYLE.get(str(health), "yellow" if health else "")
+            health_text = Text(str(health) if health is not None else "—", style=health_style)
+            alive = proc.get("alive", state in PROC_ALIVE)
+            cpu = proc.get("cpu_percent")
+            exit_code = proc.get("exit_code")
+            rows.append(
+                (
+                    proc.get("name") or "?",
+                    [
+                        Text(icon, style=colour),
+                        proc.get("name") or "?",
+                        str(proc.get("pid") or "—"),
+                        Text(state, style=colour),
+                        health_text,
+                        cell_duration(proc.get("uptime_s")) if alive else "—",
+                        f"{cpu:3.0f}" if isinstance(cpu, (int, float)) and alive else "—",
+                        cell_size(proc.get("rss")) if alive and proc.get("rss") else "—",
+                        number(proc.get("restarts") or 0),
+                        Text(str(exit_code), style="red" if exit_code != 0 else "") if exit_code is not None else "—",
+                        _port(proc, ports),
+                    ],
+                )
+            )
+        self.table.replace_rows(rows)
+        if run:
+            set_subtitle(
+                self,
+                f"{run.get('run_id', '')} · {run.get('status', '')}"
+                + (f" · {run['reason']}" if run.get("reason") else ""),
+            )
+        else:
+            set_subtitle(self, "no run selected")
+
+    def on_nav_table_sorted(self, event: NavTable.Sorted) -> None:
+        event.stop()
+        self.render_rows()
+
+    def on_process_table_restart_asked(self, event: ProcessTable.RestartAsked) -> None:
+        event.stop()
+        name = self.table.selected_key()
+        if self.run and self.run.get("run_id") and name:
+            self.post_message(self.RestartRequested(self.run["run_id"], name))

@@ -1,0 +1,1 @@
+"""Widgets the panes share: the navigable table, the filter box, the header bar and the dialogs."""
