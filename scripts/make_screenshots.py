@@ -14,12 +14,14 @@ import argparse
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "screenshots"
+sys.path.append(str(ROOT))  # for tests.fixtures_tui, the deterministic run folders drawn here
 SIZE = (160, 48)
 
 

@@ -13,7 +13,6 @@ processes (say the MCP server and the Hermes plugin) agree on what was last repo
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.base.fsutil import atomic_write_json, read_json
+from hermes_rl.core.base.fsutil import atomic_write_json, file_lock, read_json
 from hermes_rl.core.base.paths import ensure_private_dir, rl_dir, validate_run_id
 
 DEFAULT_INTERVAL_S = 30 * 60
@@ -69,16 +68,9 @@ class Decision:
 
 @contextmanager
 def _locked(run_id: str) -> Iterator[Path]:
-    folder = ensure_private_dir(status_checks_dir())
-    path = folder / f"{run_id}.json"
-    lock_path = folder / f".{run_id}.lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    path = ensure_private_dir(status_checks_dir()) / f"{run_id}.json"
+    with file_lock(path):
         yield path
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def _read_record(path: Path) -> dict:

@@ -1,5 +1,5 @@
 """Shared pieces of the reliability suite: the stand-in pipeline, an independent orphan scan,
-a figures recorder for docs/reliability.md, and a secrets scanner."""
+a figures recorder for docs/benchmarks.md, and a secrets scanner."""
 
 from __future__ import annotations
 
