@@ -14,6 +14,7 @@ import yaml
 from hermes_rl.core import runs
 from hermes_rl.core.base.fsutil import read_jsonl
 from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
+from hermes_rl.core.readers import rollouts
 
 DESIGN_KEYS = (
     "step",
@@ -98,6 +99,21 @@ def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_
     assert Path(results["final_checkpoint"]).resolve().is_relative_to(folder.resolve())
     # the interval checkpoints (steps 5 and 10) and the final one
     assert len([p for p in (folder / "checkpoints").rglob("*") if "step-" in p.name]) >= 2
+
+    # what the policy generated: every group of every step, decoded, with the trainer's advantages
+    recorded = rollouts.read_rollouts(run_id, step=12)
+    assert recorded["first_step"] == 1 and recorded["last_step"] == 12
+    assert recorded["groups"] == 2  # batch_size 16 / group_size 8: nothing sampled away on a short run
+    assert len(recorded["completions"]) == 16
+    for item in recorded["completions"]:
+        assert "+" in item["prompt"] and 0.0 <= item["reward"] <= 1.0 and item["tokens"] >= 1
+        assert item["finish"] in ("stop", "length")
+    by_group = {}
+    for item in recorded["completions"]:
+        by_group.setdefault(item["group"], []).append(item)
+    for items in by_group.values():
+        mean = sum(i["reward"] for i in items) / len(items)
+        assert all(i["advantage"] == pytest.approx(i["reward"] - mean) for i in items)
 
     config = yaml.safe_load((folder / "config.yaml").read_text())
     assert "TINKER_API_KEY" not in json.dumps(config)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 from typing import Any, Callable
@@ -22,6 +23,9 @@ from typing import Any, Callable
 from aiohttp import web
 
 log = logging.getLogger("trainer.inference")
+
+
+FINISH_MEMORY = 8192
 
 
 class BadRequest(Exception):
@@ -37,6 +41,20 @@ class Policy:
         self.sampling_client = None
         self.step = 0
         self.requests = 0
+        # Finish reason of recent completions by their tokens, for the rollout recorder (bounded).
+        self._finish: dict[tuple[int, ...], str] = {}
+        self._finish_lock = threading.Lock()
+
+    def finish_reason(self, tokens: list[int]) -> str | None:
+        """How the completion with these tokens ended ("stop" or "length"), if served recently."""
+        with self._finish_lock:
+            return self._finish.get(tuple(tokens))
+
+    def _remember_finish(self, tokens: list[int], reason: str) -> None:
+        with self._finish_lock:
+            self._finish[tuple(tokens)] = reason
+            while len(self._finish) > FINISH_MEMORY:
+                del self._finish[next(iter(self._finish))]
 
     def set_client(self, client, step: int) -> None:
         # Requests already in flight keep the client they started with.
@@ -70,12 +88,14 @@ class Policy:
         for seq in response.sequences:
             tokens = list(seq.tokens)
             logprobs = list(seq.logprobs or [0.0] * len(tokens))
+            finish = "length" if str(seq.stop_reason) == "length" else "stop"
+            self._remember_finish(tokens, finish)
             out.append(
                 {
                     "tokens": tokens,
                     "logprobs": logprobs,
                     "text": self.tokenizer.decode(tokens, skip_special_tokens=True),
-                    "finish_reason": "length" if str(seq.stop_reason) == "length" else "stop",
+                    "finish_reason": finish,
                 }
             )
         return out

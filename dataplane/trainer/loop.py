@@ -125,6 +125,7 @@ class Trainer:
         self.http: aiohttp.ClientSession | None = None
         self.tinker_path: str | None = None
         self.wandb: WandbLogger | None = None
+        self.rollouts = None  # RolloutRecorder when the run records rollouts
         self.started_at = time.time()
         self.outcome = "errored"  # "success" | "errored" | "interrupted", for the Tinker session
 
@@ -178,6 +179,10 @@ class Trainer:
         sampling_client = await self.training_client.save_weights_and_get_sampling_client()
         self.policy = Policy(tokenizer, s.base_model)
         self.policy.set_client(sampling_client, 0)
+        if s.rollouts_path is not None:
+            from hermes_rl.dataplane.trainer.rollouts import RolloutRecorder
+
+            self.rollouts = RolloutRecorder(s.rollouts_path, tokenizer, finish_reason=self.policy.finish_reason)
         log.info(
             "training client ready (%s backend, model %s, LoRA rank %d) in %.2fs",
             s.backend,
@@ -256,6 +261,8 @@ class Trainer:
         s = self.settings
         t0 = time.time()
         sequences, stats = grpo.build_sequences(batch, s.max_token_trainer_length)
+        if self.rollouts is not None:
+            self.rollouts.record(self.step + 1, batch)
         row: dict = {}
         if sequences:
             datums = grpo.to_datums(sequences)
@@ -427,6 +434,10 @@ class Trainer:
             await self.http.close()
         if self.wandb is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.wandb.finish)
+        if self.rollouts is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.rollouts.close)
+            if self.rollouts.skipped_batches:
+                log.info("rollouts: %d batches skipped while the writer was busy", self.rollouts.skipped_batches)
         if self.service_client is not None and not await self._tinker_reachable():
             # The server is gone (its process died, the run is failing): the SDK would retry the
             # close until our timeout, holding up the stop of the whole run for nothing.

@@ -57,6 +57,7 @@ class TrainerSettings:
     metrics_path: Path = field(default_factory=Path)
     env_metrics_path: Path = field(default_factory=Path)
     results_path: Path = field(default_factory=Path)
+    rollouts_path: Path | None = None  # None: rollouts are not recorded
     wandb_mode: str = "offline"  # online | offline | disabled
     wandb_project: str = "hermes-rl"
     wandb_group: str | None = None
@@ -135,6 +136,8 @@ class HermesSection(_Section):
     metrics_path: str | None = None
     env_metrics_path: str | None = None
     results_path: str | None = None
+    rollouts_path: str | None = None
+    record_rollouts: bool = True
     wandb: WandbSection = Field(default_factory=WandbSection)
 
 
@@ -217,6 +220,15 @@ def _wandb_mode(config: RunConfigFile) -> str:
     return mode
 
 
+def _rollouts_path(hermes: HermesSection, run_dir: Path) -> Path | None:
+    """Where rollouts go; HERMES_RL_ROLLOUTS=0 (or hermes.record_rollouts: false) turns recording off."""
+    if not hermes.record_rollouts or os.environ.get("HERMES_RL_ROLLOUTS", "1") == "0":
+        return None
+    from hermes_rl.dataplane.trainer.rollouts import ROLLOUTS_FILE
+
+    return Path(hermes.rollouts_path or run_dir / ROLLOUTS_FILE)
+
+
 def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
     config = parse_config(raw)
     env, openai, tinker, backend, hermes = config.env, config.openai, config.tinker, config.backend, config.hermes
@@ -275,6 +287,7 @@ def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
         metrics_path=Path(hermes.metrics_path or run_dir / "metrics.jsonl"),
         env_metrics_path=Path(hermes.env_metrics_path or run_dir / "env_metrics.jsonl"),
         results_path=Path(hermes.results_path or run_dir / "results.json"),
+        rollouts_path=_rollouts_path(hermes, run_dir),
         wandb_mode=_wandb_mode(config),
         wandb_project=hermes.wandb.project or tinker.wandb_project or "hermes-rl",
         wandb_group=hermes.wandb.group or tinker.wandb_group,
