@@ -5,6 +5,7 @@ Prints
   * launch -> first trained step
   * steady RL steps/s (goal >= 2, aim 5), from metric timestamps after warm-up
   * reward/mean: mean of the first 20 steps vs the last 20 (goal: up by >= 0.3)
+  * the size of rollouts.jsonl (--no-rollouts runs without recording, to compare the step time)
 and writes bench/reward_curve.png.
 
     .venv/bin/python bench/bench_training.py [--duration 300] [--steps 3000] [--home DIR] [--model-dir DIR]
@@ -49,6 +50,9 @@ def main() -> int:
         metavar="FIELD=VALUE",
         help="an editable config value for this run, e.g. --set batch_size=16",
     )
+    parser.add_argument(
+        "--no-rollouts", action="store_true", help="run without rollout recording (to compare the step time)"
+    )
     args = parser.parse_args()
 
     if args.report:
@@ -59,10 +63,12 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     for key in ("TINKER_API_KEY", "WANDB_API_KEY"):
         os.environ.pop(key, None)
+    if args.no_rollouts:
+        os.environ["HERMES_RL_ROLLOUTS"] = "0"
 
     from hermes_rl.core import runs
     from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
-    from hermes_rl.core.base.states import is_final
+    from hermes_rl.core.base.states import FINAL
     from hermes_rl.core.envs.profiles import LOCAL_MODEL_NAME
 
     model = models_dir() / LOCAL_MODEL_NAME
@@ -94,7 +100,7 @@ def main() -> int:
             if rows and first_step_at is None:
                 first_step_at = rows[0]["time"]
                 print(f"first trained step {first_step_at - launched:.1f}s after launch")
-            if is_final(status):
+            if status in FINAL:
                 break
             if first_step_at is not None and time.time() - first_step_at > args.duration:
                 break
@@ -102,7 +108,7 @@ def main() -> int:
                 print("no trained step within 300 s")
                 break
     finally:
-        if not is_final(status):
+        if status not in FINAL:
             runs.stop_run(run_id, wait=30)
     return report(folder, launched, args.plot)
 
@@ -147,6 +153,8 @@ def report(folder: Path, launched: float, plot_path: str) -> int:
                 f"  median {medians} ({len(steady) - len(trained)} steps had no group with a reward spread: "
                 "nothing to train)"
             )
+    recorded = folder / "rollouts.jsonl"
+    print(f"rollouts.jsonl: {recorded.stat().st_size / 1e6:.2f} MB" if recorded.exists() else "rollouts: not recorded")
     rewards = [r["reward/mean"] for r in rows if r.get("reward/mean") is not None]
     if len(rewards) >= 40:
         first, last = statistics.mean(rewards[:20]), statistics.mean(rewards[-20:])

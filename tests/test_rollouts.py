@@ -5,15 +5,19 @@ tokenizer; the end-to-end run in test_e2e_local.py checks a real trainer writes 
 from __future__ import annotations
 
 import json
+import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
 from hermes_rl.core.base.errors import BadInput, NotFound
 from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.clients import cli, toolset
 from hermes_rl.core.readers import rollouts
 from hermes_rl.dataplane.trainer.rollouts import RolloutRecorder, select_groups
 from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
+from tests.fixtures_tui import write_run
 
 RUN = "abcdef01"
 
@@ -180,3 +184,42 @@ def test_live_reader_follows_appends_and_keeps_the_newest_groups():
     assert reader.poll() == 2
     assert reader.steps() == [3, 2]  # step 1 went to keep at most 3 groups
     assert reader.groups(3)[0]["completions"][0]["reward"] == 0.5
+
+
+# -- the CLI and the agent reports, over rollouts a real local run recorded ------------------------
+
+REAL_ROLLOUTS = Path(__file__).parent / "data" / "rollouts_toy_addition.jsonl"
+
+
+@pytest.fixture
+def recorded_run():
+    """A finished run folder whose rollouts.jsonl a real 12-step toy_addition run wrote."""
+    write_run(RUN, environment="toy_addition", steps=12, total_steps=12)
+    shutil.copyfile(REAL_ROLLOUTS, run_dir(RUN) / rollouts.ROLLOUTS_FILE)
+    return RUN
+
+
+def test_cli_rollouts_json_best_first_and_text_output(recorded_run, capsys):
+    assert cli.main(["rollouts", RUN, "--best", "--limit", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["step"] == 12 and len(out["completions"]) == 3
+    rewards = [c["reward"] for c in out["completions"]]
+    assert rewards == sorted(rewards, reverse=True)
+    assert cli.main(["rollouts", RUN, "--step", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "step 1" in text and "group 0" in text and "prompt: Q: " in text and "reward" in text
+    assert cli.main(["rollouts", RUN, "--step", "99"]) == 1
+    assert "recorded steps run from 1 to 12" in capsys.readouterr().err
+
+
+def test_agent_reports_carry_short_best_and_worst_completions(recorded_run):
+    status = toolset.rl_check_status(RUN)
+    results = toolset.rl_get_results(RUN)
+    for sample in (status["sample_completions"], results["sample_completions"]):
+        assert sample["step"] == 12 and sample["completions"] == 16
+        assert len(sample["best"]) == 2 and len(sample["worst"]) == 2
+        assert sample["best"][0]["reward"] >= sample["worst"][0]["reward"]
+        assert sample["best"][0]["prompt"].startswith("Q: ")
+    description = {t["function"]["name"]: t["function"]["description"] for t in toolset.TOOL_SCHEMAS}
+    assert "sample_completions:" in description["rl_check_status"]
+    assert "sample_completions:" in description["rl_get_results"]

@@ -156,6 +156,25 @@ class MetricsSummary(TypedDict):
     loss: float | None
 
 
+class SampleCompletion(TypedDict):
+    group: int | None
+    prompt: str
+    text: str
+    reward: float | None
+    advantage: float | None
+    finish: str | None
+
+
+class SampleCompletions(TypedDict):
+    """readers.rollouts.sample_completions(): the latest recorded step's best and worst completions."""
+
+    step: int
+    completions: int
+    zero_reward: int
+    best: list[SampleCompletion]
+    worst: list[SampleCompletion]
+
+
 class StatusReport(TypedDict):
     run_id: str
     status: str
@@ -169,6 +188,7 @@ class StatusReport(TypedDict):
     stalled_for_s: float | None
     wandb_url: str | None
     log_paths: dict[str, str]
+    sample_completions: SampleCompletions | None
     tips: list[str]
 
 
@@ -185,6 +205,7 @@ class ResultsSummary(TypedDict):
     tinker_path: str | None
     wandb_url: str | None
     log_paths: dict[str, str]
+    sample_completions: SampleCompletions | None
 
 
 # -- environments and their config ---------------------------------------------------------------

@@ -381,6 +381,44 @@ def cmd_results(args) -> Any:
     return None
 
 
+def _one_line(text: str, width: int | None = None) -> str:
+    shown = text.replace("\\", "\\\\").replace("\n", "\\n")
+    return shown if width is None or len(shown) <= width else shown[: width - 1] + "…"
+
+
+def cmd_rollouts(args) -> Any:
+    """The completions the policy produced at one step (the latest by default), from rollouts.jsonl."""
+    from rich.markup import escape
+
+    from hermes_rl.core import runs
+    from hermes_rl.core.readers.rollouts import read_rollouts
+
+    runs.get_run(args.run_id, sample=False)  # an unknown run is NotFound, not "no rollouts"
+    order = "best" if args.best else "worst" if args.worst else None
+    out = read_rollouts(args.run_id, step=args.step, order=order, limit=args.limit)
+    if args.json:
+        return out
+    console = _console()
+    console.print(
+        f"run [bold]{out['run_id']}[/]  step {out['step']}  {out['groups']} groups  "
+        f"(recorded steps {out['first_step']}-{out['last_step']}"
+        + (f", recording capped at step {out['capped_at_step']}" if out.get("capped_at_step") is not None else "")
+        + ")"
+    )
+    prompt = None
+    for item in out["completions"]:
+        if order is None and item["prompt"] != prompt:
+            prompt = item["prompt"]
+            console.print(f"[bold]group {item['group']}[/]  prompt: {escape(_one_line(prompt, 200))}")
+        tail = "" if order is None else f"  [dim]group {item['group']}: {escape(_one_line(item['prompt'], 40))}[/]"
+        console.print(
+            f"  reward {human_number(item['reward'])}  adv {human_number(item['advantage'])}  "
+            f"{item['tokens'] if item['tokens'] is not None else '-'} tok  {item['finish'] or '-'}  "
+            f"{escape(_one_line(item['text'], 160))}{tail}"
+        )
+    return None
+
+
 def cmd_mcp(args) -> Any:
     from hermes_rl.core.clients.mcp_server import main as mcp_main
 
@@ -459,6 +497,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("run_id")
     cmd = add("results", cmd_results, "final metrics and checkpoint of a run")
     cmd.add_argument("run_id")
+    cmd = add("rollouts", cmd_rollouts, "what the policy generated at a step: prompts, completions, rewards")
+    cmd.add_argument("run_id")
+    cmd.add_argument("--step", type=int, help="the trained step (default: the latest recorded)")
+    side = cmd.add_mutually_exclusive_group()
+    side.add_argument("--best", action="store_true", help="highest reward first")
+    side.add_argument("--worst", action="store_true", help="lowest reward first")
+    cmd.add_argument("--limit", type=int, metavar="K", help="at most K completions")
     add("mcp", cmd_mcp, "serve the rl_* tools over MCP (stdio)")
     cmd = add("dashboard", cmd_dashboard, "open the dashboard (the default)")
     cmd.add_argument("--run", dest="run_id")

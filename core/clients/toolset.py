@@ -382,6 +382,12 @@ class Tool:
         }
 
 
+_SAMPLES = (
+    "the latest recorded step's completions, to see what the policy writes (reward hacking shows here): "
+    "{step, completions (how many that step), zero_reward (how many scored 0), best and worst: up to 2 each of "
+    "{group, prompt, text (cut at 160 characters), reward, advantage, finish}}, or null before any is recorded"
+)
+
 _STATUS_FULL = {
     "run_id": "str",
     "status": "starting|running|stopping|stopped|completed|failed|lost",
@@ -399,6 +405,7 @@ _STATUS_FULL = {
     "stalled_for_s": "seconds without progress when stalled, else null",
     "wandb_url": "the W&B run URL when W&B is online, else null",
     "log_paths": "{process name: log file path}",
+    "sample_completions": _SAMPLES,
     "next_check_in_s": "seconds until the next full report unless the state changes (0 for finished runs)",
     "tips": "list of next steps",
 }
@@ -548,6 +555,7 @@ TOOLS: tuple[Tool, ...] = (
             "tinker_path": "tinker:// path of the weights on Tinker cloud or null",
             "wandb_url": "W&B run URL when online, else null",
             "log_paths": "{process name: log file path}",
+            "sample_completions": _SAMPLES,
         },
     ),
     Tool(

@@ -22,6 +22,7 @@ from hermes_rl.core.base.records import (
     ProcessSummary,
     ResultsSummary,
     RunView,
+    SampleCompletions,
     StartedRun,
     StatusReport,
 )
@@ -131,6 +132,17 @@ def latest_metrics(run: RunView) -> dict[str, Any]:
         return last
 
 
+def sample_completions(run_id: str) -> SampleCompletions | None:
+    """A few short completions of the latest recorded step (its best and worst), so a reader can see
+    what the policy writes (reward hacking shows here first); None without rollouts.jsonl."""
+    from hermes_rl.core.readers import rollouts
+
+    try:
+        return rollouts.sample_completions(run_id)  # type: ignore[return-value]
+    except (OSError, HermesError):
+        return None
+
+
 def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
     """What to do next about the run, in the client's own command names."""
     steps = steps.fill(run["run_id"])
@@ -170,6 +182,7 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
         "stalled_for_s": _finite(run.get("stalled_for_s")) if stalled else None,
         "wandb_url": wandb_url(run),
         "log_paths": log_paths(run),
+        "sample_completions": sample_completions(run["run_id"]),
         "tips": tips(run, steps),
     }
 
@@ -204,4 +217,5 @@ def results_summary(run_id: str) -> ResultsSummary:
         "tinker_path": results.get("tinker_path"),
         "wandb_url": wandb_url(run),
         "log_paths": log_paths(run),
+        "sample_completions": sample_completions(run_id),
     }
