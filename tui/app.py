@@ -82,6 +82,7 @@ class HermesDashboard(App):
         Binding("x", "stop_run", "Stop run", id="run.stop"),
         Binding("t", "test_inference", "Test inference", id="app.inference"),
         Binding("z", "zoom", "Zoom pane", id="app.zoom"),
+        Binding("o", "rollouts", "Rollouts", id="app.rollouts"),
     ]
 
     def __init__(
@@ -514,6 +515,16 @@ class HermesDashboard(App):
 
     def open_chart(self, key: str) -> None:
         self.push_screen(ChartScreen(key, self.pane(MetricsPane).rows))
+
+    def action_rollouts(self, step: int | None = None) -> None:
+        if self.screen is not self.screen_stack[0] and not isinstance(self.screen, ChartScreen):
+            return
+        if not self.selected_run:
+            self.notify("select a run first: [3], then a row", severity="warning")
+            return
+        from hermes_rl.tui.panes.rollouts import RolloutsScreen
+
+        self.push_screen(RolloutsScreen(self.selected_run, step))
 
     # -- test inference -------------------------------------------------------------------------
     def action_test_inference(self) -> None:

@@ -129,6 +129,14 @@ def run_metrics(run_id: str, **kwargs):
     return RunMetrics(run_dir(run_id), **kwargs)
 
 
+def run_rollouts(run_id: str, **kwargs):
+    """core's incremental reader of a run's rollouts.jsonl (RunRollouts)."""
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.readers.rollouts import RunRollouts
+
+    return RunRollouts(run_dir(run_id), **kwargs)
+
+
 def metric_keys(rows) -> list[str]:
     """Every metric key in the rows, headline metrics first."""
     from hermes_rl.core.readers.metrics import metric_keys
