@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -31,30 +32,66 @@ LIST_EVERY_S = 2.0  # list_runs() at least this often even without file events (
 RUNS_EVERY_S = 3.0  # a run's step/reward/sparkline in the runs table: at most this often (status at once)
 
 
+# An HTTP access-log line (uvicorn's, aiohttp's): `"GET /batch HTTP/1.1" 200`. Most of a run's log lines
+# are these (environments poll run-api), so the merged view hides them unless asked.
+ACCESS_LINE = re.compile(r'"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) \S+ HTTP/[\d.]+"\s+\d{3}')
+
+
+def is_access_line(line: str) -> bool:
+    return ACCESS_LINE.search(line) is not None
+
+
+class _Lines:
+    """A bounded deque of lines whose line numbers stay stable as old lines fall off the front."""
+
+    def __init__(self, max_lines: int):
+        self.lines: deque[str] = deque(maxlen=max_lines)
+        self.dropped = 0
+
+    def extend(self, lines: list[str]) -> None:
+        overflow = len(self.lines) + len(lines) - self.lines.maxlen
+        if overflow > 0:
+            self.dropped += overflow
+        self.lines.extend(lines)
+
+    def window(self, start: int, end: int) -> list[str]:
+        start = max(start, self.dropped) - self.dropped
+        end = min(end - self.dropped, len(self.lines))
+        if start >= end:
+            return []
+        return list(itertools.islice(self.lines, start, end))
+
+
 class MergedLog:
-    """Every process's new lines in arrival order, prefixed with the process name; bounded."""
+    """Every process's new lines in arrival order, prefixed with the process name; bounded. Two views of
+    the same lines: all of them, or without HTTP access lines (`show_access`, off by default); the
+    count of hidden lines is `hidden`."""
 
     def __init__(self, max_lines: int = 20_000):
-        self._lines: deque[str] = deque(maxlen=max_lines)
-        self._dropped = 0  # lines that fell off the front (keeps line numbers stable)
+        self.max_lines = max_lines
+        self._all = _Lines(max_lines)
+        self._quiet = _Lines(max_lines)
+        self.hidden = 0  # access lines seen (hidden while show_access is off)
+        self.show_access = False
         self._lock = threading.Lock()
         self._consumed: dict[str, tuple[int, int]] = {}  # name -> (lines taken, reader.prepended then)
 
     @property
+    def _shown(self) -> _Lines:
+        return self._all if self.show_access else self._quiet
+
+    @property
     def line_count(self) -> int:
-        return self._dropped + len(self._lines)
+        shown = self._shown
+        return shown.dropped + len(shown.lines)
 
     @property
     def first_line(self) -> int:
-        return self._dropped
+        return self._shown.dropped
 
     def lines(self, start: int, end: int) -> list[str]:
         with self._lock:
-            start = max(start, self._dropped) - self._dropped
-            end = min(end - self._dropped, len(self._lines))
-            if start >= end:
-                return []
-            return list(itertools.islice(self._lines, start, end))
+            return self._shown.window(start, end)
 
     def knows(self, name: str) -> bool:
         return name in self._consumed
@@ -74,17 +111,17 @@ class MergedLog:
         if complete <= seen:
             self._consumed[name] = (seen, reader.prepended)
             return
-        start = max(seen, complete - self._lines.maxlen)
+        start = max(seen, complete - self.max_lines)
         prefix = f"{name:<{width}} │ "
         self._append([prefix + line for line in reader.lines(start, complete)])
         self._consumed[name] = (complete, reader.prepended)
 
     def _append(self, lines: list[str]) -> None:
+        quiet = [line for line in lines if not is_access_line(line)]
         with self._lock:
-            overflow = len(self._lines) + len(lines) - self._lines.maxlen
-            if overflow > 0:
-                self._dropped += overflow
-            self._lines.extend(lines)
+            self.hidden += len(lines) - len(quiet)
+            self._all.extend(lines)
+            self._quiet.extend(quiet)
 
 
 class RunView:

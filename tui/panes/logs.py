@@ -31,6 +31,34 @@ RESIZE_EVERY_S = 15.0  # while following: the view draws from the bottom, only t
 _MARKER_STYLE = Style(color="black", bgcolor="yellow", bold=True)
 _MATCH_STYLE = Style(color="black", bgcolor="yellow")
 _CURRENT_MATCH_BG = Style(bgcolor="grey23")
+# Lines by severity, in the words Python's logging, uvicorn and tracebacks use.
+ERROR_LINE = re.compile(
+    r"\b(?:ERROR|CRITICAL|FATAL)\b"  # logging levels
+    r"|^(?:.*│ )?Traceback \(most recent call last\)"  # a traceback's first line (merged view: after the name)
+    r"|^(?:.*│ )?[\w.]*(?:Error|Exception)\b:?"  # its last line
+)
+WARNING_LINE = re.compile(r"\bWARN(?:ING)?\b")
+_SEVERITY_STYLE = {"error": Style(color="red"), "warning": Style(color="yellow")}
+# The line naming an exception, at the end of a traceback: `RuntimeError: boom`, `KeyError`.
+EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
+
+
+def severity(plain: str) -> str | None:
+    """ "error", "warning" or None for one line of text."""
+    if ERROR_LINE.search(plain):
+        return "error"
+    if WARNING_LINE.search(plain):
+        return "warning"
+    return None
+
+
+def last_exception(lines: list[str]) -> str | None:
+    """The last line of `lines` that names an exception (what a failed process died of)."""
+    for line in reversed(lines):
+        plain = backend.strip_ansi(line).strip()
+        if EXCEPTION_LINE.match(plain):
+            return plain
+    return None
 
 
 class LogView(ScrollView, can_focus=True):
@@ -199,6 +227,9 @@ class LogView(ScrollView, can_focus=True):
     # -- rendering ----------------------------------------------------------------------------------
     def _to_text(self, line_no: int, raw: str) -> Text:
         text = Text.from_ansi(raw, no_wrap=not self.wrap, end="")
+        level = severity(text.plain)
+        if level is not None:
+            text.stylize_before(_SEVERITY_STYLE[level])  # a line's own colours win
         if self._search_re is not None:
             plain = text.plain
             for match in self._search_re.finditer(plain):
@@ -301,6 +332,9 @@ class LogsPane(Vertical):
         Binding("[", "prev_tab", "Prev log", id="logs.prev_tab"),
         Binding("]", "next_tab", "Next log", id="logs.next_tab"),
         Binding("E", "load_earlier", "Load earlier", show=False, id="logs.earlier"),
+        Binding("a", "toggle_access", "Access lines", id="logs.access"),
+        Binding("e", "next_error", "Next error", id="logs.next_error"),
+        Binding("p", "prev_error", "Prev error", id="logs.prev_error"),
     ]
 
     class WorkFailed(Message):
@@ -319,9 +353,11 @@ class LogsPane(Vertical):
         self._tab_names: dict[str, str] = {}  # tab id -> process name
         self._status = ""
         self._tab_serial = 0
+        self._states: dict[str, str | None] = {}  # process name -> its state in the last sample
 
     def compose(self) -> ComposeResult:
         yield Tabs(Tab("all", id="tab-all"), id="log-tabs")
+        yield Static("", id="log-problem", classes="hidden")
         yield LogView(id="log-view")
         yield Input(placeholder="search logs (enter: find, esc: close)", id="log-search", classes="hidden")
         yield Static("", id="log-status")
@@ -352,6 +388,10 @@ class LogsPane(Vertical):
 
     def sync_processes(self, run: dict) -> None:
         names = [p.get("name") for p in run.get("processes") or [] if p.get("name")]
+        states = {p.get("name"): p.get("state") for p in run.get("processes") or [] if p.get("name")}
+        if states != self._states:
+            self._states = states
+            self.call_later(self._show_problem)
         tabs = self.query_one(Tabs)
         for name in names:
             if name not in self.names:
@@ -377,7 +417,24 @@ class LogsPane(Vertical):
         if source is not self.view.source:
             self.view.set_source(source)
             self.view.set_search(self.view.search)
+        self._show_problem()
         self._update_status()
+
+    def _show_problem(self) -> None:
+        """Above a failed process's tab: the exception it died of (the last one in its log)."""
+        banner = self.query_one("#log-problem", Static)
+        name = self._selected_name()
+        source = self.view.source
+        text = None
+        if name != MERGED and self._states.get(name) == "failed" and source is not None:
+            count = source.line_count
+            found = last_exception(source.lines(max(0, count - 200), count))
+            text = f"{name} failed: {found}" if found else f"{name} failed (no exception line in its last 200 lines)"
+        if text is None:
+            banner.add_class("hidden")
+        else:
+            banner.update(Text(text, style="bold red"))
+            banner.remove_class("hidden")
 
     def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
         event.stop()
@@ -403,6 +460,9 @@ class LogsPane(Vertical):
             "wrap" if view.wrap else "no wrap",
         ]
         source = view.source
+        if getattr(source, "hidden", None) is not None:
+            state = "shown" if source.show_access else "hidden"
+            parts.append(f"{source.hidden:,} access line{'' if source.hidden == 1 else 's'} {state} (a)")
         if source is not None and getattr(source, "has_earlier", False):
             parts.append(f"opened at tail, {source.unindexed_bytes / 1e6:.0f} MB earlier (E: load)")
         if getattr(source, "rotations", 0):
@@ -421,6 +481,37 @@ class LogsPane(Vertical):
     def action_toggle_follow(self) -> None:
         self.view.toggle_follow()
         self._update_status()
+
+    def action_toggle_access(self) -> None:
+        source = self.view.source
+        if getattr(source, "hidden", None) is None:
+            self.notify("access lines are hidden in the merged view (all) only", timeout=2)
+            return
+        source.show_access = not source.show_access
+        search = self.view.search
+        self.view.set_source(source)  # line numbers differ between the two views
+        self.view.set_search(search)
+        self._update_status()
+
+    def action_next_error(self) -> None:
+        start = (self.view.match_line + 1) if self.view.match_line is not None else int(self.view.scroll_y)
+        self._find_error(start, backwards=False)
+
+    def action_prev_error(self) -> None:
+        view = self.view
+        if view.match_line is not None:
+            start = view.match_line - 1
+        else:
+            start = view.line_count - 1 if view.follow else int(view.scroll_y)
+        self._find_error(start, backwards=True)
+
+    @work(thread=True, exclusive=True, group="log-search", exit_on_error=False, description="cannot search the log")
+    def _find_error(self, start: int, backwards: bool) -> None:
+        source = self.view.source
+        if source is None:
+            return
+        found = _scan_lines(source, lambda plain: severity(plain) == "error", start, backwards)
+        self.app.call_from_thread(self._found, "errors", found)
 
     def action_toggle_wrap(self) -> None:
         self.view.toggle_wrap()
@@ -511,13 +602,30 @@ class LogsPane(Vertical):
 
 def _scan(source, pattern: str, start: int, backwards: bool) -> int | None:
     needle = pattern.lower()
+    return _scan_lines(source, lambda plain: needle in plain.lower(), start, backwards)
+
+
+def _scan_lines(source, matches, start: int, backwards: bool, chunk: int = 512) -> int | None:
+    """The first line from `start` (either way) whose plain text `matches`, read in chunks."""
     total = source.line_count
-    order = range(min(start, total - 1), -1, -1) if backwards else range(max(0, start), total)
     first = getattr(source, "first_line", 0)
-    for line in order:
-        if line < first:
-            break
-        got = source.lines(line, line + 1)
-        if got and needle in backend.strip_ansi(got[0]).lower():
-            return line
+    if backwards:
+        end = min(start, total - 1) + 1
+        while end > first:
+            begin = max(first, end - chunk)
+            lines = source.lines(begin, end)
+            for offset in range(len(lines) - 1, -1, -1):
+                if matches(backend.strip_ansi(lines[offset])):
+                    return begin + offset
+            end = begin
+        return None
+    begin = max(first, start)
+    while begin < total:
+        lines = source.lines(begin, min(total, begin + chunk))
+        if not lines:
+            return None
+        for offset, line in enumerate(lines):
+            if matches(backend.strip_ansi(line)):
+                return begin + offset
+        begin += len(lines)
     return None

@@ -1,4 +1,5 @@
-"""[6] Metrics: a sparkline, last value and trend per key; enter opens a full chart (textual-plotext)."""
+"""[6] Metrics: a sparkline, last value and trend per key; enter opens a full chart (textual-plotext).
+Zoomed (z), the pane is a grid of charts, every metric at a glance ([ and ] page, w: x by wall time)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import number, set_subtitle, spark, trend
+from hermes_rl.tui.widgets.charts import ChartGrid
 from hermes_rl.tui.widgets.tables import NavTable
 
 SMOOTHING = (0.0, 0.6, 0.9)
@@ -25,8 +27,26 @@ class MetricsTable(NavTable):
 RECENT_ROWS = 400
 
 
+def wall_series(rows: list[dict], key: str) -> list[tuple[float, float]]:
+    """(seconds since the first row, value) of `key`, for an x axis by wall time."""
+    start = next((r["time"] for r in rows if isinstance(r.get("time"), (int, float))), None)
+    steps = dict(backend.metric_series(rows, key))
+    if start is None:
+        return []
+    return [
+        (r["time"] - start, steps[r["step"]])
+        for r in rows
+        if isinstance(r.get("time"), (int, float)) and r.get("step") in steps
+    ]
+
+
 class MetricsPane(Vertical):
     ALLOW_MAXIMIZE = True
+    BINDINGS = [
+        Binding("right_square_bracket", "grid_page(1)", "Next charts", id="metrics.grid_next"),
+        Binding("left_square_bracket", "grid_page(-1)", "Prev charts", id="metrics.grid_prev"),
+        Binding("w", "wall_time", "x: step/time", id="metrics.wall_time"),
+    ]
 
     class ChartRequested(Message):
         """Enter (or a click) on a metric: the app opens its chart over the current rows."""
@@ -41,6 +61,7 @@ class MetricsPane(Vertical):
         self.rows: list[dict] = []
         self.run_id: str | None = None
         self._known_keys: set[str] = set()  # every metric the shown run ever logged
+        self.wall = False
 
     def compose(self) -> ComposeResult:
         table = MetricsTable(id="metrics-table")
@@ -53,6 +74,47 @@ class MetricsPane(Vertical):
         ):
             table.add_column(label, key=key, width=width)
         yield table
+        yield ChartGrid(id="metrics-grid", classes="hidden")
+
+    @property
+    def zoomed(self) -> bool:
+        return self.screen.maximized is self
+
+    def on_resize(self, _event) -> None:
+        grid = self.query_one(ChartGrid)
+        zoomed = self.zoomed
+        if zoomed == grid.has_class("hidden"):
+            had_focus = self.table.has_focus or grid.has_focus
+            grid.set_class(not zoomed, "hidden")
+            self.table.set_class(zoomed, "hidden")
+            if had_focus:  # focus stays in the pane, so its keys (and the zoom) stay with it
+                (grid if zoomed else self.table).focus()
+        if zoomed:
+            self._show_grid()
+
+    def _show_grid(self) -> None:
+        keys = backend.metric_keys([dict.fromkeys(self._known_keys, 0.0)])
+        if self.wall:
+            series = [(key, wall_series(self.rows, key)) for key in keys]
+        else:
+            series = [(key, [(float(s), v) for s, v in backend.metric_series(self.rows, key)]) for key in keys]
+        self.query_one(ChartGrid).show(series, self.wall)
+        self.call_after_refresh(self._grid_subtitle)
+
+    def _grid_subtitle(self) -> None:
+        grid = self.query_one(ChartGrid)
+        x = "wall time" if self.wall else "step"
+        set_subtitle(self, f"charts page {grid.page + 1}/{grid.pages} ([ ]) · x: {x} (w) · {len(grid.series)} metrics")
+
+    def action_grid_page(self, delta: int) -> None:
+        grid = self.query_one(ChartGrid)
+        grid.page = (grid.page + delta) % grid.pages
+        self._show_grid()
+
+    def action_wall_time(self) -> None:
+        self.wall = not self.wall
+        if self.zoomed:
+            self._show_grid()
 
     @property
     def table(self) -> MetricsTable:
@@ -86,6 +148,9 @@ class MetricsPane(Vertical):
                 )
             )
         self.table.replace_rows(out)
+        if self.zoomed:
+            self._show_grid()
+            return
         last_step = rows[-1].get("step") if rows else None
         set_subtitle(
             self,
