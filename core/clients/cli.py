@@ -419,6 +419,45 @@ def cmd_rollouts(args) -> Any:
     return None
 
 
+def cmd_compare(args) -> Any:
+    """Runs side by side: the config values that differ, first/best/last of the headline metrics."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from hermes_rl.core.runs.compare import compare_runs
+
+    out = compare_runs(args.run_ids)
+    if args.json:
+        return out
+    ids = [r["run_id"] for r in out["runs"]]
+    console = _console()
+    runs = Table("", *ids, box=None, header_style="bold")
+    for label, key in (("environment", "environment"), ("profile", "profile"), ("status", "status")):
+        runs.add_row(label, *(str(r.get(key) or "-") for r in out["runs"]))
+    runs.add_row("steps", *(f"{r.get('steps') or 0}/{r.get('total_steps') or '-'}" for r in out["runs"]))
+    console.print(runs)
+    if out["config_differences"]:
+        table = Table("config that differs", *ids, box=None, header_style="bold")
+        for row in out["config_differences"]:
+            table.add_row(row["key"], *(escape(str(row["values"][r])) for r in ids))
+        console.print(table)
+    else:
+        console.print("[dim]same config (paths, ports and names aside)[/]")
+    table = Table("metric: first → best@step → last", *ids, box=None, header_style="bold")
+    for key, per_run in out["metrics"].items():
+        cells = []
+        for run_id in ids:
+            m = per_run.get(run_id)
+            if m is None:
+                cells.append("-")
+                continue
+            best = f" → {human_number(m['best'])}@{m['best_step']}" if m["best"] is not None else ""
+            cells.append(f"{human_number(m['first'])}{best} → {human_number(m['last'])}")
+        table.add_row(key, *cells)
+    console.print(table)
+    return None
+
+
 def cmd_mcp(args) -> Any:
     from hermes_rl.core.clients.mcp_server import main as mcp_main
 
@@ -504,6 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
     side.add_argument("--best", action="store_true", help="highest reward first")
     side.add_argument("--worst", action="store_true", help="lowest reward first")
     cmd.add_argument("--limit", type=int, metavar="K", help="at most K completions")
+    cmd = add("compare", cmd_compare, "runs side by side: config differences, first/best/last metrics")
+    cmd.add_argument("run_ids", nargs="+", metavar="RUN")
     add("mcp", cmd_mcp, "serve the rl_* tools over MCP (stdio)")
     cmd = add("dashboard", cmd_dashboard, "open the dashboard (the default)")
     cmd.add_argument("--run", dest="run_id")

@@ -1,0 +1,110 @@
+"""Two or more runs side by side: the config values that differ and the first/best/last of the headline
+metrics, aligned by step. What `hermes-rl compare` prints and the dashboard's overlay reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.base.paths import run_dir, validate_run_id
+from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
+
+# Sections of config.yaml that describe the training (the rest is where the run's files and ports are).
+COMPARED_SECTIONS = ("env", "tinker")
+# Values that differ between any two runs by construction: their own paths, ports and names.
+PER_RUN_KEYS = {
+    "env.rollout_server_url",
+    "env.env_metrics_path",
+    "env.wandb_name",
+    "env.data_path_to_save_groups",
+    "tinker.checkpoint_dir",
+    "tinker.wandb_run_name",
+    "tinker.log_path",
+}
+# Metrics with a direction: "best" is their highest value. Others (the GRPO surrogate loss, logprob
+# drift, advantage spread) have none, so only first and last are given.
+HIGHER_IS_BETTER = {Metric.REWARD_MEAN, Metric.PERCENT_CORRECT, Metric.EVAL_PERCENT_CORRECT}
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
+    else:
+        out[prefix] = value
+
+
+def config_values(run_id: str) -> dict[str, Any]:
+    """The run's training config as dotted keys (env.group_size, tinker.learning_rate, ...)."""
+    from hermes_rl.core.runs.runconfig import read_run_config
+
+    config = read_run_config(run_id)
+    out: dict[str, Any] = {}
+    for section in COMPARED_SECTIONS:
+        _flatten(section, config.get(section) or {}, out)
+    return {k: v for k, v in out.items() if k not in PER_RUN_KEYS}
+
+
+def config_differences(run_ids: list[str]) -> list[dict]:
+    """[{key, values: {run_id: value}}] for every key whose value is not the same in every run
+    (a key a run lacks counts as null)."""
+    values = {run_id: config_values(run_id) for run_id in run_ids}
+    keys = sorted({k for v in values.values() for k in v})
+    out = []
+    for key in keys:
+        row = {run_id: values[run_id].get(key) for run_id in run_ids}
+        if len({repr(v) for v in row.values()}) > 1:
+            out.append({"key": key, "values": row})
+    return out
+
+
+def metric_summary(series: list[tuple[int, float]], key: str) -> dict | None:
+    """{first, best, best_step, last, last_step} of one metric's (step, value) series (best and
+    best_step null for a metric without a direction)."""
+    if not series:
+        return None
+    best_step, best = max(series, key=lambda item: item[1]) if key in HIGHER_IS_BETTER else (None, None)
+    return {
+        "first": series[0][1],
+        "best": best,
+        "best_step": best_step,
+        "last": series[-1][1],
+        "last_step": series[-1][0],
+    }
+
+
+def compare_runs(run_ids: list[str]) -> dict:
+    """The runs' identity, the config values that differ, and per headline metric each run's
+    first/best/last. BadInput for fewer than two runs or a repeated id; NotFound for an unknown run."""
+    from hermes_rl.core.readers.metrics import RunMetrics
+    from hermes_rl.core.runs.store import get_run
+
+    ids = [validate_run_id(r) for r in run_ids]
+    if len(ids) < 2:
+        raise BadInput("compare needs at least two runs", hint="e.g. `hermes-rl compare RUN_A RUN_B`")
+    if len(set(ids)) != len(ids):
+        raise BadInput("a run is named twice", hint="name each run once")
+    runs = []
+    metrics: dict[str, dict[str, dict | None]] = {str(k): {} for k in HEADLINE_METRICS}
+    for run_id in ids:
+        run = get_run(run_id, sample=False)
+        reader = RunMetrics(run_dir(run_id))
+        reader.poll()
+        rows = reader.rows
+        runs.append(
+            {
+                "run_id": run_id,
+                "environment": run.get("environment"),
+                "profile": run.get("profile"),
+                "status": run.get("status"),
+                "steps": rows[-1].get(Metric.STEP) if rows else None,
+                "total_steps": run.get("total_steps"),
+            }
+        )
+        for key in HEADLINE_METRICS:
+            metrics[str(key)][run_id] = metric_summary(reader.series(key), key)
+    return {
+        "runs": runs,
+        "config_differences": config_differences(ids),
+        "metrics": {k: v for k, v in metrics.items() if any(v.values())},
+    }

@@ -1,0 +1,61 @@
+"""`hermes-rl compare`: the config values that differ between runs and first/best/last of their
+headline metrics, over run folders as the trainer and supervisor write them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.clients import cli
+from hermes_rl.core.runs.compare import compare_runs
+from tests.fixtures_tui import write_run
+
+
+def write_config(run_id: str, group_size: int, learning_rate: float) -> None:
+    config = {
+        "env": {
+            "group_size": group_size,
+            "batch_size": 16,
+            "rollout_server_url": f"http://127.0.0.1:{18000 + group_size}",  # differs by construction
+            "wandb_name": f"toy-{run_id}",
+        },
+        "tinker": {"lora_rank": 8, "learning_rate": learning_rate},
+        "hermes": {"run_id": run_id, "run_dir": str(run_dir(run_id))},
+    }
+    (run_dir(run_id) / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+@pytest.fixture
+def two_runs(hermes_home):
+    write_run("aaaa0001", steps=20)
+    write_run("bbbb0002", steps=7, status="failed", reason="trainer exited 1")
+    write_config("aaaa0001", 8, 5e-4)
+    write_config("bbbb0002", 4, 5e-4)
+    return ["aaaa0001", "bbbb0002"]
+
+
+def test_compare_lists_only_real_config_differences_and_metric_summaries(two_runs):
+    out = compare_runs(two_runs)
+    assert [r["run_id"] for r in out["runs"]] == two_runs
+    assert [r["steps"] for r in out["runs"]] == [20, 7]
+    assert out["config_differences"] == [{"key": "env.group_size", "values": {"aaaa0001": 8, "bbbb0002": 4}}]
+    reward = out["metrics"]["reward/mean"]
+    assert reward["aaaa0001"]["last_step"] == 20 and reward["bbbb0002"]["last_step"] == 7
+    assert reward["aaaa0001"]["best"] >= reward["aaaa0001"]["last"]
+    assert out["metrics"]["train/loss"]["aaaa0001"]["best"] is None  # no direction: first and last only
+
+
+def test_compare_cli_json_text_and_bad_input(two_runs, capsys):
+    assert cli.main(["compare", *two_runs, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config_differences"][0]["key"] == "env.group_size"
+    assert cli.main(["compare", *two_runs]) == 0
+    text = capsys.readouterr().out
+    assert "env.group_size" in text and "reward/mean" in text
+    with pytest.raises(BadInput):
+        compare_runs(["aaaa0001"])
+    assert cli.main(["compare", "aaaa0001", "cccc0003"]) == 1
+    assert "no run cccc0003" in capsys.readouterr().err

@@ -1,0 +1,63 @@
+"""The zoomed metrics pane: every metric a chart (eval accuracy from env_metrics.jsonl included),
+paged when they do not fit, x by step or by wall time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from hermes_rl.tui.app import HermesDashboard
+from hermes_rl.tui.panes.metrics import MetricsPane
+from hermes_rl.tui.widgets.charts import ChartGrid, block_rows, resample
+from tests.fixtures_tui import fixed_clock, write_run
+
+
+async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_block_chart_rises_with_the_values_and_spans_its_rows():
+    rows, low, high = block_rows(resample([(1, 0.0), (2, 0.5), (3, 1.0)], 3), 4)
+    assert (low, high) == (0.0, 1.0)
+    assert rows[-1][0] != " " and rows[0][0] == " " and rows[0][2] == "█"  # low left, full right
+    # a series sampled more rarely (eval every 5 steps) is drawn over the same x range as the others
+    sparse = resample([(5, 0.2), (10, 0.4)], 10, x_range=(1, 10))
+    assert sparse[:4] == [None] * 4 and sparse[4] == 0.2 and sparse[-1] == 0.4
+
+
+@pytest.mark.timeout(120)
+def test_zoomed_metrics_pane_is_a_grid_of_every_metric_with_paging_and_wall_time(hermes_home):
+    write_run("a1b2c3d4", steps=20)
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(100, 30)) as pilot:
+            pane = app.query_one(MetricsPane)
+            await wait_for(pilot, lambda: pane.table.row_count > 5, what="metrics")
+            await pilot.press("6", "z")
+            grid = pane.query_one(ChartGrid)
+            await wait_for(pilot, lambda: grid.display and grid.series, what="the chart grid")
+            names = [name for name, _ in grid.series]
+            assert names[0] == "reward/mean" and "eval/percent_correct" in names
+            assert len(names) == pane.table.row_count
+            assert grid.pages > 1  # 100x30 holds a few charts per page
+            first = str(grid.render())
+            assert "reward/mean" in first
+            await pilot.press("right_square_bracket")
+            await wait_for(pilot, lambda: grid.page == 1, what="the next page")
+            assert str(grid.render()) != first
+            assert "charts page 2/" in pane.border_subtitle
+            await pilot.press("w")
+            await wait_for(pilot, lambda: grid.wall, what="wall time")
+            assert "x: wall time" in pane.border_subtitle
+            await pilot.press("z")
+            await wait_for(pilot, lambda: not grid.display and pane.table.display, what="the table again")
+
+    asyncio.run(scenario())
