@@ -59,3 +59,45 @@ def test_compare_cli_json_text_and_bad_input(two_runs, capsys):
         compare_runs(["aaaa0001"])
     assert cli.main(["compare", "aaaa0001", "cccc0003"]) == 1
     assert "no run cccc0003" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_dashboard_marks_two_runs_and_overlays_them_with_their_config_differences(two_runs):
+    import asyncio
+    import time
+
+    from textual.widgets import DataTable
+
+    from hermes_rl.tui.app import HermesDashboard
+    from hermes_rl.tui.panes.compare import CompareScreen
+    from hermes_rl.tui.panes.runs import RunsPane
+    from tests.fixtures_tui import fixed_clock
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(160, 48)) as pilot:
+            pane = app.query_one(RunsPane)
+            deadline = time.monotonic() + 20
+            while pane.table.row_count < 2 and time.monotonic() < deadline:
+                await pilot.pause(0.1)
+            await pilot.press("3", "c")  # one run is not a comparison
+            assert not isinstance(app.screen, CompareScreen)
+            await pilot.press("space", "j", "space")
+            assert len(pane.marked) == 2 and "2 marked" in pane.border_subtitle
+            await pilot.press("c")
+            assert isinstance(app.screen, CompareScreen)
+            screen = app.screen
+            deadline = time.monotonic() + 20
+            while screen.comparison is None and time.monotonic() < deadline:
+                await pilot.pause(0.1)
+            config = screen.query_one("#compare-config", DataTable)
+            assert [str(config.get_row_at(i)[0]) for i in range(config.row_count)] == ["env.group_size"]
+            assert sorted(screen.rows) == sorted(two_runs) and all(screen.rows.values())
+            title = str(screen.query_one("#compare-title").render())
+            assert "reward/mean" in title and "2/2 runs have it" in title
+            await pilot.press("n")
+            assert screen.key != "reward/mean"
+            await pilot.press("escape", "space")  # unmark one
+            assert len(pane.marked) == 1
+
+    asyncio.run(scenario())

@@ -516,6 +516,11 @@ class HermesDashboard(App):
     def open_chart(self, key: str) -> None:
         self.push_screen(ChartScreen(key, self.pane(MetricsPane).rows))
 
+    def on_runs_pane_compare_requested(self, message: RunsPane.CompareRequested) -> None:
+        from hermes_rl.tui.panes.compare import CompareScreen
+
+        self.push_screen(CompareScreen(message.run_ids))
+
     def action_rollouts(self, step: int | None = None) -> None:
         if self.screen is not self.screen_stack[0] and not isinstance(self.screen, ChartScreen):
             return

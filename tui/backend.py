@@ -137,6 +137,12 @@ def run_rollouts(run_id: str, **kwargs):
     return RunRollouts(run_dir(run_id), **kwargs)
 
 
+def compare_runs(run_ids: list[str]) -> dict:
+    from hermes_rl.core.runs.compare import compare_runs
+
+    return compare_runs(run_ids)
+
+
 def metric_keys(rows) -> list[str]:
     """Every metric key in the rows, headline metrics first."""
     from hermes_rl.core.readers.metrics import metric_keys

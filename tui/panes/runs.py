@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable
@@ -30,6 +31,17 @@ class RunsTable(NavTable):
 
 class RunsPane(Vertical):
     ALLOW_MAXIMIZE = True
+    BINDINGS = [
+        Binding("space", "mark", "Mark run", id="runs.mark"),
+        Binding("c", "compare", "Compare marked", id="runs.compare"),
+    ]
+
+    class CompareRequested(Message):
+        """c with runs marked: the app opens the comparison of these runs (in marking order)."""
+
+        def __init__(self, run_ids: list[str]) -> None:
+            super().__init__()
+            self.run_ids = run_ids
 
     class Selected(Message):
         """The highlighted run changed (None: no run shown). Posted once per change: live updates that
@@ -48,6 +60,7 @@ class RunsPane(Vertical):
         self.stalled: set[str] = set()
         self.filter_text = ""
         self._selected: str | None = None
+        self.marked: list[str] = []  # runs to compare, in the order they were marked
 
     def compose(self) -> ComposeResult:
         yield FilterBox("filter runs (id, environment, status, profile)", id="runs-filter")
@@ -101,6 +114,8 @@ class RunsPane(Vertical):
             icon, colour = run_style(status)
             if run.get("run_id") in self.stalled:
                 icon, colour, status = "⚠", "orange1", f"{status} (stalled)"
+            if run["run_id"] in self.marked:
+                icon, colour = "◆", "bold magenta"
             created = timestamp(run.get("created_at"))
             step, total = run.get("step"), run.get("total_steps")
             step_text = f"{step if step is not None else '—'}/{total if total else '?'}"
@@ -122,7 +137,10 @@ class RunsPane(Vertical):
             )
         self.table.replace_rows(rows)
         set_subtitle(
-            self, f"{len(rows)}/{len(self.runs)}" + (f" · filter {self.filter_text!r}" if self.filter_text else "")
+            self,
+            f"{len(rows)}/{len(self.runs)}"
+            + (f" · filter {self.filter_text!r}" if self.filter_text else "")
+            + (f" · {len(self.marked)} marked (c: compare)" if self.marked else ""),
         )
         self._announce()
 
@@ -150,6 +168,27 @@ class RunsPane(Vertical):
     def on_nav_table_sorted(self, event: NavTable.Sorted) -> None:
         event.stop()
         self.render_rows()
+
+    def action_mark(self) -> None:
+        key = self.table.selected_key()
+        if key is None:
+            return
+        if key in self.marked:
+            self.marked.remove(key)
+        else:
+            self.marked.append(key)
+        self.render_rows()
+
+    def action_compare(self) -> None:
+        chosen = list(self.marked)
+        if len(chosen) < 2:
+            current = self.table.selected_key()
+            if current and current not in chosen:
+                chosen.append(current)
+        if len(chosen) < 2:
+            self.notify("mark two or more runs with space, then c", severity="warning")
+            return
+        self.post_message(self.CompareRequested(chosen))
 
     def start_filter(self) -> None:
         self.query_one(FilterBox).open()
