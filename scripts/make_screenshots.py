@@ -73,9 +73,10 @@ async def shoot(name: str, keys: list, run_id: str | None = "a1b2c3d4", before=N
 
 
 async def panes() -> None:
+    from hermes_rl.core.base.paths import run_dir
     from hermes_rl.tui.panes.config_editor import ConfigPane
     from hermes_rl.tui.panes.logs import LogsPane
-    from tests.fixtures_tui import FIXED_NOW, SAMPLE_LOGS, fixed_clock, write_run
+    from tests.fixtures_tui import FIXED_NOW, REAL_ROLLOUTS, SAMPLE_LOGS, fixed_clock, write_run, write_run_config
 
     write_run(
         "a1b2c3d4",
@@ -105,6 +106,10 @@ async def panes() -> None:
         logs={"api": "", "trainer": "", "env": ""},
     )
 
+    shutil.copyfile(REAL_ROLLOUTS, run_dir("a1b2c3d4") / "rollouts.jsonl")
+    write_run_config("a1b2c3d4", 8, 5e-4)
+    write_run_config("0badc0de", 4, 1e-3)
+
     async def select_env(pilot):
         await pilot.press("1", "j", "enter")
         await wait_for(pilot, lambda: pilot.app.pane(ConfigPane).view is not None, timeout=240)
@@ -122,6 +127,8 @@ async def panes() -> None:
     await shoot("logs", ["z"], before=search, clock=fixed_clock)
     await shoot("metrics", ["6", "z"], clock=fixed_clock)
     await shoot("metric_chart", ["6", "enter", "s"], clock=fixed_clock)
+    await shoot("rollouts", ["o"], clock=fixed_clock)
+    await shoot("compare", ["3", "space", "G", "space", "c"], clock=fixed_clock)
     await shoot("help", ["question_mark"], clock=fixed_clock)
     await shoot("test_inference", ["t"], run_id=None, clock=fixed_clock)
     await shoot("stop_confirm", [], run_id=None, clock=fixed_clock, before=lambda pilot: _confirm(pilot))

@@ -214,3 +214,24 @@ def synthetic_runs(hermes_home) -> list[str]:
         logs={"api": "", "trainer": "", "env": ""},
     )
     return ["5ee5ee5e", "a1b2c3d4", "0badc0de"]
+
+
+def write_run_config(run_id: str, group_size: int, learning_rate: float) -> None:
+    """A run's config.yaml in the sections `compare` reads, with the per-run values (ports, names)
+    that differ between any two runs."""
+    import yaml
+
+    config = {
+        "env": {
+            "group_size": group_size,
+            "batch_size": 16,
+            "rollout_server_url": f"http://127.0.0.1:{18000 + group_size}",
+            "wandb_name": f"toy-{run_id}",
+        },
+        "tinker": {"lora_rank": 8, "learning_rate": learning_rate},
+        "hermes": {"run_id": run_id, "run_dir": str(run_dir(run_id))},
+    }
+    (run_dir(run_id) / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+REAL_ROLLOUTS = Path(__file__).parent / "data" / "rollouts_toy_addition.jsonl"  # a real 12-step local run's

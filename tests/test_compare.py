@@ -6,35 +6,19 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.clients import cli
 from hermes_rl.core.runs.compare import compare_runs
-from tests.fixtures_tui import write_run
-
-
-def write_config(run_id: str, group_size: int, learning_rate: float) -> None:
-    config = {
-        "env": {
-            "group_size": group_size,
-            "batch_size": 16,
-            "rollout_server_url": f"http://127.0.0.1:{18000 + group_size}",  # differs by construction
-            "wandb_name": f"toy-{run_id}",
-        },
-        "tinker": {"lora_rank": 8, "learning_rate": learning_rate},
-        "hermes": {"run_id": run_id, "run_dir": str(run_dir(run_id))},
-    }
-    (run_dir(run_id) / "config.yaml").write_text(yaml.safe_dump(config))
+from tests.fixtures_tui import write_run, write_run_config
 
 
 @pytest.fixture
 def two_runs(hermes_home):
     write_run("aaaa0001", steps=20)
     write_run("bbbb0002", steps=7, status="failed", reason="trainer exited 1")
-    write_config("aaaa0001", 8, 5e-4)
-    write_config("bbbb0002", 4, 5e-4)
+    write_run_config("aaaa0001", 8, 5e-4)
+    write_run_config("bbbb0002", 4, 5e-4)
     return ["aaaa0001", "bbbb0002"]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,7 @@ from hermes_rl.core.clients import cli, toolset
 from hermes_rl.core.readers import rollouts
 from hermes_rl.dataplane.trainer.rollouts import RolloutRecorder, select_groups
 from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
-from tests.fixtures_tui import write_run
+from tests.fixtures_tui import REAL_ROLLOUTS, write_run
 
 RUN = "abcdef01"
 
@@ -187,8 +186,6 @@ def test_live_reader_follows_appends_and_keeps_the_newest_groups():
 
 
 # -- the CLI and the agent reports, over rollouts a real local run recorded ------------------------
-
-REAL_ROLLOUTS = Path(__file__).parent / "data" / "rollouts_toy_addition.jsonl"
 
 
 @pytest.fixture

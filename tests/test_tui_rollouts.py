@@ -7,7 +7,6 @@ import asyncio
 import json
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +14,8 @@ from hermes_rl.core.base.paths import run_dir
 from hermes_rl.tui.app import HermesDashboard
 from hermes_rl.tui.panes.rollouts import CompletionsTable, RolloutsScreen, StepsTable
 from hermes_rl.tui.panes.runs import RunsPane
-from tests.fixtures_tui import FIXED_NOW, fixed_clock, write_run
+from tests.fixtures_tui import FIXED_NOW, REAL_ROLLOUTS, fixed_clock, write_run
 
-REAL_ROLLOUTS = Path(__file__).parent / "data" / "rollouts_toy_addition.jsonl"
 RUN = "7011a0c5"
 
 

@@ -5,17 +5,19 @@ Regenerate after an intended change with `pytest tests/test_tui_snapshots.py --s
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
 from textual.widgets import Input
 
+from hermes_rl.core.base.paths import run_dir
 from hermes_rl.tui.app import HermesDashboard
 from hermes_rl.tui.panes.config_editor import ConfigPane
 from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.metrics import MetricsPane
 from hermes_rl.tui.panes.runs import RunsPane
-from tests.fixtures_tui import SNAP_SIZE, fixed_clock
+from tests.fixtures_tui import REAL_ROLLOUTS, SNAP_SIZE, fixed_clock, write_run_config
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -152,6 +154,44 @@ def test_inference_screen(snap_compare, snapshot_world):
         await settle(pilot, select_run=None)
         await freeze(pilot)
         await pilot.press("t")
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_rollouts_view_over_a_real_runs_rollouts(snap_compare, snapshot_world):
+    shutil.copyfile(REAL_ROLLOUTS, run_dir("a1b2c3d4") / "rollouts.jsonl")
+
+    async def run_before(pilot):
+        await settle(pilot)
+        await freeze(pilot)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: pilot.app.screen.query_one("#rollouts-steps").row_count == 12, what="steps")
+        await pilot.press("j")  # step 11, not following
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_metrics_chart_grid(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        await settle(pilot)
+        await freeze(pilot)
+        await pilot.press("6", "z")
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_compare_two_runs(snap_compare, snapshot_world):
+    write_run_config("a1b2c3d4", 8, 5e-4)
+    write_run_config("0badc0de", 4, 1e-3)
+
+    async def run_before(pilot):
+        await settle(pilot)
+        await freeze(pilot)
+        await pilot.press("3", "space", "G", "space", "c")
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "comparison", None) is not None, what="comparison")
         await freeze(pilot)
 
     assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
