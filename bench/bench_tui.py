@@ -7,6 +7,8 @@
 - idle:    CPU of the dashboard watching one live run (1 metric + 2 log lines per second).  goal ≤ 3 % of a core
 - flood:   a log growing at 20,000 lines/s: key-press latency and RSS while following it.  goals ≤ 100 ms, ≤ 200 MB
 - metric:  a metric row appended → shown in the metrics pane.                               goal ≤ 0.5 s
+- rollouts: following a run at 10 steps/s (a metric row and 2 groups of 8 completions per step)
+           with the rollouts view open: process CPU, metric → visible, rollout → visible.  goals ≤ 10 %, ≤ 0.5 s
 - tail:    a 1 GB log: open and show its last lines (core reader and in the dashboard),
            vs. reading the file through (collections.deque).                               goal ≤ 0.3 s
 
@@ -356,6 +358,109 @@ async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
             shutil.rmtree(home, ignore_errors=True)
 
 
+async def _rollouts_live(seconds: float = 30.0, steps_per_s: float = 10.0) -> None:
+    import threading
+
+    import psutil
+
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.tui.app import HermesDashboard
+    from hermes_rl.tui.panes.metrics import MetricsPane
+    from hermes_rl.tui.panes.rollouts import RolloutsScreen
+
+    async def wait(pilot, predicate, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            await pilot.pause(0.01)
+        return False
+
+    home = fresh_home()
+    run_id = launch(writer_argv(rate=2, metric_every=0))
+    folder = run_dir(run_id)
+    written: dict[int, float] = {}
+    stop_writing = threading.Event()
+
+    def writer() -> None:
+        step = 0
+        with open(folder / "metrics.jsonl", "a") as metrics, open(folder / "rollouts.jsonl", "a") as rollouts:
+            while not stop_writing.is_set():
+                step += 1
+                written[step] = time.perf_counter()
+                for group in range(2):
+                    rewards = [((step + i + group) % 5) / 4 for i in range(8)]
+                    mean = sum(rewards) / 8
+                    completions = [
+                        {"text": f" {i + group}\n", "reward": r, "advantage": r - mean, "tokens": 3, "finish": "stop"}
+                        for i, r in enumerate(rewards)
+                    ]
+                    record = {
+                        "step": step,
+                        "time": time.time(),
+                        "group": group,
+                        "prompt": f"Q: {step % 5}+{group}=\nA:",
+                    }
+                    rollouts.write(json.dumps({**record, "completions": completions}) + "\n")
+                rollouts.flush()
+                metrics.write(json.dumps({"step": step, "time": time.time(), "reward/mean": (step % 50) / 50}) + "\n")
+                metrics.flush()
+                stop_writing.wait(1.0 / steps_per_s)
+
+    try:
+        app = HermesDashboard(run_id=run_id)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait(pilot, lambda: app.selected_run == run_id)
+            thread = threading.Thread(target=writer, daemon=True)
+            thread.start()
+            await pilot.pause(2.0)
+            await pilot.press("o")
+            await wait(pilot, lambda: isinstance(app.screen, RolloutsScreen))
+            screen = app.screen
+            pane = app.pane(MetricsPane)
+            await pilot.pause(2.0)
+            me = psutil.Process()
+            cpu0, t0 = me.cpu_times(), time.monotonic()
+            metric_delays, rollout_delays = [], []
+            while time.monotonic() - t0 < seconds:
+                await pilot.pause(0.5)
+                now = time.perf_counter()
+                shown_metric = pane.rows[-1]["step"] if pane.rows else None
+                shown_rollout = screen.reader.latest_step()
+                # how old the newest shown row is: the delay to show what was written
+                for shown, delays in ((shown_metric, metric_delays), (shown_rollout, rollout_delays)):
+                    newer = [s for s in written if shown is not None and s > shown]
+                    if shown in written:
+                        delays.append(now - written[min(newer)] if newer else 0.0)
+            cpu1, elapsed = me.cpu_times(), time.monotonic() - t0
+            stop_writing.set()
+            thread.join(5)
+            cpu = 100 * ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / elapsed
+            line(
+                f"{steps_per_s:.0f} steps/s, rollouts view open: CPU",
+                f"{cpu:.1f} % of a core",
+                "goal ≤ 10 %",
+                f"over {elapsed:.0f} s (the writer thread included); {screen.reader.latest_step()} steps shown",
+            )
+            metric_delays.sort()
+            rollout_delays.sort()
+            line(
+                "metric → visible / rollout → visible (p50)",
+                f"{1000 * statistics.median(metric_delays):.0f} / {1000 * statistics.median(rollout_delays):.0f} ms",
+                "goal ≤ 500 ms",
+                f"p90 {1000 * metric_delays[int(len(metric_delays) * 0.9)]:.0f} / "
+                f"{1000 * rollout_delays[int(len(rollout_delays) * 0.9)]:.0f} ms (the oldest row not yet shown)",
+            )
+    finally:
+        stop_writing.set()
+        stop(run_id)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def bench_rollouts() -> None:
+    asyncio.run(_rollouts_live())
+
+
 def bench_flood() -> None:
     asyncio.run(_flood_and_metric(True, False))
 
@@ -484,6 +589,7 @@ BENCHES = {
     "flood": bench_flood,
     "metric": bench_metric,
     "tail": bench_tail,
+    "rollouts": bench_rollouts,
 }
 
 

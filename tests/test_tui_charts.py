@@ -61,3 +61,28 @@ def test_zoomed_metrics_pane_is_a_grid_of_every_metric_with_paging_and_wall_time
             await wait_for(pilot, lambda: not grid.display and pane.table.display, what="the table again")
 
     asyncio.run(scenario())
+
+
+def test_processes_pane_keeps_cpu_and_rss_trends_per_process_and_starts_anew_on_restart():
+    from hermes_rl.tui.panes.processes import ProcessesPane
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock, live=False)
+        async with app.run_test(size=(160, 48)) as pilot:
+            pane = app.query_one(ProcessesPane)
+            for i in range(5):
+                proc = {"name": "trainer", "pid": 10, "state": "ready", "alive": True, "cpu_percent": 10.0 * i,
+                        "rss": 100e6 * (1 + 0.1 * i)}  # fmt: skip
+                pane.show({"run_id": "a1b2c3d4", "processes": [proc]})
+            await pilot.pause(0.1)
+            cells = pane.table.get_row_at(0)
+            columns = list(pane.table.columns)
+            cpu_trend = str(cells[columns.index("cpu_trend")])
+            rss_trend = str(cells[columns.index("rss_trend")])
+            assert len(cpu_trend) == 5 and cpu_trend[0] < cpu_trend[-1]  # rising CPU
+            assert rss_trend[0] < rss_trend[-1]  # a leak climbs
+            pane.show({"run_id": "a1b2c3d4", "processes": [{**proc, "pid": 11}]})  # restarted
+            await pilot.pause(0.1)
+            assert len(str(pane.table.get_row_at(0)[columns.index("cpu_trend")])) == 1
+
+    asyncio.run(scenario())

@@ -1,6 +1,9 @@
-"""[4] Processes of the selected run, as the supervisor reports them (the UI only renders the model)."""
+"""[4] Processes of the selected run, as the supervisor reports them (the UI only renders the model),
+with CPU and RSS trends from the samples the live loop takes, so a leak or a stuck process shows."""
 
 from __future__ import annotations
+
+from collections import deque
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,7 +13,7 @@ from textual.message import Message
 
 from hermes_rl.core.base.formatting import cell_duration, cell_size
 from hermes_rl.core.base.states import PROC_ALIVE, proc_style
-from hermes_rl.tui.format import number, set_subtitle
+from hermes_rl.tui.format import number, set_subtitle, spark
 from hermes_rl.tui.widgets.tables import NavTable, sort_bindings
 
 SORTS = {
@@ -38,6 +41,7 @@ class ProcessTable(NavTable):
         self.post_message(self.RestartAsked())
 
 
+TREND_POINTS = 12  # samples in a trend sparkline (about 12 s at the default 1 Hz sampling)
 HEALTHY_STYLE = {"ok": "green", "healthy": "green", "ready": "green"}
 
 
@@ -48,6 +52,15 @@ def _port(proc: dict, ports: dict) -> str:
     if port is None and proc.get("name") in ports:
         port = ports[proc["name"]]
     return str(port) if port else ""
+
+
+def _rss_spark(samples) -> str:
+    """RSS trend on a scale from 90 % of its lowest sample: allocator jitter stays flat, a growth of
+    a few percent climbs visibly."""
+    values = list(samples)
+    if not values:
+        return ""
+    return spark([0.9 * min(values), *values], TREND_POINTS + 1)[1:]
 
 
 class ProcessesPane(Vertical):
@@ -65,6 +78,9 @@ class ProcessesPane(Vertical):
         super().__init__(**kwargs)
         self.border_title = "[4] Processes"
         self.run: dict | None = None
+        # (name, pid) -> (cpu samples, rss samples) of the shown run; a restarted process starts anew
+        self.history: dict[tuple, tuple[deque, deque]] = {}
+        self._history_run: str | None = None
 
     def compose(self) -> ComposeResult:
         table = ProcessTable(id="procs-table")
@@ -76,7 +92,9 @@ class ProcessesPane(Vertical):
             ("health", "health"),
             ("uptime", "uptime"),
             ("cpu%", "cpu"),
+            ("cpu trend", "cpu_trend"),
             ("rss", "rss"),
+            ("rss trend", "rss_trend"),
             ("restarts", "restarts"),
             ("exit", "exit"),
             ("port", "port"),
@@ -90,6 +108,18 @@ class ProcessesPane(Vertical):
 
     def show(self, run: dict | None) -> None:
         self.run = run
+        run_id = (run or {}).get("run_id")
+        if run_id != self._history_run:
+            self.history, self._history_run = {}, run_id
+        for proc in (run or {}).get("processes") or []:
+            cpu, rss = proc.get("cpu_percent"), proc.get("rss")
+            if isinstance(cpu, (int, float)) and isinstance(rss, (int, float)) and proc.get("pid"):
+                key = (proc.get("name"), proc.get("pid"))
+                samples = self.history.get(key)
+                if samples is None:
+                    samples = self.history[key] = (deque(maxlen=TREND_POINTS), deque(maxlen=TREND_POINTS))
+                samples[0].append(float(cpu))
+                samples[1].append(float(rss))
         self.render_rows()
 
     def render_rows(self) -> None:
@@ -120,6 +150,7 @@ class ProcessesPane(Vertical):
             alive = proc.get("alive", state in PROC_ALIVE)
             cpu = proc.get("cpu_percent")
             exit_code = proc.get("exit_code")
+            cpu_history, rss_history = self.history.get((proc.get("name"), proc.get("pid")), ((), ()))
             rows.append(
                 (
                     proc.get("name") or "?",
@@ -131,7 +162,9 @@ class ProcessesPane(Vertical):
                         health_text,
                         cell_duration(proc.get("uptime_s")) if alive else "—",
                         f"{cpu:3.0f}" if isinstance(cpu, (int, float)) and alive else "—",
+                        Text(spark(list(cpu_history), TREND_POINTS) if alive else "", style="cyan"),
                         cell_size(proc.get("rss")) if alive and proc.get("rss") else "—",
+                        Text(_rss_spark(rss_history) if alive else "", style="magenta"),
                         number(proc.get("restarts") or 0),
                         Text(str(exit_code), style="red" if exit_code != 0 else "") if exit_code is not None else "—",
                         _port(proc, ports),
