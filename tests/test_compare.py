@@ -85,3 +85,27 @@ def test_dashboard_marks_two_runs_and_overlays_them_with_their_config_difference
             assert len(pane.marked) == 1
 
     asyncio.run(scenario())
+
+
+@pytest.mark.timeout(60)
+def test_config_pane_shows_the_selected_runs_config_read_only_without_a_selected_environment(two_runs):
+    import asyncio
+    import time
+
+    from hermes_rl.tui.app import HermesDashboard
+    from hermes_rl.tui.panes.config_editor import ConfigPane
+    from tests.fixtures_tui import fixed_clock
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(160, 48)) as pilot:
+            head = app.query_one(ConfigPane).query_one("#config-head")
+            deadline = time.monotonic() + 20
+            while "config (read-only)" not in str(head.render()) and time.monotonic() < deadline:
+                await pilot.pause(0.1)
+            text = str(head.render())
+            assert f"run {app.selected_run} config (read-only)" in text
+            assert "group_size" in text and "lora_rank 8 🔒" in text  # the profile's value is locked
+            assert "rollout_server_url" not in text  # per-run plumbing is not config
+
+    asyncio.run(scenario())

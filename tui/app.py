@@ -182,6 +182,8 @@ class HermesDashboard(App):
             self.load_config(self.selected_env)
         else:
             self.pane(ConfigPane).show_unselected(default_env, profile_name)
+            if self.selected_run:
+                self._run_config_worker(self.selected_run)
 
     async def action_quit(self) -> None:
         if self.live is not None:
@@ -478,6 +480,17 @@ class HermesDashboard(App):
         self._update_run_line()
         if self.live is not None:
             self.live.select(message.run_id)
+        if message.run_id and not self.selected_env:
+            self._run_config_worker(message.run_id)
+
+    @work(thread=True, exclusive=True, group="run-config", exit_on_error=False, description="cannot read the config")
+    def _run_config_worker(self, run_id: str) -> None:
+        rows = backend.run_config_rows(run_id)
+        self.call_from_thread(self._show_run_config, run_id, rows)
+
+    def _show_run_config(self, run_id: str, rows: list) -> None:
+        if run_id == self.selected_run and not self.selected_env:
+            self.pane(ConfigPane).show_run(run_id, rows)
 
     def _update_run_line(self, run: dict | None = None) -> None:
         if self.selected_run is None:

@@ -143,6 +143,14 @@ def compare_runs(run_ids: list[str]) -> dict:
     return compare_runs(run_ids)
 
 
+def run_config_rows(run_id: str) -> list[tuple[str, object, bool]]:
+    """A run's resolved training config as (dotted key, value, locked by its profile), read-only."""
+    from hermes_rl.core.envs.profiles import LOCKED_FIELDS
+    from hermes_rl.core.runs.compare import config_values
+
+    return [(key, value, key.split(".")[-1] in LOCKED_FIELDS) for key, value in config_values(run_id).items()]
+
+
 def metric_keys(rows) -> list[str]:
     """Every metric key in the rows, headline metrics first."""
     from hermes_rl.core.readers.metrics import metric_keys

@@ -116,6 +116,22 @@ class ConfigPane(Vertical):
         head.append("\nenter in [1] selects one", style="dim")
         self.query_one("#config-head", Static).update(head)
 
+    def show_run(self, run_id: str, rows: list[tuple[str, object, bool]]) -> None:
+        """No environment selected, a run selected: that run's resolved config, read-only (locked
+        values dimmed with a lock), so the pane is not empty over a live run."""
+        if self.view is not None:
+            return  # an environment's form is shown: it wins
+        head = Text(f"run {run_id} config (read-only)", style="bold")
+        head.append("\nenter in [1] selects an environment to edit", style="dim")
+        for key, value, locked in rows:
+            head.append(f"\n{key.split('.', 1)[-1]} ", style="dim" if locked else "")
+            head.append(shown_locked(value) if locked else shown_value(value), style="dim" if locked else "cyan")
+            if locked:
+                head.append(" 🔒", style="dim")
+        if not rows:
+            head.append("\n(no config.yaml in the run folder)", style="dim")
+        self.query_one("#config-head", Static).update(head)
+
     def load(self, name: str) -> None:
         """Show the environment's config once core has it (config_init may take seconds: a worker)."""
         self._loading = name
