@@ -441,7 +441,10 @@ def test_restart_one_process_from_the_processes_pane_with_confirmation(hermes_ho
     asyncio.run(scenario())
 
 
-SORT_COLUMNS = ["icon", "name", "pid", "state", "health", "uptime", "cpu", "rss", "restarts", "exit", "port"]
+SORT_COLUMNS = [
+    "icon", "name", "pid", "state", "health", "uptime", "cpu", "cpu_trend", "rss", "rss_trend",
+    "restarts", "exit", "port",
+]  # fmt: skip
 
 
 def test_the_dashboard_reaches_core_only_through_backend():
