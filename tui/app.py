@@ -123,7 +123,9 @@ class HermesDashboard(App):
 
     def pane(self, selector, expect_type=None):
         """A widget of the dashboard screen, whatever screen (help, chart, dialog) is on top of it."""
-        main = self.screen_stack[0] if self.screen_stack else self.screen
+        if not self.screen_stack:  # shutting down: callers treat it as a widget already gone
+            raise NoMatches(f"no screen to find {selector!r} on")
+        main = self.screen_stack[0]
         return main.query_one(selector, expect_type) if expect_type else main.query_one(selector)
 
     @property
@@ -489,7 +491,7 @@ class HermesDashboard(App):
         self.call_from_thread(self._show_run_config, run_id, rows)
 
     def _show_run_config(self, run_id: str, rows: list) -> None:
-        if run_id == self.selected_run and not self.selected_env:
+        if self.screen_stack and run_id == self.selected_run and not self.selected_env:
             self.pane(ConfigPane).show_run(run_id, rows)
 
     def _update_run_line(self, run: dict | None = None) -> None:
