@@ -14,6 +14,7 @@ import time
 import httpx
 import numpy as np
 import pytest
+import torch
 
 from tests.fixtures_model import start_tinker_local
 
@@ -129,6 +130,100 @@ def test_importance_sampling_loss_uses_ratio_and_advantages(trainer, tokenizer):
     assert out.loss_fn_outputs[0]["logprobs"].to_numpy() == pytest.approx(
         current.loss_fn_outputs[0]["logprobs"].to_numpy(), abs=1e-5
     )
+
+
+def rl_batch_with_offsets(trainer, tokenizer, offsets: list[float], advantages: list[float]):
+    """RL data around the learner's current logprobs: sampler logprobs = learner - offset per datum,
+    so datum i has ratio exp(offsets[i]) on every token. Returns (batch, learner logprobs)."""
+    batch = toy_batch(tokenizer)
+    current = trainer.forward(batch, "cross_entropy").result(timeout=60)
+    data, learner = [], []
+    for datum, record, offset, advantage in zip(batch, current.loss_fn_outputs, offsets, advantages, strict=True):
+        logprobs = record["logprobs"].to_numpy()
+        learner.append(torch.tensor(logprobs, dtype=torch.float64))
+        data.append(
+            types.Datum(
+                model_input=datum.model_input,
+                loss_fn_inputs={
+                    "target_tokens": datum.loss_fn_inputs["target_tokens"],
+                    "logprobs": (logprobs - offset).astype(np.float32),
+                    "advantages": np.full(logprobs.shape, advantage, dtype=np.float32),
+                },
+            )
+        )
+    return data, learner
+
+
+def reference_loss(loss_fn: str, learner, sampler, advantages, config: dict) -> float:
+    """The loss sums of https://tinker-docs.thinkingmachines.ai/tinker/losses, computed directly."""
+    total = 0.0
+    for lp, q, adv in zip(learner, sampler, advantages, strict=True):
+        ratio = torch.exp(lp - q)
+        if loss_fn == "dro":
+            total += float(-(lp * adv - 0.5 * config["beta"] * (lp - q) ** 2).sum())
+            continue
+        clipped = ratio.clamp(config["clip_low_threshold"], config["clip_high_threshold"])
+        if loss_fn == "ppo":
+            total += float(-torch.minimum(ratio * adv, clipped * adv).sum())
+        else:
+            total += float(-(clipped * lp * adv).sum())
+    return total
+
+
+# Ratios exp(0.5)=1.65 (above every upper clip), exp(-0.5)=0.61, exp(0.05)=1.05 (inside), exp(-2)=0.14.
+OFFSETS = [0.5, -0.5, 0.05, -2.0]
+ADVANTAGES = [1.0, -0.5, 2.0, 1.5]
+
+
+@pytest.mark.parametrize(
+    "loss_fn, config",
+    [
+        ("ppo", None),
+        ("ppo", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.1}),
+        ("cispo", None),
+        ("cispo", {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}),
+        ("dro", None),
+        ("dro", {"beta": 0.5}),
+    ],
+)
+def test_policy_losses_equal_the_documented_definitions(trainer, tokenizer, loss_fn, config):
+    from hermes_rl.dataplane.tinker_local.backend import LOSS_CONFIG_DEFAULTS
+
+    data, learner = rl_batch_with_offsets(trainer, tokenizer, OFFSETS, ADVANTAGES)
+    sampler = [torch.tensor(d.loss_fn_inputs["logprobs"].to_numpy(), dtype=torch.float64) for d in data]
+    advantages = [torch.tensor(d.loss_fn_inputs["advantages"].to_numpy(), dtype=torch.float64) for d in data]
+    expected = reference_loss(loss_fn, learner, sampler, advantages, LOSS_CONFIG_DEFAULTS[loss_fn] | (config or {}))
+    out = trainer.forward_backward(data, loss_fn, loss_fn_config=config).result(timeout=60)
+    assert out.metrics["loss:sum"] == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    per_token = sum(float(r["elementwise_loss"].to_numpy().sum()) for r in out.loss_fn_outputs)
+    assert per_token == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    assert out.loss_fn_outputs[0]["logprobs"].to_numpy() == pytest.approx(learner[0].numpy(), abs=1e-5)
+
+
+def test_ppo_clipped_tokens_give_no_gradient_but_cispo_tokens_do(service, server, tokenizer):
+    """PPO's min() stops the gradient where the ratio is past the clip in the advantage's direction;
+    CISPO keeps it (the clipped ratio only scales log p)."""
+    steps = {}
+    for loss_fn in ("ppo", "cispo"):
+        client = service.create_lora_training_client(base_model=str(server.model_dir), rank=8, seed=5).result(
+            timeout=60
+        )
+        client.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
+        client.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)  # non-zero LoRA B
+        data, _ = rl_batch_with_offsets(client, tokenizer, [0.5] * 4, [1.0] * 4)  # ratio 1.65 > 1.2, A > 0
+        config = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+        client.forward_backward(data, loss_fn, loss_fn_config=config).result(timeout=60)
+        steps[loss_fn] = client.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    assert steps["ppo"].metrics["grad_norm"] == 0
+    assert steps["cispo"].metrics["grad_norm"] > 1e-6
+
+
+def test_unknown_loss_config_keys_are_refused_by_name(trainer, tokenizer):
+    data, _ = rl_batch_with_offsets(trainer, tokenizer, [0.0] * 4, [1.0] * 4)
+    with pytest.raises(tinker.RequestFailedError, match=r"\['clip_epsilon'\] are not parameters of 'ppo'"):
+        trainer.forward_backward(data, "ppo", loss_fn_config={"clip_epsilon": 0.2}).result(timeout=60)
+    with pytest.raises(tinker.RequestFailedError, match="not supported by tinker-local"):
+        trainer.forward_backward(data, "gspo").result(timeout=60)
 
 
 def test_gradients_accumulate_across_forward_backward_calls(service, server, tokenizer):
@@ -301,7 +396,7 @@ def test_invalid_requests_fail_fast_with_clear_errors(service, server, trainer, 
         "unknown base model": lambda: service.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=8).result(
             timeout=60
         ),
-        "not supported": lambda: trainer.forward_backward(batch, "ppo").result(timeout=60),
+        "not supported": lambda: trainer.forward_backward(batch, "stable_reinforce").result(timeout=60),
         "target_tokens has shape": lambda: trainer.forward_backward(
             [
                 types.Datum(

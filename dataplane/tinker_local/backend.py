@@ -28,7 +28,17 @@ from hermes_rl.dataplane.tinker_local.wire import (
 
 log = logging.getLogger("tinker_local")
 
-SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling")
+SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
+# loss_fn_config keys each loss accepts, with their defaults. Definitions and defaults follow
+# https://tinker-docs.thinkingmachines.ai/tinker/losses (pages ppo, cispo, dro); DRO's page gives
+# no default beta, so the value of its example (0.05) is used.
+LOSS_CONFIG_DEFAULTS: dict[str, dict[str, float]] = {
+    "cross_entropy": {},
+    "importance_sampling": {},
+    "ppo": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2},
+    "cispo": {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0},
+    "dro": {"beta": 0.05},
+}
 SNAPSHOTS_KEPT_PER_MODEL = 32
 LOADED_CHECKPOINTS_KEPT = 16
 MAX_SAMPLES_PER_REQUEST = 1024
@@ -163,6 +173,7 @@ class Backend:
             )
         if not request.data:
             raise UserError("forward_backward needs at least one datum")
+        config = loss_config(request.loss_fn, request.loss_fn_config)
         sequences, targets, extras = [], [], []
         for index, datum in enumerate(request.data):
             target, extra = self._loss_inputs(request.loss_fn, datum.inputs, len(datum.tokens), index)
@@ -181,7 +192,7 @@ class Backend:
                 lengths = [len(t) for t in targets]
                 mask = torch.arange(logprobs.shape[1])[None, :] < torch.tensor(lengths)[:, None]
                 padded = {name: _pad([extra[name] for extra in extras], logprobs.shape[1]) for name in extras[0]}
-                elementwise = self._elementwise_loss(request.loss_fn, logprobs, padded) * mask
+                elementwise = elementwise_loss(request.loss_fn, logprobs, padded, config) * mask
                 total = elementwise.sum()
                 outputs = [
                     {
@@ -194,7 +205,7 @@ class Backend:
                 total = torch.zeros(())
                 outputs = []
                 for lp, extra in zip(logprobs, extras, strict=True):
-                    elementwise = self._elementwise_loss(request.loss_fn, lp, extra)
+                    elementwise = elementwise_loss(request.loss_fn, lp, extra, config)
                     total = total + elementwise.sum()
                     outputs.append({"logprobs": lp.detach().numpy(), "elementwise_loss": elementwise.detach().numpy()})
             if not request.forward_only:
@@ -202,14 +213,6 @@ class Backend:
                 model.pending_backward += 1
         metrics = {"loss:sum": float(total.detach())}
         return encode_forward_backward_output(outputs, metrics)
-
-    @staticmethod
-    def _elementwise_loss(loss_fn: str, logprobs: torch.Tensor, extra: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Per-token loss; Tinker's losses are sums of these (no averaging)."""
-        if loss_fn == "cross_entropy":
-            return -logprobs * extra["weights"]
-        # importance_sampling: -(p_learner / p_sampler) * advantage
-        return -torch.exp(logprobs - extra["logprobs"]) * extra["advantages"]
 
     def _loss_inputs(self, loss_fn: str, inputs: dict[str, np.ndarray], length: int, index: int):
         def need(name: str) -> np.ndarray:
@@ -551,6 +554,46 @@ class Backend:
 
 
 # ---------------------------------------------------------------------- checkpoint format
+
+
+def loss_config(loss_fn: str, given: dict[str, float | str]) -> dict[str, float]:
+    """The loss's parameters: its defaults updated with `given`; unknown keys are refused."""
+    defaults = LOSS_CONFIG_DEFAULTS[loss_fn]
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        accepted = ", ".join(defaults) or "none"
+        raise UserError(f"loss_fn_config keys {unknown} are not parameters of {loss_fn!r} (accepted: {accepted})")
+    config = dict(defaults)
+    for key, value in given.items():
+        if isinstance(value, str):
+            raise UserError(f"loss_fn_config[{key!r}] must be a number, got {value!r}")
+        config[key] = float(value)
+    if "clip_low_threshold" in config and not config["clip_low_threshold"] <= config["clip_high_threshold"]:
+        raise UserError(
+            f"{loss_fn}: clip_low_threshold {config['clip_low_threshold']} is above "
+            f"clip_high_threshold {config['clip_high_threshold']}"
+        )
+    return config
+
+
+def elementwise_loss(
+    loss_fn: str, logprobs: torch.Tensor, extra: dict[str, torch.Tensor], config: dict[str, float]
+) -> torch.Tensor:
+    """Per-token loss; Tinker's losses are sums of these (no averaging). `logprobs` are the learner's
+    target logprobs; extra["logprobs"] are the sampler's."""
+    if loss_fn == "cross_entropy":
+        return -logprobs * extra["weights"]
+    advantages = extra["advantages"]
+    if loss_fn == "dro":
+        return -(logprobs * advantages - 0.5 * config["beta"] * (logprobs - extra["logprobs"]) ** 2)
+    ratio = torch.exp(logprobs - extra["logprobs"])
+    if loss_fn == "importance_sampling":
+        return -ratio * advantages
+    clipped = torch.clamp(ratio, config["clip_low_threshold"], config["clip_high_threshold"])
+    if loss_fn == "ppo":
+        return -torch.minimum(ratio * advantages, clipped * advantages)
+    # cispo: the clipped ratio is a constant coefficient on the log-probability
+    return -(clipped.detach() * logprobs * advantages)
 
 
 def _pad(tensors: list[torch.Tensor], width: int) -> torch.Tensor:

@@ -263,7 +263,7 @@ class Trainer:
                 datums = await self._fill_sampling_logprobs(sequences)
             # Submit the update and the snapshot back to back: the server runs them in order,
             # so one wait covers all three requests.
-            fb_future = self.training_client.forward_backward(datums, "importance_sampling")
+            fb_future = self.training_client.forward_backward(datums, s.loss_fn, s.loss_fn_config or None)
             optim_future = self.training_client.optim_step(
                 types.AdamParams(
                     learning_rate=s.learning_rate,
