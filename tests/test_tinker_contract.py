@@ -324,6 +324,65 @@ def test_sampling_uses_the_saved_snapshot_not_live_weights(trainer, tokenizer):
     assert abs(trained[-2] - snapshot_logprobs[-2]) > 1e-3  # the answer digit moved
 
 
+def test_inflight_samplers_follow_the_latest_published_weights(trainer, tokenizer):
+    prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT + " 7\n"))
+    inflight = trainer.save_weights_and_get_sampling_client(kind="inflight").result(timeout=60)
+    snapshot = trainer.save_weights_and_get_sampling_client().result(timeout=60)
+    first = inflight.compute_logprobs(prompt).result(timeout=60)
+    assert snapshot.compute_logprobs(prompt).result(timeout=60) == pytest.approx(first, nan_ok=True)
+    batch = toy_batch(tokenizer)
+    for _ in range(3):
+        trainer.forward_backward(batch, "cross_entropy").result(timeout=60)
+        trainer.optim_step(types.AdamParams(learning_rate=5e-2)).result(timeout=60)
+    newer = trainer.save_weights_and_get_sampling_client(kind="inflight").result(timeout=60)
+    latest = newer.compute_logprobs(prompt).result(timeout=60)
+    assert abs(latest[-2] - first[-2]) > 1e-3  # the answer digit moved
+    # The first inflight client now samples the published weights; the snapshot keeps its own.
+    assert inflight.compute_logprobs(prompt).result(timeout=60) == pytest.approx(latest, nan_ok=True)
+    assert snapshot.compute_logprobs(prompt).result(timeout=60) == pytest.approx(first, nan_ok=True)
+
+
+def test_target_prompt_logprobs_and_prompt_alt_tokens(service, server, tokenizer):
+    sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
+    ids = tokenizer.encode(TOY_PROMPT + " 7")
+    prompt = types.ModelInput.from_ints(ids)
+    params = types.SamplingParams(max_tokens=1, temperature=1.0)
+    # Column 0: the prompt's own next token; column 1: token 5 everywhere; last row asks nothing in column 1.
+    targets = np.array([[ids[i + 1], 5] for i in range(len(ids) - 1)], dtype=np.int64)
+    targets[-1, 1] = -1
+    full = sampler.sample(prompt, 1, params, include_prompt_logprobs=True, topk_prompt_logprobs=3).result(timeout=60)
+    answer = sampler.sample(prompt, 1, params, target_prompt_logprobs=types.TensorData.from_numpy(targets)).result(
+        timeout=60
+    )
+    scored = answer.target_prompt_logprobs.to_numpy()
+    assert scored.shape == targets.shape
+    assert scored[:, 0] == pytest.approx(np.asarray(full.prompt_logprobs[1:], dtype=np.float32), abs=1e-5)
+    assert np.isnan(scored[-1, 1]) and np.all(scored[:-1, 1] < 0)
+    top_id, top_lp = full.topk_prompt_logprobs[1][0]  # the best guess after the first token
+    best = np.array([[top_id]] + [[-1]] * (len(ids) - 2), dtype=np.int64)
+    assert sampler.sample(prompt, 1, params, target_prompt_logprobs=types.TensorData.from_numpy(best)).result(
+        timeout=60
+    ).target_prompt_logprobs.to_numpy()[0, 0] == pytest.approx(top_lp, abs=1e-5)
+
+    alt = sampler.sample(prompt, 1, params, prompt_alt_tokens_k=4).result(timeout=60).prompt_alt_tokens
+    alt_ids, alt_lps = alt.tokens.to_numpy(), alt.logprobs.to_numpy()
+    assert alt_ids.shape == alt_lps.shape == (len(ids) - 1, 4)
+    assert np.all(alt_lps <= 0)
+    # Each draw's logprob is the model's: score the drawn ids of row 2 as targets and compare.
+    row2 = np.full((len(ids) - 1, 4), -1, dtype=np.int64)
+    row2[2] = alt_ids[2]
+    again = sampler.sample(prompt, 1, params, target_prompt_logprobs=types.TensorData.from_numpy(row2)).result(
+        timeout=60
+    )
+    assert again.target_prompt_logprobs.to_numpy()[2] == pytest.approx(alt_lps[2], abs=1e-5)
+
+    with pytest.raises(tinker.BadRequestError, match="record_stability_info is not available locally"):
+        stable = service.create_sampling_client(base_model=str(server.model_dir), record_stability_info=True).result(
+            timeout=60
+        )
+        stable.sample(prompt, 1, params).result(timeout=60)
+
+
 def test_stop_strings_token_ids_and_max_tokens(service, server, tokenizer):
     sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
     prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT))

@@ -99,6 +99,7 @@ class Backend:
         self.samplers: dict[str, Sampler] = {}
         self._snapshots: dict[str, list[str]] = {}  # owner model id -> snapshot sampler ids, oldest first
         self._loaded: OrderedDict[str, tuple[Adapter, float]] = OrderedDict()  # checkpoint path -> adapter
+        self._inflight: dict[str, Adapter] = {}  # training model id -> the weights its inflight samplers use
 
     # ------------------------------------------------------------------ names
 
@@ -297,6 +298,7 @@ class Backend:
             gone = [model_id for model_id, model in self.models.items() if predicate(model)]
             for model_id in gone:
                 del self.models[model_id]
+                self._inflight.pop(model_id, None)
                 for sampler_id in self._snapshots.pop(model_id, []):
                     self.samplers.pop(sampler_id, None)
         for model_id in gone:
@@ -313,7 +315,15 @@ class Backend:
         session_seq = request.get("sampling_session_seq_id")
         suffix = session_seq if session_seq is not None else f"s{time.monotonic_ns()}"
         sampler_id = f"{model.session_id}:sample:{suffix}"
-        sampler = Sampler(sampler_id, model.base_model, None, model.model_id, model.snapshot(), model.scale)
+        if request.get("kind") == "inflight":
+            # Every inflight sampler of a model shares one mutable target; each inflight save
+            # republishes the current weights into it (SamplingClientKind in the SDK).
+            target = self._inflight.setdefault(model.model_id, {})
+            target.clear()
+            target.update(model.snapshot())
+        else:
+            target = model.snapshot()
+        sampler = Sampler(sampler_id, model.base_model, None, model.model_id, target, model.scale)
         with self.lock:
             self.samplers[sampler_id] = sampler
             kept = self._snapshots.setdefault(model.model_id, [])
@@ -475,9 +485,11 @@ class Backend:
             )
         else:
             sampler = Sampler("base", self.canonical_base_model(request.get("base_model")), None, None)
-        for unsupported in ("target_prompt_logprobs", "prompt_alt_tokens_k", "record_stability_info"):
-            if request.get(unsupported):
-                raise UserError(f"{unsupported} is not supported by tinker-local")
+        if request.get("record_stability_info"):
+            raise UserError(
+                "record_stability_info is not available locally: tinker-local records no stability "
+                "information (it serves no stable_reinforce loss)"
+            )
         prompt: list[int] = []
         for chunk in (request.get("prompt") or {}).get("chunks") or []:
             if chunk.get("type", "encoded_text") != "encoded_text":
@@ -517,6 +529,12 @@ class Backend:
         last_n = request.get("prompt_logprobs_last_n")
         if last_n is not None and not 1 <= int(last_n) <= len(prompt) - 1:
             raise UserError(f"prompt_logprobs_last_n must be between 1 and {len(prompt) - 1}")
+        target_ids, target_csr = self._target_prompt_ids(request.get("target_prompt_logprobs"), len(prompt))
+        alt_k = int(request.get("prompt_alt_tokens_k") or 0)
+        if alt_k and (len(prompt) < 2 or not 0 < alt_k <= MAX_SAMPLES_PER_REQUEST):
+            raise UserError(
+                f"prompt_alt_tokens_k needs a prompt of 2+ tokens and 1..{MAX_SAMPLES_PER_REQUEST} draws, got {alt_k}"
+            )
         spec = SampleSpec(
             prompt=prompt,
             num_samples=num_samples,
@@ -531,8 +549,40 @@ class Backend:
             prompt_logprobs_last_n=None if last_n is None else int(last_n),
             topk_prompt_logprobs=int(request.get("topk_prompt_logprobs") or 0),
             topk_sample_logprobs=int(request.get("topk_sample_logprobs") or 0),
+            target_prompt_ids=target_ids,
+            target_prompt_csr=target_csr,
+            prompt_alt_tokens_k=alt_k,
         )
         return sampler, spec
+
+    def _target_prompt_ids(self, tensor: dict | None, prompt_length: int):
+        """A target_prompt_logprobs TensorData (dense or CSR, int64 [len(prompt) - 1, K]) as dense rows
+        with -1 where nothing is requested, plus the CSR layout to answer in."""
+        if tensor is None:
+            return None, None
+        shape = list(tensor.get("shape") or [])
+        if len(shape) != 2 or shape[0] != prompt_length - 1 or shape[0] < 1 or shape[1] < 1:
+            raise UserError(
+                f"target_prompt_logprobs must have shape [len(prompt) - 1, K] = [{prompt_length - 1}, K], got {shape}"
+            )
+        values = [int(v) for v in tensor.get("data") or []]
+        crow, cols = tensor.get("sparse_crow_indices"), tensor.get("sparse_col_indices")
+        if crow is not None:
+            crow, cols = [int(c) for c in crow], [int(c) for c in cols or []]
+            if len(crow) != shape[0] + 1 or len(cols) != len(values) or crow[-1] != len(values):
+                raise UserError("target_prompt_logprobs: malformed sparse CSR tensor")
+            dense = np.full(shape, -1, dtype=np.int64)
+            for row in range(shape[0]):
+                dense[row, cols[crow[row] : crow[row + 1]]] = values[crow[row] : crow[row + 1]]
+        else:
+            if len(values) != shape[0] * shape[1]:
+                raise UserError(f"target_prompt_logprobs: {len(values)} values do not fill shape {shape}")
+            dense = np.asarray(values, dtype=np.int64).reshape(shape)
+        requested = dense[dense >= 0]
+        if requested.size and int(requested.max()) >= self.lm.vocab_size:
+            raise UserError(f"target_prompt_logprobs: token ids must be in [0, {self.lm.vocab_size}) or -1")
+        rows = tuple(tuple(int(v) for v in row) for row in dense.tolist())
+        return rows, (None if crow is None else (crow, cols))
 
     def sample(self, batch: list[tuple[Sampler, SampleSpec]]) -> list[bytes]:
         """Requests for the same sampler and without seeds run as one batch."""
@@ -549,7 +599,9 @@ class Backend:
             outputs = self.lm.sample(specs, adapter, scale, decode=self.tokenizer.decode, generator=generator)
             for i, output in zip(indices, outputs, strict=True):
                 spec = batch[i][1]
-                results[i] = encode_sample_response(output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs)
+                results[i] = encode_sample_response(
+                    output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs, spec.target_prompt_csr
+                )
         return results  # type: ignore[return-value]
 
 
