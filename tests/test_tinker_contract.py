@@ -7,9 +7,11 @@ session and training model, so tests do not share training state.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -444,6 +446,91 @@ def test_save_state_and_resume_with_optimizer(service, server, trainer, tokenize
         types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT)), 2, types.SamplingParams(max_tokens=4, stop=["\n"])
     ).result(timeout=60)
     assert len(result.sequences) == 2
+
+
+def test_rest_surface_lists_runs_checkpoints_and_sessions(service, server, trainer, tokenizer):
+    rest = tinker.RestClient()
+    trainer.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
+    trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    state = trainer.save_state("rest-1").result(timeout=60).path
+    sampler_path = trainer.save_weights_for_sampler("rest-s").result(timeout=60).path
+
+    run = rest.get_training_run(trainer.model_id).result(timeout=30)
+    assert isinstance(run, types.TrainingRun)
+    assert (run.training_run_id, run.base_model, run.lora_rank) == (trainer.model_id, str(server.model_dir), 8)
+    assert run.last_checkpoint.tinker_path == state and run.last_sampler_checkpoint.tinker_path == sampler_path
+    assert rest.get_training_run_by_tinker_path(state).result(timeout=30).training_run_id == trainer.model_id
+    runs = rest.list_training_runs(limit=100).result(timeout=30)
+    assert trainer.model_id in [r.training_run_id for r in runs.training_runs]
+    assert runs.cursor.total_count >= len(runs.training_runs)
+
+    listed = rest.list_checkpoints(trainer.model_id).result(timeout=30)
+    assert {c.tinker_path: c.checkpoint_type for c in listed.checkpoints} == {
+        state: "training",
+        sampler_path: "sampler",
+    }
+    assert all(c.size_bytes > 0 for c in listed.checkpoints)
+    mine = rest.list_user_checkpoints().result(timeout=30)
+    assert {state, sampler_path} <= {c.tinker_path for c in mine.checkpoints}
+
+    info = rest.get_weights_info_by_tinker_path(state).result(timeout=30)
+    assert (info.base_model, info.lora_rank, info.is_lora, info.train_mlp) == (str(server.model_dir), 8, True, True)
+
+    rest.publish_checkpoint_from_tinker_path(state).result(timeout=30)
+    rest.set_checkpoint_ttl_from_tinker_path(state, 7200).result(timeout=30)
+    record = next(
+        c for c in rest.list_checkpoints(trainer.model_id).result(timeout=30).checkpoints if c.tinker_path == state
+    )
+    assert record.public and record.expires_at is not None
+    assert 7000 < (record.expires_at - record.time).total_seconds() < 7400
+    rest.unpublish_checkpoint_from_tinker_path(state).result(timeout=30)
+    rest.set_checkpoint_ttl_from_tinker_path(state, None).result(timeout=30)
+    record = next(
+        c for c in rest.list_checkpoints(trainer.model_id).result(timeout=30).checkpoints if c.tinker_path == state
+    )
+    assert not record.public and record.expires_at is None
+
+    rest.delete_checkpoint_from_tinker_path(sampler_path).result(timeout=30)
+    assert [c.tinker_path for c in rest.list_checkpoints(trainer.model_id).result(timeout=30).checkpoints] == [state]
+    with pytest.raises(tinker.NotFoundError, match="no checkpoint"):
+        rest.delete_checkpoint_from_tinker_path(sampler_path).result(timeout=30)
+    with pytest.raises(tinker.BadRequestError, match="no checkpoint"):
+        service.create_sampling_client(model_path=sampler_path).result(timeout=60).sample(
+            types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=1)
+        ).result(timeout=60)
+
+    session = rest.get_session(service.holder.get_session_id()).result(timeout=30)
+    assert trainer.model_id in session.training_run_ids
+    assert service.holder.get_session_id() in rest.list_sessions(limit=100).result(timeout=30).sessions
+    with pytest.raises(tinker.NotFoundError, match="unknown training run"):
+        rest.get_training_run("local-missing:train:0").result(timeout=30)
+
+
+def test_save_weights_external_exports_a_peft_adapter(service, server, trainer, tokenizer):
+    from safetensors.numpy import load_file
+
+    trainer.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
+    trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    exported = trainer.save_weights_external("export-1").result(timeout=60)
+    assert isinstance(exported, types.SaveWeightsExternalResponse)
+    assert exported.path == f"tinker://{trainer.model_id}/external_weights/export-1"
+    rest = tinker.RestClient()
+    urls = rest.get_external_weights_urls(exported.path).result(timeout=30).urls
+    assert {"adapter_model.safetensors", "adapter_config.json"} <= set(urls)
+    folder = Path(urls["adapter_model.safetensors"][len("file://") :]).parent
+    config = json.loads((folder / "adapter_config.json").read_text())
+    assert (config["peft_type"], config["r"], config["base_model_name_or_path"]) == ("LORA", 8, str(server.model_dir))
+    tensors = load_file(str(folder / "adapter_model.safetensors"))
+    assert any(k.endswith("lora_B.weight") and np.abs(v).max() > 0 for k, v in tensors.items())  # trained
+    listed = rest.list_checkpoints(trainer.model_id).result(timeout=30).checkpoints
+    assert [c.checkpoint_type for c in listed if c.tinker_path == exported.path] == ["external"]
+    # The export samples like the sampler checkpoint of the same weights.
+    prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT + " 7\n"))
+    same = trainer.save_weights_and_get_sampling_client().result(timeout=60).compute_logprobs(prompt).result(timeout=60)
+    external = service.create_sampling_client(model_path=exported.path).result(timeout=60)
+    assert external.compute_logprobs(prompt).result(timeout=60) == pytest.approx(same, nan_ok=True, abs=1e-5)
+    with pytest.raises(tinker.RequestFailedError, match="age_encryption_recipients is not available locally"):
+        trainer.save_weights_external("export-2", age_encryption_recipients=["age1xyz"]).result(timeout=60)
 
 
 # ---------------------------------------------------------------------- failures

@@ -43,7 +43,7 @@ SNAPSHOTS_KEPT_PER_MODEL = 32
 LOADED_CHECKPOINTS_KEPT = 16
 MAX_SAMPLES_PER_REQUEST = 1024
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-CHECKPOINT_KINDS = {"weights": "weights", "sampler_weights": "sampler_weights"}
+CHECKPOINT_KINDS = {"weights": "weights", "sampler_weights": "sampler_weights", "external_weights": "external_weights"}
 
 
 @dataclass
@@ -59,6 +59,7 @@ class TrainModel:
     adam_m: dict[str, torch.Tensor] = field(default_factory=dict)
     adam_v: dict[str, torch.Tensor] = field(default_factory=dict)
     pending_backward: int = 0  # forward_backward calls accumulated since the last optim_step
+    last_request: float = field(default_factory=time.time)
 
     @property
     def scale(self) -> float:
@@ -117,6 +118,7 @@ class Backend:
             found = self.models.get(model_id)
         if found is None:
             raise UserError(f"unknown model id {model_id!r} (tinker-local keeps models only while it runs)")
+        found.last_request = time.time()
         return found
 
     def info(self, model_id: str) -> dict:
@@ -392,6 +394,22 @@ class Backend:
         name = str(request.get("path") or "")
         path = self._save_checkpoint(model, "weights", name, overwrite=bool(request.get("overwrite")), optimizer=True)
         return {"type": "save_weights", "path": path}
+
+    def save_weights_external(self, request: dict) -> dict:
+        """The adapter in peft format (adapter_model.safetensors + adapter_config.json) under
+        CHECKPOINT_DIR/<model>/external_weights/NAME; no encryption locally."""
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        if request.get("age_encryption_recipients"):
+            raise UserError("save_weights_external: age_encryption_recipients is not available locally (no encryption)")
+        model = self.model(str(request.get("model_id")))
+        name = str(request.get("path") or "")
+        path = self._save_checkpoint(model, "external_weights", name, overwrite=False, optimizer=False)
+        folder = self.checkpoint_path(path)
+        if request.get("ttl_seconds") is not None:
+            catalog.set_ttl(self.checkpoint_dir, model.model_id, "external_weights", name, request["ttl_seconds"])
+        size = sum(item.stat().st_size for item in folder.iterdir() if item.is_file())
+        return {"type": "save_weights_external", "path": path, "size_bytes": size}
 
     def _save_checkpoint(self, model: TrainModel, kind: str, name: str, overwrite: bool, optimizer: bool) -> str:
         if not _NAME_RE.match(name):
