@@ -60,6 +60,16 @@ def test_settings_read_the_run_config(tmp_path):
     assert (s.loss_fn, s.loss_fn_config) == ("importance_sampling", {})
 
 
+def test_settings_read_the_resume_point(tmp_path):
+    config = base_config(tmp_path)
+    config["hermes"]["resume"] = {"parent_run_id": "0badc0de", "state_path": "tinker://m:train:0/weights/s", "step": 2}
+    s = load_settings(write(tmp_path, config))
+    assert (s.resume_state, s.resume_step) == ("tinker://m:train:0/weights/s", 2)
+    config["hermes"]["resume"]["step"] = 3  # == total_steps: nothing left to train
+    with pytest.raises(ConfigError, match=r"hermes\.resume\.step \(3\) must be below env\.total_steps \(3\)"):
+        load_settings(write(tmp_path, config))
+
+
 def test_settings_choose_the_policy_loss_and_its_parameters(tmp_path):
     config = base_config(tmp_path, tinker__loss_fn="ppo", tinker__loss_fn_config={"clip_high_threshold": 1.28})
     s = load_settings(write(tmp_path, config))

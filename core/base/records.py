@@ -87,6 +87,8 @@ class _RunFields(TypedDict):
     watchdog: NotRequired[dict[str, Any]]
     backend: NotRequired[str]
     config_path: NotRequired[str]
+    parent_run_id: NotRequired[str]  # a resumed run: the run it continues
+    resumed_from: NotRequired[dict[str, Any]]  # {"step", "state_path"} it continued from
 
 
 class RunRecord(_RunFields):

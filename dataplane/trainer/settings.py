@@ -65,6 +65,8 @@ class TrainerSettings:
     wandb_run_name: str | None = None
     batch_poll_s: float = 0.02  # how often an empty /batch is retried
     seed: int | None = None
+    resume_state: str | None = None  # a save_state path (tinker://...) to continue from
+    resume_step: int = 0  # the step that state was saved at
 
 
 # --- config.yaml, as one model -----------------------------------------------------------------
@@ -134,8 +136,15 @@ class WandbSection(_Section):
     run_name: str | None = None
 
 
+class ResumeSection(_Section):
+    parent_run_id: str | None = None
+    state_path: str  # tinker://MODEL/weights/NAME, written by save_state
+    step: WholeNumber = Field(ge=0)
+
+
 class HermesSection(_Section):
     run_dir: str | None = None
+    resume: ResumeSection | None = None  # set by `hermes-rl resume`: continue a run's training state
     checkpoint_dir: str | None = None
     metrics_path: str | None = None
     env_metrics_path: str | None = None
@@ -257,6 +266,10 @@ def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
     if not checkpoint_dir.is_absolute():
         checkpoint_dir = run_dir / checkpoint_dir
     seed = tinker.seed
+    if hermes.resume is not None and hermes.resume.step >= env.total_steps:
+        raise ConfigError(
+            f"hermes.resume.step ({hermes.resume.step}) must be below env.total_steps ({env.total_steps})"
+        )
     return TrainerSettings(
         config_path=config_path,
         run_dir=run_dir,
@@ -289,4 +302,6 @@ def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
         wandb_group=hermes.wandb.group or tinker.wandb_group,
         wandb_run_name=hermes.wandb.run_name or tinker.wandb_run_name or env.wandb_name,
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+        resume_state=hermes.resume.state_path if hermes.resume else None,
+        resume_step=hermes.resume.step if hermes.resume else 0,
     )
