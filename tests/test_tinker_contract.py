@@ -575,6 +575,22 @@ def test_invalid_requests_fail_fast_with_clear_errors(service, server, trainer, 
     assert trainer.forward_backward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"] > 0
 
 
+def test_calls_with_no_local_meaning_are_refused_naming_the_call(service, server, trainer, tokenizer):
+    with pytest.raises(Exception, match="create_model: optimizer 'dimuon' is not available locally"):
+        service.create_lora_training_client(
+            base_model=str(server.model_dir), rank=4, optimizer=types.DimuonOptimizerConfig()
+        ).result(timeout=60)
+    trainer.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
+    with pytest.raises(tinker.RequestFailedError, match="optim_step: the 'dimuon' optimizer is not available locally"):
+        trainer.optim_step(types.DimuonParams(learning_rate=1e-3)).result(timeout=60)
+    # The model is unchanged by the refused step and still trains with Adam.
+    assert trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result(timeout=60).metrics["grad_norm"] > 0
+    started = time.monotonic()
+    with pytest.raises(tinker.NotFoundError, match="tinker-local does not implement GET /api/v1/"):
+        tinker.AdminClient().get_audit_log().result(timeout=30)
+    assert time.monotonic() - started < 10
+
+
 def test_heartbeats_and_polls_answer_while_a_long_request_runs(service, server, tokenizer):
     sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
     prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT))

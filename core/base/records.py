@@ -31,6 +31,7 @@ class _SummaryFields(TypedDict):
     total_steps: int | None
     reward_mean: float | None
     reason: str | None
+    parent_run_id: str | None  # a resumed run: the run it continues
 
 
 class RunSummary(_SummaryFields, StallFields):

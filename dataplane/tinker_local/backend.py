@@ -140,7 +140,9 @@ class Backend:
         lora = request.get("lora_config") or {}
         optimizer = (request.get("optimizer_config") or {}).get("type", "adamw")
         if optimizer != "adamw":
-            raise UserError(f"optimizer {optimizer!r} is not supported by tinker-local (only adamw)")
+            raise UserError(
+                f"create_model: optimizer {optimizer!r} is not available locally (tinker-local implements Adam only)"
+            )
         rank = int(lora.get("rank") or 0)
         if not 1 <= rank <= 512:
             raise UserError(f"LoRA rank must be between 1 and 512, got {rank}")
@@ -249,7 +251,11 @@ class Backend:
     def optim_step(self, request: dict) -> dict:
         model = self.model(str(request.get("model_id")))
         if "adam_params" not in request:
-            raise UserError("tinker-local supports only Adam optimizer steps (adam_params)")
+            other = (request.get("optimizer_params") or {}).get("type", "unknown")
+            raise UserError(
+                f"optim_step: the {other!r} optimizer is not available locally (tinker-local implements Adam "
+                "only: pass AdamParams)"
+            )
         params = request["adam_params"] or {}
         lr = float(params.get("learning_rate", 1e-4))
         beta1 = float(params.get("beta1", 0.9))
