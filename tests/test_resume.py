@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import BadInput, Conflict, NotFound
@@ -14,7 +15,7 @@ from hermes_rl.core.base.fsutil import read_jsonl
 from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
 from tests.test_e2e_local import _log_tails, no_survivors, wait_final
 
-TOTAL_STEPS = 10
+TOTAL_STEPS = 16  # room to stop mid-way: a step takes well under a second here
 
 
 def _wait_step(run_id: str, step: int, timeout: float) -> None:
@@ -24,7 +25,7 @@ def _wait_step(run_id: str, step: int, timeout: float) -> None:
         assert run["status"] in ("starting", "running"), (run.get("reason"), _log_tails(run))
         if ((run.get("last_metric") or {}).get("step") or 0) >= step:
             return
-        time.sleep(0.3)
+        time.sleep(0.1)
     runs.stop_run(run_id, wait=20)
     raise AssertionError(f"run {run_id} did not reach step {step} in {timeout} s")
 
@@ -40,15 +41,21 @@ def test_stopped_run_resumes_from_its_saved_state_and_finishes_the_same_step_cou
     (profiles_dir() / "local.yaml").write_text(f"total_steps: {TOTAL_STEPS}\n")
 
     parent = runs.start_run("toy_addition", "local", {"save_checkpoint_interval": 3, "use_wandb": False})["run_id"]
-    _wait_step(parent, 4, 300)
+    _wait_step(parent, 3, 300)
     stopped = runs.stop_run(parent, wait=30)
     assert stopped["status"] == "stopped", stopped.get("reason")
     parent_rows = read_jsonl(run_dir(parent) / "metrics.jsonl")
     saved = json.loads((run_dir(parent) / "trainer_state.json").read_text())
     # The stop saved the state of every finished step (not just the last interval's).
-    assert saved["step"] == parent_rows[-1]["step"] >= 4
+    assert saved["step"] == parent_rows[-1]["step"] >= 3
     assert saved["state_path"].startswith("tinker://") and "/weights/stop-" in saved["state_path"]
     assert not (run_dir(parent) / "results.json").exists()
+
+    # A loss chosen in config.yaml is the trainer's: the resumed run keeps its parent's config.
+    config_path = run_dir(parent) / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["tinker"] |= {"loss_fn": "ppo", "loss_fn_config": {"clip_low_threshold": 0.9, "clip_high_threshold": 1.1}}
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
     started = call_tool("rl_start_training", {"resume_run_id": parent})
     assert started["parent_run_id"] == parent and started["total_steps"] == TOTAL_STEPS, started
@@ -71,6 +78,8 @@ def test_stopped_run_resumes_from_its_saved_state_and_finishes_the_same_step_cou
     assert child_adam and child_adam[0] == parent_adam[-1] + 1, (parent_adam, child_adam)
     trainer_log = Path(next(p["log"] for p in final["processes"] if p["name"] == "trainer")).read_text()
     assert f"resuming from {saved['state_path']} at step {saved['step']}" in trainer_log
+    assert "loss ppo {'clip_low_threshold': 0.9, 'clip_high_threshold': 1.1}" in trainer_log
+    assert all(r["tinker/loss:sum"] is not None for r in child_rows if r["train/loss"] is not None)
     assert no_survivors(runs.get_run(child, sample=False))
 
     with pytest.raises(Conflict, match="completed all its steps"):

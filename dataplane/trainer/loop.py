@@ -192,10 +192,12 @@ class Trainer:
         self.policy.set_client(sampling_client, self.step)
         self.policy.step = self.step
         log.info(
-            "training client ready (%s backend, model %s, LoRA rank %d) in %.2fs",
+            "training client ready (%s backend, model %s, LoRA rank %d, loss %s %s) in %.2fs",
             s.backend,
             s.base_model,
             s.lora_rank,
+            s.loss_fn,
+            s.loss_fn_config or "",
             time.time() - t0,
         )
 
