@@ -453,7 +453,7 @@ def test_rest_surface_lists_runs_checkpoints_and_sessions(service, server, train
     trainer.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
     trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
     state = trainer.save_state("rest-1").result(timeout=60).path
-    sampler_path = trainer.save_weights_for_sampler("rest-s").result(timeout=60).path
+    sampler_path = trainer.save_weights_for_sampler("rest-s", ttl_seconds=3600).result(timeout=60).path
 
     run = rest.get_training_run(trainer.model_id).result(timeout=30)
     assert isinstance(run, types.TrainingRun)
@@ -470,6 +470,8 @@ def test_rest_surface_lists_runs_checkpoints_and_sessions(service, server, train
         sampler_path: "sampler",
     }
     assert all(c.size_bytes > 0 for c in listed.checkpoints)
+    expiry = {c.tinker_path: c.expires_at for c in listed.checkpoints}
+    assert expiry[state] is None and expiry[sampler_path] is not None  # a TTL given at save time is recorded
     mine = rest.list_user_checkpoints().result(timeout=30)
     assert {state, sampler_path} <= {c.tinker_path for c in mine.checkpoints}
 

@@ -319,6 +319,7 @@ class Backend:
         name = request.get("path")
         if name:
             path = self._save_checkpoint(model, "sampler_weights", str(name), overwrite=True, optimizer=False)
+            self._record_ttl(model, "sampler_weights", str(name), request.get("ttl_seconds"))
             return {"type": "save_weights_for_sampler", "path": path}
         session_seq = request.get("sampling_session_seq_id")
         suffix = session_seq if session_seq is not None else f"s{time.monotonic_ns()}"
@@ -399,21 +400,25 @@ class Backend:
         model = self.model(str(request.get("model_id")))
         name = str(request.get("path") or "")
         path = self._save_checkpoint(model, "weights", name, overwrite=bool(request.get("overwrite")), optimizer=True)
+        self._record_ttl(model, "weights", name, request.get("ttl_seconds"))
         return {"type": "save_weights", "path": path}
+
+    def _record_ttl(self, model: TrainModel, kind: str, name: str, ttl_seconds) -> None:
+        if ttl_seconds is not None:
+            from hermes_rl.dataplane.tinker_local import catalog
+
+            catalog.set_ttl(self.checkpoint_dir, model.model_id, kind, name, ttl_seconds)
 
     def save_weights_external(self, request: dict) -> dict:
         """The adapter in peft format (adapter_model.safetensors + adapter_config.json) under
         CHECKPOINT_DIR/<model>/external_weights/NAME; no encryption locally."""
-        from hermes_rl.dataplane.tinker_local import catalog
-
         if request.get("age_encryption_recipients"):
             raise UserError("save_weights_external: age_encryption_recipients is not available locally (no encryption)")
         model = self.model(str(request.get("model_id")))
         name = str(request.get("path") or "")
         path = self._save_checkpoint(model, "external_weights", name, overwrite=False, optimizer=False)
         folder = self.checkpoint_path(path)
-        if request.get("ttl_seconds") is not None:
-            catalog.set_ttl(self.checkpoint_dir, model.model_id, "external_weights", name, request["ttl_seconds"])
+        self._record_ttl(model, "external_weights", name, request.get("ttl_seconds"))
         size = sum(item.stat().st_size for item in folder.iterdir() if item.is_file())
         return {"type": "save_weights_external", "path": path, "size_bytes": size}
 
