@@ -228,6 +228,29 @@ def test_unknown_loss_config_keys_are_refused_by_name(trainer, tokenizer):
         trainer.forward_backward(data, "gspo").result(timeout=60)
 
 
+def test_custom_loss_matches_the_builtin_loss_it_reimplements(service, server, tokenizer):
+    """forward_backward_custom runs the loss client-side over the server's logprobs; a custom
+    weighted negative log-likelihood must give cross_entropy's value and gradient."""
+    batch = toy_batch(tokenizer)
+
+    def nll(data, logprobs):
+        loss = sum(-(lp * torch.tensor(d.loss_fn_inputs["weights"].to_numpy())).sum() for d, lp in zip(data, logprobs))
+        return loss, {"custom_nll": float(loss.detach())}
+
+    steps, values = {}, {}
+    for kind in ("builtin", "custom"):
+        client = service.create_lora_training_client(base_model=str(server.model_dir), rank=8, seed=13).result(
+            timeout=60
+        )
+        if kind == "builtin":
+            values[kind] = client.forward_backward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"]
+        else:
+            values[kind] = client.forward_backward_custom(batch, nll).result(timeout=60).metrics["custom_nll"]
+        steps[kind] = client.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    assert values["custom"] == pytest.approx(values["builtin"], rel=1e-5)
+    assert steps["custom"].metrics["grad_norm"] == pytest.approx(steps["builtin"].metrics["grad_norm"], rel=1e-4)
+
+
 def test_gradients_accumulate_across_forward_backward_calls(service, server, tokenizer):
     batch = toy_batch(tokenizer)
 
