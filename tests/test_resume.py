@@ -114,3 +114,25 @@ def test_resume_refuses_unknown_and_unsaved_runs_with_the_reason():
     refused = call_tool("rl_start_training", {"resume_run_id": run_id})
     assert "saved no training state" in refused["error"] and "save_checkpoint_interval" in refused["hint"]
     assert call_tool("rl_start_training", {"resume_run_id": "not-a-run"})["error"]
+
+
+def test_resumed_config_keeps_the_training_values_and_takes_the_new_runs_folder_and_ports(hermes_home):
+    from hermes_rl.core.runs.start import _resumed_config
+
+    parent = {
+        "env": {"total_steps": 40, "batch_size": 16, "rollout_server_url": "http://127.0.0.1:1001"},
+        "openai": [{"base_url": "http://127.0.0.1:1002/v1", "model_name": "Qwen/Qwen3-8B"}],
+        "tinker": {"learning_rate": 4e-5, "loss_fn": "cispo", "checkpoint_dir": "/old/checkpoints"},
+        "backend": {"kind": "tinker", "base_url": None},
+        "hermes": {"run_id": "0deecd03", "run_dir": "/old", "resume": {"step": 1}},
+    }
+    resume = {"parent_run_id": "0deecd03", "state_path": "tinker://abc:train:0/weights/stop-000007", "step": 7}
+    out = _resumed_config(parent, "94132aa1", {"api": 2001, "inference": 2002, "tinker": 2003}, resume)
+    folder = str(run_dir("94132aa1"))
+    assert (out["env"]["total_steps"], out["env"]["batch_size"], out["tinker"]["loss_fn"]) == (40, 16, "cispo")
+    assert out["env"]["rollout_server_url"] == "http://127.0.0.1:2001"
+    assert out["openai"][0]["base_url"] == "http://127.0.0.1:2002/v1"
+    assert out["backend"]["base_url"] is None  # Tinker cloud: the tinker:// state path is used as is
+    assert out["tinker"]["checkpoint_dir"] == folder + "/checkpoints"
+    assert (out["hermes"]["run_id"], out["hermes"]["run_dir"], out["hermes"]["resume"]) == ("94132aa1", folder, resume)
+    assert parent["hermes"]["run_id"] == "0deecd03"  # the parent's config is not touched
