@@ -31,6 +31,7 @@ class _SummaryFields(TypedDict):
     total_steps: int | None
     reward_mean: float | None
     reason: str | None
+    parent_run_id: str | None  # a resumed run: the run it continues
 
 
 class RunSummary(_SummaryFields, StallFields):
@@ -87,6 +88,8 @@ class _RunFields(TypedDict):
     watchdog: NotRequired[dict[str, Any]]
     backend: NotRequired[str]
     config_path: NotRequired[str]
+    parent_run_id: NotRequired[str]  # a resumed run: the run it continues
+    resumed_from: NotRequired[dict[str, Any]]  # {"step", "state_path"} it continued from
 
 
 class RunRecord(_RunFields):

@@ -153,6 +153,23 @@ def cmd_start(args) -> Any:
     return None
 
 
+def cmd_resume(args) -> Any:
+    from hermes_rl.core import runs
+
+    run = runs.resume_run(args.run_id)
+    if args.json and not args.watch:
+        return run
+    console = _console()
+    for notice in run.get("notices") or []:
+        console.print(f"[yellow]{notice}[/]")
+    run_id = run["run_id"]
+    console.print(f"started run [bold]{run_id}[/], resuming {args.run_id} ({run.get('environment')})")
+    console.print(f"  watch: hermes-rl status {run_id}   stop: hermes-rl stop {run_id}")
+    if args.watch:
+        return _watch(run_id, json_output=args.json)
+    return None
+
+
 def _watch(run_id: str, json_output: bool = False) -> Any:
     """Rich progress over a run's steps until it ends; Ctrl-C detaches and leaves the run going.
     With --json, the run's status report (as `hermes-rl status --json`) once it ends or on detaching."""
@@ -446,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--env")
     cmd.add_argument("--profile")
     cmd.add_argument("--set", action="append", metavar="FIELD=VALUE")
+    cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
+    cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
+    cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
     add("runs", cmd_runs, "list runs, newest first")
     cmd = add("status", cmd_status, "a run's state, processes and last metrics")

@@ -223,11 +223,15 @@ def rl_edit_config(field: str, value: Any) -> dict:
 
 
 @_tool
-def rl_start_training() -> dict:
+def rl_start_training(resume_run_id: str | None = None) -> dict:
     from hermes_rl.core import runs
 
-    selection = _selection()
-    run = runs.start_run(selection["environment"], selection["profile"])
+    if resume_run_id is not None:
+        validate_run_id(resume_run_id)
+        run = runs.resume_run(resume_run_id)
+    else:
+        selection = _selection()
+        run = runs.start_run(selection["environment"], selection["profile"])
     run_id = run["run_id"]
     wandb = run.get("wandb") or {}
     return {
@@ -237,6 +241,7 @@ def rl_start_training() -> dict:
         "profile": run.get("profile"),
         "total_steps": run.get("total_steps"),
         "config_path": run.get("config_path"),
+        "parent_run_id": run.get("parent_run_id"),
         "log_paths": report.log_paths(run),
         "wandb": {"mode": wandb.get("mode"), "project": wandb.get("project"), "run_name": wandb.get("run_name")},
         "notices": list(run.get("notices") or []),
@@ -475,9 +480,18 @@ TOOLS: tuple[Tool, ...] = (
         rl_start_training,
         "Start a training run of the selected environment in the background (a supervised pipeline of "
         "Atropos API, trainer and environment). Without TINKER_API_KEY it runs on the local CPU backend; "
-        "a profile that needs a key fails naming the missing key.",
+        "a profile that needs a key fails naming the missing key. With resume_run_id it instead continues "
+        "that stopped, failed or lost run from its newest saved state (same config, steps counted on).",
+        {
+            "resume_run_id": {
+                **_RUN_ID,
+                "description": "optional: an ended run (8 hex characters) to continue; its environment and config "
+                "are reused",
+            }
+        },
         returns={
             "run_id": "str",
+            "parent_run_id": "the run this one continues, or null",
             "status": "starting|running",
             "environment": "str",
             "profile": "str",

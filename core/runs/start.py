@@ -15,12 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
-from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text
-from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, runs_dir
+from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
+from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text, read_json
+from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, run_dir, runs_dir
 from hermes_rl.core.base.records import RunRecord, StartedRun
 from hermes_rl.core.base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
-from hermes_rl.core.base.states import RunStatus
+from hermes_rl.core.base.states import FINAL, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.daemons.pipeline import (
     ProcessSpec,
@@ -33,10 +33,11 @@ from hermes_rl.core.daemons.pipeline import (
     validate_specs,
 )
 from hermes_rl.core.daemons.runstate import is_recorded_final, read_run_file, record_final
-from hermes_rl.core.runs.runconfig import CONFIG_FILE, build_run_config, run_config_yaml
-from hermes_rl.core.runs.store import SUPERVISOR_START_TIMEOUT_S, read_run
+from hermes_rl.core.runs.runconfig import CONFIG_FILE, build_run_config, read_run_config, run_config_yaml
+from hermes_rl.core.runs.store import SUPERVISOR_START_TIMEOUT_S, get_run, read_run
 
 RUN_PORTS = ("api", "inference", "tinker")  # DESIGN §3: every real run gets these
+TRAINER_STATE_FILE = "trainer_state.json"  # written by the trainer at each save_state: {"state_path", "step", ...}
 
 
 def _create_run_folder() -> tuple[str, Path]:
@@ -290,4 +291,112 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
         _discard_unstarted(folder)
         raise
     run["notices"] = notices
+    return run
+
+
+def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dict:
+    """The parent's config.yaml with this run's folder, ports and resume point; every training value
+    (steps, batch, learning rate, loss, W&B names) stays as the parent had it."""
+    import copy
+
+    folder = run_dir(run_id)
+    out = copy.deepcopy(config)
+    env, tinker, backend = out.get("env") or {}, out.get("tinker") or {}, out.get("backend") or {}
+    hermes = out.setdefault("hermes", {})
+    env["rollout_server_url"] = f"http://127.0.0.1:{ports['api']}"
+    env["env_metrics_path"] = str(folder / "env_metrics.jsonl")
+    for server in out.get("openai") or []:
+        server["base_url"] = f"http://127.0.0.1:{ports['inference']}/v1"
+    tinker["checkpoint_dir"] = str(folder / "checkpoints")
+    if backend.get("kind") == "local":
+        backend["base_url"] = f"http://127.0.0.1:{ports['tinker']}"
+    hermes.update(
+        run_id=run_id,
+        run_dir=str(folder),
+        metrics_path=str(folder / "metrics.jsonl"),
+        env_metrics_path=str(folder / "env_metrics.jsonl"),
+        resume=resume,
+    )
+    return out
+
+
+def resume_run(parent_id: str) -> StartedRun:
+    """A new run continuing a stopped, failed or lost one from its newest saved state (weights and
+    optimizer): same environment, profile and config, the step count going on from the saved step.
+    The new run.json names its parent (`parent_run_id`)."""
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.envs.profiles import check_keys, resolve_profile
+    from hermes_rl.core.runs.training import training_pipeline
+
+    parent = get_run(parent_id, sample=False)
+    if parent["status"] not in FINAL:
+        raise Conflict(
+            f"run {parent_id} is {parent['status']}: only an ended run can be resumed",
+            hint=f"stop it first: hermes-rl stop {parent_id}",
+        )
+    if parent["status"] == RunStatus.COMPLETED:
+        raise Conflict(f"run {parent_id} completed all its steps: there is nothing to resume")
+    parent_folder = run_dir(parent_id)
+    try:
+        state = read_json(parent_folder / TRAINER_STATE_FILE)
+    except (OSError, ValueError):
+        state = None
+    if not isinstance(state, dict) or not state.get("state_path") or not isinstance(state.get("step"), int):
+        raise BadInput(
+            f"run {parent_id} saved no training state to resume from",
+            hint="the trainer saves one every save_checkpoint_interval steps and when it is stopped",
+        )
+    config = read_run_config(parent_id)
+    total_steps = (config.get("env") or {}).get("total_steps")
+    if not config or not isinstance(total_steps, int):
+        raise HermesError(f"run {parent_id}: config.yaml is missing or unreadable", hint=f"see {parent_folder}")
+    if state["step"] >= total_steps:
+        raise Conflict(f"run {parent_id} saved its state after the last step ({state['step']} of {total_steps})")
+    env = find_environment(parent["environment"])
+    if env.error:
+        raise BadInput(f"environment {env.name} cannot be used: {env.error}", hint=f"fix {env.file}")
+    profile, notice = resolve_profile(parent["profile"])
+    check_keys(profile)
+    run_id, folder = _create_run_folder()
+    try:
+        local_state = state.get("local_path")
+        if profile.backend == "local":
+            # The new run's local server reads checkpoints from its own folder: copy the state there,
+            # at the same place under checkpoints/ (the tinker:// path maps to it).
+            source = Path(local_state or "")
+            parent_checkpoints = parent_folder / "checkpoints"
+            if (
+                not local_state
+                or not source.is_dir()
+                or not source.resolve().is_relative_to(parent_checkpoints.resolve())
+            ):
+                raise BadInput(f"run {parent_id}: the saved state {state['state_path']} is not in {parent_checkpoints}")
+            shutil.copytree(source, folder / "checkpoints" / source.resolve().relative_to(parent_checkpoints.resolve()))
+        ports = free_ports(RUN_PORTS)
+        resume = {"parent_run_id": parent_id, "state_path": state["state_path"], "step": state["step"]}
+        run_config = _resumed_config(config, run_id, ports, resume)
+        config_path = folder / CONFIG_FILE
+        atomic_write_text(config_path, run_config_yaml(run_config))
+        specs = training_pipeline(run_id, profile, env, run_config)
+        run = _launch_prepared(
+            run_id,
+            folder,
+            specs,
+            environment=env.name,
+            profile=profile.name,
+            total_steps=total_steps,
+            config=None,
+            ports=ports,
+            wandb=parent.get("wandb"),
+            extra={
+                "backend": profile.backend,
+                "config_path": str(config_path),
+                "parent_run_id": parent_id,
+                "resumed_from": {"step": state["step"], "state_path": state["state_path"]},
+            },
+        )
+    except BaseException:
+        _discard_unstarted(folder)
+        raise
+    run["notices"] = [n for n in (notice, f"continues run {parent_id} from step {state['step']}") if n]
     return run

@@ -82,6 +82,7 @@ def _summary(run_id: str, run: dict, last: dict | None) -> dict:
         "total_steps": run.get("total_steps"),
         "reward_mean": last.get("reward/mean"),
         "reason": run.get("reason"),
+        "parent_run_id": run.get("parent_run_id"),
     }
 
 
