@@ -193,6 +193,7 @@ class ResultsSummary(TypedDict):
 class EnvironmentEntry(TypedDict):
     """envs.discovery.EnvInfo.to_dict()."""
 
+    id: str  # unique across every scanned folder; what `select` and `start` take
     name: str
     class_name: str
     file: str
@@ -200,7 +201,8 @@ class EnvironmentEntry(TypedDict):
     config_class: str | None
     source: str  # "project" | "user" | "tinker-atropos" | "extra"
     error: str | None
-    duplicate_of: str | None
+    duplicate_of: str | None  # file of the environment the bare name resolves to, when that is another one
+    abstract: str | None  # why it is a base class, not an environment to run
 
 
 class FieldRow(TypedDict):
