@@ -15,6 +15,7 @@ import io
 import json
 import os
 import re
+import sys
 import threading
 import tokenize
 from dataclasses import dataclass, field, replace
@@ -697,3 +698,64 @@ def find_environment(ref: str) -> EnvInfo:
         if ids
         else f"no environments found; put one in {user_environments_dir()}",
     )
+
+
+# --- import roots ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportRoot:
+    """How an environment file is meant to be imported: `root` first on sys.path (then the file's own
+    folder, for loose sibling imports), and the working folder its relative paths (configs/...) assume.
+    Empty for the project's own environments, which import as the installed hermes_rl package."""
+
+    root: str
+    cwd: str
+    sys_path: tuple[str, ...]
+    why: str
+
+    def pythonpath(self, existing: str | None = None) -> str:
+        """PYTHONPATH for a child: these folders first, the user's own PYTHONPATH kept after them."""
+        parts = list(self.sys_path) + [p for p in (existing or "").split(os.pathsep) if p]
+        return os.pathsep.join(dict.fromkeys(parts))
+
+
+def _installed(module: str) -> bool:
+    """Importable from the installed packages (not from the working folder, which is the caller's)."""
+    import importlib.machinery
+
+    if module in sys.builtin_module_names:
+        return True
+    here = {"", os.getcwd()}
+    try:
+        return importlib.machinery.PathFinder.find_spec(module, [p for p in sys.path if p not in here]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def import_root(env: EnvInfo) -> ImportRoot:
+    """The import root the author intended: the top of the file's `__init__.py` packages; above that,
+    the nearest folder (up to two levels above the scanned root) holding a top-level module the file
+    imports that its own folder does not (`environments.*` in an Atropos clone, `tinker_atropos` in a
+    checkout); else the file's own folder."""
+    if env.source == "project":
+        return ImportRoot("", "", (), "the project's package")
+    here = Path(env.file).parent
+    root, why = here, "the file's own folder"
+    while (root / "__init__.py").exists() and root.parent != root:
+        root, why = root.parent, "the top of its package"
+    scanned = Path(env.root) if env.root else here
+    # A checkout's environments folder is <checkout>/tinker_atropos/environments; any other root may
+    # import from the folder it sits in (an Atropos clone's environments/ imports `environments.*`).
+    limit = scanned.parent.parent if env.source == "tinker-atropos" else scanned.parent
+    ancestors = [p for p in [here, *here.parents] if p == limit or limit in p.parents]
+    for module in env.imports:
+        if (here / module).is_dir() or (here / f"{module}.py").is_file() or _installed(module):
+            continue  # a sibling (its own folder is on sys.path anyway), or an installed package
+        for folder in ancestors[1:]:
+            if (folder / module).is_dir() or (folder / f"{module}.py").is_file():
+                if folder in root.parents:
+                    root, why = folder, f"it imports {module}, which lives there"
+                break
+    sys_path = (str(root),) + ((str(here),) if here != root else ())
+    return ImportRoot(str(root), str(root), sys_path, why)
