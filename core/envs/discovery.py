@@ -726,9 +726,11 @@ def _installed(module: str) -> bool:
 
     if module in sys.builtin_module_names:
         return True
-    here = {"", os.getcwd()}
+    # Neither the caller's folder nor the project's checkout (its folders import only as hermes_rl.*).
+    here = {os.path.realpath(p) for p in ("", os.getcwd(), PROJECT_ROOT)}
+    path = [p for p in sys.path if os.path.realpath(p) not in here]
     try:
-        return importlib.machinery.PathFinder.find_spec(module, [p for p in sys.path if p not in here]) is not None
+        return importlib.machinery.PathFinder.find_spec(module, path) is not None
     except (ImportError, ValueError):
         return False
 
