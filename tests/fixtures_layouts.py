@@ -124,3 +124,51 @@ def checkout(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HERMES_RL_TINKER_ATROPOS", str(root))
     monkeypatch.delenv("HERMES_RL_ENV_PATH", raising=False)
     return root
+
+
+# A runnable environment of a checkout: reads its settings relative to the checkout root at import,
+# imports the checkout's package, and trains like the project's toy task.
+CHECKOUT_TOY = '''"""Toy addition, as a checkout would ship it."""
+from tinker_atropos.settings import Settings
+
+from hermes_rl.environments.toy_addition import ToyAdditionEnv
+
+SETTINGS = Settings.from_yaml("configs/default.yaml")
+
+
+class ToyCheckoutEnv(ToyAdditionEnv):
+    name = "toy_checkout"
+
+
+if __name__ == "__main__":
+    ToyCheckoutEnv.cli()
+'''
+
+# Gets past every import, then needs a dataset from the hub (offline on the local profile).
+CHECKOUT_DATASET = '''"""Needs a dataset from the hub."""
+from datasets import load_dataset
+from tinker_atropos.settings import Settings
+
+from hermes_rl.environments.toy_addition import ToyAdditionEnv
+
+SETTINGS = Settings.from_yaml("configs/default.yaml")
+
+
+class HubDatasetEnv(ToyAdditionEnv):
+    name = "hub_dataset"
+
+    async def setup(self):
+        self.train = load_dataset("hermes-rl-fixture/gsm8k-like", split="train")
+
+
+if __name__ == "__main__":
+    HubDatasetEnv.cli()
+'''
+
+
+@pytest.fixture
+def runnable_checkout(checkout) -> Path:
+    environments = checkout / "tinker_atropos" / "environments"
+    (environments / "toy_checkout.py").write_text(CHECKOUT_TOY)
+    (environments / "hub_dataset.py").write_text(CHECKOUT_DATASET)
+    return checkout

@@ -259,3 +259,55 @@ def test_a_dataset_that_cannot_load_offline_says_so(tmp_path):
     run = _launch_one(tmp_path, script, env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
     assert "Couldn't reach 'hermes-rl-fixture/not-cached' on the Hub" in run["reason"], run["reason"]
     assert "cannot be loaded offline (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE is set)" in run["reason"]
+
+
+# -- the real pipeline on the local backend -------------------------------------------------------------
+
+
+@pytest.fixture
+def local_model(tiny_model_dir):
+    from hermes_rl.core.base.paths import models_dir, profiles_dir
+
+    model = models_dir() / "tiny-toy"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.symlink_to(Path(tiny_model_dir).resolve())
+    profiles_dir().mkdir(parents=True, exist_ok=True)
+    (profiles_dir() / "local.yaml").write_text("total_steps: 400\n")
+    return model
+
+
+@pytest.mark.timeout(420)
+def test_a_checkout_environment_trains_from_its_own_root(runnable_checkout, local_model):
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.fsutil import read_json, read_jsonl
+    from hermes_rl.core.base.paths import run_dir
+
+    run = runs.start_run("toy_checkout", "local")
+    folder = run_dir(run["run_id"])
+    try:
+        deadline = time.monotonic() + 360
+        while time.monotonic() < deadline:
+            state = runs.get_run(run["run_id"], sample=False)
+            assert state["status"] not in ("failed", "stopped", "lost"), state.get("reason")
+            if (folder / "metrics.jsonl").exists() and read_jsonl(folder / "metrics.jsonl"):
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError("the trainer took no step")
+    finally:
+        runs.stop_run(run["run_id"])
+    env_spec = next(spec for spec in read_json(folder / "pipeline.json") if spec["name"] == "env")
+    assert env_spec["cwd"] == str(runnable_checkout)
+    assert env_spec["env"]["PYTHONPATH"].split(os.pathsep)[0] == str(runnable_checkout)
+
+
+@pytest.mark.timeout(300)
+def test_a_checkout_environment_gets_past_its_imports_and_fails_on_the_offline_dataset(runnable_checkout, local_model):
+    from hermes_rl.core import runs
+
+    run = runs.start_run("hub_dataset", "local")
+    final = _wait_final(run["run_id"], 240)
+    assert final["status"] == "failed"
+    assert "Couldn't reach 'hermes-rl-fixture/gsm8k-like' on the Hub" in final["reason"], final["reason"]
+    assert "cannot be loaded offline" in final["reason"]
+    assert "ModuleNotFoundError" not in final["reason"]
