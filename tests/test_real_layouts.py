@@ -259,6 +259,7 @@ def test_a_dataset_that_cannot_load_offline_says_so(tmp_path):
     run = _launch_one(tmp_path, script, env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
     assert "Couldn't reach 'hermes-rl-fixture/not-cached' on the Hub" in run["reason"], run["reason"]
     assert "cannot be loaded offline (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE is set)" in run["reason"]
+    assert run["processes"][0]["restarts"] == 0  # offline stays offline: no restart
 
 
 # -- the real pipeline on the local backend -------------------------------------------------------------
@@ -311,3 +312,4 @@ def test_a_checkout_environment_gets_past_its_imports_and_fails_on_the_offline_d
     assert "Couldn't reach 'hermes-rl-fixture/gsm8k-like' on the Hub" in final["reason"], final["reason"]
     assert "cannot be loaded offline" in final["reason"]
     assert "ModuleNotFoundError" not in final["reason"]
+    assert next(p for p in final["processes"] if p["name"] == "env")["restarts"] == 0

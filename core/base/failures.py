@@ -26,6 +26,7 @@ _DISTRIBUTIONS = {
     "latex2sympy2_extended": "latex2sympy2-extended",
     "math_verify": "math-verify",
     "atroposlib": "atroposlib",
+    "langdetect": "langdetect",
 }
 # Raised the same way on every attempt: restarting the process cannot help.
 DETERMINISTIC = frozenset({"ModuleNotFoundError", "ImportError", "SyntaxError", "IndentationError"})
@@ -44,6 +45,14 @@ def exception_type(line: str | None) -> str:
     return (line or "").split(":", 1)[0].rsplit(".", 1)[-1]
 
 
+def repeats_on_restart(line: str | None) -> bool:
+    """A failure a restart cannot change: an import that fails, a dataset the hub may not be asked for."""
+    if exception_type(line) in DETERMINISTIC:
+        return True
+    hub = _HUB_UNREACHABLE.search(line or "")
+    return bool(hub) and hub.group(2) == "OfflineModeIsEnabled"
+
+
 def failure_hint(line: str | None) -> str | None:
     """What to do about a known failure, in words; None when nothing useful can be said."""
     if not line:
@@ -57,8 +66,11 @@ def failure_hint(line: str | None) -> str | None:
                 f"{module} is not importable from the environment's import root; check the import root "
                 f"`hermes-rl envs` shows (a checkout's root must contain {top}/)"
             )
-        package = _DISTRIBUTIONS.get(module) or _DISTRIBUTIONS.get(top) or top.replace("_", "-")
-        return f"install the package that provides {top}: pip install {package}"
+        known = _DISTRIBUTIONS.get(module) or _DISTRIBUTIONS.get(top)
+        if known:
+            return f"install the package that provides {top}: pip install {known}"
+        guess = top.replace("_", "-")
+        return f"install the package that provides {top} (on PyPI often the same name: pip install {guess})"
     hub = _HUB_UNREACHABLE.search(line)
     if hub:
         dataset, why = hub.groups()

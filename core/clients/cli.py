@@ -88,7 +88,7 @@ def cmd_envs(args) -> Any:
 
     shared = {env.name for env in envs if env.duplicate_of}
     table = Table(box=None, header_style="bold")
-    table.add_column("id", no_wrap=True)
+    table.add_column("id", max_width=40, overflow="fold")
     table.add_column("class", no_wrap=True)
     table.add_column("description", ratio=2)
     table.add_column("file", ratio=1, overflow="fold")

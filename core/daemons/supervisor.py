@@ -33,7 +33,7 @@ import time
 import traceback
 from pathlib import Path
 
-from hermes_rl.core.base.failures import DETERMINISTIC, exception_line, exception_type, failure_hint
+from hermes_rl.core.base.failures import exception_line, failure_hint, repeats_on_restart
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
 from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, validate_run_id
 from hermes_rl.core.base.paths import run_dir as run_dir_of
@@ -679,8 +679,8 @@ class Supervisor:
         was_ready = proc.ready_at is not None and (proc.spec.readiness.kind != "none" or ran >= SETTLE_S)
         if was_ready or not failure:
             return None
-        if exception_type(failure) in DETERMINISTIC:
-            return "not restarted: it fails on import, which a restart repeats"
+        if repeats_on_restart(failure):
+            return "not restarted: a restart would fail the same way"
         if failure == proc.last_failure:
             return "not restarted: it failed the same way as the attempt before"
         return None
@@ -696,11 +696,12 @@ class Supervisor:
         proc.last_failure = line
         if proc.exit_code != 0 and not pointless and self.schedule_restart(proc, reason):
             return
+        n = proc.policy_restarts
+        restarts = f"{n} restart{'s' if n != 1 else ''}"
         if pointless:
-            reason += f"; {pointless}"
-        if proc.policy_restarts:
-            n = proc.policy_restarts
-            reason += f" (gave up after {n} restart{'s' if n != 1 else ''})"
+            reason += f"; {pointless}" + (f" (after {restarts})" if n else "")
+        elif n:
+            reason += f" (gave up after {restarts})"
         state = ProcState.EXITED if proc.exit_code == 0 else ProcState.FAILED
         self.set_proc_state(proc, state, reason, exit_code=proc.exit_code, detail=detail)
         if proc.spec.required or proc.one_shot:  # a failed one-shot step blocks its dependants for good
