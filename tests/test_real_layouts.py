@@ -300,6 +300,11 @@ def test_a_checkout_environment_trains_from_its_own_root(runnable_checkout, loca
     env_spec = next(spec for spec in read_json(folder / "pipeline.json") if spec["name"] == "env")
     assert env_spec["cwd"] == str(runnable_checkout)
     assert env_spec["env"]["PYTHONPATH"].split(os.pathsep)[0] == str(runnable_checkout)
+    # and the status report shows them
+    from hermes_rl.core.runs import report
+
+    env_status = next(p for p in report.status_report(run["run_id"])["processes"] if p["name"] == "env")
+    assert env_status["cwd"] == str(runnable_checkout) and env_status["import_path"][0] == str(runnable_checkout)
 
 
 @pytest.mark.timeout(300)

@@ -145,6 +145,8 @@ class ProcessSummary(TypedDict):
     restarts: int
     cpu_percent: float | None
     rss: int | None
+    cwd: str | None  # where it runs (None: the run folder)
+    import_path: list[str] | None  # PYTHONPATH it was given: an environment's import root first
 
 
 class MetricsSummary(TypedDict):

@@ -312,6 +312,11 @@ def cmd_status(args) -> Any:
             status["log_paths"].get(proc["name"], ""),
         )
     console.print(table)
+    for proc in status["processes"]:
+        if proc.get("cwd") or proc.get("import_path"):
+            where = f"runs in {proc.get('cwd') or 'the run folder'}"
+            imports = f", imports from {':'.join(proc['import_path'])}" if proc.get("import_path") else ""
+            console.print(f"  {proc['name']}: {where}{imports}")
     for tip in status["tips"]:
         console.print(f"[dim]- {tip}[/]")
     return None

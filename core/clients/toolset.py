@@ -413,9 +413,11 @@ TOOLS: tuple[Tool, ...] = (
         "List the RL environments (Atropos BaseEnv classes) found in the project, tinker-atropos and "
         "$HERMES_HOME/rl/environments.",
         returns={
-            "environments": "list of {name, class_name, file, description, source}",
-            "errors": "list of {name, file, error} for files that failed to load",
-            "selected": "the selected environment name or null",
+            "environments": "list of {id, name, class_name, file, description, source}; when several share a "
+            "name, each has its own id (name@qualifier) and bare_name_selects_this; a base class has runnable: "
+            "false and why_not",
+            "errors": "list of {id, name, file, error} for files that failed to load",
+            "selected": "the selected environment id or null",
             "profile": "the selected profile or null",
             "tips": "list of next steps",
         },
@@ -425,10 +427,16 @@ TOOLS: tuple[Tool, ...] = (
         rl_select_environment,
         "Select the environment that rl_get_current_config, rl_edit_config, rl_test_inference and "
         "rl_start_training work on (saved on disk, shared with the dashboard).",
-        {"name": {"type": "string", "description": "environment name as listed by rl_list_environments"}},
+        {
+            "name": {
+                "type": "string",
+                "description": "environment id as listed by rl_list_environments (or a unique name, class "
+                "name or file path)",
+            }
+        },
         ("name",),
         returns={
-            "selected": "the environment name",
+            "selected": "the environment id",
             "profile": "the profile in use or null",
             "class_name": "str",
             "file": "str",
