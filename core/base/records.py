@@ -148,6 +148,8 @@ class ProcessSummary(TypedDict):
     restarts: int
     cpu_percent: float | None
     rss: int | None
+    cwd: str | None  # where it runs (None: the run folder)
+    import_path: list[str] | None  # PYTHONPATH it was given: an environment's import root first
 
 
 class MetricsSummary(TypedDict):
@@ -196,6 +198,7 @@ class ResultsSummary(TypedDict):
 class EnvironmentEntry(TypedDict):
     """envs.discovery.EnvInfo.to_dict()."""
 
+    id: str  # unique across every scanned folder; what `select` and `start` take
     name: str
     class_name: str
     file: str
@@ -203,7 +206,8 @@ class EnvironmentEntry(TypedDict):
     config_class: str | None
     source: str  # "project" | "user" | "tinker-atropos" | "extra"
     error: str | None
-    duplicate_of: str | None
+    duplicate_of: str | None  # file of the environment the bare name resolves to, when that is another one
+    abstract: str | None  # why it is a base class, not an environment to run
 
 
 class FieldRow(TypedDict):

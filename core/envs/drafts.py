@@ -127,8 +127,8 @@ def select_environment(name: str, profile: str | None = None) -> Selection:
     with file_lock(path):
         if profile is None:  # keep the profile chosen earlier
             profile = current_selection()["profile"]
-        atomic_write_text(path, yaml.safe_dump({"environment": env.name, "profile": profile}, sort_keys=False))
-    return {"environment": env.name, "profile": profile, "file": env.file, "description": env.description}
+        atomic_write_text(path, yaml.safe_dump({"environment": env.id, "profile": profile}, sort_keys=False))
+    return {"environment": env.id, "profile": profile, "file": env.file, "description": env.description}
 
 
 def _resolve(env_name: str | None, profile: str | None) -> tuple[EnvInfo, Profile, str | None, list[str]]:
@@ -163,7 +163,7 @@ def get_config(env_name: str | None = None, profile: str | None = None) -> Confi
     """Editable values (draft over defaults) and locked values for an environment under a profile."""
     env, chosen, notice, warnings = _resolve(env_name, profile)
     fields = {f.name: f for f in editable_fields(env, chosen)}
-    draft, problem = _read_draft(env.name)
+    draft, problem = _read_draft(env.id)
     if problem:
         warnings.append(problem)
     values = _effective(fields, draft, warnings, env.name, chosen)
@@ -175,7 +175,7 @@ def get_config(env_name: str | None = None, profile: str | None = None) -> Confi
         editable.append(row)
     locked = [{"name": k, "value": v.value, "reason": v.reason} for k, v in chosen.locked.items()]
     return ConfigView(
-        environment=env.name,
+        environment=env.id,
         profile=chosen.name,
         editable=editable,
         locked=locked,
@@ -191,20 +191,20 @@ def set_fields(assignments: dict, env_name: str | None = None, profile: str | No
     fields = {f.name: f for f in editable_fields(env, chosen)}
     new_values = validate_assignments(assignments, fields, chosen, env.name)
     notices = [notice] if notice else []
-    with file_lock(_draft_path(env.name)):
-        draft, problem = _read_draft(env.name)
+    with file_lock(_draft_path(env.id)):
+        draft, problem = _read_draft(env.id)
         if problem:
-            notices.append(f"{problem.split('; ')[0]}; it was moved to {_keep_corrupt(env.name)}")
+            notices.append(f"{problem.split('; ')[0]}; it was moved to {_keep_corrupt(env.id)}")
         ignored: list[str] = []
         before = _effective(fields, draft, ignored, env.name, chosen)
         after = {**before, **new_values}
         check_together(after)
         merged = {**draft, **new_values}  # entries this version does not use are kept, not lost
-        _write_draft(env.name, merged)
+        _write_draft(env.id, merged)
     changed = {
         name: {"value": after[name], "previous": before[name], "default": fields[name].default} for name in new_values
     }
-    result = {"environment": env.name, "profile": chosen.name, "changed": changed}
+    result = {"environment": env.id, "profile": chosen.name, "changed": changed}
     if notices:
         result["notices"] = notices
     return result
@@ -246,7 +246,7 @@ def resolve_run_values(env: EnvInfo, profile: Profile, overrides: dict | None = 
     A wandb_name left at its default becomes `{env}-{timestamp}` here.
     """
     fields = {f.name: f for f in editable_fields(env, profile)}
-    draft, _ = _read_draft(env.name)
+    draft, _ = _read_draft(env.id)
     values = _effective(fields, draft, [], env.name, profile)
     if overrides:
         values.update(validate_assignments(overrides, fields, profile, env.name))

@@ -519,6 +519,11 @@ class InferenceTest:
         child_env["HERMES_ENV_METRICS"] = str(model_dir / "env_metrics.jsonl")
         secret_values = [v for v in (child_env.get("OPENAI_API_KEY"),) if v and v != "EMPTY" and len(v) >= 4]
         argv = [sys.executable, self.env_info.file, "process", "--config", str(config_path)]
+        from hermes_rl.core.envs.discovery import import_root
+
+        root = import_root(self.env_info)  # the same import root and folder as the run's env
+        if root.sys_path:
+            child_env["PYTHONPATH"] = root.pythonpath(child_env.get("PYTHONPATH"))
         started = time.monotonic()
         timed_out = False
         with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
@@ -530,7 +535,7 @@ class InferenceTest:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=child_env,
-                    cwd=model_dir,
+                    cwd=root.cwd or model_dir,
                 )
             except OSError as exc:
                 result.errors.append(f"cannot start the environment: {exc.strerror or exc}")

@@ -101,6 +101,8 @@ def process_summaries(run: RunView) -> list[ProcessSummary]:
             "restarts": proc.get("restarts", 0),
             "cpu_percent": proc.get("cpu_percent"),
             "rss": proc.get("rss"),
+            "cwd": proc.get("cwd"),
+            "import_path": proc.get("import_path"),
         }
         for proc in run.get("processes") or []
     ]

@@ -256,7 +256,12 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
         raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
     env = find_environment(env_name)
     if env.error:
-        raise BadInput(f"environment {env.name} cannot be used: {env.error}", hint=f"fix {env.file}")
+        raise BadInput(f"environment {env.id} cannot be used: {env.error}", hint=f"fix {env.file}")
+    if env.abstract:
+        raise BadInput(
+            f"environment {env.id} ({env.class_name}) cannot be run: it is {env.abstract}",
+            hint="start an environment that derives from it; `hermes-rl envs` marks bases",
+        )
     check_keys(chosen)
     values = resolve_run_values(env, chosen, overrides)
     run_id, folder = _create_run_folder()
@@ -279,7 +284,7 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
             run_id,
             folder,
             specs,
-            environment=env.name,
+            environment=env.id,
             profile=chosen.name,
             total_steps=env_section["total_steps"],
             config=None,
