@@ -128,10 +128,31 @@ def _check_base_url(base_url: object) -> str | None:
         return None
     if not isinstance(base_url, str) or len(base_url) > 500:
         raise BadInput("base_url must be an http(s) URL string", hint="e.g. http://127.0.0.1:8000/v1")
-    parsed = urllib.parse.urlparse(base_url.strip())
+    url = base_url.strip()
+    hint = "e.g. http://127.0.0.1:8000/v1"
+    # URL parsers disagree on backslashes, whitespace and userinfo (urllib and httpx can see different
+    # hosts in one string): refuse them, so the host checked is the host the child contacts.
+    if not url.isprintable() or any(c in url for c in " \\"):
+        raise BadInput(f"base_url must be a plain URL without spaces or backslashes, got {url!r}"[:160], hint=hint)
+    try:
+        parsed = urllib.parse.urlparse(url)
+        parsed.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise BadInput(f"base_url is not a valid URL: {url!r}"[:160], hint=hint) from None
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise BadInput(f"base_url must be an http(s) URL, got {base_url!r}"[:160], hint="e.g. http://127.0.0.1:8000/v1")
-    return base_url.strip().rstrip("/")
+        raise BadInput(f"base_url must be an http(s) URL, got {base_url!r}"[:160], hint=hint)
+    if "@" in parsed.netloc:
+        raise BadInput("base_url must not carry credentials (user@host)", hint="keys live in the environment or .env")
+    return url.rstrip("/")
+
+
+OPENROUTER_HOST = "openrouter.ai"
+
+
+def is_openrouter_host(host: str) -> bool:
+    """OpenRouter's own host or a true subdomain of it (never a look-alike such as evilopenrouter.ai)."""
+    host = host.lower()
+    return host == OPENROUTER_HOST or host.endswith("." + OPENROUTER_HOST)
 
 
 def resolve_timeout(timeout_s: float | None) -> float:
@@ -206,8 +227,13 @@ def _read_run_config(run: dict) -> dict:
 
 def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
     if base_url is not None:
-        host = urllib.parse.urlparse(base_url).hostname or ""
-        if host.endswith("openrouter.ai"):
+        parsed = urllib.parse.urlparse(base_url)
+        if is_openrouter_host(parsed.hostname or ""):
+            if parsed.scheme != "https":
+                raise BadInput(
+                    f"OpenRouter is reached only over https, got {base_url!r}"[:160],
+                    hint=f"use {OPENROUTER_BASE_URL}; the OpenRouter key is never sent over plain http",
+                )
             key = get_key("OPENROUTER_API_KEY")
             if not key:
                 raise MissingKey(
