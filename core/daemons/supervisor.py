@@ -367,7 +367,7 @@ class Supervisor:
     # ------------------------------------------------------------ starting
 
     def child_env(self, proc: Proc) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and k != procscan.SUPERVISOR_MARKER}
         env.setdefault("PYTHONUNBUFFERED", "1")
         for name in proc.spec.secret_env:
             value = os.environ.get(name)

@@ -6,7 +6,6 @@ supervisor gone) is ended here: its surviving processes terminated and its final
 
 from __future__ import annotations
 
-import os
 import secrets as _secrets
 import signal
 import time
@@ -118,11 +117,8 @@ def restart_process(run_id: str, name: str, *, wait: float = 30.0) -> RunView:
     folder = run_dir(run_id) / "control"
     ensure_private_dir(folder)
     atomic_write_json(folder / f"{time.time_ns()}-{_secrets.token_hex(2)}.json", {"action": "restart", "process": name})
-    sup = run.get("supervisor") or {}
-    try:
-        os.kill(sup["pid"], signal.SIGUSR1)
-    except (ProcessLookupError, KeyError, TypeError):
-        pass
+    if supervisor_alive(run):  # never signal a pid not proven to be this run's supervisor
+        procscan.signal_process(run["supervisor"]["pid"], signal.SIGUSR1)
 
     def restarted() -> bool:
         current = read_run(run_id)

@@ -53,11 +53,13 @@ def _create_run_folder() -> tuple[str, Path]:
     raise HermesError("could not find a free run id", hint=f"check {runs_dir()}")
 
 
-def _supervisor_env() -> dict[str, str]:
+def _supervisor_env(folder: Path) -> dict[str, str]:
     from hermes_rl.core.base.paths import hermes_home
 
-    env = {k: v for k, v in os.environ.items() if k not in (procscan.MARKER, procscan.PROCESS_MARKER)}
+    markers = (procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER)
+    env = {k: v for k, v in os.environ.items() if k not in markers}
     env["HERMES_HOME"] = str(hermes_home())
+    env[procscan.SUPERVISOR_MARKER] = str(folder)  # with its start time, proves a pid is this run's supervisor
     env.update(secret_env(SECRET_NAMES))
     return env
 
@@ -75,7 +77,7 @@ def _start_supervisor(run_id: str, folder: Path) -> None:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=str(folder),
-            env=_supervisor_env(),
+            env=_supervisor_env(folder),
             start_new_session=True,
             close_fds=True,
             pass_fds=(write_end,),
