@@ -94,7 +94,7 @@ _PROCESS_FIELDS = {
     "ended_at": _NUMBER,
     "exit_code": _INT,
     "restarts": _INT,
-    "port": _INT,
+    "port": _kind(lambda v: _integer(v) or (isinstance(v, str) and len(v) <= 64), "a port or a port name"),
     "required": _BOOL,
     "completes_run": _BOOL,
     "depends_on": _LIST,
