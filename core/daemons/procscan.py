@@ -176,6 +176,26 @@ def find_run_processes(
     return found
 
 
+def marked_processes(name: str, value: str) -> list[Survivor]:
+    """Live processes whose environment carries name=value: what a child started with a one-off
+    marker left behind, even after setsid() and a double fork."""
+    wanted, key = os.fsencode(value), name.encode()
+    found = []
+    for pid in _all_pids():
+        if pid == os.getpid():
+            continue
+        env = _environ(pid)
+        if env.get(key) != wanted or _is_zombie(pid):
+            continue
+        try:
+            pgid = os.getpgid(pid)
+        except OSError:
+            continue
+        cmd = (_read(f"/proc/{pid}/cmdline") or b"").replace(b"\0", b" ").strip()
+        found.append(Survivor(pid, pgid, "", cmd.decode(errors="replace")[:300], process_create_time(pid)))
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
