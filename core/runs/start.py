@@ -6,10 +6,12 @@ its configuration built once (core.runs.runconfig) and handed to the pipeline as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets as _secrets
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -234,6 +236,35 @@ def launch(
         raise
 
 
+def _abandon_interrupted(run_id: str, folder: Path) -> None:
+    """Ctrl-C during start: a run whose supervisor was already started is stopped and removed, so an
+    interrupted start leaves nothing behind; if it cannot be stopped in time, the error names it."""
+    from hermes_rl.core.runs.control import stop_run
+
+    if not (folder / "supervisor.log").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    previous = None
+    with contextlib.suppress(ValueError):  # only the main thread may set handlers (and get Ctrl-C)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not half-stop it
+    try:
+        run = stop_run(run_id, wait=15.0, force=True)
+    except HermesError:
+        run = read_run_file(folder) or {}
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if not is_recorded_final(run):
+        raise HermesError(
+            f"interrupted: run {run_id} was created and could not be stopped in time",
+            hint=f"hermes-rl stop {run_id}",
+        ) from None
+    shutil.rmtree(folder, ignore_errors=True)
+    for proc in run.get("processes") or []:
+        with contextlib.suppress(OSError, HermesError):
+            process_log_path(proc["name"], run_id).unlink()
+
+
 def _discard_unstarted(folder: Path) -> None:
     """A run whose supervisor was never asked to start leaves no half-made folder behind.
     (Once it was, the folder stays: its run.json says why it failed, supervisor.log shows the rest.)"""
@@ -288,6 +319,9 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
             wandb=wandb,
             extra={"backend": chosen.backend, "config_path": str(config_path)},
         )
+    except KeyboardInterrupt:
+        _abandon_interrupted(run_id, folder)
+        raise
     except BaseException:
         _discard_unstarted(folder)
         raise
