@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
-from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text
+from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
+from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text, file_lock
 from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, runs_dir
 from hermes_rl.core.base.records import RunRecord, StartedRun
 from hermes_rl.core.base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
-from hermes_rl.core.base.states import RunStatus
+from hermes_rl.core.base.states import ACTIVE, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.daemons.pipeline import (
     ProcessSpec,
@@ -278,7 +278,6 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
     from hermes_rl.core.envs.discovery import find_environment
     from hermes_rl.core.envs.drafts import current_selection, resolve_run_values
     from hermes_rl.core.envs.profiles import check_keys, resolve_profile
-    from hermes_rl.core.runs.training import training_pipeline
 
     selection = current_selection()
     env_name = env_name or selection.get("environment")
@@ -291,6 +290,48 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
         raise BadInput(f"environment {env.name} cannot be used: {env.error}", hint=f"fix {env.file}")
     check_keys(chosen)
     values = resolve_run_values(env, chosen, overrides)
+    if chosen.backend != "local":
+        return _start_prepared(env, chosen, values, notice)
+    # Counting and starting under one lock: two starts at once cannot both take the last place.
+    with file_lock(runs_dir() / ".local-starts"):
+        _check_local_capacity()
+        return _start_prepared(env, chosen, values, notice)
+
+
+MAX_LOCAL_RUNS_ENV = "HERMES_RL_MAX_LOCAL_RUNS"
+DEFAULT_MAX_LOCAL_RUNS = 2  # the local backend trains on this machine's CPUs: more runs only slow each other
+
+
+def max_local_runs() -> int:
+    """The most local-backend runs active at once ($HERMES_RL_MAX_LOCAL_RUNS; 0: no limit)."""
+    try:
+        return max(0, int(os.environ.get(MAX_LOCAL_RUNS_ENV, DEFAULT_MAX_LOCAL_RUNS)))
+    except ValueError:
+        return DEFAULT_MAX_LOCAL_RUNS
+
+
+def _check_local_capacity() -> None:
+    from hermes_rl.core.runs.store import list_runs
+
+    limit = max_local_runs()
+    if not limit:
+        return
+    active = []
+    for summary in list_runs():
+        if summary["status"] in ACTIVE:
+            with contextlib.suppress(HermesError):
+                if read_run(summary["run_id"]).get("backend") == "local":
+                    active.append(summary["run_id"])
+    if len(active) >= limit:
+        raise Conflict(
+            f"{len(active)} local run(s) already active ({', '.join(active)}); the limit is {limit}",
+            hint=f"wait for one to finish or stop one (hermes-rl stop RUN_ID), or raise {MAX_LOCAL_RUNS_ENV}",
+        )
+
+
+def _start_prepared(env, chosen, values: dict, notice: str | None) -> StartedRun:
+    from hermes_rl.core.runs.training import training_pipeline
+
     run_id, folder = _create_run_folder()
     try:
         ports = free_ports(RUN_PORTS)

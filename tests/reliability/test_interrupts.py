@@ -80,3 +80,45 @@ def test_ctrl_c_during_start_leaves_no_hidden_run(arith_env, hermes_home, moment
             proc.kill()
         for leftover in _ours(hermes_home):
             leftover.kill()
+
+
+@pytest.mark.timeout(120)
+def test_a_start_past_the_local_run_limit_is_refused_clearly(arith_env, hermes_home, monkeypatch):
+    import json
+
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.errors import Conflict
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.daemons import procscan
+    from hermes_rl.core.runs import start
+
+    drafts.get_config(None)
+    run_id = "1a2b3c4d"
+    # An active local run: a live process proven to be its supervisor (start time and marker).
+    sup = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        env={**os.environ, procscan.SUPERVISOR_MARKER: str(run_dir(run_id))},
+    )
+    try:
+        ids = {
+            "pid": sup.pid,
+            "start_ticks": procscan.process_start_ticks(sup.pid),
+            "create_time": procscan.process_create_time(sup.pid),
+        }
+        run_dir(run_id).mkdir(parents=True)
+        record = {"run_id": run_id, "status": "running", "created_at": time.time(), "backend": "local"}
+        (run_dir(run_id) / "run.json").write_text(json.dumps({**record, "supervisor": ids, "processes": []}))
+        assert runs.get_run(run_id, sample=False)["status"] == "running"
+
+        monkeypatch.setenv(start.MAX_LOCAL_RUNS_ENV, "1")
+        with pytest.raises(Conflict, match="limit is 1"):
+            runs.start_run()
+        assert [p.name for p in _run_folders()] == [run_id]  # nothing created
+        argv = [sys.executable, "-m", "hermes_rl.core.clients.cli", "start"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=os.environ.copy())
+        assert out.returncode == 1 and "limit is 1" in out.stderr and start.MAX_LOCAL_RUNS_ENV in out.stderr
+        monkeypatch.setenv(start.MAX_LOCAL_RUNS_ENV, "2")
+        start._check_local_capacity()  # one active run is within a limit of two
+    finally:
+        sup.kill()
+        sup.wait()
