@@ -135,7 +135,8 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
         ProcessSpec(
             name="env",
             # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
-            argv=[python, env_file, "serve", "--config", config_path],
+            # Through env_launch: a failing wandb.init falls back to offline instead of crash-looping the env.
+            argv=[python, "-m", "hermes_rl.dataplane.env_launch", env_file, "serve", "--config", config_path],
             env={**common_env, "HERMES_ENV_METRICS": env_metrics},
             secret_env=["WANDB_API_KEY"],
             # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
