@@ -817,6 +817,10 @@ class Supervisor:
             if self.stop_requests and not self.stopping:
                 self.shutdown(RunStatus.STOPPED, "stopped by user")
                 break
+            if not self.dir.is_dir():  # the run folder was deleted: nothing may run on unseen
+                ensure_private_dir(self.dir)  # room to record why it stopped
+                self.shutdown(RunStatus.STOPPED, "its run folder was deleted while it ran")
+                break
             self.reap()
             self.handle_probe_results()
             if self.requests_pending:
