@@ -126,6 +126,8 @@ def test_a_dead_or_reused_supervisor_pid_means_lost():
         env = {**os.environ, procscan.SUPERVISOR_MARKER: str(run_dir(run_id))} if marked else dict(os.environ)
         sup = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
         try:
+            # until it has exec'd, the child's /proc environ is still ours
+            wait_until(lambda: "sleep(60)" in open(f"/proc/{sup.pid}/cmdline").read(), timeout=10, what="exec")
             me = {
                 "pid": sup.pid,
                 "create_time": procscan.process_create_time(sup.pid),

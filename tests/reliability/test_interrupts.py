@@ -100,6 +100,12 @@ def test_a_start_past_the_local_run_limit_is_refused_clearly(arith_env, hermes_h
         env={**os.environ, procscan.SUPERVISOR_MARKER: str(run_dir(run_id))},
     )
     try:
+        # until it has exec'd, the child's /proc environ is still ours (no marker)
+        marker = str(run_dir(run_id))
+        deadline = time.monotonic() + 10
+        while not procscan.carries_marker(sup.pid, procscan.SUPERVISOR_MARKER, marker):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         ids = {
             "pid": sup.pid,
             "start_ticks": procscan.process_start_ticks(sup.pid),
