@@ -128,3 +128,25 @@ def test_a_start_past_the_local_run_limit_is_refused_clearly(arith_env, hermes_h
     finally:
         sup.kill()
         sup.wait()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_model_build_leaves_no_temp_folder(tmp_path, sig):
+    out = tmp_path / "models" / "tiny"
+    argv = [sys.executable, "-m", "hermes_rl.dataplane.tiny_model", "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.parent.glob(".tiny.build-*")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the build ended before it could be interrupted"
+        time.sleep(0.5)  # inside the build
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert not list(out.parent.glob(".tiny.build-*")), "an interrupted build left its temp folder"
+    assert not out.exists()
