@@ -47,3 +47,48 @@ def test_a_write_cut_short_leaves_no_partial_line_and_nothing_is_glued(tmp_path)
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b"" and json.loads(lines[-2]) == {"step": 4}
     assert [json.loads(x)["step"] for x in lines[:2]] == [1, 2]
+
+
+@pytest.fixture
+def small_home(tmp_path, monkeypatch):
+    """$HERMES_HOME on a 4 MB tmpfs (skipped where this user cannot mount)."""
+    import shutil
+
+    mount_point = tmp_path / "small_home"
+    mount_point.mkdir()
+    out = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mount_point)], capture_output=True
+    )
+    if out.returncode != 0:
+        pytest.skip(
+            f"cannot mount a small tmpfs here ({out.stderr.decode().strip()[:120]}): the full-disk run is untested"
+        )
+    monkeypatch.setenv("HERMES_HOME", str(mount_point))
+    yield mount_point
+    subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+    shutil.rmtree(mount_point, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("run_processes_cleanup")
+def test_a_full_disk_mid_run_ends_failed_with_the_reason_and_no_partial_row(small_home):
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.paths import run_dir
+    from tests.reliability.helpers import assert_no_orphans, launch_standin, wait_for, wait_running
+
+    run = wait_running(launch_standin()["run_id"])
+    metrics = run_dir(run["run_id"]) / "metrics.jsonl"
+    assert wait_for(lambda: metrics.exists() and metrics.stat().st_size > 0, 10)
+    filler = small_home / "filler"
+    with open(filler, "wb") as handle:  # take every free byte
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+    final = wait_for(lambda: (r := runs.get_run(run["run_id"], sample=False))["status"] in ("failed", "lost") and r, 30)
+    assert final and final["status"] == "failed", final
+    text = (final["reason"] or "") + json.dumps(runs.run_events(run["run_id"])[-3:])
+    assert "No space left on device" in text or "no space left on device" in text, final["reason"]
+    assert metrics.read_bytes().endswith(b"\n"), "metrics.jsonl ends in a partial row"
+    assert_no_orphans(run)
