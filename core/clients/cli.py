@@ -162,17 +162,24 @@ def cmd_config(args) -> Any:
 def cmd_start(args) -> Any:
     from hermes_rl.core import runs
 
+    # Ctrl-C inside start_run stops and removes the run; once it returned, the run is announced whatever
+    # happens next, so an interrupted start never leaves a run training unseen.
     run = runs.start_run(args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None)
-    if args.json and not args.watch:
-        return run
-    console = _console()
-    for notice in run.get("notices") or []:
-        console.print(f"[yellow]{notice}[/]")
     run_id = run["run_id"]
-    console.print(f"started run [bold]{run_id}[/] ({run.get('environment')}, profile {run.get('profile')})")
-    console.print(
-        f"  watch: hermes-rl status {run_id}   logs: hermes-rl logs {run_id} --follow   stop: hermes-rl stop {run_id}"
-    )
+    try:
+        if args.json and not args.watch:
+            return run
+        console = _console()
+        for notice in run.get("notices") or []:
+            console.print(f"[yellow]{notice}[/]")
+        console.print(f"started run [bold]{run_id}[/] ({run.get('environment')}, profile {run.get('profile')})")
+        console.print(
+            f"  watch: hermes-rl status {run_id}   logs: hermes-rl logs {run_id} --follow   "
+            f"stop: hermes-rl stop {run_id}"
+        )
+    except KeyboardInterrupt:
+        print(f"interrupted: run {run_id} was started and keeps going (hermes-rl stop {run_id})", file=sys.stderr)
+        return _Exit(130)
     if args.watch:
         return _watch(run_id, json_output=args.json)
     return None

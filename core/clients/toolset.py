@@ -10,10 +10,12 @@ arguments against the table and dispatches; both integrations call only that.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import logging
 import math
+import threading
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -338,13 +340,18 @@ def rl_list_runs() -> dict:
     return {"runs": summaries, "count": len(summaries)}
 
 
+# Set by a client that can give up on a call (the MCP server on a cancelled request): a tool that
+# runs a long child (rl_test_inference) ends it as soon as the event is set.
+CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("hermes_rl_tool_cancel", default=None)
+
+
 @_tool
 def rl_test_inference(
     num_steps: int = 3, group_size: int = 16, models: list[str] | None = None, base_url: str | None = None
 ) -> dict:
     from hermes_rl.core.runs.inference_test import InferenceTest
 
-    test = InferenceTest.prepare(num_steps, group_size, models, base_url)
+    test = InferenceTest.prepare(num_steps, group_size, models, base_url, cancel_event=CANCEL.get())
     return test.run()
 
 

@@ -21,6 +21,7 @@ Kept light: no third-party imports but psutil (create_time) and python-dotenv (r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import re
@@ -57,6 +58,8 @@ PROBE_FAST_WINDOW_S = 10.0
 PROBE_SLOW_CAP_S = 0.25
 STOP_POLL_CAP_S = 0.1  # how often a stopping process is re-checked, at most (SIGCHLD wakes us sooner)
 SIGKILL_GRACE_S = 5.0  # how long a process group gets to vanish after SIGKILL before we report it
+SPACE_RESERVE = ".space-reserve"  # bytes held back in the run folder to record its end on a full disk
+SPACE_RESERVE_BYTES = 256 * 1024
 
 
 SETTLE_S = 30.0  # a process without a readiness probe that ran this long had started properly
@@ -265,8 +268,16 @@ class Supervisor:
         text = f"run {status}" + (f": {reason}" if reason else "")
         self.event("run_status", text, status=status, reason=reason)
 
+    def reserve_space(self) -> None:
+        """Hold some disk space in the run folder, freed to record the run's end on a full disk."""
+        with contextlib.suppress(OSError):
+            with open(self.dir / SPACE_RESERVE, "wb") as handle:
+                handle.write(b"\0" * SPACE_RESERVE_BYTES)
+
     def record_final(self, status: RunStatus, reason: str) -> None:
         """The run's end, through runstate.record_final (run.json and the run_status event), and our log."""
+        with contextlib.suppress(OSError):
+            (self.dir / SPACE_RESERVE).unlink()  # its space is what the final record is written with
         self.run["processes"] = [self.procs[s].to_json() for s in self.procs]
         self.dirty = False
         text = redact(f"run {status}: {reason}")
@@ -359,6 +370,7 @@ class Supervisor:
             self.watchdog = None
             return
         self.start_watchdog()
+        self.reserve_space()
         self.write_state()
         self.flush_state()
         self.event("watchdog", f"watchdog {describe_exit(code)}; restarted it (pid {self.watchdog.pid})")
@@ -372,7 +384,7 @@ class Supervisor:
     # ------------------------------------------------------------ starting
 
     def child_env(self, proc: Proc) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and k != procscan.SUPERVISOR_MARKER}
         env.setdefault("PYTHONUNBUFFERED", "1")
         for name in proc.spec.secret_env:
             value = os.environ.get(name)
@@ -839,6 +851,7 @@ class Supervisor:
             "start_ticks": procscan.process_start_ticks(me),
         }
         self.start_watchdog()
+        self.reserve_space()
         self.write_state()
         self.flush_state()
         self.event(
@@ -854,6 +867,10 @@ class Supervisor:
         while not self.finished:
             if self.stop_requests and not self.stopping:
                 self.shutdown(RunStatus.STOPPED, "stopped by user")
+                break
+            if not self.dir.is_dir():  # the run folder was deleted: nothing may run on unseen
+                ensure_private_dir(self.dir)  # room to record why it stopped
+                self.shutdown(RunStatus.STOPPED, "its run folder was deleted while it ran")
                 break
             self.reap()
             self.handle_probe_results()
@@ -877,7 +894,10 @@ class Supervisor:
         for proc in self.procs.values():
             if proc.state in PROC_NOT_ENDED:
                 proc.state = ProcState.STOPPED
-        self.record_final(RunStatus.FAILED, f"supervisor error: {error}")
+        try:
+            self.record_final(RunStatus.FAILED, f"supervisor error: {error}")
+        except Exception as exc:  # noqa: BLE001 - nothing left to record with: the log says why
+            _log(f"cannot record the run's end: {exc}")
 
 
 def _daemonize() -> None:

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import sysconfig
 import threading
@@ -23,7 +22,7 @@ from hermes_rl.core.base.failures import describe_failure, exception_line, failu
 from hermes_rl.core.base.fsutil import atomic_write_text, file_lock
 from hermes_rl.core.base.paths import rl_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, redact
-from hermes_rl.core.daemons.spawn import end_group, spawn_group
+from hermes_rl.core.daemons.spawn import run_bounded
 from hermes_rl.core.envs.discovery import EnvInfo, ImportRoot, import_root
 
 PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"
@@ -89,30 +88,20 @@ def _run_probe(env: EnvInfo) -> dict:
     where = f"environment {env.id or env.name!r} ({env.file})"
     root = import_root(env)  # the same import root and working folder as the run's env process
     try:
-        proc = spawn_group(
+        result = run_bounded(
             [sys.executable, "-m", "hermes_rl.core.envs.probe_child", env.file, env.class_name],
-            session=True,
-            tied=False,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            timeout,
             cwd=root.cwd or str(Path(env.file).parent),
             env=_probe_env(root),
         )
     except OSError as exc:
         raise BadInput(f"cannot start the config probe for {where}: {exc.strerror}") from exc
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        end_group(proc, grace=0.5)  # its own session: take any grandchildren too
-        proc.communicate()
+    if result.timed_out:
         raise BadInput(
             f"{where}: config_init() did not finish within {timeout:g} s",
             hint=f"the module or config_init is too slow or hangs; raise {PROBE_TIMEOUT_ENV} if it is just slow",
         )
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, err = result.stdout, result.stderr
     text = redact(out.decode("utf-8", errors="replace"))
     errors = redact(err.decode("utf-8", errors="replace"))
     payload = None
@@ -129,7 +118,8 @@ def _run_probe(env: EnvInfo) -> dict:
         hint = failure_hint(exception_line(detail))
         detail += f" ({hint})" if hint else ""
     else:
-        status = f"exit code {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
+        code = result.returncode if result.returncode is not None else -9
+        status = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
         line = describe_failure(errors) or _last_line(errors)
         detail = f"the probe crashed ({status})" + (f": {line}" if line else "")
     raise BadInput(
@@ -247,21 +237,13 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
     if not todo:
         return status
     pairs = [[env.file, env.class_name] for env, _ in todo]
-    proc = spawn_group(
+    # What finished before the deadline still counts.
+    out = run_bounded(
         [sys.executable, "-m", "hermes_rl.core.envs.probe_child", "--batch", json.dumps(pairs)],
-        session=True,
-        tied=False,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        _probe_timeout() + 5 * len(todo),
         cwd=str(rl_dir()) if rl_dir().is_dir() else None,
         env=_probe_env(),
-    )
-    try:
-        out, _ = proc.communicate(timeout=_probe_timeout() + 5 * len(todo))
-    except subprocess.TimeoutExpired:
-        end_group(proc, grace=0.5)
-        out, _ = proc.communicate()  # what finished before the timeout still counts
+    ).stdout
     results = {}
     for line in redact(out.decode("utf-8", errors="replace")).splitlines():
         try:

@@ -6,21 +6,23 @@ its configuration built once (core.runs.runconfig) and handed to the pipeline as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets as _secrets
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
-from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text, read_json
+from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text, file_lock, read_json
 from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, run_dir, runs_dir
 from hermes_rl.core.base.records import RunRecord, StartedRun
 from hermes_rl.core.base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
-from hermes_rl.core.base.states import FINAL, RunStatus
+from hermes_rl.core.base.states import ACTIVE, FINAL, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.daemons.pipeline import (
     ProcessSpec,
@@ -54,11 +56,13 @@ def _create_run_folder() -> tuple[str, Path]:
     raise HermesError("could not find a free run id", hint=f"check {runs_dir()}")
 
 
-def _supervisor_env() -> dict[str, str]:
+def _supervisor_env(folder: Path) -> dict[str, str]:
     from hermes_rl.core.base.paths import hermes_home
 
-    env = {k: v for k, v in os.environ.items() if k not in (procscan.MARKER, procscan.PROCESS_MARKER)}
+    markers = (procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER)
+    env = {k: v for k, v in os.environ.items() if k not in markers}
     env["HERMES_HOME"] = str(hermes_home())
+    env[procscan.SUPERVISOR_MARKER] = str(folder)  # with its start time, proves a pid is this run's supervisor
     env.update(secret_env(SECRET_NAMES))
     return env
 
@@ -76,7 +80,7 @@ def _start_supervisor(run_id: str, folder: Path) -> None:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=str(folder),
-            env=_supervisor_env(),
+            env=_supervisor_env(folder),
             start_new_session=True,
             close_fds=True,
             pass_fds=(write_end,),
@@ -233,6 +237,35 @@ def launch(
         raise
 
 
+def _abandon_interrupted(run_id: str, folder: Path) -> None:
+    """Ctrl-C during start: a run whose supervisor was already started is stopped and removed, so an
+    interrupted start leaves nothing behind; if it cannot be stopped in time, the error names it."""
+    from hermes_rl.core.runs.control import stop_run
+
+    if not (folder / "supervisor.log").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    previous = None
+    with contextlib.suppress(ValueError):  # only the main thread may set handlers (and get Ctrl-C)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not half-stop it
+    try:
+        run = stop_run(run_id, wait=15.0, force=True)
+    except HermesError:
+        run = read_run_file(folder) or {}
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if not is_recorded_final(run):
+        raise HermesError(
+            f"interrupted: run {run_id} was created and could not be stopped in time",
+            hint=f"hermes-rl stop {run_id}",
+        ) from None
+    shutil.rmtree(folder, ignore_errors=True)
+    for proc in run.get("processes") or []:
+        with contextlib.suppress(OSError, HermesError):
+            process_log_path(proc["name"], run_id).unlink()
+
+
 def _discard_unstarted(folder: Path) -> None:
     """A run whose supervisor was never asked to start leaves no half-made folder behind.
     (Once it was, the folder stays: its run.json says why it failed, supervisor.log shows the rest.)"""
@@ -246,7 +279,6 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
     from hermes_rl.core.envs.discovery import find_environment
     from hermes_rl.core.envs.drafts import current_selection, resolve_run_values
     from hermes_rl.core.envs.profiles import check_keys, resolve_profile
-    from hermes_rl.core.runs.training import training_pipeline
 
     selection = current_selection()
     env_name = env_name or selection.get("environment")
@@ -264,6 +296,48 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
         )
     check_keys(chosen)
     values = resolve_run_values(env, chosen, overrides)
+    if chosen.backend != "local":
+        return _start_prepared(env, chosen, values, notice)
+    # Counting and starting under one lock: two starts at once cannot both take the last place.
+    with file_lock(runs_dir() / ".local-starts"):
+        _check_local_capacity()
+        return _start_prepared(env, chosen, values, notice)
+
+
+MAX_LOCAL_RUNS_ENV = "HERMES_RL_MAX_LOCAL_RUNS"
+DEFAULT_MAX_LOCAL_RUNS = 2  # the local backend trains on this machine's CPUs: more runs only slow each other
+
+
+def max_local_runs() -> int:
+    """The most local-backend runs active at once ($HERMES_RL_MAX_LOCAL_RUNS; 0: no limit)."""
+    try:
+        return max(0, int(os.environ.get(MAX_LOCAL_RUNS_ENV, DEFAULT_MAX_LOCAL_RUNS)))
+    except ValueError:
+        return DEFAULT_MAX_LOCAL_RUNS
+
+
+def _check_local_capacity() -> None:
+    from hermes_rl.core.runs.store import list_runs
+
+    limit = max_local_runs()
+    if not limit:
+        return
+    active = []
+    for summary in list_runs():
+        if summary["status"] in ACTIVE:
+            with contextlib.suppress(HermesError):
+                if read_run(summary["run_id"]).get("backend") == "local":
+                    active.append(summary["run_id"])
+    if len(active) >= limit:
+        raise Conflict(
+            f"{len(active)} local run(s) already active ({', '.join(active)}); the limit is {limit}",
+            hint=f"wait for one to finish or stop one (hermes-rl stop RUN_ID), or raise {MAX_LOCAL_RUNS_ENV}",
+        )
+
+
+def _start_prepared(env, chosen, values: dict, notice: str | None) -> StartedRun:
+    from hermes_rl.core.runs.training import training_pipeline
+
     run_id, folder = _create_run_folder()
     try:
         ports = free_ports(RUN_PORTS)
@@ -292,6 +366,9 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
             wandb=wandb,
             extra={"backend": chosen.backend, "config_path": str(config_path)},
         )
+    except KeyboardInterrupt:
+        _abandon_interrupted(run_id, folder)
+        raise
     except BaseException:
         _discard_unstarted(folder)
         raise

@@ -143,7 +143,8 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
         ProcessSpec(
             name="env",
             # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
-            argv=[python, env_file, "serve", "--config", config_path],
+            # Through env_launch: a failing wandb.init falls back to offline instead of crash-looping the env.
+            argv=[python, "-m", "hermes_rl.dataplane.env_launch", env_file, "serve", "--config", config_path],
             cwd=(root.cwd if root is not None else "") or None,
             env=env_vars,
             secret_env=["WANDB_API_KEY"],
