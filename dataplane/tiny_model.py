@@ -19,6 +19,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -89,6 +90,9 @@ def ensure_model(out_dir: Path, progress: ProgressFn | None = None) -> Path:
     with file_lock(out_dir.parent / f".{out_dir.name}"):
         if is_complete(out_dir):  # another process finished while we waited for the lock
             return out_dir
+        # Builders hold the lock: a build folder found now is what an interrupted (killed) build left.
+        for stale in out_dir.parent.glob(f".{out_dir.name}.build-*"):
+            shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.build-", dir=out_dir.parent))
         try:
             build_into(tmp, progress)
@@ -403,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", required=True, type=Path, help="model folder (built if missing)")
     args = parser.parse_args(argv)
+    # A stopped run ends this step with SIGTERM: exit through the build's cleanup, not around it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

@@ -44,6 +44,20 @@ def test_unknown_run_is_a_json_error():
     assert json.loads(out.stdout)["error"] == "no run 0badc0de"
 
 
+def test_resume_of_an_unknown_or_unsaved_run_says_why(specs):
+    out = hermes("resume", "0badc0de", "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["error"] == "no run 0badc0de"
+    run_id = runs.launch([specs.sleeper("trainer")], environment="toy_addition", profile="local")["run_id"]
+    wait_status(run_id, "running")
+    busy = hermes("resume", run_id)
+    assert busy.returncode == 1 and "only an ended run can be resumed" in busy.stderr, busy.stderr
+    runs.stop_run(run_id, wait=20)
+    unsaved = hermes("resume", run_id)
+    assert unsaved.returncode == 1 and "saved no training state" in unsaved.stderr, unsaved.stderr
+    assert "Traceback" not in unsaved.stderr
+
+
 def test_malformed_set_argument_is_explained():
     out = hermes("config", "--set", "group_size")
     assert out.returncode == 1

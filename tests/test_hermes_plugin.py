@@ -127,6 +127,21 @@ def test_check_fn_names_the_missing_keys(monkeypatch, hermes_home, caplog):
     assert "tml-abc123" not in caplog.text and "sk-or-xyz" not in caplog.text
 
 
+def test_check_fn_is_false_with_the_reason_when_no_backend_can_run(monkeypatch, hermes_home, caplog):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    ctx = Hermes019Context()
+    hermes_plugin.register(ctx)
+    check = ctx.calls[0]["check_fn"]
+    with caplog.at_level(logging.INFO, logger="hermes_rl.core.clients.hermes_plugin"):
+        assert check() is False  # no key, and the local backend cannot import torch
+    assert "torch not installed" in caplog.text and "hermes-rl[local]" in caplog.text
+    (hermes_home / ".env").write_text("TINKER_API_KEY=tml-abc123\n")  # Tinker cloud needs no torch here
+    assert check() is True
+
+
 def test_entry_point_names_the_module():
     points = [e for e in entry_points(group="hermes_agent.plugins") if e.name == "rl"]
     assert points and points[0].value == "hermes_rl.core.clients.hermes_plugin"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -68,7 +70,10 @@ def test_list_runs_newest_first_with_last_metric_and_junk_skipped():
     (runs_dir() / "0000beef").mkdir()
     (runs_dir() / "0000beef" / "run.json").write_text("{truncated")
     listed = runs.list_runs()
-    assert [r["run_id"] for r in listed] == ["000000b2", "000000c3", "000000a1"]
+    # a run.json that does not parse is listed as unreadable (with the reason), after the dated runs
+    assert [r["run_id"] for r in listed] == ["000000b2", "000000c3", "000000a1", "0000beef"]
+    assert listed[-1]["status"] == "unreadable" and "run.json is unreadable" in listed[-1]["reason"]
+    listed = listed[:-1]
     by_id = {r["run_id"]: r for r in listed}
     assert by_id["000000b2"]["step"] == 7 and by_id["000000b2"]["reward_mean"] == 0.7
     assert by_id["000000a1"]["step"] == 2
@@ -112,18 +117,31 @@ def test_a_dead_or_reused_supervisor_pid_means_lost():
     assert stopped["status"] == "stopped"
     with pytest.raises(Conflict):
         runs.stop_run("0000f00d")
-    # Identity is the start time in ticks since boot (immune to wall-clock steps), when recorded.
+    # Identity is the start time in ticks since boot (immune to wall-clock steps) and the supervisor's
+    # run-folder marker in its environment: a process lacking either is not the supervisor.
+    from hermes_rl.core.base.paths import run_dir
     from hermes_rl.core.daemons import procscan
 
-    me = {
-        "pid": os.getpid(),
-        "create_time": procscan.process_create_time(os.getpid()),
-        "start_ticks": procscan.process_start_ticks(os.getpid()),
-    }
-    make_run("0000f00e", created_at=now, status="running", supervisor=me)
-    assert runs.get_run("0000f00e", sample=False)["status"] == "running"
-    make_run("0000f00f", created_at=now, status="running", supervisor={**me, "start_ticks": me["start_ticks"] + 7})
-    assert runs.get_run("0000f00f", sample=False)["status"] == "lost"
+    for run_id, marked in (("0000f00e", True), ("0000f010", False)):
+        env = {**os.environ, procscan.SUPERVISOR_MARKER: str(run_dir(run_id))} if marked else dict(os.environ)
+        sup = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+        try:
+            # until it has exec'd, the child's /proc environ is still ours
+            wait_until(lambda: "sleep(60)" in open(f"/proc/{sup.pid}/cmdline").read(), timeout=10, what="exec")
+            me = {
+                "pid": sup.pid,
+                "create_time": procscan.process_create_time(sup.pid),
+                "start_ticks": procscan.process_start_ticks(sup.pid),
+            }
+            make_run(run_id, created_at=now, status="running", supervisor=me)
+            assert runs.get_run(run_id, sample=False)["status"] == ("running" if marked else "lost")
+            if marked:
+                bad_ticks = {**me, "start_ticks": me["start_ticks"] + 7}
+                make_run("0000f00f", created_at=now, status="running", supervisor=bad_ticks)
+                assert runs.get_run("0000f00f", sample=False)["status"] == "lost"
+        finally:
+            sup.kill()
+            sup.wait()
 
 
 def test_last_jsonl_row_reads_backwards_past_partial_and_garbage_lines(tmp_path):

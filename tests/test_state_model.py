@@ -51,7 +51,7 @@ def test_the_scan_finds_a_list_of_state_names(tmp_path):
 
 
 def test_final_and_active_sets_and_styles_cover_every_state():
-    assert RECORDED_FINAL < FINAL and FINAL - RECORDED_FINAL == {RunStatus.LOST}
+    assert RECORDED_FINAL < FINAL and FINAL - RECORDED_FINAL == {RunStatus.LOST, RunStatus.UNREADABLE}
     assert not states.ACTIVE & FINAL
     assert states.ACTIVE | FINAL == set(RunStatus)
     assert set(states.RUN_STYLE) == set(RunStatus) and set(states.PROC_STYLE) == set(ProcState)

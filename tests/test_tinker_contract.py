@@ -7,13 +7,16 @@ session and training model, so tests do not share training state.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
+import torch
 
 from tests.fixtures_model import start_tinker_local
 
@@ -131,6 +134,123 @@ def test_importance_sampling_loss_uses_ratio_and_advantages(trainer, tokenizer):
     )
 
 
+def rl_batch_with_offsets(trainer, tokenizer, offsets: list[float], advantages: list[float]):
+    """RL data around the learner's current logprobs: sampler logprobs = learner - offset per datum,
+    so datum i has ratio exp(offsets[i]) on every token. Returns (batch, learner logprobs)."""
+    batch = toy_batch(tokenizer)
+    current = trainer.forward(batch, "cross_entropy").result(timeout=60)
+    data, learner = [], []
+    for datum, record, offset, advantage in zip(batch, current.loss_fn_outputs, offsets, advantages, strict=True):
+        logprobs = record["logprobs"].to_numpy()
+        learner.append(torch.tensor(logprobs, dtype=torch.float64))
+        data.append(
+            types.Datum(
+                model_input=datum.model_input,
+                loss_fn_inputs={
+                    "target_tokens": datum.loss_fn_inputs["target_tokens"],
+                    "logprobs": (logprobs - offset).astype(np.float32),
+                    "advantages": np.full(logprobs.shape, advantage, dtype=np.float32),
+                },
+            )
+        )
+    return data, learner
+
+
+def reference_loss(loss_fn: str, learner, sampler, advantages, config: dict) -> float:
+    """The loss sums of https://tinker-docs.thinkingmachines.ai/tinker/losses, computed directly."""
+    total = 0.0
+    for lp, q, adv in zip(learner, sampler, advantages, strict=True):
+        ratio = torch.exp(lp - q)
+        if loss_fn == "dro":
+            total += float(-(lp * adv - 0.5 * config["beta"] * (lp - q) ** 2).sum())
+            continue
+        clipped = ratio.clamp(config["clip_low_threshold"], config["clip_high_threshold"])
+        if loss_fn == "ppo":
+            total += float(-torch.minimum(ratio * adv, clipped * adv).sum())
+        else:
+            total += float(-(clipped * lp * adv).sum())
+    return total
+
+
+# Ratios exp(0.5)=1.65 (above every upper clip), exp(-0.5)=0.61, exp(0.05)=1.05 (inside), exp(-2)=0.14.
+OFFSETS = [0.5, -0.5, 0.05, -2.0]
+ADVANTAGES = [1.0, -0.5, 2.0, 1.5]
+
+
+@pytest.mark.parametrize(
+    "loss_fn, config",
+    [
+        ("ppo", None),
+        ("ppo", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.1}),
+        ("cispo", None),
+        ("cispo", {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}),
+        ("dro", None),
+        ("dro", {"beta": 0.5}),
+    ],
+)
+def test_policy_losses_equal_the_documented_definitions(trainer, tokenizer, loss_fn, config):
+    from hermes_rl.dataplane.tinker_local.backend import LOSS_CONFIG_DEFAULTS
+
+    data, learner = rl_batch_with_offsets(trainer, tokenizer, OFFSETS, ADVANTAGES)
+    sampler = [torch.tensor(d.loss_fn_inputs["logprobs"].to_numpy(), dtype=torch.float64) for d in data]
+    advantages = [torch.tensor(d.loss_fn_inputs["advantages"].to_numpy(), dtype=torch.float64) for d in data]
+    expected = reference_loss(loss_fn, learner, sampler, advantages, LOSS_CONFIG_DEFAULTS[loss_fn] | (config or {}))
+    out = trainer.forward_backward(data, loss_fn, loss_fn_config=config).result(timeout=60)
+    assert out.metrics["loss:sum"] == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    per_token = sum(float(r["elementwise_loss"].to_numpy().sum()) for r in out.loss_fn_outputs)
+    assert per_token == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    assert out.loss_fn_outputs[0]["logprobs"].to_numpy() == pytest.approx(learner[0].numpy(), abs=1e-5)
+
+
+def test_ppo_clipped_tokens_give_no_gradient_but_cispo_tokens_do(service, server, tokenizer):
+    """PPO's min() stops the gradient where the ratio is past the clip in the advantage's direction;
+    CISPO keeps it (the clipped ratio only scales log p)."""
+    steps = {}
+    for loss_fn in ("ppo", "cispo"):
+        client = service.create_lora_training_client(base_model=str(server.model_dir), rank=8, seed=5).result(
+            timeout=60
+        )
+        client.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
+        client.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)  # non-zero LoRA B
+        data, _ = rl_batch_with_offsets(client, tokenizer, [0.5] * 4, [1.0] * 4)  # ratio 1.65 > 1.2, A > 0
+        config = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+        client.forward_backward(data, loss_fn, loss_fn_config=config).result(timeout=60)
+        steps[loss_fn] = client.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    assert steps["ppo"].metrics["grad_norm"] == 0
+    assert steps["cispo"].metrics["grad_norm"] > 1e-6
+
+
+def test_unknown_loss_config_keys_are_refused_by_name(trainer, tokenizer):
+    data, _ = rl_batch_with_offsets(trainer, tokenizer, [0.0] * 4, [1.0] * 4)
+    with pytest.raises(tinker.RequestFailedError, match=r"\['clip_epsilon'\] are not parameters of 'ppo'"):
+        trainer.forward_backward(data, "ppo", loss_fn_config={"clip_epsilon": 0.2}).result(timeout=60)
+    with pytest.raises(tinker.RequestFailedError, match="not supported by tinker-local"):
+        trainer.forward_backward(data, "gspo").result(timeout=60)
+
+
+def test_custom_loss_matches_the_builtin_loss_it_reimplements(service, server, tokenizer):
+    """forward_backward_custom runs the loss client-side over the server's logprobs; a custom
+    weighted negative log-likelihood must give cross_entropy's value and gradient."""
+    batch = toy_batch(tokenizer)
+
+    def nll(data, logprobs):
+        loss = sum(-(lp * torch.tensor(d.loss_fn_inputs["weights"].to_numpy())).sum() for d, lp in zip(data, logprobs))
+        return loss, {"custom_nll": float(loss.detach())}
+
+    steps, values = {}, {}
+    for kind in ("builtin", "custom"):
+        client = service.create_lora_training_client(base_model=str(server.model_dir), rank=8, seed=13).result(
+            timeout=60
+        )
+        if kind == "builtin":
+            values[kind] = client.forward_backward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"]
+        else:
+            values[kind] = client.forward_backward_custom(batch, nll).result(timeout=60).metrics["custom_nll"]
+        steps[kind] = client.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    assert values["custom"] == pytest.approx(values["builtin"], rel=1e-5)
+    assert steps["custom"].metrics["grad_norm"] == pytest.approx(steps["builtin"].metrics["grad_norm"], rel=1e-4)
+
+
 def test_gradients_accumulate_across_forward_backward_calls(service, server, tokenizer):
     batch = toy_batch(tokenizer)
 
@@ -229,6 +349,65 @@ def test_sampling_uses_the_saved_snapshot_not_live_weights(trainer, tokenizer):
     assert abs(trained[-2] - snapshot_logprobs[-2]) > 1e-3  # the answer digit moved
 
 
+def test_inflight_samplers_follow_the_latest_published_weights(trainer, tokenizer):
+    prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT + " 7\n"))
+    inflight = trainer.save_weights_and_get_sampling_client(kind="inflight").result(timeout=60)
+    snapshot = trainer.save_weights_and_get_sampling_client().result(timeout=60)
+    first = inflight.compute_logprobs(prompt).result(timeout=60)
+    assert snapshot.compute_logprobs(prompt).result(timeout=60) == pytest.approx(first, nan_ok=True)
+    batch = toy_batch(tokenizer)
+    for _ in range(3):
+        trainer.forward_backward(batch, "cross_entropy").result(timeout=60)
+        trainer.optim_step(types.AdamParams(learning_rate=5e-2)).result(timeout=60)
+    newer = trainer.save_weights_and_get_sampling_client(kind="inflight").result(timeout=60)
+    latest = newer.compute_logprobs(prompt).result(timeout=60)
+    assert abs(latest[-2] - first[-2]) > 1e-3  # the answer digit moved
+    # The first inflight client now samples the published weights; the snapshot keeps its own.
+    assert inflight.compute_logprobs(prompt).result(timeout=60) == pytest.approx(latest, nan_ok=True)
+    assert snapshot.compute_logprobs(prompt).result(timeout=60) == pytest.approx(first, nan_ok=True)
+
+
+def test_target_prompt_logprobs_and_prompt_alt_tokens(service, server, tokenizer):
+    sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
+    ids = tokenizer.encode(TOY_PROMPT + " 7")
+    prompt = types.ModelInput.from_ints(ids)
+    params = types.SamplingParams(max_tokens=1, temperature=1.0)
+    # Column 0: the prompt's own next token; column 1: token 5 everywhere; last row asks nothing in column 1.
+    targets = np.array([[ids[i + 1], 5] for i in range(len(ids) - 1)], dtype=np.int64)
+    targets[-1, 1] = -1
+    full = sampler.sample(prompt, 1, params, include_prompt_logprobs=True, topk_prompt_logprobs=3).result(timeout=60)
+    answer = sampler.sample(prompt, 1, params, target_prompt_logprobs=types.TensorData.from_numpy(targets)).result(
+        timeout=60
+    )
+    scored = answer.target_prompt_logprobs.to_numpy()
+    assert scored.shape == targets.shape
+    assert scored[:, 0] == pytest.approx(np.asarray(full.prompt_logprobs[1:], dtype=np.float32), abs=1e-5)
+    assert np.isnan(scored[-1, 1]) and np.all(scored[:-1, 1] < 0)
+    top_id, top_lp = full.topk_prompt_logprobs[1][0]  # the best guess after the first token
+    best = np.array([[top_id]] + [[-1]] * (len(ids) - 2), dtype=np.int64)
+    assert sampler.sample(prompt, 1, params, target_prompt_logprobs=types.TensorData.from_numpy(best)).result(
+        timeout=60
+    ).target_prompt_logprobs.to_numpy()[0, 0] == pytest.approx(top_lp, abs=1e-5)
+
+    alt = sampler.sample(prompt, 1, params, prompt_alt_tokens_k=4).result(timeout=60).prompt_alt_tokens
+    alt_ids, alt_lps = alt.tokens.to_numpy(), alt.logprobs.to_numpy()
+    assert alt_ids.shape == alt_lps.shape == (len(ids) - 1, 4)
+    assert np.all(alt_lps <= 0)
+    # Each draw's logprob is the model's: score the drawn ids of row 2 as targets and compare.
+    row2 = np.full((len(ids) - 1, 4), -1, dtype=np.int64)
+    row2[2] = alt_ids[2]
+    again = sampler.sample(prompt, 1, params, target_prompt_logprobs=types.TensorData.from_numpy(row2)).result(
+        timeout=60
+    )
+    assert again.target_prompt_logprobs.to_numpy()[2] == pytest.approx(alt_lps[2], abs=1e-5)
+
+    with pytest.raises(tinker.BadRequestError, match="record_stability_info is not available locally"):
+        stable = service.create_sampling_client(base_model=str(server.model_dir), record_stability_info=True).result(
+            timeout=60
+        )
+        stable.sample(prompt, 1, params).result(timeout=60)
+
+
 def test_stop_strings_token_ids_and_max_tokens(service, server, tokenizer):
     sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
     prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT))
@@ -292,6 +471,93 @@ def test_save_state_and_resume_with_optimizer(service, server, trainer, tokenize
     assert len(result.sequences) == 2
 
 
+def test_rest_surface_lists_runs_checkpoints_and_sessions(service, server, trainer, tokenizer):
+    rest = tinker.RestClient()
+    trainer.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
+    trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    state = trainer.save_state("rest-1").result(timeout=60).path
+    sampler_path = trainer.save_weights_for_sampler("rest-s", ttl_seconds=3600).result(timeout=60).path
+
+    run = rest.get_training_run(trainer.model_id).result(timeout=30)
+    assert isinstance(run, types.TrainingRun)
+    assert (run.training_run_id, run.base_model, run.lora_rank) == (trainer.model_id, str(server.model_dir), 8)
+    assert run.last_checkpoint.tinker_path == state and run.last_sampler_checkpoint.tinker_path == sampler_path
+    assert rest.get_training_run_by_tinker_path(state).result(timeout=30).training_run_id == trainer.model_id
+    runs = rest.list_training_runs(limit=100).result(timeout=30)
+    assert trainer.model_id in [r.training_run_id for r in runs.training_runs]
+    assert runs.cursor.total_count >= len(runs.training_runs)
+
+    listed = rest.list_checkpoints(trainer.model_id).result(timeout=30)
+    assert {c.tinker_path: c.checkpoint_type for c in listed.checkpoints} == {
+        state: "training",
+        sampler_path: "sampler",
+    }
+    assert all(c.size_bytes > 0 for c in listed.checkpoints)
+    expiry = {c.tinker_path: c.expires_at for c in listed.checkpoints}
+    assert expiry[state] is None and expiry[sampler_path] is not None  # a TTL given at save time is recorded
+    mine = rest.list_user_checkpoints().result(timeout=30)
+    assert {state, sampler_path} <= {c.tinker_path for c in mine.checkpoints}
+
+    info = rest.get_weights_info_by_tinker_path(state).result(timeout=30)
+    assert (info.base_model, info.lora_rank, info.is_lora, info.train_mlp) == (str(server.model_dir), 8, True, True)
+
+    rest.publish_checkpoint_from_tinker_path(state).result(timeout=30)
+    rest.set_checkpoint_ttl_from_tinker_path(state, 7200).result(timeout=30)
+    record = next(
+        c for c in rest.list_checkpoints(trainer.model_id).result(timeout=30).checkpoints if c.tinker_path == state
+    )
+    assert record.public and record.expires_at is not None
+    assert 7000 < (record.expires_at - record.time).total_seconds() < 7400
+    rest.unpublish_checkpoint_from_tinker_path(state).result(timeout=30)
+    rest.set_checkpoint_ttl_from_tinker_path(state, None).result(timeout=30)
+    record = next(
+        c for c in rest.list_checkpoints(trainer.model_id).result(timeout=30).checkpoints if c.tinker_path == state
+    )
+    assert not record.public and record.expires_at is None
+
+    rest.delete_checkpoint_from_tinker_path(sampler_path).result(timeout=30)
+    assert [c.tinker_path for c in rest.list_checkpoints(trainer.model_id).result(timeout=30).checkpoints] == [state]
+    with pytest.raises(tinker.NotFoundError, match="no checkpoint"):
+        rest.delete_checkpoint_from_tinker_path(sampler_path).result(timeout=30)
+    with pytest.raises(tinker.BadRequestError, match="no checkpoint"):
+        service.create_sampling_client(model_path=sampler_path).result(timeout=60).sample(
+            types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=1)
+        ).result(timeout=60)
+
+    session = rest.get_session(service.holder.get_session_id()).result(timeout=30)
+    assert trainer.model_id in session.training_run_ids
+    assert service.holder.get_session_id() in rest.list_sessions(limit=100).result(timeout=30).sessions
+    with pytest.raises(tinker.NotFoundError, match="unknown training run"):
+        rest.get_training_run("local-missing:train:0").result(timeout=30)
+
+
+def test_save_weights_external_exports_a_peft_adapter(service, server, trainer, tokenizer):
+    from safetensors.numpy import load_file
+
+    trainer.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
+    trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+    exported = trainer.save_weights_external("export-1").result(timeout=60)
+    assert isinstance(exported, types.SaveWeightsExternalResponse)
+    assert exported.path == f"tinker://{trainer.model_id}/external_weights/export-1"
+    rest = tinker.RestClient()
+    urls = rest.get_external_weights_urls(exported.path).result(timeout=30).urls
+    assert {"adapter_model.safetensors", "adapter_config.json"} <= set(urls)
+    folder = Path(urls["adapter_model.safetensors"][len("file://") :]).parent
+    config = json.loads((folder / "adapter_config.json").read_text())
+    assert (config["peft_type"], config["r"], config["base_model_name_or_path"]) == ("LORA", 8, str(server.model_dir))
+    tensors = load_file(str(folder / "adapter_model.safetensors"))
+    assert any(k.endswith("lora_B.weight") and np.abs(v).max() > 0 for k, v in tensors.items())  # trained
+    listed = rest.list_checkpoints(trainer.model_id).result(timeout=30).checkpoints
+    assert [c.checkpoint_type for c in listed if c.tinker_path == exported.path] == ["external"]
+    # The export samples like the sampler checkpoint of the same weights.
+    prompt = types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT + " 7\n"))
+    same = trainer.save_weights_and_get_sampling_client().result(timeout=60).compute_logprobs(prompt).result(timeout=60)
+    external = service.create_sampling_client(model_path=exported.path).result(timeout=60)
+    assert external.compute_logprobs(prompt).result(timeout=60) == pytest.approx(same, nan_ok=True, abs=1e-5)
+    with pytest.raises(tinker.RequestFailedError, match="age_encryption_recipients is not available locally"):
+        trainer.save_weights_external("export-2", age_encryption_recipients=["age1xyz"]).result(timeout=60)
+
+
 # ---------------------------------------------------------------------- failures
 
 
@@ -301,7 +567,7 @@ def test_invalid_requests_fail_fast_with_clear_errors(service, server, trainer, 
         "unknown base model": lambda: service.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=8).result(
             timeout=60
         ),
-        "not supported": lambda: trainer.forward_backward(batch, "ppo").result(timeout=60),
+        "not supported": lambda: trainer.forward_backward(batch, "stable_reinforce").result(timeout=60),
         "target_tokens has shape": lambda: trainer.forward_backward(
             [
                 types.Datum(
@@ -332,6 +598,22 @@ def test_invalid_requests_fail_fast_with_clear_errors(service, server, trainer, 
         assert time.monotonic() - started < 10, f"{expected!r} took {time.monotonic() - started:.1f}s (retries?)"
     # The training client still works after its failed requests.
     assert trainer.forward_backward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"] > 0
+
+
+def test_calls_with_no_local_meaning_are_refused_naming_the_call(service, server, trainer, tokenizer):
+    with pytest.raises(Exception, match="create_model: optimizer 'dimuon' is not available locally"):
+        service.create_lora_training_client(
+            base_model=str(server.model_dir), rank=4, optimizer=types.DimuonOptimizerConfig()
+        ).result(timeout=60)
+    trainer.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
+    with pytest.raises(tinker.RequestFailedError, match="optim_step: the 'dimuon' optimizer is not available locally"):
+        trainer.optim_step(types.DimuonParams(learning_rate=1e-3)).result(timeout=60)
+    # The model is unchanged by the refused step and still trains with Adam.
+    assert trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result(timeout=60).metrics["grad_norm"] > 0
+    started = time.monotonic()
+    with pytest.raises(tinker.NotFoundError, match="tinker-local does not implement GET /api/v1/"):
+        tinker.AdminClient().get_audit_log().result(timeout=30)
+    assert time.monotonic() - started < 10
 
 
 def test_heartbeats_and_polls_answer_while_a_long_request_runs(service, server, tokenizer):

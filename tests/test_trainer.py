@@ -57,6 +57,23 @@ def test_settings_read_the_run_config(tmp_path):
     assert s.results_path == tmp_path / "results.json"
     assert (s.beta1, s.beta2, s.learning_rate) == (0.9, 0.95, 1e-3)
     assert s.wandb_mode == "offline"  # no WANDB_API_KEY in tests
+    assert (s.loss_fn, s.loss_fn_config) == ("importance_sampling", {})
+
+
+def test_settings_read_the_resume_point(tmp_path):
+    config = base_config(tmp_path)
+    config["hermes"]["resume"] = {"parent_run_id": "0badc0de", "state_path": "tinker://m:train:0/weights/s", "step": 2}
+    s = load_settings(write(tmp_path, config))
+    assert (s.resume_state, s.resume_step) == ("tinker://m:train:0/weights/s", 2)
+    config["hermes"]["resume"]["step"] = 3  # == total_steps: nothing left to train
+    with pytest.raises(ConfigError, match=r"hermes\.resume\.step \(3\) must be below env\.total_steps \(3\)"):
+        load_settings(write(tmp_path, config))
+
+
+def test_settings_choose_the_policy_loss_and_its_parameters(tmp_path):
+    config = base_config(tmp_path, tinker__loss_fn="ppo", tinker__loss_fn_config={"clip_high_threshold": 1.28})
+    s = load_settings(write(tmp_path, config))
+    assert (s.loss_fn, s.loss_fn_config) == ("ppo", {"clip_high_threshold": 1.28})
 
 
 @pytest.mark.parametrize(
@@ -69,6 +86,8 @@ def test_settings_read_the_run_config(tmp_path):
         ({"openai__base_url": "http://127.0.0.1/v1"}, "must name a port"),
         ({"env__total_steps": 0}, "env.total_steps must be >= 1"),
         ({"backend__kind": "gpu"}, "backend.kind"),
+        ({"tinker__loss_fn": "gspo"}, "tinker.loss_fn must be one of 'importance_sampling', 'ppo', 'cispo' or 'dro'"),
+        ({"tinker__loss_fn_config": {"beta": "high"}}, "tinker.loss_fn_config.beta must be a number"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path, change, words):

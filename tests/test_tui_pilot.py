@@ -338,6 +338,30 @@ def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, 
     asyncio.run(scenario())
 
 
+def test_resume_action_reports_why_and_the_runs_list_shows_the_chain(hermes_home, synthetic_runs):
+    import json
+
+    from hermes_rl.core.base.paths import run_dir
+
+    record = run_dir("0badc0de") / "run.json"
+    record.write_text(json.dumps(json.loads(record.read_text()) | {"parent_run_id": "a1b2c3d4"}))
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.pane(RunsPane).table.row_count == 3, what="runs")
+            assert "counting ↳ a1b2c3d4" in str(app.pane(RunsPane).table.get_row("0badc0de"))
+            app.selected_run = "5ee5ee5e"  # stopped, but it saved no training state
+            app.action_resume_run()
+            await wait_for(
+                pilot,
+                lambda: any("saved no training state" in n.message for n in app._notifications),
+                what="the reason the run cannot be resumed",
+            )
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.timeout(300)
 def test_inference_screen_shows_each_models_result_as_it_arrives(arith_env, openai_stub):
     """The test-inference screen over core.inference_test, against a local OpenAI-protocol server."""

@@ -387,6 +387,20 @@ class HermesDashboard(App):
         if self.live is not None:
             self.live.poke()
 
+    def action_resume_run(self) -> None:
+        """A new run continuing the selected ended run from its saved state (core.runs.resume_run)."""
+        run_id = self.selected_run
+        if not run_id:
+            self.notify("no run selected", severity="warning")
+            return
+        self.notify(f"resuming {run_id}…", timeout=2)
+        self._resume_worker(run_id)
+
+    @work(thread=True, group="start-run", exit_on_error=False, description="cannot resume")
+    def _resume_worker(self, run_id: str) -> None:
+        run = backend.resume_run(run_id)
+        self.call_from_thread(self._started, run)
+
     def action_stop_run(self) -> None:
         run_id = self.selected_run
         if not run_id:

@@ -36,6 +36,12 @@ def start_run(env_name: str | None, profile: str | None, overrides: dict | None 
     return runs.start_run(env_name, profile, overrides)
 
 
+def resume_run(run_id: str) -> dict:
+    from hermes_rl.core import runs
+
+    return runs.resume_run(run_id)
+
+
 def stop_run(run_id: str, wait: float = 15.0) -> dict:
     from hermes_rl.core import runs
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from textual.message import Message
 
-from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, process_log_path, runs_dir
+from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, runs_dir
 from hermes_rl.tui import backend
 
 SPARK_RUNS = 30  # reward sparklines for the newest runs only
@@ -141,13 +141,8 @@ class RunView:
         for proc in run.get("processes") or []:
             name = proc.get("name")
             path = proc.get("log")
-            if not name or name in self.readers:
-                continue
-            if not path:
-                try:
-                    path = process_log_path(name, self.run_id)
-                except Exception:
-                    continue
+            if not name or not path or name in self.readers:
+                continue  # no path: the run library refused it (it leads outside $HERMES_HOME)
             self.readers[name] = backend.log_reader(path)
 
     def close(self) -> None:

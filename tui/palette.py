@@ -13,6 +13,7 @@ class HermesCommands(Provider):
         commands = [
             ("Start a run", app.action_start_run, "start the selected environment with the saved draft (s)"),
             ("Stop the selected run", app.action_stop_run, "asks for confirmation (x)"),
+            ("Resume the selected run", app.action_resume_run, "a new run from its saved state and step"),
             ("Test inference", app.action_test_inference, "run the environment against inference models"),
             ("Save config draft", app.save_config, "ctrl+s in the config editor"),
             ("Help: keys", app.action_help, "?"),

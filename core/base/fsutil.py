@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import json
@@ -62,12 +63,29 @@ def read_json(path: Path) -> Any:
 
 
 def append_jsonl(path: Path, obj: Any) -> None:
-    """Append one line with a single write(2) on an O_APPEND fd, so concurrent writers never interleave."""
+    """Append one line with a single write(2) on an O_APPEND fd, so concurrent writers never interleave.
+
+    Never a partial line: a write the disk cuts short (full, quota, file size limit) is taken back and
+    its error raised. Never glued: after a line some writer left partial, the new one starts on a line
+    of its own."""
     line = (dumps(obj) + "\n").encode("utf-8")
     path = Path(path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, line)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        written = 0
+        try:
+            while written < len(line):  # a short write is retried once more: that raises the disk's error
+                count = os.write(fd, line[written:])
+                if not count:
+                    raise OSError(errno.EIO, "write wrote nothing")
+                written += count
+        except OSError:
+            if written:
+                os.ftruncate(fd, max(0, os.fstat(fd).st_size - written))
+            raise
     finally:
         os.close(fd)
 

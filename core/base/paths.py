@@ -9,7 +9,7 @@ from pathlib import Path
 from hermes_rl.core.base.errors import BadInput
 
 RUN_ID_RE = re.compile(r"^[0-9a-f]{8}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}$")  # an environment id: name[@qualifier]
 PROCESS_NAME_RE = re.compile(r"^[a-z0-9_-]{1,32}$")
 # The folder holding the package folders (core/, tui/, environments/, dataplane/): a source checkout's root.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -31,6 +31,7 @@ class _SummaryFields(TypedDict):
     total_steps: int | None
     reward_mean: float | None
     reason: str | None
+    parent_run_id: str | None  # a resumed run: the run it continues
 
 
 class RunSummary(_SummaryFields, StallFields):
@@ -87,6 +88,8 @@ class _RunFields(TypedDict):
     watchdog: NotRequired[dict[str, Any]]
     backend: NotRequired[str]
     config_path: NotRequired[str]
+    parent_run_id: NotRequired[str]  # a resumed run: the run it continues
+    resumed_from: NotRequired[dict[str, Any]]  # {"step", "state_path"} it continued from
 
 
 class RunRecord(_RunFields):
@@ -145,6 +148,8 @@ class ProcessSummary(TypedDict):
     restarts: int
     cpu_percent: float | None
     rss: int | None
+    cwd: str | None  # where it runs (None: the run folder)
+    import_path: list[str] | None  # PYTHONPATH it was given: an environment's import root first
 
 
 class MetricsSummary(TypedDict):
@@ -214,6 +219,7 @@ class ResultsSummary(TypedDict):
 class EnvironmentEntry(TypedDict):
     """envs.discovery.EnvInfo.to_dict()."""
 
+    id: str  # unique across every scanned folder; what `select` and `start` take
     name: str
     class_name: str
     file: str
@@ -221,7 +227,8 @@ class EnvironmentEntry(TypedDict):
     config_class: str | None
     source: str  # "project" | "user" | "tinker-atropos" | "extra"
     error: str | None
-    duplicate_of: str | None
+    duplicate_of: str | None  # file of the environment the bare name resolves to, when that is another one
+    abstract: str | None  # why it is a base class, not an environment to run
 
 
 class FieldRow(TypedDict):

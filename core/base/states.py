@@ -3,8 +3,8 @@ and the names of the metrics everyone reads. Defined here once; the supervisor, 
 run library, the agent tools, the CLI and the dashboard all import it.
 
 A run's recorded status (run.json, written by its supervisor or watchdog) is one of STARTING,
-RUNNING, STOPPING, COMPLETED, FAILED, STOPPED. LOST is never recorded: readers derive it when a
-non-final run's supervisor is gone.
+RUNNING, STOPPING, COMPLETED, FAILED, STOPPED. LOST and UNREADABLE are never recorded: readers derive
+LOST when a non-final run's supervisor is gone, UNREADABLE when its run.json fails validation.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     STOPPED = "stopped"
     LOST = "lost"  # derived by readers: the supervisor is gone and no final state was recorded
+    UNREADABLE = "unreadable"  # derived by readers: run.json is missing fields, of wrong types or not JSON
 
 
 class ProcState(StrEnum):
@@ -34,7 +35,7 @@ class ProcState(StrEnum):
 # What the supervisor or watchdog records as the end of a run: it never changes again.
 RECORDED_FINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STOPPED})
 # The end of a run as readers see it: recorded, or lost.
-FINAL = RECORDED_FINAL | {RunStatus.LOST}
+FINAL = RECORDED_FINAL | {RunStatus.LOST, RunStatus.UNREADABLE}
 # A supervisor is (or should be) working on the run.
 ACTIVE = frozenset({RunStatus.STARTING, RunStatus.RUNNING, RunStatus.STOPPING})
 # A process whose group may still hold live members.
@@ -51,6 +52,7 @@ RUN_STYLE: dict[RunStatus, tuple[str, str]] = {
     RunStatus.COMPLETED: ("✔", "bright_green"),
     RunStatus.FAILED: ("✖", "red"),
     RunStatus.LOST: ("?", "magenta"),
+    RunStatus.UNREADABLE: ("!", "red"),
 }
 PROC_STYLE: dict[ProcState, tuple[str, str]] = {
     ProcState.PENDING: ("·", "grey62"),

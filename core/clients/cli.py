@@ -68,25 +68,41 @@ def _short_path(path: str) -> str:
 # ---------------------------------------------------------------- commands
 
 
+def _env_note(env) -> str:
+    """How one row differs from its namesakes: the one a bare name means, a base, a broken file."""
+    if env.error:
+        return f"[red]cannot be read: {env.error}[/]"
+    if env.abstract:
+        return f"[yellow]base, not runnable ({env.abstract})[/]"
+    return ""
+
+
 def cmd_envs(args) -> Any:
-    from hermes_rl.core.envs.discovery import discover_environments
+    from hermes_rl.core.envs.discovery import discover_environments, discovery_notices
 
     envs = discover_environments()
     if args.json:
         return [env.to_dict() for env in envs]
+    from rich.markup import escape
     from rich.table import Table
 
+    shared = {env.name for env in envs if env.duplicate_of}
     table = Table(box=None, header_style="bold")
-    table.add_column("name", no_wrap=True)
+    table.add_column("id", max_width=40, overflow="fold")
     table.add_column("class", no_wrap=True)
     table.add_column("description", ratio=2)
     table.add_column("file", ratio=1, overflow="fold")
     for env in envs:
-        if env.error:
-            table.add_row(f"[red]{env.name}[/]", "-", f"[red]parse error: {env.error}[/]", _short_path(env.file))
-        else:
-            table.add_row(env.name, env.class_name, env.description or "", _short_path(env.file))
-    _console().print(table)
+        label = escape(env.id)
+        if env.id == env.name and env.name in shared:
+            label += " [dim](bare name)[/]"
+        note = _env_note(env)
+        text = escape(env.description or "")
+        table.add_row(label, env.class_name or "-", f"{note} {text}".strip(), _short_path(env.file))
+    console = _console()
+    console.print(table)
+    for notice in discovery_notices():
+        console.print(f"[yellow]note:[/] {escape(notice)}")
     return None
 
 
@@ -104,6 +120,15 @@ def cmd_config(args) -> Any:
     from hermes_rl.core.envs.drafts import get_config, set_fields
 
     assignments = _parse_assignments(args.set)
+    if args.refresh:
+        from hermes_rl.core.envs.discovery import find_environment
+        from hermes_rl.core.envs.drafts import current_selection
+        from hermes_rl.core.envs.probe import clear_probe_cache
+        from hermes_rl.core.envs.profiles import resolve_profile
+
+        name = args.env or current_selection().get("environment")
+        name = name or resolve_profile(args.profile)[0].default_environment
+        clear_probe_cache(find_environment(name), disk=True)
     if assignments:
         set_fields(assignments, env_name=args.env, profile=args.profile)
     view = get_config(args.env, profile=args.profile).to_dict()
@@ -137,17 +162,41 @@ def cmd_config(args) -> Any:
 def cmd_start(args) -> Any:
     from hermes_rl.core import runs
 
+    # Ctrl-C inside start_run stops and removes the run; once it returned, the run is announced whatever
+    # happens next, so an interrupted start never leaves a run training unseen.
     run = runs.start_run(args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None)
+    run_id = run["run_id"]
+    try:
+        if args.json and not args.watch:
+            return run
+        console = _console()
+        for notice in run.get("notices") or []:
+            console.print(f"[yellow]{notice}[/]")
+        console.print(f"started run [bold]{run_id}[/] ({run.get('environment')}, profile {run.get('profile')})")
+        console.print(
+            f"  watch: hermes-rl status {run_id}   logs: hermes-rl logs {run_id} --follow   "
+            f"stop: hermes-rl stop {run_id}"
+        )
+    except KeyboardInterrupt:
+        print(f"interrupted: run {run_id} was started and keeps going (hermes-rl stop {run_id})", file=sys.stderr)
+        return _Exit(130)
+    if args.watch:
+        return _watch(run_id, json_output=args.json)
+    return None
+
+
+def cmd_resume(args) -> Any:
+    from hermes_rl.core import runs
+
+    run = runs.resume_run(args.run_id)
     if args.json and not args.watch:
         return run
     console = _console()
     for notice in run.get("notices") or []:
         console.print(f"[yellow]{notice}[/]")
     run_id = run["run_id"]
-    console.print(f"started run [bold]{run_id}[/] ({run.get('environment')}, profile {run.get('profile')})")
-    console.print(
-        f"  watch: hermes-rl status {run_id}   logs: hermes-rl logs {run_id} --follow   stop: hermes-rl stop {run_id}"
-    )
+    console.print(f"started run [bold]{run_id}[/], resuming {args.run_id} ({run.get('environment')})")
+    console.print(f"  watch: hermes-rl status {run_id}   stop: hermes-rl stop {run_id}")
     if args.watch:
         return _watch(run_id, json_output=args.json)
     return None
@@ -287,6 +336,11 @@ def cmd_status(args) -> Any:
             status["log_paths"].get(proc["name"], ""),
         )
     console.print(table)
+    for proc in status["processes"]:
+        if proc.get("cwd") or proc.get("import_path"):
+            where = f"runs in {proc.get('cwd') or 'the run folder'}"
+            imports = f", imports from {':'.join(proc['import_path'])}" if proc.get("import_path") else ""
+            console.print(f"  {proc['name']}: {where}{imports}")
     for tip in status["tips"]:
         console.print(f"[dim]- {tip}[/]")
     return None
@@ -519,10 +573,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--env")
     cmd.add_argument("--profile")
     cmd.add_argument("--set", action="append", metavar="FIELD=VALUE")
+    cmd.add_argument("--refresh", action="store_true", help="probe the environment's config again (not cached)")
     cmd = add("start", cmd_start, "start a run (default: the selected environment, local profile without a Tinker key)")
     cmd.add_argument("--env")
     cmd.add_argument("--profile")
     cmd.add_argument("--set", action="append", metavar="FIELD=VALUE")
+    cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
+    cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
+    cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
     add("runs", cmd_runs, "list runs, newest first")
     cmd = add("status", cmd_status, "a run's state, processes and last metrics")

@@ -31,8 +31,42 @@ def missing_keys() -> dict[str, str]:
     return {name: use for name, use in KEY_USES.items() if not present.get(name)}
 
 
+# Packages each backend's processes import (looked up, never imported here: core stays light).
+TRAIN_MODULES = ("atroposlib", "tinker", "datasets")
+LOCAL_MODULES = TRAIN_MODULES + ("torch", "transformers", "fastapi", "uvicorn")
+
+
+def _absent(modules: tuple[str, ...]) -> list[str]:
+    import importlib.util
+
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+def unavailable_reason() -> str | None:
+    """Why no run could start from this Python, or None: Tinker cloud needs its key and the [train]
+    packages; the keyless local backend needs the [local] ones."""
+    if keys_present().get("TINKER_API_KEY"):
+        missing = _absent(TRAIN_MODULES)
+        extra = "train"
+    else:
+        missing = _absent(LOCAL_MODULES)
+        extra = "local"
+    if not missing:
+        return None
+    return (
+        f"rl tools unavailable: {', '.join(missing)} not installed in this Python; install hermes-rl[{extra}] "
+        f"into Hermes' environment (pip install 'hermes-rl[{extra}]')"
+        + ("" if extra == "train" else ", or set TINKER_API_KEY and install hermes-rl[train]")
+    )
+
+
 def check_requirements() -> bool:
-    """Hermes' check_fn. The tools always work (local backend); missing keys are named in the log."""
+    """Hermes' check_fn: False (with the reason as a warning) when no backend can run; missing optional
+    keys are named in the log."""
+    reason = unavailable_reason()
+    if reason:
+        log.warning("%s", reason)
+        return False
     missing = missing_keys()
     if missing:
         log.info(

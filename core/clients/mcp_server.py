@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from io import TextIOWrapper
 from typing import Any
 
@@ -49,7 +50,7 @@ def build_server():
     from mcp import types
     from mcp.server.lowlevel import Server
 
-    from hermes_rl.core.clients.toolset import call_tool_json
+    from hermes_rl.core.clients.toolset import CANCEL, call_tool_json
 
     server: Server = Server(
         SERVER_NAME,
@@ -65,8 +66,22 @@ def build_server():
     # validate_input=False: call_tool checks arguments itself and answers in the tools' JSON error format.
     @server.call_tool(validate_input=False)
     async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        # Tools block (processes, files, a whole inference test): keep the event loop free.
-        text = await anyio.to_thread.run_sync(call_tool_json, name, arguments or {})
+        # Tools block (processes, files, a whole inference test): keep the event loop free. A client that
+        # cancels the request gets its answer at once, and the tool is told to end what it started.
+        cancel = threading.Event()
+
+        def work() -> str:
+            token = CANCEL.set(cancel)
+            try:
+                return call_tool_json(name, arguments or {})
+            finally:
+                CANCEL.reset(token)
+
+        try:
+            text = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
+            raise
         try:
             is_error = "error" in json.loads(text)
         except ValueError:

@@ -10,10 +10,12 @@ arguments against the table and dispatches; both integrations call only that.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import logging
 import math
+import threading
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -106,40 +108,43 @@ def rl_list_environments() -> dict:
     from hermes_rl.core.envs import discovery
 
     envs = discovery.discover_environments()
-    usable = [e for e in envs if not e.error and not e.duplicate_of]
-    broken = [e for e in envs if e.error or e.duplicate_of]
+    usable = [e for e in envs if not e.error]
+    broken = [e for e in envs if e.error]
+    shared = {e.name for e in usable if e.duplicate_of}
     selection = _selection()
     tips = []
     if not usable:
         tips.append("no environments found: add a BaseEnv subclass file to $HERMES_HOME/rl/environments/")
     elif not selection["environment"]:
-        tips.append("select one with rl_select_environment(name), then review it with rl_get_current_config")
+        tips.append("select one by its id with rl_select_environment(name), then review it with rl_get_current_config")
     else:
         tips.append(
             f"{selection['environment']!r} is selected: rl_get_current_config to review, rl_test_inference "
             "to try it against models, rl_start_training to train"
         )
+    if shared:
+        tips.append("several environments share a name: each has its own id; the bare name means the one marked")
     if broken:
         tips.append("files under 'errors' failed to load; fix them to make them selectable")
+    rows = []
+    for e in usable:
+        row = {
+            "id": e.id,
+            "name": e.name,
+            "class_name": e.class_name,
+            "file": e.file,
+            "description": e.description,
+            "source": e.source,
+        }
+        if e.name in shared:
+            row["bare_name_selects_this"] = e.id == e.name
+        if e.abstract:
+            row["runnable"] = False
+            row["why_not"] = e.abstract
+        rows.append(row)
     return {
-        "environments": [
-            {
-                "name": e.name,
-                "class_name": e.class_name,
-                "file": e.file,
-                "description": e.description,
-                "source": e.source,
-            }
-            for e in usable
-        ],
-        "errors": [
-            {
-                "name": e.name,
-                "file": e.file,
-                "error": e.error or f"same name as {e.duplicate_of}, which is the one used",
-            }
-            for e in broken
-        ],
+        "environments": rows,
+        "errors": [{"id": e.id, "name": e.name, "file": e.file, "error": e.error} for e in broken],
         "selected": selection["environment"],
         "profile": selection["profile"],
         "tips": tips,
@@ -155,14 +160,14 @@ def rl_select_environment(name: str) -> dict:
     try:
         info = discovery.find_environment(name)
     except NotFound as exc:
-        available = sorted(e.name for e in discovery.discover_environments() if not e.error)
+        available = sorted(e.id for e in discovery.discover_environments() if not e.error)
         exc.tool_extra = {"available": available}
         raise
     if info.error:
         raise BadInput(f"environment {name!r} cannot be loaded: {info.error}"[:400], hint=f"fix {info.file}")
-    selected = drafts.select_environment(info.name)  # core keeps the chosen profile
+    selected = drafts.select_environment(info.id)  # core keeps the chosen profile
     return {
-        "selected": info.name,
+        "selected": info.id,
         "profile": selected.get("profile"),
         "class_name": info.class_name,
         "file": info.file,
@@ -223,11 +228,15 @@ def rl_edit_config(field: str, value: Any) -> dict:
 
 
 @_tool
-def rl_start_training() -> dict:
+def rl_start_training(resume_run_id: str | None = None) -> dict:
     from hermes_rl.core import runs
 
-    selection = _selection()
-    run = runs.start_run(selection["environment"], selection["profile"])
+    if resume_run_id is not None:
+        validate_run_id(resume_run_id)
+        run = runs.resume_run(resume_run_id)
+    else:
+        selection = _selection()
+        run = runs.start_run(selection["environment"], selection["profile"])
     run_id = run["run_id"]
     wandb = run.get("wandb") or {}
     return {
@@ -237,6 +246,7 @@ def rl_start_training() -> dict:
         "profile": run.get("profile"),
         "total_steps": run.get("total_steps"),
         "config_path": run.get("config_path"),
+        "parent_run_id": run.get("parent_run_id"),
         "log_paths": report.log_paths(run),
         "wandb": {"mode": wandb.get("mode"), "project": wandb.get("project"), "run_name": wandb.get("run_name")},
         "notices": list(run.get("notices") or []),
@@ -330,13 +340,18 @@ def rl_list_runs() -> dict:
     return {"runs": summaries, "count": len(summaries)}
 
 
+# Set by a client that can give up on a call (the MCP server on a cancelled request): a tool that
+# runs a long child (rl_test_inference) ends it as soon as the event is set.
+CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("hermes_rl_tool_cancel", default=None)
+
+
 @_tool
 def rl_test_inference(
     num_steps: int = 3, group_size: int = 16, models: list[str] | None = None, base_url: str | None = None
 ) -> dict:
     from hermes_rl.core.runs.inference_test import InferenceTest
 
-    test = InferenceTest.prepare(num_steps, group_size, models, base_url)
+    test = InferenceTest.prepare(num_steps, group_size, models, base_url, cancel_event=CANCEL.get())
     return test.run()
 
 
@@ -417,9 +432,11 @@ TOOLS: tuple[Tool, ...] = (
         "List the RL environments (Atropos BaseEnv classes) found in the project, tinker-atropos and "
         "$HERMES_HOME/rl/environments.",
         returns={
-            "environments": "list of {name, class_name, file, description, source}",
-            "errors": "list of {name, file, error} for files that failed to load",
-            "selected": "the selected environment name or null",
+            "environments": "list of {id, name, class_name, file, description, source}; when several share a "
+            "name, each has its own id (name@qualifier) and bare_name_selects_this; a base class has runnable: "
+            "false and why_not",
+            "errors": "list of {id, name, file, error} for files that failed to load",
+            "selected": "the selected environment id or null",
             "profile": "the selected profile or null",
             "tips": "list of next steps",
         },
@@ -429,10 +446,16 @@ TOOLS: tuple[Tool, ...] = (
         rl_select_environment,
         "Select the environment that rl_get_current_config, rl_edit_config, rl_test_inference and "
         "rl_start_training work on (saved on disk, shared with the dashboard).",
-        {"name": {"type": "string", "description": "environment name as listed by rl_list_environments"}},
+        {
+            "name": {
+                "type": "string",
+                "description": "environment id as listed by rl_list_environments (or a unique name, class "
+                "name or file path)",
+            }
+        },
         ("name",),
         returns={
-            "selected": "the environment name",
+            "selected": "the environment id",
             "profile": "the profile in use or null",
             "class_name": "str",
             "file": "str",
@@ -482,9 +505,18 @@ TOOLS: tuple[Tool, ...] = (
         rl_start_training,
         "Start a training run of the selected environment in the background (a supervised pipeline of "
         "Atropos API, trainer and environment). Without TINKER_API_KEY it runs on the local CPU backend; "
-        "a profile that needs a key fails naming the missing key.",
+        "a profile that needs a key fails naming the missing key. With resume_run_id it instead continues "
+        "that stopped, failed or lost run from its newest saved state (same config, steps counted on).",
+        {
+            "resume_run_id": {
+                **_RUN_ID,
+                "description": "optional: an ended run (8 hex characters) to continue; its environment and config "
+                "are reused",
+            }
+        },
         returns={
             "run_id": "str",
+            "parent_run_id": "the run this one continues, or null",
             "status": "starting|running",
             "environment": "str",
             "profile": "str",

@@ -393,6 +393,8 @@ def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> 
             "completes_run": spec.completes_run,
             "depends_on": [list(d) for d in spec.depends_on],
             "readiness": spec.readiness.kind,
+            "cwd": spec.cwd,  # None: the run folder
+            "import_path": [p for p in spec.env.get("PYTHONPATH", "").split(os.pathsep) if p] or None,
         }
     )
     return record

@@ -16,6 +16,7 @@ from hermes_rl.core.base.polling import poll_until
 
 MARKER = "HERMES_RL_RUN_DIR"  # in every child's environment: the run folder
 PROCESS_MARKER = "HERMES_RL_PROCESS"  # the spec name the child was started for
+SUPERVISOR_MARKER = "HERMES_RL_SUPERVISOR_OF"  # in the supervisor's environment: the run folder
 # create_time is wall-clock based (boot time + ticks): it may move by a second when the clock is
 # adjusted, so identity is checked on start_ticks (ticks since boot, exact) when recorded.
 CREATE_TIME_TOLERANCE = 1.0
@@ -89,10 +90,30 @@ def process_create_time(pid: int) -> float | None:
         return None
 
 
-def is_same_process(pid: int | None, create_time: float | None, start_ticks: int | None = None) -> bool:
-    """Whether pid is alive (not a zombie) and is the process recorded with this start_ticks / create_time
-    (a pid reused by another process is not)."""
-    if not pid:
+def carries_marker(pid: int, name: str, value: str | os.PathLike) -> bool:
+    """Whether the process's environment holds name=value (a marker only we set). Unreadable (another
+    user's process, gone) means no."""
+    return _environ(pid).get(name.encode()) == os.fsencode(str(value))
+
+
+def is_same_process(
+    pid: object,
+    create_time: object,
+    start_ticks: object = None,
+    *,
+    marker: tuple[str, str | os.PathLike] | None = None,
+) -> bool:
+    """Whether pid is alive (not a zombie) and proven to be the process recorded: its start time
+    (start_ticks, else create_time) matches and, with `marker` = (name, value), its environment carries
+    that marker. A missing or malformed identity field proves nothing: the answer is then False, so a
+    pid reused after a reboot is never taken (or signalled) as ours."""
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    if isinstance(start_ticks, bool) or not isinstance(start_ticks, (int, type(None))):
+        return False
+    if isinstance(create_time, bool) or not isinstance(create_time, (int, float, type(None))):
+        return False
+    if start_ticks is None and create_time is None:
         return False
     try:
         os.kill(pid, 0)
@@ -103,11 +124,13 @@ def is_same_process(pid: int | None, create_time: float | None, start_ticks: int
     if _is_zombie(pid):
         return False
     if start_ticks is not None:
-        return process_start_ticks(pid) == start_ticks
-    if create_time is None:
-        return True
-    actual = process_create_time(pid)
-    return actual is not None and abs(actual - float(create_time)) < CREATE_TIME_TOLERANCE
+        started_as_recorded = process_start_ticks(pid) == start_ticks
+    else:
+        actual = process_create_time(pid)
+        started_as_recorded = actual is not None and abs(actual - float(create_time)) < CREATE_TIME_TOLERANCE
+    if not started_as_recorded:
+        return False
+    return marker is None or carries_marker(pid, *marker)
 
 
 def find_run_processes(
@@ -116,8 +139,10 @@ def find_run_processes(
     exclude: tuple[int, ...] = (),
     since: float | None = None,
 ) -> list[Survivor]:
-    """Live processes that carry the run's marker, or sit in one of its recorded process groups,
-    carry no marker and were created after `since` (a pgid reused by someone else is not ours)."""
+    """Live processes that carry the run's marker and started after `since` (the run's creation), or
+    sit in one of `pgids`, carry no marker and started after `since`. Only the supervisor and its
+    watchdog, which know their groups are live, pass `pgids`: a pgid read back from a state file
+    proves nothing (after a reboot it may be anyone's)."""
     wanted = os.fsencode(str(run_dir))
     marker = MARKER.encode()
     pgid_set = {int(g) for g in pgids if g}
@@ -136,7 +161,7 @@ def find_run_processes(
         if not ours or _is_zombie(pid):
             continue
         created = process_create_time(pid)
-        if mark is None and since is not None and (created is None or created < since - 1.0):
+        if since is not None and (created is None or created < since - CREATE_TIME_TOLERANCE):
             continue
         cmd = (_read(f"/proc/{pid}/cmdline") or b"").replace(b"\0", b" ").strip()
         found.append(
@@ -148,6 +173,26 @@ def find_run_processes(
                 create_time=created,
             )
         )
+    return found
+
+
+def marked_processes(name: str, value: str) -> list[Survivor]:
+    """Live processes whose environment carries name=value: what a child started with a one-off
+    marker left behind, even after setsid() and a double fork."""
+    wanted, key = os.fsencode(value), name.encode()
+    found = []
+    for pid in _all_pids():
+        if pid == os.getpid():
+            continue
+        env = _environ(pid)
+        if env.get(key) != wanted or _is_zombie(pid):
+            continue
+        try:
+            pgid = os.getpgid(pid)
+        except OSError:
+            continue
+        cmd = (_read(f"/proc/{pid}/cmdline") or b"").replace(b"\0", b" ").strip()
+        found.append(Survivor(pid, pgid, "", cmd.decode(errors="replace")[:300], process_create_time(pid)))
     return found
 
 

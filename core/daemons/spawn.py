@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
+import selectors
 import signal
 import subprocess
+import time
+from dataclasses import dataclass
 from typing import Any
 
-from hermes_rl.core.daemons.procscan import signal_group
+from hermes_rl.core.daemons.procscan import marked_processes, signal_group, terminate
 
 PR_SET_PDEATHSIG = 1
 PARENT_GONE_EXIT = 70  # what a child exits with when its parent died before the guard was in place
@@ -77,3 +81,84 @@ def describe_exit(code: int | None) -> str:
             name = f"signal {-code}"
         return f"was killed by {name} (exit code {code})"
     return f"exited with code {code}"
+
+
+CHILD_TOKEN = "HERMES_RL_CHILD_TOKEN"  # a one-off marker in a bounded child's environment
+
+
+@dataclass
+class BoundedRun:
+    stdout: bytes
+    stderr: bytes
+    returncode: int | None
+    timed_out: bool
+
+
+def run_bounded(
+    argv: list[str],
+    timeout: float,
+    *,
+    env: dict[str, str],
+    cwd: str | None = None,
+    max_bytes: int = 8 * 1024 * 1024,
+    after_exit_s: float = 0.5,
+) -> BoundedRun:
+    """Run a short-lived child with an overall deadline, reading its stdout and stderr.
+
+    `timeout` bounds the whole call, however the child behaves: output that trickles, pipes a forked
+    daemon keeps open after the child exits (read for `after_exit_s` more, then closed), a child that
+    never ends. Afterwards its session is killed and so is every process still carrying its one-off
+    environment marker (a daemon that left the session by setsid() and a double fork), so it leaves
+    nothing running."""
+    token = secrets.token_hex(8)
+    proc = spawn_group(
+        argv,
+        session=True,
+        tied=False,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env={**env, CHILD_TOKEN: token},
+    )
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    sizes = dict.fromkeys(chunks, 0)
+    deadline = time.monotonic() + timeout
+    exited_at = None
+    timed_out = False
+    selector = selectors.DefaultSelector()
+    for pipe in (proc.stdout, proc.stderr):
+        selector.register(pipe, selectors.EVENT_READ)
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            limit = deadline if exited_at is None else min(deadline, exited_at + after_exit_s)
+            if now >= limit:
+                timed_out = exited_at is None
+                break
+            for key, _ in selector.select(timeout=min(0.1, limit - now)):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    selector.unregister(key.fileobj)
+                elif sizes[key.fd] < max_bytes:
+                    chunks[key.fd].append(data)
+                    sizes[key.fd] += len(data)
+        if not timed_out and proc.poll() is None:  # it closed its pipes but runs on
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        selector.close()
+        proc.stdout.close()
+        proc.stderr.close()
+        if proc.poll() is None:
+            end_group(proc, grace=0.5)
+        signal_group(proc.pid, signal.SIGKILL)  # whatever of its session is left
+        leftovers = marked_processes(CHILD_TOKEN, token)
+        if leftovers:
+            terminate(leftovers, timeout=1.0)
+    return BoundedRun(b"".join(chunks[out_fd]), b"".join(chunks[err_fd]), proc.returncode, timed_out)

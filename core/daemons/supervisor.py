@@ -21,6 +21,7 @@ Kept light: no third-party imports but psutil (create_time) and python-dotenv (r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import re
@@ -33,6 +34,7 @@ import time
 import traceback
 from pathlib import Path
 
+from hermes_rl.core.base.failures import exception_line, failure_hint, repeats_on_restart
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
 from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, validate_run_id
 from hermes_rl.core.base.paths import run_dir as run_dir_of
@@ -56,6 +58,11 @@ PROBE_FAST_WINDOW_S = 10.0
 PROBE_SLOW_CAP_S = 0.25
 STOP_POLL_CAP_S = 0.1  # how often a stopping process is re-checked, at most (SIGCHLD wakes us sooner)
 SIGKILL_GRACE_S = 5.0  # how long a process group gets to vanish after SIGKILL before we report it
+SPACE_RESERVE = ".space-reserve"  # bytes held back in the run folder to record its end on a full disk
+SPACE_RESERVE_BYTES = 256 * 1024
+
+
+SETTLE_S = 30.0  # a process without a readiness probe that ran this long had started properly
 
 
 def _now() -> float:
@@ -158,6 +165,7 @@ class Proc:
         self.log_offset = 0
         self.probe_cancel: threading.Event | None = None
         self.one_shot = False  # some process waits for it to complete
+        self.last_failure: str | None = None  # the exception line of the previous failed attempt
 
     @property
     def alive(self) -> bool:
@@ -260,8 +268,16 @@ class Supervisor:
         text = f"run {status}" + (f": {reason}" if reason else "")
         self.event("run_status", text, status=status, reason=reason)
 
+    def reserve_space(self) -> None:
+        """Hold some disk space in the run folder, freed to record the run's end on a full disk."""
+        with contextlib.suppress(OSError):
+            with open(self.dir / SPACE_RESERVE, "wb") as handle:
+                handle.write(b"\0" * SPACE_RESERVE_BYTES)
+
     def record_final(self, status: RunStatus, reason: str) -> None:
         """The run's end, through runstate.record_final (run.json and the run_status event), and our log."""
+        with contextlib.suppress(OSError):
+            (self.dir / SPACE_RESERVE).unlink()  # its space is what the final record is written with
         self.run["processes"] = [self.procs[s].to_json() for s in self.procs]
         self.dirty = False
         text = redact(f"run {status}: {reason}")
@@ -354,6 +370,7 @@ class Supervisor:
             self.watchdog = None
             return
         self.start_watchdog()
+        self.reserve_space()
         self.write_state()
         self.flush_state()
         self.event("watchdog", f"watchdog {describe_exit(code)}; restarted it (pid {self.watchdog.pid})")
@@ -367,7 +384,7 @@ class Supervisor:
     # ------------------------------------------------------------ starting
 
     def child_env(self, proc: Proc) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and k != procscan.SUPERVISOR_MARKER}
         env.setdefault("PYTHONUNBUFFERED", "1")
         for name in proc.spec.secret_env:
             value = os.environ.get(name)
@@ -657,13 +674,46 @@ class Supervisor:
         path = Path(spec.completion_file)
         return path if path.is_absolute() else self.dir / path
 
+    def attempt_output(self, proc: Proc, limit: int = 65536) -> str:
+        """The end of this attempt's part of the process log."""
+        try:
+            with open(proc.log, "rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                handle.seek(max(proc.log_offset, size - limit))
+                return handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def restart_is_pointless(self, proc: Proc, failure: str | None) -> str | None:
+        """Why a restart would fail the same way: a process that never became ready (a process without a
+        probe counts as ready once it has run SETTLE_S) and failed on an import, or as the attempt before."""
+        ran = (_now() - proc.started_at) if proc.started_at else 0.0
+        was_ready = proc.ready_at is not None and (proc.spec.readiness.kind != "none" or ran >= SETTLE_S)
+        if was_ready or not failure:
+            return None
+        if repeats_on_restart(failure):
+            return "not restarted: a restart would fail the same way"
+        if failure == proc.last_failure:
+            return "not restarted: it failed the same way as the attempt before"
+        return None
+
     def exit_failed(self, proc: Proc, reason: str) -> None:
         detail = self.log_tail(proc)
-        if proc.exit_code != 0 and self.schedule_restart(proc, reason):
+        output = self.attempt_output(proc)
+        line = exception_line(output)
+        if line:
+            hint = failure_hint(line)
+            reason = f"{reason}: {redact(line)}" + (f" ({hint})" if hint else "")
+        pointless = self.restart_is_pointless(proc, line) if proc.exit_code != 0 else None
+        proc.last_failure = line
+        if proc.exit_code != 0 and not pointless and self.schedule_restart(proc, reason):
             return
-        if proc.policy_restarts:
-            n = proc.policy_restarts
-            reason += f" (gave up after {n} restart{'s' if n != 1 else ''})"
+        n = proc.policy_restarts
+        restarts = f"{n} restart{'s' if n != 1 else ''}"
+        if pointless:
+            reason += f"; {pointless}" + (f" (after {restarts})" if n else "")
+        elif n:
+            reason += f" (gave up after {restarts})"
         state = ProcState.EXITED if proc.exit_code == 0 else ProcState.FAILED
         self.set_proc_state(proc, state, reason, exit_code=proc.exit_code, detail=detail)
         if proc.spec.required or proc.one_shot:  # a failed one-shot step blocks its dependants for good
@@ -801,6 +851,7 @@ class Supervisor:
             "start_ticks": procscan.process_start_ticks(me),
         }
         self.start_watchdog()
+        self.reserve_space()
         self.write_state()
         self.flush_state()
         self.event(
@@ -816,6 +867,10 @@ class Supervisor:
         while not self.finished:
             if self.stop_requests and not self.stopping:
                 self.shutdown(RunStatus.STOPPED, "stopped by user")
+                break
+            if not self.dir.is_dir():  # the run folder was deleted: nothing may run on unseen
+                ensure_private_dir(self.dir)  # room to record why it stopped
+                self.shutdown(RunStatus.STOPPED, "its run folder was deleted while it ran")
                 break
             self.reap()
             self.handle_probe_results()
@@ -839,7 +894,10 @@ class Supervisor:
         for proc in self.procs.values():
             if proc.state in PROC_NOT_ENDED:
                 proc.state = ProcState.STOPPED
-        self.record_final(RunStatus.FAILED, f"supervisor error: {error}")
+        try:
+            self.record_final(RunStatus.FAILED, f"supervisor error: {error}")
+        except Exception as exc:  # noqa: BLE001 - nothing left to record with: the log says why
+            _log(f"cannot record the run's end: {exc}")
 
 
 def _daemonize() -> None:

@@ -4,25 +4,36 @@ Importing an environment runs its module code and pulls in atroposlib/torch (sec
 whatever side effects the author wrote); parsing is milliseconds and safe on broken files.
 A class is an environment when it inherits `BaseEnv` (any spelling: `BaseEnv`, an alias,
 `atroposlib.envs.base.BaseEnv`, `base.BaseEnv`) directly or through other scanned classes,
-in the same file or another scanned file.
+in the same file or another scanned file. Every folder is scanned recursively; each file's parse is
+cached on disk by (path, mtime, size), so a new process re-parses only what changed.
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import json
 import os
+import re
+import sys
 import threading
 import tokenize
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hermes_rl.core.base.errors import BadInput, NotFound
-from hermes_rl.core.base.paths import PROJECT_ROOT, user_environments_dir
+from hermes_rl.core.base.fsutil import atomic_write_text
+from hermes_rl.core.base.paths import PROJECT_ROOT, rl_dir, user_environments_dir
 from hermes_rl.core.base.records import EnvironmentEntry
 
 BASE_ENV = "BaseEnv"
 MAX_FILE_BYTES = 2 * 1024 * 1024  # an environment bigger than this is data, not code
+MAX_DEPTH = 8  # folder levels below a root; deeper folders are skipped and reported
+MAX_FILES = 20_000  # Python files per root; the rest are skipped and reported
+# atroposlib's BaseEnv abstract methods: a class that implements neither, along its scanned chain, is a base.
+BASE_ENV_ABSTRACT = ("get_next_item", "evaluate")
+SKIPPED_DIRS = frozenset({"__pycache__", "site-packages", "node_modules", "venv"})
+CACHE_VERSION = 1
 ENV_PATH_VAR = "HERMES_RL_ENV_PATH"
 TINKER_ATROPOS_VAR = "HERMES_RL_TINKER_ATROPOS"
 
@@ -38,9 +49,19 @@ class EnvInfo:
     error: str | None = None  # why the file could not be read
     duplicate_of: str | None = None  # file of the earlier environment with the same name (that one wins)
     base_files: tuple[str, ...] = ()  # other scanned files this class inherits through (config cache keys)
+    id: str = ""  # unique: the name, or name@qualifier when several environments share it
+    abstract: str | None = None  # why this class is a base, not an environment to run
+    root: str = ""  # the scanned folder it was found in
+    imports: tuple[str, ...] = ()  # top-level modules its file imports absolutely (import roots)
+
+    @property
+    def usable(self) -> bool:
+        """Readable, so selectable and configurable; `start` also needs it not to be abstract."""
+        return self.error is None
 
     def to_dict(self) -> EnvironmentEntry:
         return {
+            "id": self.id or self.name,
             "name": self.name,
             "class_name": self.class_name,
             "file": self.file,
@@ -49,6 +70,7 @@ class EnvInfo:
             "source": self.source,
             "error": self.error,
             "duplicate_of": self.duplicate_of,
+            "abstract": self.abstract,
         }
 
 
@@ -101,6 +123,8 @@ class _ClassDecl:
     env_name: str | None  # `name = "..."` class attribute
     description: str
     config_class: str | None
+    methods: list[str] = field(default_factory=list)  # names defined in the class body
+    abstract_methods: list[str] = field(default_factory=list)  # those marked @abstractmethod
 
 
 @dataclass
@@ -109,6 +133,26 @@ class _FileScan:
     imports: dict[str, str] = field(default_factory=dict)  # local name -> dotted origin
     module_doc: str = ""
     error: str | None = None
+    top_imports: list[str] = field(default_factory=list)  # top-level modules of absolute imports, anywhere
+
+    def to_json(self) -> dict:
+        return {
+            "classes": [vars(c) for c in self.classes],
+            "imports": self.imports,
+            "module_doc": self.module_doc,
+            "error": self.error,
+            "top_imports": self.top_imports,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> _FileScan:
+        return cls(
+            classes=[_ClassDecl(**c) for c in data["classes"]],
+            imports=dict(data["imports"]),
+            module_doc=data["module_doc"],
+            error=data["error"],
+            top_imports=list(data["top_imports"]),
+        )
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -152,7 +196,13 @@ def _class_decl(node: ast.ClassDef) -> _ClassDecl:
     env_name = None
     config_class = None
     annotated_config = None
+    methods: list[str] = []
+    abstract: list[str] = []
     for stmt in node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            methods.append(stmt.name)
+            if any((_dotted(d) or "").split(".")[-1] == "abstractmethod" for d in stmt.decorator_list):
+                abstract.append(stmt.name)
         targets: list[ast.AST] = []
         value = None
         if isinstance(stmt, ast.Assign):
@@ -175,6 +225,8 @@ def _class_decl(node: ast.ClassDef) -> _ClassDecl:
         env_name=env_name,
         description=_first_line(ast.get_docstring(node)),
         config_class=annotated_config or config_class,
+        methods=methods,
+        abstract_methods=abstract,
     )
 
 
@@ -224,6 +276,14 @@ def _scan_file(path: Path, size: int) -> _FileScan:
                 else:  # import a.b.c  ->  binds only a
                     top = alias.name.split(".")[0]
                     scan.imports[top] = top
+    tops: dict[str, None] = {}
+    for node in ast.walk(tree):  # imports inside functions and try blocks name import roots too
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                tops[alias.name.split(".")[0]] = None
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops[node.module.split(".")[0]] = None
+    scan.top_imports = list(tops)
     return scan
 
 
@@ -233,12 +293,12 @@ def _scan_file(path: Path, size: int) -> _FileScan:
 class _Resolver:
     """Decides which scanned classes inherit BaseEnv, following bases through scanned files."""
 
-    def __init__(self, scans: list[tuple[str, Path, _FileScan]]):
+    def __init__(self, scans: list[tuple[str, str, Path, _FileScan]]):
         self.scans = scans
         self.by_file: dict[str, tuple[_FileScan, dict[str, _ClassDecl]]] = {}
         self.by_stem: dict[str, list[str]] = {}
         self.by_class: dict[str, list[str]] = {}
-        for _, path, scan in scans:
+        for _, _, path, scan in scans:
             key = str(path)
             self.by_file[key] = (scan, {c.name: c for c in scan.classes})
             self.by_stem.setdefault(path.stem, []).append(key)
@@ -303,9 +363,34 @@ class _Resolver:
         self.memo[key] = result
         return result
 
+    def pending_abstract(self, file: str, class_name: str, visiting: frozenset = frozenset()) -> frozenset[str]:
+        """Abstract methods no class along this scanned chain implements. A base outside the scan
+        (a mixin, a library class) may implement BaseEnv's, so only explicit @abstractmethods count then."""
+        key = (file, class_name)
+        if key in visiting:
+            return frozenset()
+        decl = self.by_file[file][1][class_name]
+        pending: set[str] = set()
+        outside = False
+        for base in decl.bases:
+            if self._is_base_env(file, base):
+                pending |= set(BASE_ENV_ABSTRACT)
+                continue
+            target = self._locate(file, base)
+            if target is None:
+                outside = True
+            elif target != key:
+                pending |= self.pending_abstract(target[0], target[1], visiting | {key})
+        if outside:
+            pending -= set(BASE_ENV_ABSTRACT)
+        pending -= set(decl.methods) - set(decl.abstract_methods)
+        return frozenset(pending | set(decl.abstract_methods))
+
     def environments(self) -> list[EnvInfo]:
         found: list[EnvInfo] = []
-        for source, path, scan in self.scans:
+        inherited: dict[tuple[str, str], list[str]] = {}  # (file, class) -> classes deriving from it
+        unnamed: set[tuple[str, str]] = set()  # classes without their own `name`
+        for source, root, path, scan in self.scans:
             if scan.error:
                 found.append(
                     EnvInfo(
@@ -316,6 +401,7 @@ class _Resolver:
                         config_class=None,
                         source=source,
                         error=scan.error,
+                        root=root,
                     )
                 )
                 continue
@@ -323,6 +409,13 @@ class _Resolver:
                 is_env, via, config_class = self.resolve(str(path), decl.name)
                 if not is_env:
                     continue
+                for base in decl.bases:
+                    target = self._locate(str(path), base)
+                    if target is not None and target != (str(path), decl.name):
+                        inherited.setdefault(target, []).append(decl.name)
+                missing = self.pending_abstract(str(path), decl.name)
+                if decl.env_name is None:
+                    unnamed.add((str(path), decl.name))
                 found.append(
                     EnvInfo(
                         name=decl.env_name or path.stem,
@@ -332,84 +425,195 @@ class _Resolver:
                         config_class=config_class,
                         source=source,
                         base_files=tuple(f for f in via if f != str(path)),
+                        abstract=f"abstract: {', '.join(sorted(missing))} not implemented" if missing else None,
+                        root=root,
+                        imports=tuple(scan.top_imports),
                     )
                 )
-        return found
+        # A class others derive from is a base when it has no `name` of its own either; a named,
+        # complete environment that another one extends (gsm8k and a distillation variant) still runs.
+        out = []
+        for env in found:
+            children = inherited.get((env.file, env.class_name))
+            if children and env.abstract is None and (env.file, env.class_name) in unnamed:
+                env = replace(env, abstract=f"a base class: {', '.join(sorted(set(children)))} inherit from it")
+            out.append(env)
+        return out
+
+
+# --- walking the folders ----------------------------------------------------------------------
+
+
+def _skipped_dir(entry: os.DirEntry) -> bool:
+    name = entry.name
+    if name.startswith(".") or name in SKIPPED_DIRS or name.endswith(".egg-info"):
+        return True
+    return os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))  # a virtualenv under any name
+
+
+def _list_python_files(directory: Path, notices: list[str]) -> list[tuple[str, int, int]]:
+    """(path, mtime_ns, size) of every *.py below a folder, depth first in name order. Hidden folders,
+    caches, virtualenvs, site-packages and node_modules are skipped; symlinked folders are followed once
+    (a loop is not); what the depth and file limits leave out is reported in `notices`.
+
+    Plain strings, not Path objects: this runs on every call, and a warm scan is only these stats.
+    """
+    out: list[tuple[str, int, int]] = []
+    seen: set[tuple[int, int]] = set()
+    too_deep = 0
+    stack = [(str(directory), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            st = os.stat(folder)
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            continue  # a symlink loop, or the same folder reached twice
+        seen.add((st.st_dev, st.st_ino))
+        subdirs = []
+        for entry in entries:
+            name = entry.name
+            try:
+                if entry.is_dir():
+                    if not _skipped_dir(entry):
+                        subdirs.append(entry.path)
+                    continue
+                if not name.endswith(".py") or name.startswith(".") or name == "__init__.py":
+                    continue
+                if not entry.is_file():
+                    continue
+                fst = entry.stat()  # follows symlinks
+            except OSError:
+                continue
+            out.append((entry.path, fst.st_mtime_ns, fst.st_size))
+        if depth >= MAX_DEPTH:
+            too_deep += len(subdirs)
+        else:
+            stack.extend((sub, depth + 1) for sub in reversed(subdirs))
+    if too_deep:
+        notices.append(f"{directory}: {too_deep} folder(s) deeper than {MAX_DEPTH} levels not scanned")
+    out.sort()
+    if len(out) > MAX_FILES:
+        notices.append(
+            f"{directory}: {len(out) - MAX_FILES} of {len(out)} Python files not scanned (limit {MAX_FILES})"
+        )
+        out = out[:MAX_FILES]
+    return out
+
+
+# --- ids -------------------------------------------------------------------------------------
+
+
+def _qualifiers(env: EnvInfo) -> list[str]:
+    """Ways to tell one environment from others of the same name, shortest first; each fits an id
+    (and so a draft's file name): letters, digits, `_`, `.` and `-`."""
+    rel = Path(os.path.relpath(env.file, env.root) if env.root else env.file).with_suffix("")
+    label = env.source if env.source != "extra" else Path(env.root).name
+    dotted = ".".join(rel.parts)
+    raw = [label, Path(env.file).stem, dotted, f"{label}.{dotted}.{env.class_name}"]
+    return [re.sub(r"[^A-Za-z0-9_.-]", "_", q).strip(".") or "_" for q in raw]
+
+
+def _assign_ids(envs: list[EnvInfo]) -> list[EnvInfo]:
+    """The first usable environment of a name keeps it as its id; the others get name@qualifier (the
+    shortest qualifier unique within the group) and duplicate_of naming the file the bare name means."""
+    groups: dict[str, list[int]] = {}
+    for index, env in enumerate(envs):
+        groups.setdefault(env.name, []).append(index)
+    out = list(envs)
+    taken: set[str] = set()
+    for name, members in groups.items():
+        runnable = [i for i in members if envs[i].usable and envs[i].abstract is None]
+        usable = [i for i in members if envs[i].usable]
+        winner = (runnable or usable or members)[0]
+        out[winner] = replace(envs[winner], id=name)
+        taken.add(name)
+        others = [i for i in members if i != winner]
+        for position in range(4):  # the shortest qualifier that tells every member of the group apart
+            every = [_qualifiers(envs[i])[position] for i in members]
+            labels = [_qualifiers(envs[i])[position] for i in others]
+            if len(set(every)) == len(every) and not ({f"{name}@{q}" for q in labels} & taken):
+                break
+        for i, label in zip(others, labels):
+            new_id, n = f"{name}@{label}", 1
+            while new_id in taken:  # only when every qualifier collides, e.g. one file reached twice
+                n += 1
+                new_id = f"{name}@{label}-{n}"
+            taken.add(new_id)
+            out[i] = replace(envs[i], id=new_id, duplicate_of=envs[winner].file if winner != i else None)
+    return out
 
 
 # --- the cached scan ------------------------------------------------------------------------
 
 _lock = threading.Lock()
 _file_cache: dict[str, tuple[tuple[int, int], _FileScan]] = {}
-_result_cache: tuple[tuple, list[EnvInfo]] | None = None
+_result_cache: tuple[tuple, list[EnvInfo], list[str]] | None = None
+_disk_loaded = False
 
 
-def _list_python_files(directory: Path) -> list[tuple[str, int, int]]:
-    """(path, mtime_ns, size) of the top-level *.py files of a folder; unreadable entries are skipped.
+def _disk_cache_path() -> Path:
+    return rl_dir() / "cache" / "discovery.json"
 
-    Plain strings, not Path objects: this runs on every call, and a warm scan is only these stats.
-    """
-    out = []
+
+def _load_disk_cache() -> None:
+    """Parses from an earlier process: a new CLI call re-parses only the files that changed since."""
+    global _disk_loaded
+    _disk_loaded = True
     try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return out
-    for entry in entries:
-        name = entry.name
-        if not name.endswith(".py") or name.startswith(".") or name == "__init__.py":
-            continue
-        try:
-            st = entry.stat()  # follows symlinks
-        except OSError:
-            continue
-        if not entry.is_file():
-            continue
-        out.append((entry.path, st.st_mtime_ns, st.st_size))
-    out.sort()
-    return out
+        data = json.loads(_disk_cache_path().read_text(encoding="utf-8"))
+        if data.get("version") != CACHE_VERSION:
+            return
+        for path, (mtime, size, scan) in data["files"].items():
+            _file_cache.setdefault(path, ((mtime, size), _FileScan.from_json(scan)))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # no cache, or a damaged one: parse again
 
 
-def _mark_duplicates(envs: list[EnvInfo]) -> list[EnvInfo]:
-    first: dict[str, EnvInfo] = {}
-    out = []
-    for env in envs:
-        winner = first.get(env.name) if env.error is None else None
-        if winner is None:
-            if env.error is None:
-                first[env.name] = env
-            out.append(env)
-        else:
-            out.append(replace(env, duplicate_of=winner.file))
-    return out
+def _save_disk_cache() -> None:
+    files = {path: [key[0], key[1], scan.to_json()] for path, (key, scan) in _file_cache.items()}
+    try:
+        atomic_write_text(_disk_cache_path(), json.dumps({"version": CACHE_VERSION, "files": files}))
+    except Exception:
+        pass  # the cache is an optimisation; a read-only home still discovers
 
 
-def discover_environments() -> list[EnvInfo]:
-    """Every environment in the scanned folders, in scan order. Never raises; re-parses only changed files."""
+def _scan_all() -> tuple[list[EnvInfo], list[str]]:
     global _result_cache
+    notices: list[str] = []
     try:
         signature = tuple(
-            (source, path, mtime, size)
+            (source, str(directory), path, mtime, size)
             for source, directory in environment_dirs()
-            for path, mtime, size in _list_python_files(directory)
+            for path, mtime, size in _list_python_files(directory, notices)
         )
     except Exception:  # the scan itself never fails (e.g. an odd HERMES_HOME)
-        return []
+        return [], []
     with _lock:
         if _result_cache is not None and _result_cache[0] == signature:
-            return list(_result_cache[1])
+            return list(_result_cache[1]), list(_result_cache[2])
+        if not _disk_loaded:
+            _load_disk_cache()
         scans = []
         live = set()
-        for source, key, mtime, size in signature:
+        changed = False
+        for source, root, key, mtime, size in signature:
             live.add(key)
             cached = _file_cache.get(key)
             if cached is None or cached[0] != (mtime, size):
                 cached = ((mtime, size), _scan_file(Path(key), size))
                 _file_cache[key] = cached
-            scans.append((source, Path(key), cached[1]))
+                changed = True
+            scans.append((source, root, Path(key), cached[1]))
         for stale in set(_file_cache) - live:
             del _file_cache[stale]
+            changed = True
+        if changed:
+            _save_disk_cache()
         try:
-            envs = _mark_duplicates(_Resolver(scans).environments())
+            envs = _assign_ids(_Resolver(scans).environments())
         except Exception as exc:  # a resolver bug must not take the scan down
             envs = [
                 EnvInfo(
@@ -420,41 +624,140 @@ def discover_environments() -> list[EnvInfo]:
                     config_class=None,
                     source=source,
                     error=f"discovery failed: {exc!r}",
+                    id=str(path),
+                    root=root,
                 )
-                for source, path, _ in scans
+                for source, root, path, _ in scans
             ]
-        _result_cache = (signature, envs)
-        return list(envs)
+        _result_cache = (signature, envs, notices)
+        return list(envs), list(notices)
 
 
-def clear_cache() -> None:
-    """Forget every parsed file (benchmarks use this for a cold scan)."""
-    global _result_cache
+def discover_environments() -> list[EnvInfo]:
+    """Every environment in the scanned folders, in scan order. Never raises; re-parses only changed files."""
+    return _scan_all()[0]
+
+
+def discovery_notices() -> list[str]:
+    """What the scan's limits left out (folders too deep, too many files), in words."""
+    return _scan_all()[1]
+
+
+def clear_cache(disk: bool = False) -> None:
+    """Forget every parsed file (benchmarks use this for a cold scan); `disk` removes the file cache too."""
+    global _result_cache, _disk_loaded
     with _lock:
         _file_cache.clear()
         _result_cache = None
+        _disk_loaded = not disk and _disk_loaded
+        if disk:
+            try:
+                _disk_cache_path().unlink()
+            except OSError:
+                pass
 
 
-def find_environment(name: str) -> EnvInfo:
-    """The first usable environment with this name. NotFound lists the names; a broken file gives BadInput."""
-    if not isinstance(name, str) or not name:
+def _describe(env: EnvInfo) -> str:
+    return f"{env.id} ({env.class_name or 'unreadable'} in {env.file})"
+
+
+def find_environment(ref: str) -> EnvInfo:
+    """An environment by its id, its name (the first of that name), its class name or its file path.
+    NotFound lists the ids; an ambiguous class name or a broken file gives BadInput."""
+    if not isinstance(ref, str) or not ref:
         raise BadInput("environment name must be a non-empty string", hint="see `hermes-rl envs`")
     envs = discover_environments()
-    broken = None
-    for env in envs:
-        if env.name == name:
-            if env.error is None:
-                return env
-            broken = broken or env
-    if broken is not None:
+    matches = [env for env in envs if env.id == ref]
+    if not matches:
+        named = [env for env in envs if env.name == ref]
+        matches = [env for env in named if env.id == ref] or named[:1]
+    if not matches:
+        matches = [env for env in envs if env.class_name == ref]
+    if not matches and (os.sep in ref or ref.endswith(".py")):
+        target = os.path.realpath(os.path.expanduser(ref.split("::")[0]))
+        matches = [env for env in envs if os.path.realpath(env.file) == target]
+        if "::" in ref:
+            matches = [env for env in matches if env.class_name == ref.split("::", 1)[1]]
+    if len(matches) > 1:
         raise BadInput(
-            f"environment {name!r} cannot be used: {broken.file}: {broken.error}",
-            hint="fix the file; `hermes-rl envs` shows every problem",
+            f"{ref!r} is ambiguous: " + "; ".join(_describe(env) for env in matches),
+            hint="select one by its id",
         )
-    names = sorted({env.name for env in envs if env.error is None})
+    if matches:
+        env = matches[0]
+        if env.error is not None:
+            raise BadInput(
+                f"environment {ref!r} cannot be used: {env.file}: {env.error}",
+                hint="fix the file; `hermes-rl envs` shows every problem",
+            )
+        return env
+    ids = sorted(env.id for env in envs if env.usable)
     raise NotFound(
-        f"no environment named {name!r}",
-        hint=("available: " + ", ".join(names))
-        if names
+        f"no environment named {ref!r}",
+        hint=("available: " + ", ".join(ids))
+        if ids
         else f"no environments found; put one in {user_environments_dir()}",
     )
+
+
+# --- import roots ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportRoot:
+    """How an environment file is meant to be imported: `root` first on sys.path (then the file's own
+    folder, for loose sibling imports), and the working folder its relative paths (configs/...) assume.
+    Empty for the project's own environments, which import as the installed hermes_rl package."""
+
+    root: str
+    cwd: str
+    sys_path: tuple[str, ...]
+    why: str
+
+    def pythonpath(self, existing: str | None = None) -> str:
+        """PYTHONPATH for a child: these folders first, the user's own PYTHONPATH kept after them."""
+        parts = list(self.sys_path) + [p for p in (existing or "").split(os.pathsep) if p]
+        return os.pathsep.join(dict.fromkeys(parts))
+
+
+def _installed(module: str) -> bool:
+    """Importable from the installed packages (not from the working folder, which is the caller's)."""
+    import importlib.machinery
+
+    if module in sys.builtin_module_names:
+        return True
+    # Neither the caller's folder nor the project's checkout (its folders import only as hermes_rl.*).
+    here = {os.path.realpath(p) for p in ("", os.getcwd(), PROJECT_ROOT)}
+    path = [p for p in sys.path if os.path.realpath(p) not in here]
+    try:
+        return importlib.machinery.PathFinder.find_spec(module, path) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def import_root(env: EnvInfo) -> ImportRoot:
+    """The import root the author intended: the top of the file's `__init__.py` packages; above that,
+    the nearest folder (up to two levels above the scanned root) holding a top-level module the file
+    imports that its own folder does not (`environments.*` in an Atropos clone, `tinker_atropos` in a
+    checkout); else the file's own folder."""
+    if env.source == "project":
+        return ImportRoot("", "", (), "the project's package")
+    here = Path(env.file).parent
+    root, why = here, "the file's own folder"
+    while (root / "__init__.py").exists() and root.parent != root:
+        root, why = root.parent, "the top of its package"
+    scanned = Path(env.root) if env.root else here
+    # A checkout's environments folder is <checkout>/tinker_atropos/environments; any other root may
+    # import from the folder it sits in (an Atropos clone's environments/ imports `environments.*`).
+    limit = scanned.parent.parent if env.source == "tinker-atropos" else scanned.parent
+    ancestors = [p for p in [here, *here.parents] if p == limit or limit in p.parents]
+    for module in env.imports:
+        if (here / module).is_dir() or (here / f"{module}.py").is_file() or _installed(module):
+            continue  # a sibling (its own folder is on sys.path anyway), or an installed package
+        for folder in ancestors[1:]:
+            if (folder / module).is_dir() or (folder / f"{module}.py").is_file():
+                if folder in root.parents:
+                    root, why = folder, f"it imports {module}, which lives there"
+                break
+    sys_path = (str(root),) + ((str(here),) if here != root else ())
+    return ImportRoot(str(root), str(root), sys_path, why)

@@ -127,8 +127,8 @@ def select_environment(name: str, profile: str | None = None) -> Selection:
     with file_lock(path):
         if profile is None:  # keep the profile chosen earlier
             profile = current_selection()["profile"]
-        atomic_write_text(path, yaml.safe_dump({"environment": env.name, "profile": profile}, sort_keys=False))
-    return {"environment": env.name, "profile": profile, "file": env.file, "description": env.description}
+        atomic_write_text(path, yaml.safe_dump({"environment": env.id, "profile": profile}, sort_keys=False))
+    return {"environment": env.id, "profile": profile, "file": env.file, "description": env.description}
 
 
 def _resolve(env_name: str | None, profile: str | None) -> tuple[EnvInfo, Profile, str | None, list[str]]:
@@ -143,19 +143,36 @@ def _resolve(env_name: str | None, profile: str | None) -> tuple[EnvInfo, Profil
     return find_environment(name), chosen, notice, warnings
 
 
-def _effective(fields: dict[str, FieldInfo], draft: dict, warnings: list[str], env_name: str, profile: Profile) -> dict:
-    """Defaults overlaid with the draft's valid values; bad draft entries become warnings."""
+MAX_WARNINGS = 10  # per view: a draft of 10,000 bad entries gives 10 lines and a count
+
+
+def _effective(
+    fields: dict[str, FieldInfo],
+    draft: dict,
+    warnings: list[str],
+    env_name: str,
+    profile: Profile,
+    invalid: list[str] | None = None,
+) -> dict:
+    """Defaults overlaid with the draft's valid values; bad draft entries become warnings (at most
+    MAX_WARNINGS, then a count); the invalid values' messages also go to `invalid`."""
     values = {name: info.default for name, info in fields.items()}
+    found: list[str] = []
     for name, raw in draft.items():
         if name in profile.locked:
-            warnings.append(f"draft for {env_name}: {name} is locked by the {profile.name} profile; ignored")
+            found.append(f"draft for {env_name}: {name} is locked by the {profile.name} profile; ignored")
         elif name not in fields:
-            warnings.append(f"draft for {env_name}: {name!r} is not a field of this environment; ignored")
+            found.append(f"draft for {env_name}: {str(name)[:60]!r} is not a field of this environment; ignored")
         else:
             try:
                 values[name] = validate_value(fields[name], raw)
             except BadInput as exc:
-                warnings.append(f"draft for {env_name}: {exc.message}; using the default")
+                found.append(f"draft for {env_name}: {exc.message}; using the default")
+                if invalid is not None:
+                    invalid.append(exc.message)
+    warnings.extend(found[:MAX_WARNINGS])
+    if len(found) > MAX_WARNINGS:
+        warnings.append(f"draft for {env_name}: {len(found) - MAX_WARNINGS} more problem(s) not shown")
     return values
 
 
@@ -163,7 +180,7 @@ def get_config(env_name: str | None = None, profile: str | None = None) -> Confi
     """Editable values (draft over defaults) and locked values for an environment under a profile."""
     env, chosen, notice, warnings = _resolve(env_name, profile)
     fields = {f.name: f for f in editable_fields(env, chosen)}
-    draft, problem = _read_draft(env.name)
+    draft, problem = _read_draft(env.id)
     if problem:
         warnings.append(problem)
     values = _effective(fields, draft, warnings, env.name, chosen)
@@ -175,7 +192,7 @@ def get_config(env_name: str | None = None, profile: str | None = None) -> Confi
         editable.append(row)
     locked = [{"name": k, "value": v.value, "reason": v.reason} for k, v in chosen.locked.items()]
     return ConfigView(
-        environment=env.name,
+        environment=env.id,
         profile=chosen.name,
         editable=editable,
         locked=locked,
@@ -191,20 +208,20 @@ def set_fields(assignments: dict, env_name: str | None = None, profile: str | No
     fields = {f.name: f for f in editable_fields(env, chosen)}
     new_values = validate_assignments(assignments, fields, chosen, env.name)
     notices = [notice] if notice else []
-    with file_lock(_draft_path(env.name)):
-        draft, problem = _read_draft(env.name)
+    with file_lock(_draft_path(env.id)):
+        draft, problem = _read_draft(env.id)
         if problem:
-            notices.append(f"{problem.split('; ')[0]}; it was moved to {_keep_corrupt(env.name)}")
+            notices.append(f"{problem.split('; ')[0]}; it was moved to {_keep_corrupt(env.id)}")
         ignored: list[str] = []
         before = _effective(fields, draft, ignored, env.name, chosen)
         after = {**before, **new_values}
         check_together(after)
         merged = {**draft, **new_values}  # entries this version does not use are kept, not lost
-        _write_draft(env.name, merged)
+        _write_draft(env.id, merged)
     changed = {
         name: {"value": after[name], "previous": before[name], "default": fields[name].default} for name in new_values
     }
-    result = {"environment": env.name, "profile": chosen.name, "changed": changed}
+    result = {"environment": env.id, "profile": chosen.name, "changed": changed}
     if notices:
         result["notices"] = notices
     return result
@@ -246,8 +263,18 @@ def resolve_run_values(env: EnvInfo, profile: Profile, overrides: dict | None = 
     A wandb_name left at its default becomes `{env}-{timestamp}` here.
     """
     fields = {f.name: f for f in editable_fields(env, profile)}
-    draft, _ = _read_draft(env.name)
-    values = _effective(fields, draft, [], env.name, profile)
+    draft, problem = _read_draft(env.id)
+    invalid: list[str] = []
+    values = _effective(fields, draft, [], env.name, profile, invalid)
+    if problem or invalid:
+        # A run is never started on defaults the user did not choose: what they wrote is refused by name.
+        first = (problem or invalid[0]).replace("; using defaults (the file is kept)", "")
+        more = f" (and {len(invalid) - (0 if problem else 1)} more)" if len(invalid) > (0 if problem else 1) else ""
+        raise BadInput(
+            f"the draft for {env.name} cannot be used: {first}{more}"[:400],
+            hint="fix the value with rl_edit_config / hermes-rl config --set FIELD=VALUE, "
+            f"or remove {_draft_path(env.id)} to start from the defaults",
+        )
     if overrides:
         values.update(validate_assignments(overrides, fields, profile, env.name))
     check_together(values)

@@ -7,6 +7,7 @@ Each environment gets the run's shape (RUN_FIELDS), four safe atroposlib base fi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from hermes_rl.core.base.errors import BadInput
@@ -18,6 +19,14 @@ from hermes_rl.core.envs.profiles import Profile, coerce_value, resolve_profile
 WANDB_NAME_TEMPLATE = "{env}-{timestamp}"
 DEFAULT_WANDB_PROJECT = "hermes-rl"
 SECRETS_HINT = "keys live only in the environment or $HERMES_HOME/.env, never in config"
+# Bounds for a number field that declares none: what every consumer (a C int in torch or numpy, the
+# trainer's arithmetic, YAML) takes without overflow. Fields with a meaning get tighter ones below.
+INT_LIMIT = 2**31 - 1
+FLOAT_LIMIT = 1e15
+# Names that become W&B projects and run names (and so folder names): no path parts, no control
+# characters. `{env}` and `{timestamp}` are the run-name template's placeholders.
+NAME_RE = re.compile(r"^[A-Za-z0-9_{][A-Za-z0-9 _.{}-]{0,127}$")
+NAME_FIELDS = ("wandb_name", "wandb_project")
 
 
 @dataclass
@@ -62,8 +71,8 @@ RUN_FIELDS: dict[str, dict] = {
     },
 }
 SAFE_BASE_FIELDS: dict[str, dict] = {
-    "steps_per_eval": {"minimum": 1},
-    "max_batches_offpolicy": {"minimum": 1},
+    "steps_per_eval": {"minimum": 1, "maximum": 1_000_000},
+    "max_batches_offpolicy": {"minimum": 1, "maximum": 10_000},
     "ensure_scores_are_not_same": {},
     "use_wandb": {},
 }
@@ -74,6 +83,7 @@ TRAINER_FIELDS: dict[str, dict] = {
         "type": "int",
         "default": 0,
         "minimum": 0,
+        "maximum": 1_000_000,
         "description": "Save a LoRA checkpoint every N steps (0: only the final one)",
     },
     "wandb_project": {"type": "str", "default": DEFAULT_WANDB_PROJECT, "description": "W&B project"},
@@ -136,6 +146,7 @@ def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldI
                 default=spec["default"],
                 description=spec["description"],
                 minimum=spec.get("minimum"),
+                maximum=spec.get("maximum"),
                 section="tinker",
             )
         )
@@ -150,21 +161,45 @@ def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldI
 def _check_range(info: FieldInfo, value: object) -> None:
     if info.type not in ("int", "float") or value is None:
         return
-    low, high = info.minimum, info.maximum
+    limit = INT_LIMIT if info.type == "int" else FLOAT_LIMIT
+    low = -limit if info.minimum is None else max(info.minimum, -limit)
+    high = limit if info.maximum is None else min(info.maximum, limit)
     if low is not None and (value < low or (info.exclusive_minimum and value == low)):
         op = ">" if info.exclusive_minimum else ">="
-        raise BadInput(f"{info.name} must be {op} {low:g}, got {value}")
+        raise BadInput(f"{info.name} must be {op} {_bound(low)}, got {_short(value)}")
     if high is not None and (value > high or (info.exclusive_maximum and value == high)):
         op = "<" if info.exclusive_maximum else "<="
-        raise BadInput(f"{info.name} must be {op} {high:g}, got {value}")
+        raise BadInput(f"{info.name} must be {op} {_bound(high)}, got {_short(value)}")
+
+
+def _bound(limit: float) -> str:
+    return str(int(limit)) if float(limit).is_integer() and abs(limit) < 1e16 else f"{limit:g}"
+
+
+def _short(value: object) -> str:
+    text = str(value) if not isinstance(value, int) or abs(value) < 10**30 else f"a {len(str(abs(value)))}-digit number"
+    return text[:60]
+
+
+def _check_name(info: FieldInfo, value: object) -> None:
+    if info.name not in NAME_FIELDS or not isinstance(value, str):
+        return
+    if not NAME_RE.match(value) or ".." in value:
+        raise BadInput(
+            f"{info.name} must be a plain name (letters, digits, space, . _ - and the {{env}} {{timestamp}} "
+            f"placeholders; at most 128 characters; no path parts), got {value[:60]!r}",
+            hint=f"e.g. {DEFAULT_WANDB_PROJECT}",
+        )
 
 
 def validate_value(info: FieldInfo, raw: object) -> object:
-    """One field's value, coerced to its type and range-checked; BadInput says what is wrong."""
+    """One field's value, coerced to its type, range-checked (every number has bounds) and, for a
+    name, checked as one; BadInput says what is wrong."""
     value = coerce_value(info.name, info.type, raw, choices=info.choices, nullable=info.nullable)
     _check_range(info, value)
     if info.name == "wandb_name" and isinstance(value, str) and not value.strip():
         return None
+    _check_name(info, value)
     return value
 
 

@@ -11,23 +11,24 @@ import contextlib
 import hashlib
 import json
 import os
-import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from pathlib import Path
 
 from hermes_rl.core.base.errors import BadInput, HermesError
+from hermes_rl.core.base.failures import describe_failure, exception_line, failure_hint
 from hermes_rl.core.base.fsutil import atomic_write_text, file_lock
 from hermes_rl.core.base.paths import rl_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, redact
-from hermes_rl.core.daemons.spawn import end_group, spawn_group
-from hermes_rl.core.envs.discovery import EnvInfo
+from hermes_rl.core.daemons.spawn import run_bounded
+from hermes_rl.core.envs.discovery import EnvInfo, ImportRoot, import_root
 
 PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"
 PROBE_TIMEOUT_S = 60.0  # importing atroposlib alone takes seconds on a busy machine
-PROBE_VERSION = 1  # bump when the probe's output changes, to invalidate disk caches
-FAILURE_TTL_S = 300.0  # a failed probe is not retried for this long unless the file changes
+PROBE_VERSION = 2  # bump when the probe's output changes, to invalidate disk caches
+REFRESH_HINT = "the probe's result is cached until the files or installed packages change; --refresh probes again"
 
 _probe_lock = threading.Lock()
 _probe_memo: dict[tuple[str, str], tuple[tuple, dict | None, str | None, float]] = {}
@@ -35,8 +36,11 @@ _probe_running: dict[tuple[str, str], threading.Lock] = {}
 
 
 def _signature(env: EnvInfo) -> tuple:
+    """What a probe result depends on: the files, the import root folder, and the installed packages
+    (site-packages changes when one is installed, so a probe that failed on a missing one runs again)."""
     parts = []
-    for path in (env.file, *env.base_files):
+    root = import_root(env).root
+    for path in (env.file, *env.base_files, *([root] if root else []), sysconfig.get_paths()["purelib"]):
         try:
             st = os.stat(path)
             parts.append((path, st.st_mtime_ns, st.st_size))
@@ -57,9 +61,11 @@ def _probe_timeout() -> float:
         return PROBE_TIMEOUT_S
 
 
-def _probe_env() -> dict:
+def _probe_env(root: ImportRoot | None = None) -> dict:
     """The child's environment: no secrets (config_init must not need them), no hub access."""
     env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
+    if root is not None and root.sys_path:
+        env["PYTHONPATH"] = root.pythonpath(env.get("PYTHONPATH"))
     env.update(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
@@ -79,32 +85,23 @@ def _last_line(text: str) -> str:
 def _run_probe(env: EnvInfo) -> dict:
     """Run core.envs.probe_child; BadInput naming the file on a crash, a timeout or bad output."""
     timeout = _probe_timeout()
-    where = f"environment {env.name!r} ({env.file})"
+    where = f"environment {env.id or env.name!r} ({env.file})"
+    root = import_root(env)  # the same import root and working folder as the run's env process
     try:
-        proc = spawn_group(
+        result = run_bounded(
             [sys.executable, "-m", "hermes_rl.core.envs.probe_child", env.file, env.class_name],
-            session=True,
-            tied=False,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(Path(env.file).parent),
-            env=_probe_env(),
+            timeout,
+            cwd=root.cwd or str(Path(env.file).parent),
+            env=_probe_env(root),
         )
     except OSError as exc:
         raise BadInput(f"cannot start the config probe for {where}: {exc.strerror}") from exc
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        end_group(proc, grace=0.5)  # its own session: take any grandchildren too
-        proc.communicate()
+    if result.timed_out:
         raise BadInput(
             f"{where}: config_init() did not finish within {timeout:g} s",
             hint=f"the module or config_init is too slow or hangs; raise {PROBE_TIMEOUT_ENV} if it is just slow",
         )
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, err = result.stdout, result.stderr
     text = redact(out.decode("utf-8", errors="replace"))
     errors = redact(err.decode("utf-8", errors="replace"))
     payload = None
@@ -118,9 +115,13 @@ def _run_probe(env: EnvInfo) -> dict:
         return payload
     if isinstance(payload, dict) and payload.get("error"):
         detail = str(payload["error"])
+        hint = failure_hint(exception_line(detail))
+        detail += f" ({hint})" if hint else ""
     else:
-        status = f"exit code {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
-        detail = f"the probe crashed ({status})" + (f": {_last_line(errors)}" if _last_line(errors) else "")
+        code = result.returncode if result.returncode is not None else -9
+        status = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+        line = describe_failure(errors) or _last_line(errors)
+        detail = f"the probe crashed ({status})" + (f": {line}" if line else "")
     raise BadInput(
         f"{where}: config_init() failed: {detail}",
         hint=f"see the traceback with: python -m hermes_rl.core.envs.probe_child {env.file} {env.class_name}",
@@ -136,14 +137,18 @@ def _cached(env: EnvInfo, signature: tuple) -> dict | None:
     if memo and memo[0] == signature:
         if memo[1] is not None:
             return memo[1]
-        if time.monotonic() - memo[3] < FAILURE_TTL_S:
-            raise BadInput(memo[2] or "config probe failed")
+        raise BadInput(memo[2] or "config probe failed", hint=REFRESH_HINT)
     try:
         cached = json.loads(_cache_path(env).read_text(encoding="utf-8"))
-        if cached.get("signature") == json.loads(json.dumps(signature)) and isinstance(cached.get("result"), dict):
-            with _probe_lock:
-                _probe_memo[key] = (signature, cached["result"], None, time.monotonic())
-            return cached["result"]
+        if cached.get("signature") == json.loads(json.dumps(signature)):
+            if isinstance(cached.get("result"), dict):
+                with _probe_lock:
+                    _probe_memo[key] = (signature, cached["result"], None, time.monotonic())
+                return cached["result"]
+            if isinstance(cached.get("error"), str):  # a failure another process probed: not again
+                with _probe_lock:
+                    _probe_memo[key] = (signature, None, cached["error"], time.monotonic())
+                raise BadInput(cached["error"], hint=REFRESH_HINT)
     except (OSError, ValueError, AttributeError):
         pass
     return None
@@ -152,11 +157,13 @@ def _cached(env: EnvInfo, signature: tuple) -> dict | None:
 def _remember(env: EnvInfo, signature: tuple, result: dict | None, error: str | None = None) -> None:
     with _probe_lock:
         _probe_memo[(env.file, env.class_name)] = (signature, result, error, time.monotonic())
-    if result is not None:
-        try:
-            atomic_write_text(_cache_path(env), json.dumps({"signature": signature, "result": result}) + "\n")
-        except Exception:
-            pass  # the cache is an optimisation; a read-only home still works
+    record = {"signature": signature, "result": result} if result is not None else {"signature": signature}
+    if result is None:
+        record["error"] = error or "config probe failed"
+    try:
+        atomic_write_text(_cache_path(env), json.dumps(record) + "\n")
+    except Exception:
+        pass  # the cache is an optimisation; a read-only home still works
 
 
 def _check_probeable(env: EnvInfo) -> None:
@@ -166,9 +173,11 @@ def _check_probeable(env: EnvInfo) -> None:
         raise BadInput(f"environment {env.name!r} has no class to probe")
 
 
-def probe_config(env: EnvInfo) -> dict:
-    """The probe result for an environment, from memory, then disk, then a subprocess."""
+def probe_config(env: EnvInfo, refresh: bool = False) -> dict:
+    """The probe result for an environment, from memory, then disk, then a subprocess (`refresh`: always)."""
     _check_probeable(env)
+    if refresh:
+        clear_probe_cache(env, disk=True)
     signature = _signature(env)
     cached = _cached(env, signature)
     if cached is not None:
@@ -228,21 +237,13 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
     if not todo:
         return status
     pairs = [[env.file, env.class_name] for env, _ in todo]
-    proc = spawn_group(
+    # What finished before the deadline still counts.
+    out = run_bounded(
         [sys.executable, "-m", "hermes_rl.core.envs.probe_child", "--batch", json.dumps(pairs)],
-        session=True,
-        tied=False,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        _probe_timeout() + 5 * len(todo),
         cwd=str(rl_dir()) if rl_dir().is_dir() else None,
         env=_probe_env(),
-    )
-    try:
-        out, _ = proc.communicate(timeout=_probe_timeout() + 5 * len(todo))
-    except subprocess.TimeoutExpired:
-        end_group(proc, grace=0.5)
-        out, _ = proc.communicate()  # what finished before the timeout still counts
+    ).stdout
     results = {}
     for line in redact(out.decode("utf-8", errors="replace")).splitlines():
         try:

@@ -8,9 +8,12 @@ the last `TAIL_BYTES` are indexed at first, and `load_earlier()` extends the ind
 demand, so a 1 GB log shows its last lines at once. When no line starts inside that window (one
 huge last line), the reader shows that line's end, capped and marked with a leading "… ".
 
-Lines keep their ANSI colour codes (the dashboard renders them); `strip_ansi` gives plain text for
-search. `clean_line` makes any bytes displayable: invalid UTF-8 replaced, NUL removed, a `\\r`
-progress line reduced to its last segment, very long lines capped.
+Lines keep their ANSI colour codes (SGR: the dashboard renders them, a terminal shows them); every
+other control sequence (OSC titles and hyperlinks, DCS, RIS `ESC c`, cursor movement, clears, mode
+switches) is removed by `sanitize_terminal`, and stray control characters are shown as visible
+symbols, so a log line can never act on the terminal or the dashboard. `strip_ansi` gives plain text
+for search. `clean_line` makes any bytes displayable: invalid UTF-8 replaced, NUL removed, a `\\r`
+progress line reduced to its last segment, escapes sanitized, very long lines capped.
 """
 
 from __future__ import annotations
@@ -32,6 +35,36 @@ _READ_CHUNK = 1024 * 1024
 _CUT_MARK = "… "  # prefix of a line shown from its middle (the end of a huge line)
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# One escape sequence or control character, in the order a terminal parses them: SGR (kept); CSI (ESC [
+# or 8-bit 0x9b) with any other final byte; OSC, DCS, SOS, PM, APC strings up to their terminator (BEL
+# or ST) or, unterminated, to the end of the line; a two- or three-byte ESC sequence (RIS, charset
+# selection, keypad modes, cursor save); a lone ESC; any other C0/C1 control but tab.
+_TERMINAL_RE = re.compile(
+    r"(?P<sgr>\x1b\[[0-9;:]*m)"
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])(?:[^\x07\x1b\x9c]|\x1b(?!\\))*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -/]*[0-~]?"
+    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]"
+)
+_NEEDS_SANITIZING = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def _visible(match: re.Match) -> str:
+    if match.group("sgr"):
+        return match.group("sgr")
+    text = match.group(0)
+    if len(text) == 1 and text != "\x1b":
+        code = ord(text)
+        return chr(0x2400 + code) if code < 0x20 else ("\u2421" if code == 0x7F else "\ufffd")
+    return ""  # a whole escape sequence: a command to the terminal, not content
+
+
+def sanitize_terminal(text: str) -> str:
+    """Text safe to print to a terminal or render in the dashboard: SGR colour codes kept, every other
+    escape sequence removed, other control characters shown as symbols (␇ for BEL). Tabs are kept."""
+    if not _NEEDS_SANITIZING.search(text):
+        return text
+    return _TERMINAL_RE.sub(_visible, text)
 
 
 def strip_ansi(text: str) -> str:
@@ -49,7 +82,7 @@ def clean_line(raw: bytes, max_chars: int = MAX_LINE_CHARS) -> str:
         raw = segments[-1] if segments else b""
     if b"\x00" in raw:
         raw = raw.replace(b"\x00", b"")
-    text = raw.decode("utf-8", errors="replace")
+    text = sanitize_terminal(raw.decode("utf-8", errors="replace"))
     if "\t" in text:
         text = text.expandtabs(4)
     if len(text) > max_chars:

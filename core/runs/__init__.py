@@ -7,7 +7,8 @@ state is reported `lost`, with whatever of its processes survived, and can still
 
    store      reading run folders: list_runs, get_run, run_events, lost detection
    stall      stall_threshold: when a running run counts as stalled
-   start      launch (any pipeline), start_run (the real training run), the supervisor's start
+   start      launch (any pipeline), start_run (the real training run), resume_run (continue an ended
+              run from its saved state), the supervisor's start
    control    stop_run, restart_process
    results    get_results: final metrics, history sample, checkpoint
    runconfig  the run's configuration (config.yaml) as data
@@ -20,7 +21,7 @@ from hermes_rl.core.base.errors import Conflict, NotFound
 from hermes_rl.core.runs.control import restart_process, stop_run
 from hermes_rl.core.runs.results import get_results
 from hermes_rl.core.runs.stall import stall_threshold
-from hermes_rl.core.runs.start import launch, start_run
+from hermes_rl.core.runs.start import launch, resume_run, start_run
 from hermes_rl.core.runs.store import get_run, list_runs, run_events
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "launch",
     "list_runs",
     "restart_process",
+    "resume_run",
     "run_events",
     "stall_threshold",
     "start_run",

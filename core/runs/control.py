@@ -6,7 +6,6 @@ supervisor gone) is ended here: its surviving processes terminated and its final
 
 from __future__ import annotations
 
-import os
 import secrets as _secrets
 import signal
 import time
@@ -21,6 +20,7 @@ from hermes_rl.core.daemons import procscan
 from hermes_rl.core.daemons.runstate import is_recorded_final, record_final
 from hermes_rl.core.runs.store import (
     SUPERVISOR_START_TIMEOUT_S,
+    UnreadableRun,
     get_run,
     lost_reason,
     read_run,
@@ -60,7 +60,13 @@ def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> RunView
     processes are ended here (SIGTERM, SIGKILL after 5 s) and the run recorded as stopped.
     `force`: stop now: the supervisor SIGKILLs the process groups instead of waiting out their stop timeouts.
     """
-    run = read_run(run_id)
+    try:
+        run = read_run(run_id)
+    except (UnreadableRun, NotFound):
+        # run.json corrupt or gone: its supervisor is still found by its marker, and rewrites the record.
+        if not _stop_unrecorded(run_id, wait, force):
+            raise
+        return get_run(run_id, sample=False)
     status = run.get("status")
     if status in RECORDED_FINAL:
         raise Conflict(
@@ -78,6 +84,23 @@ def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> RunView
     if not is_recorded_final(run) and not supervisor_alive(run):
         _stop_lost(run)
     return get_run(run_id, sample=False)
+
+
+def _stop_unrecorded(run_id: str, wait: float, force: bool) -> bool:
+    """Stop a run whose run.json cannot be read through the supervisor carrying its marker; False when
+    there is none. The supervisor writes run.json again as it records the stop."""
+
+    def supervisors() -> list[procscan.Survivor]:
+        marked = procscan.marked_processes(procscan.SUPERVISOR_MARKER, str(run_dir(run_id)))
+        return [p for p in marked if f"daemons.supervisor {run_id}" in p.cmdline]  # not its watchdog
+
+    found = supervisors()
+    if not found:
+        return False
+    for sup in found:
+        procscan.signal_process(sup.pid, signal.SIGUSR2 if force else signal.SIGTERM)
+    poll_until(lambda: not supervisors(), wait, first=POLL_FIRST_S)
+    return True
 
 
 def _stop_lost(run: dict) -> None:
@@ -118,11 +141,8 @@ def restart_process(run_id: str, name: str, *, wait: float = 30.0) -> RunView:
     folder = run_dir(run_id) / "control"
     ensure_private_dir(folder)
     atomic_write_json(folder / f"{time.time_ns()}-{_secrets.token_hex(2)}.json", {"action": "restart", "process": name})
-    sup = run.get("supervisor") or {}
-    try:
-        os.kill(sup["pid"], signal.SIGUSR1)
-    except (ProcessLookupError, KeyError, TypeError):
-        pass
+    if supervisor_alive(run):  # never signal a pid not proven to be this run's supervisor
+        procscan.signal_process(run["supervisor"]["pid"], signal.SIGUSR1)
 
     def restarted() -> bool:
         current = read_run(run_id)

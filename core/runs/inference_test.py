@@ -24,17 +24,17 @@ summary); `.run(on_event)` drives it to the summary; `.cancel()` stops it from a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets as _secrets
+import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -128,10 +128,31 @@ def _check_base_url(base_url: object) -> str | None:
         return None
     if not isinstance(base_url, str) or len(base_url) > 500:
         raise BadInput("base_url must be an http(s) URL string", hint="e.g. http://127.0.0.1:8000/v1")
-    parsed = urllib.parse.urlparse(base_url.strip())
+    url = base_url.strip()
+    hint = "e.g. http://127.0.0.1:8000/v1"
+    # URL parsers disagree on backslashes, whitespace and userinfo (urllib and httpx can see different
+    # hosts in one string): refuse them, so the host checked is the host the child contacts.
+    if not url.isprintable() or any(c in url for c in " \\"):
+        raise BadInput(f"base_url must be a plain URL without spaces or backslashes, got {url!r}"[:160], hint=hint)
+    try:
+        parsed = urllib.parse.urlparse(url)
+        parsed.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise BadInput(f"base_url is not a valid URL: {url!r}"[:160], hint=hint) from None
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise BadInput(f"base_url must be an http(s) URL, got {base_url!r}"[:160], hint="e.g. http://127.0.0.1:8000/v1")
-    return base_url.strip().rstrip("/")
+        raise BadInput(f"base_url must be an http(s) URL, got {base_url!r}"[:160], hint=hint)
+    if "@" in parsed.netloc:
+        raise BadInput("base_url must not carry credentials (user@host)", hint="keys live in the environment or .env")
+    return url.rstrip("/")
+
+
+OPENROUTER_HOST = "openrouter.ai"
+
+
+def is_openrouter_host(host: str) -> bool:
+    """OpenRouter's own host or a true subdomain of it (never a look-alike such as evilopenrouter.ai)."""
+    host = host.lower()
+    return host == OPENROUTER_HOST or host.endswith("." + OPENROUTER_HOST)
 
 
 def resolve_timeout(timeout_s: float | None) -> float:
@@ -147,20 +168,58 @@ def resolve_timeout(timeout_s: float | None) -> float:
 # -- which models -----------------------------------------------------------------------------
 
 
+LIST_MODELS_DEADLINE_S = 10.0  # the whole /models request: connect, headers and body
+
+
+def _get_json(url: str, api_key: str | None, deadline_s: float, max_bytes: int = 2_000_000) -> object:
+    """GET url and parse its JSON body, all of it within `deadline_s` (a server trickling bytes cannot
+    stretch it: the connection is shut from this thread when the deadline passes)."""
+    import http.client
+
+    parsed = urllib.parse.urlparse(url)
+    kind = http.client.HTTPSConnection if parsed.scheme == "https" else http.client.HTTPConnection
+    conn = kind(parsed.hostname, parsed.port, timeout=deadline_s)
+    path = (parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")
+    headers = {"Accept": "application/json"} | ({"Authorization": f"Bearer {api_key}"} if api_key else {})
+    outcome: dict = {}
+
+    def fetch() -> None:
+        try:
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            body = response.read(max_bytes)
+            if response.status >= 400:
+                raise OSError(f"HTTP {response.status} {response.reason}")
+            outcome["value"] = json.loads(body)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=fetch, daemon=True, name="hermes-rl-get-json")
+    worker.start()
+    worker.join(deadline_s)
+    if worker.is_alive():
+        if conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        worker.join(1.0)
+        raise TimeoutError(f"no complete answer within {deadline_s:g} s")
+    conn.close()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
 def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
-    request = urllib.request.Request(base_url + "/models")
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            data = json.loads(response.read(2_000_000))
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
+        data = _get_json(base_url + "/models", api_key, LIST_MODELS_DEADLINE_S)
+    except (OSError, ValueError) as exc:  # TimeoutError is an OSError
         raise BadInput(
-            f"cannot list the models at {base_url}/models: {reason}"[:300],
+            f"cannot list the models at {base_url}/models: {exc}"[:300],
             hint="check the server is up, or pass models=[...] explicitly",
         ) from None
-    ids = [m.get("id") for m in (data.get("data") or []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    entries = data.get("data") if isinstance(data, dict) else None
+    ids = [m.get("id") for m in (entries or []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
     if not ids:
         raise BadInput(f"{base_url}/models lists no models", hint="pass models=[...] explicitly")
     return ids[:1]
@@ -206,8 +265,13 @@ def _read_run_config(run: dict) -> dict:
 
 def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
     if base_url is not None:
-        host = urllib.parse.urlparse(base_url).hostname or ""
-        if host.endswith("openrouter.ai"):
+        parsed = urllib.parse.urlparse(base_url)
+        if is_openrouter_host(parsed.hostname or ""):
+            if parsed.scheme != "https":
+                raise BadInput(
+                    f"OpenRouter is reached only over https, got {base_url!r}"[:160],
+                    hint=f"use {OPENROUTER_BASE_URL}; the OpenRouter key is never sent over plain http",
+                )
             key = get_key("OPENROUTER_API_KEY")
             if not key:
                 raise MissingKey(
@@ -352,6 +416,7 @@ class InferenceTest:
         group_size: int,
         timeout_s: float,
         correct_threshold: float,
+        cancel_event: threading.Event | None = None,
     ):
         self.test_id = test_id
         self.folder = folder
@@ -363,7 +428,7 @@ class InferenceTest:
         self.group_size = group_size
         self.timeout_s = timeout_s
         self.correct_threshold = correct_threshold
-        self._cancelled = threading.Event()
+        self._cancelled = cancel_event or threading.Event()  # set from outside: stop at once
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
 
@@ -378,6 +443,7 @@ class InferenceTest:
         env_name: str | None = None,
         timeout_s: float | None = None,
         correct_threshold: float = 1.0,
+        cancel_event: threading.Event | None = None,
     ) -> "InferenceTest":
         """Validate everything and create the test's folder; raises HermesError on bad input."""
         num_steps = _int_in("num_steps", num_steps, 1, MAX_STEPS)
@@ -403,6 +469,7 @@ class InferenceTest:
             group_size=group_size,
             timeout_s=resolve_timeout(timeout_s),
             correct_threshold=correct_threshold,
+            cancel_event=cancel_event,
         )
 
     # The child's config: the run's env section with process-mode overrides, one OpenAI server.
@@ -519,6 +586,11 @@ class InferenceTest:
         child_env["HERMES_ENV_METRICS"] = str(model_dir / "env_metrics.jsonl")
         secret_values = [v for v in (child_env.get("OPENAI_API_KEY"),) if v and v != "EMPTY" and len(v) >= 4]
         argv = [sys.executable, self.env_info.file, "process", "--config", str(config_path)]
+        from hermes_rl.core.envs.discovery import import_root
+
+        root = import_root(self.env_info)  # the same import root and folder as the run's env
+        if root.sys_path:
+            child_env["PYTHONPATH"] = root.pythonpath(child_env.get("PYTHONPATH"))
         started = time.monotonic()
         timed_out = False
         with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
@@ -530,7 +602,7 @@ class InferenceTest:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=child_env,
-                    cwd=model_dir,
+                    cwd=root.cwd or model_dir,
                 )
             except OSError as exc:
                 result.errors.append(f"cannot start the environment: {exc.strerror or exc}")

@@ -16,7 +16,6 @@ from typing import Any
 from hermes_rl.core.base.errors import HermesError
 from hermes_rl.core.base.formatting import human_duration
 from hermes_rl.core.base.fsutil import epoch_seconds
-from hermes_rl.core.base.paths import process_log_path
 from hermes_rl.core.base.records import (
     MetricsSummary,
     ProcessSummary,
@@ -57,20 +56,9 @@ class NextSteps:
 
 
 def log_paths(run: RunView | StartedRun) -> dict[str, str]:
-    """{process name: log file path}, the path a process's log has by rule when its record lacks one."""
-    paths = {}
-    for proc in run.get("processes") or []:
-        name = proc.get("name")
-        if not name:
-            continue
-        path = proc.get("log")
-        if not path:
-            try:
-                path = str(process_log_path(name, run["run_id"]))
-            except HermesError:
-                continue
-        paths[name] = str(path)
-    return paths
+    """{process name: log file path} of the processes that have a readable log (the run library derives
+    each path from the run id and the process name, and leaves out one leading outside $HERMES_HOME)."""
+    return {proc["name"]: str(proc["log"]) for proc in run.get("processes") or [] if proc.get("log")}
 
 
 def wandb_url(run: RunView) -> str | None:
@@ -102,6 +90,8 @@ def process_summaries(run: RunView) -> list[ProcessSummary]:
             "restarts": proc.get("restarts", 0),
             "cpu_percent": proc.get("cpu_percent"),
             "rss": proc.get("rss"),
+            "cwd": proc.get("cwd"),
+            "import_path": proc.get("import_path"),
         }
         for proc in run.get("processes") or []
     ]

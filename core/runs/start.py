@@ -6,21 +6,23 @@ its configuration built once (core.runs.runconfig) and handed to the pipeline as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets as _secrets
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
-from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text
-from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, runs_dir
+from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
+from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text, file_lock, read_json
+from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, run_dir, runs_dir
 from hermes_rl.core.base.records import RunRecord, StartedRun
 from hermes_rl.core.base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
-from hermes_rl.core.base.states import RunStatus
+from hermes_rl.core.base.states import ACTIVE, FINAL, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.daemons.pipeline import (
     ProcessSpec,
@@ -33,10 +35,11 @@ from hermes_rl.core.daemons.pipeline import (
     validate_specs,
 )
 from hermes_rl.core.daemons.runstate import is_recorded_final, read_run_file, record_final
-from hermes_rl.core.runs.runconfig import CONFIG_FILE, build_run_config, run_config_yaml
-from hermes_rl.core.runs.store import SUPERVISOR_START_TIMEOUT_S, read_run
+from hermes_rl.core.runs.runconfig import CONFIG_FILE, build_run_config, read_run_config, run_config_yaml
+from hermes_rl.core.runs.store import SUPERVISOR_START_TIMEOUT_S, get_run, read_run
 
 RUN_PORTS = ("api", "inference", "tinker")  # DESIGN §3: every real run gets these
+TRAINER_STATE_FILE = "trainer_state.json"  # written by the trainer at each save_state: {"state_path", "step", ...}
 
 
 def _create_run_folder() -> tuple[str, Path]:
@@ -53,11 +56,13 @@ def _create_run_folder() -> tuple[str, Path]:
     raise HermesError("could not find a free run id", hint=f"check {runs_dir()}")
 
 
-def _supervisor_env() -> dict[str, str]:
+def _supervisor_env(folder: Path) -> dict[str, str]:
     from hermes_rl.core.base.paths import hermes_home
 
-    env = {k: v for k, v in os.environ.items() if k not in (procscan.MARKER, procscan.PROCESS_MARKER)}
+    markers = (procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER)
+    env = {k: v for k, v in os.environ.items() if k not in markers}
     env["HERMES_HOME"] = str(hermes_home())
+    env[procscan.SUPERVISOR_MARKER] = str(folder)  # with its start time, proves a pid is this run's supervisor
     env.update(secret_env(SECRET_NAMES))
     return env
 
@@ -75,7 +80,7 @@ def _start_supervisor(run_id: str, folder: Path) -> None:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=str(folder),
-            env=_supervisor_env(),
+            env=_supervisor_env(folder),
             start_new_session=True,
             close_fds=True,
             pass_fds=(write_end,),
@@ -232,6 +237,35 @@ def launch(
         raise
 
 
+def _abandon_interrupted(run_id: str, folder: Path) -> None:
+    """Ctrl-C during start: a run whose supervisor was already started is stopped and removed, so an
+    interrupted start leaves nothing behind; if it cannot be stopped in time, the error names it."""
+    from hermes_rl.core.runs.control import stop_run
+
+    if not (folder / "supervisor.log").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    previous = None
+    with contextlib.suppress(ValueError):  # only the main thread may set handlers (and get Ctrl-C)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not half-stop it
+    try:
+        run = stop_run(run_id, wait=15.0, force=True)
+    except HermesError:
+        run = read_run_file(folder) or {}
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if not is_recorded_final(run):
+        raise HermesError(
+            f"interrupted: run {run_id} was created and could not be stopped in time",
+            hint=f"hermes-rl stop {run_id}",
+        ) from None
+    shutil.rmtree(folder, ignore_errors=True)
+    for proc in run.get("processes") or []:
+        with contextlib.suppress(OSError, HermesError):
+            process_log_path(proc["name"], run_id).unlink()
+
+
 def _discard_unstarted(folder: Path) -> None:
     """A run whose supervisor was never asked to start leaves no half-made folder behind.
     (Once it was, the folder stays: its run.json says why it failed, supervisor.log shows the rest.)"""
@@ -245,7 +279,6 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
     from hermes_rl.core.envs.discovery import find_environment
     from hermes_rl.core.envs.drafts import current_selection, resolve_run_values
     from hermes_rl.core.envs.profiles import check_keys, resolve_profile
-    from hermes_rl.core.runs.training import training_pipeline
 
     selection = current_selection()
     env_name = env_name or selection.get("environment")
@@ -255,9 +288,56 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
         raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
     env = find_environment(env_name)
     if env.error:
-        raise BadInput(f"environment {env.name} cannot be used: {env.error}", hint=f"fix {env.file}")
+        raise BadInput(f"environment {env.id} cannot be used: {env.error}", hint=f"fix {env.file}")
+    if env.abstract:
+        raise BadInput(
+            f"environment {env.id} ({env.class_name}) cannot be run: it is {env.abstract}",
+            hint="start an environment that derives from it; `hermes-rl envs` marks bases",
+        )
     check_keys(chosen)
     values = resolve_run_values(env, chosen, overrides)
+    if chosen.backend != "local":
+        return _start_prepared(env, chosen, values, notice)
+    # Counting and starting under one lock: two starts at once cannot both take the last place.
+    with file_lock(runs_dir() / ".local-starts"):
+        _check_local_capacity()
+        return _start_prepared(env, chosen, values, notice)
+
+
+MAX_LOCAL_RUNS_ENV = "HERMES_RL_MAX_LOCAL_RUNS"
+DEFAULT_MAX_LOCAL_RUNS = 2  # the local backend trains on this machine's CPUs: more runs only slow each other
+
+
+def max_local_runs() -> int:
+    """The most local-backend runs active at once ($HERMES_RL_MAX_LOCAL_RUNS; 0: no limit)."""
+    try:
+        return max(0, int(os.environ.get(MAX_LOCAL_RUNS_ENV, DEFAULT_MAX_LOCAL_RUNS)))
+    except ValueError:
+        return DEFAULT_MAX_LOCAL_RUNS
+
+
+def _check_local_capacity() -> None:
+    from hermes_rl.core.runs.store import list_runs
+
+    limit = max_local_runs()
+    if not limit:
+        return
+    active = []
+    for summary in list_runs():
+        if summary["status"] in ACTIVE:
+            with contextlib.suppress(HermesError):
+                if read_run(summary["run_id"]).get("backend") == "local":
+                    active.append(summary["run_id"])
+    if len(active) >= limit:
+        raise Conflict(
+            f"{len(active)} local run(s) already active ({', '.join(active)}); the limit is {limit}",
+            hint=f"wait for one to finish or stop one (hermes-rl stop RUN_ID), or raise {MAX_LOCAL_RUNS_ENV}",
+        )
+
+
+def _start_prepared(env, chosen, values: dict, notice: str | None) -> StartedRun:
+    from hermes_rl.core.runs.training import training_pipeline
+
     run_id, folder = _create_run_folder()
     try:
         ports = free_ports(RUN_PORTS)
@@ -278,7 +358,7 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
             run_id,
             folder,
             specs,
-            environment=env.name,
+            environment=env.id,
             profile=chosen.name,
             total_steps=env_section["total_steps"],
             config=None,
@@ -286,8 +366,119 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
             wandb=wandb,
             extra={"backend": chosen.backend, "config_path": str(config_path)},
         )
+    except KeyboardInterrupt:
+        _abandon_interrupted(run_id, folder)
+        raise
     except BaseException:
         _discard_unstarted(folder)
         raise
     run["notices"] = notices
+    return run
+
+
+def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dict:
+    """The parent's config.yaml with this run's folder, ports and resume point; every training value
+    (steps, batch, learning rate, loss, W&B names) stays as the parent had it."""
+    import copy
+
+    folder = run_dir(run_id)
+    out = copy.deepcopy(config)
+    env, tinker, backend = out.get("env") or {}, out.get("tinker") or {}, out.get("backend") or {}
+    hermes = out.setdefault("hermes", {})
+    env["rollout_server_url"] = f"http://127.0.0.1:{ports['api']}"
+    env["env_metrics_path"] = str(folder / "env_metrics.jsonl")
+    for server in out.get("openai") or []:
+        server["base_url"] = f"http://127.0.0.1:{ports['inference']}/v1"
+    tinker["checkpoint_dir"] = str(folder / "checkpoints")
+    if backend.get("kind") == "local":
+        backend["base_url"] = f"http://127.0.0.1:{ports['tinker']}"
+    hermes.update(
+        run_id=run_id,
+        run_dir=str(folder),
+        metrics_path=str(folder / "metrics.jsonl"),
+        env_metrics_path=str(folder / "env_metrics.jsonl"),
+        resume=resume,
+    )
+    return out
+
+
+def resume_run(parent_id: str) -> StartedRun:
+    """A new run continuing a stopped, failed or lost one from its newest saved state (weights and
+    optimizer): same environment, profile and config, the step count going on from the saved step.
+    The new run.json names its parent (`parent_run_id`)."""
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.envs.profiles import check_keys, resolve_profile
+    from hermes_rl.core.runs.training import training_pipeline
+
+    parent = get_run(parent_id, sample=False)
+    if parent["status"] not in FINAL:
+        raise Conflict(
+            f"run {parent_id} is {parent['status']}: only an ended run can be resumed",
+            hint=f"stop it first: hermes-rl stop {parent_id}",
+        )
+    if parent["status"] == RunStatus.COMPLETED:
+        raise Conflict(f"run {parent_id} completed all its steps: there is nothing to resume")
+    parent_folder = run_dir(parent_id)
+    try:
+        state = read_json(parent_folder / TRAINER_STATE_FILE)
+    except (OSError, ValueError):
+        state = None
+    if not isinstance(state, dict) or not state.get("state_path") or not isinstance(state.get("step"), int):
+        raise BadInput(
+            f"run {parent_id} saved no training state to resume from",
+            hint="the trainer saves one every save_checkpoint_interval steps and when it is stopped",
+        )
+    config = read_run_config(parent_id)
+    total_steps = (config.get("env") or {}).get("total_steps")
+    if not config or not isinstance(total_steps, int):
+        raise HermesError(f"run {parent_id}: config.yaml is missing or unreadable", hint=f"see {parent_folder}")
+    if state["step"] >= total_steps:
+        raise Conflict(f"run {parent_id} saved its state after the last step ({state['step']} of {total_steps})")
+    env = find_environment(parent["environment"])
+    if env.error:
+        raise BadInput(f"environment {env.name} cannot be used: {env.error}", hint=f"fix {env.file}")
+    profile, notice = resolve_profile(parent["profile"])
+    check_keys(profile)
+    run_id, folder = _create_run_folder()
+    try:
+        local_state = state.get("local_path")
+        if profile.backend == "local":
+            # The new run's local server reads checkpoints from its own folder: copy the state there,
+            # at the same place under checkpoints/ (the tinker:// path maps to it).
+            source = Path(local_state or "")
+            parent_checkpoints = parent_folder / "checkpoints"
+            if (
+                not local_state
+                or not source.is_dir()
+                or not source.resolve().is_relative_to(parent_checkpoints.resolve())
+            ):
+                raise BadInput(f"run {parent_id}: the saved state {state['state_path']} is not in {parent_checkpoints}")
+            shutil.copytree(source, folder / "checkpoints" / source.resolve().relative_to(parent_checkpoints.resolve()))
+        ports = free_ports(RUN_PORTS)
+        resume = {"parent_run_id": parent_id, "state_path": state["state_path"], "step": state["step"]}
+        run_config = _resumed_config(config, run_id, ports, resume)
+        config_path = folder / CONFIG_FILE
+        atomic_write_text(config_path, run_config_yaml(run_config))
+        specs = training_pipeline(run_id, profile, env, run_config)
+        run = _launch_prepared(
+            run_id,
+            folder,
+            specs,
+            environment=env.name,
+            profile=profile.name,
+            total_steps=total_steps,
+            config=None,
+            ports=ports,
+            wandb=parent.get("wandb"),
+            extra={
+                "backend": profile.backend,
+                "config_path": str(config_path),
+                "parent_run_id": parent_id,
+                "resumed_from": {"step": state["step"], "state_path": state["state_path"]},
+            },
+        )
+    except BaseException:
+        _discard_unstarted(folder)
+        raise
+    run["notices"] = [n for n in (notice, f"continues run {parent_id} from step {state['step']}") if n]
     return run

@@ -4,13 +4,24 @@ and its events. A run whose supervisor is gone without a final state is reported
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import threading
 import time
+from pathlib import Path
 
 from hermes_rl.core.base.errors import HermesError, NotFound
-from hermes_rl.core.base.fsutil import last_jsonl_row, read_json, read_jsonl
-from hermes_rl.core.base.paths import RUN_ID_RE, run_dir, runs_dir, validate_run_id
+from hermes_rl.core.base.fsutil import last_jsonl_row, read_jsonl
+from hermes_rl.core.base.paths import (
+    PROCESS_NAME_RE,
+    RUN_ID_RE,
+    hermes_home,
+    process_log_path,
+    run_dir,
+    runs_dir,
+    validate_run_id,
+)
 from hermes_rl.core.base.records import RunSummary, RunView
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from hermes_rl.core.daemons import procscan
@@ -19,24 +30,164 @@ from hermes_rl.core.runs.stall import progress_logs, stall_fields
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
 
 
-def read_run(run_id: str) -> dict:
-    """run.json as recorded; NotFound for an unknown run, HermesError for an unreadable record."""
-    validate_run_id(run_id)
-    path = run_dir(run_id) / "run.json"
-    try:
-        run = read_json(path)
-    except FileNotFoundError:
-        raise NotFound(f"no run {run_id}", hint="see `hermes-rl runs` for the run ids") from None
-    except (OSError, ValueError) as exc:
-        raise HermesError(f"run {run_id}: run.json is unreadable ({exc})", hint=f"inspect {path}") from None
-    if not isinstance(run, dict):
-        raise HermesError(f"run {run_id}: run.json is not an object", hint=f"inspect {path}")
+RUN_JSON_MAX_BYTES = 4 * 1024 * 1024
+MAX_PROCESSES = 64
+
+
+class UnreadableRun(HermesError):
+    """run.json exists but is not a valid run record; `reason` says what is wrong."""
+
+    def __init__(self, run_id: str, reason: str, path: Path):
+        super().__init__(f"run {run_id}: run.json is unreadable ({reason})", hint=f"inspect or remove {path}")
+        self.reason = reason
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+
+
+def _kind(check, label: str, optional: bool = True):
+    def accepts(value: object) -> bool:
+        return (optional and value is None) or check(value)
+
+    accepts.label = label + (" or null" if optional else "")
+    return accepts
+
+
+_RECORDABLE = {s.value for s in RunStatus} - {RunStatus.LOST.value, RunStatus.UNREADABLE.value}
+_NUMBER, _INT = _kind(_number, "a number"), _kind(_integer, "an integer")
+_BOOL = _kind(lambda v: isinstance(v, bool), "true/false")
+_TEXT = _kind(lambda v: isinstance(v, str) and len(v) <= 10_000, "a string")
+_OBJECT = _kind(lambda v: isinstance(v, dict), "an object")
+_LIST = _kind(lambda v: isinstance(v, list), "a list")
+_RUN_FIELDS = {
+    "environment": _TEXT,
+    "profile": _TEXT,
+    "status": _kind(
+        lambda v: isinstance(v, str) and v in _RECORDABLE,
+        "a recorded status (" + ", ".join(sorted(_RECORDABLE)) + ")",
+        False,
+    ),
+    "created_at": _NUMBER,
+    "started_at": _NUMBER,
+    "ended_at": _NUMBER,
+    "reason": _TEXT,
+    "total_steps": _INT,
+    "supervisor": _OBJECT,
+    "watchdog": _OBJECT,
+    "wandb": _OBJECT,
+    "ports": _OBJECT,
+    "processes": _LIST,
+    "backend": _TEXT,
+    "config_path": _TEXT,
+}
+_IDENTITY_FIELDS = {"pid": _INT, "pgid": _INT, "start_ticks": _INT, "create_time": _NUMBER}
+_PROCESS_FIELDS = {
+    **_IDENTITY_FIELDS,
+    "state": _TEXT,
+    "started_at": _NUMBER,
+    "ready_at": _NUMBER,
+    "ended_at": _NUMBER,
+    "exit_code": _INT,
+    "restarts": _INT,
+    "port": _kind(lambda v: _integer(v) or (isinstance(v, str) and len(v) <= 64), "a port or a port name"),
+    "required": _BOOL,
+    "completes_run": _BOOL,
+    "depends_on": _LIST,
+    "argv_redacted": _LIST,
+    "log": _TEXT,
+}
+
+
+def _check_fields(record: dict, fields: dict, where: str) -> None:
+    for key, accepts in fields.items():
+        if key in record and not accepts(record[key]):
+            raise ValueError(f"{where}{key} must be {accepts.label}, got {json.dumps(record[key])[:40]}")
+
+
+def validate_run_record(run_id: str, raw: object) -> dict:
+    """run.json checked against the run record's schema (raises ValueError naming the first bad field).
+    Paths are never taken from it: each process's log path is derived from the run id and its name
+    (None when that path resolves outside $HERMES_HOME)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"not a JSON object but {type(raw).__name__}")
+    if raw.get("run_id", run_id) != run_id:
+        raise ValueError(f"it records run id {str(raw.get('run_id'))[:20]!r}, not {run_id}")
+    if "status" not in raw:
+        raise ValueError("it has no status")
+    _check_fields(raw, _RUN_FIELDS, "")
+    run = dict(raw, run_id=run_id)
+    for key in ("supervisor", "watchdog"):
+        if run.get(key):
+            _check_fields(run[key], _IDENTITY_FIELDS, f"{key}.")
+    processes = run.get("processes") or []
+    if len(processes) > MAX_PROCESSES:
+        raise ValueError(f"{len(processes)} processes (at most {MAX_PROCESSES})")
+    checked = []
+    for index, proc in enumerate(processes):
+        if not isinstance(proc, dict):
+            raise ValueError(f"processes[{index}] is not an object")
+        name = proc.get("name")
+        if not isinstance(name, str) or not PROCESS_NAME_RE.match(name):
+            raise ValueError(f"processes[{index}].name is not a process name: {json.dumps(name)[:40]}")
+        _check_fields(proc, _PROCESS_FIELDS, f"processes[{index}].")
+        log = process_log_path(name, run_id)
+        # A log planted as a symlink out of $HERMES_HOME is not read: the process is shown without a log.
+        checked.append(dict(proc, log=str(log) if _inside_home(log) else None))
+    if "processes" in run:
+        run["processes"] = checked
     return run
 
 
+def _inside_home(path: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(hermes_home().resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
+def _load_record(run_id: str, folder: Path) -> dict:
+    """Read and validate <folder>/run.json: FileNotFoundError when absent, UnreadableRun otherwise."""
+    path = folder / "run.json"
+    if folder.is_symlink() or path.is_symlink() or not _inside_home(path):
+        raise UnreadableRun(run_id, "the run folder or its run.json leads outside $HERMES_HOME", path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(RUN_JSON_MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableRun(run_id, exc.strerror or str(exc), path) from None
+    if len(data) > RUN_JSON_MAX_BYTES:
+        raise UnreadableRun(run_id, f"larger than {RUN_JSON_MAX_BYTES // (1024 * 1024)} MB", path)
+    try:
+        return validate_run_record(run_id, json.loads(data))
+    except RecursionError:
+        raise UnreadableRun(run_id, "nested too deeply", path) from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError included
+        raise UnreadableRun(run_id, str(exc)[:200], path) from None
+
+
+def read_run(run_id: str) -> dict:
+    """run.json as recorded and validated; NotFound for an unknown run, UnreadableRun for a bad record."""
+    validate_run_id(run_id)
+    try:
+        return _load_record(run_id, run_dir(run_id))
+    except FileNotFoundError:
+        raise NotFound(f"no run {run_id}", hint="see `hermes-rl runs` for the run ids") from None
+
+
 def supervisor_alive(run: dict) -> bool:
+    """Whether the recorded supervisor is alive and proven ours (start time and its run-folder marker)."""
     sup = run.get("supervisor") or {}
-    return procscan.is_same_process(sup.get("pid"), sup.get("create_time"), sup.get("start_ticks"))
+    if not isinstance(sup, dict) or not RUN_ID_RE.match(str(run.get("run_id") or "")):
+        return False
+    marker = (procscan.SUPERVISOR_MARKER, run_dir(run["run_id"]))
+    return procscan.is_same_process(sup.get("pid"), sup.get("create_time"), sup.get("start_ticks"), marker=marker)
 
 
 def lost_reason(run: dict) -> str | None:
@@ -82,11 +233,20 @@ def _summary(run_id: str, run: dict, last: dict | None) -> dict:
         "total_steps": run.get("total_steps"),
         "reward_mean": last.get("reward/mean"),
         "reason": run.get("reason"),
+        "parent_run_id": run.get("parent_run_id"),
     }
 
 
+def _unreadable_summary(run_id: str, reason: str) -> dict:
+    record = {"status": RunStatus.UNREADABLE.value, "reason": f"run.json is unreadable: {reason}"}
+    summary = _summary(run_id, record, None)
+    summary.update(stall_fields(summary["status"], None, None, (), None))
+    return summary
+
+
 def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
-    """Summaries of every run, newest first. Unreadable run folders are skipped, never fatal.
+    """Summaries of every run, newest first. A run whose run.json fails validation (or leads outside
+    $HERMES_HOME) is listed with status `unreadable` and the reason; it never hides the others.
     Active runs also carry last_activity_at / stalled / stalled_for_s (see stall_threshold)."""
     root = runs_dir()
     try:
@@ -113,10 +273,11 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
             summary = cached[1]
         else:
             try:
-                run = read_json(run_json)
-            except (OSError, ValueError):
+                run = _load_record(entry.name, Path(key))
+            except FileNotFoundError:
                 continue
-            if not isinstance(run, dict):
+            except UnreadableRun as exc:
+                out.append(_unreadable_summary(entry.name, exc.reason))
                 continue
             last = last_jsonl_row(metrics)
             summary = _summary(entry.name, run, last)
@@ -129,7 +290,12 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
         started_at, last, log_paths = summary.pop("_activity")
         if summary["status"] not in RECORDED_FINAL:
             reason = lost_reason(
-                {"status": summary["status"], "supervisor": supervisor, "created_at": summary["created_at"]}
+                {
+                    "run_id": entry.name,
+                    "status": summary["status"],
+                    "supervisor": supervisor,
+                    "created_at": summary["created_at"],
+                }
             )
             if reason:
                 summary["status"], summary["reason"] = RunStatus.LOST.value, reason
@@ -209,7 +375,9 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
     for proc in run.get("processes") or []:
         proc = dict(proc)
         pid, created = proc.get("pid"), proc.get("create_time")
-        alive = proc.get("state") in PROC_NOT_ENDED and procscan.is_same_process(pid, created, proc.get("start_ticks"))
+        alive = proc.get("state") in PROC_NOT_ENDED and procscan.is_same_process(
+            pid, created, proc.get("start_ticks"), marker=(procscan.MARKER, folder)
+        )
         proc["alive"] = alive
         proc["health"] = _health(proc, alive)
         proc.update(cpu_percent=None, rss=None, threads=None, uptime_s=None)
@@ -246,11 +414,11 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
 
 
 def survivors(run: dict) -> list[procscan.Survivor]:
-    """The run's processes still alive (found by their run-folder marker and process groups)."""
+    """The run's processes still alive: those carrying its run-folder marker, started after the run was
+    created. Recorded pids and pgids are not trusted here (they may be reused by anyone after a reboot)."""
     folder = run_dir(run["run_id"])
-    pgids = [p.get("pgid") for p in run.get("processes") or [] if p.get("pgid")]
-    exclude = tuple(x for x in ((run.get("watchdog") or {}).get("pid"),) if x)
-    return procscan.find_run_processes(folder, pgids, exclude=exclude, since=run.get("created_at"))
+    exclude = tuple(x for x in ((run.get("watchdog") or {}).get("pid"),) if isinstance(x, int))
+    return procscan.find_run_processes(folder, exclude=exclude, since=run.get("created_at"))
 
 
 def run_events(run_id: str) -> list[dict]:

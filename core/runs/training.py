@@ -15,12 +15,14 @@ Only stdlib here: core never imports the data plane. Secrets are named in
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from hermes_rl.core.base.paths import models_dir
 from hermes_rl.core.base.secrets import get_key
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
+from hermes_rl.core.envs.discovery import EnvInfo, import_root
 from hermes_rl.core.runs.runconfig import CONFIG_FILE, RunConfig
 
 LOCAL_TRAINER_READY_S = 120.0
@@ -131,12 +133,20 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
         )
     )
     env_file = getattr(env, "file", None) or str(env)
+    env_vars = {**common_env, "HERMES_ENV_METRICS": env_metrics}
+    root = import_root(env) if isinstance(env, EnvInfo) else None
+    if root is not None and root.sys_path:
+        # The author's import root first, the user's own PYTHONPATH after it; the working folder is the
+        # one its relative paths assume (a tinker-atropos checkout's configs/default.yaml).
+        env_vars["PYTHONPATH"] = root.pythonpath(os.environ.get("PYTHONPATH"))
     specs.append(
         ProcessSpec(
             name="env",
             # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
-            argv=[python, env_file, "serve", "--config", config_path],
-            env={**common_env, "HERMES_ENV_METRICS": env_metrics},
+            # Through env_launch: a failing wandb.init falls back to offline instead of crash-looping the env.
+            argv=[python, "-m", "hermes_rl.dataplane.env_launch", env_file, "serve", "--config", config_path],
+            cwd=(root.cwd if root is not None else "") or None,
+            env=env_vars,
             secret_env=["WANDB_API_KEY"],
             # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
             # itself holds it back ("wait for trainer to start") until the trainer has registered and

@@ -28,12 +28,22 @@ from hermes_rl.dataplane.tinker_local.wire import (
 
 log = logging.getLogger("tinker_local")
 
-SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling")
+SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
+# loss_fn_config keys each loss accepts, with their defaults. Definitions and defaults follow
+# https://tinker-docs.thinkingmachines.ai/tinker/losses (pages ppo, cispo, dro); DRO's page gives
+# no default beta, so the value of its example (0.05) is used.
+LOSS_CONFIG_DEFAULTS: dict[str, dict[str, float]] = {
+    "cross_entropy": {},
+    "importance_sampling": {},
+    "ppo": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2},
+    "cispo": {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0},
+    "dro": {"beta": 0.05},
+}
 SNAPSHOTS_KEPT_PER_MODEL = 32
 LOADED_CHECKPOINTS_KEPT = 16
 MAX_SAMPLES_PER_REQUEST = 1024
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-CHECKPOINT_KINDS = {"weights": "weights", "sampler_weights": "sampler_weights"}
+CHECKPOINT_KINDS = {"weights": "weights", "sampler_weights": "sampler_weights", "external_weights": "external_weights"}
 
 
 @dataclass
@@ -49,6 +59,7 @@ class TrainModel:
     adam_m: dict[str, torch.Tensor] = field(default_factory=dict)
     adam_v: dict[str, torch.Tensor] = field(default_factory=dict)
     pending_backward: int = 0  # forward_backward calls accumulated since the last optim_step
+    last_request: float = field(default_factory=time.time)
 
     @property
     def scale(self) -> float:
@@ -89,6 +100,7 @@ class Backend:
         self.samplers: dict[str, Sampler] = {}
         self._snapshots: dict[str, list[str]] = {}  # owner model id -> snapshot sampler ids, oldest first
         self._loaded: OrderedDict[str, tuple[Adapter, float]] = OrderedDict()  # checkpoint path -> adapter
+        self._inflight: dict[str, Adapter] = {}  # training model id -> the weights its inflight samplers use
 
     # ------------------------------------------------------------------ names
 
@@ -106,6 +118,7 @@ class Backend:
             found = self.models.get(model_id)
         if found is None:
             raise UserError(f"unknown model id {model_id!r} (tinker-local keeps models only while it runs)")
+        found.last_request = time.time()
         return found
 
     def info(self, model_id: str) -> dict:
@@ -127,7 +140,9 @@ class Backend:
         lora = request.get("lora_config") or {}
         optimizer = (request.get("optimizer_config") or {}).get("type", "adamw")
         if optimizer != "adamw":
-            raise UserError(f"optimizer {optimizer!r} is not supported by tinker-local (only adamw)")
+            raise UserError(
+                f"create_model: optimizer {optimizer!r} is not available locally (tinker-local implements Adam only)"
+            )
         rank = int(lora.get("rank") or 0)
         if not 1 <= rank <= 512:
             raise UserError(f"LoRA rank must be between 1 and 512, got {rank}")
@@ -163,6 +178,7 @@ class Backend:
             )
         if not request.data:
             raise UserError("forward_backward needs at least one datum")
+        config = loss_config(request.loss_fn, request.loss_fn_config)
         sequences, targets, extras = [], [], []
         for index, datum in enumerate(request.data):
             target, extra = self._loss_inputs(request.loss_fn, datum.inputs, len(datum.tokens), index)
@@ -181,7 +197,7 @@ class Backend:
                 lengths = [len(t) for t in targets]
                 mask = torch.arange(logprobs.shape[1])[None, :] < torch.tensor(lengths)[:, None]
                 padded = {name: _pad([extra[name] for extra in extras], logprobs.shape[1]) for name in extras[0]}
-                elementwise = self._elementwise_loss(request.loss_fn, logprobs, padded) * mask
+                elementwise = elementwise_loss(request.loss_fn, logprobs, padded, config) * mask
                 total = elementwise.sum()
                 outputs = [
                     {
@@ -194,7 +210,7 @@ class Backend:
                 total = torch.zeros(())
                 outputs = []
                 for lp, extra in zip(logprobs, extras, strict=True):
-                    elementwise = self._elementwise_loss(request.loss_fn, lp, extra)
+                    elementwise = elementwise_loss(request.loss_fn, lp, extra, config)
                     total = total + elementwise.sum()
                     outputs.append({"logprobs": lp.detach().numpy(), "elementwise_loss": elementwise.detach().numpy()})
             if not request.forward_only:
@@ -202,14 +218,6 @@ class Backend:
                 model.pending_backward += 1
         metrics = {"loss:sum": float(total.detach())}
         return encode_forward_backward_output(outputs, metrics)
-
-    @staticmethod
-    def _elementwise_loss(loss_fn: str, logprobs: torch.Tensor, extra: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Per-token loss; Tinker's losses are sums of these (no averaging)."""
-        if loss_fn == "cross_entropy":
-            return -logprobs * extra["weights"]
-        # importance_sampling: -(p_learner / p_sampler) * advantage
-        return -torch.exp(logprobs - extra["logprobs"]) * extra["advantages"]
 
     def _loss_inputs(self, loss_fn: str, inputs: dict[str, np.ndarray], length: int, index: int):
         def need(name: str) -> np.ndarray:
@@ -243,7 +251,11 @@ class Backend:
     def optim_step(self, request: dict) -> dict:
         model = self.model(str(request.get("model_id")))
         if "adam_params" not in request:
-            raise UserError("tinker-local supports only Adam optimizer steps (adam_params)")
+            other = (request.get("optimizer_params") or {}).get("type", "unknown")
+            raise UserError(
+                f"optim_step: the {other!r} optimizer is not available locally (tinker-local implements Adam "
+                "only: pass AdamParams)"
+            )
         params = request["adam_params"] or {}
         lr = float(params.get("learning_rate", 1e-4))
         beta1 = float(params.get("beta1", 0.9))
@@ -294,6 +306,7 @@ class Backend:
             gone = [model_id for model_id, model in self.models.items() if predicate(model)]
             for model_id in gone:
                 del self.models[model_id]
+                self._inflight.pop(model_id, None)
                 for sampler_id in self._snapshots.pop(model_id, []):
                     self.samplers.pop(sampler_id, None)
         for model_id in gone:
@@ -306,11 +319,20 @@ class Backend:
         name = request.get("path")
         if name:
             path = self._save_checkpoint(model, "sampler_weights", str(name), overwrite=True, optimizer=False)
+            self._record_ttl(model, "sampler_weights", str(name), request.get("ttl_seconds"))
             return {"type": "save_weights_for_sampler", "path": path}
         session_seq = request.get("sampling_session_seq_id")
         suffix = session_seq if session_seq is not None else f"s{time.monotonic_ns()}"
         sampler_id = f"{model.session_id}:sample:{suffix}"
-        sampler = Sampler(sampler_id, model.base_model, None, model.model_id, model.snapshot(), model.scale)
+        if request.get("kind") == "inflight":
+            # Every inflight sampler of a model shares one mutable target; each inflight save
+            # republishes the current weights into it (SamplingClientKind in the SDK).
+            target = self._inflight.setdefault(model.model_id, {})
+            target.clear()
+            target.update(model.snapshot())
+        else:
+            target = model.snapshot()
+        sampler = Sampler(sampler_id, model.base_model, None, model.model_id, target, model.scale)
         with self.lock:
             self.samplers[sampler_id] = sampler
             kept = self._snapshots.setdefault(model.model_id, [])
@@ -378,7 +400,27 @@ class Backend:
         model = self.model(str(request.get("model_id")))
         name = str(request.get("path") or "")
         path = self._save_checkpoint(model, "weights", name, overwrite=bool(request.get("overwrite")), optimizer=True)
+        self._record_ttl(model, "weights", name, request.get("ttl_seconds"))
         return {"type": "save_weights", "path": path}
+
+    def _record_ttl(self, model: TrainModel, kind: str, name: str, ttl_seconds) -> None:
+        if ttl_seconds is not None:
+            from hermes_rl.dataplane.tinker_local import catalog
+
+            catalog.set_ttl(self.checkpoint_dir, model.model_id, kind, name, ttl_seconds)
+
+    def save_weights_external(self, request: dict) -> dict:
+        """The adapter in peft format (adapter_model.safetensors + adapter_config.json) under
+        CHECKPOINT_DIR/<model>/external_weights/NAME; no encryption locally."""
+        if request.get("age_encryption_recipients"):
+            raise UserError("save_weights_external: age_encryption_recipients is not available locally (no encryption)")
+        model = self.model(str(request.get("model_id")))
+        name = str(request.get("path") or "")
+        path = self._save_checkpoint(model, "external_weights", name, overwrite=False, optimizer=False)
+        folder = self.checkpoint_path(path)
+        self._record_ttl(model, "external_weights", name, request.get("ttl_seconds"))
+        size = sum(item.stat().st_size for item in folder.iterdir() if item.is_file())
+        return {"type": "save_weights_external", "path": path, "size_bytes": size}
 
     def _save_checkpoint(self, model: TrainModel, kind: str, name: str, overwrite: bool, optimizer: bool) -> str:
         if not _NAME_RE.match(name):
@@ -472,9 +514,11 @@ class Backend:
             )
         else:
             sampler = Sampler("base", self.canonical_base_model(request.get("base_model")), None, None)
-        for unsupported in ("target_prompt_logprobs", "prompt_alt_tokens_k", "record_stability_info"):
-            if request.get(unsupported):
-                raise UserError(f"{unsupported} is not supported by tinker-local")
+        if request.get("record_stability_info"):
+            raise UserError(
+                "record_stability_info is not available locally: tinker-local records no stability "
+                "information (it serves no stable_reinforce loss)"
+            )
         prompt: list[int] = []
         for chunk in (request.get("prompt") or {}).get("chunks") or []:
             if chunk.get("type", "encoded_text") != "encoded_text":
@@ -514,6 +558,12 @@ class Backend:
         last_n = request.get("prompt_logprobs_last_n")
         if last_n is not None and not 1 <= int(last_n) <= len(prompt) - 1:
             raise UserError(f"prompt_logprobs_last_n must be between 1 and {len(prompt) - 1}")
+        target_ids, target_csr = self._target_prompt_ids(request.get("target_prompt_logprobs"), len(prompt))
+        alt_k = int(request.get("prompt_alt_tokens_k") or 0)
+        if alt_k and (len(prompt) < 2 or not 0 < alt_k <= MAX_SAMPLES_PER_REQUEST):
+            raise UserError(
+                f"prompt_alt_tokens_k needs a prompt of 2+ tokens and 1..{MAX_SAMPLES_PER_REQUEST} draws, got {alt_k}"
+            )
         spec = SampleSpec(
             prompt=prompt,
             num_samples=num_samples,
@@ -528,8 +578,40 @@ class Backend:
             prompt_logprobs_last_n=None if last_n is None else int(last_n),
             topk_prompt_logprobs=int(request.get("topk_prompt_logprobs") or 0),
             topk_sample_logprobs=int(request.get("topk_sample_logprobs") or 0),
+            target_prompt_ids=target_ids,
+            target_prompt_csr=target_csr,
+            prompt_alt_tokens_k=alt_k,
         )
         return sampler, spec
+
+    def _target_prompt_ids(self, tensor: dict | None, prompt_length: int):
+        """A target_prompt_logprobs TensorData (dense or CSR, int64 [len(prompt) - 1, K]) as dense rows
+        with -1 where nothing is requested, plus the CSR layout to answer in."""
+        if tensor is None:
+            return None, None
+        shape = list(tensor.get("shape") or [])
+        if len(shape) != 2 or shape[0] != prompt_length - 1 or shape[0] < 1 or shape[1] < 1:
+            raise UserError(
+                f"target_prompt_logprobs must have shape [len(prompt) - 1, K] = [{prompt_length - 1}, K], got {shape}"
+            )
+        values = [int(v) for v in tensor.get("data") or []]
+        crow, cols = tensor.get("sparse_crow_indices"), tensor.get("sparse_col_indices")
+        if crow is not None:
+            crow, cols = [int(c) for c in crow], [int(c) for c in cols or []]
+            if len(crow) != shape[0] + 1 or len(cols) != len(values) or crow[-1] != len(values):
+                raise UserError("target_prompt_logprobs: malformed sparse CSR tensor")
+            dense = np.full(shape, -1, dtype=np.int64)
+            for row in range(shape[0]):
+                dense[row, cols[crow[row] : crow[row + 1]]] = values[crow[row] : crow[row + 1]]
+        else:
+            if len(values) != shape[0] * shape[1]:
+                raise UserError(f"target_prompt_logprobs: {len(values)} values do not fill shape {shape}")
+            dense = np.asarray(values, dtype=np.int64).reshape(shape)
+        requested = dense[dense >= 0]
+        if requested.size and int(requested.max()) >= self.lm.vocab_size:
+            raise UserError(f"target_prompt_logprobs: token ids must be in [0, {self.lm.vocab_size}) or -1")
+        rows = tuple(tuple(int(v) for v in row) for row in dense.tolist())
+        return rows, (None if crow is None else (crow, cols))
 
     def sample(self, batch: list[tuple[Sampler, SampleSpec]]) -> list[bytes]:
         """Requests for the same sampler and without seeds run as one batch."""
@@ -546,11 +628,53 @@ class Backend:
             outputs = self.lm.sample(specs, adapter, scale, decode=self.tokenizer.decode, generator=generator)
             for i, output in zip(indices, outputs, strict=True):
                 spec = batch[i][1]
-                results[i] = encode_sample_response(output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs)
+                results[i] = encode_sample_response(
+                    output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs, spec.target_prompt_csr
+                )
         return results  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------- checkpoint format
+
+
+def loss_config(loss_fn: str, given: dict[str, float | str]) -> dict[str, float]:
+    """The loss's parameters: its defaults updated with `given`; unknown keys are refused."""
+    defaults = LOSS_CONFIG_DEFAULTS[loss_fn]
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        accepted = ", ".join(defaults) or "none"
+        raise UserError(f"loss_fn_config keys {unknown} are not parameters of {loss_fn!r} (accepted: {accepted})")
+    config = dict(defaults)
+    for key, value in given.items():
+        if isinstance(value, str):
+            raise UserError(f"loss_fn_config[{key!r}] must be a number, got {value!r}")
+        config[key] = float(value)
+    if "clip_low_threshold" in config and not config["clip_low_threshold"] <= config["clip_high_threshold"]:
+        raise UserError(
+            f"{loss_fn}: clip_low_threshold {config['clip_low_threshold']} is above "
+            f"clip_high_threshold {config['clip_high_threshold']}"
+        )
+    return config
+
+
+def elementwise_loss(
+    loss_fn: str, logprobs: torch.Tensor, extra: dict[str, torch.Tensor], config: dict[str, float]
+) -> torch.Tensor:
+    """Per-token loss; Tinker's losses are sums of these (no averaging). `logprobs` are the learner's
+    target logprobs; extra["logprobs"] are the sampler's."""
+    if loss_fn == "cross_entropy":
+        return -logprobs * extra["weights"]
+    advantages = extra["advantages"]
+    if loss_fn == "dro":
+        return -(logprobs * advantages - 0.5 * config["beta"] * (logprobs - extra["logprobs"]) ** 2)
+    ratio = torch.exp(logprobs - extra["logprobs"])
+    if loss_fn == "importance_sampling":
+        return -ratio * advantages
+    clipped = torch.clamp(ratio, config["clip_low_threshold"], config["clip_high_threshold"])
+    if loss_fn == "ppo":
+        return -torch.minimum(ratio * advantages, clipped * advantages)
+    # cispo: the clipped ratio is a constant coefficient on the log-probability
+    return -(clipped.detach() * logprobs * advantages)
 
 
 def _pad(tensors: list[torch.Tensor], width: int) -> torch.Tensor:

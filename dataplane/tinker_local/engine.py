@@ -45,6 +45,10 @@ class SampleSpec:
     prompt_logprobs_last_n: int | None = None
     topk_prompt_logprobs: int = 0
     topk_sample_logprobs: int = 0
+    # [len(prompt) - 1, K] token ids to score at prompt positions 1.. (-1 = nothing requested)
+    target_prompt_ids: tuple[tuple[int, ...], ...] | None = None
+    target_prompt_csr: tuple[list[int], list[int]] | None = None  # (crow, cols) when the request was sparse
+    prompt_alt_tokens_k: int = 0  # draws from the next-token distribution at prompt positions 1..
 
 
 @dataclass
@@ -60,6 +64,8 @@ class SampleResult:
     sequences: list[SampledSeq]
     prompt_logprobs: list[float] | None = None  # NaN where not scored (always position 0)
     topk_prompt: list[tuple[list[int], list[float]]] | None = None
+    target_prompt: list[list[float]] | None = None  # NaN where the id was -1
+    alt_tokens: tuple[list[list[int]], list[list[float]]] | None = None  # (ids, logprobs), [len(prompt)-1, k]
 
 
 class TinyLM:
@@ -275,8 +281,13 @@ class TinyLM:
         for row, (index, _) in enumerate(rows):
             first_row.setdefault(index, row)
         for index, spec in enumerate(specs):
+            prompt_logits = logits[first_row[index], int(pads[first_row[index]]) :]
             if spec.prompt_logprobs or spec.topk_prompt_logprobs:
-                self._prompt_scores(spec, logits[first_row[index], int(pads[first_row[index]]) :], results[index])
+                self._prompt_scores(spec, prompt_logits, results[index])
+            if spec.target_prompt_ids is not None:
+                self._target_prompt_scores(spec, prompt_logits, results[index])
+            if spec.prompt_alt_tokens_k:
+                self._prompt_alt_tokens(spec, prompt_logits, results[index], generator)
 
         temperature = torch.tensor([spec.temperature for _, spec in rows])[:, None]
         greedy = temperature[:, 0] <= 0
@@ -363,6 +374,28 @@ class TinyLM:
         uniform = torch.rand(dist.shape[0], 1, generator=generator) * cdf[:, -1:]
         drawn = torch.searchsorted(cdf, uniform)[:, 0].clamp(max=dist.shape[-1] - 1)
         return torch.where(greedy, dist.argmax(-1), drawn) if bool(greedy.any()) else drawn
+
+    @staticmethod
+    def _target_prompt_scores(spec: SampleSpec, logits: torch.Tensor, result: SampleResult) -> None:
+        """Row i scores the requested ids at prompt position i + 1 (from the logits at position i)."""
+        ids = torch.tensor(spec.target_prompt_ids, dtype=torch.long).reshape(len(spec.prompt) - 1, -1)
+        logprobs = torch.log_softmax(logits[:-1], dim=-1)
+        scored = logprobs.gather(-1, ids.clamp(min=0))
+        result.target_prompt = scored.masked_fill(ids < 0, float("nan")).tolist()
+
+    def _prompt_alt_tokens(
+        self, spec: SampleSpec, logits: torch.Tensor, result: SampleResult, generator: torch.Generator | None
+    ) -> None:
+        """k independent draws per prompt position after the first, at the request's temperature."""
+        k = spec.prompt_alt_tokens_k
+        rows = logits[:-1]
+        if spec.temperature <= 0:
+            dist = torch.log_softmax(rows, dim=-1)
+            ids = dist.argmax(-1, keepdim=True).expand(-1, k)
+        else:
+            dist = torch.log_softmax(rows / spec.temperature, dim=-1)
+            ids = torch.multinomial(dist.exp(), k, replacement=True, generator=generator)
+        result.alt_tokens = (ids.tolist(), dist.gather(-1, ids).tolist())
 
     @staticmethod
     def _prompt_scores(spec: SampleSpec, logits: torch.Tensor, result: SampleResult) -> None:

@@ -357,7 +357,13 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
 
         app.post(f"/api/v1/{name}", name=name)(handler)
 
-    for operation in ("optim_step", "unload_model", "save_weights_for_sampler", "save_weights"):
+    for operation in (
+        "optim_step",
+        "unload_model",
+        "save_weights_for_sampler",
+        "save_weights",
+        "save_weights_external",
+    ):
         model_operation(operation)
 
     # ------------------------------------------------------------------ weights
@@ -426,6 +432,149 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
         if job is not None and not job.done.is_set():
             state["worker"].cancel(job)
         return Response(status_code=200, content=b"null", media_type="application/json")
+
+    # ------------------------------------------------------------------ REST: runs, checkpoints, sessions
+
+    async def catalog_call(call):
+        from hermes_rl.dataplane.tinker_local.catalog import NotFound
+        from hermes_rl.dataplane.tinker_local.wire import UserError
+
+        try:
+            return call()
+        except NotFound as exc:
+            raise RequestError(str(exc), status=404) from exc
+        except UserError as exc:
+            raise RequestError(str(exc)) from exc
+
+    def int_param(request: Request, name: str, default: int) -> int:
+        value = request.query_params.get(name)
+        try:
+            return default if value is None else int(value)
+        except ValueError:
+            raise RequestError(f"query parameter {name} must be a whole number, got {value!r}") from None
+
+    @app.get("/api/v1/training_runs")
+    async def list_training_runs(request: Request) -> dict:
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        ready = await backend()
+        with ready.lock:
+            live = list(ready.models.values())
+        runs = await catalog_call(lambda: catalog.training_runs(ready.checkpoint_dir, live))
+        page, cursor = await catalog_call(
+            lambda: catalog.paged(runs, int_param(request, "limit", 20), int_param(request, "offset", 0))
+        )
+        return {"training_runs": page, "cursor": cursor}
+
+    @app.get("/api/v1/training_runs/{model_id}")
+    async def get_training_run(model_id: str) -> dict:
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        ready = await backend()
+        with ready.lock:
+            live = list(ready.models.values())
+        for run in catalog.training_runs(ready.checkpoint_dir, live):
+            if run["training_run_id"] == model_id:
+                return run
+        raise RequestError(f"unknown training run {model_id!r}: no live model and no checkpoints", status=404)
+
+    @app.get("/api/v1/training_runs/{model_id}/checkpoints")
+    async def list_run_checkpoints(model_id: str) -> dict:
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        ready = await backend()
+        return {"checkpoints": catalog.list_checkpoints(ready.checkpoint_dir, model_id), "cursor": None}
+
+    @app.get("/api/v1/checkpoints")
+    async def list_user_checkpoints(request: Request) -> dict:
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        ready = await backend()
+        records = catalog.list_checkpoints(ready.checkpoint_dir)
+        page, cursor = await catalog_call(
+            lambda: catalog.paged(records, int_param(request, "limit", 100), int_param(request, "offset", 0))
+        )
+        return {"checkpoints": page, "cursor": cursor}
+
+    def checkpoint_route(suffix: str, method: str):
+        return app.api_route(
+            f"/api/v1/training_runs/{{model_id}}/checkpoints/{{kind}}/{{name}}{suffix}", methods=[method]
+        )
+
+    @checkpoint_route("", "DELETE")
+    async def delete_checkpoint(model_id: str, kind: str, name: str):
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        ready = await backend()
+
+        def delete():
+            catalog.delete_checkpoint(ready.checkpoint_dir, model_id, kind, name)
+            with ready.lock:
+                ready._loaded.pop(f"tinker://{model_id}/{kind}/{name}", None)
+
+        await catalog_call(delete)
+        log.info("deleted checkpoint tinker://%s/%s/%s", model_id, kind, name)
+        return Response(status_code=200, content=b"null", media_type="application/json")
+
+    @checkpoint_route("/ttl", "PUT")
+    async def set_checkpoint_ttl(model_id: str, kind: str, name: str, request: Request):
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        data = await body_json(request)
+        ready = await backend()
+        await catalog_call(lambda: catalog.set_ttl(ready.checkpoint_dir, model_id, kind, name, data.get("ttl_seconds")))
+        return Response(status_code=200, content=b"null", media_type="application/json")
+
+    async def set_public(model_id: str, kind: str, name: str, public: bool):
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        ready = await backend()
+        await catalog_call(lambda: catalog.update_meta(ready.checkpoint_dir, model_id, kind, name, public=public))
+        return Response(status_code=200, content=b"null", media_type="application/json")
+
+    @checkpoint_route("/publish", "POST")
+    async def publish_checkpoint(model_id: str, kind: str, name: str):
+        return await set_public(model_id, kind, name, True)
+
+    @checkpoint_route("/publish", "DELETE")
+    async def unpublish_checkpoint(model_id: str, kind: str, name: str):
+        return await set_public(model_id, kind, name, False)
+
+    @checkpoint_route("/external_weights_urls", "GET")
+    async def external_weights_urls(model_id: str, kind: str, name: str) -> dict:
+        """file:// URLs: the files are on this machine already."""
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        ready = await backend()
+        folder = await catalog_call(lambda: catalog.find_checkpoint(ready.checkpoint_dir, model_id, kind, name))
+        files = {p.name: p.resolve().as_uri() for p in sorted(folder.iterdir()) if p.is_file() and p.suffix != ".tmp"}
+        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 10 * 365 * 86400))
+        return {"urls": files, "expires": expires}
+
+    @app.post("/api/v1/weights_info")
+    async def get_weights_info(request: Request) -> dict:
+        from hermes_rl.dataplane.tinker_local import catalog
+
+        data = await body_json(request)
+        ready = await backend()
+        return await catalog_call(lambda: catalog.weights_info(ready, str(data.get("tinker_path") or "")))
+
+    @app.get("/api/v1/sessions")
+    async def list_sessions(request: Request) -> dict:
+        newest = sorted(sessions, key=lambda session_id: sessions[session_id]["created"], reverse=True)
+        offset, limit = int_param(request, "offset", 0), int_param(request, "limit", 20)
+        return {"sessions": newest[offset : offset + limit]}
+
+    @app.get("/api/v1/sessions/{session_id}")
+    async def get_session(session_id: str) -> dict:
+        session = sessions.get(session_id)
+        if session is None:
+            raise RequestError(f"unknown session {session_id!r}", status=404)
+        ready = await backend()
+        with ready.lock:
+            runs = [model_id for model_id, model in ready.models.items() if model.session_id == session_id]
+            samplers = [sampler_id for sampler_id in ready.samplers if sampler_id.startswith(f"{session_id}:")]
+        return {"training_run_ids": runs, "sampler_ids": samplers, "user_metadata": session["user_metadata"] or None}
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
     async def not_implemented(path: str, request: Request):

@@ -162,8 +162,26 @@ def _topk(rows: list[tuple[list[int], list[float]]], k: int) -> pb.TopkLogprobs:
     return pb.TopkLogprobs(token_ids=ids.tobytes(), logprobs=values.tobytes(), k=k, length=len(rows))
 
 
-def encode_sample_response(result, topk_prompt: int, topk_sample: int) -> bytes:
-    """`result` is an engine.SampleResult."""
+def _dense_tensor(values, dtype) -> pb.Tensor:
+    array = np.asarray(values, dtype=dtype)
+    proto_dtype = pb.DTYPE_INT64 if array.dtype == np.int64 else pb.DTYPE_FLOAT32
+    return pb.Tensor(dense=array.tobytes(), dtype=proto_dtype, shape=list(array.shape))
+
+
+def _csr_like(values: np.ndarray, crow: list[int], cols: list[int]) -> pb.Tensor:
+    """float32 values at the cells of a request's CSR layout, in that same layout."""
+    picked = [values[row, cols[i]] for row in range(len(crow) - 1) for i in range(crow[row], crow[row + 1])]
+    csr = pb.SparseCsr(
+        values=np.asarray(picked, dtype=np.float32).tobytes(),
+        crow_indices=np.asarray(crow, dtype=np.int64).tobytes(),
+        col_indices=np.asarray(cols, dtype=np.int64).tobytes(),
+    )
+    return pb.Tensor(sparse_csr=csr, dtype=pb.DTYPE_FLOAT32, shape=list(values.shape))
+
+
+def encode_sample_response(result, topk_prompt: int, topk_sample: int, target_layout=None) -> bytes:
+    """`result` is an engine.SampleResult; `target_layout` the (crow, cols) of a sparse
+    target_prompt_logprobs request, answered in the same layout."""
     msg = pb.SampleResponse()
     for seq in result.sequences:
         out = msg.sequences.add()
@@ -176,4 +194,12 @@ def encode_sample_response(result, topk_prompt: int, topk_sample: int) -> bytes:
         msg.prompt_logprobs = np.asarray(result.prompt_logprobs, dtype=np.float32).tobytes()
     if topk_prompt and result.topk_prompt is not None:
         msg.topk_prompt_logprobs.CopyFrom(_topk(result.topk_prompt, topk_prompt))
+    if result.target_prompt is not None:
+        values = np.asarray(result.target_prompt, dtype=np.float32)
+        tensor = _dense_tensor(values, np.float32) if target_layout is None else _csr_like(values, *target_layout)
+        msg.target_prompt_logprobs.CopyFrom(tensor)
+    if result.alt_tokens is not None:
+        ids, logprobs = result.alt_tokens
+        msg.prompt_alt_tokens.tokens.CopyFrom(_dense_tensor(ids, np.int64))
+        msg.prompt_alt_tokens.logprobs.CopyFrom(_dense_tensor(logprobs, np.float32))
     return msg.SerializeToString()

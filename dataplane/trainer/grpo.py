@@ -95,7 +95,7 @@ def build_sequences(groups: list[dict], max_length: int) -> tuple[list[Sequence]
 
 
 def to_datums(sequences: list[Sequence]):
-    """Tinker Datums for the importance_sampling loss."""
+    """Tinker Datums for the policy losses (importance_sampling, ppo, cispo, dro: same inputs)."""
     from tinker import types
 
     return [

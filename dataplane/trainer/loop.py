@@ -29,6 +29,8 @@ from hermes_rl.dataplane.trainer.settings import ConfigError, TrainerSettings
 log = logging.getLogger("trainer")
 
 LOCAL_DUMMY_KEY = "tml-local"
+TRAINER_STATE_FILE = "trainer_state.json"  # the newest save_state: path and step (read by `hermes-rl resume`)
+STOP_SAVE_TIMEOUT_S = 6.0  # each wait at a stop; both fit in the trainer's 15 s stop timeout
 
 
 class KeyProblem(RuntimeError):
@@ -128,6 +130,8 @@ class Trainer:
         self.rollouts = None  # RolloutRecorder when the run records rollouts
         self.started_at = time.time()
         self.outcome = "errored"  # "success" | "errored" | "interrupted", for the Tinker session
+        self.saved_step = 0  # the step of the newest save_state (what a resume continues from)
+        self.step_task: asyncio.Future | None = None
 
     # ---- setup -------------------------------------------------------------------------
     def _prepare_backend_env(self) -> None:
@@ -161,9 +165,17 @@ class Trainer:
         t0 = time.time()
         self.service_client = tinker.ServiceClient()
         try:
-            self.training_client = await self.service_client.create_lora_training_client(
-                base_model=s.base_model, rank=s.lora_rank, seed=s.seed
-            )
+            if s.resume_state:
+                # Weights and Adam moments as saved: the next step is the one the stopped run would have taken.
+                self.training_client = await self.service_client.create_training_client_from_state_with_optimizer(
+                    s.resume_state
+                )
+                self.step = self.saved_step = s.resume_step
+                log.info("resuming from %s at step %d", s.resume_state, s.resume_step)
+            else:
+                self.training_client = await self.service_client.create_lora_training_client(
+                    base_model=s.base_model, rank=s.lora_rank, seed=s.seed
+                )
         except Exception as exc:
             text = str(exc)
             if s.backend == "tinker" and any(
@@ -178,16 +190,19 @@ class Trainer:
         tokenizer = load_tokenizer(s.base_model, self.training_client)
         sampling_client = await self.training_client.save_weights_and_get_sampling_client()
         self.policy = Policy(tokenizer, s.base_model)
-        self.policy.set_client(sampling_client, 0)
+        self.policy.set_client(sampling_client, self.step)
+        self.policy.step = self.step
         if s.rollouts_path is not None:
             from hermes_rl.dataplane.trainer.rollouts import RolloutRecorder
 
             self.rollouts = RolloutRecorder(s.rollouts_path, tokenizer, finish_reason=self.policy.finish_reason)
         log.info(
-            "training client ready (%s backend, model %s, LoRA rank %d) in %.2fs",
+            "training client ready (%s backend, model %s, LoRA rank %d, loss %s %s) in %.2fs",
             s.backend,
             s.base_model,
             s.lora_rank,
+            s.loss_fn,
+            s.loss_fn_config or "",
             time.time() - t0,
         )
 
@@ -208,7 +223,7 @@ class Trainer:
             "max_token_len": s.max_token_length,
             "checkpoint_dir": str(s.checkpoint_dir),
             "save_checkpoint_interval": s.save_checkpoint_interval,
-            "starting_step": 0,
+            "starting_step": self.step,
             "num_steps": s.total_steps,
         }
         deadline = time.time() + 60
@@ -270,7 +285,7 @@ class Trainer:
                 datums = await self._fill_sampling_logprobs(sequences)
             # Submit the update and the snapshot back to back: the server runs them in order,
             # so one wait covers all three requests.
-            fb_future = self.training_client.forward_backward(datums, "importance_sampling")
+            fb_future = self.training_client.forward_backward(datums, s.loss_fn, s.loss_fn_config or None)
             optim_future = self.training_client.optim_step(
                 types.AdamParams(
                     learning_rate=s.learning_rate,
@@ -283,7 +298,7 @@ class Trainer:
             sampler_future = self.training_client.save_weights_and_get_sampling_client()
             fb = await fb_future
             t_fb = time.time()
-            await optim_future
+            optim = await optim_future
             t_optim = time.time()
             sampling_client = await sampler_future
             row["timing/forward_backward_s"] = t_fb - t0
@@ -293,6 +308,8 @@ class Trainer:
             row.update(grpo.step_statistics(sequences, training_logprobs))
             for key, value in (fb.metrics or {}).items():
                 row[f"tinker/{key}"] = value
+            for key, value in (getattr(optim, "metrics", None) or {}).items():
+                row[f"tinker/optim/{key}"] = value  # the local server reports Adam's step count as "step"
             self.policy.set_client(sampling_client, self.step + 1)
         else:
             row.update(
@@ -344,10 +361,28 @@ class Trainer:
         return grpo.to_datums(sequences)
 
     async def save_checkpoint(self, name: str) -> str:
+        """save_state (weights + Adam moments), recorded in trainer_state.json: what a resume continues from."""
         result = await self.training_client.save_state(name)
         self.tinker_path = result.path
-        log.info("checkpoint %s saved: %s", name, result.path)
+        self.saved_step = self.step
+        state = {
+            "state_path": result.path,
+            "step": self.step,
+            "local_path": self.local_checkpoint_path(result.path, name),
+            "backend": self.settings.backend,
+            "saved_at": time.time(),
+        }
+        atomic_write_json(self.settings.run_dir / TRAINER_STATE_FILE, state)
+        log.info("checkpoint %s saved at step %d: %s", name, self.step, result.path)
         return result.path
+
+    async def save_at_stop(self) -> None:
+        """On a stop: let a step in progress finish (its update is on the server already), then
+        save the state unless the newest save has it."""
+        if self.step_task is not None and not self.step_task.done():
+            await asyncio.wait_for(asyncio.shield(self.step_task), STOP_SAVE_TIMEOUT_S)
+        if self.training_client is not None and self.step > self.saved_step:
+            await asyncio.wait_for(self.save_checkpoint(f"stop-{self.step:06d}"), STOP_SAVE_TIMEOUT_S)
 
     def local_checkpoint_path(self, tinker_path: str | None, name: str) -> str | None:
         """Where the local server put a checkpoint: the newest entry under the run's checkpoint
@@ -379,7 +414,9 @@ class Trainer:
             # Fetch the next batch while this one trains.
             if self.step + 1 < s.total_steps:
                 self._pending = pending = asyncio.ensure_future(self.next_batch())
-            row = await self.train_step(batch, waited)
+            # Shielded: a stop lets the step finish, so the saved state and the step count agree.
+            self.step_task = asyncio.ensure_future(self.train_step(batch, waited))
+            row = await asyncio.shield(self.step_task)
             wait_start = time.time()
             log.info(
                 "step %d/%d reward %.3f loss %s step %.2fs",
@@ -468,10 +505,15 @@ async def amain(settings: TrainerSettings) -> int:
         if stopped["signal"] is None:
             raise
         trainer.outcome = "interrupted"
+        try:
+            await trainer.save_at_stop()
+        except BaseException as exc:
+            log.warning("could not save the state at stop: %s: %s", type(exc).__name__, exc)
         log.info(
-            "stopped by %s at step %d (no results.json: not completed)",
+            "stopped by %s at step %d (no results.json: not completed; resumable from step %d)",
             signal.Signals(stopped["signal"]).name,
             trainer.step,
+            trainer.saved_step,
         )
         return 0
     except KeyProblem as exc:

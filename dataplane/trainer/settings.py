@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
 
 import yaml
@@ -53,6 +53,8 @@ class TrainerSettings:
     weight_decay: float = 0.0
     grad_clip_norm: float = 0.0
     save_checkpoint_interval: int = 0
+    loss_fn: str = "importance_sampling"  # the Tinker policy loss forward_backward uses
+    loss_fn_config: dict[str, float] = field(default_factory=dict)  # its parameters (clip thresholds, beta)
     checkpoint_dir: Path = field(default_factory=Path)
     metrics_path: Path = field(default_factory=Path)
     env_metrics_path: Path = field(default_factory=Path)
@@ -64,6 +66,8 @@ class TrainerSettings:
     wandb_run_name: str | None = None
     batch_poll_s: float = 0.02  # how often an empty /batch is retried
     seed: int | None = None
+    resume_state: str | None = None  # a save_state path (tinker://...) to continue from
+    resume_step: int = 0  # the step that state was saved at
 
 
 # --- config.yaml, as one model -----------------------------------------------------------------
@@ -108,6 +112,9 @@ class TinkerSection(_Section):
     weight_decay: Number = Field(0.0, ge=0.0)
     grad_clip_norm: Number = Field(0.0, ge=0.0)
     save_checkpoint_interval: WholeNumber = Field(0, ge=0)
+    # Tinker's policy losses on (target_tokens, logprobs, advantages); the server checks the config keys.
+    loss_fn: Literal["importance_sampling", "ppo", "cispo", "dro"] = "importance_sampling"
+    loss_fn_config: dict[str, Number] = Field(default_factory=dict)
     checkpoint_dir: str | None = None
     wandb_mode: str | None = None
     wandb_project: str | None = None
@@ -130,8 +137,15 @@ class WandbSection(_Section):
     run_name: str | None = None
 
 
+class ResumeSection(_Section):
+    parent_run_id: str | None = None
+    state_path: str  # tinker://MODEL/weights/NAME, written by save_state
+    step: WholeNumber = Field(ge=0)
+
+
 class HermesSection(_Section):
     run_dir: str | None = None
+    resume: ResumeSection | None = None  # set by `hermes-rl resume`: continue a run's training state
     checkpoint_dir: str | None = None
     metrics_path: str | None = None
     env_metrics_path: str | None = None
@@ -178,6 +192,8 @@ def _problem(error: dict) -> str:
     if kind in ("greater_than_equal", "greater_than"):
         op, limit = (">=", ctx.get("ge")) if kind == "greater_than_equal" else (">", ctx.get("gt"))
         return f"{where} must be {op} {limit}, got {value!r}"
+    if kind == "literal_error":
+        return f"{where} must be one of {ctx.get('expected')}, got {value!r}"
     if kind == "string_type":
         return f"{where} must be text, got {value!r}"
     return f"{where}: {error['msg']}"
@@ -262,6 +278,10 @@ def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
     if not checkpoint_dir.is_absolute():
         checkpoint_dir = run_dir / checkpoint_dir
     seed = tinker.seed
+    if hermes.resume is not None and hermes.resume.step >= env.total_steps:
+        raise ConfigError(
+            f"hermes.resume.step ({hermes.resume.step}) must be below env.total_steps ({env.total_steps})"
+        )
     return TrainerSettings(
         config_path=config_path,
         run_dir=run_dir,
@@ -283,6 +303,8 @@ def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
         weight_decay=tinker.weight_decay,
         grad_clip_norm=tinker.grad_clip_norm,
         save_checkpoint_interval=tinker.save_checkpoint_interval,
+        loss_fn=tinker.loss_fn,
+        loss_fn_config=dict(tinker.loss_fn_config),
         checkpoint_dir=checkpoint_dir,
         metrics_path=Path(hermes.metrics_path or run_dir / "metrics.jsonl"),
         env_metrics_path=Path(hermes.env_metrics_path or run_dir / "env_metrics.jsonl"),
@@ -293,4 +315,6 @@ def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
         wandb_group=hermes.wandb.group or tinker.wandb_group,
         wandb_run_name=hermes.wandb.run_name or tinker.wandb_run_name or env.wandb_name,
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+        resume_state=hermes.resume.state_path if hermes.resume else None,
+        resume_step=hermes.resume.step if hermes.resume else 0,
     )

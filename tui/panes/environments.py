@@ -58,7 +58,7 @@ class EnvironmentsPane(Vertical):
         return self.query_one(EnvList)
 
     def show(self, environments: list, selected: str | None = None) -> None:
-        self.environments = sorted(environments, key=lambda e: (e.error is not None, e.name.lower()))
+        self.environments = sorted(environments, key=lambda e: (e.error is not None, _key(e).lower()))
         if selected is not None:
             self.selected = selected
         self._render_list()
@@ -67,7 +67,9 @@ class EnvironmentsPane(Vertical):
         needle = self.filter_text.lower()
         if not needle:
             return self.environments
-        return [e for e in self.environments if needle in f"{e.name} {e.class_name} {e.description} {e.source}".lower()]
+        return [
+            e for e in self.environments if needle in f"{_key(e)} {e.class_name} {e.description} {e.source}".lower()
+        ]
 
     def _render_list(self) -> None:
         options = self.option_list
@@ -76,15 +78,18 @@ class EnvironmentsPane(Vertical):
         visible = self._visible()
         for env in visible:
             label = Text()
-            label.append("● " if env.name == self.selected else "  ", style="green")
+            key = _key(env)
+            label.append("● " if key == self.selected else "  ", style="green")
             if env.error:
-                label.append(env.name, style="red")
+                label.append(key, style="red")
                 label.append("  parse error", style="red dim")
             else:
-                label.append(env.name, style="bold" if env.name == self.selected else "")
+                label.append(key, style="bold" if key == self.selected else "")
                 label.append(f"  {env.source}", style="dim")
-            options.add_option(Option(label, id=env.file if env.error else env.name))
-        target = next((i for i, e in enumerate(visible) if (e.file if e.error else e.name) == highlighted), 0)
+                if getattr(env, "abstract", None):
+                    label.append("  base", style="yellow dim")
+            options.add_option(Option(label, id=key))
+        target = next((i for i, e in enumerate(visible) if _key(e) == highlighted), 0)
         if visible:
             options.highlighted = target
         set_subtitle(
@@ -98,7 +103,7 @@ class EnvironmentsPane(Vertical):
         option = self.option_list.highlighted_option
         if option is None:
             return None
-        return next((e for e in self.environments if option.id in (e.name, e.file)), None)
+        return next((e for e in self.environments if option.id == _key(e)), None)
 
     def _show_details(self) -> None:
         env = self._highlighted_env()
@@ -119,8 +124,10 @@ class EnvironmentsPane(Vertical):
             if env.description:
                 text.append(f"{env.description}\n")
             text.append(f"{short_path(env.file)} ({env.source})", style="dim")
+            if getattr(env, "abstract", None):
+                text.append(f"\nbase class, not runnable: {env.abstract}", style="yellow")
             if getattr(env, "duplicate_of", None):
-                text.append(f"\nshadowed by {env.duplicate_of}", style="yellow")
+                text.append(f"\nthe bare name {env.name!r} selects {short_path(env.duplicate_of)}", style="yellow")
         details.update(text)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -133,9 +140,9 @@ class EnvironmentsPane(Vertical):
         if env is None:
             return
         if env.error:
-            self.notify(f"{env.name} cannot be loaded: {env.error}", severity="error")
+            self.notify(f"{_key(env)} cannot be loaded: {env.error}", severity="error")
             return
-        self.post_message(self.Selected(env.name))
+        self.post_message(self.Selected(_key(env)))
 
     def start_filter(self) -> None:
         self.query_one(FilterBox).open()
@@ -148,3 +155,8 @@ class EnvironmentsPane(Vertical):
     def on_filter_box_left(self, event: FilterBox.Left) -> None:
         event.stop()
         self.option_list.focus()
+
+
+def _key(env) -> str:
+    """An environment's unique id (its name, qualified when another one shares it)."""
+    return getattr(env, "id", "") or env.name

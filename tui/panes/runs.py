@@ -126,7 +126,8 @@ class RunsPane(Vertical):
                         Text(icon, style=colour),
                         run["run_id"],
                         Text(status, style=colour),
-                        run.get("environment") or "—",
+                        (run.get("environment") or "—")
+                        + (f" ↳ {run['parent_run_id']}" if run.get("parent_run_id") else ""),  # resumed from
                         run.get("profile") or "—",
                         cell_duration(now - created) if created else "—",
                         step_text,

@@ -1,0 +1,94 @@
+"""Storage faults never leave a partial line: an append the disk cuts short (here a file-size limit,
+which fails a write part-way exactly as a full disk does) is taken back, and the next append after a
+line some writer left partial starts on a line of its own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(60)]
+
+CHILD = textwrap.dedent("""\
+    import json, resource, signal, sys
+    from hermes_rl.core.base.fsutil import append_jsonl
+
+    path, limit = sys.argv[1], int(sys.argv[2])
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    try:
+        append_jsonl(path, {"step": 99, "pad": "x" * 400})
+    except OSError as exc:
+        print(json.dumps({"errno": exc.errno}))
+        sys.exit(3)
+""")
+
+
+def test_a_write_cut_short_leaves_no_partial_line_and_nothing_is_glued(tmp_path):
+    from hermes_rl.core.base.fsutil import append_jsonl
+
+    path = tmp_path / "metrics.jsonl"
+    for step in (1, 2):
+        append_jsonl(path, {"step": step})
+    before = path.read_bytes()
+    # Room for 50 more bytes only: the 400-byte row is cut part-way.
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(len(before) + 50)], capture_output=True)
+    assert out.returncode == 3, out.stderr.decode()[-800:]
+    assert path.read_bytes() == before, "a partial row was left behind"
+
+    # A writer killed mid-line left a partial row: the next row is not glued onto it.
+    with open(path, "ab") as handle:
+        handle.write(b'{"step": 3, "train/lo')
+    append_jsonl(path, {"step": 4})
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and json.loads(lines[-2]) == {"step": 4}
+    assert [json.loads(x)["step"] for x in lines[:2]] == [1, 2]
+
+
+@pytest.fixture
+def small_home(tmp_path, monkeypatch):
+    """$HERMES_HOME on a 4 MB tmpfs (skipped where this user cannot mount)."""
+    import shutil
+
+    mount_point = tmp_path / "small_home"
+    mount_point.mkdir()
+    out = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mount_point)], capture_output=True
+    )
+    if out.returncode != 0:
+        pytest.skip(
+            f"cannot mount a small tmpfs here ({out.stderr.decode().strip()[:120]}): the full-disk run is untested"
+        )
+    monkeypatch.setenv("HERMES_HOME", str(mount_point))
+    yield mount_point
+    subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+    shutil.rmtree(mount_point, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("run_processes_cleanup")
+def test_a_full_disk_mid_run_ends_failed_with_the_reason_and_no_partial_row(small_home):
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.paths import run_dir
+    from tests.reliability.helpers import assert_no_orphans, launch_standin, wait_for, wait_running
+
+    run = wait_running(launch_standin()["run_id"])
+    metrics = run_dir(run["run_id"]) / "metrics.jsonl"
+    assert wait_for(lambda: metrics.exists() and metrics.stat().st_size > 0, 10)
+    filler = small_home / "filler"
+    with open(filler, "wb") as handle:  # take every free byte
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+    final = wait_for(lambda: (r := runs.get_run(run["run_id"], sample=False))["status"] in ("failed", "lost") and r, 30)
+    assert final and final["status"] == "failed", final
+    text = (final["reason"] or "") + json.dumps(runs.run_events(run["run_id"])[-3:])
+    assert "No space left on device" in text or "no space left on device" in text, final["reason"]
+    assert metrics.read_bytes().endswith(b"\n"), "metrics.jsonl ends in a partial row"
+    assert_no_orphans(run)
