@@ -378,7 +378,11 @@ class Trainer:
 
     async def save_at_stop(self) -> None:
         """On a stop: let a step in progress finish (its update is on the server already), then
-        save the state unless the newest save has it."""
+        save the state unless the newest save has it. With the Tinker server gone (the run is failing
+        because it died) there is nothing to save to: the SDK would only retry until the timeout."""
+        if not await self._tinker_reachable():
+            log.warning("Tinker server at %s does not answer: no state saved at stop", self.settings.base_url)
+            return
         if self.step_task is not None and not self.step_task.done():
             await asyncio.wait_for(asyncio.shield(self.step_task), STOP_SAVE_TIMEOUT_S)
         if self.training_client is not None and self.step > self.saved_step:
