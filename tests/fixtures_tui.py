@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,17 @@ from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, run_dir, use
 
 FIXED_NOW = 1_764_430_000.0  # 2025-11-29 15:26:40 UTC: every age and clock in snapshots
 SNAP_SIZE = (160, 48)
+
+
+async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition", poll: float = 0.1) -> None:
+    """Let the app run until `predicate()` holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(poll)
+    raise AssertionError(f"timed out waiting for {what}")
+
 
 TUI_ENV_SOURCE = '''
 """Counting game used by the dashboard tests: say the next number."""

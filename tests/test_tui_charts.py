@@ -4,23 +4,13 @@ paged when they do not fit, x by step or by wall time."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from hermes_rl.tui.app import HermesDashboard
 from hermes_rl.tui.panes.metrics import MetricsPane
 from hermes_rl.tui.widgets.charts import ChartGrid, block_rows, resample
-from tests.fixtures_tui import fixed_clock, write_run
-
-
-async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.fixtures_tui import fixed_clock, wait_for, write_run
 
 
 def test_block_chart_rises_with_the_values_and_spans_its_rows():

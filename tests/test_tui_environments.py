@@ -4,7 +4,6 @@ bare name means is the plain one, bases are marked, and choosing a row selects t
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 import yaml
@@ -12,15 +11,7 @@ import yaml
 from hermes_rl.core.base.paths import current_selection_file
 from hermes_rl.tui.app import HermesDashboard
 from tests.fixtures_layouts import write_env
-
-
-async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.fixtures_tui import wait_for
 
 
 @pytest.fixture

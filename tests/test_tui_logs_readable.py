@@ -5,14 +5,13 @@ its tab. Over run folders and logs written as a run writes them."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from hermes_rl.tui.app import HermesDashboard
 from hermes_rl.tui.live import MergedLog
 from hermes_rl.tui.panes.logs import LogsPane, severity
-from tests.fixtures_tui import fixed_clock, write_run
+from tests.fixtures_tui import fixed_clock, wait_for, write_run
 
 ACCESS = 'INFO:     127.0.0.1:5{n:04d} - "GET /batch HTTP/1.1" 200 OK\n'
 API_LOG = (
@@ -27,15 +26,6 @@ TRAINER_LOG = (
     '  File "loop.py", line 1, in run\n'
     "RuntimeError: boom\n"
 )
-
-
-async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_severity_of_common_log_lines():

@@ -5,7 +5,6 @@ metrics appear, stop with confirmation, quit, reopen and find the run."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 import yaml
@@ -22,20 +21,11 @@ from hermes_rl.tui.panes.processes import ProcessesPane
 from hermes_rl.tui.panes.runs import RunsPane
 from hermes_rl.tui.widgets.dialogs import ConfirmScreen, HelpScreen
 from tests.fixtures_core import PY
-from tests.fixtures_tui import fixed_clock, write_run
+from tests.fixtures_tui import fixed_clock, wait_for, write_run
 
 pytestmark = [pytest.mark.usefixtures("run_processes_cleanup")]
 
 CHATTY = str(__import__("pathlib").Path(__file__).parent / "procs_tui" / "chatty_trainer.py")
-
-
-async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

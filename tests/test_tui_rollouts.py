@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import time
 
 import pytest
 
@@ -14,18 +13,9 @@ from hermes_rl.core.base.paths import run_dir
 from hermes_rl.tui.app import HermesDashboard
 from hermes_rl.tui.panes.rollouts import CompletionsTable, RolloutsScreen, StepsTable
 from hermes_rl.tui.panes.runs import RunsPane
-from tests.fixtures_tui import FIXED_NOW, REAL_ROLLOUTS, fixed_clock, write_run
+from tests.fixtures_tui import FIXED_NOW, REAL_ROLLOUTS, fixed_clock, wait_for, write_run
 
 RUN = "7011a0c5"
-
-
-async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def cells(table, column: str) -> list[str]:

@@ -5,8 +5,8 @@ Regenerate after an intended change with `pytest tests/test_tui_snapshots.py --s
 
 from __future__ import annotations
 
+import functools
 import shutil
-import time
 
 import pytest
 from textual.widgets import Input
@@ -17,31 +17,25 @@ from hermes_rl.tui.panes.config_editor import ConfigPane
 from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.metrics import MetricsPane
 from hermes_rl.tui.panes.runs import RunsPane
-from tests.fixtures_tui import REAL_ROLLOUTS, SNAP_SIZE, fixed_clock, write_run_config
+from tests.fixtures_tui import REAL_ROLLOUTS, SNAP_SIZE, fixed_clock, wait_for, write_run_config
 
 pytestmark = pytest.mark.timeout(240)
 
 
-async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for_fast = functools.partial(wait_for, poll=0.05)
 
 
 async def settle(pilot, select_run: str | None = "a1b2c3d4", log_lines: int = 50):
     """Wait until the live worker has delivered runs, the selected run's metrics and logs."""
     app = pilot.app
-    await wait_for(pilot, lambda: app.query_one(RunsPane).table.row_count == 3, what="runs")
-    await wait_for(pilot, lambda: len(app.query_one("#environments").environments) == 2, what="environments")
+    await wait_for_fast(pilot, lambda: app.query_one(RunsPane).table.row_count == 3, what="runs")
+    await wait_for_fast(pilot, lambda: len(app.query_one("#environments").environments) == 2, what="environments")
     if select_run:
         app.query_one(RunsPane).select(select_run)
-        await wait_for(pilot, lambda: app.selected_run == select_run, what="selection")
-        await wait_for(pilot, lambda: app.query_one(MetricsPane).table.row_count >= 8, what="metrics")
-        await wait_for(pilot, lambda: len(app.query_one(LogsPane).names) == 3, what="log tabs")
-        await wait_for(pilot, lambda: app.query_one(LogsPane).view.line_count >= log_lines, what="log lines")
+        await wait_for_fast(pilot, lambda: app.selected_run == select_run, what="selection")
+        await wait_for_fast(pilot, lambda: app.query_one(MetricsPane).table.row_count >= 8, what="metrics")
+        await wait_for_fast(pilot, lambda: len(app.query_one(LogsPane).names) == 3, what="log tabs")
+        await wait_for_fast(pilot, lambda: app.query_one(LogsPane).view.line_count >= log_lines, what="log lines")
 
 
 async def freeze(pilot):
@@ -92,7 +86,7 @@ def test_config_editor_validation_locked_and_modified(snap_compare, snapshot_wor
         await settle(pilot, select_run=None)
         await pilot.press("1", "g", "enter")
         config = app.query_one(ConfigPane)
-        await wait_for(pilot, lambda: config.view is not None, timeout=180, what="config probe")
+        await wait_for_fast(pilot, lambda: config.view is not None, timeout=180, what="config probe")
         await pilot.press("2")
         app.focused.value = ""
         await pilot.press("1")  # group_size 1: invalid, message inline
@@ -118,10 +112,10 @@ def test_logs_pane_trainer_tab_search_marker(snap_compare, snapshot_world):
         await settle(pilot)
         await pilot.press("5", "]", "]")  # all -> api -> trainer
         logs = pilot.app.query_one(LogsPane)
-        await wait_for(pilot, lambda: logs._selected_name() == "trainer", what="trainer tab")
+        await wait_for_fast(pilot, lambda: logs._selected_name() == "trainer", what="trainer tab")
         await pilot.press("m")
         await pilot.press("slash", *"reward=0.7", "enter")
-        await wait_for(pilot, lambda: logs.view.match_line is not None, what="search hit")
+        await wait_for_fast(pilot, lambda: logs.view.match_line is not None, what="search hit")
         await pilot.press("z")
         await freeze(pilot)
 
@@ -166,7 +160,7 @@ def test_rollouts_view_over_a_real_runs_rollouts(snap_compare, snapshot_world):
         await settle(pilot)
         await freeze(pilot)
         await pilot.press("o")
-        await wait_for(pilot, lambda: pilot.app.screen.query_one("#rollouts-steps").row_count == 12, what="steps")
+        await wait_for_fast(pilot, lambda: pilot.app.screen.query_one("#rollouts-steps").row_count == 12, what="steps")
         await pilot.press("j")  # step 11, not following
         await freeze(pilot)
 
@@ -191,7 +185,7 @@ def test_compare_two_runs(snap_compare, snapshot_world):
         await settle(pilot)
         await freeze(pilot)
         await pilot.press("3", "space", "G", "space", "c")
-        await wait_for(pilot, lambda: getattr(pilot.app.screen, "comparison", None) is not None, what="comparison")
+        await wait_for_fast(pilot, lambda: getattr(pilot.app.screen, "comparison", None) is not None, what="comparison")
         await freeze(pilot)
 
     assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
