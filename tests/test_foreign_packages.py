@@ -84,8 +84,10 @@ def test_run_environment_imports_the_users_own_environments_package(tiny_model_d
 
     # The environment imported the user's package, not anything of ours.
     assert f"user environments package: {origin}" in env_log
-    # Every process of the run got the user's PYTHONPATH as it was: nothing of ours added before it.
+    # Every process of the run got the user's PYTHONPATH as it was, nothing of the project's added; the
+    # environment also gets its own import root (here its folder) before it, as its author intended.
     assert {"api", "trainer", "env"} <= set(seen_env), sorted(seen_env)
     for name, environ in seen_env.items():
-        assert environ.get("PYTHONPATH") == user_pythonpath, (name, environ.get("PYTHONPATH"))
+        expected = user_pythonpath if name != "env" else f"{user_environments_dir()}:{user_pythonpath}"
+        assert environ.get("PYTHONPATH") == expected, (name, environ.get("PYTHONPATH"))
         assert str(PROJECT_ROOT) not in environ.get("PYTHONPATH", ""), name

@@ -728,7 +728,9 @@ def _installed(module: str) -> bool:
         return True
     # Neither the caller's folder nor the project's checkout (its folders import only as hermes_rl.*).
     here = {os.path.realpath(p) for p in ("", os.getcwd(), PROJECT_ROOT)}
-    path = [p for p in sys.path if os.path.realpath(p) not in here]
+    # The user's PYTHONPATH as the run's processes will get it (this process may have started without it).
+    user_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = [p for p in (*user_path, *sys.path) if os.path.realpath(p) not in here]
     try:
         return importlib.machinery.PathFinder.find_spec(module, path) is not None
     except (ImportError, ValueError):
