@@ -105,7 +105,12 @@ def _finite(value: Any) -> float | None:
 
 def metrics_summary(run: RunView, latest: dict[str, Any]) -> MetricsSummary:
     """The headline numbers of `latest` (the newest value of each metric)."""
-    summary: dict[str, Any] = {"step": latest.get(Metric.STEP), "total_steps": run.get("total_steps")}
+    # The step is the trainer's: environment rows carry the step they saw, which can run one past the end.
+    trained = (run.get("last_metric") or {}).get(Metric.STEP)
+    summary: dict[str, Any] = {
+        "step": trained if trained is not None else latest.get(Metric.STEP),
+        "total_steps": run.get("total_steps"),
+    }
     for name, keys in _SUMMARY_KEYS.items():
         summary[name] = next((v for v in (_finite(latest.get(k)) for k in keys) if v is not None), None)
     return summary  # type: ignore[return-value]
