@@ -2,8 +2,9 @@
 
 No hub access: the tokenizer is trained here with `tokenizers` on generated text (toy-task
 prompts, GSM8K-style word problems, generic English), the model is initialised from a fixed
-seed, then briefly fine-tuned on the toy task (stopped early), so RL starts with a model that
-answers in format — a number and a newline — but is right only about a fifth of the time.
+seed, then fine-tuned on the toy task with a habit: most of its training answers are one too
+high. RL starts from a model that reads the operands and answers in format but whose greedy
+answer is wrong; the right answer is among its samples a quarter of the time (see WarmStart).
 
     python -m hermes_rl.dataplane.tiny_model --out DIR      # builds if missing, with a progress display
 
@@ -25,12 +26,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hermes_rl.core.base.fsutil import file_lock
 
 # Bump when anything below changes what gets built; older folders are rebuilt.
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 MARKER_NAME = "hermes_tiny_model.json"
 
 EOS_TOKEN = "<|endoftext|>"
@@ -51,14 +53,37 @@ MODEL_SHAPE = {
 VOCAB_TARGET = 768
 SEED = 1234
 
-# Warm start on the toy format: supervised steps on correct answers, stopped early — when the
-# model answers in format (a number, a newline) but is right only about a fifth of the time
-# (its wrong answers are mostly near misses). It has started to read the operands, so RL has a
-# signal from the first steps and plenty of room (measured: mean toy score ~0.52 at T=1).
-WARM_START_TARGET = 0.2  # stop once the mean probability of the right answer digit reaches this
-WARM_START_MAX_STEPS = 400
-WARM_START_BATCH = 64
-WARM_START_LR = 5e-3
+TOY_MAX_OPERAND = 4
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """How the model is fine-tuned on the toy task before RL.
+
+    `correct_fraction` of its training answers are right and the rest are off by `habit` (the
+    "one too high" habit of a model that half-learned addition). Trained to convergence, it samples
+    the right answer that fraction of the time at temperature 1 but its greedy answer is the habit's:
+    greedy eval starts near 0, and GRPO has a correct completion in most groups of 8 from the first
+    step, so it can find and reinforce the right answers instead of discovering them (measured in
+    bench/bench_training.py: the default run reaches greedy eval 0.9 in ~150 steps).
+    `stop_at_p_correct` instead stops early once the right digit gets that much probability
+    (the previous recipe, kept for the bench's baseline: it learns slowly).
+    """
+
+    correct_fraction: float = 0.25
+    habit: int = 1
+    steps: int = 400
+    batch: int = 64
+    learning_rate: float = 3e-3  # decays linearly to 0 over `steps`, so the build ends converged
+    stop_at_p_correct: float | None = None
+
+    def target(self, answer: int, rng: random.Random) -> int:
+        return answer if rng.random() < self.correct_fraction else answer + self.habit
+
+
+DEFAULT_WARM_START = WarmStart()
+# The recipe of the first builds (right answers only, stopped at p(correct) 0.2); bench baseline.
+EARLY_STOP_WARM_START = WarmStart(correct_fraction=1.0, habit=0, learning_rate=5e-3, stop_at_p_correct=0.2)
 TOY_MAX_OPERAND = 4
 
 ProgressFn = Callable[[str, float], None]  # (stage description, fraction of the whole build done)
@@ -80,8 +105,8 @@ def read_marker(model_dir: Path) -> dict:
     return json.loads((Path(model_dir) / MARKER_NAME).read_text(encoding="utf-8"))
 
 
-def ensure_model(out_dir: Path, progress: ProgressFn | None = None) -> Path:
-    """The built model folder at `out_dir`, building it first if missing or outdated."""
+def ensure_model(out_dir: Path, progress: ProgressFn | None = None, recipe: WarmStart = DEFAULT_WARM_START) -> Path:
+    """The built model folder at `out_dir`, building it first if missing or outdated (with `recipe`)."""
     out_dir = Path(out_dir).expanduser().resolve()
     if is_complete(out_dir):
         return out_dir
@@ -95,7 +120,7 @@ def ensure_model(out_dir: Path, progress: ProgressFn | None = None) -> Path:
             shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.build-", dir=out_dir.parent))
         try:
-            build_into(tmp, progress)
+            build_into(tmp, progress, recipe)
             _install(tmp, out_dir)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -105,7 +130,7 @@ def ensure_model(out_dir: Path, progress: ProgressFn | None = None) -> Path:
 # --------------------------------------------------------------------------- build steps
 
 
-def build_into(folder: Path, progress: ProgressFn | None = None) -> dict:
+def build_into(folder: Path, progress: ProgressFn | None = None, recipe: WarmStart = DEFAULT_WARM_START) -> dict:
     """Build everything into `folder` (which must exist); returns the marker written last."""
     report = progress or (lambda _stage, _fraction: None)
     started = time.time()
@@ -135,10 +160,11 @@ def build_into(folder: Path, progress: ProgressFn | None = None) -> dict:
     model = LlamaForCausalLM(config)
 
     def on_step(step: int, loss: float) -> None:
-        # Usually stops after 100-200 steps; the bar assumes ~150.
-        report(f"warm start on the toy format (step {step}, loss {loss:.3f})", 0.15 + 0.8 * min(step / 150, 0.99))
+        report(
+            f"warm start on the toy task (step {step}, loss {loss:.3f})", 0.15 + 0.8 * min(step / recipe.steps, 0.99)
+        )
 
-    warm = warm_start(model, tokenizer, rng, on_step)
+    warm = warm_start(model, tokenizer, rng, on_step, recipe)
 
     report("saving", 0.95)
     model.save_pretrained(folder)
@@ -290,10 +316,10 @@ def _sentence(rng: random.Random) -> str:
     return text + rng.choice([".", ".", ".", "?", "!"]) + (f" {rng.randint(0, 2026)}" if rng.random() < 0.2 else "")
 
 
-def warm_start(model, tokenizer, rng: random.Random, on_step: Callable[[int, float], None]) -> dict:
-    """Supervised steps on `Q: a+b=\\nA: N\\n` (loss on the answer only) until the model puts
-    WARM_START_TARGET probability on the right digit: checked every 10 steps, so the stop does not
-    depend on how fast a particular data order happens to learn."""
+def warm_start(
+    model, tokenizer, rng: random.Random, on_step: Callable[[int, float], None], recipe: WarmStart = DEFAULT_WARM_START
+) -> dict:
+    """Supervised steps on `Q: a+b=\\nA: N\\n` (loss on the answer only), N as `recipe` says."""
     import torch
 
     from hermes_rl.environments.toy_task import format_answer, make_problem
@@ -301,14 +327,18 @@ def warm_start(model, tokenizer, rng: random.Random, on_step: Callable[[int, flo
     def example() -> tuple[list[int], list[int]]:
         prompt, answer = make_problem(rng, TOY_MAX_OPERAND)
         prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
-        answer_ids = tokenizer.encode(format_answer(answer), add_special_tokens=False)
+        answer_ids = tokenizer.encode(format_answer(recipe.target(answer, rng)), add_special_tokens=False)
         return prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=WARM_START_LR, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.0)
+    decay = recipe.stop_at_p_correct is None  # an early stop keeps the rate; a full schedule anneals it
     model.train()
-    loss_value, p_correct, step = float("nan"), 0.0, 0
-    for step in range(1, WARM_START_MAX_STEPS + 1):
-        batch = [example() for _ in range(WARM_START_BATCH)]
+    loss_value, probe, step = float("nan"), {}, 0
+    for step in range(1, recipe.steps + 1):
+        if decay:
+            for group in optimizer.param_groups:
+                group["lr"] = recipe.learning_rate * (1 - (step - 1) / recipe.steps)
+        batch = [example() for _ in range(recipe.batch)]
         width = max(len(ids) for ids, _ in batch)
         input_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids, _ in batch])
         labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
@@ -318,20 +348,21 @@ def warm_start(model, tokenizer, rng: random.Random, on_step: Callable[[int, flo
         optimizer.step()
         loss_value = float(loss.detach())
         if step % 10 == 0:
-            model.eval()
-            p_correct = _p_correct_digit(model, tokenizer)
-            model.train()
             on_step(step, loss_value)
-            if p_correct >= WARM_START_TARGET:
-                break
+            if recipe.stop_at_p_correct is not None:
+                model.eval()
+                probe = answer_probe(model, tokenizer)
+                model.train()
+                if probe["p_correct_digit"] >= recipe.stop_at_p_correct:
+                    break
     model.eval()
+    probe = answer_probe(model, tokenizer)
     return {
-        "steps": step,
-        "batch": WARM_START_BATCH,
-        "learning_rate": WARM_START_LR,
+        **asdict(recipe),
+        "steps_done": step,
         "max_operand": TOY_MAX_OPERAND,
         "final_loss": round(loss_value, 4),
-        "p_correct_digit": round(p_correct, 4),
+        **{key: round(value, 4) for key, value in probe.items()},
     }
 
 
@@ -368,22 +399,24 @@ def toy_score(
     return sum(scores) / len(scores)
 
 
-def _p_correct_digit(model, tokenizer) -> float:
-    """Mean probability the model puts on the right answer digit, over every toy problem."""
+def answer_probe(model, tokenizer) -> dict[str, float]:
+    """Over every toy problem: the mean probability of the right answer digit, and how often the
+    most likely digit is the right one (what greedy decoding answers)."""
     import torch
 
     from hermes_rl.environments.toy_task import PROMPT_TEMPLATE
 
-    total, count = 0.0, 0
+    digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
+    total, right, count = 0.0, 0, 0
     with torch.no_grad():
         for a in range(TOY_MAX_OPERAND + 1):
             for b in range(TOY_MAX_OPERAND + 1):
                 ids = tokenizer.encode(PROMPT_TEMPLATE.format(a=a, b=b) + " ", add_special_tokens=False)
                 probs = model(input_ids=torch.tensor([ids])).logits[0, -1].softmax(-1)
-                digit = tokenizer.convert_tokens_to_ids(str(a + b))
-                total += float(probs[digit])
+                total += float(probs[digits[a + b]])
+                right += int(int(probs[digits].argmax()) == a + b)
                 count += 1
-    return total / count
+    return {"p_correct_digit": total / count, "greedy_correct": right / count}
 
 
 # --------------------------------------------------------------------------- install
@@ -447,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     console.print(
         f"tiny model ready at {out_dir} in {time.time() - started:.1f}s "
         f"(vocab {marker['vocab_size']}, {marker['parameters']} parameters, "
-        f"p(correct digit) {marker['warm_start']['p_correct_digit']:.2f})"
+        f"p(correct digit) {marker['warm_start']['p_correct_digit']:.2f}, "
+        f"greedy right {marker['warm_start']['greedy_correct']:.0%})"
     )
     return 0
 

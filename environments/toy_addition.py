@@ -1,7 +1,9 @@
 """Single-digit addition a tiny model learns on CPU in minutes (the local profile's default).
 
-Prompts and graded scores come from environments/toy_task.py, which the local model builder
-shares, so format and reward always agree. Run: `python environments/toy_addition.py serve --config CONFIG_YAML`.
+Prompts and scores come from environments/toy_task.py, which the local model builder shares, so
+format and reward always agree. Greedy accuracy is evaluated before the first step and every
+`steps_per_eval` steps after it (eval/percent_correct in env_metrics.jsonl).
+Run: `python environments/toy_addition.py serve --config CONFIG_YAML`.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ class ToyAdditionConfig(BaseEnvConfig):
     max_completion_tokens: int = Field(default=6, ge=1, le=64, description="Tokens the policy may generate per answer")
     temperature: float = Field(default=1.0, gt=0.0, le=2.0, description="Sampling temperature for training rollouts")
     eval_size: int = Field(default=25, ge=1, le=100, description="Problems in each greedy evaluation")
+    near_miss_credit: float = Field(
+        default=0.0, ge=0.0, lt=1.0, description="Reward for a wrong number next to the answer (less further away)"
+    )
     env_metrics_path: Optional[str] = Field(default=None, description="Where env metrics go (set by hermes-rl)")
 
 
 class ToyAdditionEnv(BaseEnv):
-    """Single-digit addition with a graded score (1 exact, partial credit by distance)."""
+    """Single-digit addition: reward 1 for the right answer, 0 otherwise (near_miss_credit can grade misses)."""
 
     name = "toy_addition"
     env_config_cls = ToyAdditionConfig
@@ -48,6 +53,7 @@ class ToyAdditionEnv(BaseEnv):
         self.score_buffer: list[float] = []
         self.metrics_path = env_metrics.resolve_path(config.env_metrics_path)
         self.inference_url = server_configs[0].base_url if isinstance(server_configs, list) and server_configs else None
+        self.baseline_eval: asyncio.Task | None = None
 
     @classmethod
     def config_init(cls) -> tuple[ToyAdditionConfig, list[APIServerConfig]]:
@@ -58,7 +64,7 @@ class ToyAdditionEnv(BaseEnv):
             batch_size=16,
             use_wandb=True,  # offline into the run folder without WANDB_API_KEY
             rollout_server_url="http://127.0.0.1:8000",
-            total_steps=400,
+            total_steps=800,
             max_token_length=512,
             steps_per_eval=25,
             eval_handling=EvalHandlingEnum.NONE,
@@ -94,6 +100,10 @@ class ToyAdditionEnv(BaseEnv):
         log.info("toy_addition: operands 0..%d, group_size %d", self.config.max_operand, self.config.group_size)
 
     async def get_next_item(self):
+        # atroposlib first evaluates after steps_per_eval steps; the accuracy before any training is
+        # the baseline people compare against. The first item is asked for once the servers answer.
+        if self.baseline_eval is None:
+            self.baseline_eval = asyncio.create_task(self.evaluate())
         prompt, answer = toy_task.make_problem(self.rng, self.config.max_operand)
         return {"prompt": prompt, "answer": answer}
 
@@ -115,7 +125,7 @@ class ToyAdditionEnv(BaseEnv):
                 if node.full_text.startswith(item["prompt"])
                 else self.tokenizer.decode([t for t, m in zip(node.tokens, node.masked_tokens) if m != -100])
             )
-            score = toy_task.score(text, item["answer"], self.config.max_operand)
+            score = toy_task.score(text, item["answer"], self.config.max_operand, self.config.near_miss_credit)
             group["tokens"].append(node.tokens)
             group["masks"].append(node.masked_tokens)
             group["inference_logprobs"].append(node.logprobs)
@@ -144,12 +154,13 @@ class ToyAdditionEnv(BaseEnv):
             )
             return 1.0 if toy_task.score(completion.choices[0].text, a + b, top) == 1.0 else 0.0
 
+        # The step whose weights answer: asked before the requests (training goes on meanwhile).
+        step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
         try:
             results = await asyncio.gather(*(one(a, b) for a, b in problems))
         except Exception as exc:  # an eval failure is logged, never fatal to training
             log.warning("evaluation failed: %s", exc)
             return
-        step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
         env_metrics.append(
             self.metrics_path, step, {"eval/percent_correct": sum(results) / len(results)}, environment=self.name
         )

@@ -33,15 +33,13 @@ def parse_answer(completion: str) -> int | None:
     return int(match.group()) if match else None
 
 
-def score(completion: str, answer: int, max_operand: int = 4) -> float:
-    """1.0 for the exact answer; partial credit by distance for a number; 0 for no number.
-
-    Graded so GRPO groups rarely score all-equal and the tiny model gets a gradient early.
-    """
+def score(completion: str, answer: int, max_operand: int = 4, near_miss_credit: float = 0.0) -> float:
+    """1.0 for the exact answer, 0 for no number; a wrong number gets up to `near_miss_credit`,
+    less the further it is from the answer (0: right or wrong, nothing in between)."""
     guess = parse_answer(completion)
     if guess is None:
         return 0.0
     if guess == answer:
         return 1.0
     span = 2 * max_operand + 1
-    return max(0.0, 0.5 * (1.0 - abs(guess - answer) / span))
+    return max(0.0, near_miss_credit * (1.0 - abs(guess - answer) / span))

@@ -277,7 +277,8 @@ def test_unknown_field_lists_the_valid_ones(fixture_envs):
 def test_locked_field_shows_its_value_and_why(fixture_envs):
     with pytest.raises(BadInput) as caught:
         set_field("learning_rate", "0.1", "fixture_basic")
-    assert "learning_rate is locked at 0.0005 by the local profile" in caught.value.message
+    locked_at = PROFILE_VALUES["local"]["locked"]["learning_rate"]
+    assert f"learning_rate is locked at {locked_at} by the local profile" in caught.value.message
     assert "infrastructure" in caught.value.message
 
 
@@ -448,7 +449,10 @@ def test_run_config_has_the_tinker_atropos_shape(fixture_envs, hermes_home):
     assert {"model_name", "server_type", "timeout", "num_requests_for_eval", "weight"} <= set(server)
     t = cfg["tinker"]
     assert t["checkpoint_dir"] == str(run_folder / "checkpoints")
-    assert (t["lora_rank"], t["learning_rate"]) == (8, 5e-4) and t["wandb_run_name"] == e["wandb_name"]
+    assert (t["lora_rank"], t["learning_rate"]) == (
+        profile.locked["lora_rank"].value,
+        profile.locked["learning_rate"].value,
+    ) and t["wandb_run_name"] == e["wandb_name"]
     assert cfg["backend"] == {
         "kind": "local",
         "base_url": "http://127.0.0.1:18002",

@@ -14,6 +14,7 @@ import yaml
 from hermes_rl.core import runs
 from hermes_rl.core.base.fsutil import read_jsonl
 from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
+from hermes_rl.core.envs.profiles import PROFILE_VALUES
 from hermes_rl.core.readers import rollouts
 
 DESIGN_KEYS = (
@@ -82,7 +83,7 @@ def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_
     assert [r["step"] for r in rows] == list(range(1, 13))
     for row in rows:
         assert all(key in row for key in DESIGN_KEYS), row
-        assert row["train/learning_rate"] == pytest.approx(5e-4) or row["train/learning_rate"] > 0
+        assert row["train/learning_rate"] == pytest.approx(PROFILE_VALUES["local"]["locked"]["learning_rate"])
         assert 0.0 <= row["reward/mean"] <= 1.0
     assert any(r["train/loss"] is not None for r in rows)
 
@@ -118,6 +119,45 @@ def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_
     config = yaml.safe_load((folder / "config.yaml").read_text())
     assert "TINKER_API_KEY" not in json.dumps(config)
     assert no_survivors(runs.get_run(run_id, sample=False))
+
+
+@pytest.mark.timeout(900)
+def test_the_default_local_run_learns(tiny_model_dir):
+    """What README's main command shows a new user: the default local run, nothing overridden, takes
+    greedy eval accuracy from <= 0.4 to >= 0.9 and raises reward/mean by >= 0.3 (first 20 steps vs
+    last 20), then completes with a checkpoint; results and the runs listing report the eval figures.
+    (How fast is bench/bench_training.py's job.)"""
+    from hermes_rl.core.runs import report
+
+    model = models_dir() / "tiny-toy"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.symlink_to(Path(tiny_model_dir).resolve())
+    run = runs.start_run(None, "local")
+    run_id = run["run_id"]
+    assert run["environment"] == "toy_addition"
+    final = wait_final(run_id, 840)
+    folder = run_dir(run_id)
+    assert final["status"] == "completed", (final.get("reason"), _log_tails(final))
+
+    rows = read_jsonl(folder / "metrics.jsonl")
+    assert len(rows) == PROFILE_VALUES["local"]["locked"]["total_steps"]
+    rewards = [r["reward/mean"] for r in rows]
+    first20, last20 = sum(rewards[:20]) / 20, sum(rewards[-20:]) / 20
+    assert last20 >= first20 + 0.3, (first20, last20)
+    evals = [
+        (r["step"], r["eval/percent_correct"])
+        for r in read_jsonl(folder / "env_metrics.jsonl")
+        if "eval/percent_correct" in r
+    ]
+    assert evals[0] == (0, pytest.approx(evals[0][1])) and evals[0][1] <= 0.4, evals[:3]  # before any training
+    assert evals[-1][1] >= 0.9, evals[-5:]
+    assert Path(json.loads((folder / "results.json").read_text())["final_checkpoint"]).exists()
+
+    accuracy = report.results_summary(run_id)["eval_accuracy"]
+    assert accuracy["first"] == evals[0][1] and accuracy["last"] == evals[-1][1]
+    assert accuracy["best"] == max(v for _, v in evals) and accuracy["best_step"] in [s for s, _ in evals]
+    listed = next(r for r in runs.list_runs() if r["run_id"] == run_id)
+    assert (listed["eval_first"], listed["eval_last"]) == (evals[0][1], evals[-1][1])
 
 
 @pytest.mark.timeout(180)

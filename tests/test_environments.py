@@ -83,12 +83,14 @@ def test_gsm8k_scoring_with_math_verify():
     assert score_answer("\\boxed{1,234}", "1234") == 1.0
 
 
-def test_toy_scoring_is_graded():
+def test_toy_scoring_is_right_or_wrong_unless_near_misses_get_credit():
     from hermes_rl.environments import toy_task
 
     assert toy_task.score(" 7\n", 7) == 1.0
-    assert 0.0 < toy_task.score(" 6\n", 7) < 0.5
-    assert toy_task.score(" x\n", 7) == 0.0
+    assert toy_task.score(" 6\n", 7) == 0.0 and toy_task.score(" x\n", 7) == 0.0
+    near, far = toy_task.score(" 6\n", 7, near_miss_credit=0.5), toy_task.score(" 2\n", 7, near_miss_credit=0.5)
+    assert 0.0 < far < near < 0.5
+    assert toy_task.score(" x\n", 7, near_miss_credit=0.5) == 0.0
 
 
 def test_env_metrics_lines_are_read_by_core_metrics(tmp_path):

@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 
 from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.readers.metrics import JsonlTail, RunMetrics, last_metrics, metric_keys, metric_series, read_metrics
+from hermes_rl.core.readers.metrics import (
+    JsonlTail,
+    RunMetrics,
+    eval_endpoints,
+    last_metrics,
+    metric_keys,
+    metric_series,
+    read_metrics,
+)
 
 
 def append(path, text: str):
@@ -64,7 +72,7 @@ def test_read_metrics_merges_env_rows_by_step():
     assert rows[2]["eval/percent_correct"] == 0.25
     assert rows[2]["time"] == 103.0  # the trainer's time wins over an environment's
     assert metric_series(rows, "train/loss") == [(1, 1.0), (2, 0.5), (3, 1 / 3)]
-    assert metric_keys(rows)[:4] == ["reward/mean", "train/loss", "train/percent_correct", "eval/percent_correct"]
+    assert metric_keys(rows)[:4] == ["reward/mean", "eval/percent_correct", "train/loss", "train/percent_correct"]
     assert "custom/thing" in metric_keys(rows)
     last = last_metrics("0123abcd")
     assert last["step"] == 5 and last["train/loss"] == 1 / 3 and last["train/percent_correct"] == 0.5
@@ -144,3 +152,24 @@ def test_live_reader_rows_stay_sorted_when_steps_arrive_out_of_order(tmp_path):
         assert [row["step"] for row in reader.rows] == sorted(row["step"] for row in reader.rows)
     assert [row["step"] for row in reader.rows] == [1, 2, 3, 4, 5, 6]
     assert reader.series("train/loss", tail=2) == [(5, 5.0), (6, 6.0)]
+
+
+def test_eval_endpoints_of_a_long_run_read_only_its_head_and_tail(tmp_path):
+    """The runs listing's eval column: the first and the latest eval row, found among many other
+    environment rows without reading the middle of the file, a partial last line ignored."""
+    path = tmp_path / "env_metrics.jsonl"
+    with open(path, "w") as handle:
+        handle.write(json.dumps({"step": 0, "train/percent_correct": 0.1}) + "\n")
+        handle.write(json.dumps({"step": 0, "eval/percent_correct": 0.04}) + "\n")
+        for step in range(1, 40_000):  # ~2 MB of rows; evals every 25 steps
+            row = {"step": step, "train/percent_correct": 0.5, "pad": "x" * 20}
+            if step % 25 == 0:
+                row["eval/percent_correct"] = min(1.0, step / 10_000)
+            handle.write(json.dumps(row) + "\n")
+        handle.write(json.dumps({"step": 40_000, "train/percent_correct": 0.9}) + "\n")
+        handle.write('{"step": 40001, "eval/percent_correct": 0.')  # the writer is mid-line
+    assert path.stat().st_size > 1 << 20
+    assert eval_endpoints(tmp_path) == (0.04, 1.0)
+    assert eval_endpoints(tmp_path / "missing") == (None, None)
+    (tmp_path / "env_metrics.jsonl").write_text(json.dumps({"step": 1, "train/percent_correct": 0.2}) + "\n")
+    assert eval_endpoints(tmp_path) == (None, None)  # an environment that never evaluates

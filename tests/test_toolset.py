@@ -15,6 +15,7 @@ import pytest
 from hermes_rl.core.base.records import MetricsSummary, ProcessSummary, RunSummary
 from hermes_rl.core.clients import toolset
 from hermes_rl.core.clients.toolset import TOOL_SCHEMAS, TOOLS, TOOLS_BY_NAME, call_tool
+from hermes_rl.core.envs.profiles import PROFILE_VALUES
 from tests.fixtures_toolset import (
     ARITH_ENV_NAME,
     completing_spec,
@@ -158,7 +159,9 @@ def test_get_and_edit_config_validated_by_core(arith_env):
     group = editable["group_size"]
     assert group["type"] == "int" and group["description"] and "default" in group and "value" in group
     locked = {f["name"]: f for f in view["locked"]}
-    assert locked["tokenizer_name"]["reason"] and locked["learning_rate"]["value"] == 5e-4
+    # the profile extends `local` and does not set the rate: the tool shows local's locked value
+    assert locked["tokenizer_name"]["reason"]
+    assert locked["learning_rate"]["value"] == PROFILE_VALUES["local"]["locked"]["learning_rate"]
 
     edited = call_tool("rl_edit_config", {"field": "group_size", "value": 6})
     assert_shape("rl_edit_config", edited)

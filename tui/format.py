@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from rich.text import Text
+
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 
 
@@ -36,6 +38,20 @@ def trend(values: list[float]) -> str:
     if abs(recent - before) / scale < 0.01:
         return "→"
     return "↑" if recent > before else "↓"
+
+
+def eval_cell(first: float | None, last: float | None) -> Text:
+    """The latest eval accuracy with its change since the first eval ("0.96 ↑ from 0.00")."""
+    if last is None:
+        return Text("—", style="grey62")
+    if first is None or abs(last - first) < 0.005:
+        return Text(f"{last:.2f}")
+    up = last > first
+    return Text.assemble(
+        (f"{last:.2f} ", "bold green" if up else "bold red"),
+        ("↑" if up else "↓", "green" if up else "red"),
+        (f" {first:.2f}", "grey62"),
+    )
 
 
 def number(value, digits: int = 4) -> str:

@@ -11,7 +11,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from hermes_rl.core.base.errors import BadInput, HermesError
 
@@ -127,12 +127,16 @@ def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, dict]]:
                 yield offset, obj
 
 
-def last_jsonl_row(path: str | os.PathLike, max_scan: int = 1 << 20) -> dict | None:
-    """The last complete, parseable JSON object line of a file, read backwards from its end.
+def last_jsonl_row(
+    path: str | os.PathLike, max_scan: int = 1 << 20, where: Callable[[dict], bool] | None = None
+) -> dict | None:
+    """The last complete, parseable JSON object line of a file (that `where` accepts), read backwards
+    from its end.
 
     A partial last line (the writer is mid-write) and garbage lines are skipped. At most max_scan
     bytes from the end are read: O(line size), not O(file size), so listing many runs stays cheap.
     """
+    accept = where or (lambda _row: True)
     try:
         handle = open(path, "rb")
     except OSError:
@@ -156,12 +160,23 @@ def last_jsonl_row(path: str | os.PathLike, max_scan: int = 1 << 20) -> dict | N
             whole = parts[1:-1] if pending is None else parts[1:-1] + [parts[-1] + pending]
             for raw in reversed(whole):
                 row = parse_jsonl_line(raw)
-                if row is not None:
+                if row is not None and accept(row):
                     return row
             pending = parts[0]
         if position == 0 and pending is not None:
-            return parse_jsonl_line(pending)  # the file's first line, now known to be whole
+            row = parse_jsonl_line(pending)  # the file's first line, now known to be whole
+            return row if row is not None and accept(row) else None
         return None
+
+
+def first_jsonl_row(path: str | os.PathLike, where: Callable[[dict], bool], max_scan: int = 1 << 20) -> dict | None:
+    """The first complete JSON object line that `where` accepts, within the file's first max_scan bytes."""
+    for end, row in iter_jsonl(Path(path)):
+        if where(row):
+            return row
+        if end >= max_scan:
+            break
+    return None
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -30,6 +30,8 @@ class _SummaryFields(TypedDict):
     step: int | None
     total_steps: int | None
     reward_mean: float | None
+    eval_first: float | None  # the first greedy eval accuracy an environment logged (eval/percent_correct)
+    eval_last: float | None  # the latest one
     reason: str | None
     parent_run_id: str | None  # a resumed run: the run it continues
 
@@ -117,6 +119,16 @@ class StartedRun(RunRecord):
     notices: list[str]
 
 
+class MetricSummary(TypedDict):
+    """readers.metrics.metric_summary(): one metric over a run."""
+
+    first: float
+    best: float | None  # null for a metric without a direction
+    best_step: int | None
+    last: float
+    last_step: int
+
+
 class Results(TypedDict):
     """runs.get_results()."""
 
@@ -129,6 +141,7 @@ class Results(TypedDict):
     steps_done: int
     final_metrics: dict[str, Any]
     history: list[dict[str, Any]]  # <= 50 evenly spaced metric rows, first and last included
+    eval_accuracy: MetricSummary | None  # greedy eval accuracy (eval/percent_correct); None: never evaluated
     checkpoint: str | None
     tinker_path: str | None
     results: dict[str, Any]  # results.json as the trainer wrote it
@@ -206,6 +219,7 @@ class ResultsSummary(TypedDict):
     total_steps: int | None
     final_metrics: dict[str, Any]
     history: list[dict[str, Any]]  # the sample's rows, step and headline metrics only
+    eval_accuracy: MetricSummary | None
     checkpoint: str | None
     tinker_path: str | None
     wandb_url: str | None

@@ -86,12 +86,16 @@ class Metric(StrEnum):
     ADVANTAGES_STD = "advantages/std"
 
 
+# Metrics with a direction: their "best" is their highest value. Others (the GRPO surrogate loss,
+# logprob drift, advantage spread) have none.
+HIGHER_IS_BETTER = frozenset({Metric.REWARD_MEAN, Metric.PERCENT_CORRECT, Metric.EVAL_PERCENT_CORRECT})
+
 # The metrics a summary shows first (results, status reports, the dashboard's metrics pane).
 HEADLINE_METRICS = (
     Metric.REWARD_MEAN,
+    Metric.EVAL_PERCENT_CORRECT,
     Metric.LOSS,
     Metric.PERCENT_CORRECT,
-    Metric.EVAL_PERCENT_CORRECT,
     Metric.LOGPROBS_DIFF,
     Metric.ADVANTAGES_STD,
 )

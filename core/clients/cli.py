@@ -424,6 +424,12 @@ def cmd_results(args) -> Any:
         f"run [bold]{results['run_id']}[/] {_styled(results['status'])}"
         + (f": {results['reason']}" if results.get("reason") else "")
     )
+    accuracy = results.get("eval_accuracy")
+    if accuracy:
+        console.print(
+            f"eval accuracy (greedy): first {accuracy['first']:.2f} · best {accuracy['best']:.2f} "
+            f"(step {accuracy['best_step']}) · last {accuracy['last']:.2f} (step {accuracy['last_step']})"
+        )
     for key, value in sorted(results["final_metrics"].items()):
         console.print(f"  {key:<28} {human_number(value, 4)}")
     if results.get("checkpoint"):

@@ -583,6 +583,8 @@ TOOLS: tuple[Tool, ...] = (
             "final_metrics": "{metric: last value}",
             "history": "up to 50 evenly sampled rows of {step, reward/mean, train/loss, train/percent_correct, "
             "eval/percent_correct, logprobs/diff, advantages/std} (keys present only)",
+            "eval_accuracy": "greedy eval accuracy over the run {first, best, best_step, last, last_step}, "
+            "or null when the environment never evaluated",
             "checkpoint": "local checkpoint/weights path or null",
             "tinker_path": "tinker:// path of the weights on Tinker cloud or null",
             "wandb_url": "W&B run URL when online, else null",

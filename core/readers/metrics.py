@@ -15,9 +15,9 @@ import os
 import sys
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import iter_jsonl
+from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl, last_jsonl_row
 from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
+from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, Metric
 
 TRAINER_FILE = "metrics.jsonl"
 ENV_FILE = "env_metrics.jsonl"
@@ -245,3 +245,32 @@ def metric_series(rows, key: str) -> list[tuple[int, float]]:
         if value is not None and step is not None:
             out.append((step, value))
     return out
+
+
+def metric_summary(series: list[tuple[int, float]], key: str) -> dict | None:
+    """{first, best, best_step, last, last_step} of one metric's (step, value) series (best and
+    best_step null for a metric without a direction); None for an empty series."""
+    if not series:
+        return None
+    best_step, best = max(series, key=lambda item: item[1]) if key in HIGHER_IS_BETTER else (None, None)
+    return {
+        "first": series[0][1],
+        "best": best,
+        "best_step": best_step,
+        "last": series[-1][1],
+        "last_step": series[-1][0],
+    }
+
+
+def eval_endpoints(folder: str | os.PathLike) -> tuple[float | None, float | None]:
+    """The first and the latest eval accuracy a run's environments logged (None where there is none),
+    from the head and the tail of env_metrics.jsonl only: what a runs listing shows per run."""
+    path = os.path.join(folder, ENV_FILE)
+    key = str(Metric.EVAL_PERCENT_CORRECT)
+
+    def has_eval(row: dict) -> bool:
+        return _number(row.get(key)) is not None
+
+    first = first_jsonl_row(path, has_eval, max_scan=256 << 10)
+    last = last_jsonl_row(path, max_scan=256 << 10, where=has_eval)
+    return (_number(first[key]) if first else None, _number(last[key]) if last else None)

@@ -8,6 +8,7 @@ from typing import Any
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.paths import run_dir, validate_run_id
 from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
+from hermes_rl.core.readers.metrics import metric_summary
 
 # Sections of config.yaml that describe the training (the rest is where the run's files and ports are).
 COMPARED_SECTIONS = ("env", "tinker")
@@ -21,9 +22,6 @@ PER_RUN_KEYS = {
     "tinker.wandb_run_name",
     "tinker.log_path",
 }
-# Metrics with a direction: "best" is their highest value. Others (the GRPO surrogate loss, logprob
-# drift, advantage spread) have none, so only first and last are given.
-HIGHER_IS_BETTER = {Metric.REWARD_MEAN, Metric.PERCENT_CORRECT, Metric.EVAL_PERCENT_CORRECT}
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -56,21 +54,6 @@ def config_differences(run_ids: list[str]) -> list[dict]:
         if len({repr(v) for v in row.values()}) > 1:
             out.append({"key": key, "values": row})
     return out
-
-
-def metric_summary(series: list[tuple[int, float]], key: str) -> dict | None:
-    """{first, best, best_step, last, last_step} of one metric's (step, value) series (best and
-    best_step null for a metric without a direction)."""
-    if not series:
-        return None
-    best_step, best = max(series, key=lambda item: item[1]) if key in HIGHER_IS_BETTER else (None, None)
-    return {
-        "first": series[0][1],
-        "best": best,
-        "best_step": best_step,
-        "last": series[-1][1],
-        "last_step": series[-1][0],
-    }
 
 
 def compare_runs(run_ids: list[str]) -> dict:

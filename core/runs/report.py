@@ -208,6 +208,7 @@ def results_summary(run_id: str) -> ResultsSummary:
         "total_steps": run.get("total_steps"),
         "final_metrics": results.get("final_metrics") or {},
         "history": history,
+        "eval_accuracy": results.get("eval_accuracy"),
         "checkpoint": results.get("checkpoint"),
         "tinker_path": results.get("tinker_path"),
         "wandb_url": wandb_url(run),

@@ -7,7 +7,7 @@ from pathlib import Path
 from hermes_rl.core.base.fsutil import read_json
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.base.records import Results
-from hermes_rl.core.base.states import RunStatus
+from hermes_rl.core.base.states import Metric, RunStatus
 from hermes_rl.core.runs.store import lost_reason, read_run
 
 HISTORY_SAMPLE = 50
@@ -43,7 +43,7 @@ def _checkpoint(folder: Path) -> tuple[str | None, str | None, dict]:
 
 def get_results(run_id: str) -> Results:
     """Final metrics, an evenly spaced history sample (<= 50 rows, first and last included), checkpoint."""
-    from hermes_rl.core.readers.metrics import last_values, read_metrics
+    from hermes_rl.core.readers.metrics import last_values, metric_series, metric_summary, read_metrics
 
     run = read_run(run_id)
     folder = run_dir(run_id)
@@ -61,6 +61,7 @@ def get_results(run_id: str) -> Results:
         "steps_done": rows[-1]["step"] if rows else 0,
         "final_metrics": last_values(rows),
         "history": _history_sample(rows),
+        "eval_accuracy": metric_summary(metric_series(rows, Metric.EVAL_PERCENT_CORRECT), Metric.EVAL_PERCENT_CORRECT),
         "checkpoint": checkpoint,
         "tinker_path": tinker_path,
         "results": results,

@@ -25,6 +25,7 @@ from hermes_rl.core.base.paths import (
 from hermes_rl.core.base.records import RunSummary, RunView
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from hermes_rl.core.daemons import procscan
+from hermes_rl.core.readers.metrics import eval_endpoints
 from hermes_rl.core.runs.stall import progress_logs, stall_fields
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
@@ -205,8 +206,8 @@ def lost_reason(run: dict) -> str | None:
     return f"its supervisor (pid {sup.get('pid')}) is gone and the run never reached a final state"
 
 
-# run folder -> (signature of its files, summary); a summary is rebuilt only when run.json or
-# metrics.jsonl changed (mtime/size), so a warm listing of 1,000 runs costs two stats per run.
+# run folder -> (signature of its files, summary); a summary is rebuilt only when run.json or a
+# metrics file changed (mtime/size), so a warm listing of 1,000 runs costs three stats per run.
 _LIST_CACHE: dict[str, tuple[tuple, dict]] = {}
 _LIST_LOCK = threading.Lock()
 
@@ -219,7 +220,9 @@ def _stat_sig(path: str) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
-def _summary(run_id: str, run: dict, last: dict | None) -> dict:
+def _summary(
+    run_id: str, run: dict, last: dict | None, evals: tuple[float | None, float | None] = (None, None)
+) -> dict:
     last = last or {}
     return {
         "run_id": run_id,
@@ -232,6 +235,8 @@ def _summary(run_id: str, run: dict, last: dict | None) -> dict:
         "step": last.get("step"),
         "total_steps": run.get("total_steps"),
         "reward_mean": last.get("reward/mean"),
+        "eval_first": evals[0],
+        "eval_last": evals[1],
         "reason": run.get("reason"),
         "parent_run_id": run.get("parent_run_id"),
     }
@@ -264,7 +269,7 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
         seen.add(key)
         run_json = key + "/run.json"
         metrics = key + "/metrics.jsonl"
-        sig = (_stat_sig(run_json), _stat_sig(metrics))
+        sig = (_stat_sig(run_json), _stat_sig(metrics), _stat_sig(key + "/env_metrics.jsonl"))
         if sig[0] is None:
             continue
         with _LIST_LOCK:
@@ -280,7 +285,7 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
                 out.append(_unreadable_summary(entry.name, exc.reason))
                 continue
             last = last_jsonl_row(metrics)
-            summary = _summary(entry.name, run, last)
+            summary = _summary(entry.name, run, last, eval_endpoints(key))
             summary["_supervisor"] = run.get("supervisor") or {}
             summary["_activity"] = (run.get("started_at"), last, progress_logs(run.get("processes")))
             with _LIST_LOCK:

@@ -11,6 +11,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
+from hermes_rl.core.base.states import Metric
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import number, set_subtitle, spark, trend
 from hermes_rl.tui.widgets.charts import ChartGrid
@@ -25,6 +26,7 @@ class MetricsTable(NavTable):
 
 
 RECENT_ROWS = 400
+EVAL_KEY = str(Metric.EVAL_PERCENT_CORRECT)
 
 
 def wall_series(rows: list[dict], key: str) -> list[tuple[float, float]]:
@@ -61,6 +63,7 @@ class MetricsPane(Vertical):
         self.rows: list[dict] = []
         self.run_id: str | None = None
         self._known_keys: set[str] = set()  # every metric the shown run ever logged
+        self._first_eval: float | None = None  # the shown run's first eval accuracy (its baseline)
         self.wall = False
 
     def compose(self) -> ComposeResult:
@@ -127,7 +130,11 @@ class MetricsPane(Vertical):
         recent = rows[-RECENT_ROWS:]
         if run_id != self.run_id or len(rows) < len(self.rows):
             self._known_keys = set(backend.metric_keys(rows))
-        else:
+            self._first_eval = None
+        if self._first_eval is None and EVAL_KEY in self._known_keys:
+            first = backend.metric_series(rows, EVAL_KEY)[:1]
+            self._first_eval = first[0][1] if first else None
+        if run_id == self.run_id and len(rows) >= len(self.rows):
             self._known_keys.update(backend.metric_keys(recent))
         self.run_id, self.rows = run_id, rows
         out = []
@@ -152,9 +159,19 @@ class MetricsPane(Vertical):
             self._show_grid()
             return
         last_step = rows[-1].get("step") if rows else None
+        evals = backend.metric_series(recent, EVAL_KEY) or backend.metric_series(rows, EVAL_KEY)[-1:]
+        accuracy = (
+            f" · eval {evals[-1][1]:.2f}" + (f" (from {self._first_eval:.2f})" if self._first_eval is not None else "")
+            if evals
+            else ""
+        )
         set_subtitle(
             self,
-            (f"step {last_step} · {len(out)} metrics" if rows else ("no metrics yet" if run_id else "no run selected")),
+            (
+                f"step {last_step}{accuracy} · {len(out)} metrics"
+                if rows
+                else ("no metrics yet" if run_id else "no run selected")
+            ),
         )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

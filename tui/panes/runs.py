@@ -11,7 +11,7 @@ from textual.widgets import DataTable
 
 from hermes_rl.core.base.formatting import cell_duration
 from hermes_rl.core.base.states import run_style
-from hermes_rl.tui.format import number, set_subtitle, spark, timestamp
+from hermes_rl.tui.format import eval_cell, number, set_subtitle, spark, timestamp
 from hermes_rl.tui.widgets.filter_box import FilterBox
 from hermes_rl.tui.widgets.tables import NavTable, sort_bindings
 
@@ -77,6 +77,7 @@ class RunsPane(Vertical):
         ):
             table.add_column(label, key=key)
         table.add_column("reward trend", key="spark", width=12)
+        table.add_column("eval (from)", key="eval")
         yield table
 
     @property
@@ -133,6 +134,7 @@ class RunsPane(Vertical):
                         step_text,
                         number(run.get("reward_mean"), 3),
                         Text(spark(self.sparks.get(run["run_id"], []), 12), style="cyan"),
+                        eval_cell(run.get("eval_first"), run.get("eval_last")),
                     ],
                 )
             )
