@@ -116,3 +116,21 @@ def test_formatters_read_as_people_do():
     assert human_size(1234) == "1.2 kB" and human_size(123_456_789) == "123.5 MB" and human_size(None) == "-"
     assert human_age(1000.0, now=1000.0 + 2 * 3600 + 5) == "2h" and human_age(None) == "-"
     assert human_number(0.123456) == "0.123" and human_number(0.123456, 4) == "0.1235" and human_number(7) == "7"
+
+
+def test_results_and_runs_report_eval_accuracy_first_best_last(hermes_home):
+    """A run whose environment evaluated: `results` names the first, best and last greedy eval accuracy
+    (text and --json, the same figures rl_get_results returns) and `runs --json` the first and latest."""
+    from tests.fixtures_tui import write_run
+
+    write_run("e7a1e7a1", status="completed", steps=20)  # evals every 5 steps: 0.25, 0.45, 0.65, 0.85
+    out = hermes("results", "e7a1e7a1")
+    assert out.returncode == 0, out.stderr
+    assert "eval accuracy (greedy): first 0.25 · best 0.85 (step 20) · last 0.85 (step 20)" in out.stdout
+    data = json.loads(hermes("results", "e7a1e7a1", "--json").stdout)
+    assert data["eval_accuracy"] == {"first": 0.25, "best": 0.85, "best_step": 20, "last": 0.85, "last_step": 20}
+    listed = json.loads(hermes("runs", "--json").stdout)
+    assert (listed[0]["eval_first"], listed[0]["eval_last"]) == (0.25, 0.85)
+    write_run("0e0e0e0e", status="completed", steps=20, env_steps=False)  # an environment that never evaluates
+    assert json.loads(hermes("results", "0e0e0e0e", "--json").stdout)["eval_accuracy"] is None
+    assert "eval accuracy" not in hermes("results", "0e0e0e0e").stdout

@@ -131,11 +131,11 @@ class MetricsPane(Vertical):
         if run_id != self.run_id or len(rows) < len(self.rows):
             self._known_keys = set(backend.metric_keys(rows))
             self._first_eval = None
+        else:
+            self._known_keys.update(backend.metric_keys(recent))
         if self._first_eval is None and EVAL_KEY in self._known_keys:
             first = backend.metric_series(rows, EVAL_KEY)[:1]
             self._first_eval = first[0][1] if first else None
-        if run_id == self.run_id and len(rows) >= len(self.rows):
-            self._known_keys.update(backend.metric_keys(recent))
         self.run_id, self.rows = run_id, rows
         out = []
         for key in backend.metric_keys([dict.fromkeys(self._known_keys, 0.0)]):  # headline keys first
