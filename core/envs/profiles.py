@@ -30,8 +30,8 @@ RUN_URL_PLACEHOLDER = "(the run's own Atropos API URL, picked at start)"
 # rank 8 takes greedy eval past 0.9 in ~50 steps and reward/mean from ~0.3 to ~0.9; 800 steps end the
 # run about 90 s after launch. Measured alternatives: with 2e-4 or 5e-4 the climb is over within 20-25
 # steps, before a person has looked; 5e-5 takes about twice the steps. 512/640 tokens leave room for
-# gsm8k's prompts (~370 tokens with the local tokenizer). "{models_dir}" is filled per call (it depends on $HERMES_HOME).
-# `inference` feeds the config's `openai:` server entry.
+# gsm8k's prompts (~370 tokens with the local tokenizer). "{models_dir}" is filled per call (it
+# depends on $HERMES_HOME). `inference` feeds the config's `openai:` server entry.
 PROFILE_VALUES: dict[str, dict] = {
     "tinker": {
         "backend": "tinker",
