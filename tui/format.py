@@ -41,16 +41,14 @@ def trend(values: list[float]) -> str:
 
 
 def eval_cell(first: float | None, last: float | None) -> Text:
-    """The latest eval accuracy with its change since the first eval ("0.96 ↑ from 0.00")."""
+    """The latest eval accuracy and which way it moved since the first eval ("0.96↑")."""
     if last is None:
         return Text("—", style="grey62")
     if first is None or abs(last - first) < 0.005:
         return Text(f"{last:.2f}")
     up = last > first
     return Text.assemble(
-        (f"{last:.2f} ", "bold green" if up else "bold red"),
-        ("↑" if up else "↓", "green" if up else "red"),
-        (f" {first:.2f}", "grey62"),
+        (f"{last:.2f}", "bold green" if up else "bold red"), ("↑" if up else "↓", "green" if up else "red")
     )
 
 

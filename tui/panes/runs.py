@@ -73,11 +73,11 @@ class RunsPane(Vertical):
             ("profile", "profile"),
             ("age", "age"),
             ("step", "step"),
+            ("eval", "eval"),
             ("reward", "reward"),
         ):
             table.add_column(label, key=key)
         table.add_column("reward trend", key="spark", width=12)
-        table.add_column("eval (from)", key="eval")
         yield table
 
     @property
@@ -132,9 +132,9 @@ class RunsPane(Vertical):
                         run.get("profile") or "—",
                         cell_duration(now - created) if created else "—",
                         step_text,
+                        eval_cell(run.get("eval_first"), run.get("eval_last")),
                         number(run.get("reward_mean"), 3),
                         Text(spark(self.sparks.get(run["run_id"], []), 12), style="cyan"),
-                        eval_cell(run.get("eval_first"), run.get("eval_last")),
                     ],
                 )
             )
