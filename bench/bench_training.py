@@ -57,6 +57,8 @@ class Figures:
     run_id: str
     status: str
     ready: dict[str, float]  # process -> seconds after launch
+    created_s: float  # launch -> run.json written (the config probe runs before it)
+    env_setup_s: float | None  # launch -> the environment's setup() (its imports done)
     first_step_s: float | None
     steps_per_s: float | None
     eval_first: float | None
@@ -128,6 +130,8 @@ def figures(folder: Path, launched: float) -> Figures:
         run_id=state["run_id"],
         status=str(state.get("status")),
         ready=ready,
+        created_s=state["created_at"] - launched,
+        env_setup_s=env_setup_at(state, launched),
         first_step_s=rows[0]["time"] - launched if rows else None,
         steps_per_s=rate,
         eval_first=evals[0][EVAL_KEY] if evals else None,
@@ -143,13 +147,33 @@ def figures(folder: Path, launched: float) -> Figures:
     )
 
 
+def env_setup_at(state: dict, launched: float) -> float | None:
+    """When toy_addition's setup() logged its first line (atroposlib calls it once its imports are done)."""
+    from datetime import datetime
+
+    env = next((p for p in state.get("processes", []) if p["name"] == "env"), {})
+    try:
+        lines = Path(env.get("log") or "").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if "toy_addition: operands" in line:
+            stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").astimezone()
+            return stamp.timestamp() - launched
+    return None
+
+
 def seconds(value: float | None) -> str:
     return f"{value:6.1f}s" if value is not None else "   never"
 
 
 def print_figures(name: str, fig: Figures) -> None:
     print(f"\n[{name}] run {fig.run_id}: {fig.status}")
-    print("  ready after launch: " + ", ".join(f"{k} {v:.1f}s" for k, v in fig.ready.items()))
+    print(
+        f"  after launch: run created {fig.created_s:.1f}s (config probe), ready "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in fig.ready.items())
+        + f"; env setup() {seconds(fig.env_setup_s).strip()} (atroposlib then waits 5 s before its first rollout)"
+    )
     if "trainer" in fig.ready:
         print(f"  launch -> trainer ready {fig.ready['trainer']:.1f}s (goal <= 10 s)")
     print(f"  launch -> first trained step {seconds(fig.first_step_s)}")
