@@ -63,6 +63,7 @@ SPACE_RESERVE_BYTES = 256 * 1024
 
 
 SETTLE_S = 30.0  # a process without a readiness probe that ran this long had started properly
+STATE_CHECK_S = 1.0  # how often the loop checks that run.json is still the one it wrote
 
 
 def _now() -> float:
@@ -234,6 +235,8 @@ class Supervisor:
         self.watchdog_spawns = 0
         self.pgids: list[int] = []
         self.dirty = False
+        self.written: tuple | None = None  # (inode, mtime, size) of the run.json we wrote last
+        self.next_state_check = 0.0
 
     # ------------------------------------------------------------ state output
 
@@ -248,6 +251,30 @@ class Supervisor:
         self.dirty = False
         self.run["processes"] = [self.procs[s].to_json() for s in self.procs]
         atomic_write_json(self.run_json, self.run)
+        self.written = self._file_sig()
+
+    def _file_sig(self) -> tuple | None:
+        try:
+            st = os.stat(self.run_json)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def check_run_json(self) -> None:
+        """While we live we are run.json's only writer (the watchdog and clients write it only once we are
+        gone), so a run.json that is missing or not the file we wrote was deleted or damaged behind our
+        back: write it again from memory now, not at the next transition, which may be hours away."""
+        now = time.monotonic()
+        if now < self.next_state_check or self.written is None:
+            return
+        self.next_state_check = now + STATE_CHECK_S
+        found = self._file_sig()
+        if found == self.written:
+            return
+        self.dirty = True
+        self.flush_state()
+        what = "deleted" if found is None else "changed by another program"
+        self.event("state", f"run.json was {what}; written again from the supervisor's state")
 
     def event(self, event: str, message: str, **fields) -> None:
         record = {"time": _now(), "event": event, **fields, "message": redact(message)}
@@ -872,6 +899,7 @@ class Supervisor:
                 ensure_private_dir(self.dir)  # room to record why it stopped
                 self.shutdown(RunStatus.STOPPED, "its run folder was deleted while it ran")
                 break
+            self.check_run_json()
             self.reap()
             self.handle_probe_results()
             if self.requests_pending:
