@@ -34,7 +34,7 @@ import time
 import traceback
 from pathlib import Path
 
-from hermes_rl.core.base.failures import exception_line, failure_hint, repeats_on_restart
+from hermes_rl.core.base.failures import exception_line, failure_hint, failure_line, repeats_on_restart
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
 from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, validate_run_id
 from hermes_rl.core.base.paths import run_dir as run_dir_of
@@ -727,7 +727,8 @@ class Supervisor:
     def exit_failed(self, proc: Proc, reason: str) -> None:
         detail = self.log_tail(proc)
         output = self.attempt_output(proc)
-        line = exception_line(output)
+        # A process a signal ended was not ended by what it logged last: only a traceback counts then.
+        line = failure_line(output) if (proc.exit_code or 0) >= 0 else exception_line(output)
         if line:
             hint = failure_hint(line)
             reason = f"{reason}: {redact(line)}" + (f" ({hint})" if hint else "")
