@@ -33,7 +33,8 @@ LATE_API = textwrap.dedent("""\
     import os, sys, time
     while not os.path.exists(sys.argv[1]):
         time.sleep(0.02)
-    os.execv(sys.executable, [sys.executable, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", sys.argv[2]])
+    argv = ["-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", sys.argv[2]]
+    os.execv(sys.executable, [sys.executable, *argv])
 """)
 
 
