@@ -64,6 +64,8 @@ SPACE_RESERVE_BYTES = 256 * 1024
 
 SETTLE_S = 30.0  # a process without a readiness probe that ran this long had started properly
 STATE_CHECK_S = 1.0  # how often the loop checks that run.json is still the one it wrote
+RECORD_RETRY_S = 1.0  # a final record the disk refused is tried again this often...
+RECORD_WAIT_S = 24 * 3600.0  # ...for at most this long
 
 
 def _now() -> float:
@@ -923,10 +925,24 @@ class Supervisor:
         for proc in self.procs.values():
             if proc.state in PROC_NOT_ENDED:
                 proc.state = ProcState.STOPPED
+        reason = f"supervisor error: {error}"
         try:
-            self.record_final(RunStatus.FAILED, f"supervisor error: {error}")
-        except Exception as exc:  # noqa: BLE001 - nothing left to record with: the log says why
-            _log(f"cannot record the run's end: {exc}")
+            self.record_final(RunStatus.FAILED, reason)
+            return
+        except Exception as exc:  # noqa: BLE001 - the folder is read-only or full beyond the reserve
+            _log(f"cannot record the run's end: {exc}; trying again every {RECORD_RETRY_S:g}s")
+        # Only we know why the run ended, and its processes are gone: stay (they cannot come back) until
+        # the folder takes the record (space freed, remounted writable), rather than leave the run
+        # `lost` with the cause nowhere but this log. A folder that disappears ends the wait.
+        deadline = time.monotonic() + RECORD_WAIT_S
+        while time.monotonic() < deadline and self.dir.is_dir():
+            time.sleep(RECORD_RETRY_S)
+            try:
+                self.record_final(RunStatus.FAILED, reason)
+            except Exception:  # noqa: BLE001 - still not writable
+                continue
+            _log("recorded the run's end")
+            return
 
 
 def _daemonize() -> None:

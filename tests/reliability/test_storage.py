@@ -137,3 +137,33 @@ def test_stop_on_a_full_disk_ends_the_run_failed_with_the_disk_error(small_home)
     assert final["status"] == "failed" and NO_SPACE in final["reason"], final
     status = _cli("status", run["run_id"])
     assert status.returncode == 0 and NO_SPACE in status.stdout, status.stdout + status.stderr
+
+
+@pytest.mark.usefixtures("run_processes_cleanup")
+def test_a_read_only_run_folder_ends_the_run_failed_once_it_is_writable_again():
+    """The run folder turns read-only mid-run (a read-only bind mount over it): the trainer's next row
+    fails, every process is ended, and the supervisor, which cannot record that, waits instead of
+    leaving the run `lost` with the cause only in its log; once the folder is writable again the run
+    is recorded failed with "Read-only file system", and `stop` and `status` say so."""
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.paths import run_dir
+    from tests.reliability.helpers import assert_no_orphans, launch_standin, run_processes, wait_for, wait_running
+
+    run = wait_running(launch_standin()["run_id"])
+    folder = run_dir(run["run_id"])
+    out = subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(folder)], capture_output=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot bind-mount the run folder read-only here ({out.stderr.decode().strip()[:120]})")
+    try:
+        assert wait_for(lambda: not run_processes(run), 20), "the run's processes kept running"
+        assert runs.get_run(run["run_id"], sample=False)["status"] == "running"  # nothing could be written
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+    final = wait_for(lambda: (r := runs.get_run(run["run_id"], sample=False))["status"] != "running" and r, 10)
+    assert final and final["status"] == "failed", final
+    assert "Read-only file system" in final["reason"], final["reason"]
+    assert_no_orphans(run)  # the supervisor and its watchdog too, once the record is written
+    stop = _cli("stop", run["run_id"])
+    assert stop.returncode == 1 and "already failed" in stop.stderr and "Read-only file system" in stop.stderr
+    status = _cli("status", run["run_id"])
+    assert status.returncode == 0 and "Read-only file system" in status.stdout, status.stdout + status.stderr
