@@ -11,6 +11,14 @@ import re
 # `ValueError: bad`, `datasets.exceptions.DatasetNotFoundError: ...`, `KeyboardInterrupt`: the line Python
 # prints last for an uncaught exception (traceback frames are indented, so they never match).
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|NotFound\w*))(?::\s?(.*))?$")
+# What Python prints for an exception it could not raise (in __del__, a callback at exit): noise after
+# the real failure (an event loop that EMFILE stopped half-built fails again as it is collected).
+_IGNORED = "Exception ignored"
+# A logged error, for a process that reports its fatal error through logging and exits without a
+# traceback (uvicorn: `ERROR:    [Errno 98] ... address already in use`; our trainer and tinker-local:
+# `2026-01-01 10:00:00,123 ERROR trainer: config rejected: ...`): an optional timestamp, the level.
+_ERROR_LOG_LINE = re.compile(r"^(?:\[?\d[\d\-/:.,T ]*\]?\s+)?\[?(?:ERROR|CRITICAL|FATAL)\]?(?::\s*|\s+)(\S.*)$")
+_ERROR_LOG_WINDOW = 20  # a fatal log line is among the last lines a process prints
 _MISSING_MODULE = re.compile(r"No module named '([^']+)'")
 _HUB_UNREACHABLE = re.compile(r"Couldn't reach '([^']+)' on the Hub \((\w+)\)")
 # Import names whose distribution on PyPI is called something else.
@@ -33,12 +41,36 @@ DETERMINISTIC = frozenset({"ModuleNotFoundError", "ImportError", "SyntaxError", 
 
 
 def exception_line(text: str) -> str | None:
-    """The last uncaught-exception line in a process's output (`ModuleNotFoundError: No module named 'x'`)."""
-    for raw in reversed(text.splitlines()[-400:]):
+    """The last uncaught-exception line in a process's output (`ModuleNotFoundError: No module named 'x'`);
+    the exception of an "Exception ignored in ..." report never counts."""
+    found, ignoring = None, False
+    for raw in text.splitlines()[-400:]:
         line = raw.rstrip()
-        if line and not line[0].isspace() and _EXCEPTION_LINE.match(line):
-            return line[:300]
+        if not line or line[0].isspace():
+            continue
+        if line.startswith(_IGNORED):
+            ignoring = True
+        elif ignoring:
+            # The report is its first line, a traceback (indented frames) and one unindented last line.
+            ignoring = line.startswith("Traceback (most recent call last)")
+        elif _EXCEPTION_LINE.match(line):
+            found = line[:300]
+    return found
+
+
+def error_log_line(text: str) -> str | None:
+    """The message of the last error-level log line near the end of a process's output, or None."""
+    lines = [ln.rstrip() for ln in text.splitlines()[-400:] if ln.strip()]
+    for line in reversed(lines[-_ERROR_LOG_WINDOW:]):
+        match = _ERROR_LOG_LINE.match(line)
+        if match:
+            return " ".join(match.group(1).split())[:300]
     return None
+
+
+def failure_line(text: str) -> str | None:
+    """Why a process that exited by itself failed: its last exception line, else its last logged error."""
+    return exception_line(text) or error_log_line(text)
 
 
 def exception_type(line: str | None) -> str:
@@ -85,8 +117,9 @@ def failure_hint(line: str | None) -> str | None:
 
 
 def describe_failure(text: str) -> str | None:
-    """`<exception line>` plus its hint (`; install ...`), or None when the output holds no exception."""
-    line = exception_line(text)
+    """`<exception line>` (or logged error) plus its hint (`; install ...`), or None when the output holds
+    neither."""
+    line = failure_line(text)
     if line is None:
         return None
     hint = failure_hint(line)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from hermes_rl.core.base.errors import HermesError
 from hermes_rl.core.base.formatting import human_age, human_duration, human_number, human_size
 from hermes_rl.core.base.states import FINAL, ProcState, RunStatus, run_style
+from hermes_rl.core.readers.logs import sanitize_terminal
 
 EXIT_ERROR = 1
 WAITING = (ProcState.PENDING, ProcState.STARTING)  # a process the run still waits for
@@ -35,9 +36,19 @@ def _steps():
     )
 
 
+def _safe(value: Any) -> str:
+    """Any text that comes from a run's files or an environment's (reasons, names, notices, config values,
+    paths) as Rich markup that prints it literally: the terminal sanitizer the log views use (SGR colours
+    kept, every other escape sequence removed, controls shown as symbols) and markup brackets escaped,
+    so a crafted run.json can neither act on the terminal nor restyle or break the output."""
+    from rich.markup import escape
+
+    return escape(sanitize_terminal("" if value is None else str(value)))
+
+
 def _styled(status: Any) -> str:
     icon, colour = run_style(status)
-    return f"[{colour}]{icon} {status}[/]"
+    return f"[{colour}]{icon} {_safe(status)}[/]"
 
 
 def _parse_assignments(items: list[str] | None) -> dict[str, str]:
@@ -71,9 +82,9 @@ def _short_path(path: str) -> str:
 def _env_note(env) -> str:
     """How one row differs from its namesakes: the one a bare name means, a base, a broken file."""
     if env.error:
-        return f"[red]cannot be read: {env.error}[/]"
+        return f"[red]cannot be read: {_safe(env.error)}[/]"
     if env.abstract:
-        return f"[yellow]base, not runnable ({env.abstract})[/]"
+        return f"[yellow]base, not runnable ({_safe(env.abstract)})[/]"
     return ""
 
 
@@ -83,7 +94,6 @@ def cmd_envs(args) -> Any:
     envs = discover_environments()
     if args.json:
         return [env.to_dict() for env in envs]
-    from rich.markup import escape
     from rich.table import Table
 
     shared = {env.name for env in envs if env.duplicate_of}
@@ -93,16 +103,16 @@ def cmd_envs(args) -> Any:
     table.add_column("description", ratio=2)
     table.add_column("file", ratio=1, overflow="fold")
     for env in envs:
-        label = escape(env.id)
+        label = _safe(env.id)
         if env.id == env.name and env.name in shared:
             label += " [dim](bare name)[/]"
         note = _env_note(env)
-        text = escape(env.description or "")
-        table.add_row(label, env.class_name or "-", f"{note} {text}".strip(), _short_path(env.file))
+        text = _safe(env.description or "")
+        table.add_row(label, _safe(env.class_name or "-"), f"{note} {text}".strip(), _safe(_short_path(env.file)))
     console = _console()
     console.print(table)
     for notice in discovery_notices():
-        console.print(f"[yellow]note:[/] {escape(notice)}")
+        console.print(f"[yellow]note:[/] {_safe(notice)}")
     return None
 
 
@@ -112,7 +122,9 @@ def cmd_select(args) -> Any:
     result = select_environment(args.env, profile=args.profile)
     if args.json:
         return result
-    _console().print(f"selected [bold]{result.get('environment')}[/] (profile {result.get('profile') or 'auto'})")
+    _console().print(
+        f"selected [bold]{_safe(result.get('environment'))}[/] (profile {_safe(result.get('profile') or 'auto')})"
+    )
     return None
 
 
@@ -137,7 +149,7 @@ def cmd_config(args) -> Any:
     from rich.table import Table
 
     console = _console()
-    console.print(f"environment [bold]{view['environment']}[/]  profile [bold]{view['profile']}[/]")
+    console.print(f"environment [bold]{_safe(view['environment'])}[/]  profile [bold]{_safe(view['profile'])}[/]")
     editable = Table(title="editable", box=None, header_style="bold")
     for column, width in (("field", 26), ("value", 16), ("default", 16), ("type", 5)):
         editable.add_column(column, no_wrap=True, max_width=width, overflow="ellipsis")
@@ -145,16 +157,16 @@ def cmd_config(args) -> Any:
     for field in view["editable"]:
         marker = "[yellow]*[/]" if field.get("modified") else " "
         editable.add_row(
-            f"{marker}{field['name']}",
-            repr(field.get("value")),
-            repr(field.get("default")),
-            field.get("type", ""),
-            field.get("description") or "",
+            f"{marker}{_safe(field['name'])}",
+            _safe(repr(field.get("value"))),
+            _safe(repr(field.get("default"))),
+            _safe(field.get("type", "")),
+            _safe(field.get("description") or ""),
         )
     console.print(editable)
     locked = Table("field", "value", "why locked", title="locked", box=None, header_style="dim", style="dim")
     for field in view["locked"]:
-        locked.add_row(field["name"], repr(field.get("value")), field.get("reason") or "")
+        locked.add_row(_safe(field["name"]), _safe(repr(field.get("value"))), _safe(field.get("reason") or ""))
     console.print(locked)
     return None
 
@@ -171,8 +183,10 @@ def cmd_start(args) -> Any:
             return run
         console = _console()
         for notice in run.get("notices") or []:
-            console.print(f"[yellow]{notice}[/]")
-        console.print(f"started run [bold]{run_id}[/] ({run.get('environment')}, profile {run.get('profile')})")
+            console.print(f"[yellow]{_safe(notice)}[/]")
+        console.print(
+            f"started run [bold]{run_id}[/] ({_safe(run.get('environment'))}, profile {_safe(run.get('profile'))})"
+        )
         console.print(
             f"  watch: hermes-rl status {run_id}   logs: hermes-rl logs {run_id} --follow   "
             f"stop: hermes-rl stop {run_id}"
@@ -193,9 +207,9 @@ def cmd_resume(args) -> Any:
         return run
     console = _console()
     for notice in run.get("notices") or []:
-        console.print(f"[yellow]{notice}[/]")
+        console.print(f"[yellow]{_safe(notice)}[/]")
     run_id = run["run_id"]
-    console.print(f"started run [bold]{run_id}[/], resuming {args.run_id} ({run.get('environment')})")
+    console.print(f"started run [bold]{run_id}[/], resuming {args.run_id} ({_safe(run.get('environment'))})")
     console.print(f"  watch: hermes-rl status {run_id}   stop: hermes-rl stop {run_id}")
     if args.watch:
         return _watch(run_id, json_output=args.json)
@@ -224,7 +238,7 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
             transient=False,
         ) as progress:
             task = progress.add_task(
-                "run", total=run.get("total_steps") or 1, status=run["status"], reward="-", detail=""
+                "run", total=run.get("total_steps") or 1, status=_safe(run["status"]), reward="-", detail=""
             )
             while True:
                 run = runs.get_run(run_id, sample=False)
@@ -234,9 +248,9 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
                     task,
                     total=run.get("total_steps") or 1,
                     completed=last.get("step") or 0,
-                    status=run["status"],
+                    status=_safe(run["status"]),
                     reward=human_number(last.get("reward/mean")),
-                    detail=f"starting {', '.join(waiting)}" if waiting else "",
+                    detail=f"starting {_safe(', '.join(map(str, waiting)))}" if waiting else "",
                 )
                 if run["status"] in FINAL:
                     break
@@ -246,11 +260,11 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
         return report.status_report(run_id, steps=_steps()) if json_output else None
     if json_output:
         return report.status_report(run_id, steps=_steps())
-    console.print(f"run {run_id} {_styled(run['status'])}" + (f": {run['reason']}" if run.get("reason") else ""))
+    console.print(f"run {run_id} {_styled(run['status'])}" + (f": {_safe(run['reason'])}" if run.get("reason") else ""))
     if run["status"] == RunStatus.COMPLETED:
         results = runs.get_results(run_id)
         if results.get("checkpoint"):
-            console.print(f"checkpoint: {results['checkpoint']}")
+            console.print(f"checkpoint: {_safe(results['checkpoint'])}")
     return None if run["status"] in (RunStatus.COMPLETED, RunStatus.STOPPED) else _Exit(EXIT_ERROR)
 
 
@@ -271,14 +285,14 @@ def cmd_runs(args) -> Any:
     for run in summaries:
         step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
         table.add_row(
-            run["run_id"],
+            _safe(run["run_id"]),
             _styled(run.get("status")),
-            run.get("environment") or "",
-            run.get("profile") or "",
+            _safe(run.get("environment") or ""),
+            _safe(run.get("profile") or ""),
             human_age(run.get("created_at")),
-            step,
+            _safe(step),
             human_number(run.get("reward_mean")),
-            run.get("reason") or "",
+            _safe(run.get("reason") or ""),
         )
     _console().print(table)
     return None
@@ -294,20 +308,20 @@ def cmd_status(args) -> Any:
 
     console = _console()
     console.print(
-        f"run [bold]{status['run_id']}[/]  {_styled(status['status'])}  {status.get('environment')}  "
-        f"profile {status.get('profile')}  running {human_duration(status['running_time_s'])}"
-        + (f"\n  reason: {status['reason']}" if status.get("reason") else "")
+        f"run [bold]{_safe(status['run_id'])}[/]  {_styled(status['status'])}  {_safe(status.get('environment'))}  "
+        f"profile {_safe(status.get('profile'))}  running {human_duration(status['running_time_s'])}"
+        + (f"\n  reason: {_safe(status['reason'])}" if status.get("reason") else "")
     )
     metrics = status["metrics"]
     if metrics["step"] is not None:
         console.print(
-            f"  step {metrics['step']}/{metrics['total_steps'] or '-'}  "
+            f"  step {_safe(metrics['step'])}/{_safe(metrics['total_steps'] or '-')}  "
             f"reward {human_number(metrics['reward_mean'])}  loss {human_number(metrics['loss'], 4)}"
         )
     if status["stalled"]:
         console.print(f"  [yellow]stalled for {human_duration(status['stalled_for_s'])}[/]")
     if status.get("wandb_url"):
-        console.print(f"  W&B: {status['wandb_url']}")
+        console.print(f"  W&B: {_safe(status['wandb_url'])}")
     table = Table(
         "process",
         "pid",
@@ -324,25 +338,25 @@ def cmd_status(args) -> Any:
     )
     for proc in status["processes"]:
         table.add_row(
-            proc["name"],
-            str(proc.get("pid") or "-"),
-            proc.get("state") or "",
-            proc.get("health") or "",
+            _safe(proc["name"]),
+            _safe(proc.get("pid") or "-"),
+            _safe(proc.get("state") or ""),
+            _safe(proc.get("health") or ""),
             human_duration(proc.get("uptime_s")),
             human_number(proc.get("cpu_percent"), 1),
             human_size(proc.get("rss")),
-            str(proc.get("restarts") or 0),
-            "-" if proc.get("exit_code") is None else str(proc.get("exit_code")),
-            status["log_paths"].get(proc["name"], ""),
+            _safe(proc.get("restarts") or 0),
+            "-" if proc.get("exit_code") is None else _safe(proc.get("exit_code")),
+            _safe(status["log_paths"].get(proc["name"], "")),
         )
     console.print(table)
     for proc in status["processes"]:
         if proc.get("cwd") or proc.get("import_path"):
             where = f"runs in {proc.get('cwd') or 'the run folder'}"
-            imports = f", imports from {':'.join(proc['import_path'])}" if proc.get("import_path") else ""
-            console.print(f"  {proc['name']}: {where}{imports}")
+            imports = f", imports from {':'.join(map(str, proc['import_path']))}" if proc.get("import_path") else ""
+            console.print(f"  {_safe(proc['name'])}: {_safe(where + imports)}")
     for tip in status["tips"]:
-        console.print(f"[dim]- {tip}[/]")
+        console.print(f"[dim]- {_safe(tip)}[/]")
     return None
 
 
@@ -382,7 +396,8 @@ def cmd_logs(args) -> Any:
             if args.json:
                 out.write(json.dumps({"process": name, "line": line}, ensure_ascii=False) + "\n")
             else:
-                out.write((f"{name:<{width}} | " if prefix else "") + line + "\n")
+                # The line is clean_line's (sanitized); the name comes from run.json.
+                out.write((f"{sanitize_terminal(name):<{width}} | " if prefix else "") + line + "\n")
         out.flush()
 
     for name, reader in readers.items():
@@ -408,7 +423,8 @@ def cmd_stop(args) -> Any:
     if args.json:
         return run
     _console().print(
-        f"run {run['run_id']} {_styled(run.get('status'))}" + (f": {run['reason']}" if run.get("reason") else "")
+        f"run {_safe(run['run_id'])} {_styled(run.get('status'))}"
+        + (f": {_safe(run['reason'])}" if run.get("reason") else "")
     )
     return None
 
@@ -421,8 +437,8 @@ def cmd_results(args) -> Any:
         return results
     console = _console()
     console.print(
-        f"run [bold]{results['run_id']}[/] {_styled(results['status'])}"
-        + (f": {results['reason']}" if results.get("reason") else "")
+        f"run [bold]{_safe(results['run_id'])}[/] {_styled(results['status'])}"
+        + (f": {_safe(results['reason'])}" if results.get("reason") else "")
     )
     accuracy = results.get("eval_accuracy")
     if accuracy:
@@ -431,13 +447,13 @@ def cmd_results(args) -> Any:
             f"(step {accuracy['best_step']}) · last {accuracy['last']:.2f} (step {accuracy['last_step']})"
         )
     for key, value in sorted(results["final_metrics"].items()):
-        console.print(f"  {key:<28} {human_number(value, 4)}")
+        console.print(f"  {_safe(key):<28} {human_number(value, 4)}")
     if results.get("checkpoint"):
-        console.print(f"checkpoint: {results['checkpoint']}")
+        console.print(f"checkpoint: {_safe(results['checkpoint'])}")
     if results.get("tinker_path"):
-        console.print(f"tinker weights: {results['tinker_path']}")
+        console.print(f"tinker weights: {_safe(results['tinker_path'])}")
     if results.get("wandb_url"):
-        console.print(f"W&B: {results['wandb_url']}")
+        console.print(f"W&B: {_safe(results['wandb_url'])}")
     return None
 
 
@@ -448,8 +464,6 @@ def _one_line(text: str, width: int | None = None) -> str:
 
 def cmd_rollouts(args) -> Any:
     """The completions the policy produced at one step (the latest by default), from rollouts.jsonl."""
-    from rich.markup import escape
-
     from hermes_rl.core import runs
     from hermes_rl.core.readers.rollouts import read_rollouts
 
@@ -469,19 +483,19 @@ def cmd_rollouts(args) -> Any:
     for item in out["completions"]:
         if order is None and item["prompt"] != prompt:
             prompt = item["prompt"]
-            console.print(f"[bold]group {item['group']}[/]  prompt: {escape(_one_line(prompt, 200))}")
-        tail = "" if order is None else f"  [dim]group {item['group']}: {escape(_one_line(item['prompt'], 40))}[/]"
+            console.print(f"[bold]group {_safe(item['group'])}[/]  prompt: {_safe(_one_line(prompt, 200))}")
+        where = f"group {item['group']}: {_one_line(item['prompt'], 40)}"
+        tail = "" if order is None else f"  [dim]{_safe(where)}[/]"
         console.print(
             f"  reward {human_number(item['reward'])}  adv {human_number(item['advantage'])}  "
-            f"{item['tokens'] if item['tokens'] is not None else '-'} tok  {item['finish'] or '-'}  "
-            f"{escape(_one_line(item['text'], 160))}{tail}"
+            f"{_safe(item['tokens'] if item['tokens'] is not None else '-')} tok  {_safe(item['finish'] or '-')}  "
+            f"{_safe(_one_line(item['text'], 160))}{tail}"
         )
     return None
 
 
 def cmd_compare(args) -> Any:
     """Runs side by side: the config values that differ, first/best/last of the headline metrics."""
-    from rich.markup import escape
     from rich.table import Table
 
     from hermes_rl.core.runs.compare import compare_runs
@@ -491,19 +505,19 @@ def cmd_compare(args) -> Any:
         return out
     ids = [r["run_id"] for r in out["runs"]]
     console = _console()
-    runs = Table("", *ids, box=None, header_style="bold")
+    runs = Table("", *map(_safe, ids), box=None, header_style="bold")
     for label, key in (("environment", "environment"), ("profile", "profile"), ("status", "status")):
-        runs.add_row(label, *(str(r.get(key) or "-") for r in out["runs"]))
-    runs.add_row("steps", *(f"{r.get('steps') or 0}/{r.get('total_steps') or '-'}" for r in out["runs"]))
+        runs.add_row(label, *(_safe(r.get(key) or "-") for r in out["runs"]))
+    runs.add_row("steps", *(_safe(f"{r.get('steps') or 0}/{r.get('total_steps') or '-'}") for r in out["runs"]))
     console.print(runs)
     if out["config_differences"]:
-        table = Table("config that differs", *ids, box=None, header_style="bold")
+        table = Table("config that differs", *map(_safe, ids), box=None, header_style="bold")
         for row in out["config_differences"]:
-            table.add_row(row["key"], *(escape(str(row["values"][r])) for r in ids))
+            table.add_row(_safe(row["key"]), *(_safe(row["values"][r]) for r in ids))
         console.print(table)
     else:
         console.print("[dim]same config (paths, ports and names aside)[/]")
-    table = Table("metric: first → best@step → last", *ids, box=None, header_style="bold")
+    table = Table("metric: first → best@step → last", *map(_safe, ids), box=None, header_style="bold")
     for key, per_run in out["metrics"].items():
         cells = []
         for run_id in ids:
@@ -513,7 +527,7 @@ def cmd_compare(args) -> Any:
                 continue
             best = f" → {human_number(m['best'])}@{m['best_step']}" if m["best"] is not None else ""
             cells.append(f"{human_number(m['first'])}{best} → {human_number(m['last'])}")
-        table.add_row(key, *cells)
+        table.add_row(_safe(key), *cells)
     console.print(table)
     return None
 
@@ -544,7 +558,7 @@ def cmd_demo(args) -> Any:
 
     run = runs.start_run(None, profile=None)
     for notice in run.get("notices") or []:
-        _console(stderr=True).print(f"[yellow]{notice}[/]")
+        _console(stderr=True).print(f"[yellow]{_safe(notice)}[/]")
     if not sys.stdout.isatty():
         return _watch(run["run_id"], json_output=args.json)
     _open_dashboard(args, run["run_id"])
@@ -630,7 +644,9 @@ def main(argv: list[str] | None = None, open_dashboard: Callable[[str | None], N
         if getattr(args, "json", False):
             print(json.dumps(exc.to_dict()))
         else:
-            print(f"hermes-rl: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+            # Messages quote run state (a reason, a bad field's value): sanitized like everything else shown.
+            text = sanitize_terminal(exc.message) + (f"\n  hint: {sanitize_terminal(exc.hint)}" if exc.hint else "")
+            print(f"hermes-rl: {text}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
@@ -641,7 +657,7 @@ def main(argv: list[str] | None = None, open_dashboard: Callable[[str | None], N
         if getattr(args, "json", False):
             print(json.dumps({"error": message}))
         else:
-            print(f"hermes-rl: unexpected error: {message}", file=sys.stderr)
+            print(f"hermes-rl: unexpected error: {sanitize_terminal(message)}", file=sys.stderr)
         return EXIT_ERROR
     if isinstance(result, _Exit):
         return result.code

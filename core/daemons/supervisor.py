@@ -34,7 +34,7 @@ import time
 import traceback
 from pathlib import Path
 
-from hermes_rl.core.base.failures import exception_line, failure_hint, repeats_on_restart
+from hermes_rl.core.base.failures import exception_line, failure_hint, failure_line, repeats_on_restart
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
 from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, validate_run_id
 from hermes_rl.core.base.paths import run_dir as run_dir_of
@@ -63,6 +63,9 @@ SPACE_RESERVE_BYTES = 256 * 1024
 
 
 SETTLE_S = 30.0  # a process without a readiness probe that ran this long had started properly
+STATE_CHECK_S = 1.0  # how often the loop checks that run.json is still the one it wrote
+RECORD_RETRY_S = 1.0  # a final record the disk refused is tried again this often...
+RECORD_WAIT_S = 24 * 3600.0  # ...for at most this long
 
 
 def _now() -> float:
@@ -234,6 +237,8 @@ class Supervisor:
         self.watchdog_spawns = 0
         self.pgids: list[int] = []
         self.dirty = False
+        self.written: tuple | None = None  # (inode, mtime, size) of the run.json we wrote last
+        self.next_state_check = 0.0
 
     # ------------------------------------------------------------ state output
 
@@ -248,6 +253,30 @@ class Supervisor:
         self.dirty = False
         self.run["processes"] = [self.procs[s].to_json() for s in self.procs]
         atomic_write_json(self.run_json, self.run)
+        self.written = self._file_sig()
+
+    def _file_sig(self) -> tuple | None:
+        try:
+            st = os.stat(self.run_json)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def check_run_json(self) -> None:
+        """While we live we are run.json's only writer (the watchdog and clients write it only once we are
+        gone), so a run.json that is missing or not the file we wrote was deleted or damaged behind our
+        back: write it again from memory now, not at the next transition, which may be hours away."""
+        now = time.monotonic()
+        if now < self.next_state_check or self.written is None:
+            return
+        self.next_state_check = now + STATE_CHECK_S
+        found = self._file_sig()
+        if found == self.written:
+            return
+        self.dirty = True
+        self.flush_state()
+        what = "deleted" if found is None else "changed by another program"
+        self.event("state", f"run.json was {what}; written again from the supervisor's state")
 
     def event(self, event: str, message: str, **fields) -> None:
         record = {"time": _now(), "event": event, **fields, "message": redact(message)}
@@ -700,7 +729,8 @@ class Supervisor:
     def exit_failed(self, proc: Proc, reason: str) -> None:
         detail = self.log_tail(proc)
         output = self.attempt_output(proc)
-        line = exception_line(output)
+        # A process a signal ended was not ended by what it logged last: only a traceback counts then.
+        line = failure_line(output) if (proc.exit_code or 0) >= 0 else exception_line(output)
         if line:
             hint = failure_hint(line)
             reason = f"{reason}: {redact(line)}" + (f" ({hint})" if hint else "")
@@ -872,6 +902,7 @@ class Supervisor:
                 ensure_private_dir(self.dir)  # room to record why it stopped
                 self.shutdown(RunStatus.STOPPED, "its run folder was deleted while it ran")
                 break
+            self.check_run_json()
             self.reap()
             self.handle_probe_results()
             if self.requests_pending:
@@ -894,10 +925,24 @@ class Supervisor:
         for proc in self.procs.values():
             if proc.state in PROC_NOT_ENDED:
                 proc.state = ProcState.STOPPED
+        reason = f"supervisor error: {error}"
         try:
-            self.record_final(RunStatus.FAILED, f"supervisor error: {error}")
-        except Exception as exc:  # noqa: BLE001 - nothing left to record with: the log says why
-            _log(f"cannot record the run's end: {exc}")
+            self.record_final(RunStatus.FAILED, reason)
+            return
+        except Exception as exc:  # noqa: BLE001 - the folder is read-only or full beyond the reserve
+            _log(f"cannot record the run's end: {exc}; trying again every {RECORD_RETRY_S:g}s")
+        # Only we know why the run ended, and its processes are gone: stay (they cannot come back) until
+        # the folder takes the record (space freed, remounted writable), rather than leave the run
+        # `lost` with the cause nowhere but this log. A folder that disappears ends the wait.
+        deadline = time.monotonic() + RECORD_WAIT_S
+        while time.monotonic() < deadline and self.dir.is_dir():
+            time.sleep(RECORD_RETRY_S)
+            try:
+                self.record_final(RunStatus.FAILED, reason)
+            except Exception:  # noqa: BLE001 - still not writable
+                continue
+            _log("recorded the run's end")
+            return
 
 
 def _daemonize() -> None:

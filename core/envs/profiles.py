@@ -84,6 +84,18 @@ LOCKED_FIELDS: dict[str, tuple[str, str]] = {
     "max_token_trainer_length": ("int", "longest sequence the trainer trains on"),
 }
 EDITABLE_DEFAULT_FIELDS = ("group_size", "batch_size")
+# The most a profile file may set each number to (every one must also be > 0): past these a run cannot
+# train (an Adam learning rate above 1 wrecks the weights at the first step) or a counter overflows.
+PROFILE_MAXIMUM: dict[str, float] = {
+    "learning_rate": 1.0,
+    "lora_rank": 1024,
+    "total_steps": 1_000_000,
+    "max_token_length": 1_000_000,
+    "max_num_workers": 4096,
+    "max_token_trainer_length": 1_000_000,
+    "group_size": 4096,
+    "batch_size": 1_000_000,
+}
 _PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _OVERRIDE_KEYS = [
     "extends",
@@ -266,6 +278,10 @@ def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
             value = coerce_value(where, kind, raw)
             if kind in ("int", "float") and value <= 0:
                 raise BadInput(f"{where} must be greater than 0, got {_shown(raw)}")
+            most = PROFILE_MAXIMUM.get(key, 2**31 - 1)
+            if kind in ("int", "float") and value > most:
+                shown = f"{most:g}" if isinstance(most, float) else str(most)
+                raise BadInput(f"{where} must be <= {shown}, got {_shown(raw)}")
             if kind == "str" and not value.strip():
                 raise BadInput(f"{where} cannot be empty")
             out[key] = value

@@ -190,7 +190,11 @@ def _launch_prepared(
         "wandb": wandb,
         **(extra or {}),
     }
-    atomic_write_json(folder / "run.json", run)
+    # Every start path (start_run, resume_run, launch) records its run here: counting the active local
+    # runs and writing this one's run.json under one lock means a run counts whatever started it, and
+    # two starts at once cannot both take the last place.
+    with _local_start_slot(run.get("backend")):
+        atomic_write_json(folder / "run.json", run)
     append_jsonl(
         folder / "events.jsonl",
         {
@@ -213,10 +217,13 @@ def launch(
     config: dict | None = None,
     ports: dict | None = None,
     wandb: dict | None = None,
+    backend: str = "local",
 ) -> RunRecord:
     """Create a run folder and start its detached supervisor over `specs`; returns run.json.
 
     Specs may use `{port:NAME}`, `{run_dir}` and `{run_id}`; ports not given are picked free on 127.0.0.1.
+    Its processes run on this machine, so it counts as a local run (HERMES_RL_MAX_LOCAL_RUNS) unless
+    `backend` names where the training happens instead ("tinker").
     """
     specs = _coerce_specs(specs)
     run_id, folder = _create_run_folder()
@@ -231,6 +238,7 @@ def launch(
             config=config,
             ports=ports,
             wandb=wandb,
+            extra={"backend": backend},
         )
     except BaseException:
         _discard_unstarted(folder)
@@ -296,12 +304,9 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
         )
     check_keys(chosen)
     values = resolve_run_values(env, chosen, overrides)
-    if chosen.backend != "local":
-        return _start_prepared(env, chosen, values, notice)
-    # Counting and starting under one lock: two starts at once cannot both take the last place.
-    with file_lock(runs_dir() / ".local-starts"):
-        _check_local_capacity()
-        return _start_prepared(env, chosen, values, notice)
+    if chosen.backend == "local":
+        _check_local_capacity()  # refused before building anything; checked again as the run is recorded
+    return _start_prepared(env, chosen, values, notice)
 
 
 MAX_LOCAL_RUNS_ENV = "HERMES_RL_MAX_LOCAL_RUNS"
@@ -316,18 +321,35 @@ def max_local_runs() -> int:
         return DEFAULT_MAX_LOCAL_RUNS
 
 
-def _check_local_capacity() -> None:
+@contextlib.contextmanager
+def _local_start_slot(backend: str | None):
+    if backend not in (None, "local"):
+        yield
+        return
+    with file_lock(runs_dir() / ".local-starts"):
+        _check_local_capacity()
+        yield
+
+
+def active_local_runs() -> list[str]:
+    """Ids of the active runs whose processes train on this machine: the local backend, or a pipeline
+    whose run.json names no backend (a custom pipeline recorded before launch named one)."""
     from hermes_rl.core.runs.store import list_runs
 
-    limit = max_local_runs()
-    if not limit:
-        return
     active = []
     for summary in list_runs():
         if summary["status"] in ACTIVE:
             with contextlib.suppress(HermesError):
-                if read_run(summary["run_id"]).get("backend") == "local":
+                if read_run(summary["run_id"]).get("backend", "local") == "local":
                     active.append(summary["run_id"])
+    return active
+
+
+def _check_local_capacity() -> None:
+    limit = max_local_runs()
+    if not limit:
+        return
+    active = active_local_runs()
     if len(active) >= limit:
         raise Conflict(
             f"{len(active)} local run(s) already active ({', '.join(active)}); the limit is {limit}",

@@ -61,6 +61,10 @@ class WandbLogger:
         try:
             import wandb
 
+            from hermes_rl.dataplane.wandb_fallback import install_wandb_fallback
+
+            # The environments' mechanism: W&B unreachable (or a bad key) means offline, with a warning.
+            install_wandb_fallback(warn=log.warning)
             wandb_dir = self.settings.run_dir
             self.run = wandb.init(
                 project=self.settings.wandb_project,
@@ -79,11 +83,11 @@ class WandbLogger:
                 },
                 settings=wandb.Settings(silent=True, console="off"),
             )
-            url = getattr(self.run, "url", None)
-            log.info(
-                "W&B %s run %s%s", self.settings.wandb_mode, self.run.name, f" at {url}" if url else f" in {wandb_dir}"
-            )
-        except Exception as exc:  # W&B trouble never stops training; metrics.jsonl is the record
+            offline = bool(getattr(self.run, "offline", False))
+            url = None if offline else getattr(self.run, "url", None)
+            mode = "offline" if offline else self.settings.wandb_mode
+            log.info("W&B %s run %s%s", mode, self.run.name, f" at {url}" if url else f" in {wandb_dir}")
+        except Exception as exc:  # even offline failed: training goes on, metrics.jsonl is the record
             self.failed = True
             log.warning("W&B disabled: init failed: %s", exc)
 

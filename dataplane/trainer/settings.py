@@ -105,7 +105,7 @@ class ServerSection(_Section):
 class TinkerSection(_Section):
     base_model: Any = None  # checked with the fallbacks in settings_from_dict
     lora_rank: WholeNumber = Field(32, ge=1)
-    learning_rate: Number = Field(ge=0.0)
+    learning_rate: Number = Field(ge=0.0, le=1.0)  # above 1 an Adam step wrecks the weights at once
     max_token_trainer_length: WholeNumber = Field(9000, ge=2)
     beta1: Number = Field(0.9, ge=0.0)
     beta2: Number = Field(0.95, ge=0.0)
@@ -191,6 +191,9 @@ def _problem(error: dict) -> str:
         return f"{where} must be a number, got {value!r}"
     if kind in ("greater_than_equal", "greater_than"):
         op, limit = (">=", ctx.get("ge")) if kind == "greater_than_equal" else (">", ctx.get("gt"))
+        return f"{where} must be {op} {limit}, got {value!r}"
+    if kind in ("less_than_equal", "less_than"):
+        op, limit = ("<=", ctx.get("le")) if kind == "less_than_equal" else ("<", ctx.get("lt"))
         return f"{where} must be {op} {limit}, got {value!r}"
     if kind == "literal_error":
         return f"{where} must be one of {ctx.get('expected')}, got {value!r}"

@@ -72,3 +72,51 @@ def test_warnings_about_a_draft_are_capped(env_name):
     view = drafts.get_config(None)
     assert 1 < len(view.warnings) <= drafts.MAX_WARNINGS + 3, len(view.warnings)
     assert any("more problem" in w for w in view.warnings)
+
+
+def _profile_file(key: str, raw: str, name: str = "local"):
+    """The profile's YAML file with `key: raw` added (a user profile keeps its `extends`)."""
+    from hermes_rl.core.base.paths import profiles_dir
+
+    profiles_dir().mkdir(parents=True, exist_ok=True)
+    path = profiles_dir() / f"{name}.yaml"
+    kept = [ln for ln in (path.read_text().splitlines() if path.exists() else []) if not ln.startswith(key + ":")]
+    path.write_text("".join(ln + "\n" for ln in [*kept, f"{key}: {_value(raw)}"]))
+    return path
+
+
+@pytest.mark.parametrize(
+    "key, raw, message", BOUNDS["profile_cases"], ids=[f"{c[0]}={c[1]}" for c in BOUNDS["profile_cases"]]
+)
+def test_a_profile_number_past_its_bound_is_refused_by_name(key, raw, message):
+    """Locked numbers come from profile files: an absurd learning rate (or a huge counter) is refused
+    when the profile is read, naming the key and the file, before any run exists."""
+    from hermes_rl.core.envs.profiles import get_profile
+
+    path = _profile_file(key, raw)
+    with pytest.raises(BadInput) as refused:
+        get_profile("local")
+    assert f"{key} in {path}" in refused.value.message and message in refused.value.message, refused.value.message
+    assert len(refused.value.message) < 400
+
+
+def test_profile_numbers_within_bounds_are_taken():
+    from hermes_rl.core.envs.profiles import get_profile
+
+    for key, raw in BOUNDS["profile_accepted"]:
+        _profile_file(key, raw)
+        assert get_profile("local").locked.get(key) is None or get_profile("local").locked[key].value == float(raw)
+
+
+def test_start_with_an_absurd_learning_rate_is_refused_up_front(env_name):
+    import os
+    import subprocess
+    import sys
+
+    _profile_file("learning_rate", "1e300", name=drafts.current_selection().get("profile") or "local")
+    argv = [sys.executable, "-m", "hermes_rl.core.clients.cli", "start"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "learning_rate in" in out.stderr and "must be <= 1, got" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not runs_dir().exists() or not [p for p in runs_dir().iterdir() if p.is_dir()], "a run was created"

@@ -33,7 +33,10 @@ pytestmark = [pytest.mark.reliability, pytest.mark.usefixtures("run_processes_cl
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("count", [2, 5])
-def test_runs_at_once_have_distinct_ports_and_no_cross_talk(count):
+def test_runs_at_once_have_distinct_ports_and_no_cross_talk(count, monkeypatch):
+    from hermes_rl.core.runs.start import MAX_LOCAL_RUNS_ENV
+
+    monkeypatch.setenv(MAX_LOCAL_RUNS_ENV, str(count))  # stand-in runs count as local runs
     launched, errors = [], []
 
     def one():

@@ -70,3 +70,37 @@ def test_dashboard_log_view_renders_no_control_sequence(hermes_home):
             assert all(shown in screen for _, _, shown in CASES), screen
 
     asyncio.run(scenario())
+
+
+def test_cli_prints_run_state_without_control_sequences(hermes_home):
+    """Reasons, environment and profile names and a process's cwd come from run.json, which anything
+    may have written: `hermes-rl status/runs/results/stop` print them through the same sanitizer (and
+    as literal text, never as Rich markup)."""
+    reason = " | ".join(line for _, line, _ in CASES) + " [bold red]markup-kept[/] [/]"
+    processes = [
+        {"name": "trainer", "state": "failed", "exit_code": 1, "cwd": "/tmp/\x1b]2;PWNED-TITLE\x07after a cwd"}
+    ]
+    write_run(
+        RUN_ID,
+        status="failed",
+        reason=reason,
+        environment="\x1b[2Jgsm8k\x1bc",
+        profile="\x1b]0;PWNED-TITLE\x07local",
+        processes=processes,
+    )
+    env = os.environ.copy()
+    outputs = []
+    for command in ("status", "runs", "results", "stop"):
+        argv = [sys.executable, "-m", "hermes_rl.core.clients.cli", command] + ([] if command == "runs" else [RUN_ID])
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**env, "COLUMNS": "4000"})
+        assert out.returncode == (1 if command == "stop" else 0), (command, out.stderr)
+        text = out.stdout + out.stderr
+        assert not CONTROL.search(SGR.sub("", text)), (command, repr(text))
+        assert "PWNED" not in text, (command, text)
+        outputs.append((command, text))
+    status = outputs[0][1]
+    assert all(shown in status for _, _, shown in CASES), status
+    assert "[bold red]markup-kept[/] [/]" in status  # brackets printed as written, not taken as markup
+    assert "gsm8k" in status and "local" in status and "after a cwd" in status
+    assert "\x1b[31mRED-KEPT\x1b[0m" in status  # SGR kept, as in the log views
+    assert "already failed" in outputs[3][1] and "after a title" in outputs[3][1]  # stop's refusal quotes it

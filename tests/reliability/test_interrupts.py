@@ -14,6 +14,7 @@ import pytest
 
 from hermes_rl.core.base.paths import runs_dir
 from hermes_rl.core.envs import drafts
+from tests.reliability.helpers import launch_standin, wait_running
 
 pytestmark = [pytest.mark.reliability, pytest.mark.usefixtures("run_processes_cleanup")]
 
@@ -123,11 +124,38 @@ def test_a_start_past_the_local_run_limit_is_refused_clearly(arith_env, hermes_h
         argv = [sys.executable, "-m", "hermes_rl.core.clients.cli", "start"]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=os.environ.copy())
         assert out.returncode == 1 and "limit is 1" in out.stderr and start.MAX_LOCAL_RUNS_ENV in out.stderr
+        with pytest.raises(Conflict, match=f"{run_id}.*limit is 1"):  # a custom pipeline counts it too
+            launch_standin()
+        assert [p.name for p in _run_folders()] == [run_id]
         monkeypatch.setenv(start.MAX_LOCAL_RUNS_ENV, "2")
         start._check_local_capacity()  # one active run is within a limit of two
     finally:
         sup.kill()
         sup.wait()
+
+
+@pytest.mark.timeout(120)
+def test_the_local_run_limit_counts_a_custom_pipeline_run(arith_env, monkeypatch):
+    """A run launched with a custom pipeline (runs.launch) takes a local place like any other: with a
+    limit of 1, start (library and CLI) and another launch are refused naming it, until it is stopped."""
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.errors import Conflict
+    from hermes_rl.core.runs import start
+
+    drafts.get_config(None)
+    monkeypatch.setenv(start.MAX_LOCAL_RUNS_ENV, "1")
+    first = wait_running(launch_standin()["run_id"])["run_id"]
+    with pytest.raises(Conflict, match=f"{first}.*limit is 1"):
+        runs.start_run()
+    with pytest.raises(Conflict, match=f"{first}.*limit is 1"):
+        launch_standin()
+    argv = [sys.executable, "-m", "hermes_rl.core.clients.cli", "start"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert out.returncode == 1 and "limit is 1" in out.stderr and first in out.stderr, out.stderr
+    assert [p.name for p in _run_folders()] == [first]  # nothing created by the refused starts
+    runs.stop_run(first)
+    second = launch_standin()["run_id"]  # its place is free again
+    assert wait_running(second)["status"] == "running"
 
 
 @pytest.mark.timeout(180)
