@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import iter_jsonl
+from hermes_rl.core.base.fsutil import iter_jsonl_spans
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
 
@@ -40,6 +40,10 @@ class JsonlTail:
 
     def poll(self) -> list[dict]:
         """New complete lines since the last poll (empty when nothing changed or the file is absent)."""
+        return [obj for _start, _end, obj in self.poll_spans()]
+
+    def poll_spans(self) -> list[tuple[int, int, dict]]:
+        """Like poll, with each row's byte span in the file: (start, end, row)."""
         try:
             st = os.stat(self.path)
         except OSError:
@@ -54,10 +58,10 @@ class JsonlTail:
         if st.st_size == self.offset:
             return []
         rows = []
-        for end, obj in iter_jsonl(self.path, self.offset):
-            rows.append(obj)
+        for start, end, obj in iter_jsonl_spans(self.path, self.offset):
+            rows.append((start, end, obj))
             self.offset = end
-        # iter_jsonl only yields parseable lines; skip past trailing garbage lines too.
+        # iter_jsonl_spans only yields parseable lines; skip past trailing garbage lines too.
         self.offset = _complete_end(self.path, self.offset, st.st_size)
         return rows
 
