@@ -3,6 +3,8 @@ Zoomed (z), the pane is a grid of charts, every metric at a glance ([ and ] page
 
 from __future__ import annotations
 
+import bisect
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -174,8 +176,12 @@ def smooth(values: list[float], alpha: float) -> list[float]:
     return out
 
 
+CURSOR_JUMP = 10  # < and > move the step cursor by a tenth of the points
+
+
 class ChartScreen(ModalScreen):
-    """One metric over steps: axes, smoothing, log-y; updates live."""
+    """One metric over steps: axes, smoothing, log-y, a step cursor (, and .) whose step's rollouts `o`
+    opens; updates live."""
 
     BINDINGS = [
         Binding("escape,q", "dismiss", "Close", id="chart.close"),
@@ -183,6 +189,12 @@ class ChartScreen(ModalScreen):
         Binding("l", "log_y", "Log y", id="chart.log_y"),
         Binding("right,n", "next_metric", "Next metric", id="chart.next"),
         Binding("left,p", "prev_metric", "Prev metric", id="chart.prev"),
+        Binding("comma", "move_cursor(-1)", "Step ←", id="chart.cursor_left"),
+        Binding("full_stop", "move_cursor(1)", "Step →", id="chart.cursor_right"),
+        Binding("less_than_sign", "jump_cursor(-1)", "Step ←←", show=False, id="chart.cursor_back"),
+        Binding("greater_than_sign", "jump_cursor(1)", "Step →→", show=False, id="chart.cursor_on"),
+        Binding("o", "rollouts_at_cursor", "Rollouts at step", id="chart.rollouts"),
+        Binding("question_mark", "app.help", "Help", show=False, id="chart.help"),  # (a modal: no app keys)
     ]
 
     def __init__(self, key: str, rows: list[dict]):
@@ -191,6 +203,32 @@ class ChartScreen(ModalScreen):
         self.rows = rows
         self.smoothing_index = 1 if len(rows) > 20 else 0
         self.log_y = False
+        self.cursor_step: int | None = None  # None: no cursor drawn (o then means the newest step)
+
+    def _steps(self) -> list[int]:
+        return [step for step, _ in backend.metric_series(self.rows, self.key)]
+
+    def action_jump_cursor(self, direction: int) -> None:
+        self.action_move_cursor(direction * max(1, len(self._steps()) // CURSOR_JUMP))
+
+    def action_move_cursor(self, delta: int) -> None:
+        """Move the step cursor by `delta` points; without a cursor yet, it starts from the newest."""
+        steps = self._steps()
+        if not steps:
+            return
+        if self.cursor_step is None:
+            index = len(steps) - 1 + min(0, delta)
+        else:
+            index = bisect.bisect_left(steps, self.cursor_step) + delta
+        self.cursor_step = steps[max(0, min(len(steps) - 1, index))]
+        self.redraw()
+
+    def action_rollouts_at_cursor(self) -> None:
+        """The rollouts view at the cursor's step (the newest plotted one without a cursor); it shows
+        the nearest recorded step when that one kept no rollouts."""
+        steps = self._steps()
+        step = self.cursor_step if self.cursor_step is not None else (steps[-1] if steps else None)
+        self.app.action_rollouts(step)
 
     def compose(self) -> ComposeResult:
         from textual_plotext import PlotextPlot
@@ -230,6 +268,8 @@ class ChartScreen(ModalScreen):
                 plt.plot(steps, smooth(values, alpha), color="cyan", marker="braille", label=f"EMA {alpha}")
             else:
                 plt.plot(steps, values, color="cyan", marker="braille")
+            if self.cursor_step is not None:
+                plt.vline(self.cursor_step, "yellow")
             plt.xlabel("step")
         else:
             notes.append("no values yet")
@@ -238,9 +278,13 @@ class ChartScreen(ModalScreen):
         last = series[-1][1] if series else None
         low = min((v for _, v in series), default=None)
         high = max((v for _, v in series), default=None)
+        cursor = ""
+        if self.cursor_step is not None:
+            value = dict(series).get(self.cursor_step)
+            cursor = f"  [yellow]cursor step {self.cursor_step}: {number(value)}[/]"
         self.query_one("#chart-title", Static).update(
             f"[b]{self.key}[/b]  last {number(last)}  min {number(low)}  max {number(high)}  "
-            f"points {len(series)}  smoothing {alpha}  log-y {'on' if self.log_y else 'off'}"
+            f"points {len(series)}  smoothing {alpha}  log-y {'on' if self.log_y else 'off'}{cursor}"
             + ("  · " + "; ".join(notes) if notes else "")
         )
 

@@ -25,10 +25,18 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import number
+from hermes_rl.tui.widgets.rowlist import RowList
 from hermes_rl.tui.widgets.tables import NavTable
 
-STEPS_SHOWN = 50  # steps listed at a time: the newest, or a window around the chosen step
+STEPS_SHOWN = 40  # steps listed before the list is laid out; then as many as fit
 EDGE_ROWS = 3  # a chosen step this close to the window's edge moves the window (when there is more)
+STEP_COLUMNS = [
+    ("step", "step", 6),
+    ("grp", "groups", 4),
+    ("mean", "mean", 7),
+    ("best", "best", 6),
+    ("zero", "zero", 5),
+]
 TEXT_CELL = 160  # characters of a completion shown in its cell
 POLL_S = 1.0  # how often the file is looked at (a stat; reading only what was appended)
 # name, test on a completion's reward (None: every completion), the StepSummary count that says a step
@@ -59,8 +67,8 @@ def completion_matches(group: dict, item: dict, test, needle: str) -> bool:
     return not needle or needle in item["text"].lower() or needle in group["prompt"].lower()
 
 
-class StepsTable(NavTable):
-    pass
+class StepsList(RowList):
+    """The steps, one line each: its rows shift every second while following (see RowList)."""
 
 
 class CompletionsTable(NavTable):
@@ -100,7 +108,7 @@ class RolloutsScreen(Screen):
         self.updates = {"steps": 0, "groups": 0, "title": 0}  # tables rebuilt or updated, title redrawn
         self._top: int | None = None  # the step on the window's first row; None: the window starts at the newest
         self._listed: list[int] = []  # the steps in the table, top to bottom
-        self._listed_rows: list | None = None
+        self._step_rows: dict[int, tuple[int, list[str]]] = {}  # step -> (its summary's version, cells)
         self._groups_key: tuple | None = None  # what the completions table shows
         self._dirty: set[str] = set()
         self._flush_pending = False
@@ -113,16 +121,7 @@ class RolloutsScreen(Screen):
         with Vertical(id="rollouts-box"):
             yield TitleLine("", id="rollouts-title")
             with Horizontal(id="rollouts-body"):
-                steps = StepsTable(id="rollouts-steps")
-                for label, key, width in (
-                    ("step", "step", 6),
-                    ("grp", "groups", 4),
-                    ("mean", "mean", 7),
-                    ("best", "best", 6),
-                    ("zero", "zero", 5),
-                ):
-                    steps.add_column(label, key=key, width=width)
-                yield steps
+                yield StepsList(STEP_COLUMNS, id="rollouts-steps")
                 table = CompletionsTable(id="rollouts-completions")
                 for label, key, width in (
                     ("grp", "group", 4),
@@ -139,7 +138,7 @@ class RolloutsScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#rollouts-search", Input).display = False
-        self.query_one(StepsTable).focus()
+        self.query_one(StepsList).focus()
         self._request("steps")
         self.poll()
         self.set_interval(POLL_S, self.poll)
@@ -230,23 +229,27 @@ class RolloutsScreen(Screen):
             return [s for s in steps if getattr(summaries(s), count, 0)]
         return steps
 
+    def _window_size(self) -> int:
+        return self.query_one(StepsList).capacity or STEPS_SHOWN
+
     def _window(self, steps: list[int]) -> list[int]:
-        """The steps to list: the newest STEPS_SHOWN while following (or while the chosen step is among
-        them), else STEPS_SHOWN around the chosen step, moved only when it nears the window's edge."""
-        anchor = self.step
-        if len(steps) <= STEPS_SHOWN or anchor is None or anchor not in steps:
+        """The steps to list, as many as fit: the newest while following (or while the chosen step is
+        among them), else a window around the chosen step, moved only when it nears the window's edge
+        (so while a step is chosen, new steps arriving leave the list as it is)."""
+        size, anchor = self._window_size(), self.step
+        if len(steps) <= size or anchor is None or anchor not in steps:
             self._top = None
-            return steps[:STEPS_SHOWN]
+            return steps[:size]
         index = steps.index(anchor)
         top = 0 if self._top is None or self._top not in steps else steps.index(self._top)
-        end = min(len(steps), top + STEPS_SHOWN)
+        end = min(len(steps), top + size)
         inside = top <= index < end
         near_top = index - top < EDGE_ROWS and top > 0
         near_bottom = end - 1 - index < EDGE_ROWS and end < len(steps)
         if not inside or near_top or near_bottom:
-            top = max(0, min(len(steps) - STEPS_SHOWN, index - STEPS_SHOWN // 2))
+            top = max(0, min(len(steps) - size, index - size // 2))
         self._top = None if top == 0 else steps[top]
-        return steps[top : top + STEPS_SHOWN]
+        return steps[top : top + size]
 
     def _resolve_requested(self) -> None:
         if self.requested_step is None:
@@ -260,38 +263,39 @@ class RolloutsScreen(Screen):
 
     def _show_steps(self) -> None:
         self._resolve_requested()
-        table = self.query_one(StepsTable)
+        table = self.query_one(StepsList)
         steps = self.visible_steps()
         if self.step is not None and self.step not in steps and steps:
             self.step = None  # the chosen step is filtered out: follow the newest
         listed = self._window(steps)
-        summaries = self.reader.summary
-        rows = []
-        for step in listed:
-            summary = summaries(step)
-            rows.append(
-                (
-                    str(step),
-                    [
-                        str(step),
-                        str(summary.groups),
-                        number(summary.mean, 3),
-                        number(summary.best, 3),
-                        str(summary.zero),
-                    ],
-                )
-            )
-        if rows != self._listed_rows:
-            self._listed_rows = rows
+        rows = [(str(step), self._step_cells(step)) for step in listed]
+        if rows != table.rows:
             self.updates["steps"] += 1
             table.replace_rows(rows)
         self._listed = listed
-        row = listed.index(self.step) if self.step in listed else 0
-        if listed and table.cursor_row != row:
-            table.move_cursor(row=row, animate=False)
+        table.move_cursor(listed.index(self.step) if self.step in listed else 0)
+
+    def _step_cells(self, step: int) -> list[str]:
+        """A step's row: from its summary, cached until the step changes (a live step gains groups)."""
+        summary = self.reader.summary(step)
+        cached = self._step_rows.get(step)
+        if cached is None or cached[0] != summary.version:
+            cells = [
+                str(step),
+                str(summary.groups),
+                number(summary.mean, 3),
+                number(summary.best, 3),
+                str(summary.zero),
+            ]
+            cached = self._step_rows[step] = (summary.version, cells)
+            if len(self._step_rows) > 4 * self._window_size():
+                listed = set(self._listed)
+                for old in [s for s in self._step_rows if s not in listed and s != step]:
+                    del self._step_rows[old]
+        return cached[1]
 
     def selected_step(self) -> int | None:
-        key = self.query_one(StepsTable).selected_key()
+        key = self.query_one(StepsList).selected_key()
         return int(key) if key is not None else None
 
     def _show_groups(self) -> None:
@@ -370,28 +374,47 @@ class RolloutsScreen(Screen):
         title.show(text)
 
     # -- events ------------------------------------------------------------------------------------
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        table = self.query_one(StepsTable)
-        if event.data_table is not table:
-            return
+    def on_row_list_highlighted(self, event: RowList.Highlighted) -> None:
         event.stop()
-        if event.cursor_row != table.cursor_row:
-            return  # stale: the cursor has moved again since (a rebuild, then a move to the chosen row)
-        step = self.selected_step()
-        if step is None:
-            return
-        at_newest = event.cursor_row == 0 and self._top is None
+        steps = self.query_one(StepsList)
+        if event.row != steps.cursor_row or event.key != steps.selected_key():
+            return  # stale: the cursor has moved again since (new rows, then a move to the chosen row)
+        step = int(event.key)
+        at_newest = event.row == 0 and self._top is None
         self.step = None if at_newest else step
         if self._resolved is not None and step != self._resolved:
             self.resolved_note, self._resolved = "", None  # moved on from the step it was opened at
-        index = event.cursor_row
-        near_edge = (index < EDGE_ROWS and self._top is not None) or index >= len(self._listed) - EDGE_ROWS
+        near_edge = (event.row < EDGE_ROWS and self._top is not None) or event.row >= len(self._listed) - EDGE_ROWS
         self._request("steps" if near_edge else "groups")
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_row_list_overflow(self, event: RowList.Overflow) -> None:
+        """The cursor was pushed past the listed steps (page up/down): choose the step that far on."""
         event.stop()
-        if event.data_table is self.query_one(StepsTable):
-            self.action_focus_completions()
+        steps = self.visible_steps()
+        if not steps or not self._listed:
+            return
+        edge = self._listed[-1] if event.rows > 0 else self._listed[0]
+        index = steps.index(edge) + event.rows if edge in steps else 0
+        index = max(0, min(len(steps) - 1, index))
+        self.step = None if index == 0 else steps[index]
+        self._request("steps")
+
+    def on_row_list_jump(self, event: RowList.Jump) -> None:
+        event.stop()
+        steps = self.visible_steps()
+        self.step = steps[-1] if event.where == "last" and len(steps) > 1 else None
+        self._request("steps")
+
+    def on_row_list_resized(self, event: RowList.Resized) -> None:
+        event.stop()
+        self._request("steps")
+
+    def on_row_list_selected(self, event: RowList.Selected) -> None:
+        event.stop()
+        self.action_focus_completions()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()  # a completion: nothing more to open
 
     def action_close(self) -> None:
         search = self.query_one("#rollouts-search", Input)
@@ -420,7 +443,7 @@ class RolloutsScreen(Screen):
             self.query_text = ""
         search = self.query_one("#rollouts-search", Input)
         search.display = False
-        self.query_one(StepsTable).focus()
+        self.query_one(StepsList).focus()
         self._criteria_changed()
 
     def _criteria_changed(self) -> None:
@@ -429,7 +452,7 @@ class RolloutsScreen(Screen):
             self.poll()  # the search runs in the worker, now rather than at the next tick
 
     def action_focus_steps(self) -> None:
-        self.query_one(StepsTable).focus()
+        self.query_one(StepsList).focus()
 
     def action_focus_completions(self) -> None:
         self.query_one(CompletionsTable).focus()
