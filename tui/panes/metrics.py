@@ -11,19 +11,21 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import number, set_subtitle, spark, trend
 from hermes_rl.tui.widgets.charts import ChartGrid
-from hermes_rl.tui.widgets.tables import NavTable
+from hermes_rl.tui.widgets.rowlist import RowList
 
 SMOOTHING = (0.0, 0.6, 0.9)
 SPARK_WIDTH = 20
 
 
-class MetricsTable(NavTable):
-    BINDINGS = [Binding("enter", "select_cursor", "Chart", id="metrics.chart")]
+class MetricsTable(RowList):
+    """A line per metric (a RowList: its sparklines change a few times a second while a run is live)."""
+
+    BINDINGS = [Binding("enter", "select", "Chart", id="metrics.chart")]
 
 
 RECENT_ROWS = 400
@@ -66,16 +68,14 @@ class MetricsPane(Vertical):
         self.wall = False
 
     def compose(self) -> ComposeResult:
-        table = MetricsTable(id="metrics-table")
-        for label, key, width in (
+        columns = [
             ("metric", "metric", None),
             ("history", "spark", SPARK_WIDTH),
             ("last", "last", 10),
             ("", "trend", 1),
             ("step", "step", None),
-        ):
-            table.add_column(label, key=key, width=width)
-        yield table
+        ]
+        yield MetricsTable(columns, scrolls=True, id="metrics-table")
         yield ChartGrid(id="metrics-grid", classes="hidden")
 
     @property
@@ -159,10 +159,12 @@ class MetricsPane(Vertical):
             (f"step {last_step} · {len(out)} metrics" if rows else ("no metrics yet" if run_id else "no run selected")),
         )
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_row_list_selected(self, event: RowList.Selected) -> None:
         event.stop()
-        if event.row_key.value:
-            self.post_message(self.ChartRequested(event.row_key.value))
+        self.post_message(self.ChartRequested(event.key))
+
+    def on_row_list_highlighted(self, event: RowList.Highlighted) -> None:
+        event.stop()
 
 
 def smooth(values: list[float], alpha: float) -> list[float]:

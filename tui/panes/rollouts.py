@@ -70,6 +70,8 @@ def completion_matches(group: dict, item: dict, test, needle: str) -> bool:
 class StepsList(RowList):
     """The steps, one line each: its rows shift every second while following (see RowList)."""
 
+    BINDINGS = [Binding("enter", "select", "Completions", show=False, id="rollouts.open_step")]
+
 
 class CompletionsTable(NavTable):
     GROW_ONLY_WIDTHS = True  # a live step's texts change every second: no relayout for a narrower one

@@ -1,16 +1,24 @@
-"""A one-line-per-row list with fixed-width text columns, drawn from cached strips.
+"""A one-line-per-row list with text columns, drawn from cached strips.
 
-For a live list whose rows shift every second (the rollouts view's steps, newest first): DataTable
-re-renders every visible cell through Rich whenever anything in it changes (about 0.5 ms a row),
-here a row's line is built once per (key, values, width) and a redraw is a lookup per line. It shows
-as many rows as fit and never scrolls: the owner decides which rows are listed (a window over a longer
-list) and hears when the cursor is pushed past either end (`Overflow`) or asked to jump (`Jump`).
+For live lists: DataTable re-renders every visible cell through Rich whenever anything in it changes
+(0.5–1 ms a row, several times a second for a live run's metrics), here a row's line is built once
+per (key, values, width) and a redraw is a lookup per line. A cell is a string or a one-style Text;
+a column has a fixed width or, with width None, one that fits its widest value so far (it never
+narrows, so a live list is not relaid out). Enter or a click selects the cursor's row (`Selected`).
+
+Two modes. Windowed (the rollouts view's steps): it shows as many rows as fit and never scrolls; the
+owner decides which rows are listed (a window over a longer list) and hears when the cursor is pushed
+past either end (`Overflow`) or asked to jump (`Jump`). Scrolling (`scrolls=True`, the metrics): all
+rows are listed, the view scrolls to keep the cursor shown and the header says which rows are.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.message import Message
@@ -18,12 +26,26 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 CACHE_ROWS = 500  # row lines kept (a few windows' worth)
+AUTO_WIDTH_MAX = 48  # an auto-width column never gets wider
+
+
+@lru_cache(maxsize=256)
+def _style(style: str) -> Style:
+    return Style.parse(style) if style else Style()
+
+
+def _cell(value) -> tuple[str, str]:
+    """(text, style) of a cell: a string, or a Text whose one style covers it all."""
+    if isinstance(value, Text):
+        return value.plain, str(value.style or "")
+    return str(value), ""
 
 
 class RowList(Widget, can_focus=True):
     COMPONENT_CLASSES = {"row-list--header", "row-list--cursor"}
     DEFAULT_CSS = """
     RowList {
+        height: 1fr;
         background: $surface;
         color: $foreground;
         & > .row-list--header { text-style: bold; background: $panel; color: $foreground; }
@@ -53,8 +75,7 @@ class RowList(Widget, can_focus=True):
         Binding("end", "jump('last')", "Last", show=False, id="list.last"),
         Binding("g", "jump('first')", "Top", show=False, id="nav.top"),
         Binding("G", "jump('last')", "Bottom", show=False, id="nav.bottom"),
-        Binding("enter", "select", "Select", show=False, id="list.select"),
-    ]
+    ]  # enter (select) is the owner's: its binding says what selecting does
 
     class Highlighted(Message):
         """The cursor is on another row (the user moved it, or the rows changed under it)."""
@@ -89,15 +110,19 @@ class RowList(Widget, can_focus=True):
             super().__init__()
             self.row_list, self.where = row_list, where
 
-    def __init__(self, columns: list[tuple[str, str, int]], **kwargs):
-        """`columns`: (label, key, width) each; values are cut to their column's width."""
+    def __init__(self, columns: list[tuple[str, str, int | None]], *, scrolls: bool = False, **kwargs):
+        """`columns`: (label, key, width) each, width None for one that fits the values; values are cut
+        to their column's width."""
         super().__init__(**kwargs)
         self.columns = columns
-        self.rows: list[tuple[str, list[str]]] = []
+        self.scrolls = scrolls
+        self.rows: list[tuple[str, list]] = []
         self.cursor_row = 0
+        self.top = 0  # (scrolling) the row on the first line
         self._announced: tuple[str, int] | None = None  # the (key, row) the last Highlighted named
         self._lines: dict[tuple, Strip] = {}
-        self._cell_formats = [f" {{:<{w}.{w}}} ".format for _, _, w in columns]
+        self._widths = [width if width is not None else len(label) for label, _, width in columns]
+        self._auto = [width is None for _, _, width in columns]
 
     # -- the owner's side ----------------------------------------------------------------------------
     @property
@@ -109,10 +134,14 @@ class RowList(Widget, can_focus=True):
         """Rows that fit (0 before the first layout)."""
         return max(0, self.size.height - 1)
 
-    def replace_rows(self, rows: list[tuple[str, list[str]]]) -> None:
+    def replace_rows(self, rows: list[tuple[str, list]]) -> None:
         """Show these rows; the cursor stays on its key when that row is still listed."""
         if rows == self.rows:
             return
+        for index, auto in enumerate(self._auto):
+            if auto:
+                widest = max((len(_cell(cells[index])[0]) for _, cells in rows if index < len(cells)), default=0)
+                self._widths[index] = max(self._widths[index], min(AUTO_WIDTH_MAX, widest))
         key = self.selected_key()
         self.rows = rows
         keys = [k for k, _ in rows]
@@ -120,16 +149,32 @@ class RowList(Widget, can_focus=True):
         self.refresh()
         self.move_cursor(row)
 
-    def move_cursor(self, row: int) -> None:
+    def move_cursor(self, row: int, animate: bool = False) -> None:
         """Put the cursor on a row (clamped); Highlighted is posted when its key or row changed."""
         row = max(0, min(row, len(self.rows) - 1)) if self.rows else 0
         if row != self.cursor_row:
             self.cursor_row = row
             self.refresh()
+        if self.scrolls:
+            self._scroll_to_cursor()
         now = (self.rows[row][0], row) if self.rows else None
         if now is not None and now != self._announced:
             self._announced = now
             self.post_message(self.Highlighted(self, *now))
+
+    def _scroll_to_cursor(self) -> None:
+        shown = max(1, self.capacity)
+        top = min(self.top, self.cursor_row, max(0, len(self.rows) - shown))
+        top = max(top, self.cursor_row - shown + 1)
+        if top != self.top:
+            self.top = top
+            self.refresh()
+
+    def keys(self) -> list[str]:
+        return [key for key, _ in self.rows]
+
+    def get_row_index(self, key: str) -> int:
+        return self.keys().index(key)
 
     def selected_key(self) -> str | None:
         return self.rows[self.cursor_row][0] if 0 <= self.cursor_row < len(self.rows) else None
@@ -137,12 +182,12 @@ class RowList(Widget, can_focus=True):
     def values(self, column: str) -> list[str]:
         """One column's values, top to bottom."""
         index = [key for _, key, _ in self.columns].index(column)
-        return [cells[index] for _, cells in self.rows]
+        return [_cell(cells[index])[0] for _, cells in self.rows]
 
     # -- keys and mouse ------------------------------------------------------------------------------
     def action_cursor(self, delta: int) -> None:
         target = self.cursor_row + delta
-        if 0 <= target < len(self.rows):
+        if 0 <= target < len(self.rows) or (self.scrolls and self.rows):
             self.move_cursor(target)
         elif self.rows:
             past = target - (len(self.rows) - 1) if target > 0 else target
@@ -152,7 +197,10 @@ class RowList(Widget, can_focus=True):
         self.action_cursor(direction * max(1, self.capacity - 1))
 
     def action_jump(self, where: str) -> None:
-        self.post_message(self.Jump(self, where))
+        if self.scrolls:
+            self.move_cursor(0 if where == "first" else len(self.rows) - 1)
+        else:
+            self.post_message(self.Jump(self, where))
 
     def action_select(self) -> None:
         key = self.selected_key()
@@ -160,12 +208,11 @@ class RowList(Widget, can_focus=True):
             self.post_message(self.Selected(self, key))
 
     def on_click(self, event: events.Click) -> None:
-        row = event.y - 1
-        if 0 <= row < len(self.rows):
-            if row == self.cursor_row and event.chain > 1:
-                self.action_select()
-            else:
-                self.move_cursor(row)
+        """Like a DataTable's: the row clicked gets the cursor and is selected."""
+        row = event.y - 1 + (self.top if self.scrolls else 0)
+        if event.y >= 1 and 0 <= row < len(self.rows):
+            self.move_cursor(row)
+            self.action_select()
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         event.stop()
@@ -177,6 +224,8 @@ class RowList(Widget, can_focus=True):
 
     def on_resize(self, _event: events.Resize) -> None:
         self._lines.clear()
+        if self.scrolls:
+            self._scroll_to_cursor()
         self.post_message(self.Resized(self))
 
     def on_focus(self) -> None:
@@ -188,8 +237,9 @@ class RowList(Widget, can_focus=True):
         self.refresh()
 
     # -- drawing -------------------------------------------------------------------------------------
-    def _line(self, key, values: list[str], style: Style, width: int) -> Strip:
-        cache_key = (key, tuple(values), style, width)
+    def _line(self, key, values: list, style: Style, width: int) -> Strip:
+        cells = tuple(_cell(value) for value in values)
+        cache_key = (key, cells, tuple(self._widths), style, width)
         strip = self._lines.get(cache_key)
         if strip is None:
             if len(self._lines) >= CACHE_ROWS:
@@ -197,8 +247,8 @@ class RowList(Widget, can_focus=True):
             # A segment a cell (their styles differ by the column's meta, so they are not merged): an
             # exported screenshot places each at its column, whatever the font.
             segments = [
-                Segment(cell(value), style + Style.from_meta({"column": index}))
-                for index, (cell, value) in enumerate(zip(self._cell_formats, values))
+                Segment(f" {text:<{w}.{w}} ", style + _style(cell_style) + Style.from_meta({"column": index}))
+                for index, ((text, cell_style), w) in enumerate(zip(cells, self._widths))
             ]
             strip = Strip(segments).crop_extend(0, width, style)
             self._lines[cache_key] = strip
@@ -209,8 +259,13 @@ class RowList(Widget, can_focus=True):
         base = self.rich_style
         if y == 0:
             style = base + self.get_component_rich_style("row-list--header")
-            return self._line(None, [label for label, _, _ in self.columns], style, width)
-        row = y - 1
+            strip = self._line(None, [label for label, _, _ in self.columns], style, width)
+            shown = self.capacity
+            if self.scrolls and len(self.rows) > shown > 0:  # which rows are shown, at the right
+                where = f" {self.top + 1}–{min(len(self.rows), self.top + shown)}/{len(self.rows)} "
+                strip = Strip.join([strip.crop(0, max(0, width - len(where))), Strip([Segment(where, style)])])
+            return strip
+        row = y - 1 + (self.top if self.scrolls else 0)
         if row >= len(self.rows):
             return Strip.blank(width, base)
         key, values = self.rows[row]
