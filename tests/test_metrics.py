@@ -144,3 +144,21 @@ def test_live_reader_rows_stay_sorted_when_steps_arrive_out_of_order(tmp_path):
         assert [row["step"] for row in reader.rows] == sorted(row["step"] for row in reader.rows)
     assert [row["step"] for row in reader.rows] == [1, 2, 3, 4, 5, 6]
     assert reader.series("train/loss", tail=2) == [(5, 5.0), (6, 6.0)]
+
+
+def test_recent_points_are_each_keys_last_values_as_metric_series_gives_them():
+    from hermes_rl.core.readers.metrics import recent_points
+
+    rows = []
+    for step in range(1, 61):
+        row = {"step": step, "time": 1000.0 + step, "reward/mean": step / 60, "flag": True, "env": "toy"}
+        if step % 7 == 0:
+            row["eval/percent_correct"] = step / 100  # a sparser key
+        if step == 30:
+            row["reward/mean"] = float("nan")  # not a value
+        rows.append(row)
+    rows.append({"time": 1.0, "reward/mean": 9.0})  # no step: not a point
+    points = recent_points(rows, 5)
+    assert set(points) == {"reward/mean", "eval/percent_correct"}  # bools, names, step and time left out
+    for key, got in points.items():
+        assert got == metric_series(rows, key)[-5:]

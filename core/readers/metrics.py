@@ -240,6 +240,29 @@ def last_metrics(run_id: str, tail_bytes: int | None = None) -> dict:
     return last_values(read_metrics(run_id, tail_bytes))
 
 
+def recent_points(rows, width: int) -> dict[str, list[tuple[int, float]]]:
+    """The last `width` (step, value) of every numeric key of `rows` (oldest first), in one pass from the
+    end: what a sparkline, a last value and a trend need, without a series per key."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for row in reversed(rows):
+        step = _step(row)
+        if step is None:
+            continue
+        for key, value in row.items():
+            if type(value) is not float and type(value) is not int:  # (bool is neither)
+                continue
+            if key in _NOT_METRICS or not math.isfinite(value):
+                continue
+            points = out.get(key)
+            if points is None:
+                out[key] = [(step, float(value))]
+            elif len(points) < width:
+                points.append((step, float(value)))
+    for points in out.values():
+        points.reverse()
+    return out
+
+
 def metric_series(rows, key: str) -> list[tuple[int, float]]:
     """(step, value) for rows where key holds a finite number."""
     out = []

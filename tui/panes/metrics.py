@@ -65,6 +65,7 @@ class MetricsPane(Vertical):
         self.rows: list[dict] = []
         self.run_id: str | None = None
         self._known_keys: set[str] = set()  # every metric the shown run ever logged
+        self._older: dict[str, list[tuple[int, float]]] = {}  # last values of keys not in the recent rows
         self.wall = False
 
     def compose(self) -> ComposeResult:
@@ -123,19 +124,25 @@ class MetricsPane(Vertical):
         return self.query_one(MetricsTable)
 
     def show(self, run_id: str | None, rows: list[dict]) -> None:
-        # Sparklines and trends only look at recent steps, so work per update stays constant however
-        # long the run; the full history is scanned once per selected run (to learn every key) and
-        # for a key that stopped being logged (the chart screen reads the full history when opened).
-        recent = rows[-RECENT_ROWS:]
+        # Sparklines and trends only look at the last SPARK_WIDTH values of each key in the recent rows
+        # (one pass from the end), so work per update stays constant however long the run; the full
+        # history is scanned once per selected run (to learn every key) and once for a key not logged
+        # lately (the chart screen reads the full history when opened).
+        recent = backend.recent_metric_points(rows[-RECENT_ROWS:], SPARK_WIDTH)
         if run_id != self.run_id or len(rows) < len(self.rows):
             self._known_keys = set(backend.metric_keys(rows))
+            self._older = {}
         else:
-            self._known_keys.update(backend.metric_keys(recent))
+            self._known_keys.update(recent)
         self.run_id, self.rows = run_id, rows
         out = []
         for key in backend.metric_keys([dict.fromkeys(self._known_keys, 0.0)]):  # headline keys first
-            series = backend.metric_series(recent, key) or backend.metric_series(rows, key)
-            values = [v for _, v in series[-RECENT_ROWS:]]
+            series = recent.get(key)
+            if not series:
+                series = self._older.get(key)
+                if series is None:
+                    series = self._older[key] = backend.metric_series(rows, key)[-SPARK_WIDTH:]
+            values = [v for _, v in series]
             arrow = trend(values)
             out.append(
                 (
