@@ -21,8 +21,7 @@ RUN = "7011a0c5"
 
 
 def cells(table, column: str) -> list[str]:
-    index = list(table.columns).index(column)
-    return [str(table.get_row_at(i)[index]) for i in range(table.row_count)]
+    return table.values(column)
 
 
 @pytest.fixture

@@ -21,12 +21,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import number
 from hermes_rl.tui.widgets.rowlist import RowList
-from hermes_rl.tui.widgets.tables import NavTable
 
 STEPS_SHOWN = 40  # steps listed before the list is laid out; then as many as fit
 EDGE_ROWS = 3  # a chosen step this close to the window's edge moves the window (when there is more)
@@ -73,8 +72,19 @@ class StepsList(RowList):
     BINDINGS = [Binding("enter", "select", "Completions", show=False, id="rollouts.open_step")]
 
 
-class CompletionsTable(NavTable):
-    GROW_ONLY_WIDTHS = True  # a live step's texts change every second: no relayout for a narrower one
+class CompletionsTable(RowList):
+    """The shown step's prompts and completions, a line each (a RowList: a live step changes every
+    second); it scrolls when they do not all fit, texts are cut at the list's right edge."""
+
+
+COMPLETION_COLUMNS = [
+    ("grp", "group", 4),
+    ("reward", "reward", 7),
+    ("adv", "adv", 7),
+    ("tok", "tokens", 4),
+    ("finish", "finish", 6),
+    ("completion", "text", None),
+]
 
 
 class TitleLine(Static):
@@ -124,17 +134,9 @@ class RolloutsScreen(Screen):
             yield TitleLine("", id="rollouts-title")
             with Horizontal(id="rollouts-body"):
                 yield StepsList(STEP_COLUMNS, id="rollouts-steps")
-                table = CompletionsTable(id="rollouts-completions")
-                for label, key, width in (
-                    ("grp", "group", 4),
-                    ("reward", "reward", 7),
-                    ("adv", "adv", 7),
-                    ("tok", "tokens", 4),
-                    ("finish", "finish", 6),
-                    ("completion", "text", None),
-                ):
-                    table.add_column(label, key=key, width=width)
-                yield table
+                yield CompletionsTable(
+                    COMPLETION_COLUMNS, scrolls=True, max_auto_width=TEXT_CELL, id="rollouts-completions"
+                )
             yield Input(placeholder="search completions (enter: apply, esc: clear)", id="rollouts-search")
         yield Footer()
 
@@ -379,6 +381,8 @@ class RolloutsScreen(Screen):
     def on_row_list_highlighted(self, event: RowList.Highlighted) -> None:
         event.stop()
         steps = self.query_one(StepsList)
+        if event.row_list is not steps:
+            return
         if event.row != steps.cursor_row or event.key != steps.selected_key():
             return  # stale: the cursor has moved again since (new rows, then a move to the chosen row)
         step = int(event.key)
@@ -409,14 +413,13 @@ class RolloutsScreen(Screen):
 
     def on_row_list_resized(self, event: RowList.Resized) -> None:
         event.stop()
-        self._request("steps")
+        if isinstance(event.row_list, StepsList):
+            self._request("steps")
 
     def on_row_list_selected(self, event: RowList.Selected) -> None:
         event.stop()
-        self.action_focus_completions()
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()  # a completion: nothing more to open
+        if isinstance(event.row_list, StepsList):
+            self.action_focus_completions()  # (a completion: nothing more to open)
 
     def action_close(self) -> None:
         search = self.query_one("#rollouts-search", Input)

@@ -110,12 +110,20 @@ class RowList(Widget, can_focus=True):
             super().__init__()
             self.row_list, self.where = row_list, where
 
-    def __init__(self, columns: list[tuple[str, str, int | None]], *, scrolls: bool = False, **kwargs):
-        """`columns`: (label, key, width) each, width None for one that fits the values; values are cut
-        to their column's width."""
+    def __init__(
+        self,
+        columns: list[tuple[str, str, int | None]],
+        *,
+        scrolls: bool = False,
+        max_auto_width: int = AUTO_WIDTH_MAX,
+        **kwargs,
+    ):
+        """`columns`: (label, key, width) each, width None for one that fits the values (up to
+        `max_auto_width`); values are cut to their column's width."""
         super().__init__(**kwargs)
         self.columns = columns
         self.scrolls = scrolls
+        self.max_auto_width = max_auto_width
         self.rows: list[tuple[str, list]] = []
         self.cursor_row = 0
         self.top = 0  # (scrolling) the row on the first line
@@ -141,7 +149,7 @@ class RowList(Widget, can_focus=True):
         for index, auto in enumerate(self._auto):
             if auto:
                 widest = max((len(_cell(cells[index])[0]) for _, cells in rows if index < len(cells)), default=0)
-                self._widths[index] = max(self._widths[index], min(AUTO_WIDTH_MAX, widest))
+                self._widths[index] = max(self._widths[index], min(self.max_auto_width, widest))
         key = self.selected_key()
         self.rows = rows
         keys = [k for k, _ in rows]

@@ -21,10 +21,6 @@ class NavTable(DataTable):
         Binding("G", "scroll_bottom", "Bottom", show=False, id="nav.bottom"),
     ]
 
-    # Auto-width columns only widen (a table whose cells change every second is not relaid out, nor
-    # does it jitter, each time its widest cell gets narrower); False: they fit the rows shown.
-    GROW_ONLY_WIDTHS = False
-
     def __init__(self, **kwargs):
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.sort_column: str | None = None
@@ -70,13 +66,12 @@ class NavTable(DataTable):
         """Show these rows. Same keys in the same order: only changed cells are updated (no relayout,
         which is what keeps a live dashboard cheap); otherwise rebuild, keeping the cursor's row."""
         keys = [key for key, _ in rows]
-        if keys and keys == self._shown_keys and self.row_count == len(keys) and self._fits(rows):
+        if keys and keys == self._shown_keys and self.row_count == len(keys):
             column_keys = list(self.columns)
-            grow_only = self.GROW_ONLY_WIDTHS
             for (key, cells), previous in zip(rows, self._shown_cells):
                 for column_key, value, old in zip(column_keys, cells, previous):
                     if value != old:
-                        self.update_cell(key, column_key, value, update_width=not grow_only)
+                        self.update_cell(key, column_key, value, update_width=True)
             self._shown_cells = [cells for _, cells in rows]
             return
         current = None
@@ -86,15 +81,12 @@ class NavTable(DataTable):
             except Exception:
                 current = None
         self.clear()
-        # Auto widths only ever grow in DataTable (and are measured lazily): set them from the rows shown
-        # now (or, grow-only, from these rows and the widths so far).
+        # Auto widths only ever grow in DataTable (and are measured lazily): set them from the rows shown now.
         for index, column in enumerate(self.columns.values()):
             if column.auto_width:
-                widths = [column.label.cell_len]
-                widths += [_cell_width(cells[index]) for _, cells in rows if index < len(cells)]
-                if self.GROW_ONLY_WIDTHS:
-                    widths.append(column.content_width)
-                column.content_width = max(widths)
+                column.content_width = max(
+                    [column.label.cell_len] + [_cell_width(cells[index]) for _, cells in rows if index < len(cells)]
+                )
         target = 0
         for index, (key, cells) in enumerate(rows):
             self.add_row(*cells, key=key)
@@ -104,17 +96,6 @@ class NavTable(DataTable):
             self.move_cursor(row=target, animate=False)
         self._shown_keys = keys
         self._shown_cells = [cells for _, cells in rows]
-
-    def _fits(self, rows: list[tuple[str, list]]) -> bool:
-        """Grow-only: whether every cell fits its column's width (else a rebuild widens it)."""
-        if not self.GROW_ONLY_WIDTHS:
-            return True
-        for index, column in enumerate(self.columns.values()):
-            if column.auto_width:
-                width = column.content_width
-                if any(index < len(cells) and _cell_width(cells[index]) > width for _, cells in rows):
-                    return False
-        return True
 
     def selected_key(self) -> str | None:
         if not self.row_count:
