@@ -2,13 +2,16 @@
 
     .venv/bin/python bench/bench_tui.py            # all
     .venv/bin/python bench/bench_tui.py startup idle flood metric tail
+    .venv/bin/python bench/bench_tui.py rollouts --seconds 150   # 2.5 min in each view
 
 - startup: cold start (new interpreter) to the first frame, vs. a one-widget Textual app.   goal ≤ 1.0 s
 - idle:    CPU of the dashboard watching one live run (1 metric + 2 log lines per second).  goal ≤ 3 % of a core
 - flood:   a log growing at 20,000 lines/s: key-press latency and RSS while following it.  goals ≤ 100 ms, ≤ 200 MB
 - metric:  a metric row appended → shown in the metrics pane.                               goal ≤ 0.5 s
-- rollouts: following a run at 10 steps/s (a metric row and 2 groups of 8 completions per step)
-           with the rollouts view open: process CPU, metric → visible, rollout → visible.  goals ≤ 10 %, ≤ 0.5 s
+- rollouts: following a run at 10 steps/s (per step a trainer metrics row, an env_metrics row, 2
+           groups of 8 completions, ~10 access-log lines and a trainer log line) for --seconds in the
+           default view, then as long with the rollouts view open: the dashboard's CPU in each (and
+           their ratio), metric → visible, rollout → visible.                             goals ≤ 10 %, ≤ 0.5 s
 - tail:    a 1 GB log: open and show its last lines (core reader and in the dashboard),
            vs. reading the file through (collections.deque).                               goal ≤ 0.3 s
 
@@ -358,7 +361,87 @@ async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
             shutil.rmtree(home, ignore_errors=True)
 
 
-async def _rollouts_live(seconds: float = 30.0, steps_per_s: float = 10.0, open_view: bool = True) -> None:
+PIPELINE_LOGS = textwrap.dedent("""
+    import sys, time
+    role, rate = sys.argv[1], float(sys.argv[2])
+    print("ready", flush=True)
+    step, due = 0, time.monotonic()
+    while True:
+        step += 1
+        if role == "api":  # uvicorn access lines: ~10 per trained step in a real local run
+            sys.stdout.write("".join(f'INFO:     127.0.0.1:{40000 + i} - "POST /scored_data HTTP/1.1" 200 OK\\n'
+                                     for i in range(10)))
+        else:
+            sys.stdout.write(f"INFO trainer: step {step} reward {step % 9 / 9:.3f} loss 0.1 step 0.02s\\n")
+        sys.stdout.flush()
+        due += 1.0 / rate
+        time.sleep(max(0.0, due - time.monotonic()))
+""")
+
+
+def launch_pipeline(steps_per_s: float) -> str:
+    """A run whose processes log what a real local run logs per step: an api process ~10 access lines,
+    the trainer one line."""
+    from hermes_rl.core import runs
+    from hermes_rl.core.daemons.pipeline import ProcessSpec
+
+    path = Path(os.environ["HERMES_HOME"]) / "pipeline_logs.py"
+    path.write_text(PIPELINE_LOGS)
+    specs = [
+        ProcessSpec(name=name, argv=[PY, str(path), name, str(steps_per_s)], stop_timeout=3)
+        for name in ("api", "trainer")
+    ]
+    run = runs.launch(specs, environment="bench", profile="local")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if runs.get_run(run["run_id"], sample=False)["status"] == "running":
+            break
+        time.sleep(0.1)
+    return run["run_id"]
+
+
+TRAINER_ROW = {"train/loss": 0.1, "train/learning_rate": 5e-4, "logprobs/mean": -1.5, "advantages/std": 0.3,
+               "timing/step_s": 0.02, "batch/sequences": 16, "batch/groups": 2}  # fmt: skip
+
+
+def _pipeline_writer(folder: Path, steps_per_s: float, written: dict, stop, thread_id: list) -> None:
+    """Per step, what the trainer and the environment write to the run folder: a metrics row (the
+    trainer's keys), an env_metrics row, 2 groups of 8 completions to rollouts.jsonl."""
+    import threading
+
+    thread_id.append(threading.get_native_id())
+    step = 0
+    with (
+        open(folder / "metrics.jsonl", "a") as metrics,
+        open(folder / "env_metrics.jsonl", "a") as env,
+        open(folder / "rollouts.jsonl", "a") as rollouts,
+    ):
+        due = time.monotonic()
+        while not stop.is_set():
+            step += 1
+            written[step] = time.perf_counter()
+            for group in range(2):
+                rewards = [((step + i + group) % 5) / 4 for i in range(8)]
+                mean = sum(rewards) / 8
+                completions = [
+                    {"text": f" {i + group}\n", "reward": r, "advantage": r - mean, "tokens": 3, "finish": "stop"}
+                    for i, r in enumerate(rewards)
+                ]
+                record = {"step": step, "time": time.time(), "group": group, "prompt": f"Q: {step % 5}+{group}=\nA:"}
+                rollouts.write(json.dumps({**record, "completions": completions}) + "\n")
+            rollouts.flush()
+            row = {"step": step, "time": time.time(), "reward/mean": (step % 50) / 50, **TRAINER_ROW}
+            metrics.write(json.dumps(row) + "\n")
+            metrics.flush()
+            env.write(json.dumps({"step": step, "time": time.time(), "train/percent_correct": step % 5 / 5}) + "\n")
+            env.flush()
+            due += 1.0 / steps_per_s
+            stop.wait(max(0.0, due - time.monotonic()))
+
+
+async def _rollouts_live(seconds: float, steps_per_s: float = 10.0) -> None:
+    """One run followed by one dashboard: `seconds` in the default view, then `seconds` with the
+    rollouts view open. CPU is the dashboard process's, less the writer thread's own."""
     import threading
 
     import psutil
@@ -377,86 +460,82 @@ async def _rollouts_live(seconds: float = 30.0, steps_per_s: float = 10.0, open_
         return False
 
     home = fresh_home()
-    run_id = launch(writer_argv(rate=2, metric_every=0))
-    folder = run_dir(run_id)
+    run_id = launch_pipeline(steps_per_s)
     written: dict[int, float] = {}
     stop_writing = threading.Event()
+    writer_tid: list[int] = []
+    me = psutil.Process()
 
-    def writer() -> None:
-        step = 0
-        with open(folder / "metrics.jsonl", "a") as metrics, open(folder / "rollouts.jsonl", "a") as rollouts:
-            while not stop_writing.is_set():
-                step += 1
-                written[step] = time.perf_counter()
-                for group in range(2):
-                    rewards = [((step + i + group) % 5) / 4 for i in range(8)]
-                    mean = sum(rewards) / 8
-                    completions = [
-                        {"text": f" {i + group}\n", "reward": r, "advantage": r - mean, "tokens": 3, "finish": "stop"}
-                        for i, r in enumerate(rewards)
-                    ]
-                    record = {
-                        "step": step,
-                        "time": time.time(),
-                        "group": group,
-                        "prompt": f"Q: {step % 5}+{group}=\nA:",
-                    }
-                    rollouts.write(json.dumps({**record, "completions": completions}) + "\n")
-                rollouts.flush()
-                metrics.write(json.dumps({"step": step, "time": time.time(), "reward/mean": (step % 50) / 50}) + "\n")
-                metrics.flush()
-                stop_writing.wait(1.0 / steps_per_s)
+    def cpu_seconds() -> float:
+        """The process's CPU seconds less the writer thread's."""
+        total = sum(me.cpu_times()[:2])
+        writer = next((t for t in me.threads() if writer_tid and t.id == writer_tid[0]), None)
+        return total - (writer.user_time + writer.system_time if writer else 0.0)
+
+    def delay(shown, delays) -> None:
+        """How long the oldest step not yet shown has waited (0 when the newest is shown)."""
+        if shown in written:
+            newer = [s for s in written if s > shown]
+            delays.append(time.perf_counter() - written[min(newer)] if newer else 0.0)
 
     try:
         app = HermesDashboard(run_id=run_id)
         async with app.run_test(size=SIZE) as pilot:
             await wait(pilot, lambda: app.selected_run == run_id)
-            thread = threading.Thread(target=writer, daemon=True)
+            thread = threading.Thread(
+                target=_pipeline_writer,
+                args=(run_dir(run_id), steps_per_s, written, stop_writing, writer_tid),
+                daemon=True,
+            )
             thread.start()
-            await pilot.pause(2.0)
-            if open_view:
-                await pilot.press("o")
-                await wait(pilot, lambda: isinstance(app.screen, RolloutsScreen))
-                screen = app.screen
-            else:
-                screen = RolloutsScreen(run_id)  # its reader only, polled below as the view would
-                screen.reader.poll()
+            await pilot.pause(3.0)
             pane = app.pane(MetricsPane)
-            await pilot.pause(2.0)
-            me = psutil.Process()
-            cpu0, t0 = me.cpu_times(), time.monotonic()
-            metric_delays, rollout_delays = [], []
-            while time.monotonic() - t0 < seconds:
-                await pilot.pause(0.5)
-                now = time.perf_counter()
-                shown_metric = pane.rows[-1]["step"] if pane.rows else None
-                if not open_view:
-                    screen.reader.poll()
-                shown_rollout = screen.reader.latest_step()
-                # how old the newest shown row is: the delay to show what was written
-                for shown, delays in ((shown_metric, metric_delays), (shown_rollout, rollout_delays)):
-                    newer = [s for s in written if shown is not None and s > shown]
-                    if shown in written:
-                        delays.append(now - written[min(newer)] if newer else 0.0)
-            cpu1, elapsed = me.cpu_times(), time.monotonic() - t0
+            figures = {}
+            for phase in ("default view", "rollouts view"):
+                if phase == "rollouts view":
+                    await pilot.press("o")
+                    await wait(pilot, lambda: isinstance(app.screen, RolloutsScreen))
+                    await pilot.pause(2.0)
+                cpu0, t0, load0 = cpu_seconds(), time.monotonic(), os.getloadavg()[0]
+                metric_delays, rollout_delays = [], []
+                while time.monotonic() - t0 < seconds:
+                    await pilot.pause(0.5)
+                    delay(pane.rows[-1]["step"] if pane.rows else None, metric_delays)
+                    if isinstance(app.screen, RolloutsScreen):
+                        delay(app.screen.selected_step(), rollout_delays)
+                elapsed = time.monotonic() - t0
+                cpu = 100 * (cpu_seconds() - cpu0) / elapsed
+                figures[phase] = cpu
+                steps = len(written) / (time.perf_counter() - written[1]) if written else 0.0
+                line(
+                    f"{steps_per_s:.0f} steps/s, {phase}: dashboard CPU",
+                    f"{cpu:.1f} % of a core",
+                    "goal ≤ 10 %",
+                    f"over {elapsed:.0f} s at {steps:.1f} steps/s (writer thread excluded); "
+                    f"load {load0:.1f} → {os.getloadavg()[0]:.1f}",
+                )
+                metric_delays.sort()
+                p50 = f"{1000 * statistics.median(metric_delays):.0f}"
+                p90 = f"{1000 * metric_delays[int(len(metric_delays) * 0.9)]:.0f}"
+                if rollout_delays:
+                    rollout_delays.sort()
+                    p50 += f" / {1000 * statistics.median(rollout_delays):.0f}"
+                    p90 += f" / {1000 * rollout_delays[int(len(rollout_delays) * 0.9)]:.0f}"
+                line(
+                    "  metric → visible" + (" / rollout → visible" if rollout_delays else "") + " (p50)",
+                    f"{p50} ms",
+                    "goal ≤ 500 ms",
+                    f"p90 {p90} ms (the oldest row not yet shown)",
+                )
+            ratio = figures["rollouts view"] / figures["default view"] if figures["default view"] else float("nan")
+            line(
+                "  rollouts view / default view, same run",
+                f"×{ratio:.2f}",
+                "",
+                f"{figures['rollouts view']:.1f} % vs {figures['default view']:.1f} % of a core",
+            )
             stop_writing.set()
             thread.join(5)
-            cpu = 100 * ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / elapsed
-            line(
-                f"{steps_per_s:.0f} steps/s, rollouts view {'open' if open_view else 'closed'}: CPU",
-                f"{cpu:.1f} % of a core",
-                "goal ≤ 10 %",
-                f"over {elapsed:.0f} s (the writer thread included); {screen.reader.latest_step()} steps shown",
-            )
-            metric_delays.sort()
-            rollout_delays.sort()
-            line(
-                "metric → visible / rollout → visible (p50)",
-                f"{1000 * statistics.median(metric_delays):.0f} / {1000 * statistics.median(rollout_delays):.0f} ms",
-                "goal ≤ 500 ms",
-                f"p90 {1000 * metric_delays[int(len(metric_delays) * 0.9)]:.0f} / "
-                f"{1000 * rollout_delays[int(len(rollout_delays) * 0.9)]:.0f} ms (the oldest row not yet shown)",
-            )
     finally:
         stop_writing.set()
         stop(run_id)
@@ -464,8 +543,7 @@ async def _rollouts_live(seconds: float = 30.0, steps_per_s: float = 10.0, open_
 
 
 def bench_rollouts() -> None:
-    asyncio.run(_rollouts_live(open_view=False))
-    asyncio.run(_rollouts_live(open_view=True))
+    asyncio.run(_rollouts_live(SECONDS))
 
 
 def bench_flood() -> None:
@@ -600,8 +678,19 @@ BENCHES = {
 }
 
 
+SECONDS = 30.0  # each phase of `rollouts` (--seconds)
+
+
 def main() -> None:
-    chosen = sys.argv[1:] or list(BENCHES)
+    global SECONDS
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("benches", nargs="*", choices=[[], *BENCHES], metavar="BENCH", help=", ".join(BENCHES))
+    parser.add_argument("--seconds", type=float, default=SECONDS, help="each phase of `rollouts` (default 30)")
+    args = parser.parse_args()
+    SECONDS = args.seconds
+    chosen = args.benches or list(BENCHES)
     print(
         f"hermes-rl dashboard bench — {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "
         f"python {sys.version.split()[0]}"

@@ -2,6 +2,11 @@
 CPU, and whether every metrics line is present.
 
     .venv/bin/python bench/soak.py --minutes 30 [--sample-s 30] [--out bench/soak_results.json]
+    .venv/bin/python bench/soak.py --minutes 5 --sample-s 10 --rollouts-after 2.5 --model-dir /tmp/tiny-toy
+
+With --rollouts-after MIN the dashboard's rollouts view is opened (o) that many minutes in, and the
+dashboard's CPU is given for each view, with their ratio. --model-dir reuses a built tiny model (it is
+built there first when missing) instead of building one in the temporary home.
 
 Needs tmux (the dashboard runs in a real terminal, as a person would have it). Uses its own
 $HERMES_HOME (a temp folder, removed at the end unless --keep) and a profile override so the run
@@ -46,6 +51,8 @@ def main() -> int:
     parser.add_argument("--sample-s", type=float, default=30.0)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--rollouts-after", type=float, default=None, metavar="MIN", help="open the rollouts view")
+    parser.add_argument("--model-dir", type=Path, default=None, help="a tiny model folder to reuse")
     args = parser.parse_args()
     if not shutil.which("tmux"):
         print("soak needs tmux (apt-get install tmux)", file=sys.stderr)
@@ -55,6 +62,10 @@ def main() -> int:
     os.environ["HERMES_HOME"] = str(home)
     (home / "rl" / "profiles").mkdir(parents=True)
     (home / "rl" / "profiles" / "local.yaml").write_text("total_steps: 1000000\n")
+    if args.model_dir is not None:
+        args.model_dir.parent.mkdir(parents=True, exist_ok=True)
+        (home / "rl" / "models").mkdir(parents=True)
+        (home / "rl" / "models" / "tiny-toy").symlink_to(args.model_dir.resolve(), target_is_directory=True)
 
     import psutil
 
@@ -65,7 +76,10 @@ def main() -> int:
     run = runs.start_run("toy_addition", profile="local")
     run_id = run["run_id"]
     session = f"hermes-soak-{run_id}"
-    dashboard_command = f"HERMES_HOME={home} {ROOT}/.venv/bin/python -m hermes_rl.tui dashboard --run {run_id}"
+    pythonpath = f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""
+    dashboard_command = (
+        f"HERMES_HOME={home} {pythonpath}{ROOT}/.venv/bin/python -m hermes_rl.tui dashboard --run {run_id}"
+    )
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", dashboard_command], check=True)
     pane_pid = int(
         subprocess.run(
@@ -79,9 +93,16 @@ def main() -> int:
     samples: list[dict] = []
     started = time.monotonic()
     deadline = started + args.minutes * 60
+    view = "default"
+    rollouts_at = None if args.rollouts_after is None else started + args.rollouts_after * 60
     try:
         while time.monotonic() < deadline:
             time.sleep(args.sample_s)
+            if rollouts_at is not None and view == "default" and time.monotonic() >= rollouts_at:
+                subprocess.run(["tmux", "send-keys", "-t", session, "o"], check=False)
+                view = "rollouts"
+                dashboard.cpu_percent(None)  # the next sample covers the rollouts view only
+                continue
             state = runs.get_run(run_id, sample=True)
             if state["status"] not in (RunStatus.STARTING, RunStatus.RUNNING):
                 print(f"run ended early: {state['status']} {state.get('reason')}")
@@ -91,6 +112,7 @@ def main() -> int:
                 "step": (state.get("last_metric") or {}).get("step"),
                 "dashboard_rss": dashboard.memory_info().rss,
                 "dashboard_cpu": dashboard.cpu_percent(None),
+                "view": view,
             }
             for proc in state["processes"]:
                 if proc.get("rss"):
@@ -143,6 +165,25 @@ def main() -> int:
         summary["dashboard_cpu_mean"] = round(statistics.mean(cpu), 2)
         summary["dashboard_cpu_max"] = round(max(cpu), 2)
         print(f"dashboard CPU: mean {statistics.mean(cpu):.1f} % of a core, max {max(cpu):.1f} %")
+    if args.rollouts_after is not None:
+        by_view = {}
+        for name in ("default", "rollouts"):
+            # the first sample of each view is left out: start-up, or the view opening
+            values = [s["dashboard_cpu"] for s in samples if s["view"] == name][1:]
+            if values:
+                by_view[name] = statistics.mean(values)
+                steps_in = [s["step"] for s in samples if s["view"] == name and s["step"] is not None]
+                rate = ""
+                times = [s["t"] for s in samples if s["view"] == name and s["step"] is not None]
+                if len(steps_in) > 1 and times[-1] > times[0]:
+                    rate = f", {(steps_in[-1] - steps_in[0]) / (times[-1] - times[0]):.1f} steps/s"
+                print(
+                    f"dashboard CPU, {name} view: mean {by_view[name]:.1f} % of a core "
+                    f"(median {statistics.median(values):.1f}, max {max(values):.1f}; {len(values)} samples{rate})"
+                )
+        if len(by_view) == 2 and by_view["default"]:
+            print(f"rollouts view / default view: ×{by_view['rollouts'] / by_view['default']:.2f}")
+        summary["dashboard_cpu_by_view"] = {k: round(v, 2) for k, v in by_view.items()}
     print(f"metrics lines: {len(steps)} steps, {len(missing)} missing")
     if args.out:
         args.out.write_text(json.dumps({"summary": summary, "samples": samples}, indent=1))

@@ -173,3 +173,21 @@ def test_eval_endpoints_of_a_long_run_read_only_its_head_and_tail(tmp_path):
     assert eval_endpoints(tmp_path / "missing") == (None, None)
     (tmp_path / "env_metrics.jsonl").write_text(json.dumps({"step": 1, "train/percent_correct": 0.2}) + "\n")
     assert eval_endpoints(tmp_path) == (None, None)  # an environment that never evaluates
+
+
+def test_recent_points_are_each_keys_last_values_as_metric_series_gives_them():
+    from hermes_rl.core.readers.metrics import recent_points
+
+    rows = []
+    for step in range(1, 61):
+        row = {"step": step, "time": 1000.0 + step, "reward/mean": step / 60, "flag": True, "env": "toy"}
+        if step % 7 == 0:
+            row["eval/percent_correct"] = step / 100  # a sparser key
+        if step == 30:
+            row["reward/mean"] = float("nan")  # not a value
+        rows.append(row)
+    rows.append({"time": 1.0, "reward/mean": 9.0})  # no step: not a point
+    points = recent_points(rows, 5)
+    assert set(points) == {"reward/mean", "eval/percent_correct"}  # bools, names, step and time left out
+    for key, got in points.items():
+        assert got == metric_series(rows, key)[-5:]

@@ -185,6 +185,41 @@ def test_live_reader_follows_appends_and_keeps_the_newest_groups():
     assert reader.groups(3)[0]["completions"][0]["reward"] == 0.5
 
 
+def test_live_reader_summarises_steps_as_they_arrive_and_reads_old_steps_back_by_offset():
+    reader = rollouts.RunRollouts(folder(), parsed_groups=2)
+    write_rollouts([group_line(1, 0, [0.0, 1.0], text="one"), group_line(2, 0, [0.5, 0.0]), "{torn"])
+    assert reader.poll() == 2
+    write_rollouts([group_line(2, 1, [0.25]), group_line(3, 0, [1.0])])
+    assert reader.poll() == 2
+    two = reader.summary(2)
+    assert (two.groups, two.completions, two.zero, two.positive) == (2, 3, 1, 2)
+    assert (two.best, two.worst, two.mean) == (0.5, 0.0, 0.25)
+    assert reader.summary(1).version < two.version == reader.summary(3).version == reader.version
+    assert reader.reads == 0
+    # at most two groups stay parsed, whole steps, least recently used first out: only step 3 is left;
+    # step 1 is read back from its line in the file, unchanged
+    assert [c["text"] for c in reader.groups(1)[0]["completions"]] == ["one0", "one1"]
+    assert reader.reads == 1
+    assert reader.groups(1) is reader.groups(1) and reader.reads == 1  # kept parsed again
+    assert [g["group"] for g in reader.groups(2)] == [0, 1]  # every group of a step, in file order
+    assert reader.reads == 2
+    version = reader.version
+    assert reader.poll() == 0 and reader.version == version  # nothing new: nothing re-read
+    assert reader.nearest_step(2) == 2 and reader.nearest_step(10) == 3 and reader.nearest_step(-5) == 1
+    path = folder() / rollouts.ROLLOUTS_FILE
+    path.write_text(json.dumps(group_line(7, 0, [0.0])) + "\n")  # replaced: start over
+    reader.poll()
+    assert reader.steps() == [7] and reader.summary(1) is None
+
+
+def test_nearest_step_prefers_the_later_step_on_a_tie():
+    reader = rollouts.RunRollouts(folder())
+    assert reader.nearest_step(3) is None
+    write_rollouts([group_line(2, 0, [1.0]), group_line(4, 0, [1.0])])
+    reader.poll()
+    assert reader.nearest_step(3) == 4 and reader.nearest_step(2) == 2
+
+
 # -- the CLI and the agent reports, over rollouts a real local run recorded ------------------------
 
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from hermes_rl.tui.app import HermesDashboard
-from hermes_rl.tui.panes.metrics import MetricsPane
+from hermes_rl.tui.panes.metrics import ChartScreen, MetricsPane
 from hermes_rl.tui.widgets.charts import ChartGrid, block_rows, resample
 from tests.fixtures_tui import fixed_clock, wait_for, write_run
 
@@ -20,6 +20,32 @@ def test_block_chart_rises_with_the_values_and_spans_its_rows():
     # a series sampled more rarely (eval every 5 steps) is drawn over the same x range as the others
     sparse = resample([(5, 0.2), (10, 0.4)], 10, x_range=(1, 10))
     assert sparse[:4] == [None] * 4 and sparse[4] == 0.2 and sparse[-1] == 0.4
+
+
+@pytest.mark.timeout(120)
+def test_metrics_list_scrolls_to_its_cursor_says_which_rows_it_shows_and_a_click_opens_a_chart(hermes_home):
+    write_run("a1b2c3d4", steps=12)
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(120, 30)) as pilot:  # a short terminal: the metrics do not all fit
+            pane = app.query_one(MetricsPane)
+            table = pane.table
+            await wait_for(pilot, lambda: table.row_count == 10, what="metrics")
+            assert 0 < table.capacity < table.row_count and table.top == 0
+            header = table.render_line(0).text
+            assert f"1–{table.capacity}/10" in header
+            await pilot.press("6", "G")  # the last metric: the list scrolls to show it
+            assert table.cursor_row == 9 and table.top == 10 - table.capacity
+            assert table.selected_key() in table.render_line(table.capacity).text
+            assert f"{table.top + 1}–10/10" in table.render_line(0).text
+            await pilot.press("g")
+            assert table.cursor_row == 0 and table.top == 0
+            second = table.keys()[1]
+            await pilot.click(table, offset=(3, 2))  # the second row (the header is line 0)
+            assert isinstance(app.screen, ChartScreen) and app.screen.key == second
+
+    asyncio.run(scenario())
 
 
 @pytest.mark.timeout(120)

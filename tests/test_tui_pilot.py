@@ -122,7 +122,7 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             assert any(line.startswith("trainer") and "step" in line for line in merged)
             assert not any("\r" in line for line in merged)  # progress bars keep their last state
             metrics = app.query_one(MetricsPane)
-            await wait_for(pilot, lambda: "reward/mean" in table_keys(metrics.table), what="metrics shown")
+            await wait_for(pilot, lambda: "reward/mean" in metrics.table.keys(), what="metrics shown")
             # The chart is live: rows keep arriving while it is open (and the panes below keep updating).
             await pilot.press("6", "enter")
             assert isinstance(app.screen, ChartScreen)

@@ -34,7 +34,7 @@ from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.metrics import ChartScreen, MetricsPane
 from hermes_rl.tui.panes.processes import ProcessesPane
 from hermes_rl.tui.panes.runs import RunsPane
-from hermes_rl.tui.textual_compat import shutting_down
+from hermes_rl.tui.textual_compat import background_screens, shutting_down
 from hermes_rl.tui.widgets.dialogs import ConfirmScreen, HelpScreen, binding_rows
 from hermes_rl.tui.widgets.header import HeaderBar
 
@@ -120,6 +120,12 @@ class HermesDashboard(App):
             yield MetricsPane(id="metrics", classes="pane")
         yield LogsPane(id="logs", classes="pane")
         yield Footer()
+
+    @property
+    def _background_screens(self) -> list:
+        """Screens that show through the top one: none under a full (opaque) screen such as the rollouts
+        view, so the dashboard it covers is not composited on each live update (tui/textual_compat)."""
+        return background_screens(self)
 
     def pane(self, selector, expect_type=None):
         """A widget of the dashboard screen, whatever screen (help, chart, dialog) is on top of it."""

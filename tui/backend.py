@@ -164,6 +164,12 @@ def metric_keys(rows) -> list[str]:
     return metric_keys(rows)
 
 
+def recent_metric_points(rows, width: int) -> dict[str, list[tuple[int, float]]]:
+    from hermes_rl.core.readers.metrics import recent_points
+
+    return recent_points(rows, width)
+
+
 def metric_series(rows, key: str) -> list[tuple[int, float]]:
     from hermes_rl.core.readers.metrics import metric_series
 

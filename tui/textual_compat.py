@@ -1,4 +1,4 @@
-"""The two things the dashboard needs from Textual that Textual has no public API for, in one place.
+"""The three things the dashboard needs from Textual that Textual has no public API for, in one place.
 
 tests/test_textual_compat.py fails loudly if a Textual upgrade renames or removes what is used here.
 """
@@ -20,3 +20,20 @@ def shutting_down(app) -> bool:
     """Whether the app is exiting or its main screen is closing (its widgets are being removed)."""
     main = app.screen_stack[0] if app.screen_stack else None
     return app._exit or not app.is_running or main is None or main._closing or main._closed
+
+
+def background_screens(app) -> list:
+    """The screens under the top one that show through it (top-most last), for App._background_screens.
+
+    Textual's own list always holds the screen right below the top one, even when the top screen is
+    opaque and covers it: the covered dashboard is then still laid out and composited, and each of its
+    live updates repaints the screen on top (the full-screen rollouts view: about 4 extra repaints a
+    second at 10 steps/s). Here a screen is listed only if every screen above it is translucent, so a
+    modal dialog still shows the live dashboard behind it, and a full screen hides it."""
+    stack = app._screen_stack
+    screens = []
+    for above, below in zip(reversed(stack), reversed(stack[:-1])):
+        if above.styles.background.a == 1:
+            break
+        screens.append(below)
+    return screens[::-1]

@@ -111,6 +111,13 @@ def parse_jsonl_line(line: bytes | str) -> dict | None:
 
 def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, dict]]:
     """Yield (end_offset, obj) for complete lines from byte offset `start`; a partial last line is left for later."""
+    for _line_start, end, obj in iter_jsonl_spans(path, start):
+        yield end, obj
+
+
+def iter_jsonl_spans(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict]]:
+    """Yield (start_offset, end_offset, obj) for complete lines from byte offset `start` (a reader can
+    keep the offsets and read a line back later); a partial last line is left for later."""
     try:
         handle = open(path, "rb")
     except OSError:
@@ -121,10 +128,10 @@ def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, dict]]:
         for raw in handle:
             if not raw.endswith(b"\n"):
                 break  # partial last line: the writer has not finished it
-            offset += len(raw)
+            line_start, offset = offset, offset + len(raw)
             obj = parse_jsonl_line(raw)
             if obj is not None:
-                yield offset, obj
+                yield line_start, offset, obj
 
 
 def last_jsonl_row(

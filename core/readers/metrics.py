@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl, last_jsonl_row
+from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl_spans, last_jsonl_row
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, Metric
 
@@ -40,6 +40,10 @@ class JsonlTail:
 
     def poll(self) -> list[dict]:
         """New complete lines since the last poll (empty when nothing changed or the file is absent)."""
+        return [obj for _start, _end, obj in self.poll_spans()]
+
+    def poll_spans(self) -> list[tuple[int, int, dict]]:
+        """Like poll, with each row's byte span in the file: (start, end, row)."""
         try:
             st = os.stat(self.path)
         except OSError:
@@ -54,10 +58,10 @@ class JsonlTail:
         if st.st_size == self.offset:
             return []
         rows = []
-        for end, obj in iter_jsonl(self.path, self.offset):
-            rows.append(obj)
+        for start, end, obj in iter_jsonl_spans(self.path, self.offset):
+            rows.append((start, end, obj))
             self.offset = end
-        # iter_jsonl only yields parseable lines; skip past trailing garbage lines too.
+        # iter_jsonl_spans only yields parseable lines; skip past trailing garbage lines too.
         self.offset = _complete_end(self.path, self.offset, st.st_size)
         return rows
 
@@ -234,6 +238,29 @@ def last_values(rows: list[dict]) -> dict:
 
 def last_metrics(run_id: str, tail_bytes: int | None = None) -> dict:
     return last_values(read_metrics(run_id, tail_bytes))
+
+
+def recent_points(rows, width: int) -> dict[str, list[tuple[int, float]]]:
+    """The last `width` (step, value) of every numeric key of `rows` (oldest first), in one pass from the
+    end: what a sparkline, a last value and a trend need, without a series per key."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for row in reversed(rows):
+        step = _step(row)
+        if step is None:
+            continue
+        for key, value in row.items():
+            if type(value) is not float and type(value) is not int:  # (bool is neither)
+                continue
+            if key in _NOT_METRICS or not math.isfinite(value):
+                continue
+            points = out.get(key)
+            if points is None:
+                out[key] = [(step, float(value))]
+            elif len(points) < width:
+                points.append((step, float(value)))
+    for points in out.values():
+        points.reverse()
+    return out
 
 
 def metric_series(rows, key: str) -> list[tuple[int, float]]:

@@ -2,25 +2,30 @@
 
 A line is one scored group: {"step", "time", "group", "prompt", "completions": [{"text", "reward",
 "advantage", "tokens", "finish"}], "sampled"}; a {"capped": true, "step"} line says recording stopped
-there (the file reached its bound). `RunRollouts` follows the file incrementally for a live view and
-keeps the newest MAX_GROUPS groups; `read_rollouts` and `sample_completions` answer the CLI and the
-agent reports, the latter from the file's tail only.
+there (the file reached its bound). `RunRollouts` follows the file incrementally for a live view (a
+summary per step, every group's byte offsets, the recent steps' groups parsed); `read_rollouts` and
+`sample_completions` answer the CLI and the agent reports, the latter from the file's tail only.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
+import threading
+from array import array
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from hermes_rl.core.base.errors import BadInput, NotFound
-from hermes_rl.core.base.fsutil import iter_jsonl
+from hermes_rl.core.base.fsutil import iter_jsonl, parse_jsonl_line
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.readers.metrics import JsonlTail
 
 ROLLOUTS_FILE = "rollouts.jsonl"
-MAX_GROUPS = 5_000  # groups a live reader keeps (the oldest steps go first)
+MAX_GROUPS = 100_000  # groups a live reader indexes, 16 bytes each (the oldest steps go first)
+PARSED_GROUPS = 1_000  # groups a live reader keeps parsed; it reads any other step back by offset
 SAMPLE_TAIL_BYTES = 1 << 20  # what a report reads to find the latest step
 ORDERS = ("best", "worst")
 
@@ -60,53 +65,193 @@ def _group(row: dict) -> dict | None:
     }
 
 
-class RunRollouts:
-    """The rollouts of one run folder, read incrementally: groups by step, newest steps kept."""
+class StepSummary:
+    """What a steps list shows of one step, kept up to date as its groups arrive (no re-reading)."""
 
-    def __init__(self, folder: str | os.PathLike, max_groups: int = MAX_GROUPS, tail_bytes: int | None = None):
+    __slots__ = ("groups", "completions", "scored", "total", "best", "worst", "zero", "positive", "version")
+
+    def __init__(self) -> None:
+        self.groups = self.completions = self.scored = self.zero = self.positive = 0
+        self.total = 0.0
+        self.best: float | None = None
+        self.worst: float | None = None
+        self.version = 0  # the reader's version when this step last changed
+
+    def add(self, group: dict, version: int) -> None:
+        self.groups += 1
+        self.version = version
+        for item in group["completions"]:
+            self.completions += 1
+            reward = item["reward"]
+            if reward is None:
+                continue
+            self.scored += 1
+            self.total += reward
+            self.zero += reward == 0
+            self.positive += reward > 0
+            self.best = reward if self.best is None else max(self.best, reward)
+            self.worst = reward if self.worst is None else min(self.worst, reward)
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.scored if self.scored else None
+
+
+class RunRollouts:
+    """The rollouts of one run folder, read incrementally and lazily, for a live view.
+
+    Each line is parsed once, as it is appended: its step's summary (StepSummary) is updated and its
+    byte span indexed; the parsed groups of the most recent steps are kept (at most `parsed_groups`
+    groups, least recently used steps go first), any other step is read back from the file by its
+    offsets when asked for (`groups`). The index covers the newest `max_groups` groups (the oldest
+    steps go first). Safe to poll from one thread while another reads."""
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        max_groups: int = MAX_GROUPS,
+        tail_bytes: int | None = None,
+        parsed_groups: int = PARSED_GROUPS,
+    ):
         self.tail = JsonlTail(Path(folder) / ROLLOUTS_FILE, tail_bytes)
         self.max_groups = max(1, max_groups)
-        self.by_step: dict[int, list[dict]] = {}
+        self.parsed_groups = max(1, parsed_groups)
         self.capped_at: int | None = None  # the step recording stopped at, when the file hit its bound
         self.version = 0
+        self.reads = 0  # steps read back from the file (their groups were no longer kept parsed)
+        self._spans: dict[int, tuple[array, array]] = {}  # step -> (line starts, line lengths)
+        self._summaries: dict[int, StepSummary] = {}
+        self._steps: list[int] = []  # ascending
+        self._parsed: OrderedDict[int, list[dict]] = OrderedDict()  # step -> all its groups, LRU order
+        self._parsed_count = 0
         self._count = 0
         self._resets = 0
+        self._lock = threading.RLock()
 
     def poll(self) -> int:
         """Read what was appended; returns how many groups arrived."""
-        rows = self.tail.poll()
-        if self.tail.resets != self._resets:
-            self._resets = self.tail.resets
-            self.by_step.clear()
-            self._count = 0
-            self.capped_at = None
-            self.version += 1
-        added = 0
-        for row in rows:
-            if row.get("capped") is True and isinstance(row.get("step"), int):
-                self.capped_at = row["step"]
+        rows = self.tail.poll_spans()
+        with self._lock:
+            if self.tail.resets != self._resets:
+                self._resets = self.tail.resets
+                self._spans.clear()
+                self._summaries.clear()
+                self._steps.clear()
+                self._parsed.clear()
+                self._parsed_count = self._count = 0
+                self.capped_at = None
+                self.version += 1
+            added = 0
+            for start, end, row in rows:
+                if row.get("capped") is True and isinstance(row.get("step"), int):
+                    self.capped_at = row["step"]
+                    continue
+                group = _group(row)
+                if group is None:
+                    continue
+                if not added:
+                    self.version += 1  # one new version per poll that brought groups
+                self._add(group, start, end - start)
+                added += 1
+            if added:
+                self._count += added
+                while self._count > self.max_groups and len(self._steps) > 1:
+                    self._drop(self._steps[0])
+                self._trim_parsed(keep=None)
+            return added
+
+    def _add(self, group: dict, start: int, length: int) -> None:
+        step = group["step"]
+        spans = self._spans.get(step)
+        if spans is None:
+            spans = self._spans[step] = (array("q"), array("q"))
+            self._summaries[step] = StepSummary()
+            if not self._steps or step > self._steps[-1]:
+                self._steps.append(step)
+            else:
+                bisect.insort(self._steps, step)
+            self._parsed[step] = []  # a new step: every group of it is seen here
+        spans[0].append(start)
+        spans[1].append(length)
+        self._summaries[step].add(group, self.version)
+        parsed = self._parsed.get(step)
+        if parsed is not None:  # (a step no longer kept parsed is read back whole when asked for)
+            parsed.append(group)
+            self._parsed.move_to_end(step)
+            self._parsed_count += 1
+
+    def _drop(self, step: int) -> None:
+        self._count -= len(self._spans.pop(step)[0])
+        del self._summaries[step]
+        self._steps.remove(step)
+        self._parsed_count -= len(self._parsed.pop(step, ()))
+
+    def _trim_parsed(self, keep: int | None) -> None:
+        while self._parsed_count > self.parsed_groups and len(self._parsed) > 1:
+            step = next(iter(self._parsed))
+            if step == keep:
+                self._parsed.move_to_end(step)
                 continue
-            group = _group(row)
-            if group is None:
-                continue
-            self.by_step.setdefault(group["step"], []).append(group)
-            added += 1
-        if added:
-            self._count += added
-            while self._count > self.max_groups and len(self.by_step) > 1:
-                self._count -= len(self.by_step.pop(min(self.by_step)))
-            self.version += 1
-        return added
+            self._parsed_count -= len(self._parsed.pop(step))
 
     def steps(self) -> list[int]:
         """Recorded steps, newest first."""
-        return sorted(self.by_step, reverse=True)
+        with self._lock:
+            return self._steps[::-1]
 
-    def groups(self, step: int) -> list[dict]:
-        return self.by_step.get(step, [])
+    def summary(self, step: int) -> StepSummary | None:
+        return self._summaries.get(step)
+
+    def groups(self, step: int, keep: bool = True) -> list[dict]:
+        """The groups of a step, in file order: kept parsed, or read back from the file by offset (and
+        then kept, as the most recently used, unless `keep` is False: a scan over every step)."""
+        with self._lock:
+            parsed = self._parsed.get(step)
+            if parsed is not None:
+                if keep:
+                    self._parsed.move_to_end(step)
+                return parsed
+            spans = self._spans.get(step)
+            if spans is None:
+                return []
+            groups = self._read_back(step, spans)
+            self.reads += 1
+            if not keep:
+                return groups
+            self._parsed[step] = groups
+            self._parsed_count += len(groups)
+            self._trim_parsed(keep=step)
+            return groups
+
+    def _read_back(self, step: int, spans: tuple[array, array]) -> list[dict]:
+        groups = []
+        try:
+            with open(self.tail.path, "rb") as handle:
+                for start, length in zip(*spans):
+                    handle.seek(start)
+                    row = parse_jsonl_line(handle.read(length))
+                    group = _group(row) if row is not None else None
+                    if group is not None and group["step"] == step:  # (else the file was replaced meanwhile)
+                        groups.append(group)
+        except OSError:
+            pass
+        return groups
 
     def latest_step(self) -> int | None:
-        return max(self.by_step) if self.by_step else None
+        return self._steps[-1] if self._steps else None
+
+    def first_step(self) -> int | None:
+        return self._steps[0] if self._steps else None
+
+    def nearest_step(self, step: int) -> int | None:
+        """The recorded step closest to `step` (the later one on a tie), None when none is recorded."""
+        with self._lock:
+            steps = self._steps
+            if not steps:
+                return None
+            index = bisect.bisect_left(steps, step)
+            candidates = steps[max(0, index - 1) : index + 1]
+            return min(candidates, key=lambda s: (abs(s - step), -s))
 
 
 def rollouts_path(run_id: str) -> Path:

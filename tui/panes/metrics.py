@@ -3,26 +3,30 @@ Zoomed (z), the pane is a grid of charts, every metric at a glance ([ and ] page
 
 from __future__ import annotations
 
+import bisect
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from hermes_rl.core.base.states import Metric
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import number, set_subtitle, spark, trend
 from hermes_rl.tui.widgets.charts import ChartGrid
-from hermes_rl.tui.widgets.tables import NavTable
+from hermes_rl.tui.widgets.rowlist import RowList
 
 SMOOTHING = (0.0, 0.6, 0.9)
 SPARK_WIDTH = 20
 
 
-class MetricsTable(NavTable):
-    BINDINGS = [Binding("enter", "select_cursor", "Chart", id="metrics.chart")]
+class MetricsTable(RowList):
+    """A line per metric (a RowList: its sparklines change a few times a second while a run is live)."""
+
+    BINDINGS = [Binding("enter", "select", "Chart", id="metrics.chart")]
 
 
 RECENT_ROWS = 400
@@ -64,19 +68,18 @@ class MetricsPane(Vertical):
         self.run_id: str | None = None
         self._known_keys: set[str] = set()  # every metric the shown run ever logged
         self._first_eval: float | None = None  # the shown run's first eval accuracy (its baseline)
+        self._older: dict[str, list[tuple[int, float]]] = {}  # last values of keys not in the recent rows
         self.wall = False
 
     def compose(self) -> ComposeResult:
-        table = MetricsTable(id="metrics-table")
-        for label, key, width in (
+        columns = [
             ("metric", "metric", None),
             ("history", "spark", SPARK_WIDTH),
             ("last", "last", 10),
             ("", "trend", 1),
             ("step", "step", None),
-        ):
-            table.add_column(label, key=key, width=width)
-        yield table
+        ]
+        yield MetricsTable(columns, scrolls=True, id="metrics-table")
         yield ChartGrid(id="metrics-grid", classes="hidden")
 
     @property
@@ -124,23 +127,29 @@ class MetricsPane(Vertical):
         return self.query_one(MetricsTable)
 
     def show(self, run_id: str | None, rows: list[dict]) -> None:
-        # Sparklines and trends only look at recent steps, so work per update stays constant however
-        # long the run; the full history is scanned once per selected run (to learn every key) and
-        # for a key that stopped being logged (the chart screen reads the full history when opened).
-        recent = rows[-RECENT_ROWS:]
+        # Sparklines and trends only look at the last SPARK_WIDTH values of each key in the recent rows
+        # (one pass from the end), so work per update stays constant however long the run; the full
+        # history is scanned once per selected run (to learn every key) and once for a key not logged
+        # lately (the chart screen reads the full history when opened).
+        recent = backend.recent_metric_points(rows[-RECENT_ROWS:], SPARK_WIDTH)
         if run_id != self.run_id or len(rows) < len(self.rows):
             self._known_keys = set(backend.metric_keys(rows))
+            self._older = {}
             self._first_eval = None
         else:
-            self._known_keys.update(backend.metric_keys(recent))
+            self._known_keys.update(recent)
         if self._first_eval is None and EVAL_KEY in self._known_keys:
             first = backend.metric_series(rows, EVAL_KEY)[:1]
             self._first_eval = first[0][1] if first else None
         self.run_id, self.rows = run_id, rows
         out = []
         for key in backend.metric_keys([dict.fromkeys(self._known_keys, 0.0)]):  # headline keys first
-            series = backend.metric_series(recent, key) or backend.metric_series(rows, key)
-            values = [v for _, v in series[-RECENT_ROWS:]]
+            series = recent.get(key)
+            if not series:
+                series = self._older.get(key)
+                if series is None:
+                    series = self._older[key] = backend.metric_series(rows, key)[-SPARK_WIDTH:]
+            values = [v for _, v in series]
             arrow = trend(values)
             out.append(
                 (
@@ -159,7 +168,7 @@ class MetricsPane(Vertical):
             self._show_grid()
             return
         last_step = rows[-1].get("step") if rows else None
-        evals = backend.metric_series(recent, EVAL_KEY) or backend.metric_series(rows, EVAL_KEY)[-1:]
+        evals = recent.get(EVAL_KEY) or self._older.get(EVAL_KEY)
         accuracy = (
             f" · eval {evals[-1][1]:.2f}" + (f" (from {self._first_eval:.2f})" if self._first_eval is not None else "")
             if evals
@@ -174,10 +183,12 @@ class MetricsPane(Vertical):
             ),
         )
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_row_list_selected(self, event: RowList.Selected) -> None:
         event.stop()
-        if event.row_key.value:
-            self.post_message(self.ChartRequested(event.row_key.value))
+        self.post_message(self.ChartRequested(event.key))
+
+    def on_row_list_highlighted(self, event: RowList.Highlighted) -> None:
+        event.stop()
 
 
 def smooth(values: list[float], alpha: float) -> list[float]:
@@ -191,8 +202,12 @@ def smooth(values: list[float], alpha: float) -> list[float]:
     return out
 
 
+CURSOR_JUMP = 10  # < and > move the step cursor by a tenth of the points
+
+
 class ChartScreen(ModalScreen):
-    """One metric over steps: axes, smoothing, log-y; updates live."""
+    """One metric over steps: axes, smoothing, log-y, a step cursor (, and .) whose step's rollouts `o`
+    opens; updates live."""
 
     BINDINGS = [
         Binding("escape,q", "dismiss", "Close", id="chart.close"),
@@ -200,6 +215,12 @@ class ChartScreen(ModalScreen):
         Binding("l", "log_y", "Log y", id="chart.log_y"),
         Binding("right,n", "next_metric", "Next metric", id="chart.next"),
         Binding("left,p", "prev_metric", "Prev metric", id="chart.prev"),
+        Binding("comma", "move_cursor(-1)", "Step ←", id="chart.cursor_left"),
+        Binding("full_stop", "move_cursor(1)", "Step →", id="chart.cursor_right"),
+        Binding("less_than_sign", "jump_cursor(-1)", "Step ←←", show=False, id="chart.cursor_back"),
+        Binding("greater_than_sign", "jump_cursor(1)", "Step →→", show=False, id="chart.cursor_on"),
+        Binding("o", "rollouts_at_cursor", "Rollouts at step", id="chart.rollouts"),
+        Binding("question_mark", "app.help", "Help", show=False, id="chart.help"),  # (a modal: no app keys)
     ]
 
     def __init__(self, key: str, rows: list[dict]):
@@ -208,6 +229,32 @@ class ChartScreen(ModalScreen):
         self.rows = rows
         self.smoothing_index = 1 if len(rows) > 20 else 0
         self.log_y = False
+        self.cursor_step: int | None = None  # None: no cursor drawn (o then means the newest step)
+
+    def _steps(self) -> list[int]:
+        return [step for step, _ in backend.metric_series(self.rows, self.key)]
+
+    def action_jump_cursor(self, direction: int) -> None:
+        self.action_move_cursor(direction * max(1, len(self._steps()) // CURSOR_JUMP))
+
+    def action_move_cursor(self, delta: int) -> None:
+        """Move the step cursor by `delta` points; without a cursor yet, it starts from the newest."""
+        steps = self._steps()
+        if not steps:
+            return
+        if self.cursor_step is None:
+            index = len(steps) - 1 + min(0, delta)
+        else:
+            index = bisect.bisect_left(steps, self.cursor_step) + delta
+        self.cursor_step = steps[max(0, min(len(steps) - 1, index))]
+        self.redraw()
+
+    def action_rollouts_at_cursor(self) -> None:
+        """The rollouts view at the cursor's step (the newest plotted one without a cursor); it shows
+        the nearest recorded step when that one kept no rollouts."""
+        steps = self._steps()
+        step = self.cursor_step if self.cursor_step is not None else (steps[-1] if steps else None)
+        self.app.action_rollouts(step)
 
     def compose(self) -> ComposeResult:
         from textual_plotext import PlotextPlot
@@ -247,6 +294,8 @@ class ChartScreen(ModalScreen):
                 plt.plot(steps, smooth(values, alpha), color="cyan", marker="braille", label=f"EMA {alpha}")
             else:
                 plt.plot(steps, values, color="cyan", marker="braille")
+            if self.cursor_step is not None:
+                plt.vline(self.cursor_step, "yellow")
             plt.xlabel("step")
         else:
             notes.append("no values yet")
@@ -255,9 +304,13 @@ class ChartScreen(ModalScreen):
         last = series[-1][1] if series else None
         low = min((v for _, v in series), default=None)
         high = max((v for _, v in series), default=None)
+        cursor = ""
+        if self.cursor_step is not None:
+            value = dict(series).get(self.cursor_step)
+            cursor = f"  [yellow]cursor step {self.cursor_step}: {number(value)}[/]"
         self.query_one("#chart-title", Static).update(
             f"[b]{self.key}[/b]  last {number(last)}  min {number(low)}  max {number(high)}  "
-            f"points {len(series)}  smoothing {alpha}  log-y {'on' if self.log_y else 'off'}"
+            f"points {len(series)}  smoothing {alpha}  log-y {'on' if self.log_y else 'off'}{cursor}"
             + ("  · " + "; ".join(notes) if notes else "")
         )
 
