@@ -276,7 +276,7 @@ def test_gradients_accumulate_across_forward_backward_calls(service, server, tok
 
 def test_optim_step_lowers_the_loss_on_a_fixed_batch(trainer, tokenizer):
     batch = toy_batch(tokenizer)
-    adam = types.AdamParams(learning_rate=2e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.01, grad_clip_norm=5.0)
+    adam = types.AdamParams(learning_rate=5e-4, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.01, grad_clip_norm=5.0)
     losses = []
     for _ in range(10):
         losses.append(trainer.forward_backward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"])

@@ -84,7 +84,7 @@ def test_ensure_model_is_idempotent_and_safe_when_processes_race(tmp_path, monke
 
     builds = []
 
-    def fake_build(folder: Path, progress=None) -> dict:
+    def fake_build(folder: Path, progress=None, recipe=None) -> dict:
         builds.append(folder)
         time.sleep(0.3)  # long enough for every racer to arrive while the build runs
         (folder / "weights.bin").write_text("w")
