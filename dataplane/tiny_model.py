@@ -65,7 +65,7 @@ class WarmStart:
     the right answer that fraction of the time at temperature 1 but its greedy answer is the habit's:
     greedy eval starts near 0, and GRPO has a correct completion in most groups of 8 from the first
     step, so it can find and reinforce the right answers instead of discovering them (measured in
-    bench/bench_training.py: the default run reaches greedy eval 0.9 in ~150 steps).
+    bench/bench_training.py: the default run reaches greedy eval 0.9 within ~50 steps).
     `stop_at_p_correct` instead stops early once the right digit gets that much probability
     (the previous recipe, kept for the bench's baseline: it learns slowly).
     """
@@ -84,7 +84,6 @@ class WarmStart:
 DEFAULT_WARM_START = WarmStart()
 # The recipe of the first builds (right answers only, stopped at p(correct) 0.2); bench baseline.
 EARLY_STOP_WARM_START = WarmStart(correct_fraction=1.0, habit=0, learning_rate=5e-3, stop_at_p_correct=0.2)
-TOY_MAX_OPERAND = 4
 
 ProgressFn = Callable[[str, float], None]  # (stage description, fraction of the whole build done)
 
