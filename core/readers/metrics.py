@@ -289,15 +289,18 @@ def metric_summary(series: list[tuple[int, float]], key: str) -> dict | None:
     }
 
 
-def eval_endpoints(folder: str | os.PathLike) -> tuple[float | None, float | None]:
+def eval_endpoints(folder: str | os.PathLike, known_first: float | None = None) -> tuple[float | None, float | None]:
     """The first and the latest eval accuracy a run's environments logged (None where there is none),
-    from the head and the tail of env_metrics.jsonl only: what a runs listing shows per run."""
+    from the head and the tail of env_metrics.jsonl only: what a runs listing shows per run. The file is
+    append-only, so a first value found before (`known_first`) is kept and the head is not read again."""
     path = os.path.join(folder, ENV_FILE)
     key = str(Metric.EVAL_PERCENT_CORRECT)
 
     def has_eval(row: dict) -> bool:
         return _number(row.get(key)) is not None
 
-    first = first_jsonl_row(path, has_eval, max_scan=256 << 10)
+    if known_first is None:
+        first = first_jsonl_row(path, has_eval, max_scan=256 << 10)
+        known_first = _number(first[key]) if first else None
     last = last_jsonl_row(path, max_scan=256 << 10, where=has_eval)
-    return (_number(first[key]) if first else None, _number(last[key]) if last else None)
+    return (known_first, _number(last[key]) if last else None)

@@ -285,7 +285,9 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
                 out.append(_unreadable_summary(entry.name, exc.reason))
                 continue
             last = last_jsonl_row(metrics)
-            summary = _summary(entry.name, run, last, eval_endpoints(key))
+            # a live run's env_metrics.jsonl grows every step: its first eval, once seen, is not looked for again
+            evals = eval_endpoints(key, known_first=cached[1].get("eval_first") if cached else None)
+            summary = _summary(entry.name, run, last, evals)
             summary["_supervisor"] = run.get("supervisor") or {}
             summary["_activity"] = (run.get("started_at"), last, progress_logs(run.get("processes")))
             with _LIST_LOCK:
