@@ -35,6 +35,20 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return ensure_model(tmp_path_factory.mktemp("models") / "tiny-toy")
 
 
+def use_tiny_model(tiny_model_dir: Path, total_steps: int | None = None) -> Path:
+    """Make the session's built model the local profile's model in this test's $HERMES_HOME (a link,
+    no rebuild); with total_steps, also shorten the local profile's runs to that many steps."""
+    from hermes_rl.core.base.paths import models_dir, profiles_dir
+
+    model = models_dir() / "tiny-toy"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.symlink_to(Path(tiny_model_dir).resolve())
+    if total_steps is not None:
+        profiles_dir().mkdir(parents=True, exist_ok=True)
+        (profiles_dir() / "local.yaml").write_text(f"total_steps: {total_steps}\n")
+    return model
+
+
 @dataclass
 class LocalTinker:
     url: str

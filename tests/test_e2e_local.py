@@ -13,9 +13,10 @@ import yaml
 
 from hermes_rl.core import runs
 from hermes_rl.core.base.fsutil import read_jsonl
-from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
+from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.envs.profiles import PROFILE_VALUES
 from hermes_rl.core.readers import rollouts
+from tests.fixtures_model import use_tiny_model
 
 DESIGN_KEYS = (
     "step",
@@ -67,11 +68,7 @@ def no_survivors(run: dict) -> bool:
 
 @pytest.mark.timeout(420)
 def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_model_dir):
-    model = models_dir() / "tiny-toy"
-    model.parent.mkdir(parents=True, exist_ok=True)
-    model.symlink_to(Path(tiny_model_dir).resolve())
-    profiles_dir().mkdir(parents=True, exist_ok=True)
-    (profiles_dir() / "local.yaml").write_text("total_steps: 12\n")
+    use_tiny_model(tiny_model_dir, total_steps=12)
 
     run = runs.start_run("toy_addition", "local", {"save_checkpoint_interval": 5, "steps_per_eval": 4})
     run_id = run["run_id"]
@@ -129,9 +126,7 @@ def test_the_default_local_run_learns(tiny_model_dir):
     (How fast is bench/bench_training.py's job.)"""
     from hermes_rl.core.runs import report
 
-    model = models_dir() / "tiny-toy"
-    model.parent.mkdir(parents=True, exist_ok=True)
-    model.symlink_to(Path(tiny_model_dir).resolve())
+    use_tiny_model(tiny_model_dir)  # the profile's own total_steps
     run = runs.start_run(None, "local")
     run_id = run["run_id"]
     assert run["environment"] == "toy_addition"

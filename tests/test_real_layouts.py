@@ -267,14 +267,9 @@ def test_a_dataset_that_cannot_load_offline_says_so(tmp_path):
 
 @pytest.fixture
 def local_model(tiny_model_dir):
-    from hermes_rl.core.base.paths import models_dir, profiles_dir
+    from tests.fixtures_model import use_tiny_model
 
-    model = models_dir() / "tiny-toy"
-    model.parent.mkdir(parents=True, exist_ok=True)
-    model.symlink_to(Path(tiny_model_dir).resolve())
-    profiles_dir().mkdir(parents=True, exist_ok=True)
-    (profiles_dir() / "local.yaml").write_text("total_steps: 400\n")
-    return model
+    return use_tiny_model(tiny_model_dir, total_steps=400)
 
 
 @pytest.mark.timeout(420)

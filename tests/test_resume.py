@@ -12,7 +12,8 @@ import yaml
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import BadInput, Conflict, NotFound
 from hermes_rl.core.base.fsutil import read_jsonl
-from hermes_rl.core.base.paths import models_dir, profiles_dir, run_dir
+from hermes_rl.core.base.paths import run_dir
+from tests.fixtures_model import use_tiny_model
 from tests.test_e2e_local import _log_tails, no_survivors, wait_final
 
 TOTAL_STEPS = 16  # room to stop mid-way: a step takes well under a second here
@@ -34,11 +35,7 @@ def _wait_step(run_id: str, step: int, timeout: float) -> None:
 def test_stopped_run_resumes_from_its_saved_state_and_finishes_the_same_step_count(tiny_model_dir):
     from hermes_rl.core.clients.toolset import call_tool
 
-    model = models_dir() / "tiny-toy"
-    model.parent.mkdir(parents=True, exist_ok=True)
-    model.symlink_to(Path(tiny_model_dir).resolve())
-    profiles_dir().mkdir(parents=True, exist_ok=True)
-    (profiles_dir() / "local.yaml").write_text(f"total_steps: {TOTAL_STEPS}\n")
+    use_tiny_model(tiny_model_dir, total_steps=TOTAL_STEPS)
 
     parent = runs.start_run("toy_addition", "local", {"save_checkpoint_interval": 3, "use_wandb": False})["run_id"]
     _wait_step(parent, 3, 300)
