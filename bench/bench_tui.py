@@ -262,6 +262,16 @@ def bench_idle() -> None:
 # -- 3-4. flood and metric latency (in process, driven by Pilot) --------------------------------------
 
 
+async def wait(pilot, predicate, timeout: float = 30.0) -> bool:
+    """Whether `predicate()` came true within `timeout` seconds, checked every 10 ms of the app's time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await pilot.pause(0.01)
+    return False
+
+
 async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
     import psutil
     from textual.binding import Binding
@@ -278,14 +288,6 @@ async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
 
         def action_ping(self) -> None:
             pings.append(time.perf_counter())
-
-    async def wait(pilot, predicate, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            await pilot.pause(0.01)
-        return False
 
     if run_flood:
         home = fresh_home()
@@ -450,14 +452,6 @@ async def _rollouts_live(seconds: float, steps_per_s: float = 10.0) -> None:
     from hermes_rl.tui.app import HermesDashboard
     from hermes_rl.tui.panes.metrics import MetricsPane
     from hermes_rl.tui.panes.rollouts import RolloutsScreen
-
-    async def wait(pilot, predicate, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            await pilot.pause(0.01)
-        return False
 
     home = fresh_home()
     run_id = launch_pipeline(steps_per_s)
