@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The test suite: import contracts, lint and format, then pytest. "No tests ran" (pytest exit 5) is a failure.
+# The test suite: import contracts, lint and format, then pytest over parallel workers (pytest-xdist).
+# "No tests ran" (pytest exit 5) is a failure. Extra arguments go to pytest, e.g.
+#   bash scripts/test.sh -m fast          the inner loop: no real pipeline, under a minute
+#   bash scripts/test.sh -n 0 tests/x.py  one file, no workers
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh dev || exit 1
@@ -7,7 +10,13 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=
 .venv/bin/lint-imports || { echo "import contracts broken (core must stay headless)" >&2; exit 1; }
 .venv/bin/ruff check . || { echo "ruff found lint errors" >&2; exit 1; }
 .venv/bin/ruff format --check . || { echo "files need \`ruff format\`" >&2; exit 1; }
-.venv/bin/python -m pytest "$@"
+# Most of a test's time is waiting on real processes, not CPU: more workers than cores pays.
+workers=()
+case " $* " in
+  *" -n "* | *" -n="* | *" --numprocesses"* | *" -p no:xdist "*) ;;
+  *) workers=(-n "${HERMES_RL_TEST_WORKERS:-6}") ;;
+esac
+.venv/bin/python -m pytest "${workers[@]}" "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: treating as a failure" >&2

@@ -31,3 +31,15 @@ def hermes_home(tmp_path, monkeypatch) -> Path:
     home.mkdir(mode=0o700)
     monkeypatch.setenv("HERMES_HOME", str(home))
     return home
+
+
+# Tests that run the real pipeline or build on the tiny model are the longest (up to ~90 s each):
+# collected first, xdist starts them first, and the short ones fill the workers around them.
+PIPELINE_FIXTURES = frozenset({"tiny_model_dir", "tinker_local"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if PIPELINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.pipeline)
+    items.sort(key=lambda item: 0 if item.get_closest_marker("pipeline") or item.get_closest_marker("slow") else 1)

@@ -27,12 +27,20 @@ READY_PREFIX = "tinker-local ready on "
 DUMMY_KEY = "tml-local-dummy"
 
 
+def shared_tmp_root(tmp_path_factory) -> Path:
+    """A temporary folder shared by every pytest-xdist worker of this test run (the workers' base
+    folders are its children), or this run's base folder without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    """The tiny model, built once per test session (about 30-80 s on the shared 2-core machine)."""
+    """The tiny model, built once per test run (about 30-80 s on the shared 2-core machine): the first
+    xdist worker to ask builds it under ensure_model's lock, the others wait for it and reuse it."""
     from hermes_rl.dataplane.tiny_model import ensure_model
 
-    return ensure_model(tmp_path_factory.mktemp("models") / "tiny-toy")
+    return ensure_model(shared_tmp_root(tmp_path_factory) / "models" / "tiny-toy")
 
 
 def use_tiny_model(tiny_model_dir: Path, total_steps: int | None = None) -> Path:
