@@ -395,7 +395,7 @@ class HermesDashboard(App):
 
     def action_resume_run(self) -> None:
         """A new run continuing the selected ended run from its saved state (core.runs.resume_run)."""
-        run_id = self.selected_run
+        run_id = self._cursor_run()
         if not run_id:
             self.notify("no run selected", severity="warning")
             return
@@ -407,8 +407,16 @@ class HermesDashboard(App):
         run = backend.resume_run(run_id)
         self.call_from_thread(self._started, run)
 
+    def _cursor_run(self) -> str | None:
+        """The run under the runs pane's cursor: what the user sees chosen, even when a key moved the
+        cursor a moment ago and the panes below have not caught up (selected_run follows by message)."""
+        try:
+            return self.pane(RunsPane).table.selected_key() or self.selected_run
+        except NoMatches:
+            return self.selected_run
+
     def action_stop_run(self) -> None:
-        run_id = self.selected_run
+        run_id = self._cursor_run()
         if not run_id:
             self.notify("no run selected", severity="warning")
             return
