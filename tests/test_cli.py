@@ -134,3 +134,40 @@ def test_results_and_runs_report_eval_accuracy_first_best_last(hermes_home):
     write_run("0e0e0e0e", status="completed", steps=20, env_steps=False)  # an environment that never evaluates
     assert json.loads(hermes("results", "0e0e0e0e", "--json").stdout)["eval_accuracy"] is None
     assert "eval accuracy" not in hermes("results", "0e0e0e0e").stdout
+
+
+PRINTING_COMMANDS = [
+    ["envs"],
+    ["runs"],
+    ["status", "a1b2c3d4"],
+    ["logs", "a1b2c3d4"],
+    ["results", "a1b2c3d4"],
+    ["rollouts", "a1b2c3d4"],
+    ["compare", "a1b2c3d4", "0badc0de"],
+    ["select", "toy_addition"],
+    ["stop", "0badc0de"],
+    ["status", "ffffffff"],  # an error printed (as JSON with --json)
+]
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["text", "json"])
+@pytest.mark.parametrize("command", PRINTING_COMMANDS, ids=lambda c: "-".join(c))
+def test_a_reader_that_goes_away_ends_the_command_quietly(hermes_home, command, json_flag):
+    """`hermes-rl … | head -c 10`: the reader is gone before the command writes (its read end closed
+    at once), so every write fails; the command ends without a traceback."""
+    import shutil
+
+    from hermes_rl.core.base.paths import run_dir
+    from tests.fixtures_tui import REAL_ROLLOUTS, SAMPLE_LOGS, write_run
+
+    write_run("a1b2c3d4", environment="toy_addition", steps=20, logs=SAMPLE_LOGS)
+    write_run("0badc0de", environment="toy_addition", status="failed", steps=7, reason="trainer exited 1")
+    shutil.copyfile(REAL_ROLLOUTS, run_dir("a1b2c3d4") / "rollouts.jsonl")
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen(
+        [*CLI, *command, *json_flag], stdout=write_end, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    os.close(write_end)
+    os.close(read_end)
+    _, stderr = proc.communicate(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "Exception ignored" not in stderr, stderr

@@ -632,7 +632,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, open_dashboard: Callable[[str | None], None] | None = None) -> int:
     """Run one command. `open_dashboard(run_id)` is handed in by the `hermes-rl` launcher (hermes_rl.tui),
-    so this module never imports Textual; without it, `dashboard` and `demo` say where the dashboard is."""
+    so this module never imports Textual; without it, `dashboard` and `demo` say where the dashboard is.
+    A reader that goes away (`| head`) ends any command quietly, wherever the write was."""
+    try:
+        return _main(argv, open_dashboard)
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe: what is still buffered would fail again when Python flushes
+    stdout at exit (an "Exception ignored" traceback), so stdout now points at /dev/null."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _main(argv: list[str] | None, open_dashboard: Callable[[str | None], None] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -651,7 +673,7 @@ def main(argv: list[str] | None = None, open_dashboard: Callable[[str | None], N
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return 0
+        raise  # main() ends quietly
     except Exception as exc:  # noqa: BLE001 - the CLI promises one line, never a traceback
         message = f"{type(exc).__name__}: {exc}"
         if getattr(args, "json", False):
