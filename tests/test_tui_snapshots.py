@@ -87,11 +87,11 @@ def test_config_editor_validation_locked_and_modified(snap_compare, snapshot_wor
         await pilot.press("1", "g", "enter")
         config = app.query_one(ConfigPane)
         await wait_for_fast(pilot, lambda: config.view is not None, timeout=180, what="config probe")
-        await pilot.press("2")
+        await pilot.press("2", "enter")  # the field list, then edit its first field
         app.focused.value = ""
         await pilot.press("1")  # group_size 1: invalid, message inline
         await pilot.press("down", "ctrl+u", *"16")  # batch_size 16: valid, unsaved
-        await pilot.press("escape", "z")
+        await pilot.press("escape", "z")  # back on the list at batch_size, zoomed
         await freeze(pilot)
 
     assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)

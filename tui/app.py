@@ -493,6 +493,9 @@ class HermesDashboard(App):
             self._statuses[run["run_id"]] = status
         pane = self.pane(RunsPane)
         pane.update_runs(message.runs, message.sparks, message.stalled)
+        self.pane(EnvironmentsPane).show_running(
+            {r["environment"] for r in message.runs if r.get("environment") and r.get("status") not in FINAL}
+        )
         self.header.stalled = sorted(message.stalled)
         self.header.stall_after_s = message.stall_after_s
         self._update_run_line()
@@ -528,7 +531,7 @@ class HermesDashboard(App):
         else:
             run = run or next((r for r in self.runs if r["run_id"] == self.selected_run), {})
             step, total = run.get("step"), run.get("total_steps")
-            self.header.run_line = f"{self.selected_run} {run.get('status', '')}" + (
+            self.header.run_line = f"{self.selected_run} {run.get('environment') or ''} {run.get('status', '')}" + (
                 f" step {step}/{total}" if step is not None else ""
             )
         self.header.update_text()

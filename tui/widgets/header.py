@@ -39,7 +39,7 @@ class HeaderBar(Static):
             present = self.keys.get(name, False)
             text.append(f"{SHORT.get(name, name)}{'✓' if present else '✗'} ", style="green" if present else "grey50")
         text.append(" env ", style="dim")
-        text.append(self.environment or "—", style="bold")
+        text.append(self.environment or "none selected", style="bold" if self.environment else "dim")
         if self.run_line:
             text.append("  run ", style="dim")
             text.append(self.run_line)
