@@ -171,3 +171,36 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(hermes_home, command, 
     os.close(read_end)
     _, stderr = proc.communicate(timeout=120)
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "Exception ignored" not in stderr, stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_main_sh_without_a_terminal_prints_progress_within_30_s(hermes_home, tmp_path):
+    """`scripts/main.sh > file`: the run's phase is printed at once (no terminal, so plain lines, not a
+    bar that only a terminal shows), then a line every few seconds."""
+    import re
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    stamp = root / ".venv" / ".hermes-rl-installed-local_mcp"
+    # main.sh installs its extras first when they are not (minutes, once): then run what it runs.
+    command = ["bash", str(root / "scripts" / "main.sh")] if stamp.exists() else [*CLI, "demo"]
+    out = tmp_path / "main.out"
+    launched = time.monotonic()
+    with open(out, "w") as handle:
+        proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=os.environ.copy())
+    run_id = None
+    try:
+        while time.monotonic() - launched < 30 and run_id is None:
+            found = re.search(
+                r"^run ([0-9a-f]{8}) (building the model|starting processes|waiting|training)", out.read_text(), re.M
+            )
+            run_id = found.group(1) if found else None
+            time.sleep(0.2)
+        assert run_id, f"no progress line within 30 s:\n{out.read_text()}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        for run in runs.list_runs():
+            runs.stop_run(run["run_id"])

@@ -23,6 +23,7 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from hermes_rl.core.base.errors import HermesError
+from hermes_rl.core.base.paths import cli_command
 from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, RunStatus
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import error_line
@@ -198,9 +199,10 @@ class HermesDashboard(App):
             self.live.stop()
         active = [r["run_id"] for r in self.runs if r.get("status") not in FINAL]
         if active:
+            cli = cli_command()
             message = (
                 f"Dashboard closed. {len(active)} run(s) keep going: {', '.join(active)}. "
-                "Reopen with `hermes-rl`; stop with `hermes-rl stop RUN_ID`."
+                f"Reopen with `{cli}`; stop with `{cli} stop {active[0] if len(active) == 1 else 'RUN_ID'}`."
             )
         else:
             message = "Dashboard closed. No run is active."
