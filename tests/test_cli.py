@@ -204,3 +204,28 @@ def test_main_sh_without_a_terminal_prints_progress_within_30_s(hermes_home, tmp
         proc.wait(timeout=30)
         for run in runs.list_runs():
             runs.stop_run(run["run_id"])
+
+
+def test_logs_merged_is_one_stream_in_start_order_without_access_lines_unless_asked(hermes_home):
+    from tests.fixtures_tui import write_run
+
+    def start(name: str, at: str) -> str:
+        return f"==== hermes-rl 2026-01-01 {at} UTC: starting {name} (run a1b2c3d4, attempt 1): {name}\n"
+
+    write_run(
+        "a1b2c3d4",
+        logs={
+            "api": start("api", "10:00:00") + 'INFO:     127.0.0.1 - "POST /batch HTTP/1.1" 200 OK\napi up\n',
+            # the trainer restarted at 10:00:09: its second attempt comes after the env's lines
+            "trainer": start("trainer", "10:00:05") + "step 1\n" + start("trainer", "10:00:09") + "step 2\n",
+            "env": start("env", "10:00:07") + "env scored\n",
+        },
+    )
+    out = hermes("logs", "a1b2c3d4")
+    assert out.returncode == 0, out.stderr
+    lines = [line.split(" | ", 1)[1] for line in out.stdout.splitlines() if " | " in line]
+    content = [line for line in lines if not line.startswith("====")]
+    assert content[:4] == ["api up", "step 1", "env scored", "step 2"]  # (write_run appends a bad-bytes line)
+    assert "1 HTTP access line hidden" in out.stderr
+    shown = hermes("logs", "a1b2c3d4", "--access")
+    assert 'POST /batch HTTP/1.1" 200' in shown.stdout

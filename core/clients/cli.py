@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from typing import Any, Callable
@@ -459,14 +460,36 @@ def cmd_status(args) -> Any:
     return None
 
 
+# The supervisor's line at each start of a process (core.daemons.supervisor): the one time a log holds.
+START_MARKER = re.compile(r"^==== hermes-rl (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC: starting ")
+
+
+def _in_start_order(tails: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """(process, line) of several logs as one stream: log lines carry no time of their own, so each
+    line takes that of the process start it follows (the supervisor's `==== hermes-rl … starting`
+    line); a later start (a restart) comes after what the others logged before it. Within one
+    start, a log keeps its order; processes started in the same second keep the pipeline's order."""
+    keyed = []
+    for order, (name, lines) in enumerate(tails.items()):
+        started = ""
+        for seq, line in enumerate(lines):
+            marker = START_MARKER.match(line)
+            if marker:
+                started = marker.group(1)
+            keyed.append(((started, order, seq), name, line))
+    keyed.sort(key=lambda item: item[0])
+    return [(name, line) for _, name, line in keyed]
+
+
 def cmd_logs(args) -> Any:
-    """The last --lines of each process's log (prefixed with its name when there are several); --follow
-    keeps printing what is appended. --json: {run_id, log_paths, lines: [{process, line}]}, or with
+    """The last --lines of each process's log (prefixed with its name when there are several, as one
+    stream in start order, HTTP access lines hidden unless --access); --follow keeps printing what
+    is appended, as it arrives. --json: {run_id, log_paths, lines: [{process, line}]}, or with
     --follow one {process, line} object per output line."""
     from pathlib import Path
 
     from hermes_rl.core import runs
-    from hermes_rl.core.readers.logs import LogReader
+    from hermes_rl.core.readers.logs import LogReader, is_access_line
     from hermes_rl.core.runs import report
 
     run = runs.get_run(args.run_id, sample=False)
@@ -480,28 +503,45 @@ def cmd_logs(args) -> Any:
     readers = {
         name: LogReader(Path(paths[name])) for name in ([args.process] if args.process else names) if name in paths
     }
+    merged = len(readers) > 1
+    hide_access = merged and not args.access
+    hidden = 0
+
+    def kept(lines: list[str]) -> list[str]:
+        nonlocal hidden
+        if not hide_access:
+            return lines
+        shown = [line for line in lines if not is_access_line(line)]
+        hidden += len(lines) - len(shown)
+        return shown
+
+    tails = {}
+    for name, reader in readers.items():
+        reader.refresh()
+        tails[name] = kept(reader.tail(args.lines))
+    stream = _in_start_order(tails)
     if args.json and not args.follow:
-        lines = []
-        for name, reader in readers.items():
-            reader.refresh()
-            lines += [{"process": name, "line": line} for line in reader.tail(args.lines)]
-        return {"run_id": run["run_id"], "log_paths": {name: paths[name] for name in readers}, "lines": lines}
-    prefix = len(readers) > 1
+        return {
+            "run_id": run["run_id"],
+            "log_paths": {name: paths[name] for name in readers},
+            "lines": [{"process": name, "line": line} for name, line in stream],
+            "access_lines_hidden": hidden,
+        }
     width = max((len(n) for n in readers), default=0)
     out = sys.stdout
 
-    def emit(name: str, lines: list[str]) -> None:
-        for line in lines:
+    def emit(pairs) -> None:
+        for name, line in pairs:
             if args.json:
                 out.write(json.dumps({"process": name, "line": line}, ensure_ascii=False) + "\n")
             else:
                 # The line is clean_line's (sanitized); the name comes from run.json.
-                out.write((f"{sanitize_terminal(name):<{width}} | " if prefix else "") + line + "\n")
+                out.write((f"{sanitize_terminal(name):<{width}} | " if merged else "") + line + "\n")
         out.flush()
 
-    for name, reader in readers.items():
-        reader.refresh()
-        emit(name, reader.tail(args.lines))
+    emit(stream)
+    if hidden and not args.json:
+        print(f"({hidden} HTTP access line{'s' if hidden != 1 else ''} hidden: --access shows them)", file=sys.stderr)
     if not args.follow:
         return None
     try:
@@ -509,7 +549,7 @@ def cmd_logs(args) -> Any:
             for name, reader in readers.items():
                 before = reader.line_count
                 if reader.refresh():
-                    emit(name, reader.lines(before, reader.line_count))
+                    emit((name, line) for line in kept(reader.lines(before, reader.line_count)))
             time.sleep(0.25)
     except KeyboardInterrupt:
         return None
@@ -707,6 +747,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--process")
     cmd.add_argument("--follow", "-f", action="store_true")
     cmd.add_argument("--lines", "-n", type=int, default=40)
+    cmd.add_argument("--access", action="store_true", help="also the HTTP access lines (hidden when merged)")
     cmd = add("stop", cmd_stop, "stop a run (ordered shutdown)")
     cmd.add_argument("run_id")
     cmd = add("results", cmd_results, "final metrics and checkpoint of a run")
