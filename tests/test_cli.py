@@ -229,3 +229,19 @@ def test_logs_merged_is_one_stream_in_start_order_without_access_lines_unless_as
     assert "1 HTTP access line hidden" in out.stderr
     shown = hermes("logs", "a1b2c3d4", "--access")
     assert 'POST /batch HTTP/1.1" 200' in shown.stdout
+
+
+def test_status_of_an_ended_run_says_ran_and_names_signals_results_read_as_values(hermes_home):
+    from tests.fixtures_tui import write_run
+
+    write_run("0badc0de", status="failed", steps=7, reason="trainer exited 1")  # api and env got SIGTERM (-15)
+    status = hermes("status", "0badc0de")
+    assert status.returncode == 0, status.stderr
+    first = status.stdout.splitlines()[0]
+    assert " ran " in first and "running" not in first
+    assert "SIGTERM" in status.stdout and "-15" not in status.stdout
+    results = hermes("results", "0badc0de")
+    values = dict(line.split(None, 1) for line in results.stdout.splitlines() if line.startswith("  "))
+    assert values["step"] == "7"  # a count, not 7.0000
+    assert values["train/learning_rate"] == "4e-05"  # not 0.0000
+    assert values["time"].endswith("UTC")  # not epoch seconds

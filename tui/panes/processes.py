@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 
-from hermes_rl.core.base.formatting import cell_duration, cell_size
+from hermes_rl.core.base.formatting import cell_duration, cell_size, exit_text
 from hermes_rl.core.base.states import PROC_ALIVE, proc_style
 from hermes_rl.tui.format import number, set_subtitle, spark
 from hermes_rl.tui.widgets.tables import Column, NavTable, sort_bindings
@@ -167,7 +167,7 @@ class ProcessesPane(Vertical):
                         cell_size(proc.get("rss")) if alive and proc.get("rss") else "—",
                         Text(_rss_spark(rss_history) if alive else "", style="magenta"),
                         number(proc.get("restarts") or 0),
-                        Text(str(exit_code), style="red" if exit_code != 0 else "") if exit_code is not None else "—",
+                        Text(exit_text(exit_code), style="red" if exit_code != 0 else "") if exit_code is not None else "—",
                         _port(proc, ports),
                     ],
                 )
