@@ -167,7 +167,7 @@ class ProcessesPane(Vertical):
                         cell_size(proc.get("rss")) if alive and proc.get("rss") else "—",
                         Text(_rss_spark(rss_history) if alive else "", style="magenta"),
                         number(proc.get("restarts") or 0),
-                        Text(exit_text(exit_code), style="red" if exit_code != 0 else "") if exit_code is not None else "—",
+                        Text(exit_text(exit_code, "—"), style="red" if exit_code not in (0, None) else ""),
                         _port(proc, ports),
                     ],
                 )
