@@ -49,6 +49,14 @@ def trend(values: list[float]) -> str:
     return "↑" if recent > before else "↓"
 
 
+def trend_style(key: str, arrow: str) -> str:
+    """An arrow's colour by what it means: green for better (a loss going down), red for worse."""
+    if arrow not in ("↑", "↓"):
+        return "grey62"
+    better = (arrow == "↓") if "loss" in key else (arrow == "↑")
+    return "green" if better else "red"
+
+
 def eval_cell(first: float | None, last: float | None) -> Text:
     """The latest eval accuracy and which way it moved since the first eval ("0.96↑")."""
     if last is None:

@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 
 from hermes_rl.core.base.states import Metric
 from hermes_rl.tui import backend
-from hermes_rl.tui.format import metric_scale, number, set_subtitle, spark, trend
+from hermes_rl.tui.format import metric_scale, number, set_subtitle, spark, trend, trend_style
 from hermes_rl.tui.widgets.charts import ChartGrid
 from hermes_rl.tui.widgets.rowlist import RowList
 
@@ -159,7 +159,7 @@ class MetricsPane(Vertical):
                         key,
                         Text(spark(values, SPARK_WIDTH, metric_scale(key)), style="cyan"),
                         number(values[-1] if values else None),
-                        Text(arrow, style={"↑": "green", "↓": "red"}.get(arrow, "")),
+                        Text(arrow, style=trend_style(key, arrow)),
                         str(series[-1][0]) if series else "—",
                     ],
                 )
@@ -297,6 +297,9 @@ class ChartScreen(ModalScreen):
                 plt.plot(steps, values, color="cyan", marker="braille")
             if self.cursor_step is not None:
                 plt.vline(self.cursor_step, "yellow")
+            scale = metric_scale(self.key)
+            if scale is not None and not self.log_y:
+                plt.ylim(*scale)  # an accuracy on 0..1: 0.96 reads as near the top, 0.00 as the bottom
             plt.xlabel("step")
         else:
             notes.append("no values yet")
