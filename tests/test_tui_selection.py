@@ -11,6 +11,7 @@ import pytest
 from hermes_rl.core import runs
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.tui.app import HermesDashboard
+from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.runs import RunsPane
 from hermes_rl.tui.widgets.dialogs import ConfirmScreen
 from tests.fixtures_tui import wait_for
@@ -75,3 +76,25 @@ def test_live_resort_keeps_the_selected_run_and_x_stops_that_run(hermes_home, sp
         asyncio.run(scenario())
     finally:
         runs.stop_run(high)
+
+
+def test_a_log_search_does_not_follow_into_another_runs_logs(hermes_home, synthetic_runs):
+    from tests.fixtures_tui import fixed_clock
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(160, 48)) as pilot:
+            pane = app.query_one(RunsPane)
+            await wait_for(pilot, lambda: pane.table.row_count == 3, what="runs")
+            pane.select("a1b2c3d4")
+            logs = app.query_one(LogsPane)
+            await wait_for(pilot, lambda: logs.view.line_count > 10, what="a1b2c3d4's logs")
+            await pilot.press("5", "slash", *"reward=0.7", "enter")
+            await wait_for(pilot, lambda: logs.view.match_line is not None, what="search hit")
+            assert "search: 'reward=0.7' @ line" in logs._status
+            await pilot.press("3", "j")  # the next run: 0badc0de
+            await wait_for(pilot, lambda: app.selected_run == "0badc0de", what="another run")
+            await pilot.pause(0.3)
+            assert "search" not in logs._status and logs.view.search is None
+
+    asyncio.run(scenario())
