@@ -245,3 +245,21 @@ def test_status_of_an_ended_run_says_ran_and_names_signals_results_read_as_value
     assert values["step"] == "7"  # a count, not 7.0000
     assert values["train/learning_rate"] == "4e-05"  # not 0.0000
     assert values["time"].endswith("UTC")  # not epoch seconds
+
+
+def test_runs_shows_which_run_a_resumed_one_continues_and_its_branch(hermes_home, monkeypatch):
+    import json as jsonlib
+
+    monkeypatch.setenv("COLUMNS", "200")  # one line a run
+    from hermes_rl.core.base.paths import run_dir
+    from tests.fixtures_tui import FIXED_NOW, write_run
+
+    write_run("a1b2c3d4", status="stopped")
+    for index, child in enumerate(("0badc0de", "5ee5ee5e")):
+        write_run(child, created_at=FIXED_NOW + index)
+        record = run_dir(child) / "run.json"
+        record.write_text(jsonlib.dumps(jsonlib.loads(record.read_text()) | {"parent_run_id": "a1b2c3d4"}))
+    out = hermes("runs")
+    rows = {line.split()[0]: line for line in out.stdout.splitlines() if line.strip()}
+    assert "↳ a1b2c3d4 branch 1" in rows["0badc0de"] and "↳ a1b2c3d4 branch 2" in rows["5ee5ee5e"]
+    assert "↳" not in rows["a1b2c3d4"]

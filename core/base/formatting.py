@@ -80,6 +80,21 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
+def lineage(summaries: list[dict]) -> dict[str, str]:
+    """run_id -> what a resumed run continues: "↳ a1b2c3d4", and "↳ a1b2c3d4 branch 2" for the second
+    run resumed from the same parent (each resume of a parent is a branch of its own)."""
+    children: dict[str, list[dict]] = {}
+    for run in summaries:
+        if run.get("parent_run_id"):
+            children.setdefault(run["parent_run_id"], []).append(run)
+    out = {}
+    for parent, runs in children.items():
+        runs.sort(key=lambda r: (r.get("created_at") or 0, r["run_id"]))
+        for index, run in enumerate(runs, 1):
+            out[run["run_id"]] = f"↳ {parent}" + (f" branch {index}" if len(runs) > 1 else "")
+    return out
+
+
 def exit_text(code: Any, missing: str = MISSING) -> str:
     """A process's exit code as people read it: "0", "1", and a signal by name ("SIGTERM", not -15)."""
     import signal

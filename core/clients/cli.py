@@ -20,6 +20,7 @@ from hermes_rl.core.base.formatting import (
     human_duration,
     human_number,
     human_size,
+    lineage,
     metric_text,
     value_text,
 )
@@ -381,12 +382,13 @@ def cmd_runs(args) -> Any:
     table = Table(
         "run", "status", "environment", "profile", "age", "step", "reward", "reason", box=None, header_style="bold"
     )
+    resumed = lineage(summaries)
     for run in summaries:
         step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
         table.add_row(
             _safe(run["run_id"]),
             _styled(run.get("status")),
-            _safe(run.get("environment") or ""),
+            _safe(" ".join(filter(None, (run.get("environment"), resumed.get(run["run_id"]))))),
             _safe(run.get("profile") or ""),
             human_age(run.get("created_at")),
             _safe(step),

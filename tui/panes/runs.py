@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable
 
-from hermes_rl.core.base.formatting import cell_duration
+from hermes_rl.core.base.formatting import cell_duration, lineage
 from hermes_rl.core.base.states import run_style
 from hermes_rl.tui.format import eval_cell, number, set_subtitle, spark, timestamp
 from hermes_rl.tui.widgets.filter_box import FilterBox
@@ -111,6 +111,7 @@ class RunsPane(Vertical):
     def render_rows(self) -> None:
         now = self.clock()
         rows = []
+        resumed = lineage(self.runs)
         for run in self._visible():
             status = run.get("status") or "?"
             icon, colour = run_style(status)
@@ -129,7 +130,7 @@ class RunsPane(Vertical):
                         run["run_id"],
                         Text(status, style=colour),
                         (run.get("environment") or "—")
-                        + (f" ↳ {run['parent_run_id']}" if run.get("parent_run_id") else ""),  # resumed from
+                        + (f" {resumed[run['run_id']]}" if run["run_id"] in resumed else ""),  # resumed from
                         run.get("profile") or "—",
                         cell_duration(now - created) if created else "—",
                         step_text,
