@@ -206,10 +206,10 @@ class ConfigPane(Vertical):
         self.call_after_refresh(self._show_cursor)
 
     def _fit_labels(self) -> None:
-        """Labels as wide as the longest (never into the value: a padded, cut column), at most half the pane."""
+        """Labels as wide as the longest (never into the value: a padded, cut column), at most 60 % of the pane."""
         width = self._label_width
         if self.content_region.width:
-            width = min(width, max(12, self.content_region.width // 2))
+            width = min(width, max(12, self.content_region.width * 3 // 5))
         for label in self.query(".field-label"):
             label.styles.width = width
 
@@ -261,13 +261,12 @@ class ConfigPane(Vertical):
         marker = "●" if unsaved else ("*" if row.get("modified") else " ")
         text.append(f"{marker} ", style="yellow" if unsaved or row.get("modified") else "")
         text.append(row["name"], style="bold yellow" if row.get("modified") else "")
-        text.append(f" ({row.get('type')})", style="dim")
         return text
 
     def _note_text(self, row: dict, error: str | None = None) -> Text:
         if error:
             return Text(f"✖ {error}", style="red")
-        parts = []
+        parts = [str(row.get("type") or "")] if row.get("type") else []  # the type here: labels stay short
         if row.get("modified"):
             parts.append(f"default {shown_value(row.get('default'))}")
         if row.get("description"):
