@@ -125,7 +125,7 @@ def test_base_url_without_models_uses_the_first_listed_model(openai_stub):
     assert target.key_name is None  # the OpenRouter key is never sent to another host
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_without_key_or_base_url_it_uses_a_running_local_run(arith_env, openai_stub, run_cleanup):
     from hermes_rl.core import runs
 
