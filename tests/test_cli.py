@@ -263,3 +263,19 @@ def test_runs_shows_which_run_a_resumed_one_continues_and_its_branch(hermes_home
     rows = {line.split()[0]: line for line in out.stdout.splitlines() if line.strip()}
     assert "↳ a1b2c3d4 branch 1" in rows["0badc0de"] and "↳ a1b2c3d4 branch 2" in rows["5ee5ee5e"]
     assert "↳" not in rows["a1b2c3d4"]
+
+
+def test_hints_name_a_command_that_works_from_here(monkeypatch, tmp_path):
+    """Off PATH (a clone whose venv is not activated) the hints say `.venv/bin/hermes-rl`; on PATH, `hermes-rl`."""
+    from pathlib import Path
+
+    from hermes_rl.core.base.paths import cli_command
+
+    script = Path(sys.prefix) / "bin" / "hermes-rl"
+    if not script.exists():
+        pytest.skip("hermes-rl is not installed as a script in this environment")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.chdir(script.parent.parent.parent)
+    assert cli_command() == str(Path(script.parent.parent.name) / "bin" / "hermes-rl")
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert cli_command() == "hermes-rl"
