@@ -121,7 +121,9 @@ async def panes() -> None:
 
     await shoot("dashboard", [], clock=fixed_clock)
     await shoot("environments", ["1", "z"], run_id=None, clock=fixed_clock)
-    await shoot("config_editor", ["2", "ctrl+u", "1", "escape", "z"], run_id=None, before=select_env, clock=fixed_clock)
+    await shoot(
+        "config_editor", ["2", "enter", "ctrl+u", "1", "escape", "z"], run_id=None, before=select_env, clock=fixed_clock
+    )
     await shoot("runs", ["3", "z"], clock=fixed_clock)
     await shoot("processes", ["4", "z"], run_id="0badc0de", clock=fixed_clock)
     await shoot("logs", ["z"], before=search, clock=fixed_clock)

@@ -134,3 +134,148 @@ def test_results_and_runs_report_eval_accuracy_first_best_last(hermes_home):
     write_run("0e0e0e0e", status="completed", steps=20, env_steps=False)  # an environment that never evaluates
     assert json.loads(hermes("results", "0e0e0e0e", "--json").stdout)["eval_accuracy"] is None
     assert "eval accuracy" not in hermes("results", "0e0e0e0e").stdout
+
+
+PRINTING_COMMANDS = [
+    ["envs"],
+    ["runs"],
+    ["status", "a1b2c3d4"],
+    ["logs", "a1b2c3d4"],
+    ["results", "a1b2c3d4"],
+    ["rollouts", "a1b2c3d4"],
+    ["compare", "a1b2c3d4", "0badc0de"],
+    ["select", "toy_addition"],
+    ["stop", "0badc0de"],
+    ["status", "ffffffff"],  # an error printed (as JSON with --json)
+]
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["text", "json"])
+@pytest.mark.parametrize("command", PRINTING_COMMANDS, ids=lambda c: "-".join(c))
+def test_a_reader_that_goes_away_ends_the_command_quietly(hermes_home, command, json_flag):
+    """`hermes-rl … | head -c 10`: the reader is gone before the command writes (its read end closed
+    at once), so every write fails; the command ends without a traceback."""
+    import shutil
+
+    from hermes_rl.core.base.paths import run_dir
+    from tests.fixtures_tui import REAL_ROLLOUTS, SAMPLE_LOGS, write_run
+
+    write_run("a1b2c3d4", environment="toy_addition", steps=20, logs=SAMPLE_LOGS)
+    write_run("0badc0de", environment="toy_addition", status="failed", steps=7, reason="trainer exited 1")
+    shutil.copyfile(REAL_ROLLOUTS, run_dir("a1b2c3d4") / "rollouts.jsonl")
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen(
+        [*CLI, *command, *json_flag], stdout=write_end, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    os.close(write_end)
+    os.close(read_end)
+    _, stderr = proc.communicate(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "Exception ignored" not in stderr, stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_main_sh_without_a_terminal_prints_progress_within_30_s(hermes_home, tmp_path):
+    """`scripts/main.sh > file`: the run's phase is printed at once (no terminal, so plain lines, not a
+    bar that only a terminal shows), then a line every few seconds."""
+    import re
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    stamp = root / ".venv" / ".hermes-rl-installed-local_mcp"
+    # main.sh installs its extras first when they are not (minutes, once): then run what it runs.
+    command = ["bash", str(root / "scripts" / "main.sh")] if stamp.exists() else [*CLI, "demo"]
+    out = tmp_path / "main.out"
+    launched = time.monotonic()
+    with open(out, "w") as handle:
+        proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=os.environ.copy())
+    run_id = None
+    try:
+        while time.monotonic() - launched < 30 and run_id is None:
+            found = re.search(
+                r"^run ([0-9a-f]{8}) (building the model|starting processes|waiting|training)", out.read_text(), re.M
+            )
+            run_id = found.group(1) if found else None
+            time.sleep(0.2)
+        assert run_id, f"no progress line within 30 s:\n{out.read_text()}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        for run in runs.list_runs():
+            runs.stop_run(run["run_id"])
+
+
+def test_logs_merged_is_one_stream_in_start_order_without_access_lines_unless_asked(hermes_home):
+    from tests.fixtures_tui import write_run
+
+    def start(name: str, at: str) -> str:
+        return f"==== hermes-rl 2026-01-01 {at} UTC: starting {name} (run a1b2c3d4, attempt 1): {name}\n"
+
+    write_run(
+        "a1b2c3d4",
+        logs={
+            "api": start("api", "10:00:00") + 'INFO:     127.0.0.1 - "POST /batch HTTP/1.1" 200 OK\napi up\n',
+            # the trainer restarted at 10:00:09: its second attempt comes after the env's lines
+            "trainer": start("trainer", "10:00:05") + "step 1\n" + start("trainer", "10:00:09") + "step 2\n",
+            "env": start("env", "10:00:07") + "env scored\n",
+        },
+    )
+    out = hermes("logs", "a1b2c3d4")
+    assert out.returncode == 0, out.stderr
+    lines = [line.split(" | ", 1)[1] for line in out.stdout.splitlines() if " | " in line]
+    content = [line for line in lines if not line.startswith("====")]
+    assert content[:4] == ["api up", "step 1", "env scored", "step 2"]  # (write_run appends a bad-bytes line)
+    assert "1 HTTP access line hidden" in out.stderr
+    shown = hermes("logs", "a1b2c3d4", "--access")
+    assert 'POST /batch HTTP/1.1" 200' in shown.stdout
+
+
+def test_status_of_an_ended_run_says_ran_and_names_signals_results_read_as_values(hermes_home):
+    from tests.fixtures_tui import write_run
+
+    write_run("0badc0de", status="failed", steps=7, reason="trainer exited 1")  # api and env got SIGTERM (-15)
+    status = hermes("status", "0badc0de")
+    assert status.returncode == 0, status.stderr
+    first = status.stdout.splitlines()[0]
+    assert " ran " in first and "running" not in first
+    assert "SIGTERM" in status.stdout and "-15" not in status.stdout
+    results = hermes("results", "0badc0de")
+    values = dict(line.split(None, 1) for line in results.stdout.splitlines() if line.startswith("  "))
+    assert values["step"] == "7"  # a count, not 7.0000
+    assert values["train/learning_rate"] == "4e-05"  # not 0.0000
+    assert values["time"].endswith("UTC")  # not epoch seconds
+
+
+def test_runs_shows_which_run_a_resumed_one_continues_and_its_branch(hermes_home, monkeypatch):
+    import json as jsonlib
+
+    monkeypatch.setenv("COLUMNS", "200")  # one line a run
+    from hermes_rl.core.base.paths import run_dir
+    from tests.fixtures_tui import FIXED_NOW, write_run
+
+    write_run("a1b2c3d4", status="stopped")
+    for index, child in enumerate(("0badc0de", "5ee5ee5e")):
+        write_run(child, created_at=FIXED_NOW + index)
+        record = run_dir(child) / "run.json"
+        record.write_text(jsonlib.dumps(jsonlib.loads(record.read_text()) | {"parent_run_id": "a1b2c3d4"}))
+    out = hermes("runs")
+    rows = {line.split()[0]: line for line in out.stdout.splitlines() if line.strip()}
+    assert "↳ a1b2c3d4 branch 1" in rows["0badc0de"] and "↳ a1b2c3d4 branch 2" in rows["5ee5ee5e"]
+    assert "↳" not in rows["a1b2c3d4"]
+
+
+def test_hints_name_a_command_that_works_from_here(monkeypatch, tmp_path):
+    """Off PATH (a clone whose venv is not activated) the hints say `.venv/bin/hermes-rl`; on PATH, `hermes-rl`."""
+    from pathlib import Path
+
+    from hermes_rl.core.base.paths import cli_command
+
+    script = Path(sys.prefix) / "bin" / "hermes-rl"
+    if not script.exists():
+        pytest.skip("hermes-rl is not installed as a script in this environment")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.chdir(script.parent.parent.parent)
+    assert cli_command() == str(Path(script.parent.parent.name) / "bin" / "hermes-rl")
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert cli_command() == "hermes-rl"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.clients.toolset import call_tool
 from hermes_rl.core.runs import inference_test
 from hermes_rl.core.runs.inference_test import DEFAULT_OPENROUTER_MODELS, InferenceTest, resolve_target, score_rollouts
@@ -124,7 +125,7 @@ def test_base_url_without_models_uses_the_first_listed_model(openai_stub):
     assert target.key_name is None  # the OpenRouter key is never sent to another host
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_without_key_or_base_url_it_uses_a_running_local_run(arith_env, openai_stub, run_cleanup):
     from hermes_rl.core import runs
 
@@ -148,6 +149,12 @@ def test_without_key_or_base_url_it_uses_a_running_local_run(arith_env, openai_s
     out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 4})
     assert out["target"]["kind"] == "local" and run["run_id"] in out["target"]["note"]
     assert out["models"][0]["model"] == "half-right" and out["models"][0]["accuracy"] == 0.5
+    # it says what is tested: the live policy and its step, not the base model's name alone
+    assert "live policy" in out["target"]["note"]
+    assert out["target"]["policy"] == f"run {run['run_id']} policy @ before its first step"
+    (run_dir(run["run_id"]) / "metrics.jsonl").write_text('{"step": 7, "reward/mean": 0.5}\n')
+    out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 2})
+    assert out["target"]["policy"] == f"run {run['run_id']} policy @ step 7"
 
 
 @pytest.mark.timeout(120)

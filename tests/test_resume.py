@@ -81,6 +81,12 @@ def test_stopped_run_resumes_from_its_saved_state_and_finishes_the_same_step_cou
 
     with pytest.raises(Conflict, match="completed all its steps"):
         runs.resume_run(child)
+    # The same parent resumed again: a second branch from the same step, and it says so.
+    again = runs.resume_run(parent)
+    try:
+        assert any(f"already resumed as {child}" in n and "branch 2" in n for n in again["notices"]), again["notices"]
+    finally:
+        runs.stop_run(again["run_id"], wait=30)
     print(
         f"\nresume figures: parent {parent} stopped at step {parent_rows[-1]['step']} (saved {saved['step']}), "
         f"child {child} ran steps {child_rows[0]['step']}..{child_rows[-1]['step']}, "

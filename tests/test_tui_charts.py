@@ -84,7 +84,7 @@ def test_processes_pane_keeps_cpu_and_rss_trends_per_process_and_starts_anew_on_
 
     async def scenario():
         app = HermesDashboard(clock=fixed_clock, live=False)
-        async with app.run_test(size=(160, 48)) as pilot:
+        async with app.run_test(size=(220, 60)) as pilot:  # wide enough for both trends (they give way first)
             pane = app.query_one(ProcessesPane)
             for i in range(5):
                 proc = {"name": "trainer", "pid": 10, "state": "ready", "alive": True, "cpu_percent": 10.0 * i,

@@ -69,6 +69,49 @@ def test_dashboard_overview(snap_compare, snapshot_world):
     assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
 
 
+def test_dashboard_overview_at_100x30(snap_compare, snapshot_world):
+    async def run_before(pilot):
+        await settle(pilot, log_lines=10)
+        await freeze(pilot)
+
+    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
+
+
+HEADLINE_COLUMNS = {
+    # size: (runs, processes, metrics) columns that must show
+    (160, 48): ({"run", "status", "eval", "reward", "spark"}, {"name", "state", "restarts", "exit"}, {"last", "step"}),
+    (100, 30): ({"run", "status", "eval"}, {"name", "state", "restarts", "exit"}, {"metric", "last"}),
+}
+
+
+@pytest.mark.parametrize("size", list(HEADLINE_COLUMNS), ids=lambda s: f"{s[0]}x{s[1]}")
+def test_each_pane_keeps_its_headline_columns(snapshot_world, size):
+    """What the snapshots show, as assertions: the columns that give way are the ones of least news."""
+    import asyncio
+
+    from hermes_rl.tui.panes.processes import ProcessesPane
+
+    runs_cols, procs_cols, metrics_cols = HEADLINE_COLUMNS[size]
+
+    async def scenario():
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot, select_run="0badc0de", log_lines=1)
+            procs = app.query_one(ProcessesPane)
+            await wait_for_fast(pilot, lambda: procs.table.row_count == 3, what="processes")
+            await pilot.pause(0.3)
+            assert runs_cols <= set(app.query_one(RunsPane).table.shown_column_keys())
+            assert procs_cols <= set(procs.table.shown_column_keys())
+            table = app.query_one(MetricsPane).table
+            keys = [c[1] for c in table.columns]
+            assert metrics_cols <= {keys[i] for i in table.shown_columns()}
+            # the columns shown fit: nothing is cut at the pane's right edge
+            for pane_table in (app.query_one(RunsPane).table, procs.table):
+                assert pane_table.virtual_size.width <= pane_table.scrollable_content_region.width
+
+    asyncio.run(scenario())
+
+
 def test_environments_pane_filter_and_parse_error(snap_compare, snapshot_world):
     async def run_before(pilot):
         await settle(pilot, select_run=None)
@@ -87,11 +130,11 @@ def test_config_editor_validation_locked_and_modified(snap_compare, snapshot_wor
         await pilot.press("1", "g", "enter")
         config = app.query_one(ConfigPane)
         await wait_for_fast(pilot, lambda: config.view is not None, timeout=180, what="config probe")
-        await pilot.press("2")
+        await pilot.press("2", "enter")  # the field list, then edit its first field
         app.focused.value = ""
         await pilot.press("1")  # group_size 1: invalid, message inline
         await pilot.press("down", "ctrl+u", *"16")  # batch_size 16: valid, unsaved
-        await pilot.press("escape", "z")
+        await pilot.press("escape", "z")  # back on the list at batch_size, zoomed
         await freeze(pilot)
 
     assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)

@@ -23,6 +23,7 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from hermes_rl.core.base.errors import HermesError
+from hermes_rl.core.base.paths import cli_command
 from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, RunStatus
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import error_line
@@ -198,9 +199,10 @@ class HermesDashboard(App):
             self.live.stop()
         active = [r["run_id"] for r in self.runs if r.get("status") not in FINAL]
         if active:
+            cli = cli_command()
             message = (
                 f"Dashboard closed. {len(active)} run(s) keep going: {', '.join(active)}. "
-                "Reopen with `hermes-rl`; stop with `hermes-rl stop RUN_ID`."
+                f"Reopen with `{cli}`; stop with `{cli} stop {active[0] if len(active) == 1 else 'RUN_ID'}`."
             )
         else:
             message = "Dashboard closed. No run is active."
@@ -395,7 +397,7 @@ class HermesDashboard(App):
 
     def action_resume_run(self) -> None:
         """A new run continuing the selected ended run from its saved state (core.runs.resume_run)."""
-        run_id = self.selected_run
+        run_id = self._cursor_run()
         if not run_id:
             self.notify("no run selected", severity="warning")
             return
@@ -407,8 +409,16 @@ class HermesDashboard(App):
         run = backend.resume_run(run_id)
         self.call_from_thread(self._started, run)
 
+    def _cursor_run(self) -> str | None:
+        """The run under the runs pane's cursor: what the user sees chosen, even when a key moved the
+        cursor a moment ago and the panes below have not caught up (selected_run follows by message)."""
+        try:
+            return self.pane(RunsPane).table.selected_key() or self.selected_run
+        except NoMatches:
+            return self.selected_run
+
     def action_stop_run(self) -> None:
-        run_id = self.selected_run
+        run_id = self._cursor_run()
         if not run_id:
             self.notify("no run selected", severity="warning")
             return
@@ -485,6 +495,9 @@ class HermesDashboard(App):
             self._statuses[run["run_id"]] = status
         pane = self.pane(RunsPane)
         pane.update_runs(message.runs, message.sparks, message.stalled)
+        self.pane(EnvironmentsPane).show_running(
+            {r["environment"] for r in message.runs if r.get("environment") and r.get("status") not in FINAL}
+        )
         self.header.stalled = sorted(message.stalled)
         self.header.stall_after_s = message.stall_after_s
         self._update_run_line()
@@ -520,7 +533,7 @@ class HermesDashboard(App):
         else:
             run = run or next((r for r in self.runs if r["run_id"] == self.selected_run), {})
             step, total = run.get("step"), run.get("total_steps")
-            self.header.run_line = f"{self.selected_run} {run.get('status', '')}" + (
+            self.header.run_line = f"{self.selected_run} {run.get('environment') or ''} {run.get('status', '')}" + (
                 f" step {step}/{total}" if step is not None else ""
             )
         self.header.update_text()

@@ -114,6 +114,13 @@ def validate_field(row: dict, raw: object) -> object:
 
 
 # -- logs and metrics --------------------------------------------------------------------------
+def access_line_test():
+    """core.readers.logs.is_access_line: the merged view hides HTTP access lines unless asked."""
+    from hermes_rl.core.readers.logs import is_access_line
+
+    return is_access_line
+
+
 def log_reader(path):
     """A LogReader over one process log: indexed lazily, opened at its tail."""
     from hermes_rl.core.readers.logs import LogReader

@@ -13,17 +13,26 @@ from rich.text import Text
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 
 
-def spark(values: list[float], width: int = 16) -> str:
-    """A text sparkline of the last `width` values (scaled to their own min..max)."""
+def spark(values: list[float], width: int = 16, scale: tuple[float, float] | None = None) -> str:
+    """A text sparkline of the last `width` values, scaled to their own min..max or to `scale` (low,
+    high): an accuracy on 0..1, so a saturated 0.96 is drawn near the top, not mid-range."""
     values = [v for v in values if v is not None and math.isfinite(v)][-width:]
     if not values:
         return ""
-    low, high = min(values), max(values)
+    low, high = scale if scale is not None else (min(values), max(values))
+    values = [min(high, max(low, v)) for v in values]
     span = high - low
     if span <= 0:
         return SPARK_CHARS[3] * len(values)
     top = len(SPARK_CHARS) - 1
     return "".join(SPARK_CHARS[round((v - low) / span * top)] for v in values)
+
+
+FRACTION_SUFFIXES = ("percent_correct", "accuracy")  # metrics that are fractions: drawn on a fixed 0..1
+
+
+def metric_scale(key: str) -> tuple[float, float] | None:
+    return (0.0, 1.0) if key.endswith(FRACTION_SUFFIXES) else None
 
 
 def trend(values: list[float]) -> str:
@@ -38,6 +47,14 @@ def trend(values: list[float]) -> str:
     if abs(recent - before) / scale < 0.01:
         return "→"
     return "↑" if recent > before else "↓"
+
+
+def trend_style(key: str, arrow: str) -> str:
+    """An arrow's colour by what it means: green for better (a loss going down), red for worse."""
+    if arrow not in ("↑", "↓"):
+        return "grey62"
+    better = (arrow == "↓") if "loss" in key else (arrow == "↑")
+    return "green" if better else "red"
 
 
 def eval_cell(first: float | None, last: float | None) -> Text:

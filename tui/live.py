@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import threading
 import time
 from collections import deque
@@ -30,15 +29,6 @@ SPARK_ROWS = 200  # rows a sparkline reader keeps (reward/mean may be missing fr
 SPARK_TAIL_BYTES = 256 * 1024  # where a sparkline reader starts: near the end of a long run's files
 LIST_EVERY_S = 2.0  # list_runs() at least this often even without file events (statuses of other runs)
 RUNS_EVERY_S = 3.0  # a run's step/reward/sparkline in the runs table: at most this often (status at once)
-
-
-# An HTTP access-log line (uvicorn's, aiohttp's): `"GET /batch HTTP/1.1" 200`. Most of a run's log lines
-# are these (environments poll run-api), so the merged view hides them unless asked.
-ACCESS_LINE = re.compile(r'"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) \S+ HTTP/[\d.]+"\s+\d{3}')
-
-
-def is_access_line(line: str) -> bool:
-    return ACCESS_LINE.search(line) is not None
 
 
 class _Lines:
@@ -75,6 +65,7 @@ class MergedLog:
         self.show_access = False
         self._lock = threading.Lock()
         self._consumed: dict[str, tuple[int, int]] = {}  # name -> (lines taken, reader.prepended then)
+        self._is_access = backend.access_line_test()
 
     @property
     def _shown(self) -> _Lines:
@@ -117,7 +108,7 @@ class MergedLog:
         self._consumed[name] = (complete, reader.prepended)
 
     def _append(self, lines: list[str]) -> None:
-        quiet = [line for line in lines if not is_access_line(line)]
+        quiet = [line for line in lines if not self._is_access(line)]
         with self._lock:
             self.hidden += len(lines) - len(quiet)
             self._all.extend(lines)

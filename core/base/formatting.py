@@ -64,6 +64,65 @@ def human_number(value: Any, digits: int = 3, missing: str = MISSING) -> str:
     return str(value)
 
 
+def value_text(value: Any) -> str:
+    """A config value as the user types it: true/false, none, JSON for lists and mappings, a string as
+    it is ("" when empty), never a Python repr."""
+    import json
+
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, default=str)
+    if isinstance(value, str):
+        return value if value else '""'
+    return str(value)
+
+
+def lineage(summaries: list[dict]) -> dict[str, str]:
+    """run_id -> what a resumed run continues: "↳ a1b2c3d4", and "↳ a1b2c3d4 branch 2" for the second
+    run resumed from the same parent (each resume of a parent is a branch of its own)."""
+    children: dict[str, list[dict]] = {}
+    for run in summaries:
+        if run.get("parent_run_id"):
+            children.setdefault(run["parent_run_id"], []).append(run)
+    out = {}
+    for parent, runs in children.items():
+        runs.sort(key=lambda r: (r.get("created_at") or 0, r["run_id"]))
+        for index, run in enumerate(runs, 1):
+            out[run["run_id"]] = f"↳ {parent}" + (f" branch {index}" if len(runs) > 1 else "")
+    return out
+
+
+def exit_text(code: Any, missing: str = MISSING) -> str:
+    """A process's exit code as people read it: "0", "1", and a signal by name ("SIGTERM", not -15)."""
+    import signal
+
+    if code is None or isinstance(code, bool) or not isinstance(code, int):
+        return missing if code is None else str(code)
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return str(code)
+
+
+def metric_text(key: str, value: Any, missing: str = MISSING) -> str:
+    """A final metric's value: a time as UTC, a whole number as an integer, others to 4 significant
+    digits (a learning rate of 4e-05 is not "0.0000")."""
+    if value is None:
+        return missing
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if key == "time" or key.endswith(("_at", "/time")):
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
 # Table cells of a live view: coarse on purpose, so a cell that shows an age or an uptime changes
 # (and repaints) every 5 s at most, not every second.
 CELL_MISSING = "—"

@@ -55,6 +55,23 @@ def inference_tests_dir() -> Path:
     return logs_dir() / "inference_tests"
 
 
+def cli_command() -> str:
+    """How the user runs hermes-rl from where they are: `hermes-rl` when that name on PATH is this
+    installation's, else this installation's script, relative to the working directory when under it
+    (`.venv/bin/hermes-rl` in a clone whose venv is not activated)."""
+    import shutil
+    import sys
+
+    script = Path(sys.prefix) / "bin" / "hermes-rl"
+    found = shutil.which("hermes-rl")
+    if not script.exists() or (found and Path(found).resolve() == script.resolve()):
+        return "hermes-rl"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
 def validate_run_id(run_id: object) -> str:
     """Reject anything but 8 lowercase hex characters before it touches a path."""
     if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):

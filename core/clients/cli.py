@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from typing import Any, Callable
 
 from hermes_rl.core.base.errors import HermesError
-from hermes_rl.core.base.formatting import human_age, human_duration, human_number, human_size
+from hermes_rl.core.base.formatting import (
+    exit_text,
+    human_age,
+    human_duration,
+    human_number,
+    human_size,
+    lineage,
+    metric_text,
+    value_text,
+)
 from hermes_rl.core.base.states import FINAL, ProcState, RunStatus, run_style
 from hermes_rl.core.readers.logs import sanitize_terminal
 
@@ -27,13 +37,19 @@ def _console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False)
 
 
+def _cli() -> str:
+    """The command that runs hermes-rl from where the user is (`.venv/bin/hermes-rl` off PATH)."""
+    from hermes_rl.core.base.paths import cli_command
+
+    return cli_command()
+
+
 def _steps():
     """The CLI's names for the actions a report's tips suggest."""
     from hermes_rl.core.runs.report import NextSteps
 
-    return NextSteps(
-        stop="`hermes-rl stop {run_id}`", results="`hermes-rl results {run_id}`", start="`hermes-rl start`"
-    )
+    cli = _cli()
+    return NextSteps(stop=f"`{cli} stop {{run_id}}`", results=f"`{cli} results {{run_id}}`", start=f"`{cli} start`")
 
 
 def _safe(value: Any) -> str:
@@ -158,15 +174,15 @@ def cmd_config(args) -> Any:
         marker = "[yellow]*[/]" if field.get("modified") else " "
         editable.add_row(
             f"{marker}{_safe(field['name'])}",
-            _safe(repr(field.get("value"))),
-            _safe(repr(field.get("default"))),
+            _safe(value_text(field.get("value"))),
+            _safe(value_text(field.get("default"))),
             _safe(field.get("type", "")),
             _safe(field.get("description") or ""),
         )
     console.print(editable)
     locked = Table("field", "value", "why locked", title="locked", box=None, header_style="dim", style="dim")
     for field in view["locked"]:
-        locked.add_row(_safe(field["name"]), _safe(repr(field.get("value"))), _safe(field.get("reason") or ""))
+        locked.add_row(_safe(field["name"]), _safe(value_text(field.get("value"))), _safe(field.get("reason") or ""))
     console.print(locked)
     return None
 
@@ -187,12 +203,12 @@ def cmd_start(args) -> Any:
         console.print(
             f"started run [bold]{run_id}[/] ({_safe(run.get('environment'))}, profile {_safe(run.get('profile'))})"
         )
+        cli = _cli()
         console.print(
-            f"  watch: hermes-rl status {run_id}   logs: hermes-rl logs {run_id} --follow   "
-            f"stop: hermes-rl stop {run_id}"
+            f"  watch: {cli} status {run_id}   logs: {cli} logs {run_id} --follow   stop: {cli} stop {run_id}"
         )
     except KeyboardInterrupt:
-        print(f"interrupted: run {run_id} was started and keeps going (hermes-rl stop {run_id})", file=sys.stderr)
+        print(f"interrupted: run {run_id} was started and keeps going ({_cli()} stop {run_id})", file=sys.stderr)
         return _Exit(130)
     if args.watch:
         return _watch(run_id, json_output=args.json)
@@ -210,53 +226,137 @@ def cmd_resume(args) -> Any:
         console.print(f"[yellow]{_safe(notice)}[/]")
     run_id = run["run_id"]
     console.print(f"started run [bold]{run_id}[/], resuming {args.run_id} ({_safe(run.get('environment'))})")
-    console.print(f"  watch: hermes-rl status {run_id}   stop: hermes-rl stop {run_id}")
+    console.print(f"  watch: {_cli()} status {run_id}   stop: {_cli()} stop {run_id}")
     if args.watch:
         return _watch(run_id, json_output=args.json)
     return None
 
 
+def _phase(run: dict, step: int | None) -> str:
+    """What a starting run is doing, in the words of its pipeline (DESIGN: model → tinker, api →
+    trainer → env), so start-up is not a `step 0/800` that does not move for half a minute."""
+    procs = {p.get("name"): p.get("state") for p in run.get("processes") or []}
+    if run["status"] in FINAL:
+        return str(run["status"])
+    if procs.get("model") in (*WAITING, ProcState.READY):  # a one-shot step: it exits once built
+        return "building the model"
+    waiting = [name for name, state in procs.items() if state in WAITING and name != "model"]
+    if waiting:
+        return f"starting processes ({', '.join(map(str, waiting))})"
+    if not step:
+        return "waiting for the first batch"
+    return "training"
+
+
+class _Rate:
+    """Steps per second since the first step seen, for an ETA."""
+
+    def __init__(self):
+        self.first: tuple[float, int] | None = None
+
+    def eta(self, step: int | None, total: int | None, now: float) -> str:
+        if not step or not total:
+            return "-"
+        if self.first is None or step < self.first[1]:
+            self.first = (now, step)
+            return "-"
+        elapsed, done = now - self.first[0], step - self.first[1]
+        if done <= 0 or elapsed <= 0:
+            return "-"
+        return human_duration((total - step) * elapsed / done)
+
+
+PLAIN_EVERY_S = 10.0  # without a terminal: a progress line this often (and at each change of phase)
+
+
 def _watch(run_id: str, json_output: bool = False) -> Any:
-    """Rich progress over a run's steps until it ends; Ctrl-C detaches and leaves the run going.
-    With --json, the run's status report (as `hermes-rl status --json`) once it ends or on detaching."""
+    """Progress of a run until it ends: its phase while starting (building the model, starting processes,
+    waiting for the first batch), then step, reward, greedy eval accuracy and an ETA. On a terminal a
+    live bar; otherwise (a pipe, a file, CI) a plain line every 10 s and at each change of phase. Ctrl-C
+    detaches and leaves the run going. With --json, the run's status report (as `hermes-rl status
+    --json`) once it ends or on detaching."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from hermes_rl.core import runs
     from hermes_rl.core.runs import report
 
     console = _console()
+    plain = not console.is_terminal
+    started = time.monotonic()
+    rate = _Rate()
     run = runs.get_run(run_id)
+
+    def sample() -> dict:
+        run = runs.get_run(run_id, sample=False)
+        summary = next((r for r in runs.list_runs() if r["run_id"] == run_id), {})
+        last = run.get("last_metric") or {}
+        step = last.get("step")
+        evals = summary.get("eval_last")
+        return {
+            "run": run,
+            "step": step or 0,
+            "total": run.get("total_steps") or 1,
+            "phase": _phase(run, step),
+            "reward": human_number(last.get("reward/mean")),
+            "eval": "-" if evals is None else f"{evals:.2f}",
+            "eta": rate.eta(step, run.get("total_steps"), time.monotonic()),
+        }
+
     try:
-        with Progress(
-            TextColumn("[bold]{task.fields[status]}"),
-            BarColumn(),
-            TextColumn("step {task.completed:.0f}/{task.total:.0f}"),
-            TextColumn("reward {task.fields[reward]}"),
-            TextColumn("{task.fields[detail]}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        ) as progress:
-            task = progress.add_task(
-                "run", total=run.get("total_steps") or 1, status=_safe(run["status"]), reward="-", detail=""
-            )
+        if plain:
+            shown_phase, shown_at = None, 0.0
             while True:
-                run = runs.get_run(run_id, sample=False)
-                last = run.get("last_metric") or {}
-                waiting = [p["name"] for p in run.get("processes", []) if p.get("state") in WAITING]
-                progress.update(
-                    task,
-                    total=run.get("total_steps") or 1,
-                    completed=last.get("step") or 0,
-                    status=_safe(run["status"]),
-                    reward=human_number(last.get("reward/mean")),
-                    detail=f"starting {_safe(', '.join(map(str, waiting)))}" if waiting else "",
-                )
+                now = sample()
+                run = now["run"]
+                if (
+                    now["phase"] != shown_phase
+                    or time.monotonic() - shown_at >= PLAIN_EVERY_S
+                    or run["status"] in FINAL
+                ):
+                    elapsed = human_duration(time.monotonic() - started)
+                    line = f"run {run_id} {now['phase']}"
+                    if now["step"]:
+                        line += (
+                            f" · step {now['step']}/{now['total']} · reward {now['reward']} · eval {now['eval']}"
+                            f" · ETA {now['eta']}"
+                        )
+                    print(f"{line} · {elapsed}", flush=True)
+                    shown_phase, shown_at = now["phase"], time.monotonic()
                 if run["status"] in FINAL:
                     break
                 time.sleep(1.0)
+        else:
+            with Progress(
+                TextColumn("[bold]{task.fields[phase]}"),
+                BarColumn(),
+                TextColumn("step {task.completed:.0f}/{task.total:.0f}"),
+                TextColumn("reward {task.fields[reward]}"),
+                TextColumn("eval {task.fields[eval]}"),
+                TextColumn("ETA {task.fields[eta]}"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=False,
+            ) as progress:
+                task = progress.add_task(
+                    "run", total=run.get("total_steps") or 1, phase=_safe(run["status"]), reward="-", eval="-", eta="-"
+                )
+                while True:
+                    now = sample()
+                    run = now["run"]
+                    progress.update(
+                        task,
+                        total=now["total"],
+                        completed=now["step"],
+                        phase=_safe(now["phase"]),
+                        reward=now["reward"],
+                        eval=now["eval"],
+                        eta=now["eta"],
+                    )
+                    if run["status"] in FINAL:
+                        break
+                    time.sleep(1.0)
     except KeyboardInterrupt:
-        console.print(f"detached; run {run_id} keeps going (hermes-rl stop {run_id} to stop it)")
+        console.print(f"detached; run {run_id} keeps going ({_cli()} stop {run_id} to stop it)")
         return report.status_report(run_id, steps=_steps()) if json_output else None
     if json_output:
         return report.status_report(run_id, steps=_steps())
@@ -282,12 +382,13 @@ def cmd_runs(args) -> Any:
     table = Table(
         "run", "status", "environment", "profile", "age", "step", "reward", "reason", box=None, header_style="bold"
     )
+    resumed = lineage(summaries)
     for run in summaries:
         step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
         table.add_row(
             _safe(run["run_id"]),
             _styled(run.get("status")),
-            _safe(run.get("environment") or ""),
+            _safe(" ".join(filter(None, (run.get("environment"), resumed.get(run["run_id"]))))),
             _safe(run.get("profile") or ""),
             human_age(run.get("created_at")),
             _safe(step),
@@ -309,7 +410,8 @@ def cmd_status(args) -> Any:
     console = _console()
     console.print(
         f"run [bold]{_safe(status['run_id'])}[/]  {_styled(status['status'])}  {_safe(status.get('environment'))}  "
-        f"profile {_safe(status.get('profile'))}  running {human_duration(status['running_time_s'])}"
+        f"profile {_safe(status.get('profile'))}  "
+        f"{'ran' if status['status'] in FINAL else 'running'} {human_duration(status['running_time_s'])}"
         + (f"\n  reason: {_safe(status['reason'])}" if status.get("reason") else "")
     )
     metrics = status["metrics"]
@@ -346,7 +448,7 @@ def cmd_status(args) -> Any:
             human_number(proc.get("cpu_percent"), 1),
             human_size(proc.get("rss")),
             _safe(proc.get("restarts") or 0),
-            "-" if proc.get("exit_code") is None else _safe(proc.get("exit_code")),
+            _safe(exit_text(proc.get("exit_code"))),
             _safe(status["log_paths"].get(proc["name"], "")),
         )
     console.print(table)
@@ -360,14 +462,36 @@ def cmd_status(args) -> Any:
     return None
 
 
+# The supervisor's line at each start of a process (core.daemons.supervisor): the one time a log holds.
+START_MARKER = re.compile(r"^==== hermes-rl (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC: starting ")
+
+
+def _in_start_order(tails: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """(process, line) of several logs as one stream: log lines carry no time of their own, so each
+    line takes that of the process start it follows (the supervisor's `==== hermes-rl … starting`
+    line); a later start (a restart) comes after what the others logged before it. Within one
+    start, a log keeps its order; processes started in the same second keep the pipeline's order."""
+    keyed = []
+    for order, (name, lines) in enumerate(tails.items()):
+        started = ""
+        for seq, line in enumerate(lines):
+            marker = START_MARKER.match(line)
+            if marker:
+                started = marker.group(1)
+            keyed.append(((started, order, seq), name, line))
+    keyed.sort(key=lambda item: item[0])
+    return [(name, line) for _, name, line in keyed]
+
+
 def cmd_logs(args) -> Any:
-    """The last --lines of each process's log (prefixed with its name when there are several); --follow
-    keeps printing what is appended. --json: {run_id, log_paths, lines: [{process, line}]}, or with
+    """The last --lines of each process's log (prefixed with its name when there are several, as one
+    stream in start order, HTTP access lines hidden unless --access); --follow keeps printing what
+    is appended, as it arrives. --json: {run_id, log_paths, lines: [{process, line}]}, or with
     --follow one {process, line} object per output line."""
     from pathlib import Path
 
     from hermes_rl.core import runs
-    from hermes_rl.core.readers.logs import LogReader
+    from hermes_rl.core.readers.logs import LogReader, is_access_line
     from hermes_rl.core.runs import report
 
     run = runs.get_run(args.run_id, sample=False)
@@ -381,28 +505,45 @@ def cmd_logs(args) -> Any:
     readers = {
         name: LogReader(Path(paths[name])) for name in ([args.process] if args.process else names) if name in paths
     }
+    merged = len(readers) > 1
+    hide_access = merged and not args.access
+    hidden = 0
+
+    def kept(lines: list[str]) -> list[str]:
+        nonlocal hidden
+        if not hide_access:
+            return lines
+        shown = [line for line in lines if not is_access_line(line)]
+        hidden += len(lines) - len(shown)
+        return shown
+
+    tails = {}
+    for name, reader in readers.items():
+        reader.refresh()
+        tails[name] = kept(reader.tail(args.lines))
+    stream = _in_start_order(tails)
     if args.json and not args.follow:
-        lines = []
-        for name, reader in readers.items():
-            reader.refresh()
-            lines += [{"process": name, "line": line} for line in reader.tail(args.lines)]
-        return {"run_id": run["run_id"], "log_paths": {name: paths[name] for name in readers}, "lines": lines}
-    prefix = len(readers) > 1
+        return {
+            "run_id": run["run_id"],
+            "log_paths": {name: paths[name] for name in readers},
+            "lines": [{"process": name, "line": line} for name, line in stream],
+            "access_lines_hidden": hidden,
+        }
     width = max((len(n) for n in readers), default=0)
     out = sys.stdout
 
-    def emit(name: str, lines: list[str]) -> None:
-        for line in lines:
+    def emit(pairs) -> None:
+        for name, line in pairs:
             if args.json:
                 out.write(json.dumps({"process": name, "line": line}, ensure_ascii=False) + "\n")
             else:
                 # The line is clean_line's (sanitized); the name comes from run.json.
-                out.write((f"{sanitize_terminal(name):<{width}} | " if prefix else "") + line + "\n")
+                out.write((f"{sanitize_terminal(name):<{width}} | " if merged else "") + line + "\n")
         out.flush()
 
-    for name, reader in readers.items():
-        reader.refresh()
-        emit(name, reader.tail(args.lines))
+    emit(stream)
+    if hidden and not args.json:
+        print(f"({hidden} HTTP access line{'s' if hidden != 1 else ''} hidden: --access shows them)", file=sys.stderr)
     if not args.follow:
         return None
     try:
@@ -410,7 +551,7 @@ def cmd_logs(args) -> Any:
             for name, reader in readers.items():
                 before = reader.line_count
                 if reader.refresh():
-                    emit(name, reader.lines(before, reader.line_count))
+                    emit((name, line) for line in kept(reader.lines(before, reader.line_count)))
             time.sleep(0.25)
     except KeyboardInterrupt:
         return None
@@ -447,7 +588,7 @@ def cmd_results(args) -> Any:
             f"(step {accuracy['best_step']}) · last {accuracy['last']:.2f} (step {accuracy['last_step']})"
         )
     for key, value in sorted(results["final_metrics"].items()):
-        console.print(f"  {_safe(key):<28} {human_number(value, 4)}")
+        console.print(f"  {_safe(key):<28} {_safe(metric_text(key, value))}")
     if results.get("checkpoint"):
         console.print(f"checkpoint: {_safe(results['checkpoint'])}")
     if results.get("tinker_path"):
@@ -479,17 +620,15 @@ def cmd_rollouts(args) -> Any:
         + (f", recording capped at step {out['capped_at_step']}" if out.get("capped_at_step") is not None else "")
         + ")"
     )
-    prompt = None
+    shown = None  # the (group, prompt) whose completions follow: each prompt is printed before them
     for item in out["completions"]:
-        if order is None and item["prompt"] != prompt:
-            prompt = item["prompt"]
-            console.print(f"[bold]group {_safe(item['group'])}[/]  prompt: {_safe(_one_line(prompt, 200))}")
-        where = f"group {item['group']}: {_one_line(item['prompt'], 40)}"
-        tail = "" if order is None else f"  [dim]{_safe(where)}[/]"
+        if (item["group"], item["prompt"]) != shown:
+            shown = (item["group"], item["prompt"])
+            console.print(f"[bold]group {_safe(item['group'])}[/]  prompt: {_safe(_one_line(item['prompt'], 200))}")
         console.print(
             f"  reward {human_number(item['reward'])}  adv {human_number(item['advantage'])}  "
             f"{_safe(item['tokens'] if item['tokens'] is not None else '-')} tok  {_safe(item['finish'] or '-')}  "
-            f"{_safe(_one_line(item['text'], 160))}{tail}"
+            f"{_safe(_one_line(item['text'], 160))}"
         )
     return None
 
@@ -610,6 +749,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--process")
     cmd.add_argument("--follow", "-f", action="store_true")
     cmd.add_argument("--lines", "-n", type=int, default=40)
+    cmd.add_argument("--access", action="store_true", help="also the HTTP access lines (hidden when merged)")
     cmd = add("stop", cmd_stop, "stop a run (ordered shutdown)")
     cmd.add_argument("run_id")
     cmd = add("results", cmd_results, "final metrics and checkpoint of a run")
@@ -632,7 +772,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, open_dashboard: Callable[[str | None], None] | None = None) -> int:
     """Run one command. `open_dashboard(run_id)` is handed in by the `hermes-rl` launcher (hermes_rl.tui),
-    so this module never imports Textual; without it, `dashboard` and `demo` say where the dashboard is."""
+    so this module never imports Textual; without it, `dashboard` and `demo` say where the dashboard is.
+    A reader that goes away (`| head`) ends any command quietly, wherever the write was."""
+    try:
+        return _main(argv, open_dashboard)
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe: what is still buffered would fail again when Python flushes
+    stdout at exit (an "Exception ignored" traceback), so stdout now points at /dev/null."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _main(argv: list[str] | None, open_dashboard: Callable[[str | None], None] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -651,7 +813,7 @@ def main(argv: list[str] | None = None, open_dashboard: Callable[[str | None], N
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return 0
+        raise  # main() ends quietly
     except Exception as exc:  # noqa: BLE001 - the CLI promises one line, never a traceback
         message = f"{type(exc).__name__}: {exc}"
         if getattr(args, "json", False):

@@ -49,6 +49,15 @@ _TERMINAL_RE = re.compile(
 _NEEDS_SANITIZING = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
+# An HTTP access-log line (uvicorn's, aiohttp's): `"GET /batch HTTP/1.1" 200`. Most of a run's log lines
+# are these (environments poll run-api), so merged views hide them unless asked.
+ACCESS_LINE = re.compile(r'"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) \S+ HTTP/[\d.]+"\s+\d{3}')
+
+
+def is_access_line(line: str) -> bool:
+    return ACCESS_LINE.search(line) is not None
+
+
 def _visible(match: re.Match) -> str:
     if match.group("sgr"):
         return match.group("sgr")

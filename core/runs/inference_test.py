@@ -68,9 +68,16 @@ class Target:
     n_kwarg_is_ignored: bool  # OpenRouter ignores `n`: ask once per completion
     key_name: str | None  # which secret goes to the child as OPENAI_API_KEY
     note: str = ""
+    policy: str = ""  # what is tested when it is not the model named (a local run's live policy and step)
 
     def public(self) -> dict:
-        return {"kind": self.kind, "base_url": self.base_url, "models": list(self.models), "note": self.note}
+        return {
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "models": list(self.models),
+            "note": self.note,
+            "policy": self.policy,
+        }
 
 
 @dataclass
@@ -225,8 +232,9 @@ def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
     return ids[:1]
 
 
-def _local_model() -> tuple[str, str, str]:
-    """(base_url, model, run_id) of the trainer of a running local run."""
+def _local_model() -> tuple[str, str, str, int | None]:
+    """(base_url, model, run_id, step) of the trainer of a running local run: it serves the policy
+    as trained up to `step` (its latest metric row), under the base model's name."""
     from hermes_rl.core import runs  # the run API; imported here so this module loads without it
 
     for summary in runs.list_runs():
@@ -241,7 +249,8 @@ def _local_model() -> tuple[str, str, str]:
         if not base_url and port:
             base_url = f"http://127.0.0.1:{port}/v1"
         if base_url:
-            return str(base_url).rstrip("/"), str(server.get("model_name") or "local"), summary["run_id"]
+            model = str(server.get("model_name") or "local")
+            return str(base_url).rstrip("/"), model, summary["run_id"], summary.get("step")
     raise MissingKey(
         "no model to test against: OPENROUTER_API_KEY is not set, no base_url was given, and no local run is running",
         hint=(
@@ -287,14 +296,17 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
         return Target(
             "openrouter", OPENROUTER_BASE_URL, models or list(DEFAULT_OPENROUTER_MODELS), True, "OPENROUTER_API_KEY"
         )
-    local_url, local_model, run_id = _local_model()
+    local_url, local_model, run_id, step = _local_model()
+    at = f"step {step}" if step is not None else "before its first step"
     return Target(
         "local",
         local_url,
         models or [local_model],
         False,
         None,
-        f"the local model, served by the trainer of running run {run_id}",
+        f"the live policy of running run {run_id} at {at} (its trainer serves the LoRA weights trained so far "
+        f"on base model {Path(local_model).name})",
+        policy=f"run {run_id} policy @ {at}",
     )
 
 

@@ -36,7 +36,7 @@ from hermes_rl.core.daemons.pipeline import (
 )
 from hermes_rl.core.daemons.runstate import is_recorded_final, read_run_file, record_final
 from hermes_rl.core.runs.runconfig import CONFIG_FILE, build_run_config, read_run_config, run_config_yaml
-from hermes_rl.core.runs.store import SUPERVISOR_START_TIMEOUT_S, get_run, read_run
+from hermes_rl.core.runs.store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
 
 RUN_PORTS = ("api", "inference", "tinker")  # DESIGN §3: every real run gets these
 TRAINER_STATE_FILE = "trainer_state.json"  # written by the trainer at each save_state: {"state_path", "step", ...}
@@ -461,6 +461,7 @@ def resume_run(parent_id: str) -> StartedRun:
         raise BadInput(f"environment {env.name} cannot be used: {env.error}", hint=f"fix {env.file}")
     profile, notice = resolve_profile(parent["profile"])
     check_keys(profile)
+    earlier = [r["run_id"] for r in list_runs() if r.get("parent_run_id") == parent_id]
     run_id, folder = _create_run_folder()
     try:
         local_state = state.get("local_path")
@@ -502,5 +503,11 @@ def resume_run(parent_id: str) -> StartedRun:
     except BaseException:
         _discard_unstarted(folder)
         raise
-    run["notices"] = [n for n in (notice, f"continues run {parent_id} from step {state['step']}") if n]
+    continues = f"continues run {parent_id} from step {state['step']}"
+    if earlier:  # the same parent resumed again: a branch beside the others, not a continuation of them
+        continues += (
+            f"; {parent_id} was already resumed as {', '.join(earlier)}: this run is branch {len(earlier) + 1}"
+            f" from the same step (resume {earlier[-1]} to continue that branch)"
+        )
+    run["notices"] = [n for n in (notice, continues) if n]
     return run

@@ -1,7 +1,10 @@
 """[2] Config editor: the selected environment's editable fields as typed inputs.
 
-Values are checked as you type with core.config's own validator (the message shows under the
-field); ctrl+s saves the draft (all or nothing, via core.config.set_fields) that every client shares.
+Focus lands on the field list, never inside a field: up/down (j/k) move the current field (shown
+highlighted), enter edits it, esc (or enter) leaves the input on the same field, so single-key
+commands (digits, z, s, q) never become a value. Values are checked as you type with core.config's
+own validator (the message shows under the field); ctrl+s saves the draft (all or nothing, via
+core.config.set_fields) that every client shares.
 Locked fields are shown dimmed with their value and why the profile locks them.
 """
 
@@ -43,11 +46,15 @@ def shown_locked(value) -> str:
 
 
 class FieldList(VerticalScroll):
-    """The form's scroller: up/down move between fields (instead of scrolling a line)."""
+    """The form's scroller, focused between edits: up/down move between fields (instead of scrolling
+    a line), enter edits the current one."""
 
     BINDINGS = [
         Binding("down", "next_field", "Next field", show=False, id="config.next"),
         Binding("up", "prev_field", "Prev field", show=False, id="config.prev"),
+        Binding("j", "next_field", "Next field", show=False, id="nav.down"),
+        Binding("k", "prev_field", "Prev field", show=False, id="nav.up"),
+        Binding("enter", "edit", "Edit field", id="config.edit"),
     ]
 
     def action_next_field(self) -> None:
@@ -55,6 +62,9 @@ class FieldList(VerticalScroll):
 
     def action_prev_field(self) -> None:
         self.parent.action_prev_field()
+
+    def action_edit(self) -> None:
+        self.parent.edit_current()
 
 
 class ConfigPane(Vertical):
@@ -93,6 +103,8 @@ class ConfigPane(Vertical):
         self.errors: dict[str, str] = {}  # field -> message
         self._generation = 0
         self._loading: str | None = None  # the environment the latest load is for
+        self.cursor = 0  # the current field (index into rows)
+        self._label_width = 0  # the longest label's
 
     def compose(self) -> ComposeResult:
         yield Static("select an environment (enter in [1])", id="config-head")
@@ -178,6 +190,8 @@ class ConfigPane(Vertical):
         box = self.query_one("#config-fields", FieldList)
         box.remove_children()
         widgets = []
+        self._label_width = max((len(self._label_text(row, unsaved=True)) for row in self.rows), default=0) + 1
+        self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
         for index, row in enumerate(self.rows):
             widgets.append(self._field_row(index, row, gen))
         if view.locked:
@@ -188,6 +202,28 @@ class ConfigPane(Vertical):
                 text.append(f"  — {row['reason']}", style="dim italic")
                 widgets.append(Static(text, classes="locked-row"))
         box.mount_all(widgets)
+        self.call_after_refresh(self._fit_labels)
+        self.call_after_refresh(self._show_cursor)
+
+    def _fit_labels(self) -> None:
+        """Labels as wide as the longest (never into the value: a padded, cut column), at most 60 % of the pane."""
+        width = self._label_width
+        if self.content_region.width:
+            width = min(width, max(12, self.content_region.width * 3 // 5))
+        for label in self.query(".field-label"):
+            label.styles.width = width
+
+    def on_resize(self, _event) -> None:
+        self._fit_labels()
+
+    def _rows_shown(self) -> list:
+        return list(self.query(".field-row"))
+
+    def _show_cursor(self) -> None:
+        for index, row in enumerate(self._rows_shown()):
+            row.set_class(index == self.cursor, "-current")
+            if index == self.cursor:
+                row.scroll_visible(animate=False)
 
     def _field_row(self, index: int, row: dict, gen: int) -> Vertical:
         from textual.widgets import Select, Switch  # only once a config is shown, not for the first frame
@@ -211,6 +247,8 @@ class ConfigPane(Vertical):
                 shown_value(value), id=wid, compact=True, classes="field-input", tooltip=row.get("description") or None
             )
         label = Label(self._label_text(row), classes="field-label")
+        if self._label_width:
+            label.styles.width = self._label_width
         note = Static(self._note_text(row), classes="field-note", id=f"note-{gen}-{index}")
         classes = "field-row" + (" modified" if row.get("modified") else "")
         line = [label, editor]
@@ -223,13 +261,12 @@ class ConfigPane(Vertical):
         marker = "●" if unsaved else ("*" if row.get("modified") else " ")
         text.append(f"{marker} ", style="yellow" if unsaved or row.get("modified") else "")
         text.append(row["name"], style="bold yellow" if row.get("modified") else "")
-        text.append(f" ({row.get('type')})", style="dim")
         return text
 
     def _note_text(self, row: dict, error: str | None = None) -> Text:
         if error:
             return Text(f"✖ {error}", style="red")
-        parts = []
+        parts = [str(row.get("type") or "")] if row.get("type") else []  # the type here: labels stay short
         if row.get("modified"):
             parts.append(f"default {shown_value(row.get('default'))}")
         if row.get("description"):
@@ -295,21 +332,29 @@ class ConfigPane(Vertical):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.action_next_field()
+        self.action_leave_field()
+
+    def on_descendant_focus(self, event) -> None:
+        """A field focused (enter, a click): it is the current field."""
+        inputs = self._inputs()
+        if event.widget in inputs and inputs.index(event.widget) != self.cursor:
+            self.cursor = inputs.index(event.widget)
+            self._show_cursor()
 
     # -- actions ------------------------------------------------------------------------------
     def _inputs(self) -> list:
         return list(self.query(".field-input"))
 
     def _move(self, delta: int) -> None:
+        """The next or previous field becomes current; while editing, its input takes the edit."""
         inputs = self._inputs()
         if not inputs:
             return
-        focused = self.screen.focused
-        index = inputs.index(focused) if focused in inputs else -delta
-        target = inputs[(index + delta) % len(inputs)]
-        target.focus()
-        target.scroll_visible()
+        editing = self.screen.focused in inputs
+        self.cursor = (self.cursor + delta) % len(inputs)
+        self._show_cursor()
+        if editing:
+            inputs[self.cursor].focus()
 
     def action_next_field(self) -> None:
         self._move(1)
@@ -318,12 +363,37 @@ class ConfigPane(Vertical):
         self._move(-1)
 
     def focus_first(self) -> None:
+        """Pane 2: the field list (the current field highlighted), not an input."""
+        if self._inputs():
+            self.query_one(FieldList).focus()
+            self._show_cursor()
+        else:
+            self.focus()
+
+    def edit_current(self) -> None:
+        """enter on the list: edit the current field (a switch flips, a choice opens)."""
         inputs = self._inputs()
-        (inputs[0] if inputs else self).focus()
+        if not inputs:
+            return
+        editor = inputs[min(self.cursor, len(inputs) - 1)]
+        kind = type(editor).__name__
+        if kind == "Switch":
+            editor.toggle()
+        elif kind == "Select":
+            editor.focus()
+            editor.action_show_overlay()
+        else:
+            editor.focus()
+            editor.action_end()
 
     def action_leave_field(self) -> None:
-        """esc: out of the field, so single-key commands (digits, s, z, q) work again."""
-        self.focus()
+        """esc: out of the field, back on the list at the same field, so single-key commands (digits,
+        s, z, q) work again."""
+        if self._inputs():
+            self.query_one(FieldList).focus()
+            self._show_cursor()
+        else:
+            self.focus()
 
     def action_save(self) -> None:
         self.post_message(self.SaveRequested())

@@ -47,6 +47,7 @@ class EnvironmentsPane(Vertical):
         self.environments: list = []
         self.filter_text = ""
         self.selected: str | None = None  # the current selection (current.yaml)
+        self.running: set[str] = set()  # environments with an active run
 
     def compose(self) -> ComposeResult:
         yield FilterBox("filter environments", id="env-filter")
@@ -63,6 +64,12 @@ class EnvironmentsPane(Vertical):
             self.selected = selected
         self._render_list()
 
+    def show_running(self, environments: set[str]) -> None:
+        """Mark the environments that have an active run (the runs pane's starting/running ones)."""
+        if environments != self.running:
+            self.running = set(environments)
+            self._render_list()
+
     def _visible(self) -> list:
         needle = self.filter_text.lower()
         if not needle:
@@ -77,14 +84,19 @@ class EnvironmentsPane(Vertical):
         options.clear_options()
         visible = self._visible()
         for env in visible:
-            label = Text()
+            label = Text(no_wrap=True, overflow="ellipsis")  # one line at any width, re-laid out or not
             key = _key(env)
             label.append("● " if key == self.selected else "  ", style="green")
+            if key in self.running or env.name in self.running:
+                label.append("▶ ", style="bold green")
             if env.error:
                 label.append(key, style="red")
                 label.append("  parse error", style="red dim")
             else:
-                label.append(key, style="bold" if key == self.selected else "")
+                running = key in self.running or env.name in self.running
+                label.append(key, style="bold green" if running else ("bold" if key == self.selected else ""))
+                if running:
+                    label.append(" running", style="green")
                 label.append(f"  {env.source}", style="dim")
                 if getattr(env, "abstract", None):
                     label.append("  base", style="yellow dim")

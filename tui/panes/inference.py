@@ -14,7 +14,7 @@ from textual.worker import Worker, WorkerState
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import error_line, number
 
-COLUMNS = ("model", "status", "groups", "completions", "correct", "accuracy", "mean score", "time", "errors")
+COLUMNS = ("model", "status", "groups", "completions", "correct", "accuracy", "mean score", "time (s)", "errors")
 
 
 class InferenceScreen(Screen):
@@ -108,13 +108,15 @@ class InferenceScreen(Screen):
         model = event.get("model")
         if kind == "started":
             target = event.get("target") or {}
+            tested = target.get("note") or f"models {', '.join(target.get('models') or [])}"
             log.write(
-                f"test {event.get('test_id')} → {target.get('kind')} {target.get('base_url')} "
-                f"models {', '.join(target.get('models') or [])}; files in {event.get('folder')}"
+                f"test {event.get('test_id')} → {target.get('kind')} {target.get('base_url')}: {tested}; "
+                f"files in {event.get('folder')}"
             )
             for name in target.get("models") or []:
                 self.models[name] = {"status": "waiting"}
-                table.add_row(name, "waiting", "", "", "", "", "", "", "", key=name)
+                label = target.get("policy") if target.get("kind") == "local" and target.get("policy") else name
+                table.add_row(label, "waiting", "", "", "", "", "", "", "", key=name)
         elif kind == "model_started":
             self._cell(model, status=Text("running", style="yellow"))
         elif kind == "progress":
@@ -131,7 +133,7 @@ class InferenceScreen(Screen):
                 accuracy=f"{event['accuracy']:.1%}" if event.get("accuracy") is not None else "—",
                 **{
                     "mean score": number(event.get("mean_score"), 3),
-                    "time": f"{event.get('duration_s', 0):.1f}s",
+                    "time (s)": f"{event.get('duration_s', 0):.1f}",
                     "errors": str(len(errors)),
                 },
             )

@@ -384,6 +384,12 @@ class LogsPane(Vertical):
         self.names = []
         tabs.active = "tab-all"
         self.view.set_source(None)
+        # A search belongs to the run whose logs it ran over: another run's status never shows its hit.
+        self.view.set_search(None)
+        search = self.query_one("#log-search", Input)
+        if not search.has_focus:
+            search.value = ""
+            search.add_class("hidden")
         self._update_status()
 
     def sync_processes(self, run: dict) -> None:

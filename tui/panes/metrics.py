@@ -15,12 +15,13 @@ from textual.widgets import Footer, Static
 
 from hermes_rl.core.base.states import Metric
 from hermes_rl.tui import backend
-from hermes_rl.tui.format import number, set_subtitle, spark, trend
+from hermes_rl.tui.format import metric_scale, number, set_subtitle, spark, trend, trend_style
 from hermes_rl.tui.widgets.charts import ChartGrid
 from hermes_rl.tui.widgets.rowlist import RowList
 
 SMOOTHING = (0.0, 0.6, 0.9)
 SPARK_WIDTH = 20
+METRIC_NAME_WIDTH = 28  # longer names are cut: the last value and step stay in view
 
 
 class MetricsTable(RowList):
@@ -74,12 +75,12 @@ class MetricsPane(Vertical):
     def compose(self) -> ComposeResult:
         columns = [
             ("metric", "metric", None),
-            ("history", "spark", SPARK_WIDTH),
+            ("history", "spark", SPARK_WIDTH, 1),  # gives way first: the last value and step are the news
             ("last", "last", 10),
             ("", "trend", 1),
             ("step", "step", None),
         ]
-        yield MetricsTable(columns, scrolls=True, id="metrics-table")
+        yield MetricsTable(columns, scrolls=True, max_auto_width=METRIC_NAME_WIDTH, id="metrics-table")
         yield ChartGrid(id="metrics-grid", classes="hidden")
 
     @property
@@ -156,9 +157,9 @@ class MetricsPane(Vertical):
                     key,
                     [
                         key,
-                        Text(spark(values, SPARK_WIDTH), style="cyan"),
+                        Text(spark(values, SPARK_WIDTH, metric_scale(key)), style="cyan"),
                         number(values[-1] if values else None),
-                        Text(arrow, style={"↑": "green", "↓": "red"}.get(arrow, "")),
+                        Text(arrow, style=trend_style(key, arrow)),
                         str(series[-1][0]) if series else "—",
                     ],
                 )
@@ -296,6 +297,9 @@ class ChartScreen(ModalScreen):
                 plt.plot(steps, values, color="cyan", marker="braille")
             if self.cursor_step is not None:
                 plt.vline(self.cursor_step, "yellow")
+            scale = metric_scale(self.key)
+            if scale is not None and not self.log_y:
+                plt.ylim(*scale)  # an accuracy on 0..1: 0.96 reads as near the top, 0.00 as the bottom
             plt.xlabel("step")
         else:
             notes.append("no values yet")

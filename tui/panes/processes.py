@@ -11,10 +11,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 
-from hermes_rl.core.base.formatting import cell_duration, cell_size
+from hermes_rl.core.base.formatting import cell_duration, cell_size, exit_text
 from hermes_rl.core.base.states import PROC_ALIVE, proc_style
 from hermes_rl.tui.format import number, set_subtitle, spark
-from hermes_rl.tui.widgets.tables import NavTable, sort_bindings
+from hermes_rl.tui.widgets.tables import Column, NavTable, sort_bindings
 
 SORTS = {
     "name": ("N", "name"),
@@ -84,22 +84,23 @@ class ProcessesPane(Vertical):
 
     def compose(self) -> ComposeResult:
         table = ProcessTable(id="procs-table")
-        for label, key in (
-            ("", "icon"),
-            ("name", "name"),
-            ("pid", "pid"),
-            ("state", "state"),
-            ("health", "health"),
-            ("uptime", "uptime"),
-            ("cpu%", "cpu"),
-            ("cpu trend", "cpu_trend"),
-            ("rss", "rss"),
-            ("rss trend", "rss_trend"),
-            ("restarts", "restarts"),
-            ("exit", "exit"),
-            ("port", "port"),
-        ):
-            table.add_column(label, key=key)
+        table.define_columns(
+            [
+                Column("", "icon"),
+                Column("name", "name"),
+                Column("pid", "pid", drop=3),
+                Column("state", "state"),
+                Column("health", "health", drop=6),
+                Column("uptime", "uptime", drop=3),
+                Column("cpu%", "cpu", drop=2),
+                Column("cpu trend", "cpu_trend", drop=4),
+                Column("rss", "rss", drop=2),
+                Column("rss trend", "rss_trend", drop=5),
+                Column("restarts", "restarts", drop=1),
+                Column("exit", "exit", drop=1),
+                Column("port", "port", drop=7),
+            ]
+        )
         yield table
 
     @property
@@ -166,7 +167,7 @@ class ProcessesPane(Vertical):
                         cell_size(proc.get("rss")) if alive and proc.get("rss") else "—",
                         Text(_rss_spark(rss_history) if alive else "", style="magenta"),
                         number(proc.get("restarts") or 0),
-                        Text(str(exit_code), style="red" if exit_code != 0 else "") if exit_code is not None else "—",
+                        Text(exit_text(exit_code, "—"), style="red" if exit_code not in (0, None) else ""),
                         _port(proc, ports),
                     ],
                 )

@@ -34,7 +34,7 @@ STEP_COLUMNS = [
     ("grp", "groups", 4),
     ("mean", "mean", 7),
     ("best", "best", 6),
-    ("zero", "zero", 5),
+    ("r=0", "zero", 5),  # completions that scored 0
 ]
 TEXT_CELL = 160  # characters of a completion shown in its cell
 POLL_S = 1.0  # how often the file is looked at (a stat; reading only what was appended)

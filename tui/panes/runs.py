@@ -9,11 +9,11 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable
 
-from hermes_rl.core.base.formatting import cell_duration
+from hermes_rl.core.base.formatting import cell_duration, lineage
 from hermes_rl.core.base.states import run_style
 from hermes_rl.tui.format import eval_cell, number, set_subtitle, spark, timestamp
 from hermes_rl.tui.widgets.filter_box import FilterBox
-from hermes_rl.tui.widgets.tables import NavTable, sort_bindings
+from hermes_rl.tui.widgets.tables import Column, NavTable, sort_bindings
 
 SORTS = {
     "status": ("S", "status"),
@@ -65,19 +65,20 @@ class RunsPane(Vertical):
     def compose(self) -> ComposeResult:
         yield FilterBox("filter runs (id, environment, status, profile)", id="runs-filter")
         table = RunsTable(id="runs-table")
-        for label, key in (
-            ("", "icon"),
-            ("run", "run"),
-            ("status", "status"),
-            ("environment", "environment"),
-            ("profile", "profile"),
-            ("age", "age"),
-            ("step", "step"),
-            ("eval", "eval"),
-            ("reward", "reward"),
-        ):
-            table.add_column(label, key=key)
-        table.add_column("reward trend", key="spark", width=12)
+        table.define_columns(
+            [
+                Column("", "icon"),
+                Column("run", "run"),
+                Column("status", "status"),
+                Column("environment", "environment", drop=4),
+                Column("profile", "profile", drop=6),
+                Column("age", "age", drop=5),
+                Column("step", "step", drop=2),
+                Column("eval", "eval", drop=1),
+                Column("reward", "reward", drop=1),
+                Column("reward trend", "spark", drop=3, width=12),
+            ]
+        )
         yield table
 
     @property
@@ -110,6 +111,7 @@ class RunsPane(Vertical):
     def render_rows(self) -> None:
         now = self.clock()
         rows = []
+        resumed = lineage(self.runs)
         for run in self._visible():
             status = run.get("status") or "?"
             icon, colour = run_style(status)
@@ -128,7 +130,7 @@ class RunsPane(Vertical):
                         run["run_id"],
                         Text(status, style=colour),
                         (run.get("environment") or "—")
-                        + (f" ↳ {run['parent_run_id']}" if run.get("parent_run_id") else ""),  # resumed from
+                        + (f" {resumed[run['run_id']]}" if run["run_id"] in resumed else ""),  # resumed from
                         run.get("profile") or "—",
                         cell_duration(now - created) if created else "—",
                         step_text,

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from hermes_rl.tui.format import number, trend
+from hermes_rl.tui.format import metric_scale, number, trend, trend_style
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 CELL_MIN_WIDTH = 36
@@ -36,12 +36,16 @@ def resample(points: list[tuple[float, float]], width: int, x_range=None) -> lis
     return [s / c if c else None for s, c in zip(sums, counts)]
 
 
-def block_rows(columns: list[float | None], height: int) -> tuple[list[str], float | None, float | None]:
-    """The plot as `height` text rows (top first), with the y range it spans."""
+def block_rows(
+    columns: list[float | None], height: int, scale: tuple[float, float] | None = None
+) -> tuple[list[str], float | None, float | None]:
+    """The plot as `height` text rows (top first), with the y range it spans: the values' own, or
+    `scale` (low, high) when given (an accuracy on 0..1)."""
     values = [v for v in columns if v is not None]
     if not values:
         return [" " * len(columns)] * height, None, None
-    low, high = min(values), max(values)
+    low, high = scale if scale is not None else (min(values), max(values))
+    columns = [None if v is None else min(high, max(low, v)) for v in columns]
     span = high - low
     levels = []
     last = None
@@ -73,12 +77,13 @@ def chart_cell(name: str, points: list[tuple[float, float]], width: int, wall: b
     values = [y for _, y in points]
     arrow = trend(values[-40:])
     title = Text(no_wrap=True, overflow="ellipsis")
-    title.append(name[: max(1, width - 18)], style="bold")
-    title.append(f"  {number(values[-1] if values else None)} ", style="")
-    title.append(arrow, style={"↑": "green", "↓": "red"}.get(arrow, ""))
+    value = f"  {number(values[-1] if values else None)} "
+    title.append(name[: max(1, width - len(value) - 1)], style="bold")  # the name gets what the value leaves
+    title.append(value, style="")
+    title.append(arrow, style=trend_style(name, arrow))
     label_width = 8
     plot_width = max(4, width - label_width - 2)
-    rows, low, high = block_rows(resample(points, plot_width, x_range), PLOT_ROWS)
+    rows, low, high = block_rows(resample(points, plot_width, x_range), PLOT_ROWS, metric_scale(name))
     lines = [title]
     for index, row in enumerate(rows):
         label = number(high, 3) if index == 0 else number(low, 3) if index == len(rows) - 1 else ""

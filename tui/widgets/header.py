@@ -34,12 +34,8 @@ class HeaderBar(Static):
         text.append(" hermes-rl ", style="bold reverse")
         text.append("  profile ", style="dim")
         text.append(self.profile or "?", style="bold cyan")
-        text.append("  keys ", style="dim")
-        for name in SECRET_NAMES:
-            present = self.keys.get(name, False)
-            text.append(f"{SHORT.get(name, name)}{'✓' if present else '✗'} ", style="green" if present else "grey50")
-        text.append(" env ", style="dim")
-        text.append(self.environment or "—", style="bold")
+        text.append("  env ", style="dim")
+        text.append(self.environment or "none selected", style="bold" if self.environment else "dim")
         if self.run_line:
             text.append("  run ", style="dim")
             text.append(self.run_line)
@@ -48,6 +44,11 @@ class HeaderBar(Static):
                 f"  ⚠ stalled (no metric or log line for {_threshold(self.stall_after_s)}): {', '.join(self.stalled)} ",
                 style="bold black on dark_orange",
             )
+        # The keys after what is selected: a narrow terminal cuts them first, not the run's name.
+        text.append("  keys ", style="dim")
+        for name in SECRET_NAMES:
+            present = self.keys.get(name, False)
+            text.append(f"{SHORT.get(name, name)}{'✓' if present else '✗'} ", style="green" if present else "grey50")
         text.append("  " + time.strftime("%H:%M UTC", time.gmtime(self.clock())), style="dim")
         if text != self._shown:  # an unchanged header costs nothing
             self._shown = text

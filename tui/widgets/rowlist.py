@@ -112,14 +112,15 @@ class RowList(Widget, can_focus=True):
 
     def __init__(
         self,
-        columns: list[tuple[str, str, int | None]],
+        columns: list[tuple],
         *,
         scrolls: bool = False,
         max_auto_width: int = AUTO_WIDTH_MAX,
         **kwargs,
     ):
-        """`columns`: (label, key, width) each, width None for one that fits the values (up to
-        `max_auto_width`); values are cut to their column's width."""
+        """`columns`: (label, key, width) or (label, key, width, drop) each, width None for one that fits
+        the values (up to `max_auto_width`); values are cut to their column's width. `drop` (default 0,
+        never) ranks what gives way when the columns do not fit the list's width: the highest first."""
         super().__init__(**kwargs)
         self.columns = columns
         self.scrolls = scrolls
@@ -129,8 +130,9 @@ class RowList(Widget, can_focus=True):
         self.top = 0  # (scrolling) the row on the first line
         self._announced: tuple[str, int] | None = None  # the (key, row) the last Highlighted named
         self._lines: dict[tuple, Strip] = {}
-        self._widths = [width if width is not None else len(label) for label, _, width in columns]
-        self._auto = [width is None for _, _, width in columns]
+        self._widths = [column[2] if column[2] is not None else len(column[0]) for column in columns]
+        self._auto = [column[2] is None for column in columns]
+        self._drop = [column[3] if len(column) > 3 else 0 for column in columns]
 
     # -- the owner's side ----------------------------------------------------------------------------
     @property
@@ -189,7 +191,7 @@ class RowList(Widget, can_focus=True):
 
     def values(self, column: str) -> list[str]:
         """One column's values, top to bottom."""
-        index = [key for _, key, _ in self.columns].index(column)
+        index = [c[1] for c in self.columns].index(column)
         return [_cell(cells[index])[0] for _, cells in self.rows]
 
     # -- keys and mouse ------------------------------------------------------------------------------
@@ -245,6 +247,17 @@ class RowList(Widget, can_focus=True):
         self.refresh()
 
     # -- drawing -------------------------------------------------------------------------------------
+    def shown_columns(self, width: int | None = None) -> list[int]:
+        """The columns that fit `width` (the list's), dropping the highest ranks first."""
+        width = self.size.width if width is None else width
+        shown = list(range(len(self.columns)))
+        if width <= 0:
+            return shown
+        by_rank = sorted((i for i in shown if self._drop[i]), key=lambda i: (self._drop[i], i))
+        while sum(self._widths[i] + 2 for i in shown) > width and by_rank:
+            shown.remove(by_rank.pop())
+        return shown
+
     def _line(self, key, values: list, style: Style, width: int) -> Strip:
         cells = tuple(_cell(value) for value in values)
         cache_key = (key, cells, tuple(self._widths), style, width)
@@ -254,9 +267,11 @@ class RowList(Widget, can_focus=True):
                 self._lines.clear()
             # A segment a cell (their styles differ by the column's meta, so they are not merged): an
             # exported screenshot places each at its column, whatever the font.
+            shown = self.shown_columns(width)
             segments = [
                 Segment(f" {text:<{w}.{w}} ", style + _style(cell_style) + Style.from_meta({"column": index}))
                 for index, ((text, cell_style), w) in enumerate(zip(cells, self._widths))
+                if index in shown
             ]
             strip = Strip(segments).crop_extend(0, width, style)
             self._lines[cache_key] = strip
@@ -267,7 +282,7 @@ class RowList(Widget, can_focus=True):
         base = self.rich_style
         if y == 0:
             style = base + self.get_component_rich_style("row-list--header")
-            strip = self._line(None, [label for label, _, _ in self.columns], style, width)
+            strip = self._line(None, [c[0] for c in self.columns], style, width)
             shown = self.capacity
             if self.scrolls and len(self.rows) > shown > 0:  # which rows are shown, at the right
                 where = f" {self.top + 1}–{min(len(self.rows), self.top + shown)}/{len(self.rows)} "
