@@ -88,7 +88,8 @@ def main() -> None:
         print("$ hermes plugins enable rl   (answered n)\n" + enabled.strip())
         if "Plugin rl enabled" not in enabled:
             fail("`hermes plugins enable rl` did not enable it")
-        listed = json.loads(hermes("plugins", "list", "--json", env=env).split("\n", 1)[-1].strip() or "[]")
+        text = hermes("plugins", "list", "--json", env=env)
+        listed = json.JSONDecoder().raw_decode(text[text.index("[") :])[0] if "[" in text else []
         row = next((p for p in listed if p.get("name") == "rl"), None)
         from importlib.metadata import version
 
