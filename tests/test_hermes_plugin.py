@@ -206,7 +206,8 @@ def test_manifest_fills_what_hermes_shows_for_an_entry_point_plugin():
     # what `hermes tools` and `hermes plugins` read from the manifest after loading
     assert ctx.manifest.version == data["version"] and "RL training" in ctx.manifest.description
     assert ctx.manifest.provides_tools == list(TOOL_NAMES)
-    assert set(ctx.manifest.provides_hooks) == set(ctx.hooks) == {"pre_llm_call", "on_session_end"}
+    hooks = {"pre_llm_call", "transform_tool_result", "on_session_end"}
+    assert set(ctx.manifest.provides_hooks) == set(ctx.hooks) == hooks
     own = Hermes019Context()
     own.manifest.description = "from a plugin.yaml of Hermes' own"
     hermes_plugin.register(own)
@@ -244,8 +245,14 @@ def test_notices_reach_the_conversation_between_turns_and_never_interrupt_one():
     ctx.hooks["pre_llm_call"][0](session_id="s1", user_message="hi")  # a turn starts
     notices.deliver("[hermes-rl] Run bbbbbbbb failed", "s1")
     assert len(ctx.injected) == 1  # Hermes would interrupt the agent with it: held
+    transform = ctx.hooks["transform_tool_result"][0]
+    assert transform(tool_name="read_file", result='{"content": "x"}', session_id="s2") is None  # another chat
+    assert transform(tool_name="read_file", result='{"content": "x"}', session_id="s1") == (
+        '{"content": "x"}\n\n[hermes-rl] Run bbbbbbbb failed'
+    )  # the agent reads it with the next tool result of its turn
+    notices.deliver("[hermes-rl] Run dddddddd completed", "s1")  # arrives after the turn's last tool call
     ctx.hooks["on_session_end"][0](session_id="s1", completed=True, interrupted=False)
-    assert ctx.injected[-1] == "[hermes-rl] Run bbbbbbbb failed"
+    assert ctx.injected[1:] == ["[hermes-rl] Run dddddddd completed"]  # the turn is over: injected
 
 
 def test_without_a_cli_a_notice_joins_the_next_turn_of_its_session():

@@ -110,8 +110,9 @@ class Notices:
 
     - between turns, `inject_message` (the interactive CLI takes it as the next input: a new turn starts
       and the agent reads the notice at once);
-    - during a turn (Hermes would interrupt the agent with an injected message), held and injected when
-      the turn ends (hook on_session_end, which Hermes fires at the end of every turn);
+    - during a turn (an injected message would interrupt the agent), appended to the next tool result of
+      that session (hook transform_tool_result); one still held when the turn ends is injected then (hook
+      on_session_end, which Hermes fires at the end of every turn);
     - with no CLI to inject into (gateway, one-shot), added to the next turn of that session as context
       (hook pre_llm_call). Notices are never lost silently: they wait until one of these happens.
     """
@@ -157,6 +158,15 @@ class Notices:
             mine = [text for sid, text in self._held if sid in (session_id, "")]
             self._held = [(sid, text) for sid, text in self._held if sid not in (session_id, "")]
         return {"context": "\n".join(mine)} if mine else None
+
+    def transform_tool_result(self, result: Any = None, session_id: str = "", **_: Any) -> str | None:
+        """Hook: a tool answered during a turn; the notices held for its session follow its result."""
+        if not isinstance(result, str):
+            return None
+        with self._lock:
+            mine = [text for sid, text in self._held if sid in (session_id, "")]
+            self._held = [(sid, text) for sid, text in self._held if sid not in (session_id, "")]
+        return result + "\n\n" + "\n".join(mine) if mine else None
 
     def on_session_end(self, **_: Any) -> None:
         """Hook: a turn ended; what arrived during it is injected now."""
@@ -228,6 +238,7 @@ def register(ctx: Any) -> None:
         ctx.register_tool(**_accepted(ctx.register_tool, offered))
     if notices is not None:
         ctx.register_hook("pre_llm_call", notices.pre_llm_call)
+        ctx.register_hook("transform_tool_result", notices.transform_tool_result)
         ctx.register_hook("on_session_end", notices.on_session_end)
     if callable(getattr(ctx, "register_skill", None)):
         skill = yaml.safe_load(SKILL_FILE.read_text(encoding="utf-8").split("---", 2)[1])
