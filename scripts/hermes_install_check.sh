@@ -6,7 +6,8 @@
 #                                             --dry-run: the resolver's answer, nothing installed), install
 #                                             [local] beside hermes-agent for real, pip check, and run
 #                                             scripts/hermes_agent_check.py there (a real `hermes chat` told
-#                                             when its run completes); ~12 min in all on 2 cores, warm cache
+#                                             when its run completes); about 10 min of CPU on 2 cores with
+#                                             a warm pip cache (the resolver alone: ~1 min each)
 #   scripts/hermes_install_check.sh --resolve only the resolutions ([local] too)
 #
 # Needs python3.11+, the package index and tmux. Venvs go under a temporary folder, removed at the end.

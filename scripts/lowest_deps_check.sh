@@ -4,7 +4,8 @@
 # fresh venv and run the tests that exercise those packages (the dashboard on textual/rich, the tools,
 # MCP, the plugin, the local backend on fastapi/uvicorn/torch, the trainer on openai/pydantic).
 #
-#   scripts/lowest_deps_check.sh [PYTEST ARGS]     (~3 min of installs with a warm cache, then the tests)
+#   scripts/lowest_deps_check.sh [PYTEST ARGS]     (~2 min of installs with a warm cache, then the tests:
+#                                                   its timeouts assume a machine not shared with other work)
 #
 # Needs python3.11+ and the package index (uv itself is installed into the temporary folder).
 set -uo pipefail
