@@ -23,7 +23,7 @@ links=()
 "$uv" pip compile pyproject.toml --extra dev --resolution lowest-direct --python "$python_bin" "${links[@]}" \
   --quiet -o "$work/lowest.txt" || exit 1
 echo "lowest direct versions:"
-grep -E "^($(python3 - <<'EOF'
+grep -E "^($("$python_bin" - <<'EOF'
 import re, tomllib
 data = tomllib.load(open("pyproject.toml", "rb"))
 reqs = data["project"]["dependencies"] + [r for extra in data["project"]["optional-dependencies"].values() for r in extra]
