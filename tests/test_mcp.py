@@ -16,7 +16,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from hermes_rl.core.clients.mcp_server import build_server
-from hermes_rl.core.clients.toolset import TOOL_SCHEMAS
+from hermes_rl.core.clients.toolset import TOOL_SCHEMAS, skill_text
 from tests.fixtures_toolset import completing_spec, launch_run, wait_status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +96,7 @@ def test_stdio_server_answers_a_client_and_stdout_is_only_protocol(how, hermes_h
 
     init, tools, runs, envs = anyio.run(client_calls)
     assert init.serverInfo.name == "hermes-rl"
+    assert init.instructions == skill_text()  # the workflow guide Hermes gets as the skill rl:training
     assert [t.name for t in tools.tools] == [s["function"]["name"] for s in TOOL_SCHEMAS]
     assert _json(runs) == {"runs": [], "count": 0}
     assert "environments" in _json(envs)

@@ -54,6 +54,7 @@ def test_wheel_has_no_top_level_name_but_hermes_rl(tmp_path):
     assert "hermes_rl/core/daemons/supervisor.py" in names
     assert "hermes_rl/tui/app.tcss" in names
     assert "hermes_rl/environments/data/gsm8k_sample.jsonl" in names
+    assert {"hermes_rl/core/clients/plugin.yaml", "hermes_rl/core/clients/skills/training/SKILL.md"} <= set(names)
 
 
 def test_installed_package_needs_no_project_folder_on_the_path(tmp_path):

@@ -40,7 +40,7 @@ def assert_shape(name: str, result: dict, alt: bool = False) -> None:
 # -- the table -------------------------------------------------------------------------------------
 
 
-def test_table_has_the_ten_tools_and_describes_every_returned_key():
+def test_table_has_the_ten_tools_and_every_returned_key_has_a_meaning():
     assert [t.name for t in TOOLS] == [
         "rl_list_environments",
         "rl_select_environment",
@@ -57,10 +57,56 @@ def test_table_has_the_ten_tools_and_describes_every_returned_key():
         function = schema["function"]
         assert schema["type"] == "function" and function["name"] == tool.name
         assert function["parameters"]["type"] == "object"
-        assert set(function["parameters"]["required"]) <= set(function["parameters"]["properties"])
-        for key in list(tool.returns) + list(tool.returns_alt or {}):
-            assert f"{key}:" in function["description"], f"{tool.name} does not describe {key}"
-        assert "error" in function["description"]
+        assert set(function["parameters"].get("required", [])) <= set(function["parameters"]["properties"])
+        assert function["parameters"].get("required", []) == list(tool.required)
+        assert tool.returns and all(isinstance(v, str) and v for v in tool.returns.values())
+
+
+def test_the_schemas_sent_with_every_request_stay_small():
+    """Hermes sends every enabled tool's schema with every request (as json.dumps of the definitions):
+    the ten together are held to 5,000 characters, and each still says what its tool does."""
+    sizes = {s["function"]["name"]: len(json.dumps(s)) for s in TOOL_SCHEMAS}
+    total = len(json.dumps(TOOL_SCHEMAS))
+    print(f"\nrl_* tool schemas: {total} characters in all; " + ", ".join(f"{k} {v}" for k, v in sizes.items()))
+    assert total <= 5000
+    described = {s["function"]["name"]: s["function"]["description"] for s in TOOL_SCHEMAS}
+    # what an agent must know before its first call, not after
+    assert "TINKER_API_KEY" in described["rl_start_training"] and "local" in described["rl_start_training"]
+    assert "min_interval_s" in described["rl_check_status"] and "at once" in described["rl_check_status"]
+    assert "locked" in described["rl_get_current_config"] and "locked" in described["rl_edit_config"]
+    assert "OPENROUTER_API_KEY" in described["rl_test_inference"] and "base_url" in described["rl_test_inference"]
+    assert "rl:training" in described["rl_list_environments"]  # the skill with the workflow
+
+
+def test_hints_in_tool_answers_name_tools_not_cli_commands(hermes_home):
+    unknown_run = call_tool("rl_check_status", {"run_id": "deadbeef"})
+    assert "rl_list_runs" in unknown_run["hint"] and "hermes-rl" not in unknown_run["hint"]
+    bad_id = call_tool("rl_get_results", {"run_id": "../x"})
+    assert "rl_list_runs" in bad_id["hint"] and "hermes-rl" not in bad_id["hint"]
+    stop_first = toolset.agent_wording("stop it first: hermes-rl stop 3fa2c91b")
+    assert stop_first == "stop it first: rl_stop_training('3fa2c91b')"
+    assert toolset.agent_wording("pick one with `hermes-rl select ENV`; see `hermes-rl envs`") == (
+        "pick one with rl_select_environment(name); see rl_list_environments"
+    )
+
+
+def test_every_cli_command_a_tool_answer_can_name_has_a_tool():
+    """Core's hints name CLI commands; each one reachable from a tool is reworded for agents."""
+    import re
+
+    core = ROOT / "core"
+    named = set()
+    for path in core.rglob("*.py"):
+        if path.parent.name == "clients":
+            continue  # the CLI's own module and the tools' wording table
+        for match in re.finditer(r"hint=f?\"([^\"]*)\"", path.read_text(encoding="utf-8")):
+            named.update(re.findall(r"hermes-rl [a-z]+(?: [A-Z_]+| \{[a-z_]+\}|(?: --[a-z]+ [A-Z=]+))?", match[1]))
+    assert named, "no CLI command found in core's hints: the scan is broken"
+    for command in named:
+        if command.startswith("hermes-rl compare"):
+            continue  # only the CLI compares runs
+        sample = command.replace("{run_id}", "3fa2c91b").replace("{parent_id}", "3fa2c91b")
+        assert "hermes-rl" not in toolset.agent_wording(sample), command
 
 
 def test_agent_tools_doc_lists_the_keys_every_tool_returns():

@@ -50,14 +50,9 @@ def build_server():
     from mcp import types
     from mcp.server.lowlevel import Server
 
-    from hermes_rl.core.clients.toolset import CANCEL, call_tool_json
+    from hermes_rl.core.clients.toolset import CANCEL, call_tool_json, skill_text
 
-    server: Server = Server(
-        SERVER_NAME,
-        version=_version(),
-        instructions="RL training on the Tinker-Atropos pipeline: list and select an "
-        "environment, test it, start training, check status, get results.",
-    )
+    server: Server = Server(SERVER_NAME, version=_version(), instructions=skill_text())
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:

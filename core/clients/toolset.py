@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import math
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
@@ -61,13 +62,31 @@ def jsonable(value: Any, _depth: int = 0) -> Any:
     return str(value)[:500]
 
 
+# Core's messages name the CLI's commands (what a person types); an agent is told the tool instead.
+_CLI_TO_TOOL = (
+    (re.compile(r"`?hermes-rl envs`?"), "rl_list_environments"),
+    (re.compile(r"`?hermes-rl runs`?"), "rl_list_runs"),
+    (re.compile(r"`?hermes-rl select ENV`?"), "rl_select_environment(name)"),
+    (re.compile(r"`?hermes-rl stop RUN_ID`?"), "rl_stop_training(run_id)"),
+    (re.compile(r"`?hermes-rl stop ([0-9a-f]{8})`?"), r"rl_stop_training('\1')"),
+    (re.compile(r"`?hermes-rl config --set FIELD=VALUE`?"), "rl_edit_config(field, value)"),
+)
+
+
+def agent_wording(text: str) -> str:
+    """`text` with each CLI command it names replaced by the tool that does the same."""
+    for pattern, tool in _CLI_TO_TOOL:
+        text = pattern.sub(tool, text)
+    return text
+
+
 def _error_dict(exc: BaseException, tool: str) -> dict:
     if isinstance(exc, HermesError):
         out = exc.to_dict()
         extra = getattr(exc, "tool_extra", None)
         if isinstance(extra, dict):
             out.update(extra)
-        return jsonable({k: redact(v) if isinstance(v, str) else v for k, v in out.items()})
+        return jsonable({k: agent_wording(redact(v)) if isinstance(v, str) else v for k, v in out.items()})
     log.debug("%s failed", tool, exc_info=True)
     message = redact(str(exc).splitlines()[0] if str(exc) else "")[:300]
     return {
@@ -144,7 +163,7 @@ def rl_list_environments() -> dict:
         rows.append(row)
     return {
         "environments": rows,
-        "errors": [{"id": e.id, "name": e.name, "file": e.file, "error": e.error} for e in broken],
+        "errors": [{"id": e.id, "name": e.name, "file": e.file, "error": agent_wording(e.error)} for e in broken],
         "selected": selection["environment"],
         "profile": selection["profile"],
         "tips": tips,
@@ -363,12 +382,15 @@ def _fields(record: type) -> str:
     return "{" + ", ".join(record.__annotations__) + "}"
 
 
-_RUN_ID = {"type": "string", "description": "the run id: 8 lowercase hex characters, e.g. 3fa2c91b (see rl_list_runs)"}
-_ERRORS = " On failure: {error, hint} (rl_select_environment adds available: the environment names)."
+_RUN_ID = {"type": "string", "description": "run id, 8 hex characters (rl_list_runs)"}
 
 
 @dataclass(frozen=True)
 class Tool:
+    """One tool: what the model is told (summary and parameters, sent with every request, so short) and
+    what it returns (`returns`: key -> meaning, the contract the tests hold every answer to and
+    docs/agent_tools.md lists; the answers' keys explain themselves, the skill teaches the workflow)."""
+
     name: str
     func: Callable[..., dict]
     summary: str
@@ -376,21 +398,16 @@ class Tool:
     required: tuple[str, ...] = ()
     returns: dict = field(default_factory=dict)  # key -> what it holds (always present on success)
     returns_alt: dict | None = None  # a second success shape (rl_check_status rate-limited)
-    alt_when: str = ""
 
     @property
     def description(self) -> str:
-        def keys(spec: dict) -> str:
-            return "; ".join(f"{k}: {v}" for k, v in spec.items())
-
-        text = f"{self.summary} Returns {{{keys(self.returns)}}}."
-        if self.returns_alt:
-            text += f" {self.alt_when} it returns only {{{keys(self.returns_alt)}}}."
-        return text + _ERRORS
+        return self.summary
 
     @property
     def schema(self) -> dict:
-        parameters = {"type": "object", "properties": dict(self.properties), "required": list(self.required)}
+        parameters: dict = {"type": "object", "properties": dict(self.properties)}
+        if self.required:
+            parameters["required"] = list(self.required)
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": parameters},
@@ -429,8 +446,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_list_environments",
         rl_list_environments,
-        "List the RL environments (Atropos BaseEnv classes) found in the project, tinker-atropos and "
-        "$HERMES_HOME/rl/environments.",
+        "List the trainable RL environments (Atropos BaseEnv classes) and the current selection. "
+        "Start here; the workflow is in the skill rl:training.",
         returns={
             "environments": "list of {id, name, class_name, file, description, source}; when several share a "
             "name, each has its own id (name@qualifier) and bare_name_selects_this; a base class has runnable: "
@@ -444,15 +461,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_select_environment",
         rl_select_environment,
-        "Select the environment that rl_get_current_config, rl_edit_config, rl_test_inference and "
-        "rl_start_training work on (saved on disk, shared with the dashboard).",
-        {
-            "name": {
-                "type": "string",
-                "description": "environment id as listed by rl_list_environments (or a unique name, class "
-                "name or file path)",
-            }
-        },
+        "Select the environment the config, test and start tools work on (saved, shared with the dashboard).",
+        {"name": {"type": "string", "description": "environment id from rl_list_environments (or a unique name)"}},
         ("name",),
         returns={
             "selected": "the environment id",
@@ -466,7 +476,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_get_current_config",
         rl_get_current_config,
-        "Show the selected environment's training configuration: fields you may edit and fields the profile locks.",
+        "Show the selected environment's training config: editable fields (type, default, value) and locked "
+        "fields, which the profile sets (with the reason).",
         returns={
             "environment": "str",
             "profile": "str",
@@ -480,13 +491,11 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_edit_config",
         rl_edit_config,
-        "Change one editable field of the selected environment's configuration; the value is validated and "
-        "coerced to the field's type. Locked and unknown fields are refused with the reason.",
+        "Set one editable config field of the selected environment, validated and coerced to its type; "
+        "locked and unknown fields are refused with the reason.",
         {
-            "field": {"type": "string", "description": "an editable field name from rl_get_current_config"},
-            "value": {
-                "description": "the new value (number, string, boolean, list or object, as the field's type needs)"
-            },
+            "field": {"type": "string", "description": "editable field name from rl_get_current_config"},
+            "value": {"description": "new value, of the field's type"},
         },
         ("field", "value"),
         returns={
@@ -503,17 +512,10 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_start_training",
         rl_start_training,
-        "Start a training run of the selected environment in the background (a supervised pipeline of "
-        "Atropos API, trainer and environment). Without TINKER_API_KEY it runs on the local CPU backend; "
-        "a profile that needs a key fails naming the missing key. With resume_run_id it instead continues "
-        "that stopped, failed or lost run from its newest saved state (same config, steps counted on).",
-        {
-            "resume_run_id": {
-                **_RUN_ID,
-                "description": "optional: an ended run (8 hex characters) to continue; its environment and config "
-                "are reused",
-            }
-        },
+        "Start training the selected environment in the background (Atropos API, trainer and environment, "
+        "supervised; the run outlives this conversation). Without TINKER_API_KEY it runs on the local CPU "
+        "backend. resume_run_id instead continues an ended run from its last saved state.",
+        {"resume_run_id": {**_RUN_ID, "description": "optional: ended run to continue"}},
         returns={
             "run_id": "str",
             "parent_run_id": "the run this one continues, or null",
@@ -531,15 +533,16 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_check_status",
         rl_check_status,
-        "Check a run's status, processes and latest metrics. Repeats within min_interval_s (default 30 min, "
-        "env HERMES_RL_STATUS_INTERVAL_S) get a short 'no change' answer, but a change of state (failed, "
-        "completed, stopped, stalled, lost) is reported at once and finished runs are always reported in full.",
+        "A run's state, processes, latest metrics and sample completions. Full reports at most every "
+        "min_interval_s; a repeat sooner gets a short 'no change' answer, but a state change (completed, "
+        "failed, stopped, stalled, lost) is reported at once and a finished run always in full.",
         {
             "run_id": _RUN_ID,
             "min_interval_s": {
                 "type": "number",
                 "minimum": 0,
-                "description": "minimum seconds between full reports for this run (default 1800)",
+                "description": "seconds between full reports (default 1800, env HERMES_RL_STATUS_INTERVAL_S); "
+                "lower it only to look closer now",
             },
         },
         ("run_id",),
@@ -551,12 +554,11 @@ TOOLS: tuple[Tool, ...] = (
             "message": "'no change ... next check in N s'",
             "next_check_in_s": "int",
         },
-        alt_when="When nothing changed within the interval",
     ),
     Tool(
         "rl_stop_training",
         rl_stop_training,
-        "Stop a run: its processes are stopped in reverse start order. Works for starting, running and lost runs.",
+        "Stop a starting, running or lost run (its processes in reverse start order).",
         {"run_id": _RUN_ID},
         ("run_id",),
         returns={
@@ -570,7 +572,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_get_results",
         rl_get_results,
-        "Get a run's results: final metrics, a sampled metric history and where the trained weights are.",
+        "A run's results: final metrics, eval accuracy (first, best, last), a sampled metric history, sample "
+        "completions and where the trained weights are.",
         {"run_id": _RUN_ID},
         ("run_id",),
         returns={
@@ -595,7 +598,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_list_runs",
         rl_list_runs,
-        "List every run on disk, newest first, including finished ones and runs started by the dashboard or CLI.",
+        "List every run on disk, newest first, finished ones and those started from the dashboard or CLI too.",
         returns={
             "runs": f"list of {_fields(RunSummary)}",
             "count": "int",
@@ -604,35 +607,15 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_test_inference",
         rl_test_inference,
-        "Try the selected environment against inference models before training: runs its Atropos 'process' mode "
-        "for num_steps groups of group_size completions per model and scores them (no training, no Tinker or W&B "
-        "key). Models: base_url (any OpenAI-compatible server) if given; else OpenRouter when OPENROUTER_API_KEY "
-        "is set (default qwen/qwen3-8b, z-ai/glm-4.7-flash, minimax/minimax-m2.7); else the local model of a "
-        "running local run. Blocks until every model is done; each test writes a new folder.",
+        "Try the selected environment against models before training: its Atropos 'process' mode scores "
+        "num_steps prompts x group_size completions per model (no training). Models: base_url if given, else "
+        "OpenRouter when OPENROUTER_API_KEY is set (default qwen/qwen3-8b, z-ai/glm-4.7-flash, "
+        "minimax/minimax-m2.7), else a running local run's model. Blocks until done.",
         {
-            "num_steps": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 100,
-                "default": 3,
-                "description": "groups (prompts) per model",
-            },
-            "group_size": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 256,
-                "default": 16,
-                "description": "completions per group",
-            },
-            "models": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "model ids to test (default depends on the provider, see above)",
-            },
-            "base_url": {
-                "type": "string",
-                "description": "an OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1",
-            },
+            "num_steps": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3},
+            "group_size": {"type": "integer", "minimum": 1, "maximum": 256, "default": 16},
+            "models": {"type": "array", "items": {"type": "string"}, "description": "model ids"},
+            "base_url": {"type": "string", "description": "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1"},
         },
         returns={
             "test_id": "str",
@@ -653,6 +636,16 @@ TOOLS: tuple[Tool, ...] = (
         },
     ),
 )
+
+# The workflow guide for agents: a Hermes skill (the plugin registers it), the MCP server's instructions.
+SKILL_FILE = Path(__file__).parent / "skills" / "training" / "SKILL.md"
+
+
+def skill_text() -> str:
+    """The skill's body, without its front matter."""
+    text = SKILL_FILE.read_text(encoding="utf-8")
+    return text.split("---", 2)[2].strip() if text.startswith("---") else text.strip()
+
 
 TOOLS_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 TOOL_SCHEMAS: list[dict] = [tool.schema for tool in TOOLS]

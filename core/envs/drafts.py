@@ -272,7 +272,7 @@ def resolve_run_values(env: EnvInfo, profile: Profile, overrides: dict | None = 
         more = f" (and {len(invalid) - (0 if problem else 1)} more)" if len(invalid) > (0 if problem else 1) else ""
         raise BadInput(
             f"the draft for {env.name} cannot be used: {first}{more}"[:400],
-            hint="fix the value with rl_edit_config / hermes-rl config --set FIELD=VALUE, "
+            hint="fix the value with `hermes-rl config --set FIELD=VALUE`, "
             f"or remove {_draft_path(env.id)} to start from the defaults",
         )
     if overrides:
