@@ -107,6 +107,7 @@ class HermesDashboard(App):
         self.selected_env: str | None = None
         self._statuses: dict[str, str] = {}
         self.live = None
+        self.closing = False  # set at quit/unmount: a first frame that comes later starts no live thread
         self.first_frame_at: float | None = None
 
     # -- layout ---------------------------------------------------------------------------------
@@ -153,6 +154,8 @@ class HermesDashboard(App):
         self.call_after_refresh(self._first_frame)
 
     def _first_frame(self) -> None:
+        if self.closing:  # quit before the first frame: a live thread started now would never be stopped
+            return
         self.first_frame_at = time.perf_counter()
         self._load_start_state()
         if self.live_enabled and self.live is None:
@@ -195,6 +198,7 @@ class HermesDashboard(App):
                 self._run_config_worker(self.selected_run)
 
     async def action_quit(self) -> None:
+        self.closing = True
         if self.live is not None:
             self.live.stop()
         active = [r["run_id"] for r in self.runs if r.get("status") not in FINAL]
@@ -209,6 +213,7 @@ class HermesDashboard(App):
         self.exit(message=message)
 
     def on_unmount(self) -> None:
+        self.closing = True
         if self.live is not None:
             self.live.stop()
 

@@ -22,6 +22,7 @@ from textual.message import Message
 
 from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, runs_dir
 from hermes_rl.tui import backend
+from hermes_rl.tui.textual_compat import shutting_down
 
 SPARK_RUNS = 30  # reward sparklines for the newest runs only
 SPARK_POINTS = 12  # values in a runs-table sparkline
@@ -242,7 +243,9 @@ class LiveUpdater:
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> None:
         self._start_watcher()
-        while not self.stop_event.is_set():
+        # Also ends with its app: an app torn down without on_unmount (a test interrupted mid-run) would
+        # otherwise keep this thread, and asyncio.run's executor shutdown would wait for it forever.
+        while not self.stop_event.is_set() and not shutting_down(self.app):
             cycle_start = time.monotonic()
             try:
                 self.cycle()
