@@ -9,7 +9,10 @@ loop (tui/live.py), one batch per cycle.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,6 +70,7 @@ class HermesDashboard(App):
     CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses elsewhere (bench, tests) find it
     COMMANDS = {HermesCommands}
     COMMAND_PALETTE_BINDING = "ctrl+p"
+    exit_deadline_s: float | None = None  # set by run_dashboard: quit then ends the process by this deadline
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "help", "Help", id="app.help"),
@@ -194,6 +198,8 @@ class HermesDashboard(App):
                 self._run_config_worker(self.selected_run)
 
     async def action_quit(self) -> None:
+        if self.exit_deadline_s:
+            _exit_by_deadline(self.exit_deadline_s, self)
         if self.live is not None:
             self.live.stop()
         active = [r["run_id"] for r in self.runs if r.get("status") not in FINAL]
@@ -573,7 +579,27 @@ class HermesDashboard(App):
         self.push_screen(InferenceScreen(self.selected_env))
 
 
+QUIT_DEADLINE_S = 5.0
+
+
+def _exit_by_deadline(seconds: float, app: App) -> None:
+    """Quit always exits: a thread stuck in a system call (a read on a dead mount, a worker that never
+    returns) cannot hold the dashboard open. Past `seconds`, the terminal is given back and the
+    process ends, whatever is still running."""
+
+    def expire() -> None:
+        with contextlib.suppress(Exception):
+            if app._driver is not None:
+                app._driver.stop_application_mode()
+        os._exit(0)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+
+
 def run_dashboard(run_id: str | None = None) -> None:
     """Entry point of `hermes-rl` with no arguments."""
     app = HermesDashboard(run_id=run_id)
+    app.exit_deadline_s = QUIT_DEADLINE_S
     app.run()

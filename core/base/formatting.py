@@ -8,8 +8,9 @@ absent value reads as.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
+
+from hermes_rl.core.base.clock import age_s, in_future
 
 MISSING = "-"
 
@@ -48,7 +49,9 @@ def human_age(timestamp: Any, now: float | None = None, missing: str = MISSING) 
     value = _finite(timestamp)
     if not value:
         return missing
-    seconds = max(0.0, (time.time() if now is None else now) - value)
+    if in_future(value, now):
+        return "future"
+    seconds = age_s(value, now) or 0.0
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"

@@ -16,7 +16,21 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def hermes_home() -> Path:
-    return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes").expanduser()
+    """$HERMES_HOME (default ~/.hermes) as one canonical absolute path. However a client spells it (a
+    symlink, `..`, a path relative to its working folder), every path derived from it, every marker
+    written from it and every comparison made on it names the same folder the same way."""
+    raw = os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
+    return Path(os.path.realpath(os.path.expanduser(raw)))
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name the same file or folder: by file identity (device and inode) when both
+    exist, else by their canonical absolute paths (a folder that is gone is still known by name)."""
+    try:
+        first, second = os.stat(a), os.stat(b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def rl_dir() -> Path:

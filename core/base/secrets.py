@@ -10,6 +10,7 @@ import io
 import os
 from contextvars import ContextVar
 
+from hermes_rl.core.base.fsutil import read_regular_text
 from hermes_rl.core.base.paths import hermes_home
 
 SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
@@ -34,7 +35,7 @@ def read_env_file() -> dict[str, str]:
     """KEY=value lines of $HERMES_HOME/.env (python-dotenv's syntax: comments, `export`, quotes; no
     ${VAR} expansion); blanks, malformed lines and keys without a value are skipped."""
     try:
-        text = (hermes_home() / ".env").read_text(encoding="utf-8", errors="replace")
+        text = read_regular_text(hermes_home() / ".env", errors="replace")
     except OSError:
         return {}
     token = _reading_ours.set(True)

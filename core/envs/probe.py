@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hermes_rl.core.base.errors import BadInput, HermesError
 from hermes_rl.core.base.failures import describe_failure, exception_line, failure_hint
-from hermes_rl.core.base.fsutil import atomic_write_text, file_lock
+from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_regular_text
 from hermes_rl.core.base.paths import rl_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, redact
 from hermes_rl.core.daemons.spawn import run_bounded
@@ -139,7 +139,7 @@ def _cached(env: EnvInfo, signature: tuple) -> dict | None:
             return memo[1]
         raise BadInput(memo[2] or "config probe failed", hint=REFRESH_HINT)
     try:
-        cached = json.loads(_cache_path(env).read_text(encoding="utf-8"))
+        cached = json.loads(read_regular_text(_cache_path(env)))
         if cached.get("signature") == json.loads(json.dumps(signature)):
             if isinstance(cached.get("result"), dict):
                 with _probe_lock:

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl_spans, last_jsonl_row
+from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl_spans, last_jsonl_row, open_regular
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, Metric
 
@@ -71,7 +71,7 @@ def _complete_end(path: Path, offset: int, size: int) -> int:
     if size <= offset:
         return offset
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(offset)
             data = handle.read(size - offset)
     except OSError:
@@ -83,7 +83,7 @@ def _complete_end(path: Path, offset: int, size: int) -> int:
 def _line_start_after(path: Path, offset: int) -> int:
     """Offset of the first line that starts after `offset` (0 when the file cannot be read)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(offset)
             handle.readline()
             return handle.tell()

@@ -18,7 +18,15 @@ import time
 from pathlib import Path
 
 from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
-from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text, file_lock, read_json
+from hermes_rl.core.base.fsutil import (
+    append_jsonl,
+    atomic_write_json,
+    atomic_write_text,
+    file_lock,
+    open_append_fd,
+    read_json,
+    read_regular_text,
+)
 from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, run_dir, runs_dir
 from hermes_rl.core.base.records import RunRecord, StartedRun
 from hermes_rl.core.base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
@@ -71,7 +79,7 @@ def _start_supervisor(run_id: str, folder: Path) -> None:
     """Start `python -m hermes_rl.core.daemons.supervisor RUN_ID` detached; return once it has recorded
     itself in run.json. A supervisor that cannot start leaves the run failed, with the reason."""
     read_end, write_end = os.pipe()
-    log = open(folder / "supervisor.log", "ab")
+    log = os.fdopen(open_append_fd(folder / "supervisor.log"), "ab")
     try:
         os.chmod(folder / "supervisor.log", 0o600)
         proc = subprocess.Popen(
@@ -121,7 +129,7 @@ def _start_supervisor(run_id: str, folder: Path) -> None:
 
 def _tail(path: Path, lines: int = 3) -> str:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_regular_text(path, errors="replace")
     except OSError:
         return ""
     return " | ".join([ln for ln in text.splitlines() if ln.strip()][-lines:])[:500]
