@@ -21,6 +21,15 @@ def _finite(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def shown_value(value: Any, limit: int = 60) -> str:
+    """A value as an error message shows it: NaN, Infinity and -Infinity named as such (repr's `nan`
+    and `inf` read like text, and a JSON NaN is not "empty" nor "a float"), anything else as its repr."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def human_size(num_bytes: Any, missing: str = MISSING) -> str:
     """Bytes in decimal units: "512 bytes", "1.2 kB", "123.5 MB" (rich.filesize.decimal)."""
     from rich.filesize import decimal

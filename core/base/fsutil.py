@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from hermes_rl.core.base.errors import BadInput, HermesError
+from hermes_rl.core.base.paths import make_private_dirs
 
 _WRITABLE_HINT = "check that $HERMES_HOME is writable and not full"
 
@@ -23,7 +24,7 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
     """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise HermesError(f"cannot write {path}: {exc.strerror}", hint=_WRITABLE_HINT) from exc
@@ -260,7 +261,7 @@ def file_lock(path: Path) -> Iterator[None]:
     """
     lock_path = Path(str(path) + ".lock")
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(lock_path.parent)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise HermesError(

@@ -102,9 +102,25 @@ def process_log_path(process_name: str, run_id: str) -> Path:
     return logs_dir() / f"{process_name}_{validate_run_id(run_id)}.log"
 
 
+def make_private_dirs(path: str | os.PathLike) -> None:
+    """Create a folder and each missing parent 0700 ($HERMES_HOME included: mkdir(parents=True) makes
+    the parents with the umask's mode, 0755 under the usual 022, readable by every user)."""
+    missing = []
+    folder = Path(path)
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(folder, 0o700)  # the umask may have taken bits off mkdir's mode; never added any
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create a folder (and parents) readable only by the owner."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(path)
     try:
         os.chmod(path, 0o700)
     except OSError:

@@ -10,7 +10,7 @@ import io
 import os
 from contextvars import ContextVar
 
-from hermes_rl.core.base.fsutil import read_regular_text
+from hermes_rl.core.base.fsutil import open_regular
 from hermes_rl.core.base.paths import hermes_home
 
 SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
@@ -34,8 +34,11 @@ def _dotenv_values():
 def read_env_file() -> dict[str, str]:
     """KEY=value lines of $HERMES_HOME/.env (python-dotenv's syntax: comments, `export`, quotes; no
     ${VAR} expansion); blanks, malformed lines and keys without a value are skipped."""
+    path = hermes_home() / ".env"
     try:
-        text = read_regular_text(hermes_home() / ".env", errors="replace")
+        with open_regular(path) as handle:
+            _warn_if_shared(path, os.fstat(handle.fileno()).st_mode)
+            text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return {}
     token = _reading_ours.set(True)
@@ -44,6 +47,20 @@ def read_env_file() -> dict[str, str]:
     finally:
         _reading_ours.reset(token)
     return {key: value for key, value in values.items() if value is not None}
+
+
+_warned: set[tuple[str, int]] = set()
+
+
+def _warn_if_shared(path, mode: int) -> None:
+    """One warning per process when .env can be read by other users (it holds API keys)."""
+    if mode & 0o077 and (str(path), mode) not in _warned:
+        _warned.add((str(path), mode))
+        import logging
+
+        logging.getLogger("hermes_rl").warning(
+            "%s holds API keys but other users can read it (mode %o): run chmod 600 %s", path, mode & 0o777, path
+        )
 
 
 def get_key(name: str) -> str | None:

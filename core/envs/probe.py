@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.errors import BadInput, HermesError
 from hermes_rl.core.base.failures import describe_failure, exception_line, failure_hint
 from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_regular_text
@@ -55,10 +56,7 @@ def _cache_path(env: EnvInfo) -> Path:
 
 
 def _probe_timeout() -> float:
-    try:
-        return max(1.0, float(os.environ.get(PROBE_TIMEOUT_ENV, PROBE_TIMEOUT_S)))
-    except ValueError:
-        return PROBE_TIMEOUT_S
+    return env_number(PROBE_TIMEOUT_ENV, PROBE_TIMEOUT_S, minimum=1.0, maximum=3600)
 
 
 def _probe_env(root: ImportRoot | None = None) -> dict:

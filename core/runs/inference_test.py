@@ -41,6 +41,7 @@ from typing import Callable, Iterator
 
 import yaml
 
+from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.errors import BadInput, HermesError, MissingKey
 from hermes_rl.core.base.fsutil import (
     atomic_write_json,
@@ -164,11 +165,7 @@ def is_openrouter_host(host: str) -> bool:
 def resolve_timeout(timeout_s: float | None) -> float:
     if timeout_s is not None:
         return float(timeout_s)
-    raw = os.environ.get(TIMEOUT_ENV)
-    try:
-        return float(raw) if raw else DEFAULT_TIMEOUT_S
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
+    return env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, minimum=1.0, maximum=24 * 3600)
 
 
 # -- which models -----------------------------------------------------------------------------

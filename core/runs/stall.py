@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from hermes_rl.core.base.clock import age_s
+from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.fsutil import epoch_seconds
 from hermes_rl.core.base.states import ACTIVE, RunStatus
 
@@ -15,12 +16,9 @@ DEFAULT_STALL_S = 900.0
 def stall_threshold(seconds: float | None = None) -> float:
     """Seconds without a metric row or trainer log line (see progress_logs) after which a running
     run is `stalled` (0: never).
-    `seconds` overrides $HERMES_RL_STALL_S (default 900 s); a bad value falls back to the default."""
+    `seconds` overrides $HERMES_RL_STALL_S (default 900 s); a negative, NaN or infinite value is refused."""
     if seconds is None:
-        try:
-            seconds = float(os.environ.get(STALL_ENV) or DEFAULT_STALL_S)
-        except ValueError:
-            seconds = DEFAULT_STALL_S
+        return env_number(STALL_ENV, DEFAULT_STALL_S, maximum=365 * 86400, meaning_of_zero="never stalled")
     return max(0.0, float(seconds))
 
 

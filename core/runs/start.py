@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
 from hermes_rl.core.base.fsutil import (
     append_jsonl,
@@ -323,10 +324,9 @@ DEFAULT_MAX_LOCAL_RUNS = 2  # the local backend trains on this machine's CPUs: m
 
 def max_local_runs() -> int:
     """The most local-backend runs active at once ($HERMES_RL_MAX_LOCAL_RUNS; 0: no limit)."""
-    try:
-        return max(0, int(os.environ.get(MAX_LOCAL_RUNS_ENV, DEFAULT_MAX_LOCAL_RUNS)))
-    except ValueError:
-        return DEFAULT_MAX_LOCAL_RUNS
+    return env_number(
+        MAX_LOCAL_RUNS_ENV, DEFAULT_MAX_LOCAL_RUNS, integer=True, maximum=1000, meaning_of_zero="no limit"
+    )
 
 
 @contextlib.contextmanager

@@ -547,8 +547,13 @@ def main(config_path: str) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     for noisy in ("httpx", "httpcore", "tinker", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from hermes_rl.dataplane import open_files_problem
     from hermes_rl.dataplane.trainer.settings import load_settings
 
+    problem = open_files_problem()
+    if problem:
+        log.error("%s", problem)
+        return 2
     try:
         settings = load_settings(config_path)
     except ConfigError as exc:
