@@ -14,6 +14,9 @@ from hermes_rl.core.base.fsutil import open_regular
 from hermes_rl.core.base.paths import hermes_home
 
 SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
+# The local Tinker server's credential: made by the supervisor for each run (never read from .env,
+# never inherited), given to the server and the trainer through their environment only.
+LOCAL_TINKER_KEY_ENV = "TINKER_LOCAL_API_KEY"
 
 _reading_ours: ContextVar[bool] = ContextVar("hermes_rl_reading_env_file", default=False)
 

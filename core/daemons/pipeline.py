@@ -174,9 +174,9 @@ def validate_spec(spec: ProcessSpec) -> None:
         raise _bad(f"process {name!r}: env must map strings to strings")
     if not isinstance(spec.secret_env, list) or not all(isinstance(s, str) for s in spec.secret_env):
         raise _bad(f"process {name!r}: secret_env must be a list of variable names")
-    from hermes_rl.core.base.secrets import SECRET_NAMES
+    from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES
 
-    leaked = sorted(k for k in spec.env if k in SECRET_NAMES)
+    leaked = sorted(k for k in spec.env if k in (*SECRET_NAMES, LOCAL_TINKER_KEY_ENV))
     if leaked:
         raise _bad(f"process {name!r}: secret {leaked[0]} must be named in secret_env, not given in env")
     for dep in spec.depends_on:

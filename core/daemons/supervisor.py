@@ -25,6 +25,7 @@ import contextlib
 import os
 import queue
 import re
+import secrets
 import selectors
 import signal
 import subprocess
@@ -39,7 +40,7 @@ from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, open_app
 from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, validate_run_id
 from hermes_rl.core.base.paths import run_dir as run_dir_of
 from hermes_rl.core.base.polling import poll_until
-from hermes_rl.core.base.secrets import SECRET_NAMES, redact
+from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.daemons.pipeline import (
@@ -221,6 +222,9 @@ class Supervisor:
             for dep, condition in spec.depends_on:
                 if condition == "completed":
                     self.procs[dep].one_shot = True
+        # The local Tinker server's credential for this run: in memory and in the environment of the
+        # processes that name it in secret_env, nowhere else (no argv, log or state file).
+        self.local_tinker_key = "tml-local-" + secrets.token_urlsafe(24)
         self.stop_requests = 0  # 1: stop in order; 2: stop now (SIGKILL without waiting)
         self.first_stop_at = 0.0
         self.requests_pending = True  # look at control/ once at start: a request may predate us
@@ -413,10 +417,11 @@ class Supervisor:
     # ------------------------------------------------------------ starting
 
     def child_env(self, proc: Proc) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and k != procscan.SUPERVISOR_MARKER}
+        hidden = (*SECRET_NAMES, LOCAL_TINKER_KEY_ENV, procscan.SUPERVISOR_MARKER)
+        env = {k: v for k, v in os.environ.items() if k not in hidden}
         env.setdefault("PYTHONUNBUFFERED", "1")
         for name in proc.spec.secret_env:
-            value = os.environ.get(name)
+            value = self.local_tinker_key if name == LOCAL_TINKER_KEY_ENV else os.environ.get(name)
             if value:
                 env[name] = value
         env.update(proc.spec.env)

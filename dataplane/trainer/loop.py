@@ -22,13 +22,13 @@ import traceback
 import aiohttp
 
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
+from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
 from hermes_rl.dataplane.trainer import grpo
 from hermes_rl.dataplane.trainer.inference import Policy, start_server
 from hermes_rl.dataplane.trainer.settings import ConfigError, TrainerSettings
 
 log = logging.getLogger("trainer")
 
-LOCAL_DUMMY_KEY = "tml-local"
 TRAINER_STATE_FILE = "trainer_state.json"  # the newest save_state: path and step (read by `hermes-rl resume`)
 STOP_SAVE_TIMEOUT_S = 6.0  # each wait at a stop; both fit in the trainer's 15 s stop timeout
 
@@ -142,10 +142,15 @@ class Trainer:
         s = self.settings
         if s.backend == "local":
             os.environ["TINKER_BASE_URL"] = s.base_url or ""
-            # The local server accepts any tml- key; a real one must not leak to it.
-            key = os.environ.get("TINKER_API_KEY", "")
-            if not key.startswith("tml-local"):
-                os.environ["TINKER_API_KEY"] = LOCAL_DUMMY_KEY
+            # The local server's own credential (its supervisor made it for this run); a Tinker cloud key
+            # must not leak to it.
+            key = os.environ.get(LOCAL_TINKER_KEY_ENV, "")
+            if not key:
+                raise KeyProblem(
+                    f"{LOCAL_TINKER_KEY_ENV} is not set: the local backend's Tinker server requires the "
+                    "credential it was started with (hermes-rl sets it for each run)"
+                )
+            os.environ["TINKER_API_KEY"] = key
         else:
             if s.base_url:
                 os.environ["TINKER_BASE_URL"] = s.base_url
