@@ -91,6 +91,27 @@ def validate_env_name(name: object) -> str:
     return name
 
 
+# The local Tinker server's checkpoint layout (its checkpoint folder, then <model id>/<kind>/<name>):
+# one rule for the server that writes checkpoints and for `resume`, which finds them from a tinker:// path.
+CHECKPOINT_KINDS = ("weights", "sampler_weights", "external_weights")
+CHECKPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def checkpoint_subpath(model_id: str, kind: str, name: str) -> str:
+    """<model id, made path-safe>/<kind>/<name>: where a checkpoint lives under a checkpoint folder."""
+    safe_model = re.sub(r"[^A-Za-z0-9._-]", "_", model_id).lstrip(".") or "_"
+    return f"{safe_model}/{kind}/{name}"
+
+
+def tinker_checkpoint_subpath(tinker_path: object) -> str:
+    """checkpoint_subpath of a tinker://MODEL_ID/KIND/NAME path; BadInput for anything else."""
+    text = tinker_path if isinstance(tinker_path, str) else ""
+    parts = text[len("tinker://") :].split("/") if text.startswith("tinker://") else []
+    if len(parts) != 3 or not parts[0] or parts[1] not in CHECKPOINT_KINDS or not CHECKPOINT_NAME_RE.match(parts[2]):
+        raise BadInput(f"{str(tinker_path)[:80]!r} is not a tinker://MODEL_ID/weights/NAME checkpoint path")
+    return checkpoint_subpath(*parts)
+
+
 def run_dir(run_id: str) -> Path:
     return runs_dir() / validate_run_id(run_id)
 

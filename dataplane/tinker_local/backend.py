@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -18,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hermes_rl.core.base.paths import CHECKPOINT_KINDS as CHECKPOINT_SUBFOLDERS
+from hermes_rl.core.base.paths import CHECKPOINT_NAME_RE, checkpoint_subpath
 from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, Adapter, SampleSpec, TinyLM
 from hermes_rl.dataplane.tinker_local.wire import (
     ForwardBackwardRequest,
@@ -43,8 +44,8 @@ LOSS_CONFIG_DEFAULTS: dict[str, dict[str, float]] = {
 SNAPSHOTS_KEPT_PER_MODEL = 32
 LOADED_CHECKPOINTS_KEPT = 16
 MAX_SAMPLES_PER_REQUEST = 1024
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-CHECKPOINT_KINDS = {"weights": "weights", "sampler_weights": "sampler_weights", "external_weights": "external_weights"}
+_NAME_RE = CHECKPOINT_NAME_RE
+CHECKPOINT_KINDS = {kind: kind for kind in CHECKPOINT_SUBFOLDERS}
 
 
 @dataclass
@@ -694,8 +695,7 @@ def _pad(tensors: list[torch.Tensor], width: int) -> torch.Tensor:
 
 def checkpoint_folder(checkpoint_dir: Path, model_id: str, kind: str, name: str) -> Path:
     """Where a checkpoint lives on disk: CHECKPOINT_DIR/<model id, made path-safe>/<kind>/<name>."""
-    safe_model = re.sub(r"[^A-Za-z0-9._-]", "_", model_id).lstrip(".") or "_"
-    return Path(checkpoint_dir) / safe_model / kind / name
+    return Path(checkpoint_dir) / checkpoint_subpath(model_id, kind, name)
 
 
 def local_checkpoint_path(checkpoint_dir: Path, tinker_path: str) -> Path:

@@ -21,7 +21,9 @@ import traceback
 
 import aiohttp
 
+from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
+from hermes_rl.core.base.paths import tinker_checkpoint_subpath
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
 from hermes_rl.dataplane.trainer import grpo
 from hermes_rl.dataplane.trainer.inference import Policy, start_server
@@ -398,20 +400,15 @@ class Trainer:
             await asyncio.wait_for(self.save_checkpoint(f"stop-{self.step:06d}"), STOP_SAVE_TIMEOUT_S)
 
     def local_checkpoint_path(self, tinker_path: str | None, name: str) -> str | None:
-        """Where the local server put a checkpoint: the newest entry under the run's checkpoint
-        folder whose name matches (the server owns its layout)."""
-        if self.settings.backend != "local":
+        """Where the local server put a checkpoint: its tinker:// path under the run's checkpoint
+        folder, by the server's layout (paths.tinker_checkpoint_subpath)."""
+        if self.settings.backend != "local" or not tinker_path:
             return None
-        root = self.settings.checkpoint_dir
-        if not root.exists():
+        try:
+            folder = self.settings.checkpoint_dir / tinker_checkpoint_subpath(tinker_path)
+        except BadInput:
             return None
-        matches = [p for p in root.rglob(f"*{name}*")]
-        if tinker_path:
-            tail = tinker_path.rstrip("/").split("/")[-1]
-            matches += [p for p in root.rglob(tail) if p not in matches]
-        if not matches:
-            return None
-        return str(max(matches, key=lambda p: p.stat().st_mtime))
+        return str(folder) if folder.is_dir() else None
 
     async def run(self) -> int:
         s = self.settings
