@@ -28,7 +28,7 @@ from textual.worker import Worker, WorkerState
 from hermes_rl.core.base.errors import HermesError
 from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, RunStatus
 from hermes_rl.tui import backend
-from hermes_rl.tui.format import error_line
+from hermes_rl.tui.format import UntrustedTextFilter, error_line
 from hermes_rl.tui.keymap import keymap_path, load_keymap
 from hermes_rl.tui.palette import HermesCommands
 from hermes_rl.tui.panes.config_editor import ConfigPane
@@ -37,7 +37,7 @@ from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.metrics import ChartScreen, MetricsPane
 from hermes_rl.tui.panes.processes import ProcessesPane
 from hermes_rl.tui.panes.runs import RunsPane
-from hermes_rl.tui.textual_compat import background_screens, shutting_down
+from hermes_rl.tui.textual_compat import add_line_filter, background_screens, shutting_down
 from hermes_rl.tui.widgets.dialogs import ConfirmScreen, HelpScreen, binding_rows
 from hermes_rl.tui.widgets.header import HeaderBar
 
@@ -99,6 +99,7 @@ class HermesDashboard(App):
         sample_hz: float = 1.0,
     ):
         super().__init__()
+        add_line_filter(self, UntrustedTextFilter())
         self.clock = clock
         self.initial_run_id = run_id
         self.live_enabled = live

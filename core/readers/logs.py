@@ -54,6 +54,10 @@ _NEEDS_SANITIZING = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 def _visible(match: re.Match) -> str:
     if match.group("sgr"):
         return match.group("sgr")
+    return _symbol(match)
+
+
+def _symbol(match: re.Match) -> str:
     text = match.group(0)
     if len(text) == 1 and text != "\x1b":
         code = ord(text)
@@ -67,6 +71,15 @@ def sanitize_terminal(text: str) -> str:
     if not _NEEDS_SANITIZING.search(text):
         return text
     return _TERMINAL_RE.sub(_visible, text)
+
+
+def plain_text(text: str) -> str:
+    """Untrusted text (model output, environment files, logs, state files) for a place that shows
+    characters only, as every dashboard widget does: what sanitize_terminal removes, and SGR colour
+    codes too (a widget does not interpret them: they would reach the terminal as written)."""
+    if not _NEEDS_SANITIZING.search(text):
+        return text
+    return _TERMINAL_RE.sub(_symbol, text)
 
 
 def strip_ansi(text: str) -> str:
