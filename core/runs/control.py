@@ -90,8 +90,8 @@ def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> RunView
 
 def _end_survivors(run_id: str) -> None:
     """A stop never reports success while a process of the run lives: once the run is recorded final,
-    any process still carrying its marker gets SURVIVOR_GRACE_S to exit, then is ended here; one that
-    outlives even SIGKILL fails the stop, naming it."""
+    its supervisor and any process still carrying its marker get SURVIVOR_GRACE_S to exit, then are
+    ended here; one that outlives even SIGKILL fails the stop, naming it."""
     run = read_run(run_id)
     if not is_recorded_final(run):
         return  # still stopping (`wait` ran out): the caller reports `stopping`, not success
@@ -99,6 +99,9 @@ def _end_survivors(run_id: str) -> None:
 
     def all_gone() -> bool:
         remaining[:] = survivors(run)
+        if supervisor_alive(run):  # it exits right after recording the end: waited for like the rest
+            sup = run["supervisor"]
+            remaining.append(procscan.Survivor(sup["pid"], None, "supervisor", "", sup.get("create_time")))
         return not remaining
 
     if poll_until(all_gone, SURVIVOR_GRACE_S, first=POLL_FIRST_S):
