@@ -112,6 +112,7 @@ def test_numbers_are_checked_before_the_model_sees_them(server, service):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_run_makes_its_own_credential_and_passes_it_only_through_the_environment(tiny_model_dir):
     run = start_local_run(tiny_model_dir)
     run_id = run["run_id"]
@@ -130,7 +131,8 @@ def test_a_run_makes_its_own_credential_and_passes_it_only_through_the_environme
             if proc.environ().get("HERMES_RL_PROCESS") not in ("trainer", "tinker"):
                 assert "TINKER_LOCAL_API_KEY" not in proc.environ(), proc.cmdline()
             assert key not in " ".join(proc.cmdline())
-        wait_for(lambda: runs.get_run(run_id, sample=False)["status"] == "running", 120)
+        # The trainer is ready only once the local server took its credential (create_session onwards).
+        assert wait_for(lambda: runs.get_run(run_id, sample=False)["status"] == "running", 300)
     finally:
         runs.stop_run(run_id, force=True)
     for path in all_files(hermes_home()):
