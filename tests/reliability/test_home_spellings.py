@@ -6,7 +6,6 @@ file identity, and $HERMES_HOME is made canonical before any path is derived fro
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 

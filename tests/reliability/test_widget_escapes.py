@@ -100,7 +100,9 @@ def test_every_pane_and_view_renders_the_hostile_corpus_inertly(hermes_home):
             envs = app.query_one(EnvironmentsPane)
             await wait_for(pilot, lambda: any(e.class_name == "HostileEnv" for e in envs.environments), what="envs")
             # The hostile environment's details (name, docstring, config class, file) on the main screen.
-            envs.option_list.highlighted = next(i for i, e in enumerate(envs._visible()) if e.class_name == "HostileEnv")
+            envs.option_list.highlighted = next(
+                i for i, e in enumerate(envs._visible()) if e.class_name == "HostileEnv"
+            )
             await pilot.pause(1.0)
             seen = [_screen_text(app)]
             for pane in range(1, 7):
