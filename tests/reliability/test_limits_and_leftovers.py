@@ -80,7 +80,8 @@ def test_nan_and_infinity_are_named_as_such(hermes_home):
 def test_home_is_created_private_and_a_shared_env_file_is_warned_about(tmp_path):
     home = tmp_path / "fresh" / "home"
     env = {**os.environ, "HERMES_HOME": str(home)}
-    code = "import os; os.umask(0o022); from hermes_rl.core.clients import toolset as t; t.rl_select_environment('toy_addition')"
+    code = "import os; os.umask(0o022); from hermes_rl.core.clients import toolset as t; "
+    code += "t.rl_select_environment('toy_addition')"
     done = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     for folder in (home, home / "rl"):
