@@ -34,20 +34,17 @@ MIN_OPEN_FILES = 256  # sockets to run-api, the Tinker server and environments, 
 
 
 def open_files_problem(minimum: int = MIN_OPEN_FILES) -> str | None:
-    """Make room for `minimum` open files, or say why there is none.
+    """Why this process cannot count on `minimum` open files, or None.
 
     Below it the process does not fail at once: every connection its HTTP clients open fails with
-    EMFILE and is retried, for a minute, before a generic error. The soft limit is raised toward the
-    hard one when it is lower (allowed to any process); a hard limit below `minimum` is the error."""
+    EMFILE and is retried, for a minute, before a generic error. So it is the error, named, at start."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= minimum:
         return None
-    if hard != resource.RLIM_INFINITY and hard < minimum:
-        return (
-            f"Too many open files (EMFILE) ahead: the open-file limit is {soft} (hard limit {hard}), "
-            f"below the {minimum} this process needs; raise it (ulimit -n {minimum}) and start again"
-        )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (minimum if hard == resource.RLIM_INFINITY else hard, hard))
-    return None
+    shown_hard = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    return (
+        f"Too many open files (EMFILE) ahead: the open-file limit is {soft} (hard limit {shown_hard}), "
+        f"below the {minimum} this process needs; raise it (ulimit -n {minimum}) and start again"
+    )
