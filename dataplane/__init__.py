@@ -28,3 +28,23 @@ def exit_now(code: int) -> NoReturn:
             except Exception:  # noqa: BLE001 - a closed or broken stream must not keep us alive
                 pass
         os._exit(code if isinstance(code, int) else 1)
+
+
+MIN_OPEN_FILES = 256  # sockets to run-api, the Tinker server and environments, logs, model files, threads
+
+
+def open_files_problem(minimum: int = MIN_OPEN_FILES) -> str | None:
+    """Why this process cannot count on `minimum` open files, or None.
+
+    Below it the process does not fail at once: every connection its HTTP clients open fails with
+    EMFILE and is retried, for a minute, before a generic error. So it is the error, named, at start."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= minimum:
+        return None
+    shown_hard = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    return (
+        f"Too many open files (EMFILE) ahead: the open-file limit is {soft} (hard limit {shown_hard}), "
+        f"below the {minimum} this process needs; raise it (ulimit -n {minimum}) and start again"
+    )

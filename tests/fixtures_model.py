@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -24,7 +25,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_PREFIX = "tinker-local ready on "
-DUMMY_KEY = "tml-local-dummy"
 
 
 def shared_tmp_root(tmp_path_factory) -> Path:
@@ -64,13 +64,20 @@ class LocalTinker:
     model_dir: Path
     checkpoint_dir: Path
     log_path: Path
+    api_key: str  # the credential the server was started with ($TINKER_LOCAL_API_KEY)
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def env(self) -> dict[str, str]:
-        """What a client process needs (the key travels in the environment, never in argv)."""
-        return {"TINKER_BASE_URL": self.url, "TINKER_API_KEY": DUMMY_KEY, "TINKER_TELEMETRY": "0"}
+        """What a client process needs (the key travels in the environment, never in argv): the SDK
+        sends TINKER_API_KEY; the trainer takes the local server's credential from TINKER_LOCAL_API_KEY."""
+        return {
+            "TINKER_BASE_URL": self.url,
+            "TINKER_API_KEY": self.api_key,
+            "TINKER_LOCAL_API_KEY": self.api_key,
+            "TINKER_TELEMETRY": "0",
+        }
 
 
 @contextlib.contextmanager
@@ -79,7 +86,8 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     log_path = checkpoint_dir.parent / f"tinker_local_{os.getpid()}_{time.monotonic_ns()}.log"
     log_file = open(log_path, "w", encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    api_key = "tml-local-" + secrets.token_hex(16)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "TINKER_LOCAL_API_KEY": api_key}
     process = subprocess.Popen(
         [
             sys.executable,
@@ -119,7 +127,7 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
                     f"tinker-local did not become ready (exit {process.poll()}):\n"
                     + log_path.read_text(encoding="utf-8", errors="replace")
                 )
-        yield LocalTinker(url[0], process, Path(model_dir), checkpoint_dir, log_path)
+        yield LocalTinker(url[0], process, Path(model_dir), checkpoint_dir, log_path, api_key)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)

@@ -622,7 +622,7 @@ def test_heartbeats_and_polls_answer_while_a_long_request_runs(service, server, 
     long_request = sampler.sample(prompt, 160, types.SamplingParams(max_tokens=250, stop=[]))
     session_id = service.holder.get_session_id()
     latencies, busy_seen = [], False
-    with httpx.Client(base_url=server.url, headers={"X-API-Key": "tml-local-dummy"}, timeout=10) as http:
+    with httpx.Client(base_url=server.url, headers={"X-API-Key": server.api_key}, timeout=10) as http:
         deadline = time.monotonic() + 60
         while not long_request.future().done() and time.monotonic() < deadline:
             started = time.monotonic()

@@ -4,6 +4,7 @@ peft exactly, and ensure_model is idempotent and race-safe. Also the server CLI'
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -130,6 +131,7 @@ def _server(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hermes_rl.dataplane.tinker_local", *args],
         cwd=ROOT,
+        env={**os.environ, "TINKER_LOCAL_API_KEY": "tml-local-" + "0" * 32},
         capture_output=True,
         text=True,
         timeout=60,

@@ -302,7 +302,7 @@ def test_trainer_registers_serves_and_stops_cleanly_on_sigterm(tinker_local, tin
     config["env"]["use_wandb"] = False
     path = write(tmp_path, config)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("TINKER_API_KEY", None)  # the trainer supplies the local dummy key itself
+    env.pop("TINKER_API_KEY", None)  # the trainer sends the server's credential, TINKER_LOCAL_API_KEY, itself
     api_argv = [sys.executable, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", str(ports["api"])]
     api = subprocess.Popen(
         api_argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True

@@ -9,7 +9,10 @@ loop (tui/live.py), one batch per cycle.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +29,7 @@ from hermes_rl.core.base.errors import HermesError
 from hermes_rl.core.base.paths import cli_command
 from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, RunStatus
 from hermes_rl.tui import backend
-from hermes_rl.tui.format import error_line
+from hermes_rl.tui.format import UntrustedTextFilter, error_line
 from hermes_rl.tui.keymap import keymap_path, load_keymap
 from hermes_rl.tui.palette import HermesCommands
 from hermes_rl.tui.panes.config_editor import ConfigPane
@@ -35,7 +38,7 @@ from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.metrics import ChartScreen, MetricsPane
 from hermes_rl.tui.panes.processes import ProcessesPane
 from hermes_rl.tui.panes.runs import RunsPane
-from hermes_rl.tui.textual_compat import background_screens, shutting_down
+from hermes_rl.tui.textual_compat import add_line_filter, background_screens, shutting_down
 from hermes_rl.tui.widgets.dialogs import ConfirmScreen, HelpScreen, binding_rows
 from hermes_rl.tui.widgets.header import HeaderBar
 
@@ -68,6 +71,7 @@ class HermesDashboard(App):
     CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses elsewhere (bench, tests) find it
     COMMANDS = {HermesCommands}
     COMMAND_PALETTE_BINDING = "ctrl+p"
+    exit_deadline_s: float | None = None  # set by run_dashboard: quit then ends the process by this deadline
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "help", "Help", id="app.help"),
@@ -96,6 +100,7 @@ class HermesDashboard(App):
         sample_hz: float = 1.0,
     ):
         super().__init__()
+        add_line_filter(self, UntrustedTextFilter())
         self.clock = clock
         self.initial_run_id = run_id
         self.live_enabled = live
@@ -199,6 +204,8 @@ class HermesDashboard(App):
 
     async def action_quit(self) -> None:
         self.closing = True
+        if self.exit_deadline_s:
+            _exit_by_deadline(self.exit_deadline_s, self)
         if self.live is not None:
             self.live.stop()
         active = [r["run_id"] for r in self.runs if r.get("status") not in FINAL]
@@ -591,7 +598,27 @@ class HermesDashboard(App):
         self.push_screen(InferenceScreen(self.selected_env))
 
 
+QUIT_DEADLINE_S = 5.0
+
+
+def _exit_by_deadline(seconds: float, app: App) -> None:
+    """Quit always exits: a thread stuck in a system call (a read on a dead mount, a worker that never
+    returns) cannot hold the dashboard open. Past `seconds`, the terminal is given back and the
+    process ends, whatever is still running."""
+
+    def expire() -> None:
+        with contextlib.suppress(Exception):
+            if app._driver is not None:
+                app._driver.stop_application_mode()
+        os._exit(0)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+
+
 def run_dashboard(run_id: str | None = None) -> None:
     """Entry point of `hermes-rl` with no arguments."""
     app = HermesDashboard(run_id=run_id)
+    app.exit_deadline_s = QUIT_DEADLINE_S
     app.run()

@@ -7,10 +7,44 @@ and proc_style()."""
 from __future__ import annotations
 
 import math
+import re
 
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
 from rich.text import Text
+from textual.filter import LineFilter
+
+from hermes_rl.core.readers.logs import plain_text
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
+
+
+def safe(text: object) -> str:
+    """Untrusted text (model output, environment files, logs, state files) as a widget may show it:
+    core.readers.logs.plain_text. Every widget's output passes through it anyway (UntrustedTextFilter);
+    calling it where text enters a widget also keeps cell widths and layout right."""
+    return plain_text("" if text is None else str(text))
+
+
+class UntrustedTextFilter(LineFilter):
+    """The one rendering path for text on the dashboard's screen: every segment of every line of every
+    widget (panes, views, dialogs, toasts, the header), whatever built it, goes through `safe` before it
+    reaches the terminal. So an escape sequence in a completion, a docstring, a log or a run.json can
+    neither retitle, clear nor reset the terminal, nor write its clipboard (OSC 52), and a new pane
+    cannot forget it. Textual's own control segments are left alone."""
+
+    def apply(self, segments: list[Segment], background) -> list[Segment]:
+        if not any(_CONTROL.search(segment.text) for segment in segments if not segment.control):
+            return segments
+        # Each segment keeps its width, so the line stays aligned with what the compositor laid out.
+        return [
+            segment
+            if segment.control or not _CONTROL.search(segment.text)
+            else Segment(set_cell_size(safe(segment.text), cell_len(segment.text)), segment.style)
+            for segment in segments
+        ]
 
 
 def spark(values: list[float], width: int = 16, scale: tuple[float, float] | None = None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hermes_rl.core.base.fsutil import read_regular_text
 from hermes_rl.core.base.paths import rl_dir
 
 
@@ -22,7 +23,7 @@ def load_keymap(path: Path | None = None) -> tuple[dict[str, str], str | None]:
     """(keymap, problem): a bad file gives an empty keymap and a message saying what is wrong."""
     path = path or keymap_path()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path)
     except FileNotFoundError:
         return {}, None
     except OSError as exc:

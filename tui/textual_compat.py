@@ -1,4 +1,4 @@
-"""The three things the dashboard needs from Textual that Textual has no public API for, in one place.
+"""The things the dashboard needs from Textual that Textual has no public API for, in one place.
 
 tests/test_textual_compat.py fails loudly if a Textual upgrade renames or removes what is used here.
 """
@@ -37,3 +37,9 @@ def background_screens(app) -> list:
             break
         screens.append(below)
     return screens[::-1]
+
+
+def add_line_filter(app, line_filter) -> None:
+    """Run `line_filter` over every line of every widget the app renders (Textual's own NO_COLOR and
+    dim filters work this way; App has no public API to add one)."""
+    app._filters.append(line_filter)

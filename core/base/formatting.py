@@ -11,6 +11,8 @@ import math
 import time
 from typing import Any
 
+from hermes_rl.core.base.clock import age_s, in_future
+
 MISSING = "-"
 
 
@@ -18,6 +20,15 @@ def _finite(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
+
+
+def shown_value(value: Any, limit: int = 60) -> str:
+    """A value as an error message shows it: NaN, Infinity and -Infinity named as such (repr's `nan`
+    and `inf` read like text, and a JSON NaN is not "empty" nor "a float"), anything else as its repr."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def human_size(num_bytes: Any, missing: str = MISSING) -> str:
@@ -48,7 +59,9 @@ def human_age(timestamp: Any, now: float | None = None, missing: str = MISSING) 
     value = _finite(timestamp)
     if not value:
         return missing
-    seconds = max(0.0, (time.time() if now is None else now) - value)
+    if in_future(value, now):
+        return "future"
+    seconds = age_s(value, now) or 0.0
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"

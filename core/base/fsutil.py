@@ -9,11 +9,13 @@ import functools
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from hermes_rl.core.base.errors import BadInput, HermesError
+from hermes_rl.core.base.paths import make_private_dirs
 
 _WRITABLE_HINT = "check that $HERMES_HOME is writable and not full"
 
@@ -22,7 +24,7 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
     """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise HermesError(f"cannot write {path}: {exc.strerror}", hint=_WRITABLE_HINT) from exc
@@ -39,6 +41,63 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
         except OSError:
             pass
         raise HermesError(f"cannot write {path}: {exc.strerror}", hint=_WRITABLE_HINT) from exc
+
+
+_FILE_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+}
+
+
+class NotRegularFile(OSError):
+    """A state file that is a FIFO, socket, device or folder: reading it could block forever or never end."""
+
+
+def open_regular(path: str | os.PathLike, mode: str = "rb", encoding: str | None = None):
+    """Open a file for reading only if it is a regular file, without ever blocking on it.
+
+    O_NONBLOCK makes opening a FIFO return at once (a plain open() waits for a writer that never
+    comes); fstat on the opened descriptor then refuses anything but a regular file, so a file swapped
+    between a check and the open cannot slip through. Raises OSError (NotRegularFile naming the kind)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        if kind != stat.S_IFREG:
+            what = _FILE_KINDS.get(kind, "not a regular file")
+            raise NotRegularFile(errno.EINVAL, f"not a regular file ({what})", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode, encoding=encoding) if "b" not in mode else os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_append_fd(path: str | os.PathLike, access: int = os.O_WRONLY) -> int:
+    """An O_APPEND descriptor (created 0600) on a regular file, opened without blocking: a FIFO planted
+    in a log's or a JSONL file's place fails at once (ENXIO without a reader, else NotRegularFile)."""
+    fd = os.open(path, access | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    try:
+        kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        if kind != stat.S_IFREG:
+            raise NotRegularFile(errno.EINVAL, f"not a regular file ({_FILE_KINDS.get(kind, kind)})", str(path))
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
+    """The bytes of a regular file (at most `limit`); OSError for anything else (see open_regular)."""
+    with open_regular(path) as handle:
+        return handle.read() if limit is None else handle.read(limit)
+
+
+def read_regular_text(path: str | os.PathLike, limit: int | None = None, errors: str = "strict") -> str:
+    return read_regular_bytes(path, limit).decode("utf-8", errors=errors)
 
 
 def _json_default(value: Any) -> Any:
@@ -58,8 +117,7 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    return json.loads(read_regular_text(path))
 
 
 def append_jsonl(path: Path, obj: Any) -> None:
@@ -70,7 +128,7 @@ def append_jsonl(path: Path, obj: Any) -> None:
     of its own."""
     line = (dumps(obj) + "\n").encode("utf-8")
     path = Path(path)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = open_append_fd(path, os.O_RDWR)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -119,7 +177,7 @@ def iter_jsonl_spans(path: Path, start: int = 0) -> Iterator[tuple[int, int, dic
     """Yield (start_offset, end_offset, obj) for complete lines from byte offset `start` (a reader can
     keep the offsets and read a line back later); a partial last line is left for later."""
     try:
-        handle = open(path, "rb")
+        handle = open_regular(path)
     except OSError:
         return
     with handle:
@@ -145,7 +203,7 @@ def last_jsonl_row(
     """
     accept = where or (lambda _row: True)
     try:
-        handle = open(path, "rb")
+        handle = open_regular(path)
     except OSError:
         return None
     with handle:
@@ -203,7 +261,7 @@ def file_lock(path: Path) -> Iterator[None]:
     """
     lock_path = Path(str(path) + ".lock")
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(lock_path.parent)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise HermesError(
@@ -241,21 +299,18 @@ def read_yaml(path: Path, *, max_bytes: int = YAML_MAX_BYTES, what: str = "file"
 
     path = Path(path)
     try:
-        size = path.stat().st_size
+        raw = read_regular_bytes(path, max_bytes + 1)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise BadInput(f"cannot read {what} {path}: {exc.strerror}") from exc
-    if size > max_bytes:
+        raise BadInput(f"cannot read {what} {path}: {exc.strerror}", hint="fix or delete the file") from exc
+    if len(raw) > max_bytes:
         raise BadInput(
-            f"{what} {path} is too large ({size} bytes, limit {max_bytes})",
+            f"{what} {path} is too large (over {max_bytes} bytes)",
             hint="this file should be a few lines of YAML; fix or delete it",
         )
     try:
-        raw = path.read_bytes()[: max_bytes + 1]
         text = raw.decode("utf-8")
-    except OSError as exc:
-        raise BadInput(f"cannot read {what} {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise BadInput(
             f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})", hint="fix or delete the file"

@@ -16,7 +16,21 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def hermes_home() -> Path:
-    return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes").expanduser()
+    """$HERMES_HOME (default ~/.hermes) as one canonical absolute path. However a client spells it (a
+    symlink, `..`, a path relative to its working folder), every path derived from it, every marker
+    written from it and every comparison made on it names the same folder the same way."""
+    raw = os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
+    return Path(os.path.realpath(os.path.expanduser(raw)))
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name the same file or folder: by file identity (device and inode) when both
+    exist, else by their canonical absolute paths (a folder that is gone is still known by name)."""
+    try:
+        first, second = os.stat(a), os.stat(b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def rl_dir() -> Path:
@@ -94,6 +108,27 @@ def validate_env_name(name: object) -> str:
     return name
 
 
+# The local Tinker server's checkpoint layout (its checkpoint folder, then <model id>/<kind>/<name>):
+# one rule for the server that writes checkpoints and for `resume`, which finds them from a tinker:// path.
+CHECKPOINT_KINDS = ("weights", "sampler_weights", "external_weights")
+CHECKPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def checkpoint_subpath(model_id: str, kind: str, name: str) -> str:
+    """<model id, made path-safe>/<kind>/<name>: where a checkpoint lives under a checkpoint folder."""
+    safe_model = re.sub(r"[^A-Za-z0-9._-]", "_", model_id).lstrip(".") or "_"
+    return f"{safe_model}/{kind}/{name}"
+
+
+def tinker_checkpoint_subpath(tinker_path: object) -> str:
+    """checkpoint_subpath of a tinker://MODEL_ID/KIND/NAME path; BadInput for anything else."""
+    text = tinker_path if isinstance(tinker_path, str) else ""
+    parts = text[len("tinker://") :].split("/") if text.startswith("tinker://") else []
+    if len(parts) != 3 or not parts[0] or parts[1] not in CHECKPOINT_KINDS or not CHECKPOINT_NAME_RE.match(parts[2]):
+        raise BadInput(f"{str(tinker_path)[:80]!r} is not a tinker://MODEL_ID/weights/NAME checkpoint path")
+    return checkpoint_subpath(*parts)
+
+
 def run_dir(run_id: str) -> Path:
     return runs_dir() / validate_run_id(run_id)
 
@@ -105,9 +140,25 @@ def process_log_path(process_name: str, run_id: str) -> Path:
     return logs_dir() / f"{process_name}_{validate_run_id(run_id)}.log"
 
 
+def make_private_dirs(path: str | os.PathLike) -> None:
+    """Create a folder and each missing parent 0700 ($HERMES_HOME included: mkdir(parents=True) makes
+    the parents with the umask's mode, 0755 under the usual 022, readable by every user)."""
+    missing = []
+    folder = Path(path)
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(folder, 0o700)  # the umask may have taken bits off mkdir's mode; never added any
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create a folder (and parents) readable only by the owner."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(path)
     try:
         os.chmod(path, 0o700)
     except OSError:

@@ -10,9 +10,13 @@ import io
 import os
 from contextvars import ContextVar
 
+from hermes_rl.core.base.fsutil import open_regular
 from hermes_rl.core.base.paths import hermes_home
 
 SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
+# The local Tinker server's credential: made by the supervisor for each run (never read from .env,
+# never inherited), given to the server and the trainer through their environment only.
+LOCAL_TINKER_KEY_ENV = "TINKER_LOCAL_API_KEY"
 
 _reading_ours: ContextVar[bool] = ContextVar("hermes_rl_reading_env_file", default=False)
 
@@ -33,8 +37,11 @@ def _dotenv_values():
 def read_env_file() -> dict[str, str]:
     """KEY=value lines of $HERMES_HOME/.env (python-dotenv's syntax: comments, `export`, quotes; no
     ${VAR} expansion); blanks, malformed lines and keys without a value are skipped."""
+    path = hermes_home() / ".env"
     try:
-        text = (hermes_home() / ".env").read_text(encoding="utf-8", errors="replace")
+        with open_regular(path) as handle:
+            _warn_if_shared(path, os.fstat(handle.fileno()).st_mode)
+            text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return {}
     token = _reading_ours.set(True)
@@ -43,6 +50,20 @@ def read_env_file() -> dict[str, str]:
     finally:
         _reading_ours.reset(token)
     return {key: value for key, value in values.items() if value is not None}
+
+
+_warned: set[tuple[str, int]] = set()
+
+
+def _warn_if_shared(path, mode: int) -> None:
+    """One warning per process when .env can be read by other users (it holds API keys)."""
+    if mode & 0o077 and (str(path), mode) not in _warned:
+        _warned.add((str(path), mode))
+        import logging
+
+        logging.getLogger("hermes_rl").warning(
+            "%s holds API keys but other users can read it (mode %o): run chmod 600 %s", path, mode & 0o777, path
+        )
 
 
 def get_key(name: str) -> str | None:

@@ -13,13 +13,13 @@ processes (say the MCP server and the Hermes plugin) agree on what was last repo
 
 from __future__ import annotations
 
-import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.fsutil import atomic_write_json, file_lock, read_json
 from hermes_rl.core.base.paths import ensure_private_dir, rl_dir, validate_run_id
@@ -42,19 +42,7 @@ def resolve_interval(override: object = None) -> float:
         if not (0 <= value <= MAX_INTERVAL_S):
             raise BadInput(f"min_interval_s must be between 0 and {MAX_INTERVAL_S}, got {override!r}"[:120])
         return value
-    raw = os.environ.get(INTERVAL_ENV)
-    if raw:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise BadInput(
-                f"{INTERVAL_ENV}={raw!r} is not a number of seconds"[:160],
-                hint=f"unset it or set e.g. {INTERVAL_ENV}=600",
-            ) from None
-        if 0 <= value <= MAX_INTERVAL_S:
-            return value
-        raise BadInput(f"{INTERVAL_ENV} must be between 0 and {MAX_INTERVAL_S}", hint=f"e.g. {INTERVAL_ENV}=600")
-    return float(DEFAULT_INTERVAL_S)
+    return env_number(INTERVAL_ENV, float(DEFAULT_INTERVAL_S), maximum=MAX_INTERVAL_S)
 
 
 @dataclass(frozen=True)

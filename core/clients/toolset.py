@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
-from hermes_rl.core.base.formatting import human_duration
+from hermes_rl.core.base.formatting import human_duration, shown_value
 from hermes_rl.core.base.paths import validate_run_id
 from hermes_rl.core.base.records import MetricsSummary, ProcessSummary, RunSummary
 from hermes_rl.core.base.secrets import redact
@@ -691,7 +691,9 @@ def _check_args(tool: Tool, args: Any) -> dict:
         if value is None and name not in tool.required:
             continue  # an explicit null means "use the default"
         if kind and not _JSON_TYPES[kind](value):
-            raise BadInput(f"{tool.name}: {name} must be {kind}, got {type(value).__name__}")
+            wanted = "a finite number" if kind == "number" else kind
+            got = shown_value(value) if isinstance(value, float) else type(value).__name__
+            raise BadInput(f"{tool.name}: {name} must be {wanted}, got {got}")
         if kind == "integer" and isinstance(value, float):
             value = int(value)
         if kind == "array" and spec.get("items", {}).get("type") == "string":

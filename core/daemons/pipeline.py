@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.base.fsutil import atomic_write_json, file_lock, read_json
+from hermes_rl.core.base.fsutil import atomic_write_json, file_lock, read_json, read_regular_text
 from hermes_rl.core.base.paths import PROCESS_NAME_RE, ensure_private_dir, rl_dir
 from hermes_rl.core.base.states import ProcState
 
@@ -135,8 +135,7 @@ def specs_from_json(data: list) -> list[ProcessSpec]:
 
 
 def load_pipeline(path: str | os.PathLike) -> list[ProcessSpec]:
-    with open(path, encoding="utf-8") as handle:
-        return [current_names(spec) for spec in specs_from_json(json.load(handle))]
+    return [current_names(spec) for spec in specs_from_json(json.loads(read_regular_text(path)))]
 
 
 # Before hermes-rl installed as one namespace, pipeline.json started `-m dataplane.…` with the project
@@ -175,9 +174,9 @@ def validate_spec(spec: ProcessSpec) -> None:
         raise _bad(f"process {name!r}: env must map strings to strings")
     if not isinstance(spec.secret_env, list) or not all(isinstance(s, str) for s in spec.secret_env):
         raise _bad(f"process {name!r}: secret_env must be a list of variable names")
-    from hermes_rl.core.base.secrets import SECRET_NAMES
+    from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES
 
-    leaked = sorted(k for k in spec.env if k in SECRET_NAMES)
+    leaked = sorted(k for k in spec.env if k in (*SECRET_NAMES, LOCAL_TINKER_KEY_ENV))
     if leaked:
         raise _bad(f"process {name!r}: secret {leaked[0]} must be named in secret_env, not given in env")
     for dep in spec.depends_on:

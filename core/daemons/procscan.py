@@ -12,6 +12,8 @@ import os
 import signal
 from dataclasses import dataclass
 
+from hermes_rl.core.base.clock import in_future
+from hermes_rl.core.base.paths import same_file
 from hermes_rl.core.base.polling import poll_until
 
 MARKER = "HERMES_RL_RUN_DIR"  # in every child's environment: the run folder
@@ -90,10 +92,23 @@ def process_create_time(pid: int) -> float | None:
         return None
 
 
+def marker_matches(found: bytes | None, value: str | os.PathLike) -> bool:
+    """Whether a marker read from a process's environment names `value`, a run folder: the same folder
+    by file identity, however either side spelled the path (a symlinked or relative $HERMES_HOME)."""
+    if found is None:
+        return False
+    wanted = os.fsencode(str(value))
+    if found == wanted:
+        return True
+    if not found.startswith(b"/"):
+        return False  # a relative marker names nothing outside the process that wrote it
+    return same_file(os.fsdecode(found), os.fsdecode(wanted))
+
+
 def carries_marker(pid: int, name: str, value: str | os.PathLike) -> bool:
-    """Whether the process's environment holds name=value (a marker only we set). Unreadable (another
-    user's process, gone) means no."""
-    return _environ(pid).get(name.encode()) == os.fsencode(str(value))
+    """Whether the process's environment holds name=value (a marker only we set; a path compared as a
+    file identity). Unreadable (another user's process, gone) means no."""
+    return marker_matches(_environ(pid).get(name.encode()), value)
 
 
 def is_same_process(
@@ -143,9 +158,11 @@ def find_run_processes(
     sit in one of `pgids`, carry no marker and started after `since`. Only the supervisor and its
     watchdog, which know their groups are live, pass `pgids`: a pgid read back from a state file
     proves nothing (after a reboot it may be anyone's)."""
-    wanted = os.fsencode(str(run_dir))
     marker = MARKER.encode()
+    verdicts: dict[bytes, bool] = {}  # one identity check per distinct marker value in this scan
     pgid_set = {int(g) for g in pgids if g}
+    if since is not None and in_future(since):
+        since = None  # a creation time in the future proves nothing: every process would seem older
     skip = {os.getpid(), *exclude}
     found: list[Survivor] = []
     for pid in _all_pids():
@@ -157,7 +174,9 @@ def find_run_processes(
             pgid = os.getpgid(pid)
         except OSError:
             continue
-        ours = mark == wanted or (mark is None and pgid in pgid_set)
+        if mark is not None and mark not in verdicts:
+            verdicts[mark] = marker_matches(mark, run_dir)
+        ours = verdicts[mark] if mark is not None else pgid in pgid_set
         if not ours or _is_zombie(pid):
             continue
         created = process_create_time(pid)
@@ -179,13 +198,18 @@ def find_run_processes(
 def marked_processes(name: str, value: str) -> list[Survivor]:
     """Live processes whose environment carries name=value: what a child started with a one-off
     marker left behind, even after setsid() and a double fork."""
-    wanted, key = os.fsencode(value), name.encode()
+    key = name.encode()
+    verdicts: dict[bytes, bool] = {}
     found = []
     for pid in _all_pids():
         if pid == os.getpid():
             continue
-        env = _environ(pid)
-        if env.get(key) != wanted or _is_zombie(pid):
+        mark = _environ(pid).get(key)
+        if mark is None:
+            continue
+        if mark not in verdicts:
+            verdicts[mark] = marker_matches(mark, value)
+        if not verdicts[mark] or _is_zombie(pid):
             continue
         try:
             pgid = os.getpgid(pid)

@@ -25,6 +25,7 @@ import contextlib
 import os
 import queue
 import re
+import secrets
 import selectors
 import signal
 import subprocess
@@ -35,11 +36,11 @@ import traceback
 from pathlib import Path
 
 from hermes_rl.core.base.failures import exception_line, failure_hint, failure_line, repeats_on_restart
-from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
+from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, open_append_fd, open_regular, read_json
 from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, validate_run_id
 from hermes_rl.core.base.paths import run_dir as run_dir_of
 from hermes_rl.core.base.polling import poll_until
-from hermes_rl.core.base.secrets import SECRET_NAMES, redact
+from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.daemons.pipeline import (
@@ -118,7 +119,7 @@ class LogMatcher:
     def check(self) -> tuple[bool, str]:
         if self.handle is None:
             try:
-                self.handle = open(self.path, "rb")
+                self.handle = open_regular(self.path)
             except OSError:
                 return False, "log file not created yet"
             self.handle.seek(self.offset)
@@ -221,6 +222,9 @@ class Supervisor:
             for dep, condition in spec.depends_on:
                 if condition == "completed":
                     self.procs[dep].one_shot = True
+        # The local Tinker server's credential for this run: in memory and in the environment of the
+        # processes that name it in secret_env, nowhere else (no argv, log or state file).
+        self.local_tinker_key = "tml-local-" + secrets.token_urlsafe(24)
         self.stop_requests = 0  # 1: stop in order; 2: stop now (SIGKILL without waiting)
         self.first_stop_at = 0.0
         self.requests_pending = True  # look at control/ once at start: a request may predate us
@@ -358,7 +362,7 @@ class Supervisor:
     def start_watchdog(self) -> None:
         read_end, write_end = os.pipe()
         env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES}
-        log = open(self.dir / "supervisor.log", "ab")
+        log = os.fdopen(open_append_fd(self.dir / "supervisor.log"), "ab")
         try:
             # Not tied to us (no PDEATHSIG): it must outlive our death to clean up after it.
             self.watchdog = spawn_group(
@@ -413,10 +417,11 @@ class Supervisor:
     # ------------------------------------------------------------ starting
 
     def child_env(self, proc: Proc) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and k != procscan.SUPERVISOR_MARKER}
+        hidden = (*SECRET_NAMES, LOCAL_TINKER_KEY_ENV, procscan.SUPERVISOR_MARKER)
+        env = {k: v for k, v in os.environ.items() if k not in hidden}
         env.setdefault("PYTHONUNBUFFERED", "1")
         for name in proc.spec.secret_env:
-            value = os.environ.get(name)
+            value = self.local_tinker_key if name == LOCAL_TINKER_KEY_ENV else os.environ.get(name)
             if value:
                 env[name] = value
         env.update(proc.spec.env)
@@ -440,7 +445,7 @@ class Supervisor:
             f"==== hermes-rl {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC: starting "
             f"{proc.name} (run {self.run_id}, attempt {proc.attempt}): {argv}\n"
         )
-        fd = os.open(proc.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = open_append_fd(proc.log)
         try:
             os.write(fd, header.encode("utf-8", errors="replace"))
             proc.log_offset = os.fstat(fd).st_size
@@ -657,7 +662,7 @@ class Supervisor:
 
     def log_tail(self, proc: Proc, lines: int = 3) -> str:
         try:
-            with open(proc.log, "rb") as handle:
+            with open_regular(proc.log) as handle:
                 size = handle.seek(0, os.SEEK_END)
                 start = max(proc.log_offset, size - 4096)
                 handle.seek(start)
@@ -706,7 +711,7 @@ class Supervisor:
     def attempt_output(self, proc: Proc, limit: int = 65536) -> str:
         """The end of this attempt's part of the process log."""
         try:
-            with open(proc.log, "rb") as handle:
+            with open_regular(proc.log) as handle:
                 size = handle.seek(0, os.SEEK_END)
                 handle.seek(max(proc.log_offset, size - limit))
                 return handle.read().decode("utf-8", errors="replace")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hermes_rl.core.base.errors import BadInput, NotFound
-from hermes_rl.core.base.fsutil import atomic_write_text
+from hermes_rl.core.base.fsutil import atomic_write_text, read_regular_bytes, read_regular_text
 from hermes_rl.core.base.paths import PROJECT_ROOT, rl_dir, user_environments_dir
 from hermes_rl.core.base.records import EnvironmentEntry
 
@@ -234,7 +234,7 @@ def _read_source(path: Path, size: int) -> str:
     """Text of a Python file, or ValueError saying why it is not one."""
     if size > MAX_FILE_BYTES:
         raise ValueError(f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
-    data = path.read_bytes()
+    data = read_regular_bytes(path)
     if b"\0" in data:
         raise ValueError("binary file (contains NUL bytes), not Python source")
     try:
@@ -563,7 +563,7 @@ def _load_disk_cache() -> None:
     global _disk_loaded
     _disk_loaded = True
     try:
-        data = json.loads(_disk_cache_path().read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(_disk_cache_path()))
         if data.get("version") != CACHE_VERSION:
             return
         for path, (mtime, size, scan) in data["files"].items():

@@ -17,9 +17,10 @@ import threading
 import time
 from pathlib import Path
 
+from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.errors import BadInput, HermesError
 from hermes_rl.core.base.failures import describe_failure, exception_line, failure_hint
-from hermes_rl.core.base.fsutil import atomic_write_text, file_lock
+from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_regular_text
 from hermes_rl.core.base.paths import rl_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, redact
 from hermes_rl.core.daemons.spawn import run_bounded
@@ -55,10 +56,7 @@ def _cache_path(env: EnvInfo) -> Path:
 
 
 def _probe_timeout() -> float:
-    try:
-        return max(1.0, float(os.environ.get(PROBE_TIMEOUT_ENV, PROBE_TIMEOUT_S)))
-    except ValueError:
-        return PROBE_TIMEOUT_S
+    return env_number(PROBE_TIMEOUT_ENV, PROBE_TIMEOUT_S, minimum=1.0, maximum=3600)
 
 
 def _probe_env(root: ImportRoot | None = None) -> dict:
@@ -139,7 +137,7 @@ def _cached(env: EnvInfo, signature: tuple) -> dict | None:
             return memo[1]
         raise BadInput(memo[2] or "config probe failed", hint=REFRESH_HINT)
     try:
-        cached = json.loads(_cache_path(env).read_text(encoding="utf-8"))
+        cached = json.loads(read_regular_text(_cache_path(env)))
         if cached.get("signature") == json.loads(json.dumps(signature)):
             if isinstance(cached.get("result"), dict):
                 with _probe_lock:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_rl.core.base.errors import BadInput, MissingKey, NotFound
+from hermes_rl.core.base.formatting import shown_value
 from hermes_rl.core.base.fsutil import read_yaml
 from hermes_rl.core.base.paths import hermes_home, models_dir, profiles_dir
 from hermes_rl.core.base.secrets import get_key
@@ -145,8 +146,7 @@ _NULL = {"none", "null", "~", ""}
 
 
 def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shown_value(value)
 
 
 def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = None, nullable: bool = False) -> object:
@@ -219,6 +219,8 @@ def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = No
             raise BadInput(f"{name} must be a {kind} (JSON), got {_shown(raw)}")
         return value
     # str
+    if isinstance(raw, float) and not math.isfinite(raw):  # a JSON NaN as a name is a mistake, not "nan"
+        raise BadInput(f"{name} must be text, got {_shown(raw)}")
     if isinstance(raw, (dict, list, tuple, set, bool)):  # True as a name is a mistake, not "True"
         raise BadInput(f"{name} must be text, got {_shown(raw)}")
     value = raw if isinstance(raw, str) else str(raw)

@@ -26,6 +26,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator
 
+from hermes_rl.core.base.fsutil import open_regular
+
 STRIDE = 32  # one index entry per 32 lines: 1 GB of 100-byte lines -> 2.5 MB of index
 TAIL_BYTES = 4 * 1024 * 1024  # a file larger than this opens at its tail
 MAX_LINE_CHARS = 4000  # longer lines are cut for display (the file keeps them)
@@ -61,6 +63,10 @@ def is_access_line(line: str) -> bool:
 def _visible(match: re.Match) -> str:
     if match.group("sgr"):
         return match.group("sgr")
+    return _symbol(match)
+
+
+def _symbol(match: re.Match) -> str:
     text = match.group(0)
     if len(text) == 1 and text != "\x1b":
         code = ord(text)
@@ -74,6 +80,15 @@ def sanitize_terminal(text: str) -> str:
     if not _NEEDS_SANITIZING.search(text):
         return text
     return _TERMINAL_RE.sub(_visible, text)
+
+
+def plain_text(text: str) -> str:
+    """Untrusted text (model output, environment files, logs, state files) for a place that shows
+    characters only, as every dashboard widget does: what sanitize_terminal removes, and SGR colour
+    codes too (a widget does not interpret them: they would reach the terminal as written)."""
+    if not _NEEDS_SANITIZING.search(text):
+        return text
+    return _TERMINAL_RE.sub(_symbol, text)
 
 
 def strip_ansi(text: str) -> str:
@@ -208,7 +223,7 @@ class LogReader:
     # -- following ----------------------------------------------------------------------------
     def _open(self):
         if self._handle is None:
-            self._handle = open(self.path, "rb")
+            self._handle = open_regular(self.path)
         return self._handle
 
     def refresh(self) -> int:
@@ -309,7 +324,7 @@ class LogReader:
         kept = array("Q")  # the start of every stride-th of them, counting back from base
         cut_line_start = None  # where the line indexed from its middle really begins
         reached_start = True
-        with open(self.path, "rb") as handle:
+        with open_regular(self.path) as handle:
             for offset in _line_starts_backwards(handle, base):
                 if cut and cut_line_start is None:
                     cut_line_start = offset
@@ -326,7 +341,7 @@ class LogReader:
             self._cache.clear()
             if reached_start and found % stride:
                 # The file's first lines do not fill a whole stride: re-align by a full rebuild.
-                with open(self.path, "rb") as handle:
+                with open_regular(self.path) as handle:
                     full, total, end_all = _index_lines(handle, 0, self._end, 0, stride)
                 added = total - self._complete
                 self._index, self._complete, self._end = full, total, end_all

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl_spans, last_jsonl_row
+from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl, iter_jsonl_spans, last_jsonl_row, open_regular
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, Metric
 
@@ -71,7 +71,7 @@ def _complete_end(path: Path, offset: int, size: int) -> int:
     if size <= offset:
         return offset
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(offset)
             data = handle.read(size - offset)
     except OSError:
@@ -83,7 +83,7 @@ def _complete_end(path: Path, offset: int, size: int) -> int:
 def _line_start_after(path: Path, offset: int) -> int:
     """Offset of the first line that starts after `offset` (0 when the file cannot be read)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(offset)
             handle.readline()
             return handle.tell()
@@ -304,3 +304,80 @@ def eval_endpoints(folder: str | os.PathLike, known_first: float | None = None) 
         known_first = _number(first[key]) if first else None
     last = last_jsonl_row(path, max_scan=256 << 10, where=has_eval)
     return (known_first, _number(last[key]) if last else None)
+
+
+def _first_step(path: str, where_end: bool) -> int | None:
+    has_step = lambda row: _step(row) is not None  # noqa: E731
+    row = last_jsonl_row(path, where=has_step) if where_end else first_jsonl_row(path, has_step)
+    return None if row is None else _step(row)
+
+
+def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key: str | None = None) -> dict:
+    """What a results summary needs from a run's whole metrics, in memory bounded by the number of
+    metric keys (not rows): {"steps_done", "final" (last_values of the merged rows), "history" (at most
+    `history` merged rows, evenly spaced by step, first and last included), "series" (metric_summary
+    of `series_key`)}. One streaming pass per file; a run's metrics may be hundreds of MB."""
+    folder = Path(folder)
+    paths = [str(folder / TRAINER_FILE), str(folder / ENV_FILE)]
+    heads = [s for s in (_first_step(p, False) for p in paths) if s is not None]
+    tails = [s for s in (_first_step(p, True) for p in paths) if s is not None]
+    summary: dict = {"steps_done": 0, "final": {}, "history": [], "series": None}
+    if not heads and not tails:
+        return summary
+    low, high = min(heads + tails), max(heads + tails)
+    buckets = max(1, min(history, high - low + 1))
+    chosen: list[tuple[int, dict] | None] = [None] * buckets  # per bucket: (step, merged row)
+    latest: dict[str, tuple[int, int, object]] = {}  # key -> (step, phase, value): last_values' order
+    first = last = best = None  # (step, value) of series_key
+    steps_done = None
+    for phase, path in enumerate(paths):
+        for _end, row in iter_jsonl(Path(path)):
+            step = _step(row)
+            if step is None:
+                continue
+            steps_done = step if steps_done is None else max(steps_done, step)
+            index = 0 if buckets == 1 else min(buckets - 1, max(0, round((step - low) * (buckets - 1) / (high - low))))
+            target = low + (0 if buckets == 1 else round(index * (high - low) / (buckets - 1)))
+            held = chosen[index]
+            if held is None or abs(step - target) < abs(held[0] - target):
+                held = chosen[index] = (step, {"step": step})
+            if held[0] == step:
+                merged = held[1]
+                for key, value in row.items():
+                    if key == "step" or (key == "time" and phase and "time" in merged):
+                        continue
+                    merged[key] = value
+            for key, value in row.items():
+                if key == "step" or (key != "time" and _number(value) is None):
+                    continue
+                if key == "time" and phase and key in latest and latest[key][0] == step:
+                    continue  # the trainer's time of a step wins, as in RunMetrics
+                old = latest.get(key)
+                if old is None or (step, phase) >= old[:2]:
+                    latest[key] = (step, phase, value)
+            value = _number(row.get(series_key)) if series_key else None
+            if value is not None:
+                if first is None or step < first[0]:
+                    first = (step, value)
+                if last is None or step >= last[0]:
+                    last = (step, value)
+                if best is None or value > best[1]:
+                    best = (step, value)
+    summary["steps_done"] = steps_done or 0
+    final = {key: value for key, (_s, _p, value) in latest.items() if key != "time"}
+    if steps_done is not None:
+        final["step"] = steps_done
+        if "time" in latest and latest["time"][0] == steps_done:
+            final["time"] = latest["time"][2]
+    summary["final"] = final
+    summary["history"] = [held[1] for held in chosen if held is not None]
+    if first is not None:
+        directed = series_key in HIGHER_IS_BETTER
+        summary["series"] = {
+            "first": first[1],
+            "best": best[1] if directed else None,
+            "best_step": best[0] if directed else None,
+            "last": last[1],
+            "last_step": last[0],
+        }
+    return summary

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_rl.core.base.errors import BadInput, NotFound
-from hermes_rl.core.base.fsutil import iter_jsonl, parse_jsonl_line
+from hermes_rl.core.base.fsutil import iter_jsonl, open_regular, parse_jsonl_line
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.readers.metrics import JsonlTail
 
@@ -226,7 +226,7 @@ class RunRollouts:
     def _read_back(self, step: int, spans: tuple[array, array]) -> list[dict]:
         groups = []
         try:
-            with open(self.tail.path, "rb") as handle:
+            with open_regular(self.tail.path) as handle:
                 for start, length in zip(*spans):
                     handle.seek(start)
                     row = parse_jsonl_line(handle.read(length))

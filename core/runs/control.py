@@ -10,7 +10,8 @@ import secrets as _secrets
 import signal
 import time
 
-from hermes_rl.core.base.errors import Conflict, NotFound
+from hermes_rl.core.base.clock import remaining_s
+from hermes_rl.core.base.errors import Conflict, HermesError, NotFound
 from hermes_rl.core.base.fsutil import atomic_write_json
 from hermes_rl.core.base.paths import ensure_private_dir, run_dir
 from hermes_rl.core.base.polling import poll_until
@@ -29,6 +30,7 @@ from hermes_rl.core.runs.store import (
 )
 
 POLL_FIRST_S = 0.02  # the first re-read of run.json; later ones back off to polling's cap
+SURVIVOR_GRACE_S = 3.0  # how long a recorded-final run's last processes get to exit by themselves
 
 
 def _wait_final(run_id: str, wait: float) -> dict:
@@ -74,8 +76,7 @@ def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> RunView
             hint="only starting, running or lost runs can be stopped",
         )
     if not (run.get("supervisor") or {}).get("pid"):
-        since_created = time.time() - (run.get("created_at") or 0)
-        run = _wait_registered(run_id, max(0.0, SUPERVISOR_START_TIMEOUT_S - since_created))
+        run = _wait_registered(run_id, remaining_s(run.get("created_at"), SUPERVISOR_START_TIMEOUT_S))
     sup = run.get("supervisor") or {}
     if not is_recorded_final(run) and supervisor_alive(run):
         if run.get("status") != RunStatus.STOPPING or force:
@@ -83,7 +84,36 @@ def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> RunView
         run = _wait_final(run_id, wait)
     if not is_recorded_final(run) and not supervisor_alive(run):
         _stop_lost(run)
+    _end_survivors(run_id)
     return get_run(run_id, sample=False)
+
+
+def _end_survivors(run_id: str) -> None:
+    """A stop never reports success while a process of the run lives: once the run is recorded final,
+    its supervisor and any process still carrying its marker get SURVIVOR_GRACE_S to exit, then are
+    ended here; one that outlives even SIGKILL fails the stop, naming it."""
+    run = read_run(run_id)
+    if not is_recorded_final(run):
+        return  # still stopping (`wait` ran out): the caller reports `stopping`, not success
+    remaining: list[procscan.Survivor] = []
+
+    def all_gone() -> bool:
+        remaining[:] = survivors(run)
+        if supervisor_alive(run):  # it exits right after recording the end: waited for like the rest
+            sup = run["supervisor"]
+            remaining.append(procscan.Survivor(sup["pid"], None, "supervisor", "", sup.get("create_time")))
+        return not remaining
+
+    if poll_until(all_gone, SURVIVOR_GRACE_S, first=POLL_FIRST_S):
+        return
+    procscan.terminate(remaining, timeout=5.0)
+    if all_gone():
+        return
+    shown = ", ".join(f"{s.name or '?'} (pid {s.pid})" for s in remaining[:5])
+    raise HermesError(
+        f"run {run_id} is recorded {run.get('status')} but {len(remaining)} of its processes are still alive: {shown}",
+        hint="they ignored SIGTERM and SIGKILL; check them with `ps` and try `hermes-rl stop` again",
+    )
 
 
 def _stop_unrecorded(run_id: str, wait: float, force: bool) -> bool:

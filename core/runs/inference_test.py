@@ -41,8 +41,15 @@ from typing import Callable, Iterator
 
 import yaml
 
+from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.errors import BadInput, HermesError, MissingKey
-from hermes_rl.core.base.fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
+from hermes_rl.core.base.fsutil import (
+    atomic_write_json,
+    atomic_write_text,
+    open_regular,
+    parse_jsonl_line,
+    read_regular_text,
+)
 from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, run_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
 from hermes_rl.core.daemons.spawn import end_group, spawn_group
@@ -165,11 +172,7 @@ def is_openrouter_host(host: str) -> bool:
 def resolve_timeout(timeout_s: float | None) -> float:
     if timeout_s is not None:
         return float(timeout_s)
-    raw = os.environ.get(TIMEOUT_ENV)
-    try:
-        return float(raw) if raw else DEFAULT_TIMEOUT_S
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
+    return env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, minimum=1.0, maximum=24 * 3600)
 
 
 # -- which models -----------------------------------------------------------------------------
@@ -265,7 +268,7 @@ def _local_model() -> tuple[str, str, str, int | None]:
 
 def _read_run_config(run: dict) -> dict:
     try:
-        with open(run_dir(run["run_id"]) / "config.yaml", encoding="utf-8") as handle:
+        with open_regular(run_dir(run["run_id"]) / "config.yaml", "r", encoding="utf-8") as handle:
             data = yaml.safe_load(handle)
     except (OSError, yaml.YAMLError, KeyError, HermesError):
         return {}
@@ -354,7 +357,7 @@ def score_rollouts(path: Path, correct_threshold: float = 1.0) -> dict:
     steps = completions = correct = 0
     total = 0.0
     try:
-        handle = open(path, "rb")
+        handle = open_regular(path)
     except OSError:
         return {"steps": 0, "completions": 0, "correct": 0, "accuracy": None, "mean_score": None}
     with handle:
@@ -381,7 +384,7 @@ def score_rollouts(path: Path, correct_threshold: float = 1.0) -> dict:
 
 def _count_lines(path: Path) -> int:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             return sum(1 for line in handle if line.endswith(b"\n"))
     except OSError:
         return 0
@@ -392,7 +395,7 @@ def _log_errors(log_path: Path, secret_values: list[str]) -> tuple[list[str], in
     errors: list[str] = []
     retries = 0
     try:
-        text = log_path.read_text(encoding="utf-8", errors="replace")
+        text = read_regular_text(log_path, errors="replace")
     except OSError:
         return errors, 0
     lines = text.splitlines()
@@ -713,7 +716,7 @@ def _redact_file(path: Path, values: list[str]) -> None:
     if not values:
         return
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_regular_text(path, errors="replace")
     except OSError:
         return
     cleaned = redact(text, values)

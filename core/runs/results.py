@@ -13,13 +13,6 @@ from hermes_rl.core.runs.store import lost_reason, read_run
 HISTORY_SAMPLE = 50
 
 
-def _history_sample(rows: list[dict], limit: int = HISTORY_SAMPLE) -> list[dict]:
-    if len(rows) <= limit:
-        return list(rows)
-    step = (len(rows) - 1) / (limit - 1)
-    return [rows[round(i * step)] for i in range(limit)]
-
-
 def _checkpoint(folder: Path) -> tuple[str | None, str | None, dict]:
     """(checkpoint path, tinker:// path, results.json) — results.json first, else the newest checkpoint folder."""
     results: dict = {}
@@ -42,12 +35,13 @@ def _checkpoint(folder: Path) -> tuple[str | None, str | None, dict]:
 
 
 def get_results(run_id: str) -> Results:
-    """Final metrics, an evenly spaced history sample (<= 50 rows, first and last included), checkpoint."""
-    from hermes_rl.core.readers.metrics import last_values, metric_series, metric_summary, read_metrics
+    """Final metrics, an evenly spaced history sample (<= 50 rows, first and last included), checkpoint.
+    Read in one streaming pass, so a results summary of a days-long run costs little memory."""
+    from hermes_rl.core.readers.metrics import run_metrics_summary
 
     run = read_run(run_id)
     folder = run_dir(run_id)
-    rows = read_metrics(run_id)
+    metrics = run_metrics_summary(folder, HISTORY_SAMPLE, series_key=Metric.EVAL_PERCENT_CORRECT)
     checkpoint, tinker_path, results = _checkpoint(folder)
     status = run.get("status")
     lost = lost_reason(run)
@@ -58,10 +52,10 @@ def get_results(run_id: str) -> Results:
         "environment": run.get("environment"),
         "profile": run.get("profile"),
         "total_steps": run.get("total_steps"),
-        "steps_done": rows[-1]["step"] if rows else 0,
-        "final_metrics": last_values(rows),
-        "history": _history_sample(rows),
-        "eval_accuracy": metric_summary(metric_series(rows, Metric.EVAL_PERCENT_CORRECT), Metric.EVAL_PERCENT_CORRECT),
+        "steps_done": metrics["steps_done"],
+        "final_metrics": metrics["final"],
+        "history": metrics["history"],
+        "eval_accuracy": metrics["series"],
         "checkpoint": checkpoint,
         "tinker_path": tinker_path,
         "results": results,

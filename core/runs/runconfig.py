@@ -12,6 +12,7 @@ import time
 from typing import TypedDict
 
 from hermes_rl.core.base.errors import BadInput, HermesError
+from hermes_rl.core.base.fsutil import open_regular
 from hermes_rl.core.base.paths import run_dir, validate_run_id
 from hermes_rl.core.base.secrets import refuse_secret_values
 from hermes_rl.core.envs.discovery import EnvInfo
@@ -197,7 +198,7 @@ def read_run_config(run_id: str) -> dict:
     import yaml
 
     try:
-        with open(run_dir(run_id) / CONFIG_FILE, encoding="utf-8") as handle:
+        with open_regular(run_dir(run_id) / CONFIG_FILE, "r", encoding="utf-8") as handle:
             data = yaml.safe_load(handle)
     except (OSError, yaml.YAMLError, HermesError):
         return {}

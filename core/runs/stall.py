@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import time
 
+from hermes_rl.core.base.clock import age_s
+from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.fsutil import epoch_seconds
 from hermes_rl.core.base.states import ACTIVE, RunStatus
 
@@ -15,12 +16,9 @@ DEFAULT_STALL_S = 900.0
 def stall_threshold(seconds: float | None = None) -> float:
     """Seconds without a metric row or trainer log line (see progress_logs) after which a running
     run is `stalled` (0: never).
-    `seconds` overrides $HERMES_RL_STALL_S (default 900 s); a bad value falls back to the default."""
+    `seconds` overrides $HERMES_RL_STALL_S (default 900 s); a negative, NaN or infinite value is refused."""
     if seconds is None:
-        try:
-            seconds = float(os.environ.get(STALL_ENV) or DEFAULT_STALL_S)
-        except ValueError:
-            seconds = DEFAULT_STALL_S
+        return env_number(STALL_ENV, DEFAULT_STALL_S, maximum=365 * 86400, meaning_of_zero="never stalled")
     return max(0.0, float(seconds))
 
 
@@ -34,9 +32,9 @@ def progress_logs(processes) -> tuple:
     return tuple(p.get("log") for p in chosen)
 
 
-def _last_activity(started_at, last_metric: dict | None, log_paths) -> float | None:
-    """The newest sign of life: the last metric row's time, the mtime of a log in `log_paths`
-    (see progress_logs), else the start."""
+def _activity_times(started_at, last_metric: dict | None, log_paths) -> list[float]:
+    """The signs of life: the last metric row's time, the mtime of each log in `log_paths` (see
+    progress_logs) and the start; times in the future are left out (see clock.age_s)."""
     times = [epoch_seconds(started_at), epoch_seconds((last_metric or {}).get("time"))]
     for path in log_paths:
         if path:
@@ -44,16 +42,16 @@ def _last_activity(started_at, last_metric: dict | None, log_paths) -> float | N
                 times.append(os.stat(path).st_mtime)
             except OSError:
                 pass
-    times = [t for t in times if t is not None]
-    return max(times) if times else None
+    return [t for t in times if t is not None and age_s(t) is not None]
 
 
 def stall_fields(status, started_at, last_metric, log_paths, stall_after_s: float | None) -> dict:
     """{last_activity_at, stalled, stalled_for_s} of a run; only a `running` run can be stalled."""
     if status not in ACTIVE:
         return {"last_activity_at": None, "stalled": False, "stalled_for_s": None}
-    last = _last_activity(started_at, last_metric, log_paths)
+    times = _activity_times(started_at, last_metric, log_paths)
+    last = max(times) if times else None
     threshold = stall_threshold(stall_after_s)
-    idle = None if last is None else round(max(0.0, time.time() - last), 1)
+    idle = None if last is None else round(age_s(last) or 0.0, 1)
     stalled = status == RunStatus.RUNNING and threshold > 0 and idle is not None and idle > threshold
     return {"last_activity_at": last, "stalled": stalled, "stalled_for_s": idle if stalled else None}

@@ -7,19 +7,37 @@ its configuration built once (core.runs.runconfig) and handed to the pipeline as
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets as _secrets
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
-from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, atomic_write_text, file_lock, read_json
-from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, run_dir, runs_dir
+from hermes_rl.core.base.fsutil import (
+    append_jsonl,
+    atomic_write_json,
+    atomic_write_text,
+    file_lock,
+    open_append_fd,
+    read_json,
+    read_regular_text,
+)
+from hermes_rl.core.base.paths import (
+    ensure_private_dir,
+    process_log_path,
+    run_dir,
+    runs_dir,
+    same_file,
+    tinker_checkpoint_subpath,
+)
 from hermes_rl.core.base.records import RunRecord, StartedRun
 from hermes_rl.core.base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
 from hermes_rl.core.base.states import ACTIVE, FINAL, RunStatus
@@ -71,7 +89,7 @@ def _start_supervisor(run_id: str, folder: Path) -> None:
     """Start `python -m hermes_rl.core.daemons.supervisor RUN_ID` detached; return once it has recorded
     itself in run.json. A supervisor that cannot start leaves the run failed, with the reason."""
     read_end, write_end = os.pipe()
-    log = open(folder / "supervisor.log", "ab")
+    log = os.fdopen(open_append_fd(folder / "supervisor.log"), "ab")
     try:
         os.chmod(folder / "supervisor.log", 0o600)
         proc = subprocess.Popen(
@@ -121,7 +139,7 @@ def _start_supervisor(run_id: str, folder: Path) -> None:
 
 def _tail(path: Path, lines: int = 3) -> str:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_regular_text(path, errors="replace")
     except OSError:
         return ""
     return " | ".join([ln for ln in text.splitlines() if ln.strip()][-lines:])[:500]
@@ -315,10 +333,9 @@ DEFAULT_MAX_LOCAL_RUNS = 2  # the local backend trains on this machine's CPUs: m
 
 def max_local_runs() -> int:
     """The most local-backend runs active at once ($HERMES_RL_MAX_LOCAL_RUNS; 0: no limit)."""
-    try:
-        return max(0, int(os.environ.get(MAX_LOCAL_RUNS_ENV, DEFAULT_MAX_LOCAL_RUNS)))
-    except ValueError:
-        return DEFAULT_MAX_LOCAL_RUNS
+    return env_number(
+        MAX_LOCAL_RUNS_ENV, DEFAULT_MAX_LOCAL_RUNS, integer=True, maximum=1000, meaning_of_zero="no limit"
+    )
 
 
 @contextlib.contextmanager
@@ -424,6 +441,38 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dic
     return out
 
 
+def _saved_state_folder(parent_id: str, parent_folder: Path, state: dict) -> str:
+    """The parent's saved state, as a path relative to its run folder (checkpoints/<model>/<kind>/<name>,
+    derived from the tinker:// path with the local server's layout, so a moved $HERMES_HOME changes
+    nothing); BadInput when it is missing, is reached through a symlink, holds anything but plain files
+    and folders, or is not the folder trainer_state.json's local_path names (another run's checkpoint)."""
+    relative = "checkpoints/" + tinker_checkpoint_subpath(state.get("state_path"))
+    shown = f"run {parent_id}: the saved state {str(state.get('state_path'))[:80]}"
+    current = parent_folder
+    for part in relative.split("/"):
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            raise BadInput(
+                f"{shown} is not in {parent_folder / 'checkpoints'}", hint="nothing to resume from"
+            ) from None
+        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+            raise BadInput(f"{shown}: {current} is {'a symlink' if stat.S_ISLNK(mode) else 'not a folder'}")
+    for root, dirs, files in os.walk(current):
+        for name in dirs + files:
+            mode = os.lstat(os.path.join(root, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+                raise BadInput(
+                    f"{shown} holds {os.path.join(root, name)}, {what}", hint="a checkpoint holds plain files"
+                )
+    recorded = state.get("local_path")
+    if isinstance(recorded, str) and os.path.lexists(recorded) and not same_file(recorded, current):
+        raise BadInput(f"{shown} is not the checkpoint its local_path names ({recorded[:120]})")
+    return relative
+
+
 def resume_run(parent_id: str) -> StartedRun:
     """A new run continuing a stopped, failed or lost one from its newest saved state (weights and
     optimizer): same environment, profile and config, the step count going on from the saved step.
@@ -445,10 +494,16 @@ def resume_run(parent_id: str) -> StartedRun:
         state = read_json(parent_folder / TRAINER_STATE_FILE)
     except (OSError, ValueError):
         state = None
-    if not isinstance(state, dict) or not state.get("state_path") or not isinstance(state.get("step"), int):
+    if not isinstance(state, dict) or not state.get("state_path"):
         raise BadInput(
             f"run {parent_id} saved no training state to resume from",
             hint="the trainer saves one every save_checkpoint_interval steps and when it is stopped",
+        )
+    step = state.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise BadInput(
+            f"run {parent_id}: {TRAINER_STATE_FILE} records step {json.dumps(step)[:40]}, not a step count",
+            hint=f"the file is written by the trainer; inspect {parent_folder / TRAINER_STATE_FILE}",
         )
     config = read_run_config(parent_id)
     total_steps = (config.get("env") or {}).get("total_steps")
@@ -462,21 +517,14 @@ def resume_run(parent_id: str) -> StartedRun:
     profile, notice = resolve_profile(parent["profile"])
     check_keys(profile)
     earlier = [r["run_id"] for r in list_runs() if r.get("parent_run_id") == parent_id]
+    # Everything resume reads is checked before the new run exists: a refusal leaves nothing behind.
+    saved = _saved_state_folder(parent_id, parent_folder, state) if profile.backend == "local" else None
     run_id, folder = _create_run_folder()
     try:
-        local_state = state.get("local_path")
-        if profile.backend == "local":
+        if saved is not None:
             # The new run's local server reads checkpoints from its own folder: copy the state there,
             # at the same place under checkpoints/ (the tinker:// path maps to it).
-            source = Path(local_state or "")
-            parent_checkpoints = parent_folder / "checkpoints"
-            if (
-                not local_state
-                or not source.is_dir()
-                or not source.resolve().is_relative_to(parent_checkpoints.resolve())
-            ):
-                raise BadInput(f"run {parent_id}: the saved state {state['state_path']} is not in {parent_checkpoints}")
-            shutil.copytree(source, folder / "checkpoints" / source.resolve().relative_to(parent_checkpoints.resolve()))
+            shutil.copytree(parent_folder / saved, folder / saved, symlinks=True)
         ports = free_ports(RUN_PORTS)
         resume = {"parent_run_id": parent_id, "state_path": state["state_path"], "step": state["step"]}
         run_config = _resumed_config(config, run_id, ports, resume)

@@ -8,11 +8,11 @@ import json
 import math
 import os
 import threading
-import time
 from pathlib import Path
 
+from hermes_rl.core.base.clock import age_s, in_future, remaining_s
 from hermes_rl.core.base.errors import HermesError, NotFound
-from hermes_rl.core.base.fsutil import last_jsonl_row, read_jsonl
+from hermes_rl.core.base.fsutil import last_jsonl_row, read_jsonl, read_regular_bytes
 from hermes_rl.core.base.paths import (
     PROCESS_NAME_RE,
     RUN_ID_RE,
@@ -157,8 +157,7 @@ def _load_record(run_id: str, folder: Path) -> dict:
     if folder.is_symlink() or path.is_symlink() or not _inside_home(path):
         raise UnreadableRun(run_id, "the run folder or its run.json leads outside $HERMES_HOME", path)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(RUN_JSON_MAX_BYTES + 1)
+        data = read_regular_bytes(path, RUN_JSON_MAX_BYTES + 1)
     except FileNotFoundError:
         raise
     except OSError as exc:
@@ -197,8 +196,12 @@ def lost_reason(run: dict) -> str | None:
         return None
     sup = run.get("supervisor") or {}
     if not sup.get("pid"):
-        created = run.get("created_at") or 0
-        if time.time() - created < SUPERVISOR_START_TIMEOUT_S:
+        if in_future(run.get("created_at")):
+            return (
+                "its creation time lies in the future (a clock set back, or a folder copied from another "
+                "machine) and no supervisor registered"
+            )
+        if remaining_s(run.get("created_at"), SUPERVISOR_START_TIMEOUT_S):
             return None
         return "its supervisor never started (see supervisor.log in the run folder)"
     if supervisor_alive(run):
@@ -347,7 +350,7 @@ def _sample_process(pid: int, create_time: float | None) -> dict | None:
         except psutil.Error:
             _PSUTIL_CACHE.pop(key, None)
             return None
-    uptime = max(0.0, time.time() - created)
+    uptime = age_s(created) or 0.0
     if first:
         # No previous sample yet: the lifetime average is an honest number instead of a 0.0.
         cpu = 100.0 * (times.user + times.system) / uptime if uptime > 0 else 0.0
@@ -393,7 +396,8 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
             if stats:
                 proc.update(stats)
         elif alive and proc.get("started_at"):
-            proc["uptime_s"] = round(max(0.0, time.time() - proc["started_at"]), 1)
+            uptime = age_s(proc["started_at"])
+            proc["uptime_s"] = None if uptime is None else round(uptime, 1)
         processes.append(proc)
     view["processes"] = processes
     if sample:

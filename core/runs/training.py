@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from hermes_rl.core.base.paths import models_dir
-from hermes_rl.core.base.secrets import get_key
+from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, get_key
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 from hermes_rl.core.envs.discovery import EnvInfo, import_root
 from hermes_rl.core.runs.runconfig import CONFIG_FILE, RunConfig
@@ -64,7 +64,7 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
     if local:
         # The local profile never reaches a hub: the model and tokenizer are built on this machine.
         common_env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
-    secrets = ["WANDB_API_KEY"] + ([] if local else ["TINKER_API_KEY"])
+    secrets = ["WANDB_API_KEY"] + ([LOCAL_TINKER_KEY_ENV] if local else ["TINKER_API_KEY"])
 
     specs: list[ProcessSpec] = []
     trainer_deps = [("api", "ready")]
@@ -96,6 +96,7 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
                     "{run_dir}/checkpoints",
                 ],
                 env=dict(common_env),
+                secret_env=[LOCAL_TINKER_KEY_ENV],  # the credential it requires of every client
                 depends_on=[("model", "completed")],
                 readiness=Readiness(kind="http", url="http://127.0.0.1:{port:tinker}/healthz", timeout_s=120.0),
                 stop_timeout=10.0,

@@ -1,8 +1,10 @@
-"""python -m hermes_rl.dataplane.tinker_local --host 127.0.0.1 --port PORT --model-dir DIR --checkpoint-dir DIR
+"""TINKER_LOCAL_API_KEY=tml-... python -m hermes_rl.dataplane.tinker_local --host 127.0.0.1 --port PORT \
+    --model-dir DIR --checkpoint-dir DIR
 
 Serves the Tinker protocol on 127.0.0.1 until SIGTERM/SIGINT. Logs
 `tinker-local ready on http://127.0.0.1:PORT` once it accepts requests (the model finishes
-loading in the background; requests that need it wait). `--port 0` picks a free port.
+loading in the background; requests that need it wait). `--port 0` picks a free port. Every request
+but /healthz must carry $TINKER_LOCAL_API_KEY as X-API-Key: clients set TINKER_API_KEY to that value.
 """
 
 from __future__ import annotations
@@ -60,6 +62,16 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.host not in LOOPBACK:
         return fail(f"--host {args.host!r} refused: tinker-local binds loopback only (127.0.0.1)")
+    from hermes_rl.dataplane.tinker_local.server import CREDENTIAL_ENV, check_api_key
+
+    api_key = os.environ.get(CREDENTIAL_ENV, "")
+    problem = check_api_key(api_key)
+    if problem:
+        return fail(
+            f"{problem}: every local user can reach a loopback port, so clients must prove they are yours. "
+            f"Set it in this server's environment (e.g. export {CREDENTIAL_ENV}=tml-$(openssl rand -hex 16)); "
+            f"clients send the same value as TINKER_API_KEY"
+        )
     model_dir = args.model_dir.expanduser().resolve()
     needed = [model_dir / "config.json", model_dir / "tokenizer.json"]
     if not all(path.is_file() for path in needed) or not any(model_dir.glob("*.safetensors")):
@@ -113,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         exit_code = 1
         server.should_exit = True
 
-    app = create_app(model_dir, checkpoint_dir, on_fatal)
+    app = create_app(model_dir, checkpoint_dir, on_fatal, api_key)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     server = Server(config)
     serve(server, [sock])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -18,12 +17,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hermes_rl.core.base.paths import CHECKPOINT_KINDS as CHECKPOINT_SUBFOLDERS
+from hermes_rl.core.base.paths import CHECKPOINT_NAME_RE, checkpoint_subpath
 from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, Adapter, SampleSpec, TinyLM
 from hermes_rl.dataplane.tinker_local.wire import (
     ForwardBackwardRequest,
     UserError,
     encode_forward_backward_output,
     encode_sample_response,
+    number,
 )
 
 log = logging.getLogger("tinker_local")
@@ -42,8 +44,8 @@ LOSS_CONFIG_DEFAULTS: dict[str, dict[str, float]] = {
 SNAPSHOTS_KEPT_PER_MODEL = 32
 LOADED_CHECKPOINTS_KEPT = 16
 MAX_SAMPLES_PER_REQUEST = 1024
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-CHECKPOINT_KINDS = {"weights": "weights", "sampler_weights": "sampler_weights", "external_weights": "external_weights"}
+_NAME_RE = CHECKPOINT_NAME_RE
+CHECKPOINT_KINDS = {kind: kind for kind in CHECKPOINT_SUBFOLDERS}
 
 
 @dataclass
@@ -143,14 +145,13 @@ class Backend:
             raise UserError(
                 f"create_model: optimizer {optimizer!r} is not available locally (tinker-local implements Adam only)"
             )
-        rank = int(lora.get("rank") or 0)
-        if not 1 <= rank <= 512:
-            raise UserError(f"LoRA rank must be between 1 and 512, got {rank}")
+        rank = number(lora.get("rank", 0), "lora_config.rank", 1, 512, integer=True)
         flags = {key: bool(lora.get(key, True)) for key in ("train_attn", "train_mlp", "train_unembed")}
         if not any(flags.values()):
             raise UserError("at least one of train_attn, train_mlp, train_unembed must be true")
-        model_id = f"{session_id}:train:{int(request.get('model_seq_id', 0))}"
+        model_id = f"{session_id}:train:{_seq_id(request)}"
         seed = lora.get("seed")
+        seed = None if seed is None else number(seed, "lora_config.seed", -(2**63), 2**64 - 1, integer=True)
         model = self._new_model(model_id, session_id, base_model, rank, flags, seed)
         log.info("created model %s (LoRA rank %d, %d adapted modules)", model_id, rank, len(model.params))
         return {"type": "create_model", "model_id": model_id}
@@ -257,14 +258,14 @@ class Backend:
                 "only: pass AdamParams)"
             )
         params = request["adam_params"] or {}
-        lr = float(params.get("learning_rate", 1e-4))
-        beta1 = float(params.get("beta1", 0.9))
-        beta2 = float(params.get("beta2", 0.95))
-        eps = float(params.get("eps", 1e-12))
-        weight_decay = float(params.get("weight_decay", 0.0))
-        clip = float(params.get("grad_clip_norm", 0.0))
-        if lr < 0 or not (0 <= beta1 < 1 and 0 <= beta2 < 1) or eps < 0:
-            raise UserError(f"invalid Adam parameters {params}")
+        if not isinstance(params, dict):
+            raise UserError("optim_step: adam_params must be an object")
+        lr = number(params.get("learning_rate", 1e-4), "adam_params.learning_rate", 0, 1)
+        beta1 = number(params.get("beta1", 0.9), "adam_params.beta1", 0, 1, high_open=True)
+        beta2 = number(params.get("beta2", 0.95), "adam_params.beta2", 0, 1, high_open=True)
+        eps = number(params.get("eps", 1e-12), "adam_params.eps", 0, 1)
+        weight_decay = number(params.get("weight_decay", 0.0), "adam_params.weight_decay", 0, 1)
+        clip = number(params.get("grad_clip_norm", 0.0), "adam_params.grad_clip_norm", 0, 1e6)
         tensors = model.tensors()
         grads = {name: (t.grad if t.grad is not None else torch.zeros_like(t)) for name, t in tensors.items()}
         grad_norm = float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads.values())))
@@ -472,7 +473,7 @@ class Backend:
         adapter, rank, state = self._read_checkpoint(directory)
         with_optimizer = bool(request.get("optimizer"))
         if request.get("session_id") is not None:  # create-via-load: a new model from the checkpoint
-            model_id = f"{request['session_id']}:train:{int(request.get('model_seq_id', 0))}"
+            model_id = f"{request['session_id']}:train:{_seq_id(request)}"
             base_model = self.canonical_base_model(request.get("base_model") or state["base_model"])
             model = self._new_model(
                 model_id, str(request["session_id"]), base_model, rank, state["flags"], state.get("seed")
@@ -523,21 +524,19 @@ class Backend:
         for chunk in (request.get("prompt") or {}).get("chunks") or []:
             if chunk.get("type", "encoded_text") != "encoded_text":
                 raise UserError("only text prompts are supported by tinker-local")
-            prompt.extend(int(t) for t in chunk.get("tokens") or [])
+            prompt.extend(number(t, "prompt token", 0, 2**31 - 1, integer=True) for t in chunk.get("tokens") or [])
         if not prompt:
             raise UserError("the prompt is empty")
         self._check_tokens(prompt, "prompt")
         params = request.get("sampling_params") or {}
-        num_samples = int(request.get("num_samples", 1))
-        if not 1 <= num_samples <= MAX_SAMPLES_PER_REQUEST:
-            raise UserError(f"num_samples must be between 1 and {MAX_SAMPLES_PER_REQUEST}, got {num_samples}")
+        num_samples = number(request.get("num_samples", 1), "num_samples", 1, MAX_SAMPLES_PER_REQUEST, integer=True)
         room = self.lm.max_positions - len(prompt)
         if room < 1:
             raise UserError(f"the prompt has {len(prompt)} tokens; the model's context is {self.lm.max_positions}")
         max_tokens = params.get("max_tokens")
-        max_tokens = room if max_tokens is None else int(max_tokens)
-        if not 1 <= max_tokens <= room:
-            raise UserError(f"max_tokens must be between 1 and {room} for this prompt, got {max_tokens}")
+        max_tokens = (
+            room if max_tokens is None else number(max_tokens, "sampling_params.max_tokens", 1, room, integer=True)
+        )
         stop = params.get("stop")
         stop_ids, stop_strings = set(self.lm.eos_token_ids), ()
         if stop is not None:
@@ -550,16 +549,18 @@ class Backend:
                 stop_ids |= set(items)
             else:
                 raise UserError("sampling_params.stop must be a string, a list of strings or a list of token ids")
-        temperature = float(params.get("temperature", 1.0))
-        top_p = float(params.get("top_p", 1.0))
-        top_k = int(params.get("top_k", -1))
-        if temperature < 0 or not 0 < top_p <= 1 or top_k == 0 or top_k < -1:
-            raise UserError(f"invalid sampling parameters temperature={temperature} top_p={top_p} top_k={top_k}")
+        temperature = number(params.get("temperature", 1.0), "sampling_params.temperature", 0, 100)
+        top_p = number(params.get("top_p", 1.0), "sampling_params.top_p", 0, 1, low_open=True)
+        top_k = number(params.get("top_k", -1), "sampling_params.top_k", -1, 2**31 - 1, integer=True)
+        if top_k == 0:
+            raise UserError("sampling_params.top_k must be -1 (no limit) or at least 1, got 0")
         last_n = request.get("prompt_logprobs_last_n")
-        if last_n is not None and not 1 <= int(last_n) <= len(prompt) - 1:
-            raise UserError(f"prompt_logprobs_last_n must be between 1 and {len(prompt) - 1}")
+        if last_n is not None:
+            if len(prompt) < 2:
+                raise UserError("prompt_logprobs_last_n needs a prompt of 2+ tokens")
+            last_n = number(last_n, "prompt_logprobs_last_n", 1, len(prompt) - 1, integer=True)
         target_ids, target_csr = self._target_prompt_ids(request.get("target_prompt_logprobs"), len(prompt))
-        alt_k = int(request.get("prompt_alt_tokens_k") or 0)
+        alt_k = number(request.get("prompt_alt_tokens_k") or 0, "prompt_alt_tokens_k", 0, 2**31 - 1, integer=True)
         if alt_k and (len(prompt) < 2 or not 0 < alt_k <= MAX_SAMPLES_PER_REQUEST):
             raise UserError(
                 f"prompt_alt_tokens_k needs a prompt of 2+ tokens and 1..{MAX_SAMPLES_PER_REQUEST} draws, got {alt_k}"
@@ -573,11 +574,17 @@ class Backend:
             top_p=top_p,
             stop_token_ids=frozenset(stop_ids),
             stop_strings=stop_strings,
-            seed=None if params.get("seed") is None else int(params["seed"]),
+            seed=None
+            if params.get("seed") is None
+            else number(params["seed"], "sampling_params.seed", -(2**63), 2**64 - 1, integer=True),
             prompt_logprobs=bool(request.get("prompt_logprobs")),
-            prompt_logprobs_last_n=None if last_n is None else int(last_n),
-            topk_prompt_logprobs=int(request.get("topk_prompt_logprobs") or 0),
-            topk_sample_logprobs=int(request.get("topk_sample_logprobs") or 0),
+            prompt_logprobs_last_n=last_n,
+            topk_prompt_logprobs=number(
+                request.get("topk_prompt_logprobs") or 0, "topk_prompt_logprobs", 0, 1024, integer=True
+            ),
+            topk_sample_logprobs=number(
+                request.get("topk_sample_logprobs") or 0, "topk_sample_logprobs", 0, 1024, integer=True
+            ),
             target_prompt_ids=target_ids,
             target_prompt_csr=target_csr,
             prompt_alt_tokens_k=alt_k,
@@ -637,6 +644,10 @@ class Backend:
 # ---------------------------------------------------------------------- checkpoint format
 
 
+def _seq_id(request: dict) -> int:
+    return number(request.get("model_seq_id", 0), "model_seq_id", 0, 2**31 - 1, integer=True)
+
+
 def loss_config(loss_fn: str, given: dict[str, float | str]) -> dict[str, float]:
     """The loss's parameters: its defaults updated with `given`; unknown keys are refused."""
     defaults = LOSS_CONFIG_DEFAULTS[loss_fn]
@@ -646,9 +657,7 @@ def loss_config(loss_fn: str, given: dict[str, float | str]) -> dict[str, float]
         raise UserError(f"loss_fn_config keys {unknown} are not parameters of {loss_fn!r} (accepted: {accepted})")
     config = dict(defaults)
     for key, value in given.items():
-        if isinstance(value, str):
-            raise UserError(f"loss_fn_config[{key!r}] must be a number, got {value!r}")
-        config[key] = float(value)
+        config[key] = number(value, f"loss_fn_config[{key!r}]", -1e6, 1e6)
     if "clip_low_threshold" in config and not config["clip_low_threshold"] <= config["clip_high_threshold"]:
         raise UserError(
             f"{loss_fn}: clip_low_threshold {config['clip_low_threshold']} is above "
@@ -686,8 +695,7 @@ def _pad(tensors: list[torch.Tensor], width: int) -> torch.Tensor:
 
 def checkpoint_folder(checkpoint_dir: Path, model_id: str, kind: str, name: str) -> Path:
     """Where a checkpoint lives on disk: CHECKPOINT_DIR/<model id, made path-safe>/<kind>/<name>."""
-    safe_model = re.sub(r"[^A-Za-z0-9._-]", "_", model_id).lstrip(".") or "_"
-    return Path(checkpoint_dir) / safe_model / kind / name
+    return Path(checkpoint_dir) / checkpoint_subpath(model_id, kind, name)
 
 
 def local_checkpoint_path(checkpoint_dir: Path, tinker_path: str) -> Path:

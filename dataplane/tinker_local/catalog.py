@@ -15,7 +15,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hermes_rl.dataplane.tinker_local.wire import UserError
+from hermes_rl.dataplane.tinker_local.wire import UserError, number
 
 # tinker:// path segment -> the SDK's checkpoint_type
 CHECKPOINT_TYPES = {"weights": "training", "sampler_weights": "sampler", "external_weights": "external"}
@@ -147,8 +147,8 @@ def update_meta(checkpoint_dir: Path, model_id: str, kind: str, name: str, **cha
 
 def set_ttl(checkpoint_dir: Path, model_id: str, kind: str, name: str, ttl_seconds) -> dict:
     """Recorded, not enforced: a local checkpoint lives until it is deleted."""
-    if ttl_seconds is not None and (not isinstance(ttl_seconds, int) or ttl_seconds < 1):
-        raise UserError(f"ttl_seconds must be a positive whole number of seconds or null, got {ttl_seconds!r}")
+    if ttl_seconds is not None:
+        ttl_seconds = number(ttl_seconds, "ttl_seconds", 1, 100 * 365 * 86400, integer=True)
     expires = None if ttl_seconds is None else _iso(time.time() + ttl_seconds)
     return update_meta(checkpoint_dir, model_id, kind, name, expires_at=expires)
 

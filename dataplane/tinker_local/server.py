@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hmac
 import itertools
 import json
 import logging
+import math
 import threading
 import time
 import traceback
@@ -27,12 +29,15 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV as CREDENTIAL_ENV
+
 log = logging.getLogger("tinker_local")
 
 LONG_POLL_S = 20.0  # the SDK waits up to 45 s for a retrieve_future answer
 JOB_RETENTION_S = 600.0  # finished results are kept this long for retries of retrieve_future
 SAMPLE_BATCH_ROWS = 512  # consecutive sample requests are batched up to this many sequences
 NO_RETRY = {"x-should-retry": "false"}
+OPEN_PATHS = frozenset({"/healthz", "/api/v1/healthz"})  # readiness probes: they change and reveal nothing
 
 # The SDK's feature flags, answered to /client/config: plain API-key auth, no JWT exchange,
 # fwd/bwd chunks of one call sent in order, per-request retrieve_future polling.
@@ -157,7 +162,32 @@ class Worker:
         self._loop.call_soon_threadsafe(settle)
 
 
-def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], None]) -> FastAPI:
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number this server accepts (every number must be finite)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range (every number must be finite)")
+    return value
+
+
+def check_api_key(api_key: object) -> str | None:
+    """Why `api_key` cannot be the server's credential, or None. The tinker SDK sends only keys
+    starting `tml-`; a short one could be guessed."""
+    if not isinstance(api_key, str) or not api_key.startswith("tml-") or len(api_key) < 24:
+        return f"{CREDENTIAL_ENV} must be set to a key starting tml- of at least 24 characters"
+    return None
+
+
+def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], None], api_key: str) -> FastAPI:
+    """The server's app. Every endpoint but /healthz requires `api_key` in the X-API-Key header (what
+    the tinker SDK sends its TINKER_API_KEY as): any local user can reach a loopback port."""
+    problem = check_api_key(api_key)
+    if problem:
+        raise ValueError(problem)
+    expected = api_key.encode()
     state: dict[str, Worker] = {}
 
     @contextlib.asynccontextmanager
@@ -168,6 +198,22 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
         yield
 
     app = FastAPI(title="tinker-local", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+
+    @app.middleware("http")
+    async def require_credential(request: Request, call_next):
+        if request.url.path not in OPEN_PATHS:
+            given = request.headers.get("x-api-key") or ""
+            if not hmac.compare_digest(given.encode(errors="replace"), expected):
+                return JSONResponse(
+                    {
+                        "error": "missing or wrong API key: send this server's credential as X-API-Key",
+                        "category": "user",
+                    },
+                    status_code=401,
+                    headers=NO_RETRY,
+                )
+        return await call_next(request)
+
     jobs: dict[str, Job] = {}
     sessions: dict[str, dict] = {}
     counter = itertools.count(1)
@@ -209,7 +255,7 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
 
     async def body_json(request: Request) -> dict:
         try:
-            data = json.loads(await request.body() or b"{}")
+            data = json.loads(await request.body() or b"{}", parse_constant=_refuse_constant, parse_float=_finite_float)
         except ValueError as exc:
             raise RequestError(f"the request body is not JSON: {exc}") from exc
         if not isinstance(data, dict):

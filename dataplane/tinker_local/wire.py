@@ -7,6 +7,7 @@ responses the SDK deserialises (`ForwardBackwardOutput`, `SampleResponse`).
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,33 @@ pb = _load_schema()
 
 class UserError(ValueError):
     """A request the caller got wrong: reported with category "user"."""
+
+
+def number(
+    value: object,
+    name: str,
+    low: float,
+    high: float,
+    *,
+    integer: bool = False,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float | int:
+    """A request's numeric parameter, checked before it touches a model: a real number (not a bool,
+    not text), finite, within [low, high] (open at an end with low_open/high_open); an int with
+    `integer`. UserError naming the parameter otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"{name} must be a number, got {str(value)[:40]!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{name} must be a finite number, got {value}")
+    if integer and not float(value).is_integer():
+        raise UserError(f"{name} must be a whole number, got {value}")
+    below = value <= low if low_open else value < low
+    above = value >= high if high_open else value > high
+    if below or above:
+        left, right = "(" if low_open else "[", ")" if high_open else "]"
+        raise UserError(f"{name} must be in {left}{low:g}, {high:g}{right}, got {value:g}")
+    return int(value) if integer else float(value)
 
 
 _DTYPES = {
@@ -108,12 +136,19 @@ def decode_tensor(tensor: pb.Tensor, what: str) -> np.ndarray:
         dense = np.zeros(shape, dtype=dtype)  # every loss input pads with 0 (no token, no weight)
         for row in range(shape[0]):
             dense[row, cols[crow[row] : crow[row + 1]]] = values[crow[row] : crow[row + 1]]
-        return dense
+        return _finite(dense, what)
     array = np.frombuffer(tensor.dense, dtype=dtype)
     if shape:
         if int(np.prod(shape)) != array.size:
             raise UserError(f"{what}: {array.size} values do not fill shape {shape}")
         array = array.reshape(shape)
+    return _finite(array, what)
+
+
+def _finite(array: np.ndarray, what: str) -> np.ndarray:
+    """Loss inputs (weights, advantages, logprobs) must be finite: one NaN poisons every LoRA weight."""
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise UserError(f"{what}: holds NaN or infinite values")
     return array
 
 

@@ -21,14 +21,16 @@ import traceback
 
 import aiohttp
 
+from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
+from hermes_rl.core.base.paths import tinker_checkpoint_subpath
+from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
 from hermes_rl.dataplane.trainer import grpo
 from hermes_rl.dataplane.trainer.inference import Policy, start_server
 from hermes_rl.dataplane.trainer.settings import ConfigError, TrainerSettings
 
 log = logging.getLogger("trainer")
 
-LOCAL_DUMMY_KEY = "tml-local"
 TRAINER_STATE_FILE = "trainer_state.json"  # the newest save_state: path and step (read by `hermes-rl resume`)
 STOP_SAVE_TIMEOUT_S = 6.0  # each wait at a stop; both fit in the trainer's 15 s stop timeout
 
@@ -142,10 +144,15 @@ class Trainer:
         s = self.settings
         if s.backend == "local":
             os.environ["TINKER_BASE_URL"] = s.base_url or ""
-            # The local server accepts any tml- key; a real one must not leak to it.
-            key = os.environ.get("TINKER_API_KEY", "")
-            if not key.startswith("tml-local"):
-                os.environ["TINKER_API_KEY"] = LOCAL_DUMMY_KEY
+            # The local server's own credential (its supervisor made it for this run); a Tinker cloud key
+            # must not leak to it.
+            key = os.environ.get(LOCAL_TINKER_KEY_ENV, "")
+            if not key:
+                raise KeyProblem(
+                    f"{LOCAL_TINKER_KEY_ENV} is not set: the local backend's Tinker server requires the "
+                    "credential it was started with (hermes-rl sets it for each run)"
+                )
+            os.environ["TINKER_API_KEY"] = key
         else:
             if s.base_url:
                 os.environ["TINKER_BASE_URL"] = s.base_url
@@ -393,20 +400,15 @@ class Trainer:
             await asyncio.wait_for(self.save_checkpoint(f"stop-{self.step:06d}"), STOP_SAVE_TIMEOUT_S)
 
     def local_checkpoint_path(self, tinker_path: str | None, name: str) -> str | None:
-        """Where the local server put a checkpoint: the newest entry under the run's checkpoint
-        folder whose name matches (the server owns its layout)."""
-        if self.settings.backend != "local":
+        """Where the local server put a checkpoint: its tinker:// path under the run's checkpoint
+        folder, by the server's layout (paths.tinker_checkpoint_subpath)."""
+        if self.settings.backend != "local" or not tinker_path:
             return None
-        root = self.settings.checkpoint_dir
-        if not root.exists():
+        try:
+            folder = self.settings.checkpoint_dir / tinker_checkpoint_subpath(tinker_path)
+        except BadInput:
             return None
-        matches = [p for p in root.rglob(f"*{name}*")]
-        if tinker_path:
-            tail = tinker_path.rstrip("/").split("/")[-1]
-            matches += [p for p in root.rglob(tail) if p not in matches]
-        if not matches:
-            return None
-        return str(max(matches, key=lambda p: p.stat().st_mtime))
+        return str(folder) if folder.is_dir() else None
 
     async def run(self) -> int:
         s = self.settings
@@ -547,8 +549,13 @@ def main(config_path: str) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     for noisy in ("httpx", "httpcore", "tinker", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from hermes_rl.dataplane import open_files_problem
     from hermes_rl.dataplane.trainer.settings import load_settings
 
+    problem = open_files_problem()
+    if problem:
+        log.error("%s", problem)
+        return 2
     try:
         settings = load_settings(config_path)
     except ConfigError as exc:

@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from hermes_rl.core.base.fsutil import read_regular_text
+
 
 class ConfigError(ValueError):
     """A config value the trainer cannot run with; the message names the key."""
@@ -215,7 +217,7 @@ def parse_config(raw: dict) -> RunConfigFile:
 def load_settings(config_path: str | os.PathLike) -> TrainerSettings:
     path = Path(config_path).resolve()
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.safe_load(read_regular_text(path))
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
     except yaml.YAMLError as exc:

@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from hermes_rl.tui.format import set_subtitle
+from hermes_rl.tui.format import safe, set_subtitle
 from hermes_rl.tui.widgets.filter_box import FilterBox
 
 
@@ -90,14 +90,14 @@ class EnvironmentsPane(Vertical):
             if key in self.running or env.name in self.running:
                 label.append("▶ ", style="bold green")
             if env.error:
-                label.append(key, style="red")
+                label.append(safe(key), style="red")
                 label.append("  parse error", style="red dim")
             else:
                 running = key in self.running or env.name in self.running
-                label.append(key, style="bold green" if running else ("bold" if key == self.selected else ""))
+                label.append(safe(key), style="bold green" if running else ("bold" if key == self.selected else ""))
                 if running:
                     label.append(" running", style="green")
-                label.append(f"  {env.source}", style="dim")
+                label.append(f"  {safe(env.source)}", style="dim")
                 if getattr(env, "abstract", None):
                     label.append("  base", style="yellow dim")
             options.add_option(Option(label, id=key))
@@ -126,20 +126,23 @@ class EnvironmentsPane(Vertical):
         text = Text()
         if env.error:
             text.append("cannot load: ", style="bold red")
-            text.append(f"{env.error}\n", style="red")
-            text.append(f"file: {short_path(env.file)} ({env.source})", style="dim")
+            text.append(f"{safe(env.error)}\n", style="red")
+            text.append(f"file: {safe(short_path(env.file))} ({safe(env.source)})", style="dim")
         else:
-            text.append(f"{env.class_name}", style="bold")
+            text.append(safe(env.class_name), style="bold")
             if env.config_class:
-                text.append(f"  config: {env.config_class}", style="dim")
+                text.append(f"  config: {safe(env.config_class)}", style="dim")
             text.append("\n")
             if env.description:
-                text.append(f"{env.description}\n")
-            text.append(f"{short_path(env.file)} ({env.source})", style="dim")
+                text.append("\n".join(safe(line) for line in env.description.splitlines()) + "\n")
+            text.append(f"{safe(short_path(env.file))} ({safe(env.source)})", style="dim")
             if getattr(env, "abstract", None):
-                text.append(f"\nbase class, not runnable: {env.abstract}", style="yellow")
+                text.append(f"\nbase class, not runnable: {safe(env.abstract)}", style="yellow")
             if getattr(env, "duplicate_of", None):
-                text.append(f"\nthe bare name {env.name!r} selects {short_path(env.duplicate_of)}", style="yellow")
+                text.append(
+                    f"\nthe bare name {safe(repr(env.name))} selects {safe(short_path(env.duplicate_of))}",
+                    style="yellow",
+                )
         details.update(text)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:

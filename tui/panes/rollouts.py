@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from hermes_rl.tui import backend
-from hermes_rl.tui.format import number
+from hermes_rl.tui.format import number, safe
 from hermes_rl.tui.widgets.rowlist import RowList
 
 STEPS_SHOWN = 40  # steps listed before the list is laid out; then as many as fit
@@ -49,7 +49,7 @@ FILTERS = (
 
 
 def one_line(text: str, width: int) -> str:
-    shown = text.replace("\n", "⏎")
+    shown = safe(text.replace("\n", "⏎"))
     return shown if len(shown) <= width else shown[: width - 1] + "…"
 
 
@@ -344,7 +344,7 @@ class RolloutsScreen(Screen):
                             Text(number(item["reward"], 3), style=style),
                             number(item["advantage"], 3),
                             str(item["tokens"]) if item["tokens"] is not None else "—",
-                            item["finish"] or "—",
+                            safe(item["finish"]) or "—",
                             Text(one_line(item["text"], TEXT_CELL), style=style),
                         ],
                     )
