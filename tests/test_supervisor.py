@@ -249,9 +249,8 @@ def test_port_taken_before_spawn_is_replaced_and_dependants_are_told(specs):
             readiness=specs.Readiness("log", pattern=r"^ready", timeout_s=20.0),
         )
         config = {"env": {"rollout_server_url": f"http://127.0.0.1:{port}"}}
-        run = runs.launch(
-            [specs.http("api"), by_argv, by_file], environment="toy", profile="local", ports={"api": port}, config=config
-        )
+        pipeline = [specs.http("api"), by_argv, by_file]
+        run = runs.launch(pipeline, environment="toy", profile="local", ports={"api": port}, config=config)
         run = wait_status(run["run_id"], "running")
         moved = run["ports"]["api"]
         assert moved != port

@@ -486,6 +486,9 @@ class HermesDashboard(App):
         pane = self.pane(RunsPane)
         pane.update_runs(message.runs, message.sparks, message.stalled)
         self.header.stalled = sorted(message.stalled)
+        self.header.unhealthy = [
+            (r["run_id"], r["health"]["reason"]) for r in message.runs if (r.get("health") or {}).get("reason")
+        ]
         self.header.stall_after_s = message.stall_after_s
         self._update_run_line()
         if self.initial_run_id and pane.select(self.initial_run_id):

@@ -26,6 +26,7 @@ from hermes_rl.core.base.records import RunSummary, RunView
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.readers.metrics import eval_endpoints
+from hermes_rl.core.runs.health import run_health
 from hermes_rl.core.runs.stall import progress_logs, stall_fields
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
@@ -246,6 +247,7 @@ def _unreadable_summary(run_id: str, reason: str) -> dict:
     record = {"status": RunStatus.UNREADABLE.value, "reason": f"run.json is unreadable: {reason}"}
     summary = _summary(run_id, record, None)
     summary.update(stall_fields(summary["status"], None, None, (), None))
+    summary["health"] = run_health(summary, None)
     return summary
 
 
@@ -307,6 +309,7 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
             if reason:
                 summary["status"], summary["reason"] = RunStatus.LOST.value, reason
         summary.update(stall_fields(summary["status"], started_at, last, log_paths, stall_after_s))
+        summary["health"] = run_health({**summary, "run_dir": key}, last)
         out.append(summary)
     prefix = str(root) + os.sep
     with _LIST_LOCK:
@@ -417,6 +420,7 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
             view["status"], run.get("started_at"), view["last_metric"], progress_logs(processes), stall_after_s
         )
     )
+    view["health"] = run_health(view, view["last_metric"])
     return view
 
 
