@@ -514,8 +514,16 @@ def _clean(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text).strip(".") or "_"
 
 
+_GENERIC_FOLDERS = frozenset({"environments", "envs", "env", "src", "lib"})
+
+
 def _root_label(source: str, root: str) -> str:
-    return source if source != "extra" else _clean(Path(root).name)
+    """`project`, `user`, `tinker-atropos`; an extra root by its folder's name (its parent's when the
+    name says nothing: `atropos/environments` is `atropos`)."""
+    if source != "extra":
+        return source
+    folder = Path(root)
+    return _clean(folder.parent.name if folder.name.lower() in _GENERIC_FOLDERS and folder.parent.name else folder.name)
 
 
 def _legacy_qualifiers(env: EnvInfo) -> list[str]:
@@ -532,20 +540,8 @@ def _assign_ids(envs: list[EnvInfo]) -> list[EnvInfo]:
     configured. In the project and user folders (always scanned) the first runnable environment of a
     name has the bare name; every other environment is `name@ROOT` (ROOT: `project`, `user`,
     `tinker-atropos`, or an extra root's folder name), or `name@ROOT.sub.module` when its root holds
-    several of that name (`.Class` added when one file holds two). Two extra roots of the same folder
-    name are told apart by a digest of their paths."""
-    labels: dict[str, set[str]] = {}
-    for env in envs:
-        labels.setdefault(_root_label(env.source, env.root), set()).add(os.path.realpath(env.root or env.file))
-
-    def label_of(env: EnvInfo) -> str:
-        label = _root_label(env.source, env.root)
-        if len(labels[label]) > 1:
-            import hashlib
-
-            digest = hashlib.sha1(os.path.realpath(env.root).encode()).hexdigest()[:6]
-            label = f"{label}-{digest}"
-        return label
+    several of that name (`.Class` added when one file holds two). Only two extra roots of the same
+    label holding the same id make the later one `…-2`."""
 
     first_of_name: dict[str, int] = {}
     bare: dict[str, int] = {}
@@ -566,7 +562,7 @@ def _assign_ids(envs: list[EnvInfo]) -> list[EnvInfo]:
         else:
             siblings = [i for i in per_root[(env.root, env.name)] if bare.get(env.name) != i]
             rel = Path(os.path.relpath(env.file, env.root) if env.root else env.file).with_suffix("")
-            qualifier = label_of(env)
+            qualifier = _root_label(env.source, env.root)
             if len(siblings) > 1:
                 qualifier += "." + _clean(".".join(rel.parts))
                 same_file = [i for i in siblings if envs[i].file == env.file]
@@ -574,7 +570,7 @@ def _assign_ids(envs: list[EnvInfo]) -> list[EnvInfo]:
                     qualifier += "." + _clean(env.class_name or "_")
             new_id = f"{env.name}@{qualifier}"
         unique, n = new_id, 1
-        while unique in taken:  # one file reached twice (a symlinked root)
+        while unique in taken:  # one file reached twice (a symlinked root), two roots of one label
             n += 1
             unique = f"{new_id}-{n}"
         taken.add(unique)

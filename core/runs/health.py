@@ -6,8 +6,9 @@ grouped and counted, and run-api's /status). Two verdicts carry a reason and a t
 
 - `no_progress`: no trained step for `threshold_s` since the run became ready (every process ready,
   the environment registered with run-api) or since its last step. The threshold is the run's own
-  pace: the longest of NO_STEP_MIN_S, its start-up time (launch to ready) and five step times, and
-  never more than the stall threshold. A slow machine starts slowly too, so it waits longer there.
+  pace: the longest of NO_STEP_MIN_S, half the start-up time of its slowest process (spawn to ready:
+  the environment's imports and dataset, the trainer's model) and five step times, and never more
+  than the stall threshold. A slow machine starts slowly too, so it waits longer there.
   $HERMES_RL_NO_STEP_S sets it outright (0: never).
 - `failing`: a process (not run-api) logged at least FAILING_MIN_ERRORS error lines and more errors
   than run-api received scored groups: most of an environment's items fail, steps or not.
@@ -29,6 +30,7 @@ from hermes_rl.core.runs.stall import stall_threshold
 NO_STEP_ENV = "HERMES_RL_NO_STEP_S"
 NO_STEP_MIN_S = 20.0
 STEP_TIMES = 5.0
+STARTUP_SHARE = 0.5
 FAILING_MIN_ERRORS = 20
 
 _QUOTE_CHARS = 120
@@ -42,9 +44,21 @@ def no_step_threshold(startup_s: float | None, step_s: float | None) -> float:
             return max(0.0, float(fixed))
         except ValueError:
             pass
-    threshold = max(NO_STEP_MIN_S, startup_s or 0.0, STEP_TIMES * (step_s or 0.0))
+    threshold = max(NO_STEP_MIN_S, STARTUP_SHARE * (startup_s or 0.0), STEP_TIMES * (step_s or 0.0))
     stall = stall_threshold()
     return min(threshold, stall) if stall > 0 else threshold
+
+
+def startup_seconds(processes) -> float | None:
+    """The start-up time of the run's slowest process (spawn to ready), or None before any is ready."""
+    times = [
+        p["ready_at"] - p["started_at"]
+        for p in processes or []
+        if isinstance(p, dict)
+        and isinstance(p.get("ready_at"), (int, float))
+        and isinstance(p.get("started_at"), (int, float))
+    ]
+    return max(times) if times else None
 
 
 def read_health_record(run_dir: str | os.PathLike) -> dict:
@@ -78,7 +92,9 @@ def _api_words(status: dict) -> str:
     return "run-api's status unknown"
 
 
-def run_health(run: dict, last_metric: dict | None, *, now: float | None = None) -> HealthVerdict:
+def run_health(
+    run: dict, last_metric: dict | None, *, startup_s: float | None = None, now: float | None = None
+) -> HealthVerdict:
     """The verdict on a run (see the module's rule); state None for a run that is not running."""
     now = time.time() if now is None else now
     verdict: HealthVerdict = {
@@ -109,7 +125,7 @@ def run_health(run: dict, last_metric: dict | None, *, now: float | None = None)
     ready_at = epoch_seconds(run.get("started_at"))
     created = epoch_seconds(run.get("created_at"))
     last = last_metric or {}
-    startup = (ready_at - created) if ready_at and created else None
+    startup = startup_s if startup_s is not None else startup_seconds(run.get("processes"))
     threshold = no_step_threshold(startup, epoch_seconds(last.get("timing/step_s")))
     since = max(t for t in (ready_at, epoch_seconds(last.get("time")), created, 0.0) if t is not None)
     idle = max(0.0, now - since)
