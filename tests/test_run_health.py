@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import textwrap
 import time
 
@@ -77,6 +78,11 @@ if __name__ == "__main__":
 READY_TO_REASON_S = 60.0
 
 
+def _report(text: str) -> None:
+    """A figure for docs/benchmarks.md, past pytest's capture (capsys reads the CLI's output here)."""
+    print(text, file=sys.__stderr__, flush=True)
+
+
 def _write_env(name: str, source: str) -> None:
     folder = user_environments_dir()
     folder.mkdir(parents=True, exist_ok=True)
@@ -145,7 +151,7 @@ def test_an_environment_raising_on_every_item_is_named_with_its_message(tiny_mod
     first = toolset.rl_check_status(run_id)  # the first full report: the next one would be rate-limited
     assert first["rate_limited"] is False
     status, to_reason, after_ready = _wait_for_reason(run_id, launched)
-    print(f"\nraising env: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
+    _report(f"\nraising env: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
     assert after_ready <= READY_TO_REASON_S
     health = status["health"]
     assert health["state"] == "failing" and health["process"] == "env"
@@ -175,7 +181,7 @@ def test_groups_that_all_score_the_same_are_explained(tiny_model_dir, run_cleanu
     run_id, launched = _start("same_scores_env", ensure_scores_are_not_same=True)
     run_cleanup.append(run_id)
     status, to_reason, after_ready = _wait_for_reason(run_id, launched)
-    print(f"\nsame scores: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
+    _report(f"\nsame scores: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
     assert after_ready <= READY_TO_REASON_S
     health = status["health"]
     assert health["state"] == "no_progress", health
@@ -197,7 +203,7 @@ def test_prompts_longer_than_the_context_name_both_lengths(tiny_model_dir, run_c
     run_id, launched = _start("long_prompt_env")
     run_cleanup.append(run_id)
     status, to_reason, after_ready = _wait_for_reason(run_id, launched)
-    print(f"\nlong prompts: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
+    _report(f"\nlong prompts: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
     assert after_ready <= READY_TO_REASON_S
     health = status["health"]
     assert "the model's context is 2048" in health["reason"], health

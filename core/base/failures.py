@@ -98,8 +98,8 @@ def failure_hint(line: str | None) -> str | None:
             return _atroposlib_mismatch(f"module {module}")
         if top in ("environments", "tinker_atropos") or "." in module and top not in _DISTRIBUTIONS:
             return (
-                f"{module} is not importable from the environment's import root; check the import root "
-                f"`hermes-rl envs` shows (a checkout's root must contain {top}/)"
+                f"{module} is not importable from the environment's import root; check the import_root "
+                f"`hermes-rl envs --json` shows for it (a checkout's root must contain {top}/)"
             )
         known = _DISTRIBUTIONS.get(module) or _DISTRIBUTIONS.get(top)
         if known:
