@@ -218,6 +218,12 @@ _PROBLEM_TIPS = (
 )
 
 
+def context_overflow(message: str) -> tuple[int, int] | None:
+    """(prompt tokens, context tokens) of a model's "the prompt has N tokens; the model's context is M"."""
+    found = _CONTEXT_ERROR.search(message)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
 def problem_tip(message: str, *, process: str = "env", run_id: str = "RUN") -> str:
     """What to do about a problem a process keeps logging, in words (commands filled for this run)."""
     context = _CONTEXT_ERROR.search(message)

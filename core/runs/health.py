@@ -6,7 +6,7 @@ grouped and counted, and run-api's /status). Two verdicts carry a reason and a t
 
 - `no_progress`: no trained step for `threshold_s` since the run became ready (every process ready,
   the environment registered with run-api) or since its last step. The threshold is the run's own
-  pace: the longest of NO_STEP_MIN_S, half the start-up time of its slowest process (spawn to ready:
+  pace: the longest of NO_STEP_MIN_S, a third of the start-up time of its slowest process (spawn to ready:
   the environment's imports and dataset, the trainer's model) and five step times, and never more
   than the stall threshold. A slow machine starts slowly too, so it waits longer there.
   $HERMES_RL_NO_STEP_S sets it outright (0: never).
@@ -20,7 +20,7 @@ import os
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.failures import problem_tip
+from hermes_rl.core.base.failures import context_overflow, problem_tip
 from hermes_rl.core.base.fsutil import epoch_seconds, read_json
 from hermes_rl.core.base.records import HealthVerdict
 from hermes_rl.core.base.states import RunStatus
@@ -30,7 +30,7 @@ from hermes_rl.core.runs.stall import stall_threshold
 NO_STEP_ENV = "HERMES_RL_NO_STEP_S"
 NO_STEP_MIN_S = 20.0
 STEP_TIMES = 5.0
-STARTUP_SHARE = 0.5
+STARTUP_SHARE = 1 / 3
 FAILING_MIN_ERRORS = 20
 
 _QUOTE_CHARS = 120
@@ -71,6 +71,9 @@ def read_health_record(run_dir: str | os.PathLike) -> dict:
 
 def _quote(message: str) -> str:
     text = message if len(message) <= _QUOTE_CHARS else message[: _QUOTE_CHARS - 1] + "…"
+    overflow = context_overflow(message)
+    if overflow and len(message) > _QUOTE_CHARS:  # the numbers that matter must survive the cut
+        text += f" (the prompt has {overflow[0]} tokens; the model's context is {overflow[1]})"
     return f'"{text}"'
 
 
@@ -142,7 +145,7 @@ def run_health(
                 state="failing",
                 process=name,
                 reason=(
-                    f"running, {share}% of {name}'s items fail: {name} logged {problem['count']:,} × "
+                    f"running, {name} fails on {share}% of its items: logged {problem['count']:,} × "
                     f"{_quote(problem['message'])} against {delivered:,} scored group(s) delivered"
                 ),
                 tip=problem_tip(problem["message"], process=name, run_id=run_id),

@@ -79,7 +79,9 @@ class RunsPane(Vertical):
             table.add_column(label, key=key)
         table.add_column("reward trend", key="spark", width=12)
         yield table
-        yield Static("", id="runs-health")  # why the highlighted run does not progress, and what to do
+        health = Static("", id="runs-health")  # why the highlighted run does not progress, and what to do
+        health.display = False
+        yield health
 
     def _show_health(self) -> None:
         """The highlighted run's health reason and tip under the table (hidden when work flows)."""
