@@ -265,8 +265,9 @@ def set_field(field: str, value: object, env_name: str | None = None, profile: s
 
 
 def reset_draft(env_name: str) -> None:
-    """Back to defaults: remove the environment's draft (a corrupt one too)."""
-    path = _draft_path(env_name)
+    """Back to defaults: remove the environment's draft (a corrupt one too). `env_name` is any reference
+    find_environment takes; the draft is the one under its id."""
+    path = _draft_path(_draft_id(find_environment(env_name)))
     with file_lock(path):
         try:
             path.unlink()
