@@ -235,3 +235,35 @@ def test_an_offline_dataset_failure_under_cpu_load_is_not_restarted(tmp_path, he
     print(f"\noffline dataset under load: launch→reason {time.time() - launched:.0f} s")
     assert "cannot be loaded offline" in run["reason"] and "not restarted" in run["reason"], run["reason"]
     assert run["processes"][0]["restarts"] == 0
+
+
+# -- hints for the ecosystem as it is: atroposlib 0.4.0 is the last release ----------------------------
+
+NEWER_ATROPOS = '''
+from atroposlib.envs.base import BaseEnv
+from atroposlib.envs.base import ScoredDataGroupV2  # a name a later atroposlib might have
+
+
+class NeedsNewerEnv(BaseEnv):
+    name = "needs_newer"
+'''
+
+
+@pytest.mark.timeout(180)
+def test_a_name_atroposlib_lacks_is_told_to_need_another_atroposlib(hermes_home):
+    from importlib import metadata
+
+    from hermes_rl.core.base.paths import user_environments_dir
+    from hermes_rl.core.envs import drafts
+
+    folder = user_environments_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "needs_newer.py").write_text(NEWER_ATROPOS)
+    discovery.clear_cache()
+    with pytest.raises(BadInput) as caught:
+        drafts.get_config("needs_newer", "local")
+    text = f"{caught.value.message} {caught.value.hint}"
+    version = metadata.version("atroposlib")
+    assert "cannot import name 'ScoredDataGroupV2' from 'atroposlib.envs.base'" in text, text
+    assert f"needs a different atroposlib than the installed {version}" in text, text
+    assert "pip install atroposlib" not in text
