@@ -130,7 +130,7 @@ class HealthMonitor:
                 self.logs[name].update(now)
             url = proc.spec.status_url
             if url and proc.alive:
-                self.status[name] = self.probe_status(url, now)
+                self.status[name] = self.probe_status(url)
         record = {
             "time": now,
             "processes": {name: log.to_json() for name, log in self.logs.items()},
@@ -138,7 +138,7 @@ class HealthMonitor:
         }
         text = json.dumps({k: v for k, v in record.items() if k != "time"}, sort_keys=True)
         if text == self.written:
-            return  # nothing new: the record's time says when it last changed
+            return  # nothing new: the record's time says when it last changed (the disk is spared)
         self.written = text
         try:
             atomic_write_json(self.path, record)
@@ -146,12 +146,12 @@ class HealthMonitor:
             pass  # a full disk: health is an observation, the run goes on
 
     @staticmethod
-    def probe_status(url: str, now: float) -> dict:
+    def probe_status(url: str) -> dict:
         ok, body = http_get(url, timeout=1.0)
         if not ok:
-            return {"time": now, "error": body}
+            return {"error": body}
         try:
             answer = json.loads(body)
         except ValueError:
-            return {"time": now, "error": f"not JSON: {body[:80]}"}
-        return {"time": now, **(answer if isinstance(answer, dict) else {"answer": answer})}
+            return {"error": f"not JSON: {body[:80]}"}
+        return answer if isinstance(answer, dict) else {"answer": answer}
