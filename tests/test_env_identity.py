@@ -239,14 +239,14 @@ def test_an_offline_dataset_failure_under_cpu_load_is_not_restarted(tmp_path, he
 
 # -- hints for the ecosystem as it is: atroposlib 0.4.0 is the last release ----------------------------
 
-NEWER_ATROPOS = '''
+NEWER_ATROPOS = """
 from atroposlib.envs.base import BaseEnv
 from atroposlib.envs.base import ScoredDataGroupV2  # a name a later atroposlib might have
 
 
 class NeedsNewerEnv(BaseEnv):
     name = "needs_newer"
-'''
+"""
 
 
 @pytest.mark.timeout(180)
