@@ -10,6 +10,12 @@ import pytest
 ENV_FIXTURES = Path(__file__).resolve().parent / "data" / "envs"
 
 
+def fixture_id(name: str) -> str:
+    """The id of a fixture environment: an extra root's environments are `name@ROOT`, and the root
+    tests/data/envs is named by its parent folder (`envs` says nothing)."""
+    return f"{name}@data"
+
+
 @pytest.fixture
 def fixture_envs(monkeypatch) -> Path:
     """Scan tests/data/envs as an extra environment folder (HERMES_RL_ENV_PATH)."""

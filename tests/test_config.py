@@ -30,7 +30,7 @@ from hermes_rl.core.envs.drafts import (
 from hermes_rl.core.envs.fields import editable_fields
 from hermes_rl.core.envs.profiles import PROFILE_VALUES, get_profile
 from hermes_rl.core.runs.runconfig import build_run_config, run_config_yaml
-from tests.fixtures_config import bump_mtime, write_env
+from tests.fixtures_config import bump_mtime, fixture_id, write_env
 
 PORTS = {"api": 18000, "inference": 18001, "tinker": 18002}
 RUN_ID = "0123abcd"
@@ -53,7 +53,7 @@ def rows(view):
 
 
 def draft_file(hermes_home, env):
-    return hermes_home / "rl" / "drafts" / f"{env}.yaml"
+    return hermes_home / "rl" / "drafts" / f"{fixture_id(env)}.yaml"
 
 
 # --- probing config_init -----------------------------------------------------------------------
@@ -62,7 +62,7 @@ def draft_file(hermes_home, env):
 def test_editable_fields_come_from_config_init(fixture_envs):
     view = get_config("fixture_basic")
     fields = rows(view)
-    assert view.environment == "fixture_basic" and view.profile == "local"
+    assert view.environment == fixture_id("fixture_basic") and view.profile == "local"
     assert view.notice == "No TINKER_API_KEY: using the local profile (tiny model on CPU)"
     # The environment's own fields, with type, default, description and choices.
     assert fields["max_operand"]["type"] == "int" and fields["max_operand"]["default"] == 9
@@ -321,7 +321,7 @@ def test_a_corrupt_draft_never_crashes_a_client_and_is_kept(fixture_envs, hermes
     # The next edit keeps the old file aside and starts a fresh draft.
     result = set_field("max_operand", "4", "fixture_basic")
     assert any("moved to" in notice for notice in result["notices"])
-    assert list(path.parent.glob("fixture_basic.yaml.corrupt-*"))
+    assert list(path.parent.glob(path.name + ".corrupt-*"))
     assert rows(get_config("fixture_basic"))["max_operand"]["value"] == 4
 
 
@@ -390,13 +390,13 @@ def test_concurrent_editors_never_corrupt_or_lose_a_draft(fixture_envs, hermes_h
 def test_selection_is_shared_and_used_by_default(fixture_envs, hermes_home):
     assert current_selection() == {"environment": None, "profile": None}
     result = select_environment("fixture_basic", "local")
-    assert result["environment"] == "fixture_basic"
-    assert current_selection() == {"environment": "fixture_basic", "profile": "local"}
-    assert get_config().environment == "fixture_basic"
+    assert result["environment"] == fixture_id("fixture_basic")
+    assert current_selection() == {"environment": fixture_id("fixture_basic"), "profile": "local"}
+    assert get_config().environment == fixture_id("fixture_basic")
     set_field("max_operand", "5")  # no env given: the selection
     assert rows(get_config("fixture_basic"))["max_operand"]["value"] == 5
     select_environment("fixture_child")  # no profile given: the earlier choice stays
-    assert current_selection() == {"environment": "fixture_child", "profile": "local"}
+    assert current_selection() == {"environment": fixture_id("fixture_child"), "profile": "local"}
 
 
 def test_selecting_something_that_does_not_exist_fails_and_keeps_the_old_selection(fixture_envs):
@@ -407,7 +407,7 @@ def test_selecting_something_that_does_not_exist_fails_and_keeps_the_old_selecti
         select_environment("fixture_basic", "nope")
     with pytest.raises(BadInput):
         select_environment("broken_syntax")
-    assert current_selection()["environment"] == "fixture_basic"
+    assert current_selection()["environment"] == fixture_id("fixture_basic")
 
 
 def test_a_corrupt_selection_file_is_reported_not_fatal(fixture_envs, hermes_home):

@@ -20,7 +20,13 @@ from tests.fixtures_layouts import write_env
 
 
 def ids(envs=None):
-    return {env.id: env for env in (envs if envs is not None else discover_environments())}
+    """Every environment by its id, and the first of each name by the bare name that selects it."""
+    envs = envs if envs is not None else discover_environments()
+    out = {}
+    for env in envs:
+        out.setdefault(env.name, env)
+    out.update({env.id: env for env in envs})
+    return out
 
 
 def test_every_folder_below_a_root_is_scanned_and_nothing_it_should_skip(atropos_clone):
@@ -89,7 +95,7 @@ def test_an_ambiguous_reference_lists_the_candidates(tmp_path, monkeypatch):
     with pytest.raises(BadInput) as caught:
         find_environment("SameEnv")
     assert "ambiguous" in caught.value.message
-    assert "alpha (SameEnv in" in caught.value.message and "beta (SameEnv in" in caught.value.message
+    assert "alpha@one (SameEnv in" in caught.value.message and "beta@two (SameEnv in" in caught.value.message
 
 
 def test_the_tools_and_the_cli_show_duplicates_distinctly(checkout):
@@ -151,7 +157,7 @@ def test_configs_load_from_the_intended_root(atropos_clone, checkout, monkeypatc
     # the clone's package environment imports a sibling module and environments.shared.scoring
     assert probed_group_size("puzzle") == 2 + 4
     # and a client's config view of it loads (the profile's group_size wins over the environment's)
-    assert get_config("puzzle").to_dict()["environment"] == "puzzle"
+    assert get_config("puzzle").to_dict()["environment"] == f"puzzle@{atropos_clone.name}"
 
 
 @pytest.mark.timeout(240)

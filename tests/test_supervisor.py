@@ -228,15 +228,40 @@ def test_missing_executable_is_a_clear_reason(specs):
     assert run["reason"] == "cannot start api: executable '/nonexistent/hermes-api' not found"
 
 
-def test_port_in_use_is_a_clear_reason(specs):
+def test_port_taken_before_spawn_is_replaced_and_dependants_are_told(specs):
+    """A port picked at launch that another program takes before the process starts: the process gets a
+    free one, and so do the addresses its dependants read (their argv and the run's config file)."""
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
     holder.listen()
     port = holder.getsockname()[1]
     try:
-        run = runs.launch([specs.http("api")], environment="toy", profile="local", ports={"api": port})
-        run = wait_status(run["run_id"], "failed")
-        assert run["reason"] == f"cannot start api: port {port} on 127.0.0.1 is already in use by another program"
+        by_argv = specs.ProcessSpec(
+            name="client",
+            argv=[PY, proc_path("client.py"), "http://127.0.0.1:{port:api}/health"],
+            depends_on=[("api", "ready")],
+            readiness=specs.Readiness("log", pattern=r"^ready", timeout_s=20.0),
+        )
+        by_file = specs.ProcessSpec(
+            name="reader",
+            argv=[PY, proc_path("client.py"), "--from-file", "{run_dir}/config.yaml"],
+            depends_on=[("api", "ready")],
+            readiness=specs.Readiness("log", pattern=r"^ready", timeout_s=20.0),
+        )
+        config = {"env": {"rollout_server_url": f"http://127.0.0.1:{port}"}}
+        pipeline = [specs.http("api"), by_argv, by_file]
+        run = runs.launch(pipeline, environment="toy", profile="local", ports={"api": port}, config=config)
+        run = wait_status(run["run_id"], "running")
+        moved = run["ports"]["api"]
+        assert moved != port
+        api = next(p for p in run["processes"] if p["name"] == "api")
+        assert api["argv_redacted"][-3] == str(moved)
+        for name in ("client", "reader"):
+            log = Path(next(p for p in run["processes"] if p["name"] == name)["log"]).read_text()
+            assert f"ready: http://127.0.0.1:{moved}" in log, log
+        events = [e["message"] for e in runs.run_events(run["run_id"]) if e["event"] == "port"]
+        assert events == [f"port {port} of api was taken by another program: moved to {moved} (also in config.yaml)"]
+        runs.stop_run(run["run_id"], wait=20)
         # Without a declared port the server itself fails to bind: its exit and its last log line say so.
         server = specs.ProcessSpec(name="api", argv=[PY, proc_path("http_server.py"), "--port", str(port)])
         run = runs.launch([server], environment="toy", profile="local")

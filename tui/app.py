@@ -511,6 +511,9 @@ class HermesDashboard(App):
             {r["environment"] for r in message.runs if r.get("environment") and r.get("status") not in FINAL}
         )
         self.header.stalled = sorted(message.stalled)
+        self.header.unhealthy = [
+            (r["run_id"], r["health"]["reason"]) for r in message.runs if (r.get("health") or {}).get("reason")
+        ]
         self.header.stall_after_s = message.stall_after_s
         self._update_run_line()
         if self.initial_run_id and pane.select(self.initial_run_id):

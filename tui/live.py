@@ -331,13 +331,16 @@ class LiveUpdater:
             return
         stalled = {r["run_id"] for r in runs if r.get("stalled")}
         # last_activity_at moves with every log line: only what the runs pane shows decides "changed".
-        shown = [{k: v for k, v in r.items() if k not in ("last_activity_at", "stalled_for_s")} for r in runs]
+        # So does the health verdict's clock (no_step_for_s): its state decides, its words follow on the next post.
+        shown = [{k: v for k, v in r.items() if k not in ("last_activity_at", "stalled_for_s", "health")} for r in runs]
         sparks = self._reward_sparks(runs)
         if shown == self._last_runs and stalled == self._last_stalled and sparks == self._last_sparks:
             return
         # A new run, a status or a stall shows at once; progress of a running run (a step every
         # second) repaints the runs table and the header every few seconds, not with every step.
-        structure = [(r["run_id"], r.get("status"), r.get("reason")) for r in runs]
+        structure = [
+            (r["run_id"], r.get("status"), r.get("reason"), (r.get("health") or {}).get("state")) for r in runs
+        ]
         now = time.monotonic()
         if (
             structure == self._last_structure

@@ -20,6 +20,7 @@ _IGNORED = "Exception ignored"
 _ERROR_LOG_LINE = re.compile(r"^(?:\[?\d[\d\-/:.,T ]*\]?\s+)?\[?(?:ERROR|CRITICAL|FATAL)\]?(?::\s*|\s+)(\S.*)$")
 _ERROR_LOG_WINDOW = 20  # a fatal log line is among the last lines a process prints
 _MISSING_MODULE = re.compile(r"No module named '([^']+)'")
+_MISSING_NAME = re.compile(r"cannot import name '([^']+)' from '([^']+)'")
 _HUB_UNREACHABLE = re.compile(r"Couldn't reach '([^']+)' on the Hub \((\w+)\)")
 # Import names whose distribution on PyPI is called something else.
 _DISTRIBUTIONS = {
@@ -93,16 +94,21 @@ def failure_hint(line: str | None) -> str | None:
     if missing:
         module = missing.group(1)
         top = module.split(".")[0]
+        if top == "atroposlib" and "." in module:
+            return _atroposlib_mismatch(f"module {module}")
         if top in ("environments", "tinker_atropos") or "." in module and top not in _DISTRIBUTIONS:
             return (
-                f"{module} is not importable from the environment's import root; check the import root "
-                f"`hermes-rl envs` shows (a checkout's root must contain {top}/)"
+                f"{module} is not importable from the environment's import root; check the import_root "
+                f"`hermes-rl envs --json` shows for it (a checkout's root must contain {top}/)"
             )
         known = _DISTRIBUTIONS.get(module) or _DISTRIBUTIONS.get(top)
         if known:
             return f"install the package that provides {top}: pip install {known}"
         guess = top.replace("_", "-")
         return f"install the package that provides {top} (on PyPI often the same name: pip install {guess})"
+    name = _MISSING_NAME.search(line)
+    if name and name.group(2).split(".")[0] == "atroposlib":
+        return _atroposlib_mismatch(f"{name.group(1)} (from {name.group(2)})")
     hub = _HUB_UNREACHABLE.search(line)
     if hub:
         dataset, why = hub.groups()
@@ -116,6 +122,21 @@ def failure_hint(line: str | None) -> str | None:
     return None
 
 
+def _atroposlib_mismatch(what: str) -> str:
+    """atroposlib is archived: its last release is the one installed, so `pip install` cannot add a name."""
+    from importlib import metadata  # stdlib; only paid when this hint is given
+
+    try:
+        version = metadata.version("atroposlib")
+    except metadata.PackageNotFoundError:
+        return "atroposlib is not installed: pip install atroposlib"
+    return (
+        f"{what} is not in the installed atroposlib {version}: the environment needs a different atroposlib "
+        f"than the installed {version} (Atropos is archived; {version} is its last release), or a change to "
+        "its imports"
+    )
+
+
 def describe_failure(text: str) -> str | None:
     """`<exception line>` (or logged error) plus its hint (`; install ...`), or None when the output holds
     neither."""
@@ -124,3 +145,96 @@ def describe_failure(text: str) -> str | None:
         return None
     hint = failure_hint(line)
     return f"{line} ({hint})" if hint else line
+
+
+# -- problems a running process logs (the health monitor counts them, core.runs.health words them) --------
+
+# A logged warning or error, in the formats processes of a run use: logging's default (`ERROR:root:msg`),
+# `2026-01-01 10:00:00,123 - atroposlib.envs.base - WARNING - msg`, ours (`2026-01-01 10:00:00,123 ERROR
+# trainer: msg`), uvicorn's (`ERROR:    msg`), bracketed levels (`[ERROR] msg`).
+_PROBLEM_LINE = re.compile(
+    r"^(?:\[?\d[\d\-/:.,T ]*\]?\s*(?:[-|]\s*)?)?(?:[\w.<>]+\s+[-|]\s+)?"
+    r"\[?(?P<level>ERROR|WARNING|WARN|CRITICAL|FATAL)\]?"
+    r"(?:\s*[-:|]\s*|\s+)(?:(?P<logger>[\w.<>]+):(?=\S))?(?P<message>\S.*)$"
+)
+# Without a logging configuration Python prints a warning or error bare (logging's last-resort handler):
+# the messages atroposlib's BaseEnv logs per item are known by their words.
+_BARE_PROBLEM = re.compile(r"^(?:Error\b|Failed\b|Scoring exception|Scores are the same|Token length is too long)")
+_DIGITS = re.compile(r"\d+")
+PROBLEM_LEVELS = ("error", "warning")
+
+
+def logged_problem(line: str) -> tuple[str, str] | None:
+    """(`error` | `warning`, message) of a log line that reports a problem, else None. An uncaught
+    exception's last line (`ValueError: bad`) is an error too."""
+    text = line.strip()
+    if not text or line[:1].isspace():
+        return None
+    match = _PROBLEM_LINE.match(text)
+    if match:
+        level = "warning" if match.group("level").startswith("WARN") else "error"
+        message = " ".join(match.group("message").split())
+        if message.startswith(("- ", ": ")):
+            message = message[2:]
+        return level, message[:300]
+    if _EXCEPTION_LINE.match(text) and not text.startswith(_IGNORED):
+        return "error", text[:300]
+    if _BARE_PROBLEM.match(text):
+        return ("warning" if text.startswith(("Scores", "Token")) else "error"), " ".join(text.split())[:300]
+    return None
+
+
+def problem_key(message: str) -> str:
+    """Messages that differ only in numbers (a token count, a port, an item id) are one problem."""
+    return _DIGITS.sub("#", message)[:160]
+
+
+_CONTEXT_ERROR = re.compile(r"prompt has (\d+) tokens; the model's context is (\d+)")
+_PROBLEM_TIPS = (
+    (
+        re.compile(r"Scores are the same in a group"),
+        "every completion of a group got the same score, so the group carries no signal for GRPO and "
+        "atroposlib drops it: check the environment's reward (are all answers marked right, or all wrong?), "
+        "or set ensure_scores_are_not_same=false to send such groups anyway",
+    ),
+    (
+        re.compile(r"Token length is too long"),
+        "groups are longer than max_token_length and are dropped: shorten the prompts or raise max_token_length",
+    ),
+    (
+        re.compile(r"Error in collect_trajectories|Error in scoring|Scoring exception"),
+        "the environment raises while it makes or scores items: its log has the traceback "
+        "(hermes-rl logs RUN --process PROCESS); fix the environment and start a new run",
+    ),
+    (
+        re.compile(r"Failed to send .* after retries|Error registering env"),
+        "the environment cannot deliver to run-api: read run-api's log (hermes-rl logs RUN --process api)",
+    ),
+    (
+        re.compile(r"deprecated|has no attribute|not found|No such file", re.IGNORECASE),
+        "the environment uses something its installed packages do not provide: read its log "
+        "(hermes-rl logs RUN --process PROCESS) and pin or change what it loads",
+    ),
+)
+
+
+def context_overflow(message: str) -> tuple[int, int] | None:
+    """(prompt tokens, context tokens) of a model's "the prompt has N tokens; the model's context is M"."""
+    found = _CONTEXT_ERROR.search(message)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def problem_tip(message: str, *, process: str = "env", run_id: str = "RUN") -> str:
+    """What to do about a problem a process keeps logging, in words (commands filled for this run)."""
+    context = _CONTEXT_ERROR.search(message)
+    if context:
+        prompt, limit = context.groups()
+        return (
+            f"prompts of {prompt} tokens do not fit the model's context of {limit} tokens: shorten the "
+            f"environment's prompts (or its max_token_length) below {limit}, or use a profile whose model "
+            "has a longer context"
+        )
+    for pattern, tip in _PROBLEM_TIPS:
+        if pattern.search(message):
+            return tip.replace("RUN", run_id).replace("PROCESS", process)
+    return f"read its log: hermes-rl logs {run_id} --process {process}"

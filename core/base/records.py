@@ -19,6 +19,20 @@ class StallFields(TypedDict):
     stalled_for_s: float | None  # seconds without progress when stalled
 
 
+class HealthVerdict(TypedDict):
+    """Whether work flows through a running run (core.runs.health; one rule for every client)."""
+
+    state: str | None  # "ok" | "no_progress" | "failing"; None when the run is not running
+    reason: str | None  # which process, how many times, the message
+    tip: str | None  # what to do about it
+    process: str | None  # the process the reason names
+    no_step_for_s: float | None  # since the run became ready or its last trained step
+    threshold_s: float | None  # the no-step threshold this run gets (its own start-up and step times)
+    groups_delivered: int | None  # scored groups run-api received (its access log)
+    api: dict[str, Any] | None  # run-api's last /status answer (queue_size, current_step, time)
+    problems: dict[str, Any]  # per process: error and warning line counts, its most frequent problems
+
+
 class _SummaryFields(TypedDict):
     run_id: str
     environment: str | None
@@ -38,6 +52,8 @@ class _SummaryFields(TypedDict):
 
 class RunSummary(_SummaryFields, StallFields):
     """One row of runs.list_runs()."""
+
+    health: HealthVerdict
 
 
 class ProcessRecord(TypedDict):
@@ -109,6 +125,7 @@ class RunView(_RunFields, StallFields):
     logs: dict[str, str | None]  # process name -> log path
     supervisor_log: str
     run_dir: str
+    health: HealthVerdict
     recorded_status: NotRequired[str]  # a lost run: the status run.json still holds
     survivors: NotRequired[list[dict[str, Any]]]  # a lost run: its processes still running
 
@@ -204,6 +221,7 @@ class StatusReport(TypedDict):
     metrics: MetricsSummary
     stalled: bool
     stalled_for_s: float | None
+    health: HealthVerdict
     wandb_url: str | None
     log_paths: dict[str, str]
     sample_completions: SampleCompletions | None

@@ -105,11 +105,15 @@ def _env_note(env) -> str:
 
 
 def cmd_envs(args) -> Any:
-    from hermes_rl.core.envs.discovery import discover_environments, discovery_notices
+    from hermes_rl.core.envs.discovery import discover_environments, discovery_notices, environment_dirs, import_root
 
     envs = discover_environments()
     if args.json:
-        return [env.to_dict() for env in envs]
+        rows = []
+        for env in envs:
+            root = import_root(env) if env.usable else None
+            rows.append({**env.to_dict(), "import_root": {"root": root.root, "why": root.why} if root else None})
+        return rows
     from rich.table import Table
 
     shared = {env.name for env in envs if env.duplicate_of}
@@ -129,7 +133,32 @@ def cmd_envs(args) -> Any:
     console.print(table)
     for notice in discovery_notices():
         console.print(f"[yellow]note:[/] {_safe(notice)}")
+    console.print("[dim]scanned: " + ", ".join(f"{_safe(str(d))} ({s})" for s, d in environment_dirs()) + "[/]")
     return None
+
+
+def envs_help() -> str:
+    import os
+
+    from hermes_rl.core.envs.discovery import ENV_PATH_VAR, TINKER_ATROPOS_VAR
+
+    return ENVS_HELP.format(TINKER_ATROPOS_VAR=TINKER_ATROPOS_VAR, ENV_PATH_VAR=ENV_PATH_VAR, sep=os.pathsep)
+
+
+ENVS_HELP = """Where environments are found, in this order (the first of a name answers to its bare name):
+  1. environments/ of this project
+  2. $HERMES_HOME/rl/environments/ (HERMES_HOME defaults to ~/.hermes)
+  3. a tinker-atropos checkout: ${TINKER_ATROPOS_VAR} (the checkout, its tinker_atropos/ or its
+     environments/ folder), else a tinker-atropos/ folder beside this project
+  4. ${ENV_PATH_VAR}: more folders, separated by '{sep}'
+Every *.py below a root is read (never imported); hidden folders, caches, virtualenvs, site-packages
+and node_modules are skipped, 8 levels at most.
+
+Ids: NAME for the first of a name in the first two roots, NAME@ROOT for the others (ROOT: project,
+user, tinker-atropos, or an extra folder's name, its parent's for a folder called environments),
+NAME@ROOT.sub.module when one root holds several environments of a name. An id never changes when
+another root is added. --json rows also carry each environment's import_root: the folder its probe
+and its run put first on PYTHONPATH, and why."""
 
 
 def cmd_select(args) -> Any:
@@ -718,13 +747,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def add(name: str, handler: Callable, help_text: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+    def add(name: str, handler: Callable, help_text: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
         cmd.set_defaults(handler=handler)
         return cmd
 
-    add("envs", cmd_envs, "list discovered environments")
+    add("envs", cmd_envs, "list discovered environments", epilog=envs_help())
     cmd = add("select", cmd_select, "select the environment (and profile) new runs use")
     cmd.add_argument("env")
     cmd.add_argument("--profile")

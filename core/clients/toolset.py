@@ -296,6 +296,9 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     now = time.time()
     status = run.get("status")
     state = f"{status}+stalled" if run.get("stalled") is True else str(status)
+    health = (run.get("health") or {}).get("state")
+    if health not in (None, "ok"):  # work stopped flowing, or most items fail: reported at once, as a failure is
+        state += f"+{health}"
     final = status in FINAL
     decision = status_limits.decide(run_id, state, interval_s=interval, final=final, now=now)
     if not decision.full:
@@ -426,7 +429,7 @@ _STATUS_FULL = {
     "rate_limited": "false",
     "report_reason": "why this is a full report: first check|state changed|interval passed|final state",
     "previous_state": "the state last reported (null on the first check)",
-    "reason": "why the run ended, in words (null while it runs)",
+    "reason": "why the run ended, in words; while it runs, why work does not flow (see health), else null",
     "environment": "str",
     "profile": "str",
     "processes": f"list of {_fields(ProcessSummary)}",
@@ -435,6 +438,9 @@ _STATUS_FULL = {
     "stalled": "true when a running run wrote no metric row and no line in its trainer's log for "
     "HERMES_RL_STALL_S seconds (default 900)",
     "stalled_for_s": "seconds without progress when stalled, else null",
+    "health": "{state: ok|no_progress|failing (null unless running), reason, tip, process, no_step_for_s, "
+    "threshold_s, groups_delivered, api (run-api's /status), problems (per process: error and warning counts, "
+    "most frequent messages)}; a change of state is reported at once",
     "wandb_url": "the W&B run URL when W&B is online, else null",
     "log_paths": "{process name: log file path}",
     "sample_completions": _SAMPLES,

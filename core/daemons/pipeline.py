@@ -37,6 +37,7 @@ class Readiness:
     url: str | None = None
     pattern: str | None = None
     timeout_s: float = 60.0
+    source: str | None = None  # `log`: the process whose log is read (default its own), from its size at the start
 
 
 @dataclass
@@ -64,6 +65,7 @@ class ProcessSpec:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     stop_timeout: float = 10.0  # SIGTERM to the group, SIGKILL after this many seconds
     port: str | None = None  # which key of the run's ports this process serves
+    status_url: str | None = None  # a JSON endpoint the supervisor records in health.json while it runs
 
 
 def restart_delay(policy: RestartPolicy, attempt: int) -> float:
@@ -197,6 +199,10 @@ def validate_spec(spec: ProcessSpec) -> None:
             re.compile(r.pattern)
         except re.error as exc:
             raise _bad(f"process {name!r}: bad readiness pattern {r.pattern!r}: {exc}") from None
+    if r.source is not None and (r.kind != "log" or not isinstance(r.source, str)):
+        raise _bad(f"process {name!r}: readiness source names a process whose log a `log` probe reads")
+    if spec.status_url is not None and not (isinstance(spec.status_url, str) and spec.status_url.startswith("http://")):
+        raise _bad(f"process {name!r}: status_url must be an http:// url")
     _number(r.timeout_s, f"process {name!r}: readiness timeout_s", 0.001)
     p = spec.restart
     if p.mode not in RESTART_MODES:
@@ -225,6 +231,8 @@ def validate_specs(specs: list[ProcessSpec]) -> None:
                 raise _bad(f"process {spec.name!r} depends on unknown process {dep!r}")
             if dep == spec.name:
                 raise _bad(f"process {spec.name!r} depends on itself")
+        if spec.readiness.source is not None and spec.readiness.source not in names:
+            raise _bad(f"process {spec.name!r}: readiness reads the log of unknown process {spec.readiness.source!r}")
     start_order(specs)  # raises on a cycle
 
 
@@ -248,7 +256,7 @@ def start_order(specs: list[ProcessSpec]) -> list[str]:
 def _strings(spec: ProcessSpec) -> Iterator[str]:
     yield from spec.argv
     yield from spec.env.values()
-    for value in (spec.cwd, spec.completion_file, spec.readiness.url):
+    for value in (spec.cwd, spec.completion_file, spec.readiness.url, spec.status_url):
         if value:
             yield value
 
@@ -294,6 +302,7 @@ def substitute(specs: list[ProcessSpec], *, ports: dict[str, int], run_dir: str,
                 cwd=fill(spec.cwd, spec.name),
                 completion_file=fill(spec.completion_file, spec.name),
                 readiness=replace(spec.readiness, url=fill(spec.readiness.url, spec.name)),
+                status_url=fill(spec.status_url, spec.name),
                 depends_on=list(spec.depends_on),
                 secret_env=list(spec.secret_env),
             )
@@ -362,6 +371,53 @@ def free_ports(names: list[str] | tuple[str, ...]) -> dict[str, int]:
         for port in ports.values():
             reserved[str(port)] = now
     return ports
+
+
+def _port_pattern(port: int) -> re.Pattern:
+    return re.compile(rf"(?<=(?:127\.0\.0\.1|localhost):){int(port)}(?!\d)")
+
+
+def rebind_text(text: str, old: int, new: int) -> str:
+    """`text` with every 127.0.0.1:OLD / localhost:OLD address moved to port NEW."""
+    return _port_pattern(old).sub(str(int(new)), text)
+
+
+def rebind_port(spec: ProcessSpec, old: int, new: int, *, own: bool) -> ProcessSpec:
+    """A spec whose addresses at port `old` now use `new`; `own`: the process serving it, whose bare
+    `--port OLD` argument moves too."""
+
+    def move(text: str | None) -> str | None:
+        if text is None:
+            return None
+        return str(int(new)) if own and text == str(int(old)) else rebind_text(text, old, new)
+
+    return replace(
+        spec,
+        argv=[move(a) for a in spec.argv],
+        env={k: move(v) for k, v in spec.env.items()},
+        readiness=replace(spec.readiness, url=move(spec.readiness.url)),
+        status_url=move(spec.status_url),
+    )
+
+
+def rebind_files(run_dir: str | os.PathLike, argv: list[str], old: int, new: int) -> list[str]:
+    """Files inside the run folder that some argv names (config.yaml): their addresses at port `old`
+    moved to `new`, so a process reading its port from a file is told as well. Returns those changed."""
+    root = os.path.realpath(run_dir)
+    changed = []
+    for arg in dict.fromkeys(argv):
+        path = os.path.realpath(arg) if os.sep in arg else ""
+        if not path.startswith(root + os.sep) or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        moved = rebind_text(text, old, new)
+        if moved != text:
+            from hermes_rl.core.base.fsutil import atomic_write_text
+
+            atomic_write_text(path, moved)
+            changed.append(path)
+    return changed
 
 
 def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> dict:

@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import os
 import queue
-import re
 import secrets
 import selectors
 import signal
@@ -43,14 +42,20 @@ from hermes_rl.core.base.polling import poll_until
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 from hermes_rl.core.daemons import procscan
+from hermes_rl.core.daemons.health_monitor import HealthMonitor
 from hermes_rl.core.daemons.pipeline import (
     ProcessSpec,
+    free_ports,
     load_pipeline,
     port_is_free,
     process_record,
+    rebind_files,
+    rebind_port,
     restart_delay,
+    specs_to_json,
     start_order,
 )
+from hermes_rl.core.daemons.probes import LogMatcher, http_ready
 from hermes_rl.core.daemons.runstate import record_final
 from hermes_rl.core.daemons.spawn import describe_exit, spawn_group
 
@@ -62,8 +67,6 @@ SIGKILL_GRACE_S = 5.0  # how long a process group gets to vanish after SIGKILL b
 SPACE_RESERVE = ".space-reserve"  # bytes held back in the run folder to record its end on a full disk
 SPACE_RESERVE_BYTES = 256 * 1024
 
-
-SETTLE_S = 30.0  # a process without a readiness probe that ran this long had started properly
 STATE_CHECK_S = 1.0  # how often the loop checks that run.json is still the one it wrote
 RECORD_RETRY_S = 1.0  # a final record the disk refused is tried again this often...
 RECORD_WAIT_S = 24 * 3600.0  # ...for at most this long
@@ -73,72 +76,16 @@ def _now() -> float:
     return time.time()
 
 
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def _log(message: str) -> None:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     print(f"{stamp} {redact(message)}", flush=True)
-
-
-# ---------------------------------------------------------------- readiness probes
-
-
-def http_ready(url: str, timeout: float) -> tuple[bool, str]:
-    """GET url -> (status is 200, what happened). Direct connection: proxies never apply to 127.0.0.1 probes."""
-    import http.client  # only runs with HTTP probes pay for it
-    import urllib.parse
-
-    parts = urllib.parse.urlsplit(url)
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
-    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
-    try:
-        conn.request("GET", path, headers={"User-Agent": "hermes-rl-supervisor"})
-        response = conn.getresponse()
-        response.read(65536)
-        return response.status == 200, f"HTTP {response.status}"
-    except ConnectionRefusedError:
-        return False, "connection refused"
-    except TimeoutError:
-        return False, f"no answer within {timeout:.1f}s"
-    except (OSError, http.client.HTTPException) as exc:
-        return False, f"{type(exc).__name__}: {exc}"[:200]
-    finally:
-        conn.close()
-
-
-class LogMatcher:
-    """Finds the first line matching a regex in a process log, from a byte offset, reading only what is new."""
-
-    def __init__(self, path: Path, offset: int, pattern: str):
-        self.path = path
-        self.offset = offset
-        self.regex = re.compile(pattern)
-        self.partial = b""
-        self.handle = None
-
-    def check(self) -> tuple[bool, str]:
-        if self.handle is None:
-            try:
-                self.handle = open_regular(self.path)
-            except OSError:
-                return False, "log file not created yet"
-            self.handle.seek(self.offset)
-        data = self.handle.read(1 << 20)
-        if not data:
-            return False, f"no line matching /{self.regex.pattern}/ yet"
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        if len(self.partial) > (1 << 20):  # an endless line: test it anyway rather than grow forever
-            lines.append(self.partial)
-            self.partial = b""
-        for raw in lines:
-            if self.regex.search(raw.decode("utf-8", errors="replace")):
-                return True, "matched"
-        return False, f"no line matching /{self.regex.pattern}/ yet"
-
-    def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
 
 
 # ---------------------------------------------------------------- process records
@@ -170,6 +117,7 @@ class Proc:
         self.probe_cancel: threading.Event | None = None
         self.one_shot = False  # some process waits for it to complete
         self.last_failure: str | None = None  # the exception line of the previous failed attempt
+        self.probe_log: tuple[Path, int] = (self.log, 0)  # the log a `log` probe reads, from this offset
 
     @property
     def alive(self) -> bool:
@@ -243,6 +191,7 @@ class Supervisor:
         self.dirty = False
         self.written: tuple | None = None  # (inode, mtime, size) of the run.json we wrote last
         self.next_state_check = 0.0
+        self.health = HealthMonitor(self.dir, self.procs)
 
     # ------------------------------------------------------------ state output
 
@@ -431,14 +380,11 @@ class Supervisor:
         return env
 
     def spawn(self, proc: Proc) -> None:
-        spec = proc.spec
         proc.restart_at = None
         proc.attempt += 1
         if proc.port and not port_is_free(proc.port):
-            self.start_failed(
-                proc, f"cannot start {proc.name}: port {proc.port} on 127.0.0.1 is already in use by another program"
-            )
-            return
+            self.move_port(proc)
+        spec = proc.spec
         ensure_private_dir(proc.log.parent)
         argv = " ".join(redact(a) for a in spec.argv)
         header = (
@@ -485,6 +431,27 @@ class Supervisor:
             self.mark_ready(proc)
         # A one-shot step (others wait for it to complete) stays "starting" until it exits.
 
+    def move_port(self, proc: Proc) -> None:
+        """Another program took the port picked at launch: serve a free one, and tell every process (its
+        spec's addresses, the run-folder files an argv names: config.yaml). Those already running keep
+        the old address, so only a port no running process uses yet is moved cleanly."""
+        old, name = proc.port, proc.spec.port
+        proc.port = free_ports([name])[name]
+        for other in self.procs.values():
+            other.spec = rebind_port(other.spec, old, proc.port, own=other is proc)
+        files = rebind_files(self.dir, [a for p in self.procs.values() for a in p.spec.argv], old, proc.port)
+        self.run.setdefault("ports", {})[name] = proc.port
+        atomic_write_json(self.dir / "pipeline.json", specs_to_json([p.spec for p in self.procs.values()]))
+        told = ", ".join(Path(f).name for f in files)
+        self.event(
+            "port",
+            f"port {old} of {proc.name} was taken by another program: moved to {proc.port}"
+            + (f" (also in {told})" if told else ""),
+            process=proc.name,
+            old=old,
+            new=proc.port,
+        )
+
     @staticmethod
     def describe_start_error(proc: Proc, exc: OSError, cwd: str) -> str:
         exe = proc.spec.argv[0]
@@ -511,6 +478,9 @@ class Supervisor:
         self.set_proc_state(proc, ProcState.READY, f"{proc.name} is ready", ready_at=proc.ready_at)
 
     def start_probe(self, proc: Proc) -> None:
+        source = self.procs.get(proc.spec.readiness.source or proc.name, proc)
+        # Another process's log (run-api's, for an environment registering with it) is read from now on.
+        proc.probe_log = (source.log, proc.log_offset if source is proc else _size(source.log))
         if proc.spec.readiness.kind == "http":
             import http.client  # noqa: F401 - imported here, in the main thread, not inside a probe thread
         cancel = threading.Event()
@@ -524,7 +494,7 @@ class Supervisor:
         readiness = proc.spec.readiness
         began = time.monotonic()
         deadline = began + readiness.timeout_s
-        matcher = LogMatcher(proc.log, proc.log_offset, readiness.pattern) if readiness.kind == "log" else None
+        matcher = LogMatcher(*proc.probe_log, readiness.pattern) if readiness.kind == "log" else None
         interval = 0.01
         last = "no answer yet"
         try:
@@ -651,8 +621,8 @@ class Supervisor:
             self.set_status(RunStatus.RUNNING)
 
     def next_timeout(self) -> float:
-        timeout = 1.0  # safety net: re-check children even without a signal
         now = time.monotonic()
+        timeout = min(1.0, self.health.due(now))  # 1 s: a safety net, re-check children even without a signal
         for proc in self.procs.values():
             if proc.state == ProcState.PENDING and proc.restart_at is not None:
                 timeout = min(timeout, max(0.0, proc.restart_at - now))
@@ -719,10 +689,9 @@ class Supervisor:
             return ""
 
     def restart_is_pointless(self, proc: Proc, failure: str | None) -> str | None:
-        """Why a restart would fail the same way: a process that never became ready (a process without a
-        probe counts as ready once it has run SETTLE_S) and failed on an import, or as the attempt before."""
-        ran = (_now() - proc.started_at) if proc.started_at else 0.0
-        was_ready = proc.ready_at is not None and (proc.spec.readiness.kind != "none" or ran >= SETTLE_S)
+        """Why a restart would fail the same way: a process that never became ready (by its probe; one
+        without a probe never proves it) and failed on an import, or as the attempt before."""
+        was_ready = proc.ready_at is not None and proc.spec.readiness.kind != "none"
         if was_ready or not failure:
             return None
         if repeats_on_restart(failure):
@@ -917,6 +886,7 @@ class Supervisor:
             self.maybe_running()
             if self.finished:
                 break
+            self.health.tick(time.monotonic())
             self.wait(self.next_timeout())
 
     def emergency_stop(self, error: str) -> None:

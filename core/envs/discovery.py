@@ -53,6 +53,7 @@ class EnvInfo:
     abstract: str | None = None  # why this class is a base, not an environment to run
     root: str = ""  # the scanned folder it was found in
     imports: tuple[str, ...] = ()  # top-level modules its file imports absolutely (import roots)
+    aliases: tuple[str, ...] = ()  # ids it may have been saved under before (selections, drafts)
 
     @property
     def usable(self) -> bool:
@@ -506,44 +507,83 @@ def _list_python_files(directory: Path, notices: list[str]) -> list[tuple[str, i
 # --- ids -------------------------------------------------------------------------------------
 
 
-def _qualifiers(env: EnvInfo) -> list[str]:
-    """Ways to tell one environment from others of the same name, shortest first; each fits an id
-    (and so a draft's file name): letters, digits, `_`, `.` and `-`."""
+FIXED_SOURCES = ("project", "user")  # roots every configuration scans: their environments keep bare names
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text).strip(".") or "_"
+
+
+_GENERIC_FOLDERS = frozenset({"environments", "envs", "env", "src", "lib"})
+
+
+def _root_label(source: str, root: str) -> str:
+    """`project`, `user`, `tinker-atropos`; an extra root by its folder's name (its parent's when the
+    name says nothing: `atropos/environments` is `atropos`)."""
+    if source != "extra":
+        return source
+    folder = Path(root)
+    return _clean(folder.parent.name if folder.name.lower() in _GENERIC_FOLDERS and folder.parent.name else folder.name)
+
+
+def _legacy_qualifiers(env: EnvInfo) -> list[str]:
+    """The qualifiers ids were once chosen from (shortest unique among the roots configured then): kept
+    so that a saved selection or draft under such an id still finds its environment."""
     rel = Path(os.path.relpath(env.file, env.root) if env.root else env.file).with_suffix("")
-    label = env.source if env.source != "extra" else Path(env.root).name
+    label = _root_label(env.source, env.root)
     dotted = ".".join(rel.parts)
-    raw = [label, Path(env.file).stem, dotted, f"{label}.{dotted}.{env.class_name}"]
-    return [re.sub(r"[^A-Za-z0-9_.-]", "_", q).strip(".") or "_" for q in raw]
+    return [_clean(q) for q in (label, Path(env.file).stem, dotted, f"{label}.{dotted}.{env.class_name}")]
 
 
 def _assign_ids(envs: list[EnvInfo]) -> list[EnvInfo]:
-    """The first usable environment of a name keeps it as its id; the others get name@qualifier (the
-    shortest qualifier unique within the group) and duplicate_of naming the file the bare name means."""
-    groups: dict[str, list[int]] = {}
+    """Ids that depend only on an environment's own root and path, never on which other roots are
+    configured. In the project and user folders (always scanned) the first runnable environment of a
+    name has the bare name; every other environment is `name@ROOT` (ROOT: `project`, `user`,
+    `tinker-atropos`, or an extra root's folder name), or `name@ROOT.sub.module` when its root holds
+    several of that name (`.Class` added when one file holds two). Only two extra roots of the same
+    label holding the same id make the later one `…-2`."""
+
+    first_of_name: dict[str, int] = {}
+    bare: dict[str, int] = {}
     for index, env in enumerate(envs):
-        groups.setdefault(env.name, []).append(index)
+        first_of_name.setdefault(env.name, index)
+        if env.source in FIXED_SOURCES:
+            current = bare.get(env.name)
+            if current is None or (not _runnable(envs[current]) and _runnable(env)):
+                bare[env.name] = index
+    per_root: dict[tuple[str, str], list[int]] = {}
+    for index, env in enumerate(envs):
+        per_root.setdefault((env.root, env.name), []).append(index)
     out = list(envs)
     taken: set[str] = set()
-    for name, members in groups.items():
-        runnable = [i for i in members if envs[i].usable and envs[i].abstract is None]
-        usable = [i for i in members if envs[i].usable]
-        winner = (runnable or usable or members)[0]
-        out[winner] = replace(envs[winner], id=name)
-        taken.add(name)
-        others = [i for i in members if i != winner]
-        for position in range(4):  # the shortest qualifier that tells every member of the group apart
-            every = [_qualifiers(envs[i])[position] for i in members]
-            labels = [_qualifiers(envs[i])[position] for i in others]
-            if len(set(every)) == len(every) and not ({f"{name}@{q}" for q in labels} & taken):
-                break
-        for i, label in zip(others, labels):
-            new_id, n = f"{name}@{label}", 1
-            while new_id in taken:  # only when every qualifier collides, e.g. one file reached twice
-                n += 1
-                new_id = f"{name}@{label}-{n}"
-            taken.add(new_id)
-            out[i] = replace(envs[i], id=new_id, duplicate_of=envs[winner].file if winner != i else None)
+    for index, env in enumerate(envs):
+        if bare.get(env.name) == index:
+            new_id = env.name
+        else:
+            siblings = [i for i in per_root[(env.root, env.name)] if bare.get(env.name) != i]
+            rel = Path(os.path.relpath(env.file, env.root) if env.root else env.file).with_suffix("")
+            qualifier = _root_label(env.source, env.root)
+            if len(siblings) > 1:
+                qualifier += "." + _clean(".".join(rel.parts))
+                same_file = [i for i in siblings if envs[i].file == env.file]
+                if len(same_file) > 1:
+                    qualifier += "." + _clean(env.class_name or "_")
+            new_id = f"{env.name}@{qualifier}"
+        unique, n = new_id, 1
+        while unique in taken:  # one file reached twice (a symlinked root), two roots of one label
+            n += 1
+            unique = f"{new_id}-{n}"
+        taken.add(unique)
+        winner = first_of_name[env.name]
+        aliases = tuple(a for a in dict.fromkeys(f"{env.name}@{q}" for q in _legacy_qualifiers(env)) if a != unique)
+        out[index] = replace(
+            env, id=unique, aliases=aliases, duplicate_of=envs[winner].file if winner != index else None
+        )
     return out
+
+
+def _runnable(env: EnvInfo) -> bool:
+    return env.usable and env.abstract is None
 
 
 # --- the cached scan ------------------------------------------------------------------------
@@ -691,13 +731,30 @@ def find_environment(ref: str) -> EnvInfo:
                 hint="fix the file; `hermes-rl envs` shows every problem",
             )
         return env
-    ids = sorted(env.id for env in envs if env.usable)
-    raise NotFound(
-        f"no environment named {ref!r}",
-        hint=("available: " + ", ".join(ids))
-        if ids
-        else f"no environments found; put one in {user_environments_dir()}",
-    )
+    legacy = [env for env in envs if ref in env.aliases]
+    if len(legacy) == 1:  # an id saved before ids stopped depending on the other roots
+        return find_environment(legacy[0].id)
+    raise NotFound(f"no environment named {ref!r}", hint=_did_you_mean(ref, envs))
+
+
+def _did_you_mean(ref: str, envs: list[EnvInfo]) -> str:
+    """The ids nearest to what was asked, by id, name, class name or file stem; never the whole list."""
+    import difflib
+
+    usable = [env for env in envs if env.usable]
+    if not usable:
+        return f"no environments found; put one in {user_environments_dir()}"
+    keys: dict[str, list[str]] = {}
+    for env in usable:
+        for key in (env.id, env.name, env.class_name, Path(env.file).stem):
+            if key:
+                keys.setdefault(key.lower(), []).append(env.id)
+    wanted = ref.lower().split("@")[0] if "@" in ref and ref.lower() not in keys else ref.lower()
+    close = difflib.get_close_matches(wanted, list(keys), n=5, cutoff=0.6)
+    close += [k for k in keys if wanted in k and k not in close]  # `gsm8k` finds every gsm8k@…
+    ids = list(dict.fromkeys(i for key in close for i in keys[key]))[:5]
+    every = f"`hermes-rl envs` lists all {len(usable)}"
+    return f"did you mean {', '.join(ids)}? ({every})" if ids else every
 
 
 # --- import roots ----------------------------------------------------------------------------

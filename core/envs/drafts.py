@@ -7,12 +7,13 @@ the draft on the fields' defaults (core.envs.fields); locked values come from th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, NotFound
+from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
 from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_yaml
 from hermes_rl.core.base.paths import current_selection_file, drafts_dir, validate_env_name
 from hermes_rl.core.base.records import FieldChange, FieldRow, LockedField, Selection
@@ -48,6 +49,18 @@ class ConfigView:
 
 def _draft_path(env_name: str) -> Path:
     return drafts_dir() / f"{validate_env_name(env_name)}.yaml"
+
+
+def _draft_id(env: EnvInfo) -> str:
+    """The environment's draft name, its id; a draft saved under an id it had before (see EnvInfo.aliases)
+    is renamed to it first, so an edit made then is kept."""
+    path = _draft_path(env.id)
+    if not path.exists():
+        older = [p for p in (drafts_dir() / f"{a}.yaml" for a in env.aliases) if p.is_file()]
+        if len(older) == 1:
+            with contextlib.suppress(OSError):
+                os.replace(older[0], path)
+    return env.id
 
 
 def _read_draft(env_name: str) -> tuple[dict, str | None]:
@@ -140,7 +153,11 @@ def _resolve(env_name: str | None, profile: str | None) -> tuple[EnvInfo, Profil
     name = env_name or selection["environment"] or chosen.default_environment
     if not name:
         raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
-    return find_environment(name), chosen, notice, warnings
+    env = find_environment(name)
+    if not env_name and name == selection["environment"] and name in env.aliases:
+        with contextlib.suppress(HermesError, OSError):  # a selection saved under an earlier id: the id now
+            select_environment(env.id)
+    return env, chosen, notice, warnings
 
 
 MAX_WARNINGS = 10  # per view: a draft of 10,000 bad entries gives 10 lines and a count
@@ -180,7 +197,7 @@ def get_config(env_name: str | None = None, profile: str | None = None) -> Confi
     """Editable values (draft over defaults) and locked values for an environment under a profile."""
     env, chosen, notice, warnings = _resolve(env_name, profile)
     fields = {f.name: f for f in editable_fields(env, chosen)}
-    draft, problem = _read_draft(env.id)
+    draft, problem = _read_draft(_draft_id(env))
     if problem:
         warnings.append(problem)
     values = _effective(fields, draft, warnings, env.name, chosen)
@@ -209,7 +226,7 @@ def set_fields(assignments: dict, env_name: str | None = None, profile: str | No
     new_values = validate_assignments(assignments, fields, chosen, env.name)
     notices = [notice] if notice else []
     with file_lock(_draft_path(env.id)):
-        draft, problem = _read_draft(env.id)
+        draft, problem = _read_draft(_draft_id(env))
         if problem:
             notices.append(f"{problem.split('; ')[0]}; it was moved to {_keep_corrupt(env.id)}")
         ignored: list[str] = []
@@ -248,8 +265,9 @@ def set_field(field: str, value: object, env_name: str | None = None, profile: s
 
 
 def reset_draft(env_name: str) -> None:
-    """Back to defaults: remove the environment's draft (a corrupt one too)."""
-    path = _draft_path(env_name)
+    """Back to defaults: remove the environment's draft (a corrupt one too). `env_name` is any reference
+    find_environment takes; the draft is the one under its id."""
+    path = _draft_path(_draft_id(find_environment(env_name)))
     with file_lock(path):
         try:
             path.unlink()
@@ -263,7 +281,7 @@ def resolve_run_values(env: EnvInfo, profile: Profile, overrides: dict | None = 
     A wandb_name left at its default becomes `{env}-{timestamp}` here.
     """
     fields = {f.name: f for f in editable_fields(env, profile)}
-    draft, problem = _read_draft(env.id)
+    draft, problem = _read_draft(_draft_id(env))
     invalid: list[str] = []
     values = _effective(fields, draft, [], env.name, profile, invalid)
     if problem or invalid:

@@ -9,8 +9,6 @@ JSON object: {"ok": true, "fields": [...], ...} or {"ok": false, "error": "..."}
 from __future__ import annotations
 
 import enum
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -18,6 +16,8 @@ import traceback
 import types
 import typing
 from pathlib import Path
+
+from hermes_rl.core.base.envload import import_environment
 
 
 def _jsonable(value: object) -> object:
@@ -89,35 +89,9 @@ def _bounds(field_info: object) -> dict:
     return out
 
 
-def _load_module(path: Path):
-    """Import the file as its package module when it lives in a package (relative imports work)."""
-    own = importlib.util.find_spec("hermes_rl.environments")
-    own_dirs = [Path(p).resolve() for p in (own.submodule_search_locations or [])] if own else []
-    if path.resolve().parent in own_dirs:  # our bundled environments: the installed package, no sys.path edit
-        return importlib.import_module(f"hermes_rl.environments.{path.stem}")
-    directory = path.parent
-    root = directory
-    while (root / "__init__.py").exists() and root.parent != root:
-        root = root.parent
-    for entry in (str(directory), str(root)):
-        if entry not in sys.path:
-            sys.path.insert(0, entry)
-    if root != directory:
-        dotted = ".".join(path.relative_to(root).with_suffix("").parts)
-        return importlib.import_module(dotted)
-    unique = f"hermes_env_{path.stem}_{abs(hash(str(path))):x}"  # batch mode loads many files in one process
-    spec = importlib.util.spec_from_file_location(unique, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def probe(file: str, class_name: str) -> dict:
     path = Path(file).resolve()
-    module = _load_module(path)
+    module = import_environment(path)
     cls = getattr(module, class_name, None)
     if not isinstance(cls, type):
         raise LookupError(f"{path.name} has no class {class_name}")

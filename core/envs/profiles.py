@@ -362,3 +362,51 @@ def check_keys(profile: Profile) -> None:
                 hint=f"export {key}=... in your shell or add a line {key}=... to {hermes_home() / '.env'}; "
                 "or use the local profile (--profile local)",
             )
+
+
+# --- does an environment's work fit the profile's model ------------------------------------------
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+
+
+def model_context(profile: Profile) -> tuple[int | None, str]:
+    """(the profile's model context in tokens, where it was read), or (None, why it is unknown). A locked
+    `context_length` wins; else the model folder's config.json (max_position_embeddings or its kin)."""
+    locked = profile.locked.get("context_length")
+    if locked is not None and isinstance(locked.value, int) and locked.value > 0:
+        return locked.value, f"profile {profile.name}'s context_length"
+    base = profile.locked.get("base_model")
+    folder = Path(str(base.value)).expanduser() if base is not None and base.value else None
+    if folder is None or not (folder / "config.json").is_file():
+        return None, "the model's config is not on this machine"
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, f"{folder / 'config.json'} is unreadable"
+    for section in (config, config.get("text_config") or {}):
+        for key in CONTEXT_KEYS:
+            value = section.get(key) if isinstance(section, dict) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, f"{folder.name}'s config.json {key}"
+    return None, f"{folder / 'config.json'} names no context length"
+
+
+def check_fit(profile: Profile, values: dict) -> str | None:
+    """Refuse (BadInput) an environment whose max_token_length exceeds the model's context, naming both;
+    a warning (returned) when completions that long leave under a quarter of the context for prompts."""
+    locked = profile.locked.get("max_token_length")
+    longest = values.get("max_token_length", locked.value if locked is not None else None)
+    context, where = model_context(profile)
+    if not isinstance(longest, int) or context is None:
+        return None
+    if longest > context:
+        raise BadInput(
+            f"max_token_length {longest} does not fit the model's context of {context} tokens ({where})",
+            hint=f"use a profile whose max_token_length is at most {context}, or a model with a longer context",
+        )
+    if longest > 0.75 * context:
+        return (
+            f"max_token_length {longest} leaves {context - longest} of the model's {context} context tokens "
+            "for prompts: longer prompts will be refused by the model"
+        )
+    return None

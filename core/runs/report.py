@@ -142,7 +142,8 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
     """What to do next about the run, in the client's own command names."""
     steps = steps.fill(run["run_id"])
     status = run.get("status")
-    out = []
+    health = run.get("health") or {}
+    out = [health["tip"]] if health.get("tip") else []
     if run.get("stalled") is True:
         idle = human_duration(run.get("stalled_for_s") or 0)
         out.append(
@@ -164,10 +165,12 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
 def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float | None = None) -> StatusReport:
     """The status report of a run view already read (runs.get_run)."""
     stalled = run.get("stalled") is True
+    health = run.get("health") or {}
     return {
         "run_id": run["run_id"],
         "status": run.get("status"),
-        "reason": run.get("reason"),
+        # a running run has no recorded reason: whether work flows through it is its reason then
+        "reason": health.get("reason") or run.get("reason"),
         "environment": run.get("environment"),
         "profile": run.get("profile"),
         "processes": process_summaries(run),
@@ -175,6 +178,7 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
         "metrics": metrics_summary(run, latest_metrics(run)),
         "stalled": stalled,
         "stalled_for_s": _finite(run.get("stalled_for_s")) if stalled else None,
+        "health": health,
         "wandb_url": wandb_url(run),
         "log_paths": log_paths(run),
         "sample_completions": sample_completions(run["run_id"]),

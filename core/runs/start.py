@@ -304,7 +304,7 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
     and `overrides` (validated, not saved). Returns run.json plus `notices`."""
     from hermes_rl.core.envs.discovery import find_environment
     from hermes_rl.core.envs.drafts import current_selection, resolve_run_values
-    from hermes_rl.core.envs.profiles import check_keys, resolve_profile
+    from hermes_rl.core.envs.profiles import check_fit, check_keys, resolve_profile
 
     selection = current_selection()
     env_name = env_name or selection.get("environment")
@@ -322,6 +322,8 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
         )
     check_keys(chosen)
     values = resolve_run_values(env, chosen, overrides)
+    fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
+    notice = "; ".join(n for n in (notice, fit) if n) or None
     if chosen.backend == "local":
         _check_local_capacity()  # refused before building anything; checked again as the run is recorded
     return _start_prepared(env, chosen, values, notice)

@@ -26,6 +26,7 @@ from hermes_rl.core.base.records import RunSummary, RunView
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.readers.metrics import eval_endpoints
+from hermes_rl.core.runs.health import run_health, startup_seconds
 from hermes_rl.core.runs.stall import progress_logs, stall_fields
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
@@ -249,6 +250,7 @@ def _unreadable_summary(run_id: str, reason: str) -> dict:
     record = {"status": RunStatus.UNREADABLE.value, "reason": f"run.json is unreadable: {reason}"}
     summary = _summary(run_id, record, None)
     summary.update(stall_fields(summary["status"], None, None, (), None))
+    summary["health"] = run_health(summary, None)
     return summary
 
 
@@ -293,11 +295,13 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
             summary = _summary(entry.name, run, last, evals)
             summary["_supervisor"] = run.get("supervisor") or {}
             summary["_activity"] = (run.get("started_at"), last, progress_logs(run.get("processes")))
+            summary["_startup"] = startup_seconds(run.get("processes"))
             with _LIST_LOCK:
                 _LIST_CACHE[key] = (sig, summary)
         summary = dict(summary)
         supervisor = summary.pop("_supervisor")
         started_at, last, log_paths = summary.pop("_activity")
+        startup = summary.pop("_startup")
         if summary["status"] not in RECORDED_FINAL:
             reason = lost_reason(
                 {
@@ -310,6 +314,7 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
             if reason:
                 summary["status"], summary["reason"] = RunStatus.LOST.value, reason
         summary.update(stall_fields(summary["status"], started_at, last, log_paths, stall_after_s))
+        summary["health"] = run_health({**summary, "run_dir": key}, last, startup_s=startup)
         out.append(summary)
     prefix = str(root) + os.sep
     with _LIST_LOCK:
@@ -421,6 +426,7 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
             view["status"], run.get("started_at"), view["last_metric"], progress_logs(processes), stall_after_s
         )
     )
+    view["health"] = run_health(view, view["last_metric"])
     return view
 
 

@@ -7,7 +7,8 @@
             its clean exit with results.json completes the run
    env      starts once run-api is ready (and the model exists), overlapping its slow imports with
             the trainer's start-up; run-api only lets it register after the trainer has registered
-            and asked for a batch; restarted on failure, at most twice
+            and asked for a batch; ready when run-api's log shows it registered; restarted on
+            failure, at most twice
 
 Only stdlib here: core never imports the data plane. Secrets are named in
 `secret_env`; the supervisor passes their values from its own environment.
@@ -21,12 +22,14 @@ from pathlib import Path
 
 from hermes_rl.core.base.paths import models_dir
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, get_key
+from hermes_rl.core.daemons.health_monitor import REGISTERED
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 from hermes_rl.core.envs.discovery import EnvInfo, import_root
 from hermes_rl.core.runs.runconfig import CONFIG_FILE, RunConfig
 
 LOCAL_TRAINER_READY_S = 120.0
 CLOUD_TRAINER_READY_S = 600.0  # Tinker cloud may queue the model creation
+ENV_READY_S = 900.0  # its dataset load and the trainer's start-up come first
 CONFIG_PATH = "{run_dir}/" + CONFIG_FILE  # for specs made without a run config: launch() writes the file
 
 
@@ -113,6 +116,7 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
             readiness=Readiness(kind="http", url="http://127.0.0.1:{port:api}/status", timeout_s=60.0),
             stop_timeout=5.0,
             port="api",
+            status_url="http://127.0.0.1:{port:api}/status",  # queue size and step, recorded in health.json
         ),
     )
     specs.append(
@@ -153,6 +157,9 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
             # itself holds it back ("wait for trainer to start") until the trainer has registered and
             # asked for its first batch, so it never gets work before the trainer is there.
             depends_on=[("api", "ready")] + ([("model", "completed")] if local else []),
+            # Ready once it has registered with run-api (its access log says so): an environment that fails
+            # before that, the same way twice, is not restarted again whatever the machine's load.
+            readiness=Readiness(kind="log", source="api", pattern=REGISTERED.pattern, timeout_s=ENV_READY_S),
             restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
             stop_timeout=10.0,
         )

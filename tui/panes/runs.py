@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from hermes_rl.core.base.formatting import cell_duration, lineage
 from hermes_rl.core.base.states import run_style
@@ -80,6 +80,21 @@ class RunsPane(Vertical):
             ]
         )
         yield table
+        health = Static("", id="runs-health")  # why the highlighted run does not progress, and what to do
+        health.display = False
+        yield health
+
+    def _show_health(self) -> None:
+        """The highlighted run's health reason and tip under the table (hidden when work flows)."""
+        key = self.table.selected_key()
+        health = next((r.get("health") or {} for r in self.runs if r.get("run_id") == key), {})
+        line = self.query_one("#runs-health", Static)
+        if health.get("reason"):
+            text = Text(f"⚠ {health['reason']}", style="bold orange1")
+            if health.get("tip"):
+                text.append(f"\n  tip: {health['tip']}", style="orange1")
+            line.update(text)
+        line.display = bool(health.get("reason"))
 
     @property
     def table(self) -> RunsTable:
@@ -117,6 +132,9 @@ class RunsPane(Vertical):
             icon, colour = run_style(status)
             if run.get("run_id") in self.stalled:
                 icon, colour, status = "⚠", "orange1", f"{status} (stalled)"
+            elif (run.get("health") or {}).get("reason"):
+                icon, colour = "⚠", "orange1"
+                status = f"{status} ({run['health']['state'].replace('_', ' ')})"
             if run["run_id"] in self.marked:
                 icon, colour = "◆", "bold magenta"
             created = timestamp(run.get("created_at"))
@@ -150,6 +168,7 @@ class RunsPane(Vertical):
         self._announce()
 
     def _announce(self) -> None:
+        self._show_health()
         key = self.table.selected_key()
         if key != self._selected:
             self._selected = key

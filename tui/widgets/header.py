@@ -23,6 +23,7 @@ class HeaderBar(Static):
         self.environment: str | None = None
         self.run_line: str | None = None
         self.stalled: list[str] = []
+        self.unhealthy: list[tuple[str, str]] = []  # (run id, why work does not flow), core.runs' health rule
         self.stall_after_s = 0.0  # core.runs' threshold, from the live worker
         self._shown: Text | None = None
 
@@ -44,6 +45,10 @@ class HeaderBar(Static):
                 f"  ⚠ stalled (no metric or log line for {_threshold(self.stall_after_s)}): {', '.join(self.stalled)} ",
                 style="bold black on dark_orange",
             )
+        if self.unhealthy:
+            run_id, reason = self.unhealthy[0]
+            more = f" (+{len(self.unhealthy) - 1} more)" if len(self.unhealthy) > 1 else ""
+            text.append(f"  ⚠ {run_id} {reason}{more} ", style="bold black on dark_orange")
         # The keys after what is selected: a narrow terminal cuts them first, not the run's name.
         text.append("  keys ", style="dim")
         for name in SECRET_NAMES:

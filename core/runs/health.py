@@ -1,0 +1,172 @@
+"""Progress health, one rule for every client: is work flowing through a running run, and if not, why.
+
+Computed from files only: the run's state (run.json), its last trained step (metrics.jsonl) and what
+its supervisor observed (health.json, core.daemons.health_monitor: problem lines of each process log,
+grouped and counted, and run-api's /status). Two verdicts carry a reason and a tip:
+
+- `no_progress`: no trained step for `threshold_s` since the run became ready (every process ready,
+  the environment registered with run-api) or since its last step. The threshold is the run's own
+  pace: the longest of NO_STEP_MIN_S, a third of the start-up time of its slowest process (spawn to ready:
+  the environment's imports and dataset, the trainer's model) and five step times, and never more
+  than the stall threshold. A slow machine starts slowly too, so it waits longer there.
+  $HERMES_RL_NO_STEP_S sets it outright (0: never).
+- `failing`: a process (not run-api) logged at least FAILING_MIN_ERRORS error lines and more errors
+  than run-api received scored groups: most of an environment's items fail, steps or not.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from hermes_rl.core.base.failures import context_overflow, problem_tip
+from hermes_rl.core.base.fsutil import epoch_seconds, read_json
+from hermes_rl.core.base.records import HealthVerdict
+from hermes_rl.core.base.states import RunStatus
+from hermes_rl.core.daemons.health_monitor import HEALTH_FILE
+from hermes_rl.core.runs.stall import stall_threshold
+
+NO_STEP_ENV = "HERMES_RL_NO_STEP_S"
+NO_STEP_MIN_S = 20.0
+STEP_TIMES = 5.0
+STARTUP_SHARE = 1 / 3
+FAILING_MIN_ERRORS = 20
+
+_QUOTE_CHARS = 120
+
+
+def no_step_threshold(startup_s: float | None, step_s: float | None) -> float:
+    """Seconds without a trained step after which a ready run is reported as not progressing (0: never)."""
+    fixed = os.environ.get(NO_STEP_ENV)
+    if fixed:
+        try:
+            return max(0.0, float(fixed))
+        except ValueError:
+            pass
+    threshold = max(NO_STEP_MIN_S, STARTUP_SHARE * (startup_s or 0.0), STEP_TIMES * (step_s or 0.0))
+    stall = stall_threshold()
+    return min(threshold, stall) if stall > 0 else threshold
+
+
+def startup_seconds(processes) -> float | None:
+    """The start-up time of the run's slowest process (spawn to ready), or None before any is ready."""
+    times = [
+        p["ready_at"] - p["started_at"]
+        for p in processes or []
+        if isinstance(p, dict)
+        and isinstance(p.get("ready_at"), (int, float))
+        and isinstance(p.get("started_at"), (int, float))
+    ]
+    return max(times) if times else None
+
+
+def read_health_record(run_dir: str | os.PathLike) -> dict:
+    try:
+        record = read_json(Path(run_dir) / HEALTH_FILE)
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _quote(message: str) -> str:
+    text = message if len(message) <= _QUOTE_CHARS else message[: _QUOTE_CHARS - 1] + "…"
+    overflow = context_overflow(message)
+    if overflow and len(message) > _QUOTE_CHARS:  # the numbers that matter must survive the cut
+        text += f" (the prompt has {overflow[0]} tokens; the model's context is {overflow[1]})"
+    return f'"{text}"'
+
+
+def _top_problem(processes: dict, *, errors_only: bool = False) -> tuple[str, dict] | None:
+    best = None
+    for name, observed in processes.items():
+        for problem in observed.get("problems") or []:
+            if errors_only and problem.get("level") != "error":
+                continue
+            if best is None or problem.get("count", 0) > best[1].get("count", 0):
+                best = (name, problem)
+    return best
+
+
+def _api_words(status: dict) -> str:
+    for answer in status.values():
+        if isinstance(answer, dict) and "queue_size" in answer:
+            return f"run-api holds {answer['queue_size']} scored group(s) at step {answer.get('current_step')}"
+    return "run-api's status unknown"
+
+
+def run_health(
+    run: dict, last_metric: dict | None, *, startup_s: float | None = None, now: float | None = None
+) -> HealthVerdict:
+    """The verdict on a run (see the module's rule); state None for a run that is not running."""
+    now = time.time() if now is None else now
+    verdict: HealthVerdict = {
+        "state": None,
+        "reason": None,
+        "tip": None,
+        "process": None,
+        "no_step_for_s": None,
+        "threshold_s": None,
+        "groups_delivered": None,
+        "api": None,
+        "problems": {},
+    }
+    if run.get("status") != RunStatus.RUNNING:
+        return verdict
+    run_id = run.get("run_id") or "RUN"
+    record = read_health_record(run.get("run_dir") or "") if run.get("run_dir") else {}
+    processes = record.get("processes") or {}
+    status = record.get("status") or {}
+    delivered = sum(int(p.get("delivered") or 0) for p in processes.values())
+    verdict["groups_delivered"] = delivered
+    verdict["api"] = next((a for a in status.values() if isinstance(a, dict)), None)
+    verdict["problems"] = {
+        name: {"errors": p.get("errors", 0), "warnings": p.get("warnings", 0), "top": (p.get("problems") or [])[:3]}
+        for name, p in processes.items()
+        if p.get("errors") or p.get("warnings")
+    }
+    ready_at = epoch_seconds(run.get("started_at"))
+    created = epoch_seconds(run.get("created_at"))
+    last = last_metric or {}
+    startup = startup_s if startup_s is not None else startup_seconds(run.get("processes"))
+    threshold = no_step_threshold(startup, epoch_seconds(last.get("timing/step_s")))
+    since = max(t for t in (ready_at, epoch_seconds(last.get("time")), created, 0.0) if t is not None)
+    idle = max(0.0, now - since)
+    verdict.update(threshold_s=round(threshold, 1), no_step_for_s=round(idle, 1), state="ok")
+
+    senders = {name for name, p in processes.items() if p.get("delivered") or p.get("registered")}
+    failing = _top_problem({n: p for n, p in processes.items() if n not in senders}, errors_only=True)
+    if failing:
+        errors = int(processes[failing[0]].get("errors") or 0)
+        if errors >= FAILING_MIN_ERRORS and errors > delivered:
+            name, problem = failing
+            share = round(100 * errors / (errors + delivered))
+            verdict.update(
+                state="failing",
+                process=name,
+                reason=(
+                    f"running, {name} fails on {share}% of its items: logged {problem['count']:,} × "
+                    f"{_quote(problem['message'])} against {delivered:,} scored group(s) delivered"
+                ),
+                tip=problem_tip(problem["message"], process=name, run_id=run_id),
+            )
+            return verdict
+    if threshold <= 0 or idle <= threshold:
+        return verdict
+    what = "no trained step" if not last.get("step") else f"no trained step since step {last['step']}"
+    top = _top_problem(processes)
+    verdict["state"] = "no_progress"
+    if top:
+        name, problem = top
+        verdict.update(
+            process=name,
+            reason=f"running, {what} in {idle:.0f} s: {name} logged {problem['count']:,} × "
+            + _quote(problem["message"]),
+            tip=problem_tip(problem["message"], process=name, run_id=run_id),
+        )
+    else:
+        verdict.update(
+            reason=f"running, {what} in {idle:.0f} s; no process logged a problem ({_api_words(status)})",
+            tip=f"read the logs (hermes-rl logs {run_id}): the environment may be waiting on something",
+        )
+    return verdict

@@ -1,0 +1,213 @@
+"""A run says what its environment is doing: real local runs of environments that fail in the ways
+users meet (every item raises, every group scores the same, prompts longer than the model's context)
+show a reason and a tip in `status --json`, rl_check_status and the dashboard soon after the run is
+ready. Each test prints its launch→reason time (docs/benchmarks.md records them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+import time
+
+import pytest
+
+from hermes_rl.core import runs
+from hermes_rl.core.base.paths import user_environments_dir
+from tests.fixtures_model import use_tiny_model
+
+# Our own fixtures, subclasses of the project's toy environment that break one thing each.
+RAISING = '''
+"""Toy addition whose every item raises, as an environment built for an API that moved on."""
+
+from hermes_rl.environments.toy_addition import ToyAdditionEnv
+
+
+class RaisingEnv(ToyAdditionEnv):
+    name = "raising_env"
+
+    async def collect_trajectories(self, item):
+        raise RuntimeError("Environment version v3 for ToyTaxi is deprecated; use v4")
+
+
+if __name__ == "__main__":
+    RaisingEnv.cli()
+'''
+
+SAME_SCORES = '''
+"""Toy addition whose reward gives every completion the same score."""
+
+from hermes_rl.environments.toy_addition import ToyAdditionEnv
+
+
+class SameScoresEnv(ToyAdditionEnv):
+    name = "same_scores_env"
+
+    async def collect_trajectories(self, item):
+        group, backlog = await super().collect_trajectories(item)
+        if group is not None:
+            group["scores"] = [0.0] * len(group["scores"])
+        return group, backlog
+
+
+if __name__ == "__main__":
+    SameScoresEnv.cli()
+'''
+
+LONG_PROMPTS = '''
+"""Toy addition with a preamble far longer than the tiny model's context."""
+
+from hermes_rl.environments.toy_addition import ToyAdditionEnv
+
+PREAMBLE = "Q: 1+1=\\nA: 2\\n" * 600
+
+
+class LongPromptEnv(ToyAdditionEnv):
+    name = "long_prompt_env"
+
+    async def get_next_item(self):
+        item = await super().get_next_item()
+        return {"prompt": PREAMBLE + item["prompt"], "answer": item["answer"]}
+
+
+if __name__ == "__main__":
+    LongPromptEnv.cli()
+'''
+
+READY_TO_REASON_S = 60.0
+
+
+def _report(text: str) -> None:
+    """A figure for docs/benchmarks.md, past pytest's capture (capsys reads the CLI's output here)."""
+    print(text, file=sys.__stderr__, flush=True)
+
+
+def _write_env(name: str, source: str) -> None:
+    folder = user_environments_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text(textwrap.dedent(source).lstrip())
+
+
+def _wait_for_reason(run_id: str, launched: float, timeout: float = 420.0) -> tuple[dict, float, float]:
+    """(the status report with a health reason, launch→reason s, ready→reason s)."""
+    from hermes_rl.core.runs import report
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = report.status_report(run_id)
+        assert status["status"] in ("starting", "running"), (status["status"], status["reason"])
+        if status["health"].get("reason"):
+            now = time.time()
+            ready = runs.get_run(run_id, sample=False)["started_at"]
+            return status, now - launched, now - ready
+        time.sleep(1.0)
+    raise AssertionError(f"no health reason within {timeout} s: {report.status_report(run_id)['health']}")
+
+
+def _cli_status(run_id: str, capsys) -> dict:
+    from hermes_rl.core.clients.cli import main
+
+    capsys.readouterr()
+    assert main(["status", run_id, "--json"]) in (0, None)
+    return json.loads(capsys.readouterr().out)
+
+
+def _dashboard_shows(run_id: str, words: str) -> tuple[str, str]:
+    """The dashboard's header line and its runs pane's health line for the run, once both show `words`."""
+    from hermes_rl.tui.app import HermesDashboard
+    from tests.fixtures_tui import wait_for
+
+    async def scenario() -> tuple[str, str]:
+        app = HermesDashboard(run_id=run_id)
+        async with app.run_test(size=(200, 48)) as pilot:
+            line = app.query_one("#runs-health")
+
+            def shown() -> bool:
+                header = app.header._shown.plain if app.header._shown else ""
+                return words in header and words in str(line.render())
+
+            await wait_for(pilot, shown, timeout=30, what=f"{words!r} in the header and the runs pane")
+            return app.header._shown.plain, str(line.render())
+
+    return asyncio.run(scenario())
+
+
+def _start(env: str, **overrides) -> tuple[str, float]:
+    launched = time.time()
+    run = runs.start_run(env, "local", overrides or None)
+    return run["run_id"], launched
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_environment_raising_on_every_item_is_named_with_its_message(tiny_model_dir, run_cleanup, capsys):
+    from hermes_rl.core.clients import toolset
+
+    use_tiny_model(tiny_model_dir, total_steps=50)
+    _write_env("raising_env", RAISING)
+    run_id, launched = _start("raising_env")
+    run_cleanup.append(run_id)
+    first = toolset.rl_check_status(run_id)  # the first full report: the next one would be rate-limited
+    assert first["rate_limited"] is False
+    status, to_reason, after_ready = _wait_for_reason(run_id, launched)
+    _report(f"\nraising env: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
+    assert after_ready <= READY_TO_REASON_S
+    health = status["health"]
+    assert health["state"] == "failing" and health["process"] == "env"
+    assert "Error in collect_trajectories: Environment version v3 for ToyTaxi is deprecated" in health["reason"]
+    assert health["reason"].startswith("running, env fails on ") and " logged " in health["reason"]
+    assert f"hermes-rl logs {run_id} --process env" in health["tip"]
+
+    cli = _cli_status(run_id, capsys)
+    assert cli["reason"].startswith("running, ") and "ToyTaxi is deprecated" in cli["reason"]
+    assert cli["tips"][0] == cli["health"]["tip"]
+    checked = toolset.rl_check_status(run_id)  # a change of health is never rate-limited
+    assert checked["rate_limited"] is False and checked["report_reason"] == "state changed"
+    assert "ToyTaxi is deprecated" in checked["reason"] and checked["tips"][0] == checked["health"]["tip"]
+
+    header, pane = _dashboard_shows(run_id, "ToyTaxi is deprecated")
+    assert run_id in header
+    assert "tip: the environment raises" in pane
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_groups_that_all_score_the_same_are_explained(tiny_model_dir, run_cleanup, capsys):
+    from hermes_rl.core.clients import toolset
+
+    use_tiny_model(tiny_model_dir, total_steps=50)
+    _write_env("same_scores_env", SAME_SCORES)
+    run_id, launched = _start("same_scores_env", ensure_scores_are_not_same=True)
+    run_cleanup.append(run_id)
+    status, to_reason, after_ready = _wait_for_reason(run_id, launched)
+    _report(f"\nsame scores: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
+    assert after_ready <= READY_TO_REASON_S
+    health = status["health"]
+    assert health["state"] == "no_progress", health
+    assert health["reason"].startswith("running, no trained step in ")
+    assert "env logged" in health["reason"] and "Scores are the same in a group" in health["reason"]
+    assert "ensure_scores_are_not_same=false" in health["tip"]
+    assert health["no_step_for_s"] > health["threshold_s"] >= 20
+    assert "Scores are the same" in _cli_status(run_id, capsys)["reason"]
+    assert "Scores are the same" in toolset.rl_check_status(run_id)["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_prompts_longer_than_the_context_name_both_lengths(tiny_model_dir, run_cleanup, capsys):
+    from hermes_rl.core.clients import toolset
+
+    use_tiny_model(tiny_model_dir, total_steps=50)
+    _write_env("long_prompt_env", LONG_PROMPTS)
+    run_id, launched = _start("long_prompt_env")
+    run_cleanup.append(run_id)
+    status, to_reason, after_ready = _wait_for_reason(run_id, launched)
+    _report(f"\nlong prompts: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
+    assert after_ready <= READY_TO_REASON_S
+    health = status["health"]
+    assert "the model's context is 2048" in health["reason"], health
+    assert "do not fit the model's context of 2048 tokens" in health["tip"]
+    assert "prompts of " in health["tip"]
+    assert "2048" in _cli_status(run_id, capsys)["health"]["tip"]
+    assert "2048" in toolset.rl_check_status(run_id)["tips"][0]
