@@ -81,13 +81,6 @@ def read_model_config(model_dir: Path) -> ModelSpec:
             f"{model_dir}: architecture {model_type!r} is not served by tinker-local "
             f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})"
         )
-    weight_files = tuple(sorted(model_dir.glob("*.safetensors")))
-    if not weight_files:
-        found = sorted(p.name for p in model_dir.glob("*.bin")) or sorted(p.name for p in model_dir.glob("*.gguf"))
-        hint = f" (found {', '.join(found[:3])}: convert it to safetensors first)" if found else ""
-        raise ModelError(f"{model_dir}: no *.safetensors weights{hint}")
-    if not (model_dir / "tokenizer.json").is_file():
-        raise ModelError(f"{model_dir}: no tokenizer.json (a fast tokenizer is needed)")
     act = cfg.get("hidden_act", "silu")
     if act != "silu":
         raise ModelError(f"{model_dir}: hidden_act {act!r} is not served (only silu)")
@@ -101,6 +94,14 @@ def read_model_config(model_dir: Path) -> ModelSpec:
         )
     if float(cfg.get("partial_rotary_factor", 1.0)) != 1.0:
         raise ModelError(f"{model_dir}: partial rotary embeddings are not served")
+
+    weight_files = tuple(sorted(model_dir.glob("*.safetensors")))
+    if not weight_files:
+        found = sorted(p.name for p in model_dir.glob("*.bin")) or sorted(p.name for p in model_dir.glob("*.gguf"))
+        hint = f" (found {', '.join(found[:3])}: convert it to safetensors first)" if found else ""
+        raise ModelError(f"{model_dir}: no *.safetensors weights{hint}")
+    if not (model_dir / "tokenizer.json").is_file():
+        raise ModelError(f"{model_dir}: no tokenizer.json (a fast tokenizer is needed)")
 
     heads = int(cfg["num_attention_heads"])
     hidden = int(cfg["hidden_size"])
