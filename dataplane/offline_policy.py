@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -97,6 +98,7 @@ async def serve(model_dir: Path, port: int) -> int:
         return 0 if stop.is_set() else 1  # tinker-local died under us: say so by the exit code
     finally:
         _stop(process)
+        shutil.rmtree(checkpoints, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
