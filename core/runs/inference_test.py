@@ -334,13 +334,14 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
 # -- config for the child ---------------------------------------------------------------------
 
 
-def _env_section(env_name: str | None) -> tuple[object, str, dict]:
+def _env_section(env_name: str | None, profile_name: str | None = None) -> tuple[object, str, dict]:
     """(env info, profile name, env section): the environment's config exactly as a training run
-    would get it (defaults, the user's draft, the profile's locked values)."""
+    would get it (defaults, the user's draft, the profile's locked values), under the selected profile
+    unless `profile_name` is given."""
     from hermes_rl.core.envs import discovery, drafts, profiles
     from hermes_rl.core.runs import runconfig
 
-    view = drafts.get_config(env_name)  # the selection, else the profile's default environment
+    view = drafts.get_config(env_name, profile_name)  # the selection, else the profile's default environment
     env_info = discovery.find_environment(view.environment)
     if env_info.error:
         raise BadInput(
@@ -489,8 +490,12 @@ class InferenceTest:
             {"models": model_list or [], "base_url": url or ""},
             hint="keys live only in the environment or $HERMES_HOME/.env; give model ids and a plain URL",
         )
-        env_info, profile, env_section = _env_section(env_name)
         target = resolve_target(model_list, url)
+        # The offline model tokenizes with its own tokenizer: the smollm2 profile's values, unless the
+        # selected profile already serves that model.
+        env_info, profile, env_section = _env_section(env_name)
+        if target.kind == "offline" and env_section.get("tokenizer_name") != target.model_dir:
+            env_info, profile, env_section = _env_section(env_name, "smollm2")
         test_id, folder = _new_test_folder()
         return cls(
             test_id=test_id,
