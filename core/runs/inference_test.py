@@ -74,6 +74,7 @@ class Target:
     key_name: str | None  # which secret goes to the child as OPENAI_API_KEY
     note: str = ""
     model_dir: str = ""  # "offline": the model folder the test serves itself (base_url is set once it runs)
+    profile: str | None = None  # the profile whose values configure the environment (None: the selected one)
 
     def public(self) -> dict:
         return {"kind": self.kind, "base_url": self.base_url, "models": list(self.models), "note": self.note}
@@ -231,8 +232,8 @@ def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
     return ids[:1]
 
 
-def _local_model() -> tuple[str, str, str]:
-    """(base_url, model, run_id) of the trainer of a running local run."""
+def _local_model() -> tuple[str, str, str, str | None]:
+    """(base_url, model, run_id, profile) of the trainer of a running local run."""
     from hermes_rl.core import runs  # the run API; imported here so this module loads without it
 
     for summary in runs.list_runs():
@@ -247,7 +248,8 @@ def _local_model() -> tuple[str, str, str]:
         if not base_url and port:
             base_url = f"http://127.0.0.1:{port}/v1"
         if base_url:
-            return str(base_url).rstrip("/"), str(server.get("model_name") or "local"), summary["run_id"]
+            model = str(server.get("model_name") or "local")
+            return str(base_url).rstrip("/"), model, summary["run_id"], run.get("profile")
     raise MissingKey(
         "no model to test against: OPENROUTER_API_KEY is not set, no base_url was given, and no local run is running",
         hint=(
@@ -306,7 +308,7 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
             "openrouter", OPENROUTER_BASE_URL, models or list(DEFAULT_OPENROUTER_MODELS), True, "OPENROUTER_API_KEY"
         )
     try:
-        local_url, local_model, run_id = _local_model()
+        local_url, local_model, run_id, run_profile = _local_model()
     except MissingKey as missing:
         folder = _offline_model()
         if folder is None:
@@ -328,6 +330,7 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
         False,
         None,
         f"the local model, served by the trainer of running run {run_id}",
+        profile=run_profile,
     )
 
 
@@ -491,9 +494,9 @@ class InferenceTest:
             hint="keys live only in the environment or $HERMES_HOME/.env; give model ids and a plain URL",
         )
         target = resolve_target(model_list, url)
-        # The offline model tokenizes with its own tokenizer: the smollm2 profile's values, unless the
-        # selected profile already serves that model.
-        env_info, profile, env_section = _env_section(env_name)
+        # The model tokenizes with its own tokenizer: a running run's profile's values; offline, the
+        # smollm2 profile's unless the selected profile already serves that model.
+        env_info, profile, env_section = _env_section(env_name, target.profile)
         if target.kind == "offline" and env_section.get("tokenizer_name") != target.model_dir:
             env_info, profile, env_section = _env_section(env_name, "smollm2")
         test_id, folder = _new_test_folder()
