@@ -90,6 +90,7 @@ def main() -> int:
     lm.sample([SampleSpec(prompt=prompt, num_samples=2, max_tokens=4)], None, 1.0)  # warm-up
     ours_s, result = timed(lambda: lm.sample([spec], None, 1.0, generator=torch.Generator().manual_seed(0)))
     ours_tokens = sum(len(seq.tokens) for seq in result[0].sequences)
+    print(f"  tinker-local: {ours_tokens} tokens in {ours_s:.2f}s", flush=True)
     reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     ids = torch.tensor([prompt])
     generate = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=length, min_new_tokens=length)

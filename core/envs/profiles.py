@@ -86,7 +86,7 @@ PROFILE_VALUES: dict[str, dict] = {
             "tokenizer_name": "{models_dir}/" + SMOLLM2_MODEL_NAME,
             "base_model": "{models_dir}/" + SMOLLM2_MODEL_NAME,
             "max_token_length": 448,
-            "max_num_workers": 8,
+            "max_num_workers": 2,  # one step's groups at a time: queued groups age past Atropos' worker timeout
             "total_steps": 200,
             "lora_rank": 16,
             "learning_rate": 1e-4,
