@@ -663,7 +663,9 @@ class InferenceTest:
         child_env = self._child_env()
         child_env["HERMES_ENV_METRICS"] = str(model_dir / "env_metrics.jsonl")
         secret_values = [v for v in (child_env.get("OPENAI_API_KEY"),) if v and v != "EMPTY" and len(v) >= 4]
-        argv = [sys.executable, self.env_info.file, "process", "--config", str(config_path)]
+        # Through env_launch, as a run starts it (the same W&B and transformers compatibility).
+        argv = [sys.executable, "-m", "hermes_rl.dataplane.env_launch", self.env_info.file, "process"]
+        argv += ["--config", str(config_path)]
         from hermes_rl.core.envs.discovery import import_root
 
         root = import_root(self.env_info)  # the same import root and folder as the run's env
