@@ -116,6 +116,13 @@ class KVCache:
         self.values[layer][:, :, start:end] = v
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
+    def place(self, rows: torch.Tensor, start: int, part: KVCache) -> None:
+        """Copy `part`'s keys/values into these batch rows at [start, start + its capacity)."""
+        end = start + part.capacity
+        for layer in range(len(self.keys)):
+            self.keys[layer][rows, :, start:end] = part.keys[layer]
+            self.values[layer][rows, :, start:end] = part.values[layer]
+
     def select(self, rows: torch.Tensor) -> None:
         self.keys = [tensor.index_select(0, rows) for tensor in self.keys]
         self.values = [tensor.index_select(0, rows) for tensor in self.values]
@@ -329,11 +336,11 @@ class CausalLM:
     ) -> list[SampleResult]:
         """Complete every spec `num_samples` times, all in one batch with a KV cache.
 
-        Each prompt is prefilled once (one left-padded row per spec) and its keys/values copied to
-        its samples' rows; decoding then runs one token per step for every unfinished row, and rows
-        that finish leave the batch. The returned logprob of a sampled token is under the
-        temperature-scaled distribution it was drawn from (top-k/top-p truncation aside); at
-        temperature 1 it equals the training forward pass's logprob. `decode(tokens) -> str` is
+        Each prompt is prefilled once (without padding, batched with prompts of its length) and its
+        keys/values copied, left-padded, to its samples' rows; decoding then runs one token per step
+        for every unfinished row, and rows that finish leave the batch. The returned logprob of a
+        sampled token is under the temperature-scaled distribution it was drawn from (top-k/top-p
+        truncation aside); at temperature 1 it equals the training forward pass's logprob. `decode(tokens) -> str` is
         needed only for stop strings.
         """
         rows = [(index, spec) for index, spec in enumerate(specs) for _ in range(spec.num_samples)]
@@ -343,28 +350,30 @@ class CausalLM:
         width = int(spec_lengths.max())
         steps = max(spec.max_tokens for spec in specs)
         spec_pads = width - spec_lengths
-        ids = torch.zeros(len(specs), width, dtype=torch.long)
-        for index, spec in enumerate(specs):
-            ids[index, int(spec_pads[index]) :] = torch.tensor(spec.prompt, dtype=torch.long)
-        key_index = torch.arange(width)
-        padded = bool(spec_pads.any())  # masks only when prompts differ in length
-        prefill_mask = None
-        if padded:
-            causal = key_index[None, :] <= key_index[:, None]  # (width, width)
-            prefill_mask = causal[None] & (key_index[None, None, :] >= spec_pads[:, None, None])
-            prefill_mask |= torch.eye(width, dtype=torch.bool)[None]  # pad queries see themselves: no NaN rows
-            prefill_mask = prefill_mask[:, None]
-        positions = (key_index[None, :] - spec_pads[:, None]).clamp(min=0)
+        padded = bool(spec_pads.any())  # decoding masks only when prompts differ in length
         scores_prompt = any(
             spec.prompt_logprobs or spec.topk_prompt_logprobs or spec.target_prompt_ids is not None for spec in specs
         ) or any(spec.prompt_alt_tokens_k for spec in specs)
+        # Prefill without padding: one forward per distinct prompt length (a short prompt batched with a
+        # long one would cost the long one's length), placed left-padded into the shared cache.
         cache = KVCache(self, len(specs), width)
-        logits = self.forward(ids, positions, adapter, scale, prefill_mask, cache, 0, last_only=not scores_prompt)
-
+        last_logits = torch.empty(len(specs), self.vocab_size, device=self.device)
         results = [SampleResult(sequences=[]) for _ in specs]
-        if scores_prompt:
-            for index, spec in enumerate(specs):
-                prompt_logits = logits[index, int(spec_pads[index]) :].cpu()
+        by_length: dict[int, list[int]] = {}
+        for index, spec in enumerate(specs):
+            by_length.setdefault(len(spec.prompt), []).append(index)
+        for length, members in by_length.items():
+            ids = torch.tensor([specs[i].prompt for i in members], dtype=torch.long)
+            part = KVCache(self, len(members), length)
+            positions = torch.arange(length).expand(len(members), length)
+            logits = self.forward(ids, positions, adapter, scale, None, part, 0, last_only=not scores_prompt)
+            members_index = torch.tensor(members, device=self.device)
+            cache.place(members_index, width - length, part)
+            last_logits[members_index] = logits[:, -1]
+            if not scores_prompt:
+                continue
+            for row, index in enumerate(members):
+                spec, prompt_logits = specs[index], logits[row].cpu()
                 if spec.prompt_logprobs or spec.topk_prompt_logprobs:
                     self._prompt_scores(spec, prompt_logits, results[index])
                 if spec.target_prompt_ids is not None:
@@ -374,7 +383,7 @@ class CausalLM:
 
         # Every sample of a prompt starts from that prompt's prefilled keys and values.
         cache.select(row_spec.to(self.device))
-        last = logits[:, -1].index_select(0, row_spec.to(self.device))
+        last = last_logits.index_select(0, row_spec.to(self.device))
         pads = spec_pads[row_spec]
         temperature = torch.tensor([spec.temperature for _, spec in rows])
         top_k = torch.tensor([spec.top_k for _, spec in rows])
