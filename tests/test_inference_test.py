@@ -150,7 +150,7 @@ def test_without_key_or_base_url_it_uses_a_running_local_run(
     run = runs.launch(
         [sleeper_spec()],
         environment=ARITH_ENV_NAME,
-        profile="local",
+        profile="toolset_test",  # the run's profile configures the environment (its model's tokenizer)
         total_steps=1,
         config={"openai": [{"base_url": openai_stub.base_url, "model_name": "half-right"}]},
     )
