@@ -16,3 +16,26 @@ def run_exit_hooks() -> None:
     first (logging.shutdown, W&B's teardown)."""
     threading._shutdown()
     atexit._run_exitfuncs()
+
+
+def chat_template_returns_ids() -> None:
+    """atroposlib 0.4 (tokenize_for_trainer, which many public environments use) calls
+    `tokenizer.apply_chat_template(chat)` and sends the result as token ids, as transformers 4 returned
+    them; transformers 5 returns a BatchEncoding unless return_dict=False, and the group then fails to
+    serialize ("Object of type BatchEncoding is not JSON serializable"). In an environment process,
+    a call that does not ask for a dict gets the ids again."""
+    import functools
+
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+    original = PreTrainedTokenizerBase.apply_chat_template
+    if getattr(original, "hermes_returns_ids", False):
+        return
+
+    @functools.wraps(original)
+    def apply_chat_template(self, conversation, *args, **kwargs):
+        kwargs.setdefault("return_dict", False)
+        return original(self, conversation, *args, **kwargs)
+
+    apply_chat_template.hermes_returns_ids = True
+    PreTrainedTokenizerBase.apply_chat_template = apply_chat_template

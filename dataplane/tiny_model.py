@@ -372,10 +372,10 @@ def toy_score(
     import torch
     from tokenizers import Tokenizer
 
-    from hermes_rl.dataplane.tinker_local.engine import SampleSpec, TinyLM
+    from hermes_rl.dataplane.tinker_local.engine import CausalLM, SampleSpec
     from hermes_rl.environments.toy_task import PROMPT_TEMPLATE, STOP, score
 
-    lm = TinyLM(model_dir)
+    lm = CausalLM(model_dir)
     decode = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json")).decode
     problems = [(a, b) for a in range(TOY_MAX_OPERAND + 1) for b in range(TOY_MAX_OPERAND + 1)]
     specs = [

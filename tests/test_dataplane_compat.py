@@ -97,3 +97,30 @@ def test_tinker_local_serve_exits_zero_on_sigterm():
             child.wait()
     assert child.returncode == 0, out
     assert "served True" in out.splitlines(), out  # and SIGTERM's own handler is back
+
+
+def test_atroposlib_tokenize_for_trainer_gets_token_ids_under_transformers_5(tiny_model_dir, monkeypatch):
+    """What public environments (blackjack, word_hunt) hit: atroposlib's tokenize_for_trainer builds a
+    group from apply_chat_template's result; with transformers 5 that is a BatchEncoding the group
+    cannot be sent as. In an environment process (env_launch) it is the token ids again."""
+    import json
+
+    from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
+    from transformers import AutoTokenizer
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+    from hermes_rl.dataplane.compat import chat_template_returns_ids
+
+    # restored after the test: the patch is meant for environment processes only
+    monkeypatch.setattr(PreTrainedTokenizerBase, "apply_chat_template", PreTrainedTokenizerBase.apply_chat_template)
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    chat = [{"role": "user", "content": "Q: 1+2="}, {"role": "assistant", "content": "3"}]
+    assert not isinstance(tokenizer.apply_chat_template(chat), list)  # transformers 5's default
+    chat_template_returns_ids()
+    chat_template_returns_ids()  # idempotent: wrapped once
+    out = tokenize_for_trainer(tokenizer, chat)
+    assert isinstance(out["tokens"], list) and all(isinstance(t, int) for t in out["tokens"])
+    assert tokenizer.decode(out["tokens"]).endswith("3\n")
+    json.dumps(out)  # what failed before
+    assert not isinstance(tokenizer.apply_chat_template(chat, return_dict=True), list)  # an explicit dict stays

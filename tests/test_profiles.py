@@ -117,7 +117,7 @@ def test_user_profile_extends_a_builtin(hermes_home):
     assert quick.backend == "local" and quick.locked["total_steps"].value == 20
     assert quick.locked["lora_rank"].value == get_profile("local").locked["lora_rank"].value
     assert quick.default_environment == "gsm8k"
-    assert list_profiles() == ["tinker", "local", "quick"]
+    assert list_profiles() == ["tinker", "local", "smollm2", "quick"]
 
     write_profile(hermes_home, "orphan", "total_steps: 20\n")
     with pytest.raises(BadInput, match="extends"):

@@ -86,6 +86,11 @@ def test_create_model_reports_local_tokenizer_and_capabilities(service, server, 
     assert tokenizer.decode(ids) == TOY_PROMPT + " 7\n"
     caps = tinker.RestClient().get_server_capabilities().result(timeout=30)
     assert [m.model_name for m in caps.supported_models] == [str(server.model_dir)]
+    # the real model's shape and where it runs, as a user's status shows them
+    assert caps.supported_models[0].max_context_length == 2048 and info.model_data.arch == "llama"
+    health = httpx.get(server.url + "/healthz", timeout=30).json()
+    assert health["model"]["device"] == "cpu" and health["model"]["dtype"] == "float32"
+    assert health["model"]["context_length"] == 2048 and health["model"]["vocab_size"] == 768
     # The folder name is accepted as the base model too.
     other = service.create_lora_training_client(base_model=server.model_dir.name, rank=4).result(timeout=60)
     assert other.model_id != trainer.model_id

@@ -57,9 +57,9 @@ def test_engine_and_lora_match_transformers_and_peft(tiny_model_dir, tmp_path):
     from transformers import LlamaForCausalLM
 
     from hermes_rl.dataplane.tinker_local.backend import TrainModel, peft_config, peft_state_dict
-    from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, TinyLM
+    from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, CausalLM
 
-    lm = TinyLM(tiny_model_dir)
+    lm = CausalLM(tiny_model_dir)
     ids = torch.randint(0, lm.vocab_size, (2, 17), generator=torch.Generator().manual_seed(0))
     positions = torch.arange(17).expand(2, 17)
     reference = LlamaForCausalLM.from_pretrained(tiny_model_dir).eval()
@@ -144,7 +144,7 @@ def test_server_cli_rejects_bad_input_clearly(tiny_model_dir, tmp_path):
     assert refused.returncode == 2 and "loopback only" in refused.stderr
 
     missing = _server("--port", "0", "--model-dir", str(tmp_path / "nope"), *common)
-    assert missing.returncode == 2 and "python -m hermes_rl.dataplane.tiny_model --out" in missing.stderr
+    assert missing.returncode == 2 and "python -m hermes_rl.dataplane.models --out" in missing.stderr
 
     broken = tmp_path / "broken"
     broken.mkdir()

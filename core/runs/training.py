@@ -1,6 +1,6 @@
 """The real training run as data (DESIGN §5): model → api → tinker → trainer → env.
 
-   model    (local only) build the tiny model if missing; must complete before tinker starts
+   model    (local only) prepare the model folder if missing (dataplane.models); must complete before tinker starts
    api      Atropos run-api on 127.0.0.1:{port:api}; ready when GET /status answers
    tinker   (local only) the in-project Tinker-protocol server; ready when GET /healthz answers
    trainer  needs api + tinker ready; ready when its inference server answers GET /health;
@@ -39,7 +39,7 @@ def _locked(profile, name: str):
 
 
 def local_model_dir(profile, run_config: RunConfig | None = None) -> str:
-    """Where the tiny model lives: the run config's tinker.base_model, else the profile's, else the default."""
+    """Where the local model lives: the run config's tinker.base_model, else the profile's, else the default."""
     chosen = ((run_config or {}).get("tinker") or {}).get("base_model") or _locked(profile, "base_model")
     return str(chosen or models_dir() / "tiny-toy")
 
@@ -76,7 +76,7 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
         specs.append(
             ProcessSpec(
                 name="model",
-                argv=[python, "-m", "hermes_rl.dataplane.tiny_model", "--out", model_dir],
+                argv=[python, "-m", "hermes_rl.dataplane.models", "--out", model_dir],
                 env=dict(common_env),
                 required=True,
                 stop_timeout=5.0,

@@ -45,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, required=True, help="port to listen on (0: pick a free one)")
     parser.add_argument(
-        "--model-dir", type=Path, required=True, help="the tiny model folder (python -m hermes_rl.dataplane.tiny_model)"
+        "--model-dir",
+        type=Path,
+        required=True,
+        help="a Hugging Face model folder (python -m hermes_rl.dataplane.models prepares one)",
     )
     parser.add_argument("--checkpoint-dir", type=Path, required=True, help="where checkpoints are written")
     parser.add_argument("--log-level", default=os.environ.get("TINKER_LOCAL_LOG_LEVEL", "info"))
@@ -73,11 +76,14 @@ def main(argv: list[str] | None = None) -> int:
             f"clients send the same value as TINKER_API_KEY"
         )
     model_dir = args.model_dir.expanduser().resolve()
-    needed = [model_dir / "config.json", model_dir / "tokenizer.json"]
-    if not all(path.is_file() for path in needed) or not any(model_dir.glob("*.safetensors")):
+    from hermes_rl.dataplane.tinker_local.model_config import ModelError, read_model_config
+
+    try:
+        read_model_config(model_dir)
+    except ModelError as exc:
         return fail(
-            f"--model-dir {model_dir} is not a built model folder (needs config.json, tokenizer.json and "
-            f"*.safetensors); build it with: python -m hermes_rl.dataplane.tiny_model --out {model_dir}"
+            f"--model-dir {model_dir} cannot be served: {exc}; prepare it with: "
+            f"python -m hermes_rl.dataplane.models --out {model_dir}"
         )
     if ":" in str(model_dir):
         return fail(f"--model-dir {model_dir} contains ':', which the tinker SDK cuts tokenizer ids at")

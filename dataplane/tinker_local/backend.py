@@ -19,7 +19,7 @@ import torch
 
 from hermes_rl.core.base.paths import CHECKPOINT_KINDS as CHECKPOINT_SUBFOLDERS
 from hermes_rl.core.base.paths import CHECKPOINT_NAME_RE, checkpoint_subpath
-from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, Adapter, SampleSpec, TinyLM
+from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, Adapter, CausalLM, SampleSpec
 from hermes_rl.dataplane.tinker_local.wire import (
     ForwardBackwardRequest,
     UserError,
@@ -44,6 +44,7 @@ LOSS_CONFIG_DEFAULTS: dict[str, dict[str, float]] = {
 SNAPSHOTS_KEPT_PER_MODEL = 32
 LOADED_CHECKPOINTS_KEPT = 16
 MAX_SAMPLES_PER_REQUEST = 1024
+SAMPLE_CACHE_BYTES = 2 * 1024**3  # the KV cache one sampling batch may use
 _NAME_RE = CHECKPOINT_NAME_RE
 CHECKPOINT_KINDS = {kind: kind for kind in CHECKPOINT_SUBFOLDERS}
 
@@ -95,7 +96,7 @@ class Backend:
         self.model_dir = Path(model_dir).resolve()
         self.checkpoint_dir = Path(checkpoint_dir).resolve()
         self.base_model = str(self.model_dir)
-        self.lm = TinyLM(self.model_dir)
+        self.lm = CausalLM(self.model_dir)
         self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
         self.lock = threading.RLock()
         self.models: dict[str, TrainModel] = {}
@@ -128,7 +129,12 @@ class Backend:
         return {
             "type": "get_info",
             "model_id": model.model_id,
-            "model_data": {"arch": "llama", "model_name": model.base_model, "tokenizer_id": self.base_model},
+            "model_data": {
+                "arch": self.lm.spec.model_type,
+                "model_name": model.base_model,
+                "tokenizer_id": self.base_model,
+                **self.lm.describe(),
+            },
             "is_lora": True,
             "lora_rank": model.rank,
             "model_name": model.base_model,
@@ -197,23 +203,30 @@ class Backend:
             if isinstance(logprobs, torch.Tensor):  # 1-D targets: the whole batch as padded tensors
                 lengths = [len(t) for t in targets]
                 mask = torch.arange(logprobs.shape[1])[None, :] < torch.tensor(lengths)[:, None]
-                padded = {name: _pad([extra[name] for extra in extras], logprobs.shape[1]) for name in extras[0]}
+                mask = mask.to(logprobs.device)
+                padded = {
+                    name: _pad([extra[name] for extra in extras], logprobs.shape[1]).to(logprobs.device)
+                    for name in extras[0]
+                }
                 elementwise = elementwise_loss(request.loss_fn, logprobs, padded, config) * mask
                 total = elementwise.sum()
                 outputs = [
                     {
-                        "logprobs": logprobs[i, :n].detach().numpy(),
-                        "elementwise_loss": elementwise[i, :n].detach().numpy(),
+                        "logprobs": logprobs[i, :n].detach().cpu().numpy(),
+                        "elementwise_loss": elementwise[i, :n].detach().cpu().numpy(),
                     }
                     for i, n in enumerate(lengths)
                 ]
             else:
-                total = torch.zeros(())
+                total = torch.zeros((), device=self.lm.device)
                 outputs = []
                 for lp, extra in zip(logprobs, extras, strict=True):
+                    extra = {name: value.to(lp.device) for name, value in extra.items()}
                     elementwise = elementwise_loss(request.loss_fn, lp, extra, config)
                     total = total + elementwise.sum()
-                    outputs.append({"logprobs": lp.detach().numpy(), "elementwise_loss": elementwise.detach().numpy()})
+                    outputs.append(
+                        {"logprobs": lp.detach().cpu().numpy(), "elementwise_loss": elementwise.detach().cpu().numpy()}
+                    )
             if not request.forward_only:
                 total.backward()
                 model.pending_backward += 1
@@ -447,7 +460,7 @@ class Backend:
         }
         if optimizer and model.adam_m:
             moments = {f"m.{k}": v for k, v in model.adam_m.items()} | {f"v.{k}": v for k, v in model.adam_v.items()}
-            save_file({k: v.contiguous() for k, v in moments.items()}, str(tmp / "optimizer.safetensors"))
+            save_file({k: v.cpu().contiguous() for k, v in moments.items()}, str(tmp / "optimizer.safetensors"))
         (tmp / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
         if directory.exists():
             import shutil
@@ -465,7 +478,8 @@ class Backend:
         if not (directory / "adapter_model.safetensors").exists():
             raise UserError(f"no checkpoint in {directory}")
         state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
-        return from_peft_state_dict(load_file(str(directory / "adapter_model.safetensors"))), int(state["rank"]), state
+        tensors = load_file(str(directory / "adapter_model.safetensors"), device=str(self.lm.device))
+        return from_peft_state_dict(tensors), int(state["rank"]), state
 
     def load_weights(self, request: dict) -> dict:
         tinker_path = str(request.get("path") or "")
@@ -496,8 +510,9 @@ class Backend:
             from safetensors.torch import load_file
 
             moments = load_file(str(optimizer_file))
-            model.adam_m = {k[2:]: v for k, v in moments.items() if k.startswith("m.")}
-            model.adam_v = {k[2:]: v for k, v in moments.items() if k.startswith("v.")}
+            device = self.lm.device
+            model.adam_m = {k[2:]: v.to(device) for k, v in moments.items() if k.startswith("m.")}
+            model.adam_v = {k[2:]: v.to(device) for k, v in moments.items() if k.startswith("v.")}
             model.adam_step = int(state.get("adam_step", 0))
         log.info("loaded %s into %s (optimizer state: %s)", tinker_path, model.model_id, with_optimizer)
         return {"type": "load_weights", "path": tinker_path, "model_id": model.model_id}
@@ -631,14 +646,30 @@ class Backend:
             sampler, first = batch[indices[0]]
             adapter, scale = self._sampler_adapter(sampler)
             generator = torch.Generator().manual_seed(first.seed) if first.seed is not None else None
-            specs = [batch[i][1] for i in indices]
-            outputs = self.lm.sample(specs, adapter, scale, decode=self.tokenizer.decode, generator=generator)
-            for i, output in zip(indices, outputs, strict=True):
-                spec = batch[i][1]
-                results[i] = encode_sample_response(
-                    output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs, spec.target_prompt_csr
-                )
+            for chunk in self._memory_chunks(indices, [batch[i][1] for i in indices]):
+                specs = [batch[i][1] for i in chunk]
+                outputs = self.lm.sample(specs, adapter, scale, decode=self.tokenizer.decode, generator=generator)
+                for i, output in zip(chunk, outputs, strict=True):
+                    spec = batch[i][1]
+                    results[i] = encode_sample_response(
+                        output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs, spec.target_prompt_csr
+                    )
         return results  # type: ignore[return-value]
+
+    def _memory_chunks(self, indices: list[int], specs: list[SampleSpec]) -> list[list[int]]:
+        """Consecutive runs of requests whose KV cache fits in SAMPLE_CACHE_BYTES (at least one request each)."""
+        per_token = self.lm.n_layers * 2 * self.lm.n_kv * self.lm.head_dim * self.lm.w["model.norm.weight"].itemsize
+        chunks: list[list[int]] = []
+        used = 0
+        for index, spec in zip(indices, specs, strict=True):
+            need = spec.num_samples * (len(spec.prompt) + spec.max_tokens) * per_token
+            if chunks and used + need <= SAMPLE_CACHE_BYTES:
+                chunks[-1].append(index)
+                used += need
+            else:
+                chunks.append([index])
+                used = need
+        return chunks
 
 
 # ---------------------------------------------------------------------- checkpoint format
@@ -709,8 +740,8 @@ def local_checkpoint_path(checkpoint_dir: Path, tinker_path: str) -> Path:
 def peft_state_dict(params: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
     out = {}
     for name, (a, b) in params.items():
-        out[f"base_model.model.{name}.lora_A.weight"] = a.detach().contiguous().clone()
-        out[f"base_model.model.{name}.lora_B.weight"] = b.detach().contiguous().clone()
+        out[f"base_model.model.{name}.lora_A.weight"] = a.detach().cpu().contiguous().clone()
+        out[f"base_model.model.{name}.lora_B.weight"] = b.detach().cpu().contiguous().clone()
     return out
 
 

@@ -1,10 +1,11 @@
-"""The tiny Llama-style model in plain torch, with LoRA adapters passed per call.
+"""Llama-family causal LMs in plain torch, with LoRA adapters passed per call.
 
 Why not transformers + peft here: importing them costs ~6-8 s on this machine (the server has
-to be ready in seconds) and their per-call overhead dominates a model this small. The weights
-are the builder's `save_pretrained` output, read directly; tests check the logits against
-`transformers.LlamaForCausalLM` and the LoRA against `peft`, and adapters are saved in peft's
-format so they load there too.
+to be ready in seconds), their per-call overhead dominates small models, and sampling needs what
+`generate` does not do: one prefill per prompt shared by its samples, finished rows leaving the
+batch, per-request LoRA weights. The weights are a Hugging Face folder's safetensors, read directly
+(model_config says which architectures); tests check the logits against transformers and the LoRA
+against peft, and adapters are saved in peft's format so they load there too.
 
 An adapter is `{module_name: (A, B)}` with A: (rank, in), B: (out, rank); a LoRA linear is
 `x @ W.T + scale * (x @ A.T) @ B.T`, as in peft.
@@ -12,13 +13,14 @@ An adapter is `{module_name: (A, B)}` with A: (rank, in), B: (out, rank); a LoRA
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from hermes_rl.dataplane.tinker_local.model_config import ModelError, ModelSpec, read_model_config
 
 Adapter = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -68,39 +70,115 @@ class SampleResult:
     alt_tokens: tuple[list[list[int]], list[list[float]]] | None = None  # (ids, logprobs), [len(prompt)-1, k]
 
 
-class TinyLM:
-    """Frozen base weights of a Llama-architecture checkpoint, evaluated functionally."""
+def rope_inv_freq(spec: ModelSpec) -> torch.Tensor:
+    """RoPE inverse frequencies as transformers computes them for the default and llama3 types."""
+    dim = spec.head_dim
+    inv_freq = 1.0 / (float(spec.rope["rope_theta"]) ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    if spec.rope["rope_type"] != "llama3":
+        return inv_freq
+    factor = float(spec.rope["factor"])
+    low, high = float(spec.rope["low_freq_factor"]), float(spec.rope["high_freq_factor"])
+    old_context = float(spec.rope["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > old_context / low, inv_freq / factor, inv_freq)
+    smooth = (old_context / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old_context / high) & ~(wavelen > old_context / low)
+    return torch.where(medium, smoothed, scaled)
 
-    def __init__(self, model_dir: Path):
-        from safetensors.torch import load_file
+
+class KVCache:
+    """Keys and values per layer, (batch, kv heads, capacity, head dim), grown by doubling as decoding
+    goes past the capacity; `select` keeps (or repeats) batch rows."""
+
+    def __init__(self, lm: CausalLM, batch: int, capacity: int):
+        shape = (batch, lm.n_kv, capacity, lm.head_dim)
+        self.keys = [torch.zeros(shape, device=lm.device, dtype=lm.dtype) for _ in range(lm.n_layers)]
+        self.values = [torch.zeros(shape, device=lm.device, dtype=lm.dtype) for _ in range(lm.n_layers)]
+
+    @property
+    def capacity(self) -> int:
+        return self.keys[0].shape[2]
+
+    def reserve(self, length: int) -> None:
+        if length <= self.capacity:
+            return
+        extra = max(length, 2 * self.capacity) - self.capacity
+        for group in (self.keys, self.values):
+            for layer, tensor in enumerate(group):
+                pad = tensor.new_zeros(tensor.shape[0], tensor.shape[1], extra, tensor.shape[3])
+                group[layer] = torch.cat((tensor, pad), dim=2)
+
+    def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store k/v at [start, start+T) and return every key/value up to there."""
+        end = start + k.shape[2]
+        self.keys[layer][:, :, start:end] = k
+        self.values[layer][:, :, start:end] = v
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+    def place(self, rows: torch.Tensor, start: int, part: KVCache) -> None:
+        """Copy `part`'s keys/values into these batch rows at [start, start + its capacity)."""
+        end = start + part.capacity
+        for layer in range(len(self.keys)):
+            self.keys[layer][rows, :, start:end] = part.keys[layer]
+            self.values[layer][rows, :, start:end] = part.values[layer]
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.keys = [tensor.index_select(0, rows) for tensor in self.keys]
+        self.values = [tensor.index_select(0, rows) for tensor in self.values]
+
+
+class CausalLM:
+    """Frozen base weights of a Llama-family checkpoint (see model_config), evaluated functionally.
+
+    One code path for every device: on a GPU the weights are bf16, on the CPU float32 (override with
+    `device`/`dtype`). Logits and log-probabilities are always float32; LoRA parameters are float32
+    masters, cast to the compute dtype where they are used.
+    """
+
+    def __init__(self, model_dir: Path, device: str | None = None, dtype: torch.dtype | None = None):
+        from safetensors import safe_open
 
         self.model_dir = Path(model_dir)
-        cfg = json.loads((self.model_dir / "config.json").read_text(encoding="utf-8"))
-        if cfg.get("model_type") not in ("llama", "qwen2", "mistral"):
-            raise ValueError(f"unsupported model_type {cfg.get('model_type')!r} in {self.model_dir}")
-        self.config = cfg
-        self.vocab_size = int(cfg["vocab_size"])
-        self.hidden = int(cfg["hidden_size"])
-        self.n_layers = int(cfg["num_hidden_layers"])
-        self.n_heads = int(cfg["num_attention_heads"])
-        self.n_kv = int(cfg.get("num_key_value_heads") or self.n_heads)
-        self.head_dim = int(cfg.get("head_dim") or self.hidden // self.n_heads)
-        self.eps = float(cfg.get("rms_norm_eps", 1e-6))
-        self.max_positions = int(cfg.get("max_position_embeddings", 2048))
-        rope = cfg.get("rope_parameters") or {}
-        theta = float(rope.get("rope_theta") or cfg.get("rope_theta") or 10000.0)
-        if rope.get("rope_type", "default") != "default" or cfg.get("rope_scaling"):
-            raise ValueError("only default RoPE is supported")
-        eos = cfg.get("eos_token_id")
-        self.eos_token_ids = frozenset(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        self.spec = read_model_config(self.model_dir)
+        spec = self.spec
+        self.config = spec.raw
+        self.vocab_size = spec.vocab_size
+        self.hidden = spec.hidden_size
+        self.n_layers = spec.num_layers
+        self.n_heads = spec.num_heads
+        self.n_kv = spec.num_kv_heads
+        self.head_dim = spec.head_dim
+        self.eps = spec.rms_norm_eps
+        self.max_positions = spec.context_length
+        self.eos_token_ids = frozenset(spec.eos_token_ids)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.dtype = dtype or (torch.bfloat16 if self.device.type == "cuda" else torch.float32)
 
-        weights = {}
-        for path in sorted(self.model_dir.glob("*.safetensors")):
-            weights.update(load_file(str(path)))
-        self.w = {name: tensor.float().contiguous() for name, tensor in weights.items()}
+        self.w: dict[str, torch.Tensor] = {}
+        for path in spec.weight_files:
+            with safe_open(str(path), framework="pt") as handle:
+                for name in handle.keys():
+                    if name.startswith("model.") or name == "lm_head.weight":
+                        self.w[name] = handle.get_tensor(name).to(self.device, self.dtype).contiguous()
+        missing = [name for name in spec.required_weights() if name not in self.w]
+        if missing:
+            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            raise ModelError(f"{self.model_dir}: the weights lack {shown}")
         if "lm_head.weight" not in self.w:  # tied embeddings
             self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
+        self.inv_freq = rope_inv_freq(spec).to(self.device)
+
+    def describe(self) -> dict:
+        """What a status or get_info shows about the served model."""
+        return {
+            "architecture": self.spec.model_type,
+            "parameters": sum(t.numel() for t in {id(t): t for t in self.w.values()}.values()),
+            "context_length": self.max_positions,
+            "vocab_size": self.vocab_size,
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+        }
 
     # ------------------------------------------------------------------ adapters
 
@@ -128,26 +206,28 @@ class TinyLM:
         for name, in_features, out_features in modules:
             bound = 1.0 / math.sqrt(in_features)  # kaiming_uniform_(a=sqrt(5)) on (rank, in)
             a = (torch.rand(rank, in_features, generator=generator) * 2 - 1) * bound
-            adapter[name] = (a, torch.zeros(out_features, rank))
+            adapter[name] = (a.to(self.device), torch.zeros(out_features, rank, device=self.device))
         return adapter
 
     # ------------------------------------------------------------------ forward
 
     def _linear(self, x: torch.Tensor, name: str, adapter: Adapter | None, scale: float) -> torch.Tensor:
-        y = F.linear(x, self.w[name + ".weight"])
+        y = F.linear(x, self.w[name + ".weight"], self.w.get(name + ".bias"))
         if adapter is not None and name in adapter:
             a, b = adapter[name]
-            y = y + F.linear(F.linear(x, a), b) * scale
+            y = y + F.linear(F.linear(x, a.to(x.dtype)), b.to(x.dtype)) * scale
         return y
 
     def _norm(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        variance = x.pow(2).mean(-1, keepdim=True)
-        return self.w[name] * (x * torch.rsqrt(variance + self.eps))
+        # As transformers' LlamaRMSNorm: the statistics in float32, the result in the weights' dtype.
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.w[name] * normed.to(x.dtype)
 
     def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = positions.to(torch.float32)[..., None] * self.inv_freq
+        freqs = positions.to(self.device, torch.float32)[..., None] * self.inv_freq
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos()[:, None], emb.sin()[:, None]  # (B, 1, T, head_dim)
+        return emb.cos().to(self.dtype)[:, None], emb.sin().to(self.dtype)[:, None]  # (B, 1, T, head_dim)
 
     @staticmethod
     def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -162,36 +242,43 @@ class TinyLM:
         adapter: Adapter | None = None,
         scale: float = 1.0,
         attn_mask: torch.Tensor | None = None,
-        cache: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+        cache: KVCache | None = None,
         cache_start: int = 0,
         causal: bool = True,
+        last_only: bool = False,
     ) -> torch.Tensor:
-        """Logits (B, T, V). Without a mask attention is causal if `causal` (right padding is
-        then harmless); a one-token decode step passes causal=False.
+        """Float32 logits (B, T, V), or (B, 1, V) for the last position only with `last_only`.
+        Without a mask attention is causal if `causal` (right padding is then harmless); a one-token
+        decode step passes causal=False.
 
         With `cache`, keys/values of these T tokens are written at [cache_start, cache_start+T)
         and attention covers the cache up to there; `attn_mask` (B, 1, T, cache_start+T) says
         which of those keys each query may see.
         """
+        ids = ids.to(self.device)
+        if attn_mask is not None:
+            attn_mask = attn_mask.to(self.device)
         batch, length = ids.shape
         h = F.embedding(ids, self.w["model.embed_tokens.weight"])
         cos, sin = self._rope(positions)
         groups = self.n_heads // self.n_kv  # grouped-query attention, no copies of K/V
+        qk_norm = self.spec.qk_norm
+        if cache is not None:
+            cache.reserve(cache_start + length)
         for layer in range(self.n_layers):
             p = f"model.layers.{layer}."
             x = self._norm(h, p + "input_layernorm.weight")
             q = self._linear(x, p + "self_attn.q_proj", adapter, scale).view(batch, length, self.n_heads, self.head_dim)
             k = self._linear(x, p + "self_attn.k_proj", adapter, scale).view(batch, length, self.n_kv, self.head_dim)
             v = self._linear(x, p + "self_attn.v_proj", adapter, scale).view(batch, length, self.n_kv, self.head_dim)
+            if qk_norm:  # Qwen3: RMSNorm over each head's query and key, before RoPE
+                q = self._norm(q, p + "self_attn.q_norm.weight")
+                k = self._norm(k, p + "self_attn.k_norm.weight")
             q = self._rotate(q.transpose(1, 2), cos, sin)
             k = self._rotate(k.transpose(1, 2), cos, sin)
             v = v.transpose(1, 2)
             if cache is not None:
-                cache_k, cache_v = cache[layer]
-                cache_k[:, :, cache_start : cache_start + length] = k
-                cache_v[:, :, cache_start : cache_start + length] = v
-                k = cache_k[:, :, : cache_start + length]
-                v = cache_v[:, :, : cache_start + length]
+                k, v = cache.write(layer, cache_start, k, v)
             attn = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attn_mask, is_causal=causal and attn_mask is None, enable_gqa=groups > 1
             )
@@ -202,8 +289,10 @@ class TinyLM:
                 x, p + "mlp.up_proj", adapter, scale
             )
             h = h + self._linear(gated, p + "mlp.down_proj", adapter, scale)
+        if last_only:
+            h = h[:, -1:]
         h = self._norm(h, "model.norm.weight")
-        return self._linear(h, UNEMBED_MODULE, adapter, scale)
+        return self._linear(h, UNEMBED_MODULE, adapter, scale).float()
 
     def target_logprobs(
         self, sequences: list[list[int]], targets: list[torch.Tensor], adapter: Adapter | None, scale: float
@@ -223,10 +312,11 @@ class TinyLM:
             padded = torch.zeros(len(sequences), width, dtype=torch.long)
             for row, target in enumerate(targets):
                 padded[row, : target.shape[0]] = target
-            return logprobs.gather(-1, padded[..., None])[..., 0]
+            return logprobs.gather(-1, padded.to(self.device)[..., None])[..., 0]
         out = []
         for row, target in enumerate(targets):
             rows = logprobs[row, : target.shape[0]]
+            target = target.to(self.device)
             if target.dim() == 1:
                 out.append(rows.gather(-1, target[:, None])[:, 0])
             else:
@@ -244,60 +334,65 @@ class TinyLM:
         decode=None,
         generator: torch.Generator | None = None,
     ) -> list[SampleResult]:
-        """Complete every spec in one left-padded batch with a KV cache.
+        """Complete every spec `num_samples` times, all in one batch with a KV cache.
 
-        The returned logprob of a sampled token is under the temperature-scaled distribution it
-        was drawn from (top-k/top-p truncation aside); at temperature 1 it equals the training
-        forward pass's logprob. `decode(tokens) -> str` is needed only for stop strings.
+        Each prompt is prefilled once (without padding, batched with prompts of its length) and its
+        keys/values copied, left-padded, to its samples' rows; decoding then runs one token per step
+        for every unfinished row, and rows that finish leave the batch. The returned logprob of a
+        sampled token is under the temperature-scaled distribution it was drawn from (top-k/top-p
+        truncation aside); at temperature 1 it equals the training forward pass's logprob. `decode(tokens) -> str` is
+        needed only for stop strings.
         """
         rows = [(index, spec) for index, spec in enumerate(specs) for _ in range(spec.num_samples)]
         batch = len(rows)
-        lengths = torch.tensor([len(spec.prompt) for _, spec in rows])
-        width = int(lengths.max())
+        row_spec = torch.tensor([index for index, _ in rows])
+        spec_lengths = torch.tensor([len(spec.prompt) for spec in specs])
+        width = int(spec_lengths.max())
         steps = max(spec.max_tokens for spec in specs)
-        pads = width - lengths
-        ids = torch.zeros(batch, width, dtype=torch.long)
-        for row, (_, spec) in enumerate(rows):
-            ids[row, int(pads[row]) :] = torch.tensor(spec.prompt, dtype=torch.long)
-        total = width + steps
-        cache = [
-            (torch.zeros(batch, self.n_kv, total, self.head_dim), torch.zeros(batch, self.n_kv, total, self.head_dim))
-            for _ in range(self.n_layers)
-        ]
-        key_index = torch.arange(total)
-        padded = bool(pads.any())  # masks only when prompts differ in length
-        valid_key = key_index[None, :] >= pads[:, None]  # (B, total): left padding is never attended
-        prefill_mask = None
-        if padded:
-            causal = key_index[None, :width] <= key_index[:width, None]  # (width, width)
-            prefill_mask = causal[None] & valid_key[:, None, :width]
-            prefill_mask |= torch.eye(width, dtype=torch.bool)[None]  # pad queries see themselves: no NaN rows
-            prefill_mask = prefill_mask[:, None]
-        positions = (key_index[None, :width] - pads[:, None]).clamp(min=0)
-        logits = self.forward(ids, positions, adapter, scale, prefill_mask, cache, 0)
-
+        spec_pads = width - spec_lengths
+        padded = bool(spec_pads.any())  # decoding masks only when prompts differ in length
+        scores_prompt = any(
+            spec.prompt_logprobs or spec.topk_prompt_logprobs or spec.target_prompt_ids is not None for spec in specs
+        ) or any(spec.prompt_alt_tokens_k for spec in specs)
+        # Prefill without padding: one forward per distinct prompt length (a short prompt batched with a
+        # long one would cost the long one's length), placed left-padded into the shared cache.
+        cache = KVCache(self, len(specs), width)
+        last_logits = torch.empty(len(specs), self.vocab_size, device=self.device)
         results = [SampleResult(sequences=[]) for _ in specs]
-        first_row: dict[int, int] = {}
-        for row, (index, _) in enumerate(rows):
-            first_row.setdefault(index, row)
+        by_length: dict[int, list[int]] = {}
         for index, spec in enumerate(specs):
-            prompt_logits = logits[first_row[index], int(pads[first_row[index]]) :]
-            if spec.prompt_logprobs or spec.topk_prompt_logprobs:
-                self._prompt_scores(spec, prompt_logits, results[index])
-            if spec.target_prompt_ids is not None:
-                self._target_prompt_scores(spec, prompt_logits, results[index])
-            if spec.prompt_alt_tokens_k:
-                self._prompt_alt_tokens(spec, prompt_logits, results[index], generator)
+            by_length.setdefault(len(spec.prompt), []).append(index)
+        for length, members in by_length.items():
+            ids = torch.tensor([specs[i].prompt for i in members], dtype=torch.long)
+            part = KVCache(self, len(members), length)
+            positions = torch.arange(length).expand(len(members), length)
+            logits = self.forward(ids, positions, adapter, scale, None, part, 0, last_only=not scores_prompt)
+            members_index = torch.tensor(members, device=self.device)
+            cache.place(members_index, width - length, part)
+            last_logits[members_index] = logits[:, -1]
+            if not scores_prompt:
+                continue
+            for row, index in enumerate(members):
+                spec, prompt_logits = specs[index], logits[row].cpu()
+                if spec.prompt_logprobs or spec.topk_prompt_logprobs:
+                    self._prompt_scores(spec, prompt_logits, results[index])
+                if spec.target_prompt_ids is not None:
+                    self._target_prompt_scores(spec, prompt_logits, results[index])
+                if spec.prompt_alt_tokens_k:
+                    self._prompt_alt_tokens(spec, prompt_logits, results[index], generator)
 
-        temperature = torch.tensor([spec.temperature for _, spec in rows])[:, None]
-        greedy = temperature[:, 0] <= 0
+        # Every sample of a prompt starts from that prompt's prefilled keys and values.
+        cache.select(row_spec.to(self.device))
+        last = last_logits.index_select(0, row_spec.to(self.device))
+        pads = spec_pads[row_spec]
+        temperature = torch.tensor([spec.temperature for _, spec in rows])
         top_k = torch.tensor([spec.top_k for _, spec in rows])
         top_p = torch.tensor([spec.top_p for _, spec in rows])
         max_tokens = torch.tensor([spec.max_tokens for _, spec in rows])
         stop_table = torch.zeros(batch, self.vocab_size, dtype=torch.bool)
         for row, (_, spec) in enumerate(rows):
             stop_table[row, [t for t in spec.stop_token_ids if 0 <= t < self.vocab_size]] = True
-        string_rows = [row for row, (_, spec) in enumerate(rows) if spec.stop_strings]
+        string_rows = {row for row, (_, spec) in enumerate(rows) if spec.stop_strings}
         # Enough trailing tokens to contain any stop string (a token is at least one byte).
         tail = 2 + max((len(s.encode()) for _, spec in rows for s in spec.stop_strings), default=0)
         topk_sample = max(spec.topk_sample_logprobs for spec in specs)
@@ -307,33 +402,40 @@ class TinyLM:
         topk_ids = torch.zeros(batch, steps, topk_sample, dtype=torch.long) if topk_sample else None
         topk_values = torch.zeros(batch, steps, topk_sample) if topk_sample else None
         lengths = torch.zeros(batch, dtype=torch.long)
-        done = torch.zeros(batch, dtype=torch.bool)
         stopped = torch.zeros(batch, dtype=torch.bool)
-        arange = torch.arange(batch)
-        last = logits[:, -1]
+        live = torch.arange(batch)  # the rows still decoding, in the order of the compute batch
         for step in range(steps):
-            scaled = last / torch.where(greedy[:, None], torch.ones_like(temperature), temperature)
-            dist = torch.log_softmax(scaled, dim=-1)
-            chosen = self._choose(dist, greedy, top_k, top_p, generator)
-            active = ~done
-            tokens[:, step] = chosen
-            token_logprobs[:, step] = dist[arange, chosen]
+            live_temperature = temperature[live]
+            greedy = live_temperature <= 0
+            divisor = torch.where(greedy, torch.ones_like(live_temperature), live_temperature)
+            dist = torch.log_softmax(last / divisor[:, None].to(last.device), dim=-1)
+            chosen = self._choose(dist, greedy, top_k[live], top_p[live], generator)
+            chosen_cpu = chosen.cpu()
+            tokens[live, step] = chosen_cpu
+            token_logprobs[live, step] = dist.gather(-1, chosen[:, None])[:, 0].cpu()
             if topk_sample:
                 values, indices = dist.topk(topk_sample, dim=-1)
-                topk_ids[:, step], topk_values[:, step] = indices, values
-            lengths += active.long()
-            hit = stop_table[arange, chosen] & active
-            for row in string_rows:
-                if active[row] and not hit[row]:
+                topk_ids[live, step], topk_values[live, step] = indices.cpu(), values.cpu()
+            lengths[live] += 1
+            hit = stop_table[live, chosen_cpu]
+            for position, row in enumerate(live.tolist()):
+                if row in string_rows and not hit[position]:
                     text = decode(tokens[row, max(0, step + 1 - tail) : step + 1].tolist())
-                    hit[row] = any(s in text for s in rows[row][1].stop_strings)
-            stopped |= hit
-            done |= hit | (lengths >= max_tokens)
-            if bool(done.all()) or step == steps - 1:
+                    hit[position] = any(s in text for s in rows[row][1].stop_strings)
+            stopped[live] |= hit
+            keep = ~(hit | (lengths[live] >= max_tokens[live]))
+            if not bool(keep.any()) or step == steps - 1:
                 break
+            if not bool(keep.all()):  # finished rows leave the batch
+                kept = keep.nonzero()[:, 0]
+                live, chosen = live[kept], chosen[kept.to(chosen.device)]
+                cache.select(kept.to(self.device))
             start = width + step
-            step_mask = valid_key[:, None, None, : start + 1] if padded else None
-            positions = (start - pads)[:, None]
+            live_pads = pads[live]
+            step_mask = None
+            if padded:
+                step_mask = (torch.arange(start + 1)[None, :] >= live_pads[:, None])[:, None, None]
+            positions = (start - live_pads)[:, None]
             last = self.forward(chosen[:, None], positions, adapter, scale, step_mask, cache, start, causal=False)[
                 :, -1
             ]
@@ -362,7 +464,8 @@ class TinyLM:
         filtered = dist
         if bool((top_k > 0).any()) or bool((top_p < 1).any()):
             sorted_lp, order = dist.sort(dim=-1, descending=True)
-            rank = torch.arange(dist.shape[-1])[None, :]
+            rank = torch.arange(dist.shape[-1], device=dist.device)[None, :]
+            top_k, top_p = top_k.to(dist.device), top_p.to(dist.device)
             drop = (top_k[:, None] > 0) & (rank >= top_k[:, None])
             # top-p: keep the smallest prefix whose mass reaches p (the first token always stays)
             mass_before = sorted_lp.exp().cumsum(-1) - sorted_lp.exp()
@@ -371,9 +474,9 @@ class TinyLM:
             filtered = torch.full_like(dist, float("-inf")).scatter(-1, order, sorted_lp)
         # Inverse-CDF draw: one uniform per row (torch.multinomial is ~10x slower here).
         cdf = filtered.softmax(-1).cumsum(-1)
-        uniform = torch.rand(dist.shape[0], 1, generator=generator) * cdf[:, -1:]
+        uniform = torch.rand(dist.shape[0], 1, generator=generator).to(dist.device) * cdf[:, -1:]
         drawn = torch.searchsorted(cdf, uniform)[:, 0].clamp(max=dist.shape[-1] - 1)
-        return torch.where(greedy, dist.argmax(-1), drawn) if bool(greedy.any()) else drawn
+        return torch.where(greedy.to(dist.device), dist.argmax(-1), drawn) if bool(greedy.any()) else drawn
 
     @staticmethod
     def _target_prompt_scores(spec: SampleSpec, logits: torch.Tensor, result: SampleResult) -> None:

@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import math
+import os
 import threading
 import time
 import traceback
@@ -35,6 +36,7 @@ log = logging.getLogger("tinker_local")
 
 LONG_POLL_S = 20.0  # the SDK waits up to 45 s for a retrieve_future answer
 JOB_RETENTION_S = 600.0  # finished results are kept this long for retries of retrieve_future
+SMALL_MODEL_PARAMETERS = 10_000_000  # below this a model runs on one thread
 SAMPLE_BATCH_ROWS = 512  # consecutive sample requests are batched up to this many sequences
 NO_RETRY = {"x-should-retry": "false"}
 OPEN_PATHS = frozenset({"/healthz", "/api/v1/healthz"})  # readiness probes: they change and reveal nothing
@@ -218,16 +220,31 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
     sessions: dict[str, dict] = {}
     counter = itertools.count(1)
     model_dir = Path(model_dir).resolve()
+    from hermes_rl.dataplane.tinker_local.model_config import read_model_config
+
+    model_spec = read_model_config(model_dir)
 
     def load_backend():
         import torch
 
-        # One intra-op thread: the model is tiny, and on a shared 2-core machine more threads
-        # only spin against each other.
-        torch.set_num_threads(1)
+        # A tiny model gets one intra-op thread (more only spin against each other on a shared
+        # machine); a real one gets the machine's cores.
+        small = model_spec.parameter_estimate() < SMALL_MODEL_PARAMETERS
+        torch.set_num_threads(1 if small else max(1, os.cpu_count() or 1))
         from hermes_rl.dataplane.tinker_local.backend import Backend
 
-        return Backend(model_dir, checkpoint_dir)
+        backend = Backend(model_dir, checkpoint_dir)
+        described = backend.lm.describe()
+        log.info(
+            "serving %s (%s, %.1fM parameters, context %d) on %s in %s",
+            model_dir.name,
+            described["architecture"],
+            described["parameters"] / 1e6,
+            described["context_length"],
+            described["device"],
+            described["dtype"],
+        )
+        return backend
 
     async def backend():
         worker = state["worker"]
@@ -296,6 +313,8 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
             "model_loaded": bool(worker and worker.ready.is_set()),
             "queue_depth": worker.queue_depth() if worker else 0,
             "worker_busy_s": round(time.monotonic() - busy_since, 3) if busy_since else 0.0,
+            # device and dtype once the model is loaded
+            "model": worker.backend.lm.describe() if worker and worker.ready.is_set() else None,
         }
 
     @app.post("/api/v1/client/config")
@@ -312,9 +331,16 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
 
     @app.get("/api/v1/get_server_capabilities")
     async def capabilities() -> dict:
+        ready = await backend()
         return {
             "supported_models": [
-                {"model_name": str(model_dir), "max_context_length": None, "trainable": True, "sampleable": True}
+                {
+                    "model_name": str(model_dir),
+                    "max_context_length": model_spec.context_length,
+                    "trainable": True,
+                    "sampleable": True,
+                    **ready.lm.describe(),
+                }
             ]
         }
 

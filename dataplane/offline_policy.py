@@ -1,0 +1,123 @@
+"""A local model behind an OpenAI-compatible endpoint, with no run and no keys:
+
+    python -m hermes_rl.dataplane.offline_policy --model-dir DIR [--port 0]
+
+Prepares DIR if needed (dataplane.models), starts tinker-local on it as a child process, and serves
+the base model (no LoRA) through the trainer's own inference server (/v1/completions,
+/v1/chat/completions, /generate), so an environment can be tried against real model answers
+offline. Prints `offline policy ready on http://127.0.0.1:PORT/v1` once it answers; stops (and
+stops its server) on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+READY_PREFIX = "offline policy ready on "
+TINKER_READY_PREFIX = "tinker-local ready on "
+LOCAL_KEY = "tml-local-offline"  # the local server accepts any tml- key; no real key is ever used here
+TINKER_START_S = 180.0
+
+
+def start_tinker(model_dir: Path, checkpoint_dir: Path) -> tuple[subprocess.Popen, str]:
+    """tinker-local on a free port; (process, base URL) once it is ready."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hermes_rl.dataplane.tinker_local",
+            "--port",
+            "0",
+            "--model-dir",
+            str(model_dir),
+            "--checkpoint-dir",
+            str(checkpoint_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=None,  # its log goes to ours
+        text=True,
+        # In our process group: whoever ends the group (the inference test) ends the server too.
+    )
+    deadline = time.monotonic() + TINKER_START_S
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith(TINKER_READY_PREFIX):
+            return process, line[len(TINKER_READY_PREFIX) :].strip()
+        if time.monotonic() > deadline:
+            break
+    _stop(process)
+    raise RuntimeError(f"tinker-local did not start (exit code {process.poll()}); its log is above")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+async def serve(model_dir: Path, port: int) -> int:
+    import tempfile
+
+    import tinker
+
+    from hermes_rl.dataplane.trainer.inference import Policy, start_server
+    from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
+
+    checkpoints = Path(tempfile.mkdtemp(prefix="offline-policy-"))
+    process, url = await asyncio.to_thread(start_tinker, model_dir, checkpoints)
+    try:
+        os.environ.update({"TINKER_BASE_URL": url, "TINKER_API_KEY": LOCAL_KEY, "TINKER_TELEMETRY": "0"})
+        service = tinker.ServiceClient()
+        sampling_client = await service.create_sampling_client(base_model=str(model_dir))
+        policy = Policy(load_tokenizer(str(model_dir)), str(model_dir))
+        policy.set_client(sampling_client, 0)
+        runner = await start_server(policy, "127.0.0.1", port)
+        bound = runner.addresses[0][1]
+        print(f"{READY_PREFIX}http://127.0.0.1:{bound}/v1", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        while not stop.is_set() and process.poll() is None:
+            try:
+                await asyncio.wait_for(stop.wait(), 1.0)
+            except TimeoutError:
+                pass
+        await runner.cleanup()
+        return 0 if stop.is_set() else 1  # tinker-local died under us: say so by the exit code
+    finally:
+        _stop(process)
+        shutil.rmtree(checkpoints, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hermes_rl.dataplane.offline_policy", description=__doc__)
+    parser.add_argument("--model-dir", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    from hermes_rl.dataplane.models import ensure_model
+    from hermes_rl.dataplane.tinker_local.model_config import ModelError
+
+    try:
+        model_dir = ensure_model(
+            args.model_dir, lambda stage, fraction: print(f"model: {stage} ({fraction:.0%})", flush=True)
+        )
+    except ModelError as exc:
+        print(f"offline policy: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(model_dir, args.port))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

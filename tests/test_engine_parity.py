@@ -1,0 +1,244 @@
+"""The tinker-local engine against transformers and peft on real architectures (Llama, Qwen2, Qwen3),
+with random weights built here (no download): same logits, same LoRA gradients, same greedy
+continuations through the KV cache; and folders it cannot serve are refused naming what is missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.timeout(300)
+
+VOCAB = 96
+SHAPES = {
+    # GQA, tied embeddings, llama3 RoPE scaling
+    "llama": dict(
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 50000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+        },
+    ),
+    # q/k/v biases, untied head
+    "qwen2": dict(
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+    ),
+    # per-head q/k RMSNorm, head_dim not hidden/heads
+    "qwen3": dict(
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=24,
+        tie_word_embeddings=False,
+    ),
+}
+
+
+def _tokenizer_json(folder: Path) -> None:
+    from tokenizers import Tokenizer, models
+
+    Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0")).save(str(folder / "tokenizer.json"))
+
+
+def build(model_type: str, folder: Path):
+    """A random-weight model of `model_type` saved as a Hugging Face folder; returns the transformers model."""
+    config = transformers.AutoConfig.for_model(
+        model_type, vocab_size=VOCAB, max_position_embeddings=256, eos_token_id=1, **SHAPES[model_type]
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():  # larger than the default init, so differences would show in the logits
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.copy_(1 + 0.3 * torch.randn_like(param))
+            else:
+                param.normal_(0, 0.15)
+    model.save_pretrained(folder)
+    _tokenizer_json(folder)
+    return model
+
+
+@pytest.fixture(params=list(SHAPES))
+def arch(request, tmp_path):
+    folder = tmp_path / request.param
+    reference = build(request.param, folder)
+    from hermes_rl.dataplane.tinker_local.engine import CausalLM
+
+    return request.param, folder, reference, CausalLM(folder)
+
+
+def test_logits_equal_transformers(arch):
+    _, _, reference, lm = arch
+    ids = torch.randint(0, VOCAB, (3, 21), generator=torch.Generator().manual_seed(1))
+    positions = torch.arange(21).expand(3, 21)
+    with torch.no_grad():
+        ours = lm.forward(ids, positions)
+        theirs = reference(input_ids=ids).logits
+    assert theirs.abs().max() > 1.0  # logits large enough for a wrong layer to show
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_lora_gradients_equal_peft(arch, tmp_path):
+    from peft import PeftModel
+    from safetensors.torch import save_file
+
+    from hermes_rl.dataplane.tinker_local.backend import TrainModel, peft_config, peft_state_dict
+    from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA
+
+    _, folder, reference, lm = arch
+    rank = 4
+    adapter = lm.new_adapter(rank, lm.lora_modules(True, True, True), seed=1)
+    generator = torch.Generator().manual_seed(2)
+    adapter = {name: (a, torch.randn(b.shape, generator=generator) * 0.1) for name, (a, b) in adapter.items()}
+    adapter_dir = tmp_path / "adapter"
+    adapter_dir.mkdir()
+    save_file(peft_state_dict(adapter), str(adapter_dir / "adapter_model.safetensors"))
+    model = TrainModel("m", "s", str(folder), rank, {}, 1, adapter)
+    (adapter_dir / "adapter_config.json").write_text(json.dumps(peft_config(str(folder), model)))
+
+    sequences = [[5, 9, 14, 3, 77, 2, 40], [8, 8, 31, 60]]
+    targets = [torch.tensor(s[1:] + [0]) for s in sequences]
+    params = {
+        name: (a.clone().requires_grad_(True), b.clone().requires_grad_(True)) for name, (a, b) in adapter.items()
+    }
+    ours = lm.target_logprobs(sequences, targets, params, LORA_ALPHA / rank)
+    mask = torch.tensor([[1.0] * 7, [1.0] * 4 + [0.0] * 3])
+    (ours * mask).sum().backward()
+
+    peft_model = PeftModel.from_pretrained(reference, adapter_dir, is_trainable=True)
+    theirs_total = 0
+    for seq, target in zip(sequences, targets, strict=True):
+        logits = peft_model(input_ids=torch.tensor([seq])).logits[0]
+        theirs_total = theirs_total + torch.log_softmax(logits, -1).gather(-1, target[:, None]).sum()
+    theirs_total.backward()
+    torch.testing.assert_close((ours * mask).sum().detach(), theirs_total.detach(), atol=1e-4, rtol=1e-5)
+
+    peft_grads = {
+        name.removeprefix("base_model.model.").replace(".default", ""): param.grad
+        for name, param in peft_model.named_parameters()
+        if "lora_" in name
+    }
+    compared = 0
+    for name, (a, b) in params.items():
+        for which, tensor in (("lora_A", a), ("lora_B", b)):
+            theirs = peft_grads[f"{name}.{which}.weight"]
+            assert tensor.grad is not None and theirs is not None
+            torch.testing.assert_close(tensor.grad, theirs, atol=1e-4, rtol=1e-4)
+            compared += 1
+    assert compared == 2 * len(params) and any(float(a.grad.abs().max()) > 1e-3 for a, _ in params.values())
+
+
+def test_greedy_sampling_through_the_cache_equals_transformers_generate(arch):
+    """Two prompts of different lengths (left padding), three samples each from one shared prefill,
+    greedy: every sample is transformers' greedy continuation, and its logprobs are the forward pass's."""
+    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+
+    _, _, reference, lm = arch
+    prompts = [[4, 17, 33, 2, 90, 61, 7], [12, 5, 70]]
+    specs = [SampleSpec(prompt=p, num_samples=3, max_tokens=9, temperature=0.0) for p in prompts]
+    results = lm.sample(specs, None, 1.0)
+    for prompt, result in zip(prompts, results, strict=True):
+        with torch.no_grad():
+            expected = reference.generate(
+                torch.tensor([prompt]), max_new_tokens=9, min_new_tokens=9, do_sample=False, pad_token_id=0
+            )[0, len(prompt) :].tolist()
+            logits = reference(input_ids=torch.tensor([prompt + expected])).logits[0]
+        forward = torch.log_softmax(logits, -1)[len(prompt) - 1 : -1].gather(-1, torch.tensor(expected)[:, None])[:, 0]
+        assert len(result.sequences) == 3
+        for seq in result.sequences:
+            assert seq.tokens == expected
+            torch.testing.assert_close(torch.tensor(seq.logprobs), forward, atol=1e-4, rtol=1e-4)
+
+
+def test_samples_that_stop_leave_the_batch_without_disturbing_the_others(arch):
+    """A stop token ends some samples early; the rest continue exactly as when sampled alone."""
+    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+
+    _, _, _, lm = arch
+    prompt = [4, 17, 33, 2, 90]
+    alone = lm.sample([SampleSpec(prompt=prompt, num_samples=1, max_tokens=12, temperature=0.0)], None, 1.0)
+    greedy = alone[0].sequences[0].tokens
+    stop_at = greedy[3]
+    specs = [
+        SampleSpec(prompt=prompt, num_samples=2, max_tokens=12, temperature=0.0, stop_token_ids=frozenset([stop_at])),
+        SampleSpec(prompt=[9, 9, 41], num_samples=2, max_tokens=12, temperature=0.0),
+    ]
+    stopped, other = lm.sample(specs, None, 1.0)
+    cut = greedy.index(stop_at) + 1
+    assert [s.tokens for s in stopped.sequences] == [greedy[:cut]] * 2
+    assert all(s.stop_reason == "stop" for s in stopped.sequences)
+    other_alone = lm.sample([SampleSpec(prompt=[9, 9, 41], max_tokens=12, temperature=0.0)], None, 1.0)
+    assert [s.tokens for s in other.sequences] == [other_alone[0].sequences[0].tokens] * 2
+
+
+def test_bfloat16_path_runs_and_trains_float32_lora_masters(tmp_path):
+    """The dtype a GPU uses, exercised on the CPU: logits near float32's, LoRA gradients in float32."""
+    from hermes_rl.dataplane.tinker_local.engine import CausalLM
+
+    folder = tmp_path / "qwen3"
+    build("qwen3", folder)
+    full, half = CausalLM(folder, device="cpu"), CausalLM(folder, device="cpu", dtype=torch.bfloat16)
+    assert half.describe()["dtype"] == "bfloat16" and full.describe()["dtype"] == "float32"
+    ids = torch.randint(0, VOCAB, (2, 11), generator=torch.Generator().manual_seed(3))
+    positions = torch.arange(11).expand(2, 11)
+    with torch.no_grad():
+        reference, approx = full.forward(ids, positions), half.forward(ids, positions)
+    assert approx.dtype == torch.float32
+    assert float((approx - reference).abs().max()) < 0.05 * float(reference.abs().max())
+    adapter = half.new_adapter(4, half.lora_modules(True, True, False), seed=0)
+    params = {n: (a.requires_grad_(True), b.requires_grad_(True)) for n, (a, b) in adapter.items()}
+    half.target_logprobs([[1, 2, 3, 4]], [torch.tensor([2, 3, 4, 5])], params, 8.0).sum().backward()
+    a, b = next(iter(params.values()))
+    assert b.grad is not None and b.grad.dtype == torch.float32 and float(b.grad.abs().max()) > 0
+
+
+def test_folders_the_engine_cannot_serve_are_refused_naming_what_is_missing(tmp_path):
+    from hermes_rl.dataplane.tinker_local.model_config import ModelError, read_model_config
+
+    folder = tmp_path / "llama"
+    build("llama", folder)
+    read_model_config(folder)  # servable as built
+
+    gpt2 = tmp_path / "gpt2"
+    gpt2.mkdir()
+    (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(ModelError, match="architecture 'gpt2'.*supported: llama, mistral, qwen2, qwen3"):
+        read_model_config(gpt2)
+
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(ModelError, match="no tokenizer.json"):
+        read_model_config(folder)
+
+    gguf_only = tmp_path / "gguf"
+    gguf_only.mkdir()
+    (gguf_only / "config.json").write_text((tmp_path / "llama" / "config.json").read_text())
+    (gguf_only / "model.Q4_1.gguf").write_bytes(b"GGUF")
+    with pytest.raises(ModelError, match="no \\*.safetensors.*model.Q4_1.gguf.*convert"):
+        read_model_config(gguf_only)
+
+    config = json.loads((tmp_path / "llama" / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
+    (gguf_only / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelError, match="RoPE type 'yarn'"):
+        read_model_config(gguf_only)
