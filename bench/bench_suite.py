@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
     def read() -> None:
         for line in pytest.stdout:
             lines.append(line)
-            if re.match(r"^(FAILED|ERROR) ", line):
+            if re.search(r"\b(FAILED|ERROR)\b", line):
                 print(line, end="", flush=True)
 
     reader = threading.Thread(target=read, daemon=True)

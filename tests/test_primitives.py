@@ -84,6 +84,7 @@ def test_env_file_follows_dotenv_syntax_and_skips_bad_lines_quietly(hermes_home,
     (hermes_home / ".env").write_text(
         'TINKER_API_KEY="quoted value"  # a comment\nnot a line\nWANDB_API_KEY=${HOME}\nOPENROUTER_API_KEY\n'
     )
+    (hermes_home / ".env").chmod(0o600)  # a private .env: the only warning would be about bad lines
     with caplog.at_level(logging.WARNING):
         assert secrets.read_env_file() == {"TINKER_API_KEY": "quoted value", "WANDB_API_KEY": "${HOME}"}
     assert not caplog.records

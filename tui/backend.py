@@ -114,6 +114,13 @@ def validate_field(row: dict, raw: object) -> object:
 
 
 # -- logs and metrics --------------------------------------------------------------------------
+def plain_text(text: str) -> str:
+    """core.readers.logs.plain_text: untrusted text with every terminal control sequence removed."""
+    from hermes_rl.core.readers.logs import plain_text as plain
+
+    return plain(text)
+
+
 def access_line_test():
     """core.readers.logs.is_access_line: the merged view hides HTTP access lines unless asked."""
     from hermes_rl.core.readers.logs import is_access_line

@@ -69,6 +69,7 @@ _CLI_TO_TOOL = (
     (re.compile(r"`?hermes-rl select ENV`?"), "rl_select_environment(name)"),
     (re.compile(r"`?hermes-rl stop RUN_ID`?"), "rl_stop_training(run_id)"),
     (re.compile(r"`?hermes-rl stop ([0-9a-f]{8})`?"), r"rl_stop_training('\1')"),
+    (re.compile(r"`?hermes-rl stop`?"), "rl_stop_training"),  # bare, after the forms naming a run
     (re.compile(r"`?hermes-rl config --set FIELD=VALUE`?"), "rl_edit_config(field, value)"),
 )
 
