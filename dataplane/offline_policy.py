@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -21,9 +23,13 @@ import sys
 import time
 from pathlib import Path
 
+from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
+
+PR_SET_PDEATHSIG = 1
 READY_PREFIX = "offline policy ready on "
 TINKER_READY_PREFIX = "tinker-local ready on "
-LOCAL_KEY = "tml-local-offline"  # the local server accepts any tml- key; no real key is ever used here
+# The server's credential, made per process and passed through the environment only (never argv).
+LOCAL_KEY = "tml-local-" + secrets.token_urlsafe(24)
 TINKER_START_S = 180.0
 
 
@@ -44,7 +50,10 @@ def start_tinker(model_dir: Path, checkpoint_dir: Path) -> tuple[subprocess.Pope
         stdout=subprocess.PIPE,
         stderr=None,  # its log goes to ours
         text=True,
-        # In our process group: whoever ends the group (the inference test) ends the server too.
+        env={**os.environ, LOCAL_TINKER_KEY_ENV: LOCAL_KEY},
+        # In our process group: whoever ends the group (the inference test) ends the server too; and it
+        # dies with us even when we are killed outright (SIGKILL reaches no handler of ours).
+        preexec_fn=_die_with_parent(os.getpid()),
     )
     deadline = time.monotonic() + TINKER_START_S
     assert process.stdout is not None
@@ -55,6 +64,15 @@ def start_tinker(model_dir: Path, checkpoint_dir: Path) -> tuple[subprocess.Pope
             break
     _stop(process)
     raise RuntimeError(f"tinker-local did not start (exit code {process.poll()}); its log is above")
+
+
+def _die_with_parent(parent_pid: int):
+    def setup() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before the guard was in place
+            os._exit(70)
+
+    return setup
 
 
 def _stop(process: subprocess.Popen) -> None:
