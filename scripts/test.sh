@@ -14,7 +14,7 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=
 workers=()
 case " $* " in
   *" -n "* | *" -n="* | *" --numprocesses"* | *" -p no:xdist "*) ;;
-  *) workers=(-n "${HERMES_RL_TEST_WORKERS:-6}") ;;
+  *) workers=(-n "${HERMES_RL_TEST_WORKERS:-3}") ;;
 esac
 .venv/bin/python -m pytest "${workers[@]}" "$@"
 status=$?

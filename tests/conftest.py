@@ -36,10 +36,38 @@ def hermes_home(tmp_path, monkeypatch) -> Path:
 # Tests that run the real pipeline or build on the tiny model are the longest (up to ~90 s each):
 # collected first, xdist starts them first, and the short ones fill the workers around them.
 PIPELINE_FIXTURES = frozenset({"tiny_model_dir", "tinker_local"})
+# What starts real supervisors, environments, config probes (atroposlib in a subprocess) or servers.
+PROCESS_FIXTURES = frozenset(
+    {
+        "arith_env",
+        "atropos_clone",
+        "checkout",
+        "fixture_envs",
+        "openai_stub",
+        "run_cleanup",
+        "run_processes_cleanup",
+        "runnable_checkout",
+        "specs",
+        "user_envs",
+        "warm_probes",
+    }
+)
+# Modules whose tests start processes themselves (the CLI as a subprocess, real runs) without those fixtures.
+PROCESS_MODULES = frozenset({"test_cli", "test_e2e_local", "test_import_hygiene", "test_packaging", "test_resume"})
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if PIPELINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        uses = set(getattr(item, "fixturenames", ()))
+        if PIPELINE_FIXTURES & uses:
             item.add_marker(pytest.mark.pipeline)
+        heavy = (
+            item.get_closest_marker("pipeline")
+            or item.get_closest_marker("slow")
+            or item.get_closest_marker("reliability")
+            or PROCESS_FIXTURES & uses
+            or item.module.__name__.rsplit(".", 1)[-1] in PROCESS_MODULES
+        )
+        if not heavy:
+            item.add_marker(pytest.mark.fast)
     items.sort(key=lambda item: 0 if item.get_closest_marker("pipeline") or item.get_closest_marker("slow") else 1)

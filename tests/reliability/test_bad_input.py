@@ -21,7 +21,7 @@ from hermes_rl.core.base.paths import PROJECT_ROOT, run_dir
 from hermes_rl.core.clients import toolset
 from hermes_rl.core.envs import drafts as config
 from hermes_rl.core.envs.discovery import discover_environments, find_environment
-from tests.fixtures_config import ENV_FIXTURES
+from tests.fixtures_config import ENV_FIXTURES, fixture_id
 from tests.reliability.helpers import CORPUS, assert_no_orphans, client_env, record, wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(180)]
@@ -110,7 +110,7 @@ def test_broken_environment_files_are_reported_and_the_good_ones_stay(hermes_hom
 
 def test_bad_yaml_drafts_selection_and_profiles(hermes_home, fixture_envs):
     config.set_field("group_size", 4, env_name=ENV, profile="local")
-    draft = hermes_home / "rl" / "drafts" / f"{ENV}.yaml"
+    draft = hermes_home / "rl" / "drafts" / f"{fixture_id(ENV)}.yaml"
     tried = 0
     for sample in sorted((CORPUS / "yaml").iterdir()):
         tried += 1
@@ -160,7 +160,7 @@ def test_bad_yaml_drafts_selection_and_profiles(hermes_home, fixture_envs):
 
 def test_wrong_config_values_are_refused_and_the_draft_is_unchanged(hermes_home, fixture_envs):
     config.set_field("group_size", 4, env_name=ENV, profile="local")
-    draft = hermes_home / "rl" / "drafts" / f"{ENV}.yaml"
+    draft = hermes_home / "rl" / "drafts" / f"{fixture_id(ENV)}.yaml"
     before = draft.read_bytes()
     values = json.loads((CORPUS / "config_values.json").read_text())
     values["group_size"] += [math.nan, math.inf, -math.inf, 10**40, "x" * 10_000]
@@ -266,7 +266,9 @@ def test_hostile_run_ids_are_rejected_everywhere(hermes_home):
 
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("run_processes_cleanup")
-def test_port_already_in_use_fails_the_run_naming_the_port(specs):
+def test_a_port_already_in_use_is_replaced_and_the_run_starts(specs):
+    """A port taken by another program before its process binds never fails the run: the supervisor moves
+    the process to a free port, says so in an event, and the program holding the port is left alone."""
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
     holder.listen()
@@ -274,13 +276,17 @@ def test_port_already_in_use_fails_the_run_naming_the_port(specs):
     try:
         run = runs.launch([specs.http("api")], environment="x", profile="local", ports={"api": port})
         final = wait_for(
-            lambda: (r := runs.get_run(run["run_id"], sample=False))["status"] in ("failed", "stopped") and r, 15
+            lambda: (r := runs.get_run(run["run_id"], sample=False))["status"] in ("running", "failed") and r, 15
         )
+        assert final and final["status"] == "running", final
+        assert final["ports"]["api"] != port
+        events = [json.loads(line) for line in (run_dir(run["run_id"]) / "events.jsonl").read_text().splitlines()]
+        moved = [e for e in events if e.get("kind") == "port" or e.get("event") == "port"]
+        assert moved and f"port {port}" in json.dumps(moved[0]), events
+        runs.stop_run(run["run_id"])
     finally:
         holder.close()
-    assert final and final["status"] == "failed", final
-    assert f"port {port}" in final["reason"] and "already in use" in final["reason"]
-    assert_no_orphans(final)
+    assert_no_orphans(runs.get_run(run["run_id"], sample=False))
     record("bad_input", area="port in use", inputs=1, tracebacks=0)
 
 
@@ -316,7 +322,7 @@ from hermes_rl.core.envs import drafts as config
 from hermes_rl.core.clients import toolset
 from hermes_rl.core.base.errors import HermesError
 config.set_field("group_size", 4, env_name={ENV!r}, profile="local")
-draft = os.path.join({str(home)!r}, "rl", "drafts", "{ENV}.yaml")
+draft = os.path.join({str(home)!r}, "rl", "drafts", "{fixture_id(ENV)}.yaml")
 before = open(draft, "rb").read()
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)       # EFBIG instead of being killed
 hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]

@@ -186,8 +186,9 @@ def test_env_restart_client_kill_trainer_stall_then_api_death(tiny_model_dir, he
     old_env_tree = {p.pid for p in run_processes(run, "env")}
     os.kill(old_env, signal.SIGKILL)
     killed_at = time.monotonic()
+    # Restarted at once; ready again only once it has registered with run-api (checked below).
     elapsed, again = _time_to(
-        run_id, lambda r: (p := proc_record(r, "env"))["pid"] != old_env and p["state"] == "ready"
+        run_id, lambda r: (p := proc_record(r, "env"))["pid"] != old_env and p["state"] in ("starting", "ready")
     )
     assert again["status"] == "running" and proc_record(again, "env")["restarts"] == 1
     events = [e["message"] for e in runs.run_events(run_id)]
@@ -204,6 +205,9 @@ def test_env_restart_client_kill_trainer_stall_then_api_death(tiny_model_dir, he
     # The new environment imports atroposlib again (~10 s of CPU), registers with run-api, then sends groups.
     registered = wait_for(lambda: len(_env_registrations(again)) >= 2, 120, interval=0.2)
     assert registered, f"the restarted env never registered with run-api\n{_log_tails(_view(run_id), 40)}"
+    assert wait_for(lambda: proc_record(runs.get_run(run_id, sample=False), "env")["state"] == "ready", 30), (
+        "the restarted env registered with run-api but was never marked ready"
+    )
     reregistered_s = time.monotonic() - killed_at
     step_at_registration = _step(run_id)
     # The old env's groups still queued in run-api (it stays about max_batches_offpolicy = 2 batches
