@@ -16,7 +16,8 @@ from hermes_rl.core.base.paths import runs_dir
 from hermes_rl.core.envs import drafts
 from tests.reliability.helpers import launch_standin, wait_running
 
-pytestmark = [pytest.mark.reliability, pytest.mark.usefixtures("run_processes_cleanup")]
+# serial: a signal lands at a moment of a start-up, which saturated cores stretch past the tests' waits.
+pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.usefixtures("run_processes_cleanup")]
 
 
 def _run_folders() -> list:
