@@ -6,6 +6,11 @@ Runs `python -m pytest -q --durations=30 …` once and prints its wall time, the
 of everything it started (supervisors and watchdogs detach from pytest, so this process becomes a
 child subreaper and reaps them too: their CPU is counted), CPU/wall, the 30 slowest test phases and
 the pass/fail line. The environment is the one scripts/test.sh sets (offline hubs, W&B offline).
+
+`--by-process` also samples /proc every 0.2 s and prints the CPU of the processes the suite started,
+grouped by kind (pytest workers, config probes, supervisors, run-api, trainers, environments, local
+servers, …) with how many of each ran: which start-ups the suite pays for. A process that lives
+under 0.2 s is missed, so these sums are a lower bound of the total above.
 """
 
 from __future__ import annotations
@@ -22,6 +27,72 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PR_SET_CHILD_SUBREAPER = 36
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# (kind, pattern on the command line): the first match names a process; order matters
+PROCESS_KINDS = [
+    ("config probe", r"core\.envs\.probe_child"),
+    ("watchdog", r"core\.daemons\.watchdog"),
+    ("supervisor", r"core\.daemons\.supervisor"),
+    ("run-api", r"run-api|atroposlib\.cli\.run_api|api_server"),
+    ("local tinker server", r"tinker_local"),
+    ("trainer", r"dataplane\.trainer"),
+    ("environment", r"env_launch|\.py serve\b| serve "),
+    ("pytest (main and workers)", r"pytest|xdist|execnet"),
+    ("tiny model build", r"tiny_model"),
+    ("hermes-rl CLI / tools", r"hermes[-_]rl|hermes_rl"),
+    ("other python", r"python"),
+    ("other", r"."),
+]
+
+
+def sample_processes(root_pid: int, seen: dict, stop: threading.Event, interval: float = 0.2) -> None:
+    """Record the latest (cmdline, cpu seconds) of every descendant of root_pid, keyed by (pid, start)."""
+    while not stop.wait(interval):
+        parents: dict[int, int] = {}
+        stats: dict[int, tuple[int, float]] = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                raw = Path(f"/proc/{entry.name}/stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rfind(")") + 2 :].split()
+            pid = int(entry.name)
+            parents[pid] = int(fields[1])
+            stats[pid] = (int(fields[19]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
+        for pid, (start, cpu) in stats.items():
+            ancestor, hops = parents.get(pid), 0
+            while ancestor not in (None, 0, 1, root_pid) and hops < 64:
+                ancestor, hops = parents.get(ancestor), hops + 1
+            if ancestor != root_pid:
+                continue
+            key = (pid, start)
+            if key not in seen:
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                seen[key] = [cmd.strip(), cpu]
+            else:
+                seen[key][1] = max(seen[key][1], cpu)
+
+
+def print_by_kind(seen: dict) -> None:
+    totals: dict[str, list] = {}
+    for cmd, cpu in seen.values():
+        kind = next((name for name, pattern in PROCESS_KINDS if re.search(pattern, cmd)), "other")
+        entry = totals.setdefault(kind, [0, 0.0, {}])
+        entry[0] += 1
+        entry[1] += cpu
+        if kind.startswith("other"):
+            entry[2][cmd[:90]] = entry[2].get(cmd[:90], 0.0) + cpu
+    print("\nCPU by kind of process (sampled every 0.2 s):")
+    print(f"  {'kind':28} {'processes':>9} {'CPU s':>8} {'CPU s each':>10}")
+    for kind, (count, cpu, cmds) in sorted(totals.items(), key=lambda item: -item[1][1]):
+        print(f"  {kind:28} {count:9d} {cpu:8.1f} {cpu / count:10.2f}")
+        for cmd, cmd_cpu in sorted(cmds.items(), key=lambda item: -item[1])[:5]:
+            print(f"      {cmd_cpu:7.1f}  {cmd}")
 
 
 def become_subreaper() -> bool:
@@ -32,6 +103,8 @@ def become_subreaper() -> bool:
 
 
 def main(argv: list[str]) -> int:
+    by_process = "--by-process" in argv
+    argv = [arg for arg in argv if arg != "--by-process"]
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -59,6 +132,10 @@ def main(argv: list[str]) -> int:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    seen: dict = {}
+    stop_sampling = threading.Event()
+    if by_process:
+        threading.Thread(target=sample_processes, args=(os.getpid(), seen, stop_sampling), daemon=True).start()
     # Reap pytest and, as a subreaper, every orphan it leaves (detached supervisors, watchdogs).
     status = None
     while True:
@@ -73,6 +150,7 @@ def main(argv: list[str]) -> int:
             if not counted_orphans:
                 break
     reader.join(5)
+    stop_sampling.set()
     # Orphans still running after pytest ended (none expected) are not waited for past this point.
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
@@ -90,6 +168,8 @@ def main(argv: list[str]) -> int:
     if durations:
         print("\nthe 30 slowest test phases:")
         print(durations.group(1).rstrip())
+    if by_process:
+        print_by_kind(seen)
     print("\n" + (summary[-1].strip() if summary else "(no summary line)"))
     return status if status is not None else 1
 
