@@ -25,6 +25,25 @@ for _name in ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"):
 pytest_plugins = sorted(f"tests.{path.stem}" for path in (ROOT / "tests").glob("fixtures_*.py"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_probe_cache(tmp_path_factory):
+    """One config probe cache for the whole test run (every xdist worker, every $HERMES_HOME, and the
+    CLIs and supervisors they start): a probe result is keyed by the environment file's path and
+    checked against its files, so an environment of the repository is probed once per test run, not
+    once per test (each probe imports atroposlib: ~5 s of CPU). Tests that probe their own files
+    (under tmp_path) still get fresh probes."""
+    from hermes_rl.core.base.paths import PROBE_CACHE_ENV
+    from tests.fixtures_model import shared_tmp_root
+
+    saved = os.environ.get(PROBE_CACHE_ENV)
+    os.environ[PROBE_CACHE_ENV] = str(shared_tmp_root(tmp_path_factory) / "probe-cache")
+    yield
+    if saved is None:
+        os.environ.pop(PROBE_CACHE_ENV, None)
+    else:
+        os.environ[PROBE_CACHE_ENV] = saved
+
+
 @pytest.fixture(autouse=True)
 def hermes_home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "hermes_home"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from hermes_rl.core.base.errors import BadInput, NotFound
-from hermes_rl.core.base.paths import PROJECT_ROOT
+from hermes_rl.core.base.paths import PROJECT_ROOT, probe_cache_dir
 from hermes_rl.core.envs import probe
 from hermes_rl.core.envs.discovery import find_environment
 from hermes_rl.core.envs.drafts import (
@@ -172,7 +172,7 @@ def test_probes_are_cached_in_memory_and_on_disk_until_the_file_changes(user_env
     assert len(calls) == 1  # cold: one real probe
     get_config("evolving")
     assert len(calls) == 1  # memory
-    assert list((hermes_home / "rl" / "cache").glob("probe-*.json"))
+    assert list(probe_cache_dir().glob("probe-*.json"))
     probe.clear_probe_cache(find_environment("evolving"))  # memory only
     get_config("evolving")
     assert len(calls) == 1  # disk
@@ -201,6 +201,30 @@ def test_probes_are_cached_in_memory_and_on_disk_until_the_file_changes(user_env
     fields = rows(get_config("evolving"))
     assert len(calls) == 2  # the change was noticed and probed again
     assert fields["level"]["default"] == 5 and fields["flavour"]["default"] == "plain"
+
+
+def test_homes_sharing_a_probe_cache_folder_probe_an_environment_once(tmp_path, monkeypatch):
+    from hermes_rl.core.base.paths import PROBE_CACHE_ENV
+
+    envs = tmp_path / "shared_envs"
+    envs.mkdir()
+    write_env(envs, "shared_one", "shared_one", fields={"level": "int = Field(default=3, description='Level')"})
+    monkeypatch.setenv("HERMES_RL_ENV_PATH", str(envs))
+    monkeypatch.delenv(PROBE_CACHE_ENV)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "alone"))
+    assert probe_cache_dir() == tmp_path / "alone" / "rl" / "cache"  # the default: inside the home
+
+    monkeypatch.setenv(PROBE_CACHE_ENV, str(tmp_path / "machine_cache"))
+    calls = []
+    real_probe = probe._run_probe
+    monkeypatch.setattr(probe, "_run_probe", lambda env: calls.append(env.file) or real_probe(env))
+    for home in ("first", "second"):
+        monkeypatch.setenv("HERMES_HOME", str(tmp_path / home))
+        probe.clear_probe_cache()  # a new client process: nothing in memory
+        assert rows(get_config("shared_one"))["level"]["default"] == 3
+    assert len(calls) == 1  # the second home read the first one's result
+    assert list((tmp_path / "machine_cache").glob("probe-*.json"))
+    assert not (tmp_path / "second" / "rl" / "cache").exists()
 
 
 # --- edits and drafts -------------------------------------------------------------------------

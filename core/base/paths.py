@@ -37,6 +37,17 @@ def rl_dir() -> Path:
     return hermes_home() / "rl"
 
 
+PROBE_CACHE_ENV = "HERMES_RL_PROBE_CACHE_DIR"
+
+
+def probe_cache_dir() -> Path:
+    """Where config probe results are kept: $HERMES_RL_PROBE_CACHE_DIR, else $HERMES_HOME/rl/cache. A
+    result is keyed by the environment's path and valid while its files and the installed packages are
+    unchanged, so several homes on one machine (and every test of a test run) can share one folder."""
+    raw = os.environ.get(PROBE_CACHE_ENV)
+    return Path(os.path.realpath(os.path.expanduser(raw))) if raw else rl_dir() / "cache"
+
+
 def runs_dir() -> Path:
     return rl_dir() / "runs"
 

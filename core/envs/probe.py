@@ -21,7 +21,7 @@ from hermes_rl.core.base.envlimits import env_number
 from hermes_rl.core.base.errors import BadInput, HermesError
 from hermes_rl.core.base.failures import describe_failure, exception_line, failure_hint
 from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_regular_text
-from hermes_rl.core.base.paths import rl_dir
+from hermes_rl.core.base.paths import probe_cache_dir, rl_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, redact
 from hermes_rl.core.daemons.spawn import run_bounded
 from hermes_rl.core.envs.discovery import EnvInfo, ImportRoot, import_root
@@ -52,7 +52,7 @@ def _signature(env: EnvInfo) -> tuple:
 
 def _cache_path(env: EnvInfo) -> Path:
     digest = hashlib.sha256(f"{env.file}\0{env.class_name}".encode()).hexdigest()[:24]
-    return rl_dir() / "cache" / f"probe-{digest}.json"
+    return probe_cache_dir() / f"probe-{digest}.json"
 
 
 def _probe_timeout() -> float:
@@ -273,7 +273,7 @@ def clear_probe_cache(env: EnvInfo | None = None, disk: bool = False) -> None:
         except OSError:
             pass
     elif disk:
-        for path in (rl_dir() / "cache").glob("probe-*.json"):
+        for path in probe_cache_dir().glob("probe-*.json"):
             try:
                 path.unlink()
             except OSError:
