@@ -10,8 +10,8 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=
 .venv/bin/lint-imports || { echo "import contracts broken (core must stay headless)" >&2; exit 1; }
 .venv/bin/ruff check . || { echo "ruff found lint errors" >&2; exit 1; }
 .venv/bin/ruff format --check . || { echo "files need \`ruff format\`" >&2; exit 1; }
-# Most of a test's time is waiting on real processes: workers share the cores. Tests marked `serial`
-# (timing-sensitive) run alone afterwards. Arguments that choose tests (-m, -k, paths, -n) make one run.
+# Most of a test's time is waiting on real processes: one worker more than the cores keeps them busy.
+# Tests marked `serial` (timing-sensitive) run alone afterwards. Arguments that choose tests (-m, -k, paths, -n) make one run.
 choose=0
 for arg in "$@"; do
   case "$arg" in -m | -m* | -k | -k* | -n | -n* | --numprocesses* | -p | tests* | */*) choose=1 ;; esac
@@ -29,7 +29,9 @@ if [ "$choose" -eq 1 ]; then
   run_pytest "$@"
   exit $?
 fi
-run_pytest -n "${HERMES_RL_TEST_WORKERS:-3}" -m "not serial" "$@"
+cores="$(nproc 2>/dev/null || echo 2)"
+workers="${HERMES_RL_TEST_WORKERS:-$((cores + 1 > 3 ? cores + 1 : 3))}"
+run_pytest -n "$workers" -m "not serial" "$@"
 status=$?
 run_pytest -n 0 -m serial "$@" || status=1
 exit "$status"

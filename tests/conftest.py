@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -75,13 +76,27 @@ PROCESS_FIXTURES = frozenset(
 PROCESS_MODULES = frozenset({"test_cli", "test_e2e_local", "test_import_hygiene", "test_packaging", "test_resume"})
 
 
+def _starts_a_textual_app(item, uses: set) -> bool:
+    """A Pilot or snapshot test: each starts the dashboard (seconds of CPU apiece)."""
+    if "snap_compare" in uses:
+        return True
+    try:
+        source = inspect.getsource(item.function)
+    except (AttributeError, OSError, TypeError):
+        return False
+    return "run_test(" in source or "pilot" in source
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
         if PIPELINE_FIXTURES & uses:
             item.add_marker(pytest.mark.pipeline)
+        if _starts_a_textual_app(item, uses):
+            item.add_marker(pytest.mark.tui)
         heavy = (
-            item.get_closest_marker("pipeline")
+            item.get_closest_marker("tui")
+            or item.get_closest_marker("pipeline")
             or item.get_closest_marker("slow")
             or item.get_closest_marker("reliability")
             or PROCESS_FIXTURES & uses
