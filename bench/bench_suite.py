@@ -85,13 +85,15 @@ def print_by_kind(seen: dict) -> None:
         entry = totals.setdefault(kind, [0, 0.0, {}])
         entry[0] += 1
         entry[1] += cpu
-        if kind.startswith("other"):
-            entry[2][cmd[:90]] = entry[2].get(cmd[:90], 0.0) + cpu
+        if kind.startswith("other") or kind == "config probe":
+            entry[2][cmd[-110:] if kind == "config probe" else cmd[:90]] = (
+                entry[2].get(cmd[-110:] if kind == "config probe" else cmd[:90], 0.0) + cpu
+            )
     print("\nCPU by kind of process (sampled every 0.2 s):")
     print(f"  {'kind':28} {'processes':>9} {'CPU s':>8} {'CPU s each':>10}")
     for kind, (count, cpu, cmds) in sorted(totals.items(), key=lambda item: -item[1][1]):
         print(f"  {kind:28} {count:9d} {cpu:8.1f} {cpu / count:10.2f}")
-        for cmd, cmd_cpu in sorted(cmds.items(), key=lambda item: -item[1])[:5]:
+        for cmd, cmd_cpu in sorted(cmds.items(), key=lambda item: -item[1])[:12]:
             print(f"      {cmd_cpu:7.1f}  {cmd}")
 
 
