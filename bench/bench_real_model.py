@@ -28,8 +28,14 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import hermes_rl.dataplane.tinker_local  # noqa: E402, F401  (the server's OpenMP settings, for both sides)
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def load() -> str:
+    """The 1-minute load average, printed beside every figure (this machine is shared)."""
+    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def timed(fn):
@@ -103,7 +109,7 @@ def main() -> int:
     print(
         f"sampling {n} x {length} tokens (prompt {len(prompt)}): tinker-local {ours_rate:.1f} tok/s "
         f"({ours_s:.2f}s), transformers.generate {theirs_rate:.1f} tok/s ({theirs_s:.2f}s): "
-        f"{ours_rate / theirs_rate:.2f}x"
+        f"{ours_rate / theirs_rate:.2f}x ({load()})"
     )
 
     # 2. forward_backward ---------------------------------------------------------------------
@@ -139,7 +145,7 @@ def main() -> int:
     print(
         f"forward_backward {batch} x {width - 1} tokens, LoRA rank {rank}: tinker-local {fb_tokens / ours_fb:.1f} "
         f"tok/s ({ours_fb:.2f}s), transformers+peft {fb_tokens / theirs_fb:.1f} tok/s ({theirs_fb:.2f}s): "
-        f"{theirs_fb / ours_fb:.2f}x"
+        f"{theirs_fb / ours_fb:.2f}x ({load()})"
     )
     peft_model = reference = None  # free their memory before the GRPO step
 
@@ -200,7 +206,7 @@ def main() -> int:
     print(
         f"GRPO step (smollm2 profile: {prompts_per_step} prompts x {group}, max {max_tokens} tokens, "
         f"mean completion {statistics.mean(completion_tokens):.0f} tokens): "
-        f"{statistics.mean(step_times):.1f}s per step (steps: {', '.join(f'{t:.1f}' for t in step_times)})"
+        f"{statistics.mean(step_times):.1f}s per step (steps: {', '.join(f'{t:.1f}' for t in step_times)}; {load()})"
     )
     return 0
 
