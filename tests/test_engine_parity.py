@@ -154,6 +154,49 @@ def test_lora_gradients_equal_peft(arch, tmp_path, masked):
     assert compared == 2 * len(params) and any(float(a.grad.abs().max()) > 1e-3 for a, _ in params.values())
 
 
+def test_forward_backward_trains_only_where_advantages_are_not_zero(arch, tmp_path):
+    """Through the server's backend: a batch whose advantages are all 0 (a group that scored the same)
+    is accepted and moves nothing; advantages on the completion only (the prompt's are 0) train."""
+    import numpy as np
+
+    from hermes_rl.dataplane.tinker_local.backend import Backend
+    from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
+
+    _, folder, _, _ = arch
+    backend = Backend(folder, tmp_path / "checkpoints")
+    model_id = backend.create_model({"session_id": "s", "base_model": str(folder), "lora_config": {"rank": 4}})[
+        "model_id"
+    ]
+    tokens = [5, 9, 14, 3, 77, 2, 40, 8]
+
+    def step(advantages: list[float]) -> dict:
+        n = len(tokens) - 1
+        datum = Datum(
+            tokens=tokens[:-1],
+            inputs={
+                "target_tokens": np.asarray(tokens[1:], dtype=np.int64),
+                "logprobs": np.full(n, -2.0, dtype=np.float32),
+                "advantages": np.asarray(advantages, dtype=np.float32),
+            },
+        )
+        request = ForwardBackwardRequest(
+            model_id=model_id,
+            seq_id=0,
+            loss_fn="importance_sampling",
+            loss_fn_config={},
+            forward_only=False,
+            data=[datum],
+        )
+        backend.forward_backward(request)
+        return backend.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-2}})["metrics"]
+
+    before = {name: t.detach().clone() for name, t in backend.model(model_id).tensors().items()}
+    assert step([0.0] * 7)["grad_norm"] == 0.0
+    after = backend.model(model_id).tensors()
+    assert all(torch.equal(before[name], after[name]) for name in before)
+    assert step([0.0] * 4 + [1.0, -0.5, 1.0])["grad_norm"] > 0
+
+
 def test_greedy_sampling_through_the_cache_equals_transformers_generate(arch):
     """Two prompts of different lengths (left padding), three samples each from one shared prefill,
     greedy: every sample is transformers' greedy continuation, and its logprobs are the forward pass's."""

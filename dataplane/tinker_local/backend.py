@@ -229,7 +229,8 @@ class Backend:
                         {"logprobs": lp.detach().cpu().numpy(), "elementwise_loss": elementwise.detach().cpu().numpy()}
                     )
             if not request.forward_only:
-                total.backward()
+                if total.requires_grad:  # else no position has a loss: every gradient is 0 (optim_step's default)
+                    total.backward()
                 model.pending_backward += 1
         metrics = {"loss:sum": float(total.detach())}
         return encode_forward_backward_output(outputs, metrics)

@@ -370,6 +370,9 @@ class CausalLM:
             for row, target in enumerate(targets):
                 padded[row, : target.shape[0]] = target
             padded = padded.to(self.device)
+            if grad_mask is not None and not bool(grad_mask.any()):  # no loss anywhere: all advantages 0
+                with torch.no_grad():
+                    return self.target_logprobs(sequences, targets, adapter, scale)
             h = self.final_hidden(ids, positions, adapter, scale, None, None, 0, True, self.w)
             if grad_mask is None or not torch.is_grad_enabled():
                 return self._scored(h, padded, adapter, scale)
