@@ -1,5 +1,6 @@
 """Why public environments cannot train offline, reproduced by environments of our own: each is refused
-at start, or its run fails within a minute, with the reason in the run's status.
+at start, or its run fails as soon as its environment has started (docs/benchmarks.md has the times),
+with the reason in the run's status.
 
 The classes (from trying the public Atropos tree on the smollm2 profile): config_init builds its server
 config without a server_type; setup downloads a data file from the internet; setup finds none of its
@@ -102,7 +103,7 @@ def test_a_config_without_a_server_type_is_refused_at_start_naming_the_field(fai
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
@@ -110,7 +111,7 @@ def test_a_config_without_a_server_type_is_refused_at_start_naming_the_field(fai
         ("no_data_at_setup", "ValueError: none of the 3 configured data sources could be read"),
     ],
 )
-def test_setup_that_needs_what_is_not_here_fails_the_run_within_a_minute_naming_why(
+def test_setup_that_needs_what_is_not_here_fails_the_run_naming_why_without_retrying_it(
     failing_envs, tiny_model_dir, name, reason
 ):
     from hermes_rl.core import runs
@@ -121,14 +122,13 @@ def test_setup_that_needs_what_is_not_here_fails_the_run_within_a_minute_naming_
     run = runs.start_run(name, "local")
     state = runs.get_run(run["run_id"], sample=False)
     while state["status"] not in ("failed", "stopped", "lost", "completed"):
-        if time.monotonic() - started > 180:
+        if time.monotonic() - started > 500:
             runs.stop_run(run["run_id"], force=True)
             raise AssertionError(f"{name}: the run did not end")
         time.sleep(0.5)
         state = runs.get_run(run["run_id"], sample=False)
-    took = time.monotonic() - started
     assert state["status"] == "failed", state
     assert reason in state["reason"], state["reason"]
-    assert next(p for p in state["processes"] if p["name"] == "env")["restarts"] == 0
-    # a minute on an unloaded machine; the other processes' start-up is most of it
-    assert took < 120, f"{name} failed after {took:.0f}s"
+    # one restart for a failure not yet known to repeat; the same failure again ends the run
+    assert "not restarted: it failed the same way" in state["reason"], state["reason"]
+    assert next(p for p in state["processes"] if p["name"] == "env")["restarts"] <= 1
