@@ -163,9 +163,9 @@ def main() -> int:
     model_id = created["model_id"]
     from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
 
-    step_times, completion_tokens = [], []
+    step_times, step_cpu, completion_tokens = [], [], []
     for step in range(args.steps):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         sampler_id = backend.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"]
         sampler = backend.sampler(sampler_id)
         batch_specs, prompts = [], []
@@ -210,10 +210,12 @@ def main() -> int:
         )
         backend.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-4}})
         step_times.append(time.perf_counter() - started)
+        step_cpu.append(time.process_time() - cpu_started)
     print(
         f"GRPO step (smollm2 profile: {prompts_per_step} prompts x {group}, max {max_tokens} tokens, "
         f"mean completion {statistics.mean(completion_tokens):.0f} tokens, prompt {len(prompts[0])}): "
-        f"{statistics.mean(step_times):.1f}s per step (steps: {', '.join(f'{t:.1f}' for t in step_times)}; {load()})"
+        f"{statistics.mean(step_times):.1f}s per step (steps: {', '.join(f'{t:.1f}' for t in step_times)}; {load()}); "
+        f"CPU time {statistics.mean(step_cpu):.1f}s per step, all threads (what the load does not change)"
     )
     return 0
 
