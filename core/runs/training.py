@@ -5,10 +5,14 @@
    tinker   (local only) the in-project Tinker-protocol server; ready when GET /healthz answers
    trainer  needs api + tinker ready; ready when its inference server answers GET /health;
             its clean exit with results.json completes the run
-   env      starts once run-api is ready (and the model exists), overlapping its slow imports with
-            the trainer's start-up; run-api only lets it register after the trainer has registered
-            and asked for a batch; ready when run-api's log shows it registered; restarted on
-            failure, at most twice
+   env      (env-1 … env-N with replicas) starts once run-api is ready (and the model exists),
+            overlapping its slow imports with the trainer's start-up; run-api only lets it register
+            after the trainer has registered and asked for a batch; ready when run-api's log shows
+            it registered; restarted on failure, at most twice; on this machine, or as Slurm
+            jobs (config.yaml's `workers:`)
+
+run-api and the trainer's inference server bind the workers' address (127.0.0.1 unless a Slurm run's
+`workers.address` says otherwise); the local Tinker server is only the trainer's, on loopback.
 
 Only stdlib here: core never imports the data plane. Secrets are named in
 `secret_env`; the supervisor passes their values from its own environment.
@@ -26,6 +30,7 @@ from hermes_rl.core.daemons.health_monitor import REGISTERED
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 from hermes_rl.core.envs.discovery import EnvInfo, import_root
 from hermes_rl.core.runs.runconfig import CONFIG_FILE, RunConfig
+from hermes_rl.core.runs.workers import LOOPBACK, replica_names
 
 LOCAL_TRAINER_READY_S = 120.0
 CLOUD_TRAINER_READY_S = 600.0  # Tinker cloud may queue the model creation
@@ -54,6 +59,8 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
     backend = getattr(profile, "backend", "local")
     local = backend == "local"
     env_metrics = str(hermes.get("env_metrics_path") or "{run_dir}/env_metrics.jsonl")
+    workers = (run_config or {}).get("workers") or {}
+    address = workers.get("address") or LOOPBACK
 
     common_env = {
         "PYTHONUNBUFFERED": "1",
@@ -111,12 +118,12 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
         0,
         ProcessSpec(
             name="api",
-            argv=[python, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", "{port:api}"],
+            argv=[python, "-m", "atroposlib.cli.run_api", "--host", address, "--port", "{port:api}"],
             env=dict(common_env),
-            readiness=Readiness(kind="http", url="http://127.0.0.1:{port:api}/status", timeout_s=60.0),
+            readiness=Readiness(kind="http", url=f"http://{address}:{{port:api}}/status", timeout_s=60.0),
             stop_timeout=5.0,
             port="api",
-            status_url="http://127.0.0.1:{port:api}/status",  # queue size and step, recorded in health.json
+            status_url=f"http://{address}:{{port:api}}/status",  # queue size and step, recorded in health.json
         ),
     )
     specs.append(
@@ -128,7 +135,7 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
             depends_on=trainer_deps,
             readiness=Readiness(
                 kind="http",
-                url="http://127.0.0.1:{port:inference}/health",
+                url=f"http://{address}:{{port:inference}}/health",
                 timeout_s=LOCAL_TRAINER_READY_S if local else CLOUD_TRAINER_READY_S,
             ),
             completes_run=True,
@@ -144,24 +151,30 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
         # The author's import root first, the user's own PYTHONPATH after it; the working folder is the
         # one its relative paths assume (a tinker-atropos checkout's configs/default.yaml).
         env_vars["PYTHONPATH"] = root.pythonpath(os.environ.get("PYTHONPATH"))
-    specs.append(
-        ProcessSpec(
-            name="env",
-            # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
-            # Through env_launch: a failing wandb.init falls back to offline instead of crash-looping the env.
-            argv=[python, "-m", "hermes_rl.dataplane.env_launch", env_file, "serve", "--config", config_path],
-            cwd=(root.cwd if root is not None else "") or None,
-            env=env_vars,
-            secret_env=["WANDB_API_KEY"],
-            # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
-            # itself holds it back ("wait for trainer to start") until the trainer has registered and
-            # asked for its first batch, so it never gets work before the trainer is there.
-            depends_on=[("api", "ready")] + ([("model", "completed")] if local else []),
-            # Ready once it has registered with run-api (its access log says so): an environment that fails
-            # before that, the same way twice, is not restarted again whatever the machine's load.
-            readiness=Readiness(kind="log", source="api", pattern=REGISTERED.pattern, timeout_s=ENV_READY_S),
-            restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
-            stop_timeout=10.0,
-        )
-    )
+    for name in replica_names(int(workers.get("replicas") or 1)):
+        specs.append(_env_spec(name, python, env_file, config_path, root, env_vars, local, workers))
     return specs
+
+
+def _env_spec(name, python, env_file, config_path, root, env_vars, local, workers) -> ProcessSpec:
+    """One environment worker: each replica is its own `serve` process registering with run-api."""
+    return ProcessSpec(
+        name=name,
+        # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
+        # Through env_launch: a failing wandb.init falls back to offline instead of crash-looping the env.
+        argv=[python, "-m", "hermes_rl.dataplane.env_launch", env_file, "serve", "--config", config_path],
+        cwd=(root.cwd if root is not None else "") or None,
+        env=env_vars,
+        secret_env=["WANDB_API_KEY"],
+        # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
+        # itself holds it back ("wait for trainer to start") until the trainer has registered and
+        # asked for its first batch, so it never gets work before the trainer is there.
+        depends_on=[("api", "ready")] + ([("model", "completed")] if local else []),
+        # Ready once it has registered with run-api (its access log says so): an environment that fails
+        # before that, the same way twice, is not restarted again whatever the machine's load.
+        readiness=Readiness(kind="log", source="api", pattern=REGISTERED.pattern, timeout_s=ENV_READY_S),
+        restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
+        stop_timeout=10.0,
+        launcher=workers.get("launcher") or "local",
+        slurm=dict(workers.get("slurm") or {}),
+    )
