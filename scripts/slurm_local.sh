@@ -36,12 +36,9 @@ node=$(hostname -s)
 conf=/etc/slurm/slurm.conf
 mem_mb=$(awk '/MemTotal/ {printf "%d", $2 / 1024 / 2}' /proc/meminfo)  # half the machine for jobs
 cpus=$(nproc)
-if [ ! -f "$conf" ] || ! grep -q "^# hermes-rl one-node cluster for $node\$" "$conf"; then
-    [ -f "$conf" ] && ! grep -q "^# hermes-rl one-node cluster" "$conf" && fail "$conf exists and is not ours; not touching it"
-    say "writing $conf for node $node ($cpus CPUs, $mem_mb MB)"
-    install -d /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
-    cat >"$conf" <<EOF
-# hermes-rl one-node cluster for $node
+# Cores and memory may be shared by several jobs (OverSubscribe, a small default memory per CPU): the
+# tests' workers are light, and several test runs share the one node.
+wanted="# hermes-rl one-node cluster (scripts/slurm_local.sh)
 ClusterName=hermes-local
 SlurmctldHost=$node
 SlurmUser=root
@@ -65,9 +62,24 @@ SlurmdTimeout=30
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
+DefMemPerCPU=256
 NodeName=$node CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
-PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
-EOF
+PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:16"
+if [ ! -f "$conf" ] || [ "$(cat "$conf")" != "$wanted" ]; then
+    if [ -f "$conf" ] && ! grep -q "^# hermes-rl one-node cluster" "$conf"; then
+        fail "$conf exists and is not ours; not touching it"
+    fi
+    say "writing $conf for node $node ($cpus CPUs, $mem_mb MB)"
+    install -d /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
+    printf '%s\n' "$wanted" >"$conf"
+    # Daemons running on an older config start again on this one.
+    for daemon in slurmd slurmctld; do
+        pid=$(pgrep -x "$daemon" || true)
+        if [ -n "$pid" ]; then
+            kill "$pid"
+            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        fi
+    done
 fi
 
 pgrep -x slurmctld >/dev/null || /usr/sbin/slurmctld || fail "slurmctld did not start (see /var/log/slurm/slurmctld.log)"

@@ -101,6 +101,7 @@ class Proc:
         self.port = port
         self.state = ProcState.PENDING
         self.handle = None  # launchers.LocalProcess | launchers.SlurmJob of the latest attempt
+        self.exit_handled = False  # on_exit has run for the latest attempt
         self.pid: int | None = None
         self.create_time: float | None = None
         self.start_ticks: int | None = None
@@ -123,7 +124,9 @@ class Proc:
 
     @property
     def alive(self) -> bool:
-        return self.handle is not None and self.handle.returncode is None
+        # Not the handle's returncode: one squeue answer may end several jobs at once, and each end
+        # must still go through on_exit.
+        return self.handle is not None and not self.exit_handled
 
     def remains(self) -> bool:
         """Whether anything of its latest attempt is left: the process, its group, or its Slurm job."""
@@ -441,6 +444,7 @@ class Supervisor:
         finally:
             os.close(fd)
         proc.handle = handle
+        proc.exit_handled = False
         proc.pid, proc.pgid = handle.pid, handle.pgid
         proc.create_time, proc.start_ticks = handle.create_time, handle.start_ticks
         if handle.pgid is not None:
@@ -686,6 +690,7 @@ class Supervisor:
         self.check_watchdog()
 
     def on_exit(self, proc: Proc, code: int) -> None:
+        proc.exit_handled = True
         self.cancel_probe(proc)
         proc.exit_code = code
         proc.ended_at = _now()

@@ -53,10 +53,19 @@ def cancel_slurm_jobs(run_id: str, jobs: list[str]) -> str:
     comment: one submitted just before the supervisor died); a note for the final record."""
     if not jobs:
         return ""
+    from hermes_rl.core.base.fsutil import atomic_write_json
+    from hermes_rl.core.base.paths import run_dir
     from hermes_rl.core.daemons.launchers import cancel_jobs, run_job_ids
+    from hermes_rl.core.daemons.runstate import read_run_file
 
     every = list(dict.fromkeys([*jobs, *run_job_ids(run_id)]))
     left = cancel_jobs(every)
+    run = read_run_file(run_dir(run_id))
+    for proc in (run or {}).get("processes") or []:
+        if proc.get("job_id") in every and proc.get("job_id") not in left:
+            proc["slurm_state"] = "CANCELLED"
+    if run is not None:
+        atomic_write_json(run_dir(run_id) / "run.json", run)
     if left:
         return f"; Slurm job(s) {', '.join(left)} still listed by squeue after scancel"
     return f"; cancelled {len(every)} Slurm job(s)"
