@@ -180,6 +180,10 @@ class ProcessSummary(TypedDict):
     rss: int | None
     cwd: str | None  # where it runs (None: the run folder)
     import_path: list[str] | None  # PYTHONPATH it was given: an environment's import root first
+    launcher: str  # "local" | "slurm"
+    job_id: str | None  # its Slurm job, on the slurm launcher
+    node: str | None  # the node that job runs on
+    slurm_state: str | None  # squeue's state of that job (PENDING, RUNNING, COMPLETED, CANCELLED, ...)
 
 
 class MetricsSummary(TypedDict):

@@ -22,6 +22,8 @@ from hermes_rl.core.base.formatting import (
     human_size,
     lineage,
     metric_text,
+    process_id_text,
+    process_place_text,
     value_text,
 )
 from hermes_rl.core.base.states import FINAL, ProcState, RunStatus, run_style
@@ -216,12 +218,34 @@ def cmd_config(args) -> Any:
     return None
 
 
+def _workers(args) -> dict | None:
+    """The start command's worker options as core.runs.workers takes them (None: one local worker)."""
+    import shlex
+
+    from hermes_rl.core.base.errors import BadInput
+
+    slurm = {
+        "partition": args.slurm_partition,
+        "time": args.slurm_time,
+        "cpus_per_worker": args.slurm_cpus,
+        "mem_per_worker": args.slurm_mem,
+        "sbatch_args": shlex.split(args.sbatch_args) if args.sbatch_args else None,
+    }
+    slurm = {k: v for k, v in slurm.items() if v is not None}
+    if slurm and args.env_launcher != "slurm":
+        raise BadInput("--slurm-* and --sbatch-args need --env-launcher slurm")
+    chosen = {"launcher": args.env_launcher, "replicas": args.replicas, "address": args.address, "slurm": slurm or None}
+    return {k: v for k, v in chosen.items() if v is not None} or None
+
+
 def cmd_start(args) -> Any:
     from hermes_rl.core import runs
 
     # Ctrl-C inside start_run stops and removes the run; once it returned, the run is announced whatever
     # happens next, so an interrupted start never leaves a run training unseen.
-    run = runs.start_run(args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None)
+    run = runs.start_run(
+        args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None, workers=_workers(args)
+    )
     run_id = run["run_id"]
     try:
         if args.json and not args.watch:
@@ -453,9 +477,11 @@ def cmd_status(args) -> Any:
         console.print(f"  [yellow]stalled for {human_duration(status['stalled_for_s'])}[/]")
     if status.get("wandb_url"):
         console.print(f"  W&B: {_safe(status['wandb_url'])}")
+    on_slurm = any(proc.get("launcher") == "slurm" for proc in status["processes"])
     table = Table(
         "process",
         "pid",
+        *(("where",) if on_slurm else ()),
         "state",
         "health",
         "uptime",
@@ -470,7 +496,8 @@ def cmd_status(args) -> Any:
     for proc in status["processes"]:
         table.add_row(
             _safe(proc["name"]),
-            _safe(proc.get("pid") or "-"),
+            _safe(process_id_text(proc, "-")),
+            *((_safe(process_place_text(proc, "-")),) if on_slurm else ()),
             _safe(proc.get("state") or ""),
             _safe(proc.get("health") or ""),
             human_duration(proc.get("uptime_s")),
@@ -811,6 +838,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--profile")
     cmd.add_argument("--set", action="append", metavar="FIELD=VALUE")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
+    cmd.add_argument("--replicas", type=int, help="environment workers (default 1)")
+    cmd.add_argument("--env-launcher", choices=("local", "slurm"), help="where the workers run (default local)")
+    cmd.add_argument("--address", help="address run-api and the inference server bind for the workers")
+    cmd.add_argument("--slurm-partition")
+    cmd.add_argument("--slurm-time", help="each worker's time limit (sbatch --time)")
+    cmd.add_argument("--slurm-cpus", type=int, help="CPUs per worker (default 1)")
+    cmd.add_argument("--slurm-mem", help="memory per worker (sbatch --mem: 2G)")
+    cmd.add_argument("--sbatch-args", help="more sbatch options, as one string")
     cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
     cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")

@@ -248,15 +248,25 @@ def rl_edit_config(field: str, value: Any) -> dict:
 
 
 @_tool
-def rl_start_training(resume_run_id: str | None = None) -> dict:
+def rl_start_training(
+    resume_run_id: str | None = None,
+    replicas: int | None = None,
+    env_launcher: str | None = None,
+    slurm: dict | None = None,
+    address: str | None = None,
+) -> dict:
     from hermes_rl.core import runs
 
+    chosen = {"replicas": replicas, "launcher": env_launcher, "slurm": slurm, "address": address}
+    workers = {k: v for k, v in chosen.items() if v is not None}
     if resume_run_id is not None:
+        if workers:
+            raise BadInput("a resumed run keeps its parent's workers", hint="leave out replicas/env_launcher/slurm")
         validate_run_id(resume_run_id)
         run = runs.resume_run(resume_run_id)
     else:
         selection = _selection()
-        run = runs.start_run(selection["environment"], selection["profile"])
+        run = runs.start_run(selection["environment"], selection["profile"], workers=workers or None)
     run_id = run["run_id"]
     wandb = run.get("wandb") or {}
     return {
@@ -521,8 +531,16 @@ TOOLS: tuple[Tool, ...] = (
         rl_start_training,
         "Start training the selected environment in the background (Atropos API, trainer and environment, "
         "supervised; the run outlives this conversation). Without TINKER_API_KEY it runs on the local CPU "
-        "backend. resume_run_id instead continues an ended run from its last saved state.",
-        {"resume_run_id": {**_RUN_ID, "description": "optional: ended run to continue"}},
+        "backend. resume_run_id instead continues an ended run from its last saved state. replicas runs that "
+        "many environment workers; env_launcher 'slurm' submits them as Slurm jobs (slurm: partition, time, "
+        "cpus_per_worker, mem_per_worker, sbatch_args; address: what the workers reach this machine by).",
+        {
+            "resume_run_id": {**_RUN_ID, "description": "optional: ended run to continue"},
+            "replicas": {"type": "integer", "minimum": 1, "description": "optional: environment workers (default 1)"},
+            "env_launcher": {"type": "string", "enum": ["local", "slurm"], "description": "optional: default local"},
+            "slurm": {"type": "object", "description": "optional: sbatch settings of each worker"},
+            "address": {"type": "string", "description": "optional: address servers bind for the workers"},
+        },
         returns={
             "run_id": "str",
             "parent_run_id": "the run this one continues, or null",

@@ -92,6 +92,10 @@ def process_summaries(run: RunView) -> list[ProcessSummary]:
             "rss": proc.get("rss"),
             "cwd": proc.get("cwd"),
             "import_path": proc.get("import_path"),
+            "launcher": proc.get("launcher") or "local",
+            "job_id": proc.get("job_id"),
+            "node": proc.get("node"),
+            "slurm_state": proc.get("slurm_state"),
         }
         for proc in run.get("processes") or []
     ]

@@ -21,6 +21,7 @@ from hermes_rl.core.envs.fields import (
     MANAGED_FIELDS,
     SECRETS_HINT,
     TRAINER_FIELDS,
+    WORKER_FIELDS,
     locked_field_error,
 )
 from hermes_rl.core.envs.profiles import Profile
@@ -125,7 +126,7 @@ def build_run_config(
     from hermes_rl.core.runs.workers import resolve_workers
 
     validate_run_id(run_id)
-    workers = resolve_workers(workers)
+    workers = resolve_workers(workers, values)
     address = workers["address"]
     local = profile.backend == "local"
     _check_ports(ports, local)
@@ -150,7 +151,7 @@ def build_run_config(
         "ensure_scores_are_not_same": values.get("ensure_scores_are_not_same", True),
     }
     for name, value in values.items():  # the environment's own fields
-        if name not in env_section and name not in TRAINER_FIELDS and name not in MANAGED_FIELDS:
+        if name not in env_section and name not in TRAINER_FIELDS and name not in (*MANAGED_FIELDS, *WORKER_FIELDS):
             env_section[name] = value
     # Environments that write their own metrics (percent_correct, eval/...) put them in the run folder;
     # an environment without the field ignores it (pydantic drops unknown keys).

@@ -331,7 +331,7 @@ def start_run(
     check_keys(chosen)
     values = resolve_run_values(env, chosen, overrides)
     fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
-    workers = resolve_workers(workers)
+    workers = resolve_workers(workers, values)
     notice = "; ".join(n for n in (notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
         _check_local_capacity()  # refused before building anything; checked again as the run is recorded

@@ -42,10 +42,12 @@ def is_loopback(address: str) -> bool:
         return address == "localhost"
 
 
-def resolve_workers(data: dict | None) -> dict:
-    """A complete `workers:` section from what the user chose (None: the local defaults); BadInput
+def resolve_workers(data: dict | None, values: dict | None = None) -> dict:
+    """A complete `workers:` section from what the user chose for this start (`data`), over the
+    draft's editable `replicas` / `env_launcher` (`values`), over the local defaults; BadInput
     naming the field when a value cannot be used."""
-    data = dict(data or {})
+    drafted = {"replicas": (values or {}).get("replicas"), "launcher": (values or {}).get("env_launcher")}
+    data = {**{k: v for k, v in drafted.items() if v is not None}, **(data or {})}
     unknown = sorted(set(data) - set(WORKER_KEYS))
     if unknown:
         raise BadInput(f"unknown workers setting(s): {', '.join(unknown)}", hint=f"known: {', '.join(WORKER_KEYS)}")
