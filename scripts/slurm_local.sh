@@ -9,6 +9,9 @@ say() { echo "slurm-local: $*" >&2; }
 fail() { say "$*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || fail "needs root (it installs packages and writes /etc/slurm)"
+# Several test workers may ask at once: one sets the cluster up, the others wait for it.
+exec 9>/run/hermes-slurm-local.lock
+flock 9
 
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
     command -v apt-get >/dev/null || fail "slurm-wlm and munge are not installed and there is no apt-get"

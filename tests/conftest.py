@@ -46,6 +46,7 @@ PROCESS_FIXTURES = frozenset(
         "openai_stub",
         "run_cleanup",
         "run_processes_cleanup",
+        "slurm_cluster",
         "runnable_checkout",
         "specs",
         "user_envs",
@@ -61,6 +62,8 @@ def pytest_collection_modifyitems(config, items):
         uses = set(getattr(item, "fixturenames", ()))
         if PIPELINE_FIXTURES & uses:
             item.add_marker(pytest.mark.pipeline)
+        if "slurm_cluster" in uses:
+            item.add_marker(pytest.mark.slurm)
         heavy = (
             item.get_closest_marker("pipeline")
             or item.get_closest_marker("slow")
