@@ -234,7 +234,17 @@ def _workers(args) -> dict | None:
     slurm = {k: v for k, v in slurm.items() if v is not None}
     if slurm and args.env_launcher != "slurm":
         raise BadInput("--slurm-* and --sbatch-args need --env-launcher slurm")
-    chosen = {"launcher": args.env_launcher, "replicas": args.replicas, "address": args.address, "slurm": slurm or None}
+    from hermes_rl.core.runs.workers import parse_mix
+
+    chosen = {
+        "launcher": args.env_launcher,
+        "replicas": args.replicas,
+        "address": args.address,
+        "slurm": slurm or None,
+        "weight": args.weight,
+        "min_batch_allocation": args.min_batch_allocation,
+        "environments": [parse_mix(text) for text in args.mix] if args.mix else None,
+    }
     return {k: v for k, v in chosen.items() if v is not None} or None
 
 
@@ -508,6 +518,19 @@ def cmd_status(args) -> Any:
             _safe(status["log_paths"].get(proc["name"], "")),
         )
     console.print(table)
+    environments = status.get("environments") or []
+    if len(environments) > 1 or any(len(e["processes"]) > 1 for e in environments):
+        for env in environments:
+            share = f", at least {env['min_batch_allocation']:g} of a batch" if env.get("min_batch_allocation") else ""
+            shown = "  ".join(
+                f"{_safe(k)} {human_number(v)}"
+                for k, v in sorted(env["metrics"].items())
+                if isinstance(v, (int, float))
+            )
+            console.print(
+                f"  environment [bold]{_safe(env['environment'])}[/]  weight {env['weight']:g}{share}  "
+                f"workers {env['ready']}/{len(env['processes'])} ready" + (f"  {shown}" if shown else "")
+            )
     for proc in status["processes"]:
         if proc.get("cwd") or proc.get("import_path"):
             where = f"runs in {proc.get('cwd') or 'the run folder'}"
@@ -704,7 +727,7 @@ def cmd_rollouts(args) -> Any:
 
     runs.get_run(args.run_id, sample=False)  # an unknown run is NotFound, not "no rollouts"
     order = "best" if args.best else "worst" if args.worst else None
-    out = read_rollouts(args.run_id, step=args.step, order=order, limit=args.limit)
+    out = read_rollouts(args.run_id, step=args.step, order=order, limit=args.limit, environment=args.env)
     if args.json:
         return out
     console = _console()
@@ -718,7 +741,10 @@ def cmd_rollouts(args) -> Any:
     for item in out["completions"]:
         if (item["group"], item["prompt"]) != shown:
             shown = (item["group"], item["prompt"])
-            console.print(f"[bold]group {_safe(item['group'])}[/]  prompt: {_safe(_one_line(item['prompt'], 200))}")
+            where = f" ({_safe(item['environment'])})" if item.get("environment") else ""
+            console.print(
+                f"[bold]group {_safe(item['group'])}[/]{where}  prompt: {_safe(_one_line(item['prompt'], 200))}"
+            )
         console.print(
             f"  reward {human_number(item['reward'])}  adv {human_number(item['advantage'])}  "
             f"{_safe(item['tokens'] if item['tokens'] is not None else '-')} tok  {_safe(item['finish'] or '-')}  "
@@ -846,6 +872,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--slurm-cpus", type=int, help="CPUs per worker (default 1)")
     cmd.add_argument("--slurm-mem", help="memory per worker (sbatch --mem: 2G)")
     cmd.add_argument("--sbatch-args", help="more sbatch options, as one string")
+    cmd.add_argument(
+        "--mix",
+        action="append",
+        metavar="ENV[:WEIGHT[:MIN_SHARE[:REPLICAS]]]",
+        help="train another environment in the same batches (Atropos inference_weight / min_batch_allocation)",
+    )
+    cmd.add_argument("--weight", type=float, help="the main environment's weight in the batch mix (default 1)")
+    cmd.add_argument("--min-batch-allocation", type=float, help="the main environment's least share of a batch")
     cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
     cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
@@ -869,6 +903,7 @@ def build_parser() -> argparse.ArgumentParser:
     side.add_argument("--best", action="store_true", help="highest reward first")
     side.add_argument("--worst", action="store_true", help="lowest reward first")
     cmd.add_argument("--limit", type=int, metavar="K", help="at most K completions")
+    cmd.add_argument("--env", help="only this environment's groups (a run training several)")
     cmd = add(
         "test-inference",
         cmd_test_inference,

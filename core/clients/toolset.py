@@ -254,14 +254,23 @@ def rl_start_training(
     env_launcher: str | None = None,
     slurm: dict | None = None,
     address: str | None = None,
+    environments: list | None = None,
 ) -> dict:
     from hermes_rl.core import runs
 
-    chosen = {"replicas": replicas, "launcher": env_launcher, "slurm": slurm, "address": address}
+    chosen = {
+        "replicas": replicas,
+        "launcher": env_launcher,
+        "slurm": slurm,
+        "address": address,
+        "environments": environments,
+    }
     workers = {k: v for k, v in chosen.items() if v is not None}
     if resume_run_id is not None:
         if workers:
-            raise BadInput("a resumed run keeps its parent's workers", hint="leave out replicas/env_launcher/slurm")
+            raise BadInput(
+                "a resumed run keeps its parent's workers", hint="leave out replicas/env_launcher/slurm/environments"
+            )
         validate_run_id(resume_run_id)
         run = runs.resume_run(resume_run_id)
     else:
@@ -540,6 +549,12 @@ TOOLS: tuple[Tool, ...] = (
             "env_launcher": {"type": "string", "enum": ["local", "slurm"], "description": "optional: default local"},
             "slurm": {"type": "object", "description": "optional: sbatch settings of each worker"},
             "address": {"type": "string", "description": "optional: address servers bind for the workers"},
+            "environments": {
+                "type": "array",
+                "description": "optional: more environments trained in the same batches, each "
+                "{environment, weight, min_batch_allocation, replicas}",
+                "items": {"type": "object"},
+            },
         },
         returns={
             "run_id": "str",

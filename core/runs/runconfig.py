@@ -153,6 +153,10 @@ def build_run_config(
     for name, value in values.items():  # the environment's own fields
         if name not in env_section and name not in TRAINER_FIELDS and name not in (*MANAGED_FIELDS, *WORKER_FIELDS):
             env_section[name] = value
+    if workers["environments"] or workers["weight"] != 1.0 or workers["min_batch_allocation"] is not None:
+        # Several environments share each batch by these (Atropos' BaseEnvConfig fields).
+        env_section["inference_weight"] = workers["weight"]
+        env_section["min_batch_allocation"] = workers["min_batch_allocation"]
     # Environments that write their own metrics (percent_correct, eval/...) put them in the run folder;
     # an environment without the field ignores it (pydantic drops unknown keys).
     env_section["env_metrics_path"] = str(folder / "env_metrics.jsonl")

@@ -385,6 +385,46 @@ def _check_local_capacity() -> None:
         )
 
 
+def _mixed_environments(workers: dict, main_env) -> list:
+    """The run's other environments (workers.environments) found and checked: [(entry, EnvInfo)]."""
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.runs.workers import mix_prefix
+
+    found = []
+    prefixes = {"env"}
+    for entry in workers["environments"]:
+        other = find_environment(entry["environment"])
+        if other.error or other.abstract:
+            why = other.error or f"it is {other.abstract}"
+            raise BadInput(f"environment {other.id} cannot be mixed in: {why}", hint=f"fix {other.file}")
+        prefix = mix_prefix(other.name)
+        if other.id == main_env.id or prefix in prefixes:
+            raise BadInput(f"environment {other.id} is in the run twice", hint="give each environment once")
+        prefixes.add(prefix)
+        found.append((entry, other))
+    return found
+
+
+def _mixed_configs(mixed: list, chosen, ports: dict, run_id: str, workers: dict, folder: Path) -> list:
+    """One config file per other environment (its own env section, with its weight and share; the
+    trainer reads only config.yaml): [(process prefix, EnvInfo, config path, replicas)]."""
+    from hermes_rl.core.envs.drafts import resolve_run_values
+    from hermes_rl.core.runs.workers import mix_prefix
+
+    out = []
+    for entry, other in mixed:
+        values = resolve_run_values(other, chosen, None)
+        config = build_run_config(other, chosen, values, ports, run_id, {**workers, "environments": []})
+        config["env"]["inference_weight"] = entry["weight"]
+        config["env"]["min_batch_allocation"] = entry["min_batch_allocation"]
+        config["env"]["wandb_name"] = other.name  # run-api's name for it
+        prefix = mix_prefix(other.name)
+        path = folder / f"config-{prefix.removeprefix('env-')}.yaml"
+        atomic_write_text(path, run_config_yaml(config))
+        out.append((prefix, other, str(path), entry["replicas"]))
+    return out
+
+
 def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict) -> StartedRun:
     from hermes_rl.core.runs.training import training_pipeline
 
@@ -394,7 +434,8 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
         run_config = build_run_config(env, chosen, values, ports, run_id, workers)
         config_path = folder / CONFIG_FILE
         atomic_write_text(config_path, run_config_yaml(run_config))
-        specs = training_pipeline(run_id, chosen, env, run_config)
+        mixed = _mixed_configs(_mixed_environments(workers, env), chosen, ports, run_id, workers, folder)
+        specs = training_pipeline(run_id, chosen, env, run_config, mixed=mixed)
         tinker, env_section = run_config["tinker"], run_config["env"]
         wandb = {
             "mode": "online" if secret_env(["WANDB_API_KEY"]) else "offline",
@@ -414,7 +455,11 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
             config=None,
             ports=ports,
             wandb=wandb,
-            extra={"backend": chosen.backend, "config_path": str(config_path), "workers": _workers_summary(workers)},
+            extra={
+                "backend": chosen.backend,
+                "config_path": str(config_path),
+                "workers": _workers_summary(workers, env.name, mixed),
+            },
         )
     except KeyboardInterrupt:
         _abandon_interrupted(run_id, folder)
@@ -426,9 +471,31 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
     return run
 
 
-def _workers_summary(workers: dict) -> dict:
-    """What run.json records of the run's workers (the full settings are in config.yaml)."""
-    return {k: workers[k] for k in ("launcher", "replicas", "address")}
+def _workers_summary(workers: dict, env_name: str, mixed: list) -> dict:
+    """What run.json records of the run's workers (the full settings are in config.yaml): how they are
+    launched, and each environment with its weight, share and worker processes."""
+    from hermes_rl.core.runs.workers import replica_names
+
+    rows = [
+        {
+            "environment": env_name,
+            "weight": workers["weight"],
+            "min_batch_allocation": workers["min_batch_allocation"],
+            "processes": replica_names(workers["replicas"]),
+        }
+    ]
+    for entry, (prefix, other, _path, replicas) in zip(workers["environments"], mixed):
+        rows.append(
+            {
+                "environment": other.name,
+                "weight": entry["weight"],
+                "min_batch_allocation": entry["min_batch_allocation"],
+                "processes": replica_names(replicas, prefix),
+            }
+        )
+    summary = {k: workers[k] for k in ("launcher", "replicas", "address")}
+    summary["environments"] = rows
+    return summary
 
 
 def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dict:
@@ -442,7 +509,8 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dic
     hermes = out.setdefault("hermes", {})
     from hermes_rl.core.runs.workers import resolve_workers
 
-    out["workers"] = resolve_workers(out.get("workers"))
+    # Its other environments' config files are the parent's: the resumed run trains the main one.
+    out["workers"] = resolve_workers({**(out.get("workers") or {}), "environments": []})
     address = out["workers"]["address"]
     env["rollout_server_url"] = f"http://{address}:{ports['api']}"
     env["env_metrics_path"] = str(folder / "env_metrics.jsonl")
@@ -566,7 +634,7 @@ def resume_run(parent_id: str) -> StartedRun:
                 "config_path": str(config_path),
                 "parent_run_id": parent_id,
                 "resumed_from": {"step": state["step"], "state_path": state["state_path"]},
-                "workers": _workers_summary(run_config["workers"]),
+                "workers": _workers_summary(run_config["workers"], env.name, []),
             },
         )
     except BaseException:

@@ -49,10 +49,13 @@ def local_model_dir(profile, run_config: RunConfig | None = None) -> str:
     return str(chosen or models_dir() / "tiny-toy")
 
 
-def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = None) -> list[ProcessSpec]:
+def training_pipeline(
+    run_id: str, profile, env, run_config: RunConfig | None = None, mixed: list | None = None
+) -> list[ProcessSpec]:
     """The specs of one run, for its config (build_run_config; without one, the profile's model and
     the run folder's defaults). Ports appear as {port:NAME} placeholders, filled by the supervisor.
-    The trainer and the environment are other processes: they read the run's config.yaml."""
+    The trainer and the environment are other processes: they read the run's config.yaml. `mixed`:
+    the run's other environments, [(process prefix, EnvInfo, its config file, replicas)]."""
     python = sys.executable
     hermes = (run_config or {}).get("hermes") or {}
     config_path = str(Path(hermes["run_dir"]).resolve() / CONFIG_FILE) if hermes.get("run_dir") else CONFIG_PATH
@@ -144,15 +147,17 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
             port="inference",
         )
     )
-    env_file = getattr(env, "file", None) or str(env)
-    env_vars = {**common_env, "HERMES_ENV_METRICS": env_metrics}
-    root = import_root(env) if isinstance(env, EnvInfo) else None
-    if root is not None and root.sys_path:
-        # The author's import root first, the user's own PYTHONPATH after it; the working folder is the
-        # one its relative paths assume (a tinker-atropos checkout's configs/default.yaml).
-        env_vars["PYTHONPATH"] = root.pythonpath(os.environ.get("PYTHONPATH"))
-    for name in replica_names(int(workers.get("replicas") or 1)):
-        specs.append(_env_spec(name, python, env_file, config_path, root, env_vars, local, workers))
+    groups = [("env", env, config_path, int(workers.get("replicas") or 1)), *(mixed or [])]
+    for prefix, one_env, one_config, replicas in groups:
+        env_file = getattr(one_env, "file", None) or str(one_env)
+        env_vars = {**common_env, "HERMES_ENV_METRICS": env_metrics}
+        root = import_root(one_env) if isinstance(one_env, EnvInfo) else None
+        if root is not None and root.sys_path:
+            # The author's import root first, the user's own PYTHONPATH after it; the working folder is the
+            # one its relative paths assume (a tinker-atropos checkout's configs/default.yaml).
+            env_vars["PYTHONPATH"] = root.pythonpath(os.environ.get("PYTHONPATH"))
+        for name in replica_names(replicas, prefix):
+            specs.append(_env_spec(name, python, env_file, one_config, root, env_vars, local, workers))
     return specs
 
 
