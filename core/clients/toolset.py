@@ -25,7 +25,7 @@ from typing import Any, Callable
 from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
 from hermes_rl.core.base.formatting import human_duration, shown_value
 from hermes_rl.core.base.paths import validate_run_id
-from hermes_rl.core.base.records import MetricsSummary, ProcessSummary, RunSummary
+from hermes_rl.core.base.records import EnvironmentSummary, MetricsSummary, ProcessSummary, RunSummary
 from hermes_rl.core.base.secrets import redact
 from hermes_rl.core.base.states import FINAL, RunStatus
 from hermes_rl.core.runs import report
@@ -248,32 +248,17 @@ def rl_edit_config(field: str, value: Any) -> dict:
 
 
 @_tool
-def rl_start_training(
-    resume_run_id: str | None = None,
-    replicas: int | None = None,
-    env_launcher: str | None = None,
-    slurm: dict | None = None,
-    address: str | None = None,
-    environments: list | None = None,
-) -> dict:
+def rl_start_training(resume_run_id: str | None = None, workers: dict | None = None) -> dict:
     from hermes_rl.core import runs
 
-    chosen = {
-        "replicas": replicas,
-        "launcher": env_launcher,
-        "slurm": slurm,
-        "address": address,
-        "environments": environments,
-    }
-    workers = {k: v for k, v in chosen.items() if v is not None}
     if resume_run_id is not None:
         if workers:
-            raise BadInput(
-                "a resumed run keeps its parent's workers", hint="leave out replicas/env_launcher/slurm/environments"
-            )
+            raise BadInput("a resumed run keeps its parent's workers", hint="leave out workers")
         validate_run_id(resume_run_id)
         run = runs.resume_run(resume_run_id)
     else:
+        if workers is not None and not isinstance(workers, dict):
+            raise BadInput("workers must be an object", hint="see docs/slurm.md for its keys")
         selection = _selection()
         run = runs.start_run(selection["environment"], selection["profile"], workers=workers or None)
     run_id = run["run_id"]
@@ -453,6 +438,7 @@ _STATUS_FULL = {
     "environment": "str",
     "profile": "str",
     "processes": f"list of {_fields(ProcessSummary)}",
+    "environments": f"list of {_fields(EnvironmentSummary)}: each environment's workers and own metrics",
     "running_time_s": "seconds since start (to the end for finished runs)",
     "metrics": f"{_fields(MetricsSummary)} (each null until reported)",
     "stalled": "true when a running run wrote no metric row and no line in its trainer's log for "
@@ -540,20 +526,13 @@ TOOLS: tuple[Tool, ...] = (
         rl_start_training,
         "Start training the selected environment in the background (Atropos API, trainer and environment, "
         "supervised; the run outlives this conversation). Without TINKER_API_KEY it runs on the local CPU "
-        "backend. resume_run_id instead continues an ended run from its last saved state. replicas runs that "
-        "many environment workers; env_launcher 'slurm' submits them as Slurm jobs (slurm: partition, time, "
-        "cpus_per_worker, mem_per_worker, sbatch_args; address: what the workers reach this machine by).",
+        "backend. resume_run_id instead continues an ended run from its last saved state.",
         {
             "resume_run_id": {**_RUN_ID, "description": "optional: ended run to continue"},
-            "replicas": {"type": "integer", "minimum": 1, "description": "optional: environment workers (default 1)"},
-            "env_launcher": {"type": "string", "enum": ["local", "slurm"], "description": "optional: default local"},
-            "slurm": {"type": "object", "description": "optional: sbatch settings of each worker"},
-            "address": {"type": "string", "description": "optional: address servers bind for the workers"},
-            "environments": {
-                "type": "array",
-                "description": "optional: more environments trained in the same batches, each "
-                "{environment, weight, min_batch_allocation, replicas}",
-                "items": {"type": "object"},
+            "workers": {
+                "type": "object",
+                "description": "optional: {replicas, launcher: local|slurm, slurm: {partition, time, cpus_per_worker, "
+                "mem_per_worker}, environments: [{environment, weight, min_batch_allocation, replicas}]}",
             },
         },
         returns={
