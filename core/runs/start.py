@@ -646,5 +646,11 @@ def resume_run(parent_id: str) -> StartedRun:
             f"; {parent_id} was already resumed as {', '.join(earlier)}: this run is branch {len(earlier) + 1}"
             f" from the same step (resume {earlier[-1]} to continue that branch)"
         )
-    run["notices"] = [n for n in (notice, continues) if n]
+    dropped = [e.get("environment") for e in (config.get("workers") or {}).get("environments") or []]
+    mixed = (
+        f"it trains {env.name} alone: {', '.join(map(str, dropped))} of run {parent_id} are not resumed"
+        if dropped
+        else None
+    )
+    run["notices"] = [n for n in (notice, continues, mixed) if n]
     return run
