@@ -386,12 +386,13 @@ def free_ports(names: list[str] | tuple[str, ...]) -> dict[str, int]:
 
 
 def _port_pattern(port: int) -> re.Pattern:
-    return re.compile(rf"(?<=(?:127\.0\.0\.1|localhost):){int(port)}(?!\d)")
+    # Loopback with or without a scheme, or any host of a URL (a run bound to its workers' address).
+    return re.compile(rf"(127\.0\.0\.1|localhost|://[A-Za-z0-9.-]+):{int(port)}(?!\d)")
 
 
 def rebind_text(text: str, old: int, new: int) -> str:
-    """`text` with every 127.0.0.1:OLD / localhost:OLD address moved to port NEW."""
-    return _port_pattern(old).sub(str(int(new)), text)
+    """`text` with every 127.0.0.1:OLD / localhost:OLD address, and every URL's HOST:OLD, moved to port NEW."""
+    return _port_pattern(old).sub(lambda m: f"{m.group(1)}:{int(new)}", text)
 
 
 def rebind_port(spec: ProcessSpec, old: int, new: int, *, own: bool) -> ProcessSpec:
