@@ -74,6 +74,9 @@ def test_replicas_on_slurm_are_worker_jobs_and_servers_bind_the_workers_address(
 
 
 # ---------------------------------------------------------------- on the cluster
+# Each timeout below adds CLUSTER_SETUP_S: the first test to ask for the cluster (whichever it is)
+# installs and starts it inside its own time on a fresh machine.
+CLUSTER_SETUP_S = 600
 
 
 def _worker(name: str, **kw) -> ProcessSpec:
@@ -86,7 +89,7 @@ def _worker(name: str, **kw) -> ProcessSpec:
     )
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(180 + CLUSTER_SETUP_S)
 def test_supervisor_killed_leaves_no_job_of_the_run_queued(slurm_cluster, run_processes_cleanup):
     pipeline = [
         ProcessSpec(name="api", argv=[PY, proc_path("ready.py")], readiness=Readiness("log", pattern=r"^ready")),
@@ -105,7 +108,7 @@ def test_supervisor_killed_leaves_no_job_of_the_run_queued(slurm_cluster, run_pr
     assert {p["slurm_state"] for p in final["processes"] if p["launcher"] == "slurm"} == {"CANCELLED"}
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(180 + CLUSTER_SETUP_S)
 def test_a_failing_worker_job_is_restarted_by_policy_and_its_log_reads_as_a_local_one(
     slurm_cluster, run_processes_cleanup
 ):
@@ -140,7 +143,7 @@ def test_a_failing_worker_job_is_restarted_by_policy_and_its_log_reads_as_a_loca
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(420 + CLUSTER_SETUP_S)
 def test_training_run_with_two_slurm_replicas_trains_shows_its_jobs_and_stops_clean(
     slurm_cluster, tiny_model_dir, run_processes_cleanup
 ):
