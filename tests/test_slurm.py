@@ -182,3 +182,24 @@ def test_training_run_with_two_slurm_replicas_trains_shows_its_jobs_and_stops_cl
         final = runs.stop_run(run_id, wait=90)
     assert final["status"] == "stopped", final.get("reason")
     assert squeue_jobs(run_id) == {}, "stop left jobs of the run in squeue"
+
+
+def test_workers_are_chosen_through_the_config_fields_and_the_start_tool(hermes_home):
+    from hermes_rl.core.clients.toolset import call_tool
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.envs.drafts import resolve_run_values
+    from hermes_rl.core.envs.profiles import resolve_profile
+
+    call_tool("rl_select_environment", {"name": "toy_addition", "profile": "local"})
+    assert call_tool("rl_edit_config", {"field": "env_launcher", "value": "slurm"})["value"] == "slurm"
+    assert call_tool("rl_edit_config", {"field": "replicas", "value": 3})["value"] == 3
+    assert (
+        "must be one of local, slurm" in call_tool("rl_edit_config", {"field": "env_launcher", "value": "k8s"})["error"]
+    )
+    values = resolve_run_values(find_environment("toy_addition"), resolve_profile("local")[0], None)
+    chosen = resolve_workers(None, values)
+    assert (chosen["launcher"], chosen["replicas"]) == ("slurm", 3)
+    assert resolve_workers({"replicas": 1}, values)["replicas"] == 1  # what a start passes wins over the draft
+    refused = call_tool("rl_start_training", {"workers": {"replicas": "two"}})
+    assert "replicas must be an integer" in refused["error"]
+    assert runs.list_runs() == []  # refused before anything was created
