@@ -73,6 +73,17 @@ def test_replicas_on_slurm_are_worker_jobs_and_servers_bind_the_workers_address(
         resolve_workers({"replicas": 0})
 
 
+def test_a_slurm_worker_is_shown_by_its_job_and_node_a_local_one_by_its_pid():
+    from hermes_rl.core.base.formatting import process_id_text, process_place_text
+
+    job = {"launcher": "slurm", "job_id": "16", "node": "node3", "slurm_state": "RUNNING", "pid": None}
+    assert process_id_text(job) == "job 16" and process_id_text(job, node=True) == "job 16@node3"
+    assert process_place_text(job) == "node3 RUNNING"
+    assert process_place_text({**job, "node": None, "slurm_state": "PENDING"}) == "PENDING"
+    local = {"launcher": "local", "pid": 4242}
+    assert process_id_text(local) == "4242" and process_place_text(local) == "local"
+
+
 # ---------------------------------------------------------------- on the cluster
 # Each timeout below adds CLUSTER_SETUP_S: the first test to ask for the cluster (whichever it is)
 # installs and starts it inside its own time on a fresh machine.
