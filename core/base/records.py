@@ -180,6 +180,10 @@ class ProcessSummary(TypedDict):
     rss: int | None
     cwd: str | None  # where it runs (None: the run folder)
     import_path: list[str] | None  # PYTHONPATH it was given: an environment's import root first
+    launcher: str  # "local" | "slurm"
+    job_id: str | None  # its Slurm job, on the slurm launcher
+    node: str | None  # the node that job runs on
+    slurm_state: str | None  # squeue's state of that job (PENDING, RUNNING, COMPLETED, CANCELLED, ...)
 
 
 class MetricsSummary(TypedDict):
@@ -210,6 +214,17 @@ class SampleCompletions(TypedDict):
     worst: list[SampleCompletion]
 
 
+class EnvironmentSummary(TypedDict):
+    """One environment of a run: its share of the batches, its workers and its own latest metrics."""
+
+    environment: str
+    weight: float
+    min_batch_allocation: float | None
+    processes: list[str]  # its worker processes (env, env-1 … env-gsm8k …)
+    ready: int  # how many of them are ready
+    metrics: dict[str, Any]  # its latest values (eval/percent_correct, train/...), on a run of several
+
+
 class StatusReport(TypedDict):
     run_id: str
     status: str
@@ -217,6 +232,7 @@ class StatusReport(TypedDict):
     environment: str | None
     profile: str | None
     processes: list[ProcessSummary]
+    environments: list[EnvironmentSummary]
     running_time_s: float | None
     metrics: MetricsSummary
     stalled: bool

@@ -22,6 +22,8 @@ from hermes_rl.core.base.formatting import (
     human_size,
     lineage,
     metric_text,
+    process_id_text,
+    process_place_text,
     value_text,
 )
 from hermes_rl.core.base.states import FINAL, ProcState, RunStatus, run_style
@@ -216,12 +218,44 @@ def cmd_config(args) -> Any:
     return None
 
 
+def _workers(args) -> dict | None:
+    """The start command's worker options as core.runs.workers takes them (None: one local worker)."""
+    import shlex
+
+    from hermes_rl.core.base.errors import BadInput
+
+    slurm = {
+        "partition": args.slurm_partition,
+        "time": args.slurm_time,
+        "cpus_per_worker": args.slurm_cpus,
+        "mem_per_worker": args.slurm_mem,
+        "sbatch_args": shlex.split(args.sbatch_args) if args.sbatch_args else None,
+    }
+    slurm = {k: v for k, v in slurm.items() if v is not None}
+    if slurm and args.env_launcher != "slurm":
+        raise BadInput("--slurm-* and --sbatch-args need --env-launcher slurm")
+    from hermes_rl.core.runs.workers import parse_mix
+
+    chosen = {
+        "launcher": args.env_launcher,
+        "replicas": args.replicas,
+        "address": args.address,
+        "slurm": slurm or None,
+        "weight": args.weight,
+        "min_batch_allocation": args.min_batch_allocation,
+        "environments": [parse_mix(text) for text in args.mix] if args.mix else None,
+    }
+    return {k: v for k, v in chosen.items() if v is not None} or None
+
+
 def cmd_start(args) -> Any:
     from hermes_rl.core import runs
 
     # Ctrl-C inside start_run stops and removes the run; once it returned, the run is announced whatever
     # happens next, so an interrupted start never leaves a run training unseen.
-    run = runs.start_run(args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None)
+    run = runs.start_run(
+        args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None, workers=_workers(args)
+    )
     run_id = run["run_id"]
     try:
         if args.json and not args.watch:
@@ -453,9 +487,11 @@ def cmd_status(args) -> Any:
         console.print(f"  [yellow]stalled for {human_duration(status['stalled_for_s'])}[/]")
     if status.get("wandb_url"):
         console.print(f"  W&B: {_safe(status['wandb_url'])}")
+    on_slurm = any(proc.get("launcher") == "slurm" for proc in status["processes"])
     table = Table(
         "process",
         "pid",
+        *(("where",) if on_slurm else ()),
         "state",
         "health",
         "uptime",
@@ -470,7 +506,8 @@ def cmd_status(args) -> Any:
     for proc in status["processes"]:
         table.add_row(
             _safe(proc["name"]),
-            _safe(proc.get("pid") or "-"),
+            _safe(process_id_text(proc, "-")),
+            *((_safe(process_place_text(proc, "-")),) if on_slurm else ()),
             _safe(proc.get("state") or ""),
             _safe(proc.get("health") or ""),
             human_duration(proc.get("uptime_s")),
@@ -481,6 +518,19 @@ def cmd_status(args) -> Any:
             _safe(status["log_paths"].get(proc["name"], "")),
         )
     console.print(table)
+    environments = status.get("environments") or []
+    if len(environments) > 1 or any(len(e["processes"]) > 1 for e in environments):
+        for env in environments:
+            share = f", at least {env['min_batch_allocation']:g} of a batch" if env.get("min_batch_allocation") else ""
+            shown = "  ".join(
+                f"{_safe(k)} {human_number(v)}"
+                for k, v in sorted(env["metrics"].items())
+                if isinstance(v, (int, float))
+            )
+            console.print(
+                f"  environment [bold]{_safe(env['environment'])}[/]  weight {env['weight']:g}{share}  "
+                f"workers {env['ready']}/{len(env['processes'])} ready" + (f"  {shown}" if shown else "")
+            )
     for proc in status["processes"]:
         if proc.get("cwd") or proc.get("import_path"):
             where = f"runs in {proc.get('cwd') or 'the run folder'}"
@@ -677,7 +727,7 @@ def cmd_rollouts(args) -> Any:
 
     runs.get_run(args.run_id, sample=False)  # an unknown run is NotFound, not "no rollouts"
     order = "best" if args.best else "worst" if args.worst else None
-    out = read_rollouts(args.run_id, step=args.step, order=order, limit=args.limit)
+    out = read_rollouts(args.run_id, step=args.step, order=order, limit=args.limit, environment=args.env)
     if args.json:
         return out
     console = _console()
@@ -691,7 +741,10 @@ def cmd_rollouts(args) -> Any:
     for item in out["completions"]:
         if (item["group"], item["prompt"]) != shown:
             shown = (item["group"], item["prompt"])
-            console.print(f"[bold]group {_safe(item['group'])}[/]  prompt: {_safe(_one_line(item['prompt'], 200))}")
+            where = f" ({_safe(item['environment'])})" if item.get("environment") else ""
+            console.print(
+                f"[bold]group {_safe(item['group'])}[/]{where}  prompt: {_safe(_one_line(item['prompt'], 200))}"
+            )
         console.print(
             f"  reward {human_number(item['reward'])}  adv {human_number(item['advantage'])}  "
             f"{_safe(item['tokens'] if item['tokens'] is not None else '-')} tok  {_safe(item['finish'] or '-')}  "
@@ -811,6 +864,22 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--profile")
     cmd.add_argument("--set", action="append", metavar="FIELD=VALUE")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
+    cmd.add_argument("--replicas", type=int, help="environment workers (default 1)")
+    cmd.add_argument("--env-launcher", choices=("local", "slurm"), help="where the workers run (default local)")
+    cmd.add_argument("--address", help="address run-api and the inference server bind for the workers")
+    cmd.add_argument("--slurm-partition")
+    cmd.add_argument("--slurm-time", help="each worker's time limit (sbatch --time)")
+    cmd.add_argument("--slurm-cpus", type=int, help="CPUs per worker (default 1)")
+    cmd.add_argument("--slurm-mem", help="memory per worker (sbatch --mem: 2G)")
+    cmd.add_argument("--sbatch-args", help="more sbatch options, as one string")
+    cmd.add_argument(
+        "--mix",
+        action="append",
+        metavar="ENV[:WEIGHT[:MIN_SHARE[:REPLICAS]]]",
+        help="train another environment in the same batches (Atropos inference_weight / min_batch_allocation)",
+    )
+    cmd.add_argument("--weight", type=float, help="the main environment's weight in the batch mix (default 1)")
+    cmd.add_argument("--min-batch-allocation", type=float, help="the main environment's least share of a batch")
     cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
     cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
@@ -834,6 +903,7 @@ def build_parser() -> argparse.ArgumentParser:
     side.add_argument("--best", action="store_true", help="highest reward first")
     side.add_argument("--worst", action="store_true", help="lowest reward first")
     cmd.add_argument("--limit", type=int, metavar="K", help="at most K completions")
+    cmd.add_argument("--env", help="only this environment's groups (a run training several)")
     cmd = add(
         "test-inference",
         cmd_test_inference,
