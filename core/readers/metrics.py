@@ -22,6 +22,9 @@ from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, Metri
 TRAINER_FILE = "metrics.jsonl"
 ENV_FILE = "env_metrics.jsonl"
 _NOT_METRICS = {Metric.STEP, Metric.TIME, "source", "env", "environment"}
+# The headline reward everywhere (runs listing, status, tools, compare): the mean of reward/mean over
+# the last REWARD_WINDOW steps, not one batch's value (one batch of 16 completions is noisy).
+REWARD_WINDOW = 20
 # Rows a live reader keeps. Past this the older half is thinned (every other row dropped), so a reader
 # of a days-long run stays bounded in memory and per-update work while charts keep the curve's shape.
 MAX_ROWS = 10_000
@@ -381,3 +384,30 @@ def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key
             "last_step": last[0],
         }
     return summary
+
+
+def recent_rows(path: str | os.PathLike, count: int, max_bytes: int = 256 << 10) -> list[dict]:
+    """The last `count` rows of a JSONL file that carry a step, from at most its last `max_bytes`."""
+    path = Path(path)
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return []
+    start = _line_start_after(path, size - max_bytes) if size > max_bytes else 0
+    rows = [row for _end, row in iter_jsonl(path, start) if _step(row) is not None]
+    return rows[-count:]
+
+
+def trailing_mean(series: list[tuple[int, float]], window: int = REWARD_WINDOW) -> dict | None:
+    """{value, window, steps}: the mean of the last `window` values of a (step, value) series (`steps`:
+    how many it averaged, fewer early in a run); None for an empty series."""
+    recent = [value for _step_, value in series[-window:]]
+    if not recent:
+        return None
+    return {"value": sum(recent) / len(recent), "window": window, "steps": len(recent)}
+
+
+def headline_reward(folder: str | os.PathLike, window: int = REWARD_WINDOW) -> dict | None:
+    """trailing_mean of reward/mean over a run's last `window` trainer steps (its metrics file's tail)."""
+    rows = recent_rows(Path(folder) / TRAINER_FILE, window)
+    return trailing_mean(metric_series(rows, str(Metric.REWARD_MEAN)), window)

@@ -106,9 +106,12 @@ def _check_ports(ports: dict, local: bool) -> None:
             raise BadInput(f"ports[{key!r}] must be a port number, got {port!r}")
 
 
-def build_run_config(env: EnvInfo, profile: Profile, values: dict, ports: dict, run_id: str) -> RunConfig:
+def build_run_config(
+    env: EnvInfo, profile: Profile, values: dict, ports: dict, run_id: str, *, seed: int | None = None
+) -> RunConfig:
     """The run's configuration: `values` are the editable values (resolve_run_values), `ports` the run's
-    api / inference (/ tinker on the local backend) ports; locked values come from the profile."""
+    api / inference (/ tinker on the local backend) ports; locked values come from the profile; `seed`
+    (when given) seeds the trainer's LoRA initialisation (tinker.seed)."""
     validate_run_id(run_id)
     local = profile.backend == "local"
     _check_ports(ports, local)
@@ -162,6 +165,10 @@ def build_run_config(env: EnvInfo, profile: Profile, values: dict, ports: dict, 
         "wandb_project": values.get("wandb_project", DEFAULT_WANDB_PROJECT),
         "wandb_run_name": wandb_name,
     }
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+            raise BadInput(f"seed must be a whole number from 0 to {2**31 - 1}, got {seed!r}")
+        tinker["seed"] = seed  # type: ignore[typeddict-unknown-key]
     return {
         "env": env_section,  # type: ignore[typeddict-item]
         "openai": [server],

@@ -299,9 +299,20 @@ def _discard_unstarted(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def start_run(env_name: str | None = None, profile: str | None = None, overrides: dict | None = None) -> StartedRun:
+def start_run(
+    env_name: str | None = None,
+    profile: str | None = None,
+    overrides: dict | None = None,
+    *,
+    profile_changes: dict | None = None,
+    seed: int | None = None,
+    sweep: dict | None = None,
+) -> StartedRun:
     """The real pipeline: the selected (or named) environment under a profile, with its draft values
-    and `overrides` (validated, not saved). Returns run.json plus `notices`."""
+        and `overrides` (validated, not saved). `profile_changes`: profile values changed for this run only
+        (a profile derived in memory, validated like a profile file); `seed`: the trainer's seed (LoRA
+    initialisation); `sweep`: the sweep the run belongs to
+        ({"id", "index", "config", "seed"}), recorded in run.json. Returns run.json plus `notices`."""
     from hermes_rl.core.envs.discovery import find_environment
     from hermes_rl.core.envs.drafts import current_selection, resolve_run_values
     from hermes_rl.core.envs.profiles import check_fit, check_keys, resolve_profile
@@ -309,6 +320,10 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
     selection = current_selection()
     env_name = env_name or selection.get("environment")
     chosen, notice = resolve_profile(profile or selection.get("profile"))
+    if profile_changes:
+        from hermes_rl.core.envs.profile_derive import derive_profile
+
+        chosen = derive_profile(chosen.name, profile_changes)
     env_name = env_name or chosen.default_environment
     if not env_name:
         raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
@@ -326,7 +341,10 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
     notice = "; ".join(n for n in (notice, fit) if n) or None
     if chosen.backend == "local":
         _check_local_capacity()  # refused before building anything; checked again as the run is recorded
-    return _start_prepared(env, chosen, values, notice)
+    recorded = {"profile_values": chosen.values(), "profile_changes": dict(profile_changes or {}), "seed": seed}
+    if sweep:
+        recorded["sweep"] = dict(sweep)
+    return _start_prepared(env, chosen, values, notice, recorded)
 
 
 MAX_LOCAL_RUNS_ENV = "HERMES_RL_MAX_LOCAL_RUNS"
@@ -376,13 +394,13 @@ def _check_local_capacity() -> None:
         )
 
 
-def _start_prepared(env, chosen, values: dict, notice: str | None) -> StartedRun:
+def _start_prepared(env, chosen, values: dict, notice: str | None, recorded: dict) -> StartedRun:
     from hermes_rl.core.runs.training import training_pipeline
 
     run_id, folder = _create_run_folder()
     try:
         ports = free_ports(RUN_PORTS)
-        run_config = build_run_config(env, chosen, values, ports, run_id)
+        run_config = build_run_config(env, chosen, values, ports, run_id, seed=recorded.get("seed"))
         config_path = folder / CONFIG_FILE
         atomic_write_text(config_path, run_config_yaml(run_config))
         specs = training_pipeline(run_id, chosen, env, run_config)
@@ -405,7 +423,7 @@ def _start_prepared(env, chosen, values: dict, notice: str | None) -> StartedRun
             config=None,
             ports=ports,
             wandb=wandb,
-            extra={"backend": chosen.backend, "config_path": str(config_path)},
+            extra={"backend": chosen.backend, "config_path": str(config_path), **recorded},
         )
     except KeyboardInterrupt:
         _abandon_interrupted(run_id, folder)
@@ -548,6 +566,8 @@ def resume_run(parent_id: str) -> StartedRun:
                 "config_path": str(config_path),
                 "parent_run_id": parent_id,
                 "resumed_from": {"step": state["step"], "state_path": state["state_path"]},
+                # the config.yaml copied above holds these values: the record says so too
+                **{k: parent[k] for k in ("profile_values", "profile_changes") if parent.get(k)},
             },
         )
     except BaseException:
