@@ -68,6 +68,7 @@ class TinkerSection(TypedDict):
     save_checkpoint_interval: int
     wandb_project: str
     wandb_run_name: str
+    stop_on_plateau: int  # the trainer ends the run once eval is flat for this many evals (0: never)
 
 
 class BackendSection(TypedDict):
@@ -164,6 +165,7 @@ def build_run_config(
         "save_checkpoint_interval": values.get("save_checkpoint_interval", 0),
         "wandb_project": values.get("wandb_project", DEFAULT_WANDB_PROJECT),
         "wandb_run_name": wandb_name,
+        "stop_on_plateau": values.get("stop_on_plateau", 0),
     }
     if seed is not None:
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:

@@ -465,6 +465,15 @@ class Trainer:
             if s.save_checkpoint_interval and self.step % s.save_checkpoint_interval == 0 and self.step < s.total_steps:
                 await self.save_checkpoint(f"step-{self.step:06d}")
                 self._carried["time/checkpoint_s"] += time.perf_counter() - t_saved
+            flat = self.eval_plateau()
+            if flat is not None:
+                log.info(
+                    "stopping early at step %d: %s (stop_on_plateau %d)", self.step, flat["text"], s.stop_on_plateau
+                )
+                self.stopped_on_plateau = {**flat, "step": self.step}
+                if not pending.done():
+                    pending.cancel()
+                break
         tinker_path = await self.save_checkpoint("final")
         local = self.local_checkpoint_path(tinker_path, "final")
         results = {
@@ -474,6 +483,7 @@ class Trainer:
             "backend": s.backend,
             "base_model": s.base_model,
             "finished_at": time.time(),
+            "stopped_on_plateau": self.stopped_on_plateau,
         }
         atomic_write_json(s.results_path, results)
         log.info("done: %d steps, final checkpoint %s", self.step, results["final_checkpoint"])
@@ -481,6 +491,27 @@ class Trainer:
         return 0
 
     _pending: asyncio.Future | None = None
+    stopped_on_plateau: dict | None = None  # the plateau that ended the run early (stop_on_plateau)
+    _evals = None  # (reader of env_metrics.jsonl, the eval series so far), made on the first look
+
+    def eval_plateau(self) -> dict | None:
+        """The eval plateau (core.base.plateau) of stop_on_plateau evals, read from what the environments
+        appended to env_metrics.jsonl since the last step; None when it is off or the curve still moves."""
+        if not self.settings.stop_on_plateau:
+            return None
+        from hermes_rl.core.base.plateau import plateau
+        from hermes_rl.core.base.states import Metric
+        from hermes_rl.core.readers.metrics import JsonlTail
+
+        if self._evals is None:
+            self._evals = (JsonlTail(self.settings.env_metrics_path), [])
+        reader, series = self._evals
+        key = str(Metric.EVAL_PERCENT_CORRECT)
+        for row in reader.poll():
+            value, step = row.get(key), row.get("step")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(step, int):
+                series.append((step, float(value)))
+        return plateau(series, self.settings.stop_on_plateau)
 
     async def _tinker_reachable(self, timeout: float = 0.5) -> bool:
         """Whether the configured Tinker server (backend.base_url) accepts a TCP connection within
