@@ -157,6 +157,26 @@ def run_rollouts(run_id: str, **kwargs):
     return RunRollouts(run_dir(run_id), **kwargs)
 
 
+def step_time_of(rows: list[dict]) -> dict | None:
+    """Where the rows' recent steps spent their time (core.runs.progress): its `text` names the dominant phase."""
+    from hermes_rl.core.runs.progress import step_time_of
+
+    return step_time_of(rows)
+
+
+def profile_from_run(run_id: str, name: str):
+    """A new profile NAME with the values run RUN trained with (core.runs.profile_of_run)."""
+    from hermes_rl.core.runs.profile_of_run import profile_from_run
+
+    return profile_from_run(run_id, name)
+
+
+def sweep_status(sweep_id: str) -> dict:
+    from hermes_rl.core.runs.sweeps import sweep_status
+
+    return sweep_status(sweep_id)
+
+
 def compare_runs(run_ids: list[str]) -> dict:
     from hermes_rl.core.runs.compare import compare_runs
 

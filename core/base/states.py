@@ -113,3 +113,7 @@ STEP_PHASES: dict[str, str] = {
     "time/checkpoint_s": "saving checkpoints",
     "time/log_s": "logging",
 }
+
+# The headline reward everywhere (runs listing, status, tools, compare, the dashboard): the mean of
+# reward/mean over the last REWARD_WINDOW steps, not one batch's value (one batch of 16 is noisy).
+REWARD_WINDOW = 20

@@ -17,14 +17,11 @@ from pathlib import Path
 
 from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl, iter_jsonl_spans, last_jsonl_row, open_regular
 from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, Metric
+from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, REWARD_WINDOW, Metric
 
 TRAINER_FILE = "metrics.jsonl"
 ENV_FILE = "env_metrics.jsonl"
 _NOT_METRICS = {Metric.STEP, Metric.TIME, "source", "env", "environment"}
-# The headline reward everywhere (runs listing, status, tools, compare): the mean of reward/mean over
-# the last REWARD_WINDOW steps, not one batch's value (one batch of 16 completions is noisy).
-REWARD_WINDOW = 20
 # Rows a live reader keeps. Past this the older half is thinned (every other row dropped), so a reader
 # of a days-long run stays bounded in memory and per-update work while charts keep the curve's shape.
 MAX_ROWS = 10_000

@@ -14,9 +14,14 @@ STEP_TIME_WINDOW = 20  # steps whose phases are averaged
 
 
 def step_time(folder: str | os.PathLike, window: int = STEP_TIME_WINDOW) -> dict | None:
+    """step_time_of the last `window` rows of the run folder's metrics.jsonl."""
+    return step_time_of(recent_rows(os.path.join(folder, TRAINER_FILE), window), window)
+
+
+def step_time_of(rows: list[dict], window: int = STEP_TIME_WINDOW) -> dict | None:
     """{step_s, phases: {key: mean seconds}, dominant: {key, label, share}, steps, text} over the last
-    `window` trainer rows that record phases; None when none does (a trainer older than the phases)."""
-    rows = [r for r in recent_rows(os.path.join(folder, TRAINER_FILE), window) if _seconds(r.get(STEP_TIME))]
+    `window` of `rows` that record phases; None when none does (a trainer older than the phases)."""
+    rows = [r for r in rows if _seconds(r.get(STEP_TIME))][-window:]
     if not rows:
         return None
     phases = {key: sum(_seconds(r.get(key)) or 0.0 for r in rows) / len(rows) for key in STEP_PHASES}
