@@ -12,7 +12,7 @@ from textual.widgets import Footer, Static
 from hermes_rl.core.base.states import STEP_PHASES, STEP_TIME
 from hermes_rl.tui import backend
 
-PHASE_COLOURS = ("orange", "blue", "cyan", "green", "magenta", "red", "white")
+PHASE_COLOURS = ("orange", "blue", "cyan", "green", "magenta", "red", "white")  # one per STEP_PHASES entry
 MAX_BARS = 60  # more steps than this are averaged in buckets, so each bar stays readable
 
 
@@ -47,16 +47,16 @@ class StepTimeScreen(ModalScreen):
 
         with Vertical(id="chart-box"):
             yield Static("", id="steptime-title")
-            yield Static("", id="steptime-legend")
             yield PlotextPlot(id="steptime-plot")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.redraw()
+        self.call_after_refresh(self.redraw)  # once the plot inside the box is mounted too
 
     def update_rows(self, rows: list[dict]) -> None:
         self.rows = rows
-        self.redraw()
+        if self.query("#steptime-plot"):
+            self.redraw()
 
     def redraw(self) -> None:
         from textual_plotext import PlotextPlot
@@ -82,5 +82,3 @@ class StepTimeScreen(ModalScreen):
         found = backend.step_time_of(rows)
         title = f"{found['text']} (mean of the last {found['steps']})" if found else "no step recorded its phases yet"
         self.query_one("#steptime-title", Static).update(f"[b]{title}[/b]")
-        legend = "  ".join(f"[{PHASE_COLOURS[i]}]■[/] {label}" for i, label in enumerate(STEP_PHASES.values()))
-        self.query_one("#steptime-legend", Static).update(legend)
