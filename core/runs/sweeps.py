@@ -37,7 +37,7 @@ QUEUED, STARTED, FAILED = "queued", "started", "failed"
 
 def _sweep_path(sweep_id: str) -> Path:
     if not isinstance(sweep_id, str) or len(sweep_id) != 8 or not all(c in "0123456789abcdef" for c in sweep_id):
-        raise NotFound(f"no sweep {sweep_id!r}", hint="sweep ids are 8 hex digits; see `hermes-rl sweep list`")
+        raise NotFound(f"no sweep {sweep_id!r}", hint="a sweep id is 8 hex digits, as the sweep listing shows")
     return sweeps_dir() / sweep_id / SWEEP_FILE
 
 
@@ -46,7 +46,7 @@ def read_sweep(sweep_id: str) -> dict:
     try:
         data = read_json(path)
     except FileNotFoundError:
-        raise NotFound(f"no sweep {sweep_id}", hint="see `hermes-rl sweep list`") from None
+        raise NotFound(f"no sweep {sweep_id}", hint="the sweep listing shows the sweep ids") from None
     except (OSError, ValueError) as exc:
         raise HermesError(f"sweep {sweep_id}: {SWEEP_FILE} is unreadable ({exc})", hint=f"inspect {path}") from None
     if not isinstance(data, dict) or not isinstance(data.get("members"), list):
