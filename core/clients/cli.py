@@ -326,7 +326,7 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
             "step": step or 0,
             "total": run.get("total_steps") or 1,
             "phase": _phase(run, step),
-            "reward": human_number(last.get("reward/mean")),
+            "reward": human_number(summary.get("reward")),  # the mean of the last reward_window steps
             "eval": "-" if evals is None else f"{evals:.2f}",
             "eta": rate.eta(step, run.get("total_steps"), time.monotonic()),
         }

@@ -156,12 +156,18 @@ def cmd_sweep(args) -> Any:
             )
         return None
     if args.sweep_action == "show":
+        if not args.sweep_id:
+            raise BadInput("sweep show needs a sweep id", hint="the ids are in `hermes-rl sweep list`")
         sweeps.start_queued()  # a place may be free (a run ended while no supervisor could start the next)
         sweep = sweeps.sweep_status(args.sweep_id)
         if args.json:
             return sweep
         print_sweep(sweep)
         return None
+    if args.sweep_id:
+        raise BadInput(
+            f"unexpected {args.sweep_id!r}", hint="hermes-rl sweep --set FIELD=V1,V2, sweep list or sweep show ID"
+        )
     grid = sweeps.parse_grid(args.set)
     sweep = sweeps.create_sweep(grid, seeds=args.seeds, env_name=args.env, profile=args.profile)
     if args.json:
