@@ -12,6 +12,7 @@ same row without the time/… keys written the same way. The extra cost is shown
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -94,10 +95,19 @@ def main() -> None:
                 carried["time/log_s"] += time.perf_counter() - t_write
             timed.append((time.perf_counter() - start) / args.steps)
             path.unlink()
+    carried = {"time/checkpoint_s": 0.0, "time/log_s": 0.0}
+    start = time.perf_counter()
+    for step in range(args.steps):
+        with_phases(step, 0.001, carried)
+    bookkeeping = (time.perf_counter() - start) / args.steps
+    row = with_phases(1, 0.001, carried)[0]
+    plain_bytes, phased_bytes = len(json.dumps({**BASE_ROW, "step": 1})), len(json.dumps(row))
     base, phased = statistics.median(baseline), statistics.median(timed)
     extra = phased - base
     print(f"row without phases: {base * 1e6:.1f} us/step (append_jsonl, median of {args.repeat} x {args.steps})")
     print(f"row with phases:    {phased * 1e6:.1f} us/step  ratio {phased / base:.2f}x")
+    print(f"of which the bookkeeping alone (perf_counter reads, dicts): {bookkeeping * 1e6:.1f} us; the row grows")
+    print(f"  from {plain_bytes} to {phased_bytes} bytes (the rest is encoding and writing the longer line)")
     print(f"phase timing costs {extra * 1e6:.1f} us/step = {extra / args.step_s:.3%} of a {args.step_s:g} s step")
 
 
