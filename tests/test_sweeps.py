@@ -157,6 +157,23 @@ def test_a_member_that_cannot_start_is_failed_with_why_and_the_queue_flag_cleare
     assert not sweep_queue_flag().exists()
 
 
+def test_an_ending_run_starts_the_queue_program_detached(monkeypatch):
+    """What a supervisor (or, when it died, its watchdog) does as its run ends."""
+    from hermes_rl.core.daemons import procscan
+    from hermes_rl.core.daemons.spawn import start_sweep_queue
+    from tests.fixtures_core import wait_until
+
+    assert start_sweep_queue() is None  # no queue flag: nothing started
+    assert not (sweeps_dir() / "queue.log").exists()
+    _sweep_record("0123abcd", [_member(0, 0, "1e-4", 0)], environment="no_such_environment")
+    sweep_queue_flag().touch()
+    monkeypatch.setenv(procscan.SUPERVISOR_MARKER, str(run_dir("cccc0001")))  # as in a supervisor
+    assert start_sweep_queue() is None
+    wait_until(lambda: sweeps.read_sweep("0123abcd")["members"][0]["state"] == "failed", timeout=60, what="queue ran")
+    wait_until(lambda: not sweep_queue_flag().exists(), timeout=10, what="flag cleared")
+    assert "no_such_environment" not in (sweeps_dir() / "queue.log").read_text()  # a failure is in sweep.json
+
+
 def test_the_queue_program_refuses_other_arguments(capsys):
     assert sweeps.main(["start"]) == 2
     assert "usage" in capsys.readouterr().err

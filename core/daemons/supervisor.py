@@ -36,7 +36,7 @@ from pathlib import Path
 
 from hermes_rl.core.base.failures import exception_line, failure_hint, failure_line, repeats_on_restart
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, open_append_fd, open_regular, read_json
-from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, sweep_queue_flag, validate_run_id
+from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, validate_run_id
 from hermes_rl.core.base.paths import run_dir as run_dir_of
 from hermes_rl.core.base.polling import poll_until
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
@@ -57,7 +57,7 @@ from hermes_rl.core.daemons.pipeline import (
 )
 from hermes_rl.core.daemons.probes import LogMatcher, http_ready
 from hermes_rl.core.daemons.runstate import record_final
-from hermes_rl.core.daemons.spawn import describe_exit, spawn_group
+from hermes_rl.core.daemons.spawn import describe_exit, spawn_group, start_sweep_queue
 
 PROBE_FAST_CAP_S = 0.05  # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0
@@ -964,37 +964,17 @@ def main(argv: list[str] | None = None) -> int:
         notify(f"error: {exc}")
         supervisor.emergency_stop(f"{type(exc).__name__}: {exc}")
         supervisor.release_watchdog()
-        start_queued_runs()
+        _log_problem(start_sweep_queue())
         return 1
     supervisor.release_watchdog()
     _log(f"supervisor exiting: run {supervisor.run.get('status')} ({supervisor.run.get('reason')})")
-    start_queued_runs()
+    _log_problem(start_sweep_queue())
     return 0
 
 
-def start_queued_runs() -> None:
-    """This run's place under the local-run limit is free: when a sweep has runs waiting for one,
-    start the program that starts them (core.runs.sweeps), detached and without this run's markers
-    (it is not one of this run's processes and must outlive it)."""
-    flag = sweep_queue_flag()
-    if not flag.exists():
-        return
-    markers = (procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER)
-    env = {k: v for k, v in os.environ.items() if k not in markers}
-    try:
-        with open(flag.parent / "queue.log", "ab") as log:
-            subprocess.Popen(
-                [sys.executable, "-m", "hermes_rl.core.runs.sweeps", "start-queued"],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=str(flag.parent),
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
-    except OSError as exc:
-        _log(f"could not start the sweep queue: {exc}")
+def _log_problem(problem: str | None) -> None:
+    if problem:
+        _log(problem)
 
 
 if __name__ == "__main__":
