@@ -282,19 +282,20 @@ def list_profiles() -> list[str]:
     return names
 
 
-def validate_profile_values(data: dict, where: str) -> dict:
+def validate_profile_values(data: dict, where: str, source: str | None = None) -> dict:
     """The profile values in `data` (field: value, no `extends`) coerced and checked against the bounds
     every profile file is held to: each number > 0 and <= PROFILE_MAXIMUM, group_size at least 2.
-    `where` names their origin in messages ("profile file …", "--set")."""
+    Messages say "FIELD in `where`" (a file's path, "--set") and "`source`: …" (default `where`)."""
+    source = source or where
     out: dict = {}
     for key, raw in data.items():
         if key == "rollout_server_url":
             raise BadInput(
-                f"{where}: rollout_server_url cannot be set",
+                f"{source}: rollout_server_url cannot be set",
                 hint="it is filled at run start with the run's own API port",
             )
         if key not in _OVERRIDE_KEYS or key == "extends":
-            raise BadInput(f"{where}: unknown key {key!r}", hint="valid keys: " + ", ".join(_OVERRIDE_KEYS))
+            raise BadInput(f"{source}: unknown key {key!r}", hint="valid keys: " + ", ".join(_OVERRIDE_KEYS))
         field_where = f"{key} in {where}"
         if key in ("description", "default_environment"):
             out[key] = coerce_value(field_where, "str", raw, nullable=key == "default_environment")
@@ -339,7 +340,8 @@ def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
             f"profile file {path} needs `extends:` one of {', '.join(PROFILE_VALUES)}",
             hint="a new profile starts from a built-in one",
         )
-    out.update(validate_profile_values({k: v for k, v in data.items() if k != "extends"}, f"profile file {path}"))
+    values = {k: v for k, v in data.items() if k != "extends"}
+    out.update(validate_profile_values(values, str(path), f"profile file {path}"))
     return out
 
 
