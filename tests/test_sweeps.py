@@ -174,6 +174,19 @@ def test_an_ending_run_starts_the_queue_program_detached(monkeypatch):
     assert "no_such_environment" not in (sweeps_dir() / "queue.log").read_text()  # a failure is in sweep.json
 
 
+def test_a_cancelled_sweep_starts_no_more_runs(capsys):
+    _fake_run("bbbb0001", "completed", [0.5], [])
+    _sweep_record("0123abcd", [_member(0, 0, "1e-4", 0, "bbbb0001"), _member(1, 1, "3e-4", 0)])
+    sweep_queue_flag().touch()
+    assert main(["sweep", "cancel", "0123abcd"]) == 0
+    assert "1 run(s) will not start" in capsys.readouterr().out
+    assert [m["state"] for m in sweeps.read_sweep("0123abcd")["members"]] == ["started", "cancelled"]
+    assert not sweep_queue_flag().exists()
+    assert sweeps.start_queued() == []
+    assert main(["sweep", "cancel"]) == 1
+    assert "needs a sweep id" in capsys.readouterr().err
+
+
 def test_the_queue_program_refuses_other_arguments(capsys):
     assert sweeps.main(["start"]) == 2
     assert "usage" in capsys.readouterr().err

@@ -153,11 +153,22 @@ def cmd_sweep(args) -> Any:
                 f"{_safe(sweep['sweep_id'])}  {human_age(sweep.get('created_at'))}  {_safe(sweep['environment'])}  "
                 f"{_safe(grid)}  {states.count('started')} started, {states.count('queued')} queued"
                 + (f", {states.count('failed')} failed" if "failed" in states else "")
+                + (f", {states.count('cancelled')} cancelled" if "cancelled" in states else "")
             )
         return None
+    if args.sweep_action in ("show", "cancel") and not args.sweep_id:
+        raise BadInput(f"sweep {args.sweep_action} needs a sweep id", hint="the ids are in `hermes-rl sweep list`")
+    if args.sweep_action == "cancel":
+        sweep = sweeps.cancel_sweep(args.sweep_id, stop_runs=args.stop)
+        if args.json:
+            return sweep
+        states = [m.get("state") for m in sweep["members"]]
+        _console().print(
+            f"sweep {_safe(args.sweep_id)}: {states.count('cancelled')} run(s) will not start"
+            + ("; its active runs were stopped" if args.stop else " (its started runs go on; --stop stops them)")
+        )
+        return None
     if args.sweep_action == "show":
-        if not args.sweep_id:
-            raise BadInput("sweep show needs a sweep id", hint="the ids are in `hermes-rl sweep list`")
         sweeps.start_queued()  # a place may be free (a run ended while no supervisor could start the next)
         sweep = sweeps.sweep_status(args.sweep_id)
         if args.json:
@@ -214,13 +225,16 @@ def add_commands(add) -> None:
     cmd = add(
         "sweep",
         cmd_sweep,
-        "a grid of runs as one sweep, queued under the local-run limit (sweep list, sweep show ID)",
+        "a grid of runs as one sweep, queued under the local-run limit (sweep list, sweep show ID, sweep cancel ID)",
         epilog="e.g. hermes-rl sweep --set learning_rate=1e-4,3e-4 --seeds 2\n"
         "A locked field (learning_rate, total_steps, lora_rank, ...) gives each configuration a derived\n"
         "profile; an editable one (group_size, batch_size, environment fields) a run value.",
     )
-    cmd.add_argument("sweep_action", nargs="?", choices=("list", "show"), help="list sweeps, or show one")
-    cmd.add_argument("sweep_id", nargs="?", help="the sweep `show` reports on")
+    cmd.add_argument(
+        "sweep_action", nargs="?", choices=("list", "show", "cancel"), help="list sweeps, show one, or cancel one"
+    )
+    cmd.add_argument("sweep_id", nargs="?", help="the sweep `show` reports on or `cancel` cancels")
+    cmd.add_argument("--stop", action="store_true", help="cancel: also stop the sweep's active runs")
     cmd.add_argument("--set", action="append", metavar="FIELD=V1,V2")
     cmd.add_argument("--seeds", type=int, metavar="K", help="K runs (seeds 0..K-1) per configuration")
     cmd.add_argument("--env")

@@ -32,7 +32,7 @@ from hermes_rl.core.readers.metrics import REWARD_WINDOW, RunMetrics, headline_r
 SWEEP_FILE = "sweep.json"
 MAX_SWEEP_RUNS = 256
 MAX_SEEDS = 64
-QUEUED, STARTED, FAILED = "queued", "started", "failed"
+QUEUED, STARTED, FAILED, CANCELLED = "queued", "started", "failed", "cancelled"
 
 
 def _sweep_path(sweep_id: str) -> Path:
@@ -267,6 +267,31 @@ def start_queued() -> list[str]:
                 atomic_write_json(_sweep_path(sweep["sweep_id"]), {k: v for k, v in sweep.items() if k != "notices"})
         _set_queue_flag(waiting)
     return started
+
+
+def cancel_sweep(sweep_id: str, *, stop_runs: bool = False) -> dict:
+    """No more of the sweep's runs start: its queued members become `cancelled`; with `stop_runs`, its
+    runs still active are stopped too. Returns the sweep record."""
+    from hermes_rl.core.base.states import ACTIVE
+    from hermes_rl.core.runs.control import stop_run
+    from hermes_rl.core.runs.store import list_runs
+
+    with file_lock(sweeps_dir() / ".queue"):
+        sweep = read_sweep(sweep_id)
+        for member in sweep["members"]:
+            if member.get("state") == QUEUED:
+                member["state"] = CANCELLED
+        atomic_write_json(_sweep_path(sweep_id), sweep)
+        if not any(m.get("state") == QUEUED for other in list_sweeps() for m in other["members"]):
+            _set_queue_flag(False)
+    if stop_runs:
+        status = {r["run_id"]: r["status"] for r in list_runs()}
+        for member in sweep["members"]:
+            run_id = member.get("run_id")
+            if run_id and status.get(run_id) in ACTIVE:
+                with contextlib.suppress(Conflict):  # it ended meanwhile
+                    stop_run(run_id)
+    return read_sweep(sweep_id)
 
 
 # ---------------------------------------------------------------- reading a sweep's results
