@@ -10,6 +10,7 @@ import pytest
 
 from hermes_rl.core.base.paths import profiles_dir, run_dir
 from hermes_rl.core.base.states import STEP_PHASES, STEP_TIME
+from hermes_rl.core.envs.drafts import current_selection
 from hermes_rl.core.envs.profiles import get_profile
 from hermes_rl.tui.app import HermesDashboard
 from hermes_rl.tui.panes.compare import CompareScreen
@@ -148,6 +149,14 @@ def test_the_palette_derives_a_profile_from_the_selected_runs_values(hermes_home
             await wait_for(
                 pilot, lambda: any("profile lr7 created" in n.message for n in app._notifications), what="note"
             )
+            # the palette then offers it for the selected environment, as it does the built-ins
+            app.choose_environment("counting")
+            await wait_for(pilot, lambda: app.selected_env == "counting", what="environment selected")
+            await pilot.press("colon")
+            await pilot.press(*"use profile lr7")
+            await pilot.pause(1.0)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: current_selection().get("profile") == "lr7", what="profile chosen")
 
     asyncio.run(scenario())
     derived = get_profile("lr7")

@@ -164,6 +164,13 @@ def step_time_of(rows: list[dict]) -> dict | None:
     return step_time_of(rows)
 
 
+def profile_names() -> list[str]:
+    """Built-in profiles first, then those in $HERMES_HOME/rl/profiles/ (derived ones included)."""
+    from hermes_rl.core.envs.profiles import list_profiles
+
+    return list_profiles()
+
+
 def profile_from_run(run_id: str, name: str):
     """A new profile NAME with the values run RUN trained with (core.runs.profile_of_run)."""
     from hermes_rl.core.runs.profile_of_run import profile_from_run

@@ -6,6 +6,8 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from hermes_rl.tui import backend
+
 
 class HermesCommands(Provider):
     def _commands(self) -> list[tuple[str, object, str]]:
@@ -52,7 +54,7 @@ class HermesCommands(Provider):
             commands.append(
                 (f"Compare sweep {sweep_id}", partial(app.compare_sweep, sweep_id), "every run the sweep has started")
             )
-        for profile in ("local", "tinker"):
+        for profile in backend.profile_names():  # the built-ins and every derived profile
             commands.append(
                 (f"Use profile {profile}", partial(app.choose_profile, profile), "for the selected environment")
             )
