@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from hermes_rl.core.base.paths import profiles_dir, run_dir
+from hermes_rl.core.base.fsutil import atomic_write_json
+from hermes_rl.core.base.paths import profiles_dir, run_dir, sweep_queue_flag, sweeps_dir
 from hermes_rl.core.base.states import STEP_PHASES, STEP_TIME
 from hermes_rl.core.envs.drafts import current_selection
 from hermes_rl.core.envs.profiles import get_profile
@@ -75,6 +76,13 @@ def test_sweep_runs_stay_together_sort_by_eval_and_compare_a_sweep_smoothed(herm
     write_run("dddd0004", steps=5, created_at=FIXED_NOW - 400)
     in_sweep("aaaa0001", "5eed5eed", "3e-4")
     in_sweep("cccc0003", "5eed5eed", "1e-4")
+    # two more of its runs wait for a place under the local-run limit
+    members = [
+        {"index": i, "config_index": i, "config": {}, "seed": None, "state": "queued", "run_id": None, "error": None}
+        for i in range(2)
+    ]
+    atomic_write_json(sweeps_dir() / "5eed5eed" / "sweep.json", {"sweep_id": "5eed5eed", "members": members})
+    sweep_queue_flag().touch()
 
     async def scenario():
         app = HermesDashboard(clock=fixed_clock, stall_after_s=0)
@@ -83,6 +91,7 @@ def test_sweep_runs_stay_together_sort_by_eval_and_compare_a_sweep_smoothed(herm
             await wait_for(pilot, lambda: pane.table.row_count == 4, what="runs")
             assert order(pane) == ["aaaa0001", "cccc0003", "bbbb0002", "dddd0004"]  # the sweep as one block
             assert "⊞5eed5eed" in str(pane.table.cell("cccc0003", "environment"))
+            await wait_for(pilot, lambda: "2 queued in sweeps" in str(pane.border_subtitle), what="queued count")
             # the trailing mean, not the last batch: the column says its window
             reward = next(r for r in app.runs if r["run_id"] == "aaaa0001")["reward"]
             assert str(pane.table.cell("aaaa0001", "reward")) == f"{reward:.3f}"

@@ -507,7 +507,7 @@ class HermesDashboard(App):
                 )
             self._statuses[run["run_id"]] = status
         pane = self.pane(RunsPane)
-        pane.update_runs(message.runs, message.sparks, message.stalled)
+        pane.update_runs(message.runs, message.sparks, message.stalled, message.queued)
         self.pane(EnvironmentsPane).show_running(
             {r["environment"] for r in message.runs if r.get("environment") and r.get("status") not in FINAL}
         )

@@ -178,6 +178,17 @@ def profile_from_run(run_id: str, name: str):
     return profile_from_run(run_id, name)
 
 
+def queued_sweep_runs() -> int:
+    """How many sweep runs wait for a place under the local-run limit (one stat when none does)."""
+    from hermes_rl.core.base.paths import sweep_queue_flag
+
+    if not sweep_queue_flag().exists():
+        return 0
+    from hermes_rl.core.runs.sweeps import queued_count
+
+    return queued_count()
+
+
 def sweep_status(sweep_id: str) -> dict:
     from hermes_rl.core.runs.sweeps import sweep_status
 

@@ -269,6 +269,11 @@ def start_queued() -> list[str]:
     return started
 
 
+def queued_count() -> int:
+    """Members of every sweep still waiting to start."""
+    return sum(m.get("state") == QUEUED for sweep in list_sweeps() for m in sweep["members"])
+
+
 def cancel_sweep(sweep_id: str, *, stop_runs: bool = False) -> dict:
     """No more of the sweep's runs start: its queued members become `cancelled`; with `stop_runs`, its
     runs still active are stopped too. Returns the sweep record."""

@@ -78,6 +78,7 @@ class RunsPane(Vertical):
         self.filter_text = ""
         self._selected: str | None = None
         self.marked: list[str] = []  # runs to compare, in the order they were marked
+        self.queued = 0  # sweep runs waiting for a place under the local-run limit
 
     def compose(self) -> ComposeResult:
         yield FilterBox("filter runs (id, environment, status, profile)", id="runs-filter")
@@ -117,8 +118,8 @@ class RunsPane(Vertical):
     def table(self) -> RunsTable:
         return self.query_one(RunsTable)
 
-    def update_runs(self, runs: list[dict], sparks: dict, stalled: set[str]) -> None:
-        self.runs, self.sparks, self.stalled = runs, sparks, stalled
+    def update_runs(self, runs: list[dict], sparks: dict, stalled: set[str], queued: int = 0) -> None:
+        self.runs, self.sparks, self.stalled, self.queued = runs, sparks, stalled, queued
         self.render_rows()
 
     def _visible(self) -> list[dict]:
@@ -187,7 +188,8 @@ class RunsPane(Vertical):
             self,
             f"{len(rows)}/{len(self.runs)}"
             + (f" · filter {self.filter_text!r}" if self.filter_text else "")
-            + (f" · {len(self.marked)} marked (c: compare)" if self.marked else ""),
+            + (f" · {len(self.marked)} marked (c: compare)" if self.marked else "")
+            + (f" · {self.queued} queued in sweeps" if self.queued else ""),
         )
         self._announce()
 
