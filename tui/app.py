@@ -27,7 +27,7 @@ from textual.worker import Worker, WorkerState
 
 from hermes_rl.core.base.errors import HermesError
 from hermes_rl.core.base.paths import cli_command
-from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, RunStatus
+from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, STEP_PHASES, STEP_TIME, RunStatus
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import UntrustedTextFilter, error_line
 from hermes_rl.tui.keymap import keymap_path, load_keymap
@@ -38,6 +38,7 @@ from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.metrics import ChartScreen, MetricsPane
 from hermes_rl.tui.panes.processes import ProcessesPane
 from hermes_rl.tui.panes.runs import RunsPane
+from hermes_rl.tui.panes.step_time import StepTimeScreen
 from hermes_rl.tui.textual_compat import add_line_filter, background_screens, shutting_down
 from hermes_rl.tui.widgets.dialogs import ConfirmScreen, HelpScreen, binding_rows
 from hermes_rl.tui.widgets.header import HeaderBar
@@ -506,7 +507,7 @@ class HermesDashboard(App):
                 )
             self._statuses[run["run_id"]] = status
         pane = self.pane(RunsPane)
-        pane.update_runs(message.runs, message.sparks, message.stalled)
+        pane.update_runs(message.runs, message.sparks, message.stalled, message.queued)
         self.pane(EnvironmentsPane).show_running(
             {r["environment"] for r in message.runs if r.get("environment") and r.get("status") not in FINAL}
         )
@@ -565,7 +566,7 @@ class HermesDashboard(App):
         if message.run_id != self.selected_run:
             return
         self.pane(MetricsPane).show(message.run_id, message.rows)
-        if isinstance(self.screen, ChartScreen):
+        if isinstance(self.screen, (ChartScreen, StepTimeScreen)):
             self.screen.update_rows(message.rows)
 
     @live_handler
@@ -577,7 +578,52 @@ class HermesDashboard(App):
         self.open_chart(message.key)
 
     def open_chart(self, key: str) -> None:
+        if key == STEP_TIME or key in STEP_PHASES:  # a step's phases read best together, stacked
+            self.action_step_time()
+            return
         self.push_screen(ChartScreen(key, self.pane(MetricsPane).rows))
+
+    def action_step_time(self) -> None:
+        """Where the selected run's step time goes: its time/… phases stacked per step."""
+        self.push_screen(StepTimeScreen(self.pane(MetricsPane).rows))
+
+    def compare_sweep(self, sweep_id: str) -> None:
+        """The comparison of every run a sweep has started (core.runs.sweeps), with its configurations."""
+        ids = [
+            r["run_id"]
+            for r in sorted(self.runs, key=lambda r: r.get("created_at") or 0)
+            if r.get("sweep_id") == sweep_id
+        ]
+        if len(ids) < 2:
+            self.notify(f"sweep {sweep_id} has {len(ids)} run(s) started: nothing to compare yet", severity="warning")
+            return
+        from hermes_rl.tui.panes.compare import CompareScreen
+
+        self.push_screen(CompareScreen(ids, title=f"sweep {sweep_id}"))
+
+    def action_derive_profile(self) -> None:
+        """Ask for a name, then write a profile holding the selected run's values (core.runs.profile_of_run)."""
+        run_id = self._cursor_run()
+        if not run_id:
+            self.notify("no run selected", severity="warning")
+            return
+        from hermes_rl.tui.widgets.name_prompt import NamePrompt
+
+        def chosen(name: str | None) -> None:
+            if name:
+                self._derive_worker(run_id, name)
+
+        self.push_screen(
+            NamePrompt(f"A new profile with the values run {run_id} trained with", placeholder="profile name"),
+            chosen,
+        )
+
+    @work(thread=True, group="derive-profile", exit_on_error=False, description="cannot derive the profile")
+    def _derive_worker(self, run_id: str, name: str) -> None:
+        profile = backend.profile_from_run(run_id, name)
+        self.call_from_thread(
+            self.notify, f"profile {profile.name} created ({profile.overrides_file}): use it with the palette"
+        )
 
     def on_runs_pane_compare_requested(self, message: RunsPane.CompareRequested) -> None:
         from hermes_rl.tui.panes.compare import CompareScreen

@@ -157,6 +157,44 @@ def run_rollouts(run_id: str, **kwargs):
     return RunRollouts(run_dir(run_id), **kwargs)
 
 
+def step_time_of(rows: list[dict]) -> dict | None:
+    """Where the rows' recent steps spent their time (core.runs.progress): its `text` names the dominant phase."""
+    from hermes_rl.core.runs.progress import step_time_of
+
+    return step_time_of(rows)
+
+
+def profile_names() -> list[str]:
+    """Built-in profiles first, then those in $HERMES_HOME/rl/profiles/ (derived ones included)."""
+    from hermes_rl.core.envs.profiles import list_profiles
+
+    return list_profiles()
+
+
+def profile_from_run(run_id: str, name: str):
+    """A new profile NAME with the values run RUN trained with (core.runs.profile_of_run)."""
+    from hermes_rl.core.runs.profile_of_run import profile_from_run
+
+    return profile_from_run(run_id, name)
+
+
+def queued_sweep_runs() -> int:
+    """How many sweep runs wait for a place under the local-run limit (one stat when none does)."""
+    from hermes_rl.core.base.paths import sweep_queue_flag
+
+    if not sweep_queue_flag().exists():
+        return 0
+    from hermes_rl.core.runs.sweeps import queued_count
+
+    return queued_count()
+
+
+def sweep_status(sweep_id: str) -> dict:
+    from hermes_rl.core.runs.sweeps import sweep_status
+
+    return sweep_status(sweep_id)
+
+
 def compare_runs(run_ids: list[str]) -> dict:
     from hermes_rl.core.runs.compare import compare_runs
 

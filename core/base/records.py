@@ -43,11 +43,15 @@ class _SummaryFields(TypedDict):
     ended_at: float | None
     step: int | None
     total_steps: int | None
-    reward_mean: float | None
+    reward_mean: float | None  # the newest step's reward/mean (one batch)
+    reward: float | None  # the headline reward: reward/mean averaged over the last reward_window steps
+    reward_window: int  # steps the headline reward averages
     eval_first: float | None  # the first greedy eval accuracy an environment logged (eval/percent_correct)
     eval_last: float | None  # the latest one
     reason: str | None
     parent_run_id: str | None  # a resumed run: the run it continues
+    sweep_id: str | None  # the sweep the run belongs to (core.runs.sweeps)
+    profile_changes: dict[str, Any]  # profile values changed for this run only (a sweep's configuration)
 
 
 class RunSummary(_SummaryFields, StallFields):
@@ -235,6 +239,9 @@ class StatusReport(TypedDict):
     environments: list[EnvironmentSummary]
     running_time_s: float | None
     metrics: MetricsSummary
+    reward: dict[str, Any] | None  # {value, window, steps}: reward/mean averaged over the last `window` steps
+    step_time: dict[str, Any] | None  # {step_s, phases, dominant: {key, label, share}, steps, text}
+    plateau: dict[str, Any] | None  # {flat_evals, since_step, best, text} once the eval curve is flat
     stalled: bool
     stalled_for_s: float | None
     health: HealthVerdict

@@ -360,7 +360,7 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
             "step": step or 0,
             "total": run.get("total_steps") or 1,
             "phase": _phase(run, step),
-            "reward": human_number(last.get("reward/mean")),
+            "reward": human_number(summary.get("reward")),  # the mean of the last reward_window steps
             "eval": "-" if evals is None else f"{evals:.2f}",
             "eta": rate.eta(step, run.get("total_steps"), time.monotonic()),
         }
@@ -433,8 +433,9 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
 
 def cmd_runs(args) -> Any:
     from hermes_rl.core import runs
+    from hermes_rl.core.runs.ordering import sort_runs
 
-    summaries = runs.list_runs()
+    summaries = sort_runs(runs.list_runs(), args.sort)
     if args.json:
         return summaries
     if not summaries:
@@ -442,20 +443,34 @@ def cmd_runs(args) -> Any:
         return None
     from rich.table import Table
 
+    window = summaries[0].get("reward_window")
     table = Table(
-        "run", "status", "environment", "profile", "age", "step", "reward", "reason", box=None, header_style="bold"
+        "run",
+        "status",
+        "environment",
+        "profile",
+        "age",
+        "step",
+        f"reward (mean of last {window})",
+        "eval",
+        "reason",
+        box=None,
+        header_style="bold",
     )
     resumed = lineage(summaries)
     for run in summaries:
         step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
+        sweep = f"sweep {run['sweep_id']}" if run.get("sweep_id") else None
+        changes = " ".join(f"{k}={v}" for k, v in (run.get("profile_changes") or {}).items())
         table.add_row(
             _safe(run["run_id"]),
             _styled(run.get("status")),
-            _safe(" ".join(filter(None, (run.get("environment"), resumed.get(run["run_id"]))))),
-            _safe(run.get("profile") or ""),
+            _safe(" ".join(filter(None, (run.get("environment"), resumed.get(run["run_id"]), sweep)))),
+            _safe(" ".join(filter(None, (run.get("profile") or "", changes)))),
             human_age(run.get("created_at")),
             _safe(step),
-            human_number(run.get("reward_mean")),
+            human_number(run.get("reward")),
+            "-" if run.get("eval_last") is None else f"{run['eval_last']:.2f}",
             _safe(run.get("reason") or ""),
         )
     _console().print(table)
@@ -479,10 +494,16 @@ def cmd_status(args) -> Any:
     )
     metrics = status["metrics"]
     if metrics["step"] is not None:
+        reward = status.get("reward")
+        reward_text = f"{human_number(reward['value'])} (mean of last {reward['steps']} steps)" if reward else "-"
         console.print(
             f"  step {_safe(metrics['step'])}/{_safe(metrics['total_steps'] or '-')}  "
-            f"reward {human_number(metrics['reward_mean'])}  loss {human_number(metrics['loss'], 4)}"
+            f"reward {reward_text}  loss {human_number(metrics['loss'], 4)}"
         )
+    if status.get("step_time"):
+        console.print(f"  {_safe(status['step_time']['text'])} (mean of the last {status['step_time']['steps']})")
+    if status.get("plateau"):
+        console.print(f"  [yellow]{_safe(status['plateau']['text'])}[/]")
     if status["stalled"]:
         console.print(f"  [yellow]stalled for {human_duration(status['stalled_for_s'])}[/]")
     if status.get("wandb_url"):
@@ -759,15 +780,34 @@ def cmd_compare(args) -> Any:
 
     from hermes_rl.core.runs.compare import compare_runs
 
-    out = compare_runs(args.run_ids)
+    sweep = None
+    run_ids = list(args.run_ids or [])
+    if args.sweep:
+        from hermes_rl.core.runs.sweeps import sweep_status
+
+        sweep = sweep_status(args.sweep)
+        run_ids = sweep["run_ids"] + [r for r in run_ids if r not in sweep["run_ids"]]
+    out = compare_runs(run_ids)
+    if sweep is not None:
+        out["sweep"] = sweep
     if args.json:
         return out
+    if sweep is not None:
+        from hermes_rl.core.clients.cli_loop import print_sweep
+
+        print_sweep(sweep)
     ids = [r["run_id"] for r in out["runs"]]
     console = _console()
     runs = Table("", *map(_safe, ids), box=None, header_style="bold")
     for label, key in (("environment", "environment"), ("profile", "profile"), ("status", "status")):
         runs.add_row(label, *(_safe(r.get(key) or "-") for r in out["runs"]))
     runs.add_row("steps", *(_safe(f"{r.get('steps') or 0}/{r.get('total_steps') or '-'}") for r in out["runs"]))
+    if any(r.get("profile_changes") for r in out["runs"]):
+        runs.add_row("profile changes", *(_safe(value_text(r.get("profile_changes") or "-")) for r in out["runs"]))
+    runs.add_row(
+        f"reward (mean of last {out['reward_window']})",
+        *(human_number((r.get("reward") or {}).get("value")) for r in out["runs"]),
+    )
     console.print(runs)
     if out["config_differences"]:
         table = Table("config that differs", *map(_safe, ids), box=None, header_style="bold")
@@ -883,7 +923,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
     cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
-    add("runs", cmd_runs, "list runs, newest first")
+    from hermes_rl.core.runs.ordering import SORT_KEYS
+
+    cmd = add("runs", cmd_runs, "list runs, newest first")
+    cmd.add_argument("--sort", choices=SORT_KEYS, default="created", help="order (eval, reward: best first)")
     cmd = add("status", cmd_status, "a run's state, processes and last metrics")
     cmd.add_argument("run_id")
     cmd = add("logs", cmd_logs, "print (or follow) a run's process logs (--json: JSON lines with --follow)")
@@ -915,7 +958,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--model", action="append", help="model id (repeatable; default: the target's)")
     cmd.add_argument("--base-url", help="any OpenAI-compatible server (default: OpenRouter with its key, else local)")
     cmd = add("compare", cmd_compare, "runs side by side: config differences, first/best/last metrics")
-    cmd.add_argument("run_ids", nargs="+", metavar="RUN")
+    cmd.add_argument("run_ids", nargs="*", metavar="RUN")
+    cmd.add_argument("--sweep", metavar="ID", help="every run of a sweep, with its summary per configuration")
+    from hermes_rl.core.clients.cli_loop import add_commands
+
+    add_commands(add)
     add("mcp", cmd_mcp, "serve the rl_* tools over MCP (stdio)")
     cmd = add("dashboard", cmd_dashboard, "open the dashboard (the default)")
     cmd.add_argument("--run", dest="run_id")

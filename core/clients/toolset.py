@@ -441,6 +441,11 @@ _STATUS_FULL = {
     "environments": f"list of {_fields(EnvironmentSummary)}: each environment's workers and own metrics",
     "running_time_s": "seconds since start (to the end for finished runs)",
     "metrics": f"{_fields(MetricsSummary)} (each null until reported)",
+    "reward": "{value, window, steps}: reward/mean averaged over the last `window` steps (the headline reward), "
+    "or null",
+    "step_time": "{step_s, phases (time/... seconds), dominant: {key, label, share}, steps, text} over the last "
+    "steps, e.g. 'step 0.11 s: 64% waiting for rollouts'; null before the first step",
+    "plateau": "{flat_evals, since_step, best, text} once eval accuracy has been flat for 3 evals, else null",
     "stalled": "true when a running run wrote no metric row and no line in its trainer's log for "
     "HERMES_RL_STALL_S seconds (default 900)",
     "stalled_for_s": "seconds without progress when stalled, else null",

@@ -58,7 +58,7 @@ from hermes_rl.core.daemons.pipeline import (
 )
 from hermes_rl.core.daemons.probes import LogMatcher, http_ready
 from hermes_rl.core.daemons.runstate import record_final
-from hermes_rl.core.daemons.spawn import describe_exit, spawn_group
+from hermes_rl.core.daemons.spawn import describe_exit, spawn_group, start_sweep_queue
 
 PROBE_FAST_CAP_S = 0.05  # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0
@@ -1006,10 +1006,17 @@ def main(argv: list[str] | None = None) -> int:
         notify(f"error: {exc}")
         supervisor.emergency_stop(f"{type(exc).__name__}: {exc}")
         supervisor.release_watchdog()
+        _log_problem(start_sweep_queue())
         return 1
     supervisor.release_watchdog()
     _log(f"supervisor exiting: run {supervisor.run.get('status')} ({supervisor.run.get('reason')})")
+    _log_problem(start_sweep_queue())
     return 0
+
+
+def _log_problem(problem: str | None) -> None:
+    if problem:
+        _log(problem)
 
 
 if __name__ == "__main__":

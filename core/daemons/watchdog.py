@@ -129,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{stamp} watchdog: supervisor {supervisor_pid} is gone without finishing run {run_id}; cleaning up", flush=True
     )
     clean_up(run_id, supervisor_pid, pgids, jobs)
+    from hermes_rl.core.daemons.spawn import start_sweep_queue
+
+    problem = start_sweep_queue()  # the run's place is free: a sweep's waiting run may take it
+    if problem:
+        print(f"watchdog: {problem}", flush=True)
     return 0
 
 

@@ -87,6 +87,13 @@ TRAINER_FIELDS: dict[str, dict] = {
         "description": "Save a LoRA checkpoint every N steps (0: only the final one)",
     },
     "wandb_project": {"type": "str", "default": DEFAULT_WANDB_PROJECT, "description": "W&B project"},
+    "stop_on_plateau": {
+        "type": "int",
+        "default": 0,
+        "minimum": 0,
+        "maximum": 1000,
+        "description": "End the run (completed, final checkpoint saved) once eval is flat for N evals (0: never)",
+    },
 }
 # How the environment workers are launched (config.yaml's `workers:`; core.runs.workers). The Slurm
 # settings themselves (partition, time, CPUs, memory) come with the start (CLI flags, rl_start_training).

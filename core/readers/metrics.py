@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl, iter_jsonl_spans, last_jsonl_row, open_regular
 from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, Metric
+from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, REWARD_WINDOW, Metric
 
 TRAINER_FILE = "metrics.jsonl"
 ENV_FILE = "env_metrics.jsonl"
@@ -405,3 +405,30 @@ def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key
             "last_step": last[0],
         }
     return summary
+
+
+def recent_rows(path: str | os.PathLike, count: int, max_bytes: int = 256 << 10) -> list[dict]:
+    """The last `count` rows of a JSONL file that carry a step, from at most its last `max_bytes`."""
+    path = Path(path)
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return []
+    start = _line_start_after(path, size - max_bytes) if size > max_bytes else 0
+    rows = [row for _end, row in iter_jsonl(path, start) if _step(row) is not None]
+    return rows[-count:]
+
+
+def trailing_mean(series: list[tuple[int, float]], window: int = REWARD_WINDOW) -> dict | None:
+    """{value, window, steps}: the mean of the last `window` values of a (step, value) series (`steps`:
+    how many it averaged, fewer early in a run); None for an empty series."""
+    recent = [value for _step_, value in series[-window:]]
+    if not recent:
+        return None
+    return {"value": sum(recent) / len(recent), "window": window, "steps": len(recent)}
+
+
+def headline_reward(folder: str | os.PathLike, window: int = REWARD_WINDOW) -> dict | None:
+    """trailing_mean of reward/mean over a run's last `window` trainer steps (its metrics file's tail)."""
+    rows = recent_rows(Path(folder) / TRAINER_FILE, window)
+    return trailing_mean(metric_series(rows, str(Metric.REWARD_MEAN)), window)

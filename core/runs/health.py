@@ -129,7 +129,7 @@ def run_health(
     created = epoch_seconds(run.get("created_at"))
     last = last_metric or {}
     startup = startup_s if startup_s is not None else startup_seconds(run.get("processes"))
-    threshold = no_step_threshold(startup, epoch_seconds(last.get("timing/step_s")))
+    threshold = no_step_threshold(startup, epoch_seconds(last.get("time/step_s", last.get("timing/step_s"))))
     since = max(t for t in (ready_at, epoch_seconds(last.get("time")), created, 0.0) if t is not None)
     idle = max(0.0, now - since)
     verdict.update(threshold_s=round(threshold, 1), no_step_for_s=round(idle, 1), state="ok")

@@ -199,6 +199,23 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
 # -- the two reports ----------------------------------------------------------------------------------
 
 
+def progress_fields(run: RunView) -> dict[str, Any]:
+    """The status report's `reward` (trailing mean over reward_window steps), `step_time` (where a
+    step's time goes) and `plateau` ("eval flat for N evals since step S", or None)."""
+    from hermes_rl.core.readers.metrics import headline_reward
+    from hermes_rl.core.runs.progress import eval_plateau, step_time
+
+    folder = run.get("run_dir") or ""
+    try:
+        return {
+            "reward": headline_reward(folder),
+            "step_time": step_time(folder),
+            "plateau": eval_plateau(folder),
+        }
+    except (OSError, HermesError):
+        return {"reward": None, "step_time": None, "plateau": None}
+
+
 def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float | None = None) -> StatusReport:
     """The status report of a run view already read (runs.get_run)."""
     stalled = run.get("stalled") is True
@@ -215,6 +232,7 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
         "environments": environment_summaries(run, latest),
         "running_time_s": running_time_s(run, now),
         "metrics": metrics_summary(run, latest),
+        **progress_fields(run),
         "stalled": stalled,
         "stalled_for_s": _finite(run.get("stalled_for_s")) if stalled else None,
         "health": health,

@@ -69,6 +69,7 @@ class TinkerSection(TypedDict):
     save_checkpoint_interval: int
     wandb_project: str
     wandb_run_name: str
+    stop_on_plateau: int  # the trainer ends the run once eval is flat for this many evals (0: never)
 
 
 class BackendSection(TypedDict):
@@ -118,11 +119,19 @@ def _check_ports(ports: dict, local: bool) -> None:
 
 
 def build_run_config(
-    env: EnvInfo, profile: Profile, values: dict, ports: dict, run_id: str, workers: dict | None = None
+    env: EnvInfo,
+    profile: Profile,
+    values: dict,
+    ports: dict,
+    run_id: str,
+    workers: dict | None = None,
+    *,
+    seed: int | None = None,
 ) -> RunConfig:
     """The run's configuration: `values` are the editable values (resolve_run_values), `ports` the run's
     api / inference (/ tinker on the local backend) ports; locked values come from the profile;
-    `workers` how the environment workers are launched (core.runs.workers.resolve_workers; None: locally)."""
+    `workers` how the environment workers are launched (core.runs.workers.resolve_workers; None: locally);
+    `seed` (when given) seeds the trainer's LoRA initialisation (tinker.seed)."""
     from hermes_rl.core.runs.workers import resolve_workers
 
     validate_run_id(run_id)
@@ -183,7 +192,12 @@ def build_run_config(
         "save_checkpoint_interval": values.get("save_checkpoint_interval", 0),
         "wandb_project": values.get("wandb_project", DEFAULT_WANDB_PROJECT),
         "wandb_run_name": wandb_name,
+        "stop_on_plateau": values.get("stop_on_plateau", 0),
     }
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+            raise BadInput(f"seed must be a whole number from 0 to {2**31 - 1}, got {seed!r}")
+        tinker["seed"] = seed  # type: ignore[typeddict-unknown-key]
     return {
         "env": env_section,  # type: ignore[typeddict-item]
         "openai": [server],

@@ -304,11 +304,17 @@ def start_run(
     profile: str | None = None,
     overrides: dict | None = None,
     workers: dict | None = None,
+    *,
+    profile_changes: dict | None = None,
+    seed: int | None = None,
+    sweep: dict | None = None,
 ) -> StartedRun:
     """The real pipeline: the selected (or named) environment under a profile, with its draft values
     and `overrides` (validated, not saved), its environment workers launched as `workers` says
-    (core.runs.workers: launcher, replicas, address, slurm; None: one local worker). Returns run.json
-    plus `notices`."""
+    (core.runs.workers: launcher, replicas, address, slurm; None: one local worker). `profile_changes`:
+    profile values changed for this run only (a profile derived in memory, validated like a profile
+    file); `seed`: the trainer's seed (LoRA initialisation); `sweep`: the sweep the run belongs to
+    ({"id", "index", "config", "seed"}), recorded in run.json. Returns run.json plus `notices`."""
     from hermes_rl.core.envs.discovery import find_environment
     from hermes_rl.core.envs.drafts import current_selection, resolve_run_values
     from hermes_rl.core.envs.profiles import check_fit, check_keys, resolve_profile
@@ -317,6 +323,10 @@ def start_run(
     selection = current_selection()
     env_name = env_name or selection.get("environment")
     chosen, notice = resolve_profile(profile or selection.get("profile"))
+    if profile_changes:
+        from hermes_rl.core.envs.profile_derive import derive_profile
+
+        chosen = derive_profile(chosen.name, profile_changes)
     env_name = env_name or chosen.default_environment
     if not env_name:
         raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
@@ -335,7 +345,10 @@ def start_run(
     notice = "; ".join(n for n in (notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
         _check_local_capacity()  # refused before building anything; checked again as the run is recorded
-    return _start_prepared(env, chosen, values, notice, workers)
+    recorded = {"profile_values": chosen.values(), "profile_changes": dict(profile_changes or {}), "seed": seed}
+    if sweep:
+        recorded["sweep"] = dict(sweep)
+    return _start_prepared(env, chosen, values, notice, workers, recorded)
 
 
 MAX_LOCAL_RUNS_ENV = "HERMES_RL_MAX_LOCAL_RUNS"
@@ -425,13 +438,13 @@ def _mixed_configs(mixed: list, chosen, ports: dict, run_id: str, workers: dict,
     return out
 
 
-def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict) -> StartedRun:
+def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict, recorded: dict) -> StartedRun:
     from hermes_rl.core.runs.training import training_pipeline
 
     run_id, folder = _create_run_folder()
     try:
         ports = free_ports(RUN_PORTS)
-        run_config = build_run_config(env, chosen, values, ports, run_id, workers)
+        run_config = build_run_config(env, chosen, values, ports, run_id, workers, seed=recorded.get("seed"))
         config_path = folder / CONFIG_FILE
         atomic_write_text(config_path, run_config_yaml(run_config))
         mixed = _mixed_configs(_mixed_environments(workers, env), chosen, ports, run_id, workers, folder)
@@ -459,6 +472,7 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
                 "backend": chosen.backend,
                 "config_path": str(config_path),
                 "workers": _workers_summary(workers, env.name, mixed),
+                **recorded,
             },
         )
     except KeyboardInterrupt:
@@ -635,6 +649,8 @@ def resume_run(parent_id: str) -> StartedRun:
                 "parent_run_id": parent_id,
                 "resumed_from": {"step": state["step"], "state_path": state["state_path"]},
                 "workers": _workers_summary(run_config["workers"], env.name, []),
+                # the config.yaml copied above holds these values: the record says so too
+                **{k: parent[k] for k in ("profile_values", "profile_changes") if parent.get(k)},
             },
         )
     except BaseException:
