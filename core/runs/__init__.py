@@ -20,7 +20,7 @@ from __future__ import annotations
 from hermes_rl.core.base.errors import Conflict, NotFound
 from hermes_rl.core.runs.control import restart_process, stop_run
 from hermes_rl.core.runs.results import get_results
-from hermes_rl.core.runs.stall import stall_threshold
+from hermes_rl.core.base.stall import stall_threshold
 from hermes_rl.core.runs.start import launch, resume_run, start_run
 from hermes_rl.core.runs.store import get_run, list_runs, run_events
 
