@@ -154,6 +154,8 @@ def _rule(raw: object, index: int, where: str) -> Rule:
     here = f"{where}: rules[{index}]"
     if not isinstance(raw, dict):
         raise BadInput(f"{here} must be a mapping with `on:`", hint="e.g. - on: failed")
+    if True in raw and "on" not in raw:  # YAML 1.1 reads a bare `on` key as the boolean true
+        raw = {("on" if key is True else key): value for key, value in raw.items()}
     unknown = set(raw) - {"on", "channels", "metric", "above", "below", "after_s"}
     if unknown:
         raise BadInput(
@@ -441,9 +443,12 @@ class AlertMonitor:
             return
         self.next_check = now + CHECK_INTERVAL_S
         self.reload()
-        rules = self.config.rules
-        metric_rules = [(i, r) for i, r in enumerate(rules) if r.on == "metric"]
-        for row in self._read_rows():  # every row: a value that crosses and comes back is still seen
+        self._check_metrics(self._read_rows())
+        self._check_stall(self.config.rules)
+
+    def _check_metrics(self, rows: list[dict]) -> None:
+        metric_rules = [(i, r) for i, r in enumerate(self.config.rules) if r.on == "metric"]
+        for row in rows:  # every row: a value that crosses and comes back between checks is still seen
             for index, rule in metric_rules:
                 value = row.get(rule.metric)
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -458,7 +463,6 @@ class AlertMonitor:
                         value=float(value),
                         step=row.get("step"),
                     )
-        self._check_stall(rules)
 
     def _read_rows(self) -> list[dict]:
         """The metric rows (trainer's and environments') written since the last read."""
@@ -504,7 +508,7 @@ class AlertMonitor:
             return
         with contextlib.suppress(Exception):  # an alert never keeps a run's end from being recorded
             self.reload()
-            self._read_rows()
+            self._check_metrics(self._read_rows())
         for index, rule in enumerate(self.config.rules):
             if rule.on == kind:
                 message = f"{reason} (step {self.last_step})" if self.last_step is not None else reason

@@ -9,6 +9,7 @@ from __future__ import annotations
 from hermes_rl.core.daemons.alerts import (
     RUN_ALERTS,
     AlertConfig,
+    Webhook,
     alert_log,
     alerts_file,
     load_config,
@@ -16,7 +17,16 @@ from hermes_rl.core.daemons.alerts import (
     send_test,
 )
 
-__all__ = ["RUN_ALERTS", "AlertConfig", "alert_log", "alerts_file", "load_config", "read_alert_log", "send_test"]
+__all__ = [
+    "RUN_ALERTS",
+    "AlertConfig",
+    "Webhook",
+    "alert_log",
+    "alerts_file",
+    "load_config",
+    "read_alert_log",
+    "send_test",
+]
 
 
 def alert_log_end() -> int:
