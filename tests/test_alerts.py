@@ -205,3 +205,32 @@ def test_a_refused_sample_fails_the_command(hermes_home, capsys):
     write_rules(hermes_home, "webhook:\n  url: http://127.0.0.1:9/x\nrules:\n  - on: failed\n    channels: [webhook]\n")
     assert cli.main(["alerts", "test"]) == 1
     assert "webhook    not delivered: ConnectionRefusedError" in capsys.readouterr().out
+
+
+def test_an_open_dashboard_shows_an_alert_as_a_toast_and_rings_the_bell(hermes_home):
+    """The supervisor's side writes the shared alert log; the dashboard, open before, shows what arrives."""
+    import asyncio
+
+    from hermes_rl.tui.app import HermesDashboard
+    from tests.fixtures_tui import fixed_clock, wait_for
+
+    write_rules(hermes_home, "rules:\n  - on: failed\n    channels: [dashboard]\n")
+    old = {"id": "old", "event": "failed", "title": "run 0ld0ld00 failed", "message": "long ago", "time": 1.0}
+    (hermes_home / "rl" / "alerts.jsonl").write_text(json.dumps(old) + "\n")
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        rings = []
+        app.bell = lambda: rings.append(1)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause(1.5)  # the live loop has looked at the log once: what was there is old news
+            alerts.send_test(alerts.load_config())
+            await wait_for(
+                pilot,
+                lambda: any("alert test" in n.title for n in app._notifications),
+                what="the alert's toast",
+            )
+            assert rings, "the bell rang"
+            assert not any("long ago" in n.message for n in app._notifications)
+
+    asyncio.run(scenario())

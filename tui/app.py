@@ -493,6 +493,20 @@ class HermesDashboard(App):
             self.action_focus_pane(3)
 
     @live_handler
+    def on_live_updater_alerts_arrived(self, message: LiveUpdater.AlertsArrived) -> None:
+        """An alert rule fired (alerts.yaml): a toast and the terminal's bell, whichever run it is about."""
+        for alert in message.alerts[-5:]:  # a burst (many runs ending at once) shows its newest few
+            urgent = alert.get("event") in ("failed", "stalled")
+            self.notify(
+                f"{alert.get('message')}",
+                title=f"alert: {alert.get('title')}",
+                severity="error" if urgent else "warning",
+                timeout=30 if urgent else 15,
+                markup=False,  # the text comes from run files: shown as written
+            )
+        self.bell()
+
+    @live_handler
     def on_live_updater_runs_updated(self, message: LiveUpdater.RunsUpdated) -> None:
         self.runs = message.runs
         for run in message.runs:

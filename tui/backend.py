@@ -30,6 +30,18 @@ def stall_threshold(seconds: float | None = None) -> float:
     return runs.stall_threshold(seconds)
 
 
+def alert_log_end() -> int:
+    from hermes_rl.core.runs import alerts
+
+    return alerts.alert_log_end()
+
+
+def read_alerts(offset: int) -> tuple[list[dict], int]:
+    from hermes_rl.core.runs import alerts
+
+    return alerts.read_alert_log(offset)
+
+
 def start_run(env_name: str | None, profile: str | None, overrides: dict | None = None) -> dict:
     from hermes_rl.core import runs
 
