@@ -4,6 +4,8 @@ alerts. Registered by core.clients.cli's parser (`add_commands`); each is a thin
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 ALERTS_EPILOG = """\
@@ -62,7 +64,47 @@ def cmd_alerts(args) -> Any:
     return None
 
 
+def cmd_metrics(args) -> Any:
+    from hermes_rl.core.runs import export
+
+    keys = [k for item in args.keys or [] for k in item.split(",")]
+    columns, rows = export.metrics_table(args.run_id, keys)
+    text = export.format_metrics(columns, rows, "json" if args.json else args.format)
+    if args.output:
+        from hermes_rl.core.base.fsutil import atomic_write_text
+
+        atomic_write_text(Path(args.output), text, mode=0o644)
+        print(f"{len(rows)} rows × {len(columns)} columns → {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return None
+
+
+def cmd_report(args) -> Any:
+    from hermes_rl.core.runs import export
+
+    path = export.write_report(args.run_id, args.output)
+    if args.json:
+        return {"run_id": args.run_id, "path": str(path), "bytes": path.stat().st_size}
+    print(f"report of run {args.run_id}: {path} ({path.stat().st_size / 1024:.0f} KB, opens offline in any browser)")
+    return None
+
+
 def add_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     """Register this module's commands with the CLI's `add(name, handler, help, epilog)`."""
+    cmd = add(
+        "metrics", cmd_metrics, "a run's metrics, every step, as CSV or JSON (trainer and environment rows merged)"
+    )
+    cmd.add_argument("run_id")
+    cmd.add_argument("--keys", nargs="+", metavar="KEY", help="these metrics only (default: all); commas also work")
+    cmd.add_argument("--format", choices=("csv", "json"), default="csv")
+    cmd.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    cmd = add(
+        "report",
+        cmd_report,
+        "one self-contained HTML page of a run: charts, evals, config, best and worst rollouts, processes",
+    )
+    cmd.add_argument("run_id")
+    cmd.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: <run folder>/report.html)")
     cmd = add("alerts", cmd_alerts, "alert rules (alerts.yaml): show them, or send a sample", epilog=ALERTS_EPILOG)
     cmd.add_argument("action", nargs="?", choices=("show", "test"), default="show")
