@@ -64,6 +64,65 @@ def cmd_alerts(args) -> Any:
     return None
 
 
+def cmd_sample(args) -> Any:
+    from hermes_rl.core.runs import sampling
+
+    if args.list:
+        checkpoints = sampling.list_checkpoints(args.run_id)
+        if args.json:
+            return checkpoints
+        if not checkpoints:
+            print(f"run {args.run_id} has saved no checkpoint yet")
+        for c in checkpoints:
+            where = c["local_path"] or c["tinker_path"]
+            print(f"  step {c['step'] if c['step'] is not None else '?':>6}  {c['name']:<14} {where}")
+        return None
+    checkpoint = sampling.find_checkpoint(args.run_id, args.step)
+    said = (
+        f"run {args.run_id}'s checkpoint {checkpoint['name']} (step {checkpoint['step']}, run {checkpoint['status']})"
+    )
+
+    def stage(line: str) -> None:
+        if not args.json:
+            print(f"  {line}", file=sys.stderr)
+
+    if args.prompt is not None:
+        if not args.json:
+            print(f"sampling {said}…", file=sys.stderr)
+        answer = sampling.sample_prompt(
+            checkpoint, args.prompt, n=args.n, max_tokens=args.max_tokens, chat=not args.raw, on_stage=stage
+        )
+        if args.json:
+            return answer
+        for index, completion in enumerate(answer["completions"], 1):
+            print(f"--- completion {index}/{len(answer['completions'])} ({completion['finish']})")
+            print(completion["text"])
+        return None
+    from hermes_rl.core.runs.inference_test import InferenceTest
+
+    test = InferenceTest.prepare(args.groups, args.group_size, env_name=args.env or None, checkpoint=checkpoint)
+    if not args.json:
+        print(f"scoring {said} on {test.env_info.name}: {args.groups} groups of {args.group_size}…", file=sys.stderr)
+    summary = test.run(lambda event: stage(event["stage"]) if event.get("stage") else None)
+    results = summary.get("models") or [{}]
+    scored = sampling.scored_completions(results[0].get("rollouts_path") or "", limit=10_000)
+    summary["completions"] = scored
+    if args.json:
+        return summary
+    result = results[0]
+    for error in result.get("errors") or []:
+        print(f"  error: {error}")
+    accuracy = "n/a" if result.get("accuracy") is None else f"{result['accuracy']:.1%}"
+    mean = "n/a" if result.get("mean_score") is None else f"{result['mean_score']:.3f}"
+    print(f"{result.get('completions', 0)} completions scored: mean reward {mean}, correct {accuracy}")
+    shown = scored[:3] + [c for c in scored[-3:] if c not in scored[:3]]
+    for completion in shown:
+        print(f"--- reward {completion['score']:.3f}")
+        print(completion["text"][:600])
+    print(f"everything: {summary['folder']}")
+    return None if summary.get("environment_working") else _exit(1)
+
+
 def cmd_metrics(args) -> Any:
     from hermes_rl.core.runs import export
 
@@ -92,6 +151,24 @@ def cmd_report(args) -> Any:
 
 def add_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     """Register this module's commands with the CLI's `add(name, handler, help, epilog)`."""
+    cmd = add(
+        "sample",
+        cmd_sample,
+        "a saved checkpoint of any run (finished, stopped or live) answers a prompt, or its environment scores it",
+    )
+    cmd.add_argument("run_id")
+    cmd.add_argument("--step", type=int, help="the checkpoint saved at this step (default: the newest)")
+    what = cmd.add_mutually_exclusive_group(required=True)
+    what.add_argument("--prompt", metavar="TEXT", help="answer this prompt (as a user message; --raw: as text)")
+    what.add_argument(
+        "--env", nargs="?", const="", metavar="ENV", help="score answers with the run's environment (or ENV)"
+    )
+    what.add_argument("--list", action="store_true", help="list the run's saved checkpoints")
+    cmd.add_argument("--n", type=int, default=1, help="completions of the prompt")
+    cmd.add_argument("--max-tokens", type=int, default=128)
+    cmd.add_argument("--raw", action="store_true", help="send the prompt as raw text, no chat template")
+    cmd.add_argument("--groups", type=int, default=2, help="--env: groups to generate and score")
+    cmd.add_argument("--group-size", type=int, default=4, help="--env: completions per group")
     cmd = add(
         "metrics", cmd_metrics, "a run's metrics, every step, as CSV or JSON (trainer and environment rows merged)"
     )
