@@ -612,7 +612,7 @@ class HermesDashboard(App):
     def action_test_inference(self) -> None:
         from hermes_rl.tui.panes.inference import InferenceScreen
 
-        self.push_screen(InferenceScreen(self.selected_env))
+        self.push_screen(InferenceScreen(self.selected_env, self.selected_run))
 
 
 QUIT_DEADLINE_S = 5.0

@@ -209,8 +209,20 @@ def keys_present() -> dict[str, bool]:
     return keys_present()
 
 
-def prepare_inference_test(env_name: str | None, num_steps: int, group_size: int, models=None, base_url=None):
-    """An InferenceTest ready to run (its .events() yields started/model_started/progress/model_result/summary)."""
+def prepare_inference_test(
+    env_name: str | None, num_steps: int, group_size: int, models=None, base_url=None, checkpoint: str | None = None
+):
+    """An InferenceTest ready to run (its .events() yields started/model_started/progress/model_result/summary);
+    with `checkpoint` ("RUN" or "RUN@STEP") against that run's saved checkpoint, on its own environment
+    unless `env_name` is given."""
+    from hermes_rl.core.runs import sampling
     from hermes_rl.core.runs.inference_test import InferenceTest
 
-    return InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name)
+    chosen = sampling.find_checkpoint(*sampling.parse_checkpoint_ref(checkpoint)) if checkpoint else None
+    return InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name, checkpoint=chosen)
+
+
+def scored_completions(rollouts_path: str, limit: int = 10_000) -> list[dict]:
+    from hermes_rl.core.runs import sampling
+
+    return sampling.scored_completions(rollouts_path, limit)

@@ -66,6 +66,14 @@ def list_checkpoints(run_id: str) -> list[dict]:
     return checkpoints
 
 
+def parse_checkpoint_ref(text: str) -> tuple[str, int | None]:
+    """ "RUN" or "RUN@STEP" as (run id, step or None); BadInput for anything else."""
+    run_id, sep, step = text.strip().partition("@")
+    if sep and not step.strip().isdigit():
+        raise BadInput(f"a checkpoint is RUN or RUN@STEP, got {text!r}"[:120], hint="e.g. a1b2c3d4@40")
+    return run_id.strip(), int(step) if sep else None
+
+
 def find_checkpoint(run_id: str, step: int | None = None) -> dict:
     """The checkpoint at `step` (default: the newest), with what serving it needs: the run's base model
     folder, profile and environment. BadInput naming the saved steps when there is none at `step`."""
