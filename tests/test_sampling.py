@@ -4,6 +4,7 @@ and the clear errors for a step never saved, a run with no checkpoint, a cloud r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -61,6 +62,37 @@ def test_a_stopped_runs_checkpoints_answer_prompts_and_are_scored(tiny_model_dir
     err = capsys.readouterr().err
     assert "saved no checkpoint at step 3" in err and f"its saved steps: {', '.join(map(str, steps))}" in err
 
+    # The dashboard's inference test, aimed at the same stopped run's step-4 checkpoint.
+    asyncio.run(_dashboard_samples(f"{run_id}@4"))
+
+
+async def _dashboard_samples(checkpoint: str) -> None:
+    from textual.widgets import DataTable, Input, RichLog
+
+    from hermes_rl.tui.app import HermesDashboard
+    from hermes_rl.tui.panes.inference import InferenceScreen
+    from tests.fixtures_tui import wait_for
+
+    app = HermesDashboard()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        assert isinstance(screen, InferenceScreen)
+        screen.query_one("#inf-steps", Input).value = "1"
+        screen.query_one("#inf-group", Input).value = "2"
+        screen.query_one("#inf-checkpoint", Input).value = checkpoint
+        await pilot.press("ctrl+r")
+        table = screen.query_one(DataTable)
+
+        def status() -> str:
+            return str(table.get_cell_at((0, 1))) if table.row_count else ""
+
+        await wait_for(pilot, lambda: status() in ("done", "failed"), timeout=240, what="the checkpoint's result")
+        log = "\n".join(str(line.text) for line in screen.query_one(RichLog).lines)
+        assert status() == "done", log
+        assert "checkpoint @ step 4" in str(table.get_cell_at((0, 0)))
+        assert "best · reward" in log
+
 
 def test_a_run_without_checkpoints_is_a_clear_not_found(hermes_home, capsys):
     write_run("a1b2c3d4", status="failed", steps=3)
@@ -82,8 +114,7 @@ def test_a_cloud_runs_checkpoint_needs_the_tinker_key(hermes_home, capsys):
     write_run("a1b2c3d4", status="completed", steps=7, profile="tinker")
     (run_dir("a1b2c3d4") / "config.yaml").write_text("backend: {kind: tinker}\ntinker: {base_model: Qwen/Qwen3-8B}\n")
     (run_dir("a1b2c3d4") / "checkpoints.jsonl").write_text(
-        json.dumps({"name": "final", "state_path": "tinker://m-1/weights/final", "step": 7, "backend": "tinker"})
-        + "\n"
+        json.dumps({"name": "final", "state_path": "tinker://m-1/weights/final", "step": 7, "backend": "tinker"}) + "\n"
     )
     assert cli.main(["sample", "a1b2c3d4", "--prompt", "hi"]) == 1
     err = capsys.readouterr().err
