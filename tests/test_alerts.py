@@ -36,9 +36,12 @@ class Hook:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 time.sleep(delay)
                 received.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b"ok")
+                try:
+                    self.send_response(200)
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except BrokenPipeError:
+                    pass  # the sender gave up waiting (the deadline test)
 
             def log_message(self, *args):
                 pass
@@ -131,6 +134,21 @@ def test_a_failed_run_alerts_once_with_its_reason(specs, hook, hermes_home):
     events = hook.events()
     assert [e["event"] for e in events] == ["failed"]
     assert "trainer exited with code 3" in events[0]["message"] and events[0]["status"] == "failed"
+
+
+def test_a_supervisor_killed_outright_still_alerts_once_through_its_watchdog(specs, hook, hermes_home):
+    import os
+    import signal
+
+    write_rules(hermes_home, f"webhook:\n  url: {hook.url}\nrules:\n  - on: failed\n")
+    run = runs.launch([specs.sleeper("trainer")], environment="toy", profile="local")
+    running = wait_status(run["run_id"], ("running",))
+    os.kill(running["supervisor"]["pid"], signal.SIGKILL)
+    assert wait_status(run["run_id"], ("failed",))["reason"].startswith("supervisor died")
+    wait_until(lambda: hook.received, 15, what="the watchdog's post")
+    time.sleep(2)
+    events = hook.events()
+    assert [e["event"] for e in events] == ["failed"] and "supervisor died" in events[0]["message"]
 
 
 def test_a_stall_alerts_once_per_quiet_spell(specs, hook, hermes_home):

@@ -312,6 +312,7 @@ def deliver(event: dict, channels: tuple[str, ...], config: AlertConfig) -> dict
     with the other channels' outcomes in it."""
     outcomes: dict[str, str] = {}
     hidden = _hidden(config)
+    event = {**event, "message": redact(str(event.get("message")), hidden)}  # a reason may quote anything
     if "webhook" in channels:
         if config.webhook is None:
             outcomes["webhook"] = "skipped: no webhook in alerts.yaml"

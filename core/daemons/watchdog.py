@@ -5,7 +5,8 @@ The supervisor starts this first and keeps the only write end of a pipe that is 
 `pgid N` for every process group it creates and `done` once the run is final. EOF without `done`
 means the supervisor died (SIGKILL, OOM killer, crash): PR_SET_PDEATHSIG already killed its direct
 children, so we end what they left behind — the recorded process groups and every process carrying
-the run's environment marker — and record the run as failed, "supervisor died".
+the run's environment marker — record the run as failed, "supervisor died", and deliver the alert
+rules' failure alerts (core.daemons.alerts) in the supervisor's place.
 
 Idle, it does nothing but block on read(0); it imports psutil only when it has work to do.
 """
@@ -80,6 +81,13 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int]) -> None:
         message=f"run failed: {reason}; watchdog ended {len(survivors)} leftover process(es) "
         f"({result['killed']} needed SIGKILL)",
     )
+    # The supervisor cannot tell anyone now: its alert rules for a failure go out from here (once: what
+    # it already delivered is in the run's alerts.jsonl).
+    from hermes_rl.core.daemons.alerts import AlertMonitor
+
+    alerts = AlertMonitor(folder, run, lambda: run.get("processes") or [])
+    alerts.on_final(RunStatus.FAILED, reason)
+    alerts.close()
 
 
 def main(argv: list[str] | None = None) -> int:
