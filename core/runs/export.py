@@ -29,7 +29,9 @@ from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
 
 FORMATS = ("csv", "json")
 CHART_POINTS = 600  # points drawn per series at most (evenly thinned): a 100k-step run stays a small page
-SMOOTH_ALPHA = 0.1  # the moving average drawn over each chart's raw values (an EMA, as the dashboard's)
+SMOOTH_WEIGHT = (
+    0.6  # the moving average over each chart's drawn values: the past's weight, as W&B's and the dashboard's
+)
 SMOOTH_MIN_POINTS = 30  # a shorter series (evals) is drawn as it is, each point marked: an average would lag it
 ROLLOUT_CHARS = 600
 ROLLOUTS_PER_SIDE = 3
@@ -110,10 +112,10 @@ def _thin(points: list[tuple[int, float]], limit: int = CHART_POINTS) -> list[tu
     return [points[round(i * stride)] for i in range(limit)]
 
 
-def _ema(points: list[tuple[int, float]], alpha: float = SMOOTH_ALPHA) -> list[tuple[int, float]]:
+def _ema(points: list[tuple[int, float]], weight: float = SMOOTH_WEIGHT) -> list[tuple[int, float]]:
     out, average = [], None
     for step, value in points:
-        average = value if average is None else alpha * value + (1 - alpha) * average
+        average = value if average is None else weight * average + (1 - weight) * value
         out.append((step, average))
     return out
 
@@ -124,7 +126,7 @@ def svg_chart(title: str, points: list[tuple[int, float]], width: int = 560, hei
     left, right, top, bottom = 56, 12, 26, 28
     plot_w, plot_h = width - left - right, height - top - bottom
     raw = _thin(points)
-    smooth = _thin(_ema(points)) if len(points) >= SMOOTH_MIN_POINTS else []
+    smooth = _ema(raw) if len(points) >= SMOOTH_MIN_POINTS else []
     steps = [s for s, _ in points]
     values = [v for _, v in points]
     low, high = min(values), max(values)
@@ -341,8 +343,8 @@ def html_report(run_id: str) -> str:
 <div class="cards">{card_html}</div>
 {facts_html}
 <h2>Metrics</h2>
-<p class="muted">Faint: every logged value; bold: its exponential moving average (α = {SMOOTH_ALPHA}); a series of
-fewer than {SMOOTH_MIN_POINTS} values (evaluations) is drawn as it is, each value marked.</p>
+<p class="muted">Faint: every logged value; bold: its exponential moving average (smoothing {SMOOTH_WEIGHT},
+as W&amp;B's); a series of fewer than {SMOOTH_MIN_POINTS} values (evaluations) is drawn as it is, each value marked.</p>
 <div class="charts">{charts or "<p class='muted'>No metrics logged.</p>"}</div>
 <h2>Evaluations</h2>{eval_html}
 <h2>Rollouts</h2>{_rollout_section(run_id)}
