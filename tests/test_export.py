@@ -145,3 +145,15 @@ def test_headless_chromium_renders_the_report_offline(failed_run, tmp_path):
     assert smooth_line > 1500, "the charts' moving-average lines are drawn"
     assert failed_badge > 200, "the failed status badge is drawn"
     assert blank < 0.97 * len(pixels), "the page is not empty"
+
+
+def test_a_long_runs_report_thins_its_eval_table_and_charts_but_keeps_the_ends(hermes_home):
+    write_run("0badc0de", status="completed", steps=1500, total_steps=1500)
+    page = export.html_report("0badc0de")
+    evals = page.split("<h2>Evaluations</h2>")[1].split("<h2>")[0]
+    steps = [int(s) for s in re.findall(r"<tr><td>(\d+)</td>", evals)]
+    assert len(steps) == export.EVAL_TABLE_ROWS and steps[0] == 5 and steps[-1] == 1500
+    assert "200 of 300 evaluations" in evals and "hermes-rl metrics 0badc0de --keys eval/percent_correct" in evals
+    reward_chart = page.split('aria-label="reward/mean"')[1].split("</svg>")[0]
+    points = re.findall(r'class="raw" points="([^"]+)"', reward_chart)[0].split()
+    assert len(points) == export.CHART_POINTS

@@ -36,6 +36,7 @@ SMOOTH_MIN_POINTS = 30  # a shorter series (evals) is drawn as it is, each point
 ROLLOUT_CHARS = 600
 ROLLOUTS_PER_SIDE = 3
 EVAL_PREFIX = "eval/"
+EVAL_TABLE_ROWS = 200  # a longer eval history is shown evenly thinned (`hermes-rl metrics` has all of it)
 
 
 # -- metrics ----------------------------------------------------------------------------------
@@ -105,7 +106,8 @@ def _when(value: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds)) if seconds else "–"
 
 
-def _thin(points: list[tuple[int, float]], limit: int = CHART_POINTS) -> list[tuple[int, float]]:
+def _thin(points: list, limit: int = CHART_POINTS) -> list:
+    """At most `limit` of `points`, evenly spaced, the first and the last kept."""
     if len(points) <= limit:
         return points
     stride = (len(points) - 1) / (limit - 1)
@@ -169,6 +171,20 @@ def svg_chart(title: str, points: list[tuple[int, float]], width: int = 560, hei
         + (line(raw, "raw") + line(smooth, "smooth") if smooth else line(raw, "smooth") + marks)
         + "</svg>"
     )
+
+
+def _all_series(rows: list[dict], keys: list[str]) -> dict[str, list[tuple[int, float]]]:
+    """(step, value) of every key, in one pass over the rows (finite numbers only)."""
+    wanted = set(keys)
+    out: dict[str, list[tuple[int, float]]] = {key: [] for key in keys}
+    for row in rows:
+        step = row.get("step")
+        if not isinstance(step, int):
+            continue
+        for key, value in row.items():
+            if key in wanted and type(value) in (int, float) and math.isfinite(value):
+                out[key].append((step, float(value)))
+    return out
 
 
 def _table(headers: list[str] | None, rows: list[list[Any]], cls: str = "") -> str:
@@ -261,19 +277,21 @@ pre{white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,Menlo,
 def html_report(run_id: str) -> str:
     """The run's report as one HTML page (see the module's docstring). NotFound for an unknown run."""
     from hermes_rl.core import runs
-    from hermes_rl.core.readers.metrics import metric_keys, metric_series
+    from hermes_rl.core.readers.metrics import metric_keys, metric_summary
     from hermes_rl.core.runs.compare import config_values
-    from hermes_rl.core.runs.report import results_summary, running_time_s
+    from hermes_rl.core.runs.report import running_time_s, wandb_url
+    from hermes_rl.core.runs.results import checkpoint_paths
 
     run = runs.get_run(run_id, sample=False)
-    results = results_summary(run_id)
+    checkpoint, tinker_path = checkpoint_paths(run_id)
     rows = _all_rows(run_id)
     keys = metric_keys(rows)
-    status = str(results.get("status") or run.get("status"))
+    status = str(run.get("status"))
     steps_done = (rows[-1].get("step") if rows else None) or 0
     total = run.get("total_steps")
-    accuracy = results.get("eval_accuracy") or {}
-    reward = metric_series(rows, Metric.REWARD_MEAN)
+    series = _all_series(rows, keys)
+    accuracy = metric_summary(series.get(str(Metric.EVAL_PERCENT_CORRECT), []), Metric.EVAL_PERCENT_CORRECT) or {}
+    reward = series.get(str(Metric.REWARD_MEAN), [])
     tail = [v for _, v in reward[-20:]]
     cards = [
         ("steps", f"{steps_done:,}" + (f" / {total:,}" if isinstance(total, int) else "")),
@@ -288,18 +306,22 @@ def html_report(run_id: str) -> str:
     headline = [str(k) for k in HEADLINE_METRICS if str(k) in keys]
     ordered = headline + [k for k in keys if k not in headline]
     charts = "".join(
-        svg_chart(key, series, *((560, 200) if key in headline else (368, 150)))
+        svg_chart(key, series[key], *((560, 200) if key in headline else (368, 150)))
         for key in ordered
-        if (series := metric_series(rows, key))
+        if series.get(key)
     )
     eval_keys = [k for k in keys if k.startswith(EVAL_PREFIX)]
-    eval_rows = [
-        [_e(row["step"]), *(_e(_num(row.get(k))) for k in eval_keys)]
-        for row in rows
-        if any(isinstance(row.get(k), (int, float)) for k in eval_keys)
-    ]
+    evaluated = [row for row in rows if any(isinstance(row.get(k), (int, float)) for k in eval_keys)]
+    shown = _thin(evaluated, EVAL_TABLE_ROWS)
+    eval_rows = [[_e(row["step"]), *(_e(_num(row.get(k))) for k in eval_keys)] for row in shown]
+    eval_note = (
+        f"<p class='muted'>{len(shown)} of {len(evaluated)} evaluations, evenly spaced; all of them: "
+        f"<code>hermes-rl metrics {_e(run_id)} --keys {_e(' '.join(eval_keys))}</code></p>"
+        if len(shown) < len(evaluated)
+        else ""
+    )
     eval_html = (
-        _table(["step", *eval_keys], eval_rows, "evals")
+        eval_note + _table(["step", *eval_keys], eval_rows, "evals")
         if eval_rows
         else "<p class='muted'>This run logged no evaluations.</p>"
     )
@@ -320,16 +342,16 @@ def html_report(run_id: str) -> str:
         ("created", _when(run.get("created_at"))),
         ("started", _when(run.get("started_at"))),
         ("ended", _when(run.get("ended_at"))),
-        ("checkpoint", results.get("checkpoint")),
-        ("tinker path", results.get("tinker_path")),
+        ("checkpoint", checkpoint),
+        ("tinker path", tinker_path),
     ]
     wandb_folders = sorted(str(p) for p in (run_dir(run_id) / "wandb").glob("offline-run-*"))
     if wandb_folders:
         facts.append(("W&B (offline)", "wandb sync " + " ".join(wandb_folders)))
-    elif results.get("wandb_url"):
-        facts.append(("W&B", results["wandb_url"]))
+    elif wandb_url(run):
+        facts.append(("W&B", wandb_url(run)))
     facts_html = _table(None, [[_e(k), _e(v)] for k, v in facts if v], "facts")
-    reason = run.get("reason") or results.get("reason")
+    reason = run.get("reason")
     subtitle = f" — {_e(reason)}" if reason else ""
     generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return f"""<!DOCTYPE html>
