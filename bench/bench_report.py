@@ -53,7 +53,11 @@ def write_run(run_id: str, steps: int) -> None:
     with open(folder / "metrics.jsonl", "w") as trainer, open(folder / "env_metrics.jsonl", "w") as env:
         for step in range(1, steps + 1):
             noise = math.sin(step * 12.9898) * 0.08
-            row = {"step": step, "time": start + 30 * step, "reward/mean": 0.3 + 0.6 * (1 - math.exp(-step / 80)) + noise}
+            row = {
+                "step": step,
+                "time": start + 30 * step,
+                "reward/mean": 0.3 + 0.6 * (1 - math.exp(-step / 80)) + noise,
+            }
             row |= {f"train/m{i}": math.cos(step / (20 + i)) for i in range(9)}
             trainer.write(json.dumps(row) + "\n")
             env_row = {"step": step, "train/percent_correct": min(1.0, step / steps + noise)}

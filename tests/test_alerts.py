@@ -174,7 +174,7 @@ def test_a_slow_webhook_is_cut_off_at_its_deadline():
         config = alerts.AlertConfig(webhook=alerts.Webhook(slow.url, None, 1.0))
         began = time.monotonic()
         outcome = alerts.send_test(config)["channels"]["webhook"]
-        assert time.monotonic() - began < 4
+        assert time.monotonic() - began < 6  # 1 s, and the cut-off connection's second to close
         assert outcome == "not delivered: no answer within 1 s"
     finally:
         slow.close()

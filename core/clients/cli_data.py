@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from hermes_rl.core.base.errors import BadInput
+
 ALERTS_EPILOG = """\
 Rules live in $HERMES_HOME/rl/alerts.yaml and are applied by each run's own supervisor, so nothing
 needs to be open for an alert to go out. Each event is delivered once:
@@ -132,7 +134,12 @@ def cmd_metrics(args) -> Any:
     if args.output:
         from hermes_rl.core.base.fsutil import atomic_write_text
 
-        atomic_write_text(Path(args.output), text, mode=0o644)
+        try:
+            atomic_write_text(Path(args.output), text, mode=0o644)
+        except OSError as exc:
+            raise BadInput(
+                f"cannot write {args.output}: {exc.strerror or exc}", hint="choose a writable path"
+            ) from None
         print(f"{len(rows)} rows × {len(columns)} columns → {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
