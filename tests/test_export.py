@@ -157,3 +157,22 @@ def test_a_long_runs_report_thins_its_eval_table_and_charts_but_keeps_the_ends(h
     reward_chart = page.split('aria-label="reward/mean"')[1].split("</svg>")[0]
     points = re.findall(r'class="raw" points="([^"]+)"', reward_chart)[0].split()
     assert len(points) == export.CHART_POINTS
+
+
+def test_the_dashboards_palette_writes_the_selected_runs_report(failed_run):
+    import asyncio
+
+    from hermes_rl.tui.app import HermesDashboard
+    from tests.fixtures_tui import fixed_clock, wait_for
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock, run_id=RUN)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.selected_run == RUN, what="the run selected")
+            await pilot.press("colon", *"report", "enter")
+            await wait_for(
+                pilot, lambda: any("report of run" in n.message for n in app._notifications), what="the report"
+            )
+            assert (run_dir(RUN) / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+    asyncio.run(scenario())

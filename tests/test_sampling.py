@@ -1,4 +1,4 @@
-"""Sampling any saved checkpoint: a real local run on the tiny model, stopped, whose saved checkpoints then
+"""Sampling any saved checkpoint: a real local run on the tiny model, live and then stopped, whose checkpoints
 answer a prompt and are scored by the run's environment (`hermes-rl sample`), the run's files untouched;
 and the clear errors for a step never saved, a run with no checkpoint, a cloud run without its key."""
 
@@ -27,14 +27,21 @@ def _files(folder):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_stopped_runs_checkpoints_answer_prompts_and_are_scored(tiny_model_dir, capsys):
-    use_tiny_model(tiny_model_dir, total_steps=60)
+def test_a_live_then_stopped_runs_checkpoints_answer_prompts_and_are_scored(tiny_model_dir, capsys):
+    use_tiny_model(tiny_model_dir, total_steps=2000)  # far more than the test lets it train
     run_id = runs.start_run("toy_addition", "local", {"save_checkpoint_interval": 2, "use_wandb": False})["run_id"]
     deadline = time.time() + 300
     while ((runs.get_run(run_id, sample=False).get("last_metric") or {}).get("step") or 0) < 4:
         assert runs.get_run(run_id, sample=False)["status"] in ("starting", "running")
         assert time.time() < deadline, "the run reached no step 4"
         time.sleep(0.2)
+
+    # While the run trains on, its step-2 checkpoint answers a prompt.
+    assert cli.main(["sample", run_id, "--step", "2", "--prompt", "Q: 3+1=\nA:", "--raw", "--n", "2", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["checkpoint"]["step"] == 2 and answer["checkpoint"]["status"] == "running"
+    assert len(answer["completions"]) == 2 and all(c["text"].strip() for c in answer["completions"])
+    assert runs.get_run(run_id, sample=False)["status"] == "running"  # undisturbed
     assert runs.stop_run(run_id, wait=30)["status"] == "stopped"
 
     saved = sampling.list_checkpoints(run_id)
@@ -43,11 +50,6 @@ def test_a_stopped_runs_checkpoints_answer_prompts_and_are_scored(tiny_model_dir
     assert saved[-1]["name"].startswith(("stop-", "step-")) and all(c["local_path"] for c in saved)
     assert len(read_jsonl(run_dir(run_id) / "checkpoints.jsonl")) == len(saved)
     before = _files(run_dir(run_id) / "checkpoints")
-
-    assert cli.main(["sample", run_id, "--step", "2", "--prompt", "Q: 3+1=\nA:", "--raw", "--n", "2", "--json"]) == 0
-    answer = json.loads(capsys.readouterr().out)
-    assert answer["checkpoint"]["step"] == 2 and answer["checkpoint"]["status"] == "stopped"
-    assert len(answer["completions"]) == 2 and all(c["text"].strip() for c in answer["completions"])
 
     code = cli.main(["sample", run_id, "--env", "--groups", "1", "--group-size", "4", "--json"])
     summary = json.loads(capsys.readouterr().out)

@@ -614,6 +614,18 @@ class HermesDashboard(App):
 
         self.push_screen(InferenceScreen(self.selected_env, self.selected_run))
 
+    # -- data out ---------------------------------------------------------------------------------
+    def action_write_report(self) -> None:
+        if not self.selected_run:
+            self.notify("select a run first: [3], then a row", severity="warning")
+            return
+        self._write_report(self.selected_run)
+
+    @work(thread=True, group="report", exit_on_error=False, description="cannot write the report")
+    def _write_report(self, run_id: str) -> None:
+        path = backend.write_report(run_id)
+        self.call_from_thread(self.notify, f"report of run {run_id}: {path}", timeout=15, markup=False)
+
 
 QUIT_DEADLINE_S = 5.0
 

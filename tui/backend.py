@@ -222,6 +222,13 @@ def prepare_inference_test(
     return InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name, checkpoint=chosen)
 
 
+def write_report(run_id: str) -> str:
+    """The run's HTML report written to its folder (core.runs.export); its path."""
+    from hermes_rl.core.runs import export
+
+    return str(export.write_report(run_id))
+
+
 def scored_completions(rollouts_path: str, limit: int = 10_000) -> list[dict]:
     from hermes_rl.core.runs import sampling
 

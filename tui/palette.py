@@ -15,6 +15,7 @@ class HermesCommands(Provider):
             ("Stop the selected run", app.action_stop_run, "asks for confirmation (x)"),
             ("Resume the selected run", app.action_resume_run, "a new run from its saved state and step"),
             ("Test inference", app.action_test_inference, "run the environment against inference models"),
+            ("Write the selected run's report", app.action_write_report, "one HTML page (hermes-rl report)"),
             ("Save config draft", app.save_config, "ctrl+s in the config editor"),
             ("Help: keys", app.action_help, "?"),
             ("Quit (runs keep going)", app.action_quit, "q"),
