@@ -26,7 +26,7 @@ def _files(folder):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)  # one run and three served checkpoints: 6.5 min at a load average of 9 on 2 cores
 def test_a_live_then_stopped_runs_checkpoints_answer_prompts_and_are_scored(tiny_model_dir, capsys):
     use_tiny_model(tiny_model_dir, total_steps=2000)  # far more than the test lets it train
     run_id = runs.start_run("toy_addition", "local", {"save_checkpoint_interval": 2, "use_wandb": False})["run_id"]
