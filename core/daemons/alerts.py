@@ -444,6 +444,8 @@ class AlertMonitor:
             return
         self.next_check = now + CHECK_INTERVAL_S
         self.reload()
+        if not self.config.rules:
+            return  # nothing to watch for: no file is read
         self._check_metrics(self._read_rows())
         self._check_stall(self.config.rules)
 
