@@ -9,6 +9,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.readers.logs import sanitize_terminal
+
+
+def _say(text: object = "", *, err: bool = False) -> None:
+    """Print text that may hold what a model or a run's files wrote: escape sequences cannot act on the
+    terminal (the sanitizer the log views use)."""
+    lines = str(text).split("\n")
+    print("\n".join(sanitize_terminal(line) for line in lines), file=sys.stderr if err else sys.stdout)
+
 
 ALERTS_EPILOG = """\
 Rules live in $HERMES_HOME/rl/alerts.yaml and are applied by each run's own supervisor, so nothing
@@ -45,11 +54,11 @@ def cmd_alerts(args) -> Any:
         outcome = alerts.send_test()
         if args.json:
             return outcome
-        print(f"rules: {', '.join(outcome['rules']) or 'none (a sample goes to every channel)'}")
+        _say(f"rules: {', '.join(outcome['rules']) or 'none (a sample goes to every channel)'}")
         if outcome["webhook"]:
-            print(f"webhook: {outcome['webhook']}")
+            _say(f"webhook: {outcome['webhook']}")
         for channel, result in outcome["channels"].items():
-            print(f"  {channel:<10} {result}")
+            _say(f"  {channel:<10} {result}")
         failed = [c for c, r in outcome["channels"].items() if not r.startswith(("delivered", "skipped"))]
         return _exit(1) if failed else None
     config = alerts.load_config()
@@ -60,9 +69,9 @@ def cmd_alerts(args) -> Any:
     }
     if args.json:
         return shown
-    print(f"{shown['file']}: {len(config.rules)} rule(s)" + (f", webhook {shown['webhook']}" if config.webhook else ""))
+    _say(f"{shown['file']}: {len(config.rules)} rule(s)" + (f", webhook {shown['webhook']}" if config.webhook else ""))
     for rule in shown["rules"]:
-        print(f"  {rule['rule']:<36} → {', '.join(rule['channels'])}")
+        _say(f"  {rule['rule']:<36} → {', '.join(rule['channels'])}")
     return None
 
 
@@ -74,10 +83,10 @@ def cmd_sample(args) -> Any:
         if args.json:
             return checkpoints
         if not checkpoints:
-            print(f"run {args.run_id} has saved no checkpoint yet")
+            _say(f"run {args.run_id} has saved no checkpoint yet")
         for c in checkpoints:
             where = c["local_path"] or c["tinker_path"]
-            print(f"  step {c['step'] if c['step'] is not None else '?':>6}  {c['name']:<14} {where}")
+            _say(f"  step {c['step'] if c['step'] is not None else '?':>6}  {c['name']:<14} {where}")
         return None
     checkpoint = sampling.find_checkpoint(args.run_id, args.step)
     said = (
@@ -86,25 +95,25 @@ def cmd_sample(args) -> Any:
 
     def stage(line: str) -> None:
         if not args.json:
-            print(f"  {line}", file=sys.stderr)
+            _say(f"  {line}", err=True)
 
     if args.prompt is not None:
         if not args.json:
-            print(f"sampling {said}…", file=sys.stderr)
+            _say(f"sampling {said}…", err=True)
         answer = sampling.sample_prompt(
             checkpoint, args.prompt, n=args.n, max_tokens=args.max_tokens, chat=not args.raw, on_stage=stage
         )
         if args.json:
             return answer
         for index, completion in enumerate(answer["completions"], 1):
-            print(f"--- completion {index}/{len(answer['completions'])} ({completion['finish']})")
-            print(completion["text"])
+            _say(f"--- completion {index}/{len(answer['completions'])} ({completion['finish']})")
+            _say(completion["text"])
         return None
     from hermes_rl.core.runs.inference_test import InferenceTest
 
     test = InferenceTest.prepare(args.groups, args.group_size, env_name=args.env or None, checkpoint=checkpoint)
     if not args.json:
-        print(f"scoring {said} on {test.env_info.name}: {args.groups} groups of {args.group_size}…", file=sys.stderr)
+        _say(f"scoring {said} on {test.env_info.name}: {args.groups} groups of {args.group_size}…", err=True)
     summary = test.run(lambda event: stage(event["stage"]) if event.get("stage") else None)
     results = summary.get("models") or [{}]
     scored = sampling.scored_completions(results[0].get("rollouts_path") or "", limit=10_000)
@@ -113,15 +122,15 @@ def cmd_sample(args) -> Any:
         return summary
     result = results[0]
     for error in result.get("errors") or []:
-        print(f"  error: {error}")
+        _say(f"  error: {error}")
     accuracy = "n/a" if result.get("accuracy") is None else f"{result['accuracy']:.1%}"
     mean = "n/a" if result.get("mean_score") is None else f"{result['mean_score']:.3f}"
-    print(f"{result.get('completions', 0)} completions scored: mean reward {mean}, correct {accuracy}")
+    _say(f"{result.get('completions', 0)} completions scored: mean reward {mean}, correct {accuracy}")
     shown = scored[:3] + [c for c in scored[-3:] if c not in scored[:3]]
     for completion in shown:
-        print(f"--- reward {completion['score']:.3f}")
-        print(completion["text"][:600])
-    print(f"everything: {summary['folder']}")
+        _say(f"--- reward {completion['score']:.3f}")
+        _say(completion["text"][:600])
+    _say(f"everything: {summary['folder']}")
     return None if summary.get("environment_working") else _exit(1)
 
 
@@ -140,7 +149,7 @@ def cmd_metrics(args) -> Any:
             raise BadInput(
                 f"cannot write {args.output}: {exc.strerror or exc}", hint="choose a writable path"
             ) from None
-        print(f"{len(rows)} rows × {len(columns)} columns → {args.output}", file=sys.stderr)
+        _say(f"{len(rows)} rows × {len(columns)} columns → {args.output}", err=True)
     else:
         sys.stdout.write(text)
     return None
@@ -152,7 +161,7 @@ def cmd_report(args) -> Any:
     path = export.write_report(args.run_id, args.output)
     if args.json:
         return {"run_id": args.run_id, "path": str(path), "bytes": path.stat().st_size}
-    print(f"report of run {args.run_id}: {path} ({path.stat().st_size / 1024:.0f} KB, opens offline in any browser)")
+    _say(f"report of run {args.run_id}: {path} ({path.stat().st_size / 1024:.0f} KB, opens offline in any browser)")
     return None
 
 
