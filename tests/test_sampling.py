@@ -121,3 +121,18 @@ def test_a_cloud_runs_checkpoint_needs_the_tinker_key(hermes_home, capsys):
     assert cli.main(["sample", "a1b2c3d4", "--prompt", "hi"]) == 1
     err = capsys.readouterr().err
     assert "checkpoints are on Tinker cloud: TINKER_API_KEY is not set" in err
+
+
+def test_list_shows_each_saved_step_and_where_it_is(hermes_home, capsys):
+    write_run("a1b2c3d4", status="completed", steps=6)
+    with open(run_dir("a1b2c3d4") / "checkpoints.jsonl", "w") as handle:
+        for step, name in ((3, "step-000003"), (6, "final")):
+            folder = run_dir("a1b2c3d4") / "checkpoints" / "m-1" / "weights" / name
+            folder.mkdir(parents=True)
+            (folder / "adapter_model.safetensors").write_bytes(b"weights")
+            row = {"name": name, "step": step, "state_path": f"tinker://m-1/weights/{name}", "local_path": str(folder)}
+            handle.write(json.dumps(row | {"backend": "local"}) + "\n")
+    assert cli.main(["sample", "a1b2c3d4", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines] == ["3", "6"] and lines[1].split()[2] == "final"
+    assert lines[0].endswith("checkpoints/m-1/weights/step-000003")
