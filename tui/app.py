@@ -494,6 +494,20 @@ class HermesDashboard(App):
             self.action_focus_pane(3)
 
     @live_handler
+    def on_live_updater_alerts_arrived(self, message: LiveUpdater.AlertsArrived) -> None:
+        """An alert rule fired (alerts.yaml): a toast and the terminal's bell, whichever run it is about."""
+        for alert in message.alerts[-5:]:  # a burst (many runs ending at once) shows its newest few
+            urgent = alert.get("event") in ("failed", "stalled")
+            self.notify(
+                f"{alert.get('message')}",
+                title=f"alert: {alert.get('title')}",
+                severity="error" if urgent else "warning",
+                timeout=30 if urgent else 15,
+                markup=False,  # the text comes from run files: shown as written
+            )
+        self.bell()
+
+    @live_handler
     def on_live_updater_runs_updated(self, message: LiveUpdater.RunsUpdated) -> None:
         self.runs = message.runs
         for run in message.runs:
@@ -644,7 +658,19 @@ class HermesDashboard(App):
     def action_test_inference(self) -> None:
         from hermes_rl.tui.panes.inference import InferenceScreen
 
-        self.push_screen(InferenceScreen(self.selected_env))
+        self.push_screen(InferenceScreen(self.selected_env, self.selected_run))
+
+    # -- data out ---------------------------------------------------------------------------------
+    def action_write_report(self) -> None:
+        if not self.selected_run:
+            self.notify("select a run first: [3], then a row", severity="warning")
+            return
+        self._write_report(self.selected_run)
+
+    @work(thread=True, group="report", exit_on_error=False, description="cannot write the report")
+    def _write_report(self, run_id: str) -> None:
+        path = backend.write_report(run_id)
+        self.call_from_thread(self.notify, f"report of run {run_id}: {path}", timeout=15, markup=False)
 
 
 QUIT_DEADLINE_S = 5.0

@@ -185,6 +185,13 @@ class LiveUpdater:
         names: tuple[str, ...]
 
     @dataclass
+    class AlertsArrived(Message):
+        """Alerts the runs' supervisors delivered since the last cycle (alerts.yaml rules with the
+        dashboard channel); only those that arrive after the dashboard opened."""
+
+        alerts: list[dict]
+
+    @dataclass
     class EnvironmentsChanged(Message):
         """An environment file appeared, changed or went away: discovery's new list."""
 
@@ -224,6 +231,7 @@ class LiveUpdater:
         self._run_metrics: dict = {}  # run_id -> sparkline reader (core's RunMetrics) of the other runs
         self._watch_thread: threading.Thread | None = None
         self._batch: list = []
+        self._alert_offset: int | None = None  # where the shared alert log was read up to
 
     # -- called from the UI thread ----------------------------------------------------------------
     def select(self, run_id: str | None) -> None:
@@ -298,6 +306,7 @@ class LiveUpdater:
             self._runs_dirty = False
             self._last_list = now
             self._list_runs()
+        self._poll_alerts()
         if view is None:
             return
         run = None
@@ -359,6 +368,17 @@ class LiveUpdater:
         self._last_runs, self._last_stalled, self._last_sparks = shown, stalled, sparks
         self._last_structure, self._last_runs_post, self._last_queued = structure, now, queued
         self._post(self.RunsUpdated(runs, stalled, sparks, threshold, queued))
+
+    def _poll_alerts(self) -> None:
+        try:
+            if self._alert_offset is None:
+                self._alert_offset = backend.alert_log_end()
+                return
+            alerts, self._alert_offset = backend.read_alerts(self._alert_offset)
+        except Exception:
+            return
+        if alerts:
+            self._post(self.AlertsArrived(alerts))
 
     def _reward_sparks(self, runs: list[dict]) -> dict[str, list[float]]:
         """Recent reward/mean of the newest runs. The selected run's reader serves its own sparkline;

@@ -23,6 +23,7 @@ class HermesCommands(Provider):
             ),
             ("Where step time goes", app.action_step_time, "the selected run's step phases, stacked per step"),
             ("Test inference", app.action_test_inference, "run the environment against inference models"),
+            ("Write the selected run's report", app.action_write_report, "one HTML page (hermes-rl report)"),
             ("Save config draft", app.save_config, "ctrl+s in the config editor"),
             ("Help: keys", app.action_help, "?"),
             ("Quit (runs keep going)", app.action_quit, "q"),

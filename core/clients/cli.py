@@ -967,6 +967,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmd = add("dashboard", cmd_dashboard, "open the dashboard (the default)")
     cmd.add_argument("--run", dest="run_id")
     add("demo", cmd_demo, "start a local run and open the dashboard over it")
+    from hermes_rl.core.clients import cli_data
+
+    cli_data.add_commands(add)  # sample, metrics, report, alerts
     return parser
 
 

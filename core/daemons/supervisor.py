@@ -42,6 +42,7 @@ from hermes_rl.core.base.polling import poll_until
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 from hermes_rl.core.daemons import procscan
+from hermes_rl.core.daemons.alerts import AlertMonitor
 from hermes_rl.core.daemons.health_monitor import HealthMonitor
 from hermes_rl.core.daemons.launchers import LauncherError, SlurmTracker, start_process
 from hermes_rl.core.daemons.pipeline import (
@@ -205,6 +206,7 @@ class Supervisor:
         self.written: tuple | None = None  # (inode, mtime, size) of the run.json we wrote last
         self.next_state_check = 0.0
         self.health = HealthMonitor(self.dir, self.procs)
+        self.alerts = AlertMonitor(self.dir, self.run, lambda: [p.to_json() for p in self.procs.values()])
 
     # ------------------------------------------------------------ state output
 
@@ -278,6 +280,7 @@ class Supervisor:
         text = redact(f"run {status}: {reason}")
         record_final(self.dir, self.run, status, reason, message=text)
         _log(text)
+        self.alerts.on_final(status, reason)
 
     def _slurm_changed(self, job) -> None:
         """squeue reported a new state or node for one of our jobs: run.json shows it."""
@@ -928,6 +931,7 @@ class Supervisor:
             if self.finished:
                 break
             self.health.tick(time.monotonic())
+            self.alerts.tick(time.monotonic())
             self.wait(self.next_timeout())
 
     def emergency_stop(self, error: str) -> None:
@@ -1005,9 +1009,11 @@ def main(argv: list[str] | None = None) -> int:
         _log("supervisor error:\n" + traceback.format_exc())
         notify(f"error: {exc}")
         supervisor.emergency_stop(f"{type(exc).__name__}: {exc}")
+        supervisor.alerts.close()
         supervisor.release_watchdog()
         _log_problem(start_sweep_queue())
         return 1
+    supervisor.alerts.close()  # the run's last alerts go out before we exit (bounded)
     supervisor.release_watchdog()
     _log(f"supervisor exiting: run {supervisor.run.get('status')} ({supervisor.run.get('reason')})")
     _log_problem(start_sweep_queue())

@@ -6,8 +6,8 @@ The supervisor starts this first and keeps the only write end of a pipe that is 
 once the run is final. EOF without `done` means the supervisor died (SIGKILL, OOM killer, crash):
 PR_SET_PDEATHSIG already killed its direct children, so we end what they left behind — the recorded
 process groups, every process carrying the run's environment marker, and the run's Slurm jobs
-(scancel, then waiting until squeue no longer lists them) — and record the run as failed,
-"supervisor died".
+(scancel, then waiting until squeue no longer lists them) — record the run as failed, "supervisor
+died", and deliver the alert rules' failure alerts (core.daemons.alerts) in the supervisor's place.
 
 Idle, it does nothing but block on read(0); it imports psutil only when it has work to do.
 """
@@ -110,6 +110,13 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str]
         message=f"run failed: {reason}; watchdog ended {len(survivors)} leftover process(es) "
         f"({result['killed']} needed SIGKILL){slurm_note}",
     )
+    # The supervisor cannot tell anyone now: its alert rules for a failure go out from here (once: what
+    # it already delivered is in the run's alerts.jsonl).
+    from hermes_rl.core.daemons.alerts import AlertMonitor
+
+    alerts = AlertMonitor(folder, run, lambda: run.get("processes") or [])
+    alerts.on_final(RunStatus.FAILED, reason)
+    alerts.close()
 
 
 def main(argv: list[str] | None = None) -> int:

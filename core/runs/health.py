@@ -23,9 +23,9 @@ from pathlib import Path
 from hermes_rl.core.base.failures import context_overflow, problem_tip
 from hermes_rl.core.base.fsutil import epoch_seconds, read_json
 from hermes_rl.core.base.records import HealthVerdict
+from hermes_rl.core.base.stall import stall_threshold
 from hermes_rl.core.base.states import RunStatus
 from hermes_rl.core.daemons.health_monitor import HEALTH_FILE
-from hermes_rl.core.runs.stall import stall_threshold
 
 NO_STEP_ENV = "HERMES_RL_NO_STEP_S"
 NO_STEP_MIN_S = 20.0

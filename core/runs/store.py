@@ -23,11 +23,11 @@ from hermes_rl.core.base.paths import (
     validate_run_id,
 )
 from hermes_rl.core.base.records import RunSummary, RunView
+from hermes_rl.core.base.stall import progress_logs, stall_fields
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
 from hermes_rl.core.runs.health import run_health, startup_seconds
-from hermes_rl.core.runs.stall import progress_logs, stall_fields
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
 

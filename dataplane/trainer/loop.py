@@ -32,6 +32,7 @@ from hermes_rl.dataplane.trainer.settings import ConfigError, TrainerSettings
 log = logging.getLogger("trainer")
 
 TRAINER_STATE_FILE = "trainer_state.json"  # the newest save_state: path and step (read by `hermes-rl resume`)
+CHECKPOINTS_FILE = "checkpoints.jsonl"  # every save_state, one line each (read by `hermes-rl sample`)
 STOP_SAVE_TIMEOUT_S = 6.0  # each wait at a stop; both fit in the trainer's 15 s stop timeout
 
 
@@ -408,6 +409,7 @@ class Trainer:
             "saved_at": time.time(),
         }
         atomic_write_json(self.settings.run_dir / TRAINER_STATE_FILE, state)
+        append_jsonl(self.settings.run_dir / CHECKPOINTS_FILE, {"name": name, **state})
         log.info("checkpoint %s saved at step %d: %s", name, self.step, result.path)
         return result.path
 
