@@ -8,8 +8,8 @@ through core.daemons.launchers, as the supervisor does:
 - launch: from the call that starts it to the program's own first line (its time stamp);
 - stop: from terminate() to the launcher reporting nothing left (the process group empty; the job gone
   from squeue);
-- end seen: from the program's end to the launcher's poll() returning its exit code (the supervisor
-  polls squeue every SLURM_POLL_S; a local exit arrives by SIGCHLD).
+- end seen: from the program's end to the launcher's poll() returning its exit code (squeue is asked
+  every SLURM_STEADY_POLL_S while all jobs run; a local exit arrives by SIGCHLD).
 Everything happens under a temporary folder.
 """
 
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hermes_rl.core.daemons.launchers import SLURM_POLL_S, SlurmSettings, SlurmTracker, start_local
+from hermes_rl.core.daemons.launchers import SLURM_POLL_S, SLURM_STEADY_POLL_S, SlurmSettings, SlurmTracker, start_local
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = str(ROOT / "tests" / "procs" / "ready.py")
@@ -95,7 +95,10 @@ def main() -> None:
         for index in range(args.repeat):
             for kind in results:
                 results[kind].append(one(kind, folder, tracker, index))
-    print(f"{args.repeat} launches each (median / max, seconds); squeue polled every {SLURM_POLL_S:g} s")
+    print(
+        f"{args.repeat} launches each (median / max, seconds); squeue polled every {SLURM_POLL_S:g} s "
+        f"(every {SLURM_STEADY_POLL_S:g} s while all jobs run)"
+    )
     for measure in ("launch", "stop", "end_seen"):
         row = []
         for kind, rows in results.items():

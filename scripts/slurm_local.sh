@@ -30,7 +30,8 @@ fi
 chown munge:munge /etc/munge/munge.key
 chmod 0400 /etc/munge/munge.key
 if ! munge -n >/dev/null 2>&1; then
-    su -s /bin/sh munge -c /usr/sbin/munged || /usr/sbin/munged --force || fail "munged did not start"
+    # (9>&-: a daemon must not inherit the setup lock, or it holds it for as long as it lives.)
+    su -s /bin/sh munge -c /usr/sbin/munged 9>&- || /usr/sbin/munged --force 9>&- || fail "munged did not start"
     for _ in $(seq 50); do munge -n >/dev/null 2>&1 && break; sleep 0.1; done
     munge -n >/dev/null 2>&1 || fail "munged started but does not answer"
 fi
@@ -85,11 +86,11 @@ if [ ! -f "$conf" ] || [ "$(cat "$conf")" != "$wanted" ]; then
     done
 fi
 
-pgrep -x slurmctld >/dev/null || /usr/sbin/slurmctld || fail "slurmctld did not start (see /var/log/slurm/slurmctld.log)"
-pgrep -x slurmd >/dev/null || /usr/sbin/slurmd || fail "slurmd did not start (see /var/log/slurm/slurmd.log)"
+pgrep -x slurmctld >/dev/null || /usr/sbin/slurmctld 9>&- || fail "slurmctld did not start (see /var/log/slurm/slurmctld.log)"
+pgrep -x slurmd >/dev/null || /usr/sbin/slurmd 9>&- || fail "slurmd did not start (see /var/log/slurm/slurmd.log)"
 
 for _ in $(seq 100); do
-    if timeout 10 srun -n1 -t 1 -J hermes-slurm-local-check hostname >/dev/null 2>&1; then
+    if timeout 10 srun -n1 -t 1 -J hermes-slurm-local-check hostname >/dev/null 2>&1 9>&-; then
         say "ready"
         exit 0
     fi

@@ -31,7 +31,10 @@ from hermes_rl.core.daemons.spawn import spawn_group
 
 LAUNCHERS = ("local", "slurm")
 SLURM_CALL_TIMEOUT_S = 30.0  # one sbatch/squeue/scancel call; a busy controller answers slowly
-SLURM_POLL_S = 0.5  # squeue is asked at most this often (all the run's jobs in one call)
+# squeue is asked about all the run's jobs in one call: every SLURM_POLL_S while one is queued, starting
+# or being stopped, every SLURM_STEADY_POLL_S while all run (a cluster's controller serves every user).
+SLURM_POLL_S = 0.5
+SLURM_STEADY_POLL_S = 2.0
 # squeue states of a job that still holds (or waits for) resources; any other state is an end.
 SLURM_LIVE_STATES = frozenset(
     {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
@@ -310,7 +313,9 @@ class SlurmTracker:
     def refresh(self, force: bool = False) -> None:
         now = time.monotonic()
         watched = [j for j in self.jobs.values() if j.state in SLURM_LIVE_STATES]
-        if not watched or (not force and now - self.last_refresh < SLURM_POLL_S):
+        steady = all(j.state == "RUNNING" and not j.cancelled for j in watched)
+        interval = SLURM_STEADY_POLL_S if steady else SLURM_POLL_S
+        if not watched or (not force and now - self.last_refresh < interval):
             return
         self.last_refresh = now
         ids = ",".join(j.job_id for j in watched)
