@@ -30,3 +30,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   esac
   echo "$want" > "$stamp"
 fi
+# The project's own modules compiled ahead (an editable install leaves them as source): every process a
+# run starts reads them instead of compiling, also where PYTHONDONTWRITEBYTECODE keeps Python from caching.
+.venv/bin/python -m compileall -q -j 0 core tui dataplane environments >/dev/null || true
