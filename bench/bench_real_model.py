@@ -28,8 +28,14 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import hermes_rl.dataplane.tinker_local  # noqa: E402, F401  (the server's OpenMP settings, for both sides)
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def load() -> str:
+    """The 1-minute load average, printed beside every figure (this machine is shared)."""
+    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def timed(fn):
@@ -47,6 +53,7 @@ def main() -> int:
     parser.add_argument("--fb-tokens", type=int, default=96)
     parser.add_argument("--steps", type=int, default=2, help="GRPO steps to average")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--grpo-only", action="store_true", help="only the GRPO step (no transformers baseline)")
     args = parser.parse_args()
 
     import torch
@@ -79,69 +86,73 @@ def main() -> int:
     )
     print(f"greedy answer: {tokenizer.decode(greedy[0].sequences[0].tokens)!r}")
 
-    # 1. sampling -----------------------------------------------------------------------------
     from hermes_rl.environments.gsm8k import SYSTEM_PROMPT
 
     rows = [json.loads(line) for line in (ROOT / "environments/data/gsm8k_sample.jsonl").read_text().splitlines()]
-    group_chat = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": rows[0]["question"]}]
-    prompt = tokenizer.apply_chat_template(group_chat, add_generation_prompt=True, tokenize=True, return_dict=False)
-    n, length = args.samples, args.tokens
-    spec = SampleSpec(prompt=prompt, num_samples=n, max_tokens=length, temperature=1.0)  # no stop: full length
-    lm.sample([SampleSpec(prompt=prompt, num_samples=2, max_tokens=4)], None, 1.0)  # warm-up
-    ours_s, result = timed(lambda: lm.sample([spec], None, 1.0, generator=torch.Generator().manual_seed(0)))
-    ours_tokens = sum(len(seq.tokens) for seq in result[0].sequences)
-    print(f"  tinker-local: {ours_tokens} tokens in {ours_s:.2f}s", flush=True)
-    reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    ids = torch.tensor([prompt])
-    generate = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=length, min_new_tokens=length)
-    with torch.no_grad():
-        reference.generate(ids, num_return_sequences=2, max_new_tokens=4, do_sample=True)  # warm-up
-        torch.manual_seed(0)
-        theirs_s, out = timed(lambda: reference.generate(ids, num_return_sequences=n, **generate))
-    theirs_tokens = (out.shape[1] - len(prompt)) * out.shape[0]
-    ours_rate, theirs_rate = ours_tokens / ours_s, theirs_tokens / theirs_s
-    print(
-        f"sampling {n} x {length} tokens (prompt {len(prompt)}): tinker-local {ours_rate:.1f} tok/s "
-        f"({ours_s:.2f}s), transformers.generate {theirs_rate:.1f} tok/s ({theirs_s:.2f}s): "
-        f"{ours_rate / theirs_rate:.2f}x"
-    )
+    if not args.grpo_only:
+        # 1. sampling -----------------------------------------------------------------------------
 
-    # 2. forward_backward ---------------------------------------------------------------------
-    from peft import LoraConfig, get_peft_model
+        group_chat = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": rows[0]["question"]}]
+        prompt = tokenizer.apply_chat_template(group_chat, add_generation_prompt=True, tokenize=True, return_dict=False)
+        n, length = args.samples, args.tokens
+        spec = SampleSpec(prompt=prompt, num_samples=n, max_tokens=length, temperature=1.0)  # no stop: full length
+        lm.sample([SampleSpec(prompt=prompt, num_samples=2, max_tokens=4)], None, 1.0)  # warm-up
+        ours_s, result = timed(lambda: lm.sample([spec], None, 1.0, generator=torch.Generator().manual_seed(0)))
+        ours_tokens = sum(len(seq.tokens) for seq in result[0].sequences)
+        print(f"  tinker-local: {ours_tokens} tokens in {ours_s:.2f}s", flush=True)
+        reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        ids = torch.tensor([prompt])
+        generate = dict(
+            do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=length, min_new_tokens=length
+        )
+        with torch.no_grad():
+            reference.generate(ids, num_return_sequences=2, max_new_tokens=4, do_sample=True)  # warm-up
+            torch.manual_seed(0)
+            theirs_s, out = timed(lambda: reference.generate(ids, num_return_sequences=n, **generate))
+        theirs_tokens = (out.shape[1] - len(prompt)) * out.shape[0]
+        ours_rate, theirs_rate = ours_tokens / ours_s, theirs_tokens / theirs_s
+        print(
+            f"sampling {n} x {length} tokens (prompt {len(prompt)}): tinker-local {ours_rate:.1f} tok/s "
+            f"({ours_s:.2f}s), transformers.generate {theirs_rate:.1f} tok/s ({theirs_s:.2f}s): "
+            f"{ours_rate / theirs_rate:.2f}x ({load()})"
+        )
 
-    rank, batch, width = 16, args.fb_batch, args.fb_tokens
-    sequences = torch.randint(0, lm.vocab_size, (batch, width), generator=torch.Generator().manual_seed(1))
-    adapter = lm.new_adapter(rank, lm.lora_modules(True, True, False), seed=0)
-    params = {k: (a.requires_grad_(True), b.requires_grad_(True)) for k, (a, b) in adapter.items()}
-    targets = [row[1:].clone() for row in sequences]
-    seqs = [row[:-1].tolist() for row in sequences]
+        # 2. forward_backward ---------------------------------------------------------------------
+        from peft import LoraConfig, get_peft_model
 
-    def ours_step():
-        lm.target_logprobs(seqs, targets, params, LORA_ALPHA / rank).sum().backward()
+        rank, batch, width = 16, args.fb_batch, args.fb_tokens
+        sequences = torch.randint(0, lm.vocab_size, (batch, width), generator=torch.Generator().manual_seed(1))
+        adapter = lm.new_adapter(rank, lm.lora_modules(True, True, False), seed=0)
+        params = {k: (a.requires_grad_(True), b.requires_grad_(True)) for k, (a, b) in adapter.items()}
+        targets = [row[1:].clone() for row in sequences]
+        seqs = [row[:-1].tolist() for row in sequences]
 
-    ours_step()
-    ours_fb, _ = timed(ours_step)
-    peft_model = get_peft_model(
-        reference,
-        LoraConfig(
-            r=rank,
-            lora_alpha=LORA_ALPHA,
-            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        ),
-    )
+        def ours_step():
+            lm.target_logprobs(seqs, targets, params, LORA_ALPHA / rank).sum().backward()
 
-    def theirs_step():
-        logits = peft_model(input_ids=sequences[:, :-1]).logits
-        torch.log_softmax(logits.float(), -1).gather(-1, sequences[:, 1:, None]).sum().backward()
+        ours_step()
+        ours_fb, _ = timed(ours_step)
+        peft_model = get_peft_model(
+            reference,
+            LoraConfig(
+                r=rank,
+                lora_alpha=LORA_ALPHA,
+                target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+            ),
+        )
 
-    theirs_fb, _ = timed(theirs_step)
-    fb_tokens = batch * (width - 1)
-    print(
-        f"forward_backward {batch} x {width - 1} tokens, LoRA rank {rank}: tinker-local {fb_tokens / ours_fb:.1f} "
-        f"tok/s ({ours_fb:.2f}s), transformers+peft {fb_tokens / theirs_fb:.1f} tok/s ({theirs_fb:.2f}s): "
-        f"{theirs_fb / ours_fb:.2f}x"
-    )
-    peft_model = reference = None  # free their memory before the GRPO step
+        def theirs_step():
+            logits = peft_model(input_ids=sequences[:, :-1]).logits
+            torch.log_softmax(logits.float(), -1).gather(-1, sequences[:, 1:, None]).sum().backward()
+
+        theirs_fb, _ = timed(theirs_step)
+        fb_tokens = batch * (width - 1)
+        print(
+            f"forward_backward {batch} x {width - 1} tokens, LoRA rank {rank}: tinker-local {fb_tokens / ours_fb:.1f} "
+            f"tok/s ({ours_fb:.2f}s), transformers+peft {fb_tokens / theirs_fb:.1f} tok/s ({theirs_fb:.2f}s): "
+            f"{theirs_fb / ours_fb:.2f}x ({load()})"
+        )
+        peft_model = reference = None  # free their memory before the GRPO step
 
     # 3. a GRPO step as the smollm2 profile sizes it ------------------------------------------
     profile = PROFILE_VALUES["smollm2"]
@@ -152,24 +163,26 @@ def main() -> int:
     model_id = created["model_id"]
     from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
 
-    step_times, completion_tokens = [], []
+    step_times, step_cpu, completion_tokens = [], [], []
     for step in range(args.steps):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         sampler_id = backend.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"]
         sampler = backend.sampler(sampler_id)
         batch_specs, prompts = [], []
         for row in rows[step * prompts_per_step : (step + 1) * prompts_per_step]:
-            messages = [{"role": "user", "content": row["question"] + "\nEnd with: #### <number>"}]
+            # as the gsm8k environment asks: its system prompt, the completion gets what the prompt leaves
+            messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["question"]}]
             ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
             prompts.append(ids)
+            budget = max(1, max_tokens - len(ids) - 1)
             batch_specs.append(
-                SampleSpec(prompt=ids, num_samples=group, max_tokens=max_tokens, stop_token_ids=lm.eos_token_ids)
+                SampleSpec(prompt=ids, num_samples=group, max_tokens=budget, stop_token_ids=lm.eos_token_ids)
             )
         adapter_now, scale = backend._sampler_adapter(sampler)
         results = lm.sample(batch_specs, adapter_now, scale)
         data = []
         for ids, result in zip(prompts, results, strict=True):
-            rewards = [float(len(seq.tokens) < max_tokens) for seq in result.sequences]  # any reward signal
+            rewards = [float(seq.stop_reason == "stop") for seq in result.sequences]  # any reward signal
             mean = sum(rewards) / len(rewards)
             for seq, reward in zip(result.sequences, rewards, strict=True):
                 tokens = ids + seq.tokens
@@ -197,10 +210,12 @@ def main() -> int:
         )
         backend.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-4}})
         step_times.append(time.perf_counter() - started)
+        step_cpu.append(time.process_time() - cpu_started)
     print(
         f"GRPO step (smollm2 profile: {prompts_per_step} prompts x {group}, max {max_tokens} tokens, "
-        f"mean completion {statistics.mean(completion_tokens):.0f} tokens): "
-        f"{statistics.mean(step_times):.1f}s per step (steps: {', '.join(f'{t:.1f}' for t in step_times)})"
+        f"mean completion {statistics.mean(completion_tokens):.0f} tokens, prompt {len(prompts[0])}): "
+        f"{statistics.mean(step_times):.1f}s per step (steps: {', '.join(f'{t:.1f}' for t in step_times)}; {load()}); "
+        f"CPU time {statistics.mean(step_cpu):.1f}s per step, all threads (what the load does not change)"
     )
     return 0
 

@@ -1,12 +1,16 @@
-"""A local model behind an OpenAI-compatible endpoint, with no run and no keys:
+"""A model behind an OpenAI-compatible endpoint, outside any run:
 
     python -m hermes_rl.dataplane.offline_policy --model-dir DIR [--port 0]
+        [--model-path tinker://MODEL_ID/weights/NAME [--checkpoint-from FOLDER | --cloud]]
 
 Prepares DIR if needed (dataplane.models), starts tinker-local on it as a child process, and serves
 the base model (no LoRA) through the trainer's own inference server (/v1/completions,
 /v1/chat/completions, /generate), so an environment can be tried against real model answers
-offline. Prints `offline policy ready on http://127.0.0.1:PORT/v1` once it answers; stops (and
-stops its server) on SIGTERM/SIGINT.
+offline. With --model-path it serves that saved checkpoint instead: a local run's checkpoint folder
+(--checkpoint-from) is copied into this server's own checkpoint folder first, so the run's files are
+only read; with --cloud no local server starts and the path is sampled on Tinker cloud
+(TINKER_API_KEY from the environment). Prints `offline policy ready on http://127.0.0.1:PORT/v1`
+once it answers; stops (and stops its server) on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -84,20 +88,32 @@ def _stop(process: subprocess.Popen) -> None:
             process.kill()
 
 
-async def serve(model_dir: Path, port: int) -> int:
+async def serve(
+    model_dir: Path, port: int, model_path: str | None = None, checkpoint_from: Path | None = None, cloud: bool = False
+) -> int:
     import tempfile
 
     import tinker
 
+    from hermes_rl.core.base.paths import tinker_checkpoint_subpath
     from hermes_rl.dataplane.trainer.inference import Policy, start_server
     from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
 
     checkpoints = Path(tempfile.mkdtemp(prefix="offline-policy-"))
-    process, url = await asyncio.to_thread(start_tinker, model_dir, checkpoints)
+    process = None
     try:
-        os.environ.update({"TINKER_BASE_URL": url, "TINKER_API_KEY": LOCAL_KEY, "TINKER_TELEMETRY": "0"})
+        if cloud:
+            os.environ["TINKER_TELEMETRY"] = "0"  # TINKER_API_KEY (the caller's) and the SDK's own base URL
+        else:
+            if model_path and checkpoint_from:
+                shutil.copytree(checkpoint_from, checkpoints / tinker_checkpoint_subpath(model_path))
+            process, url = await asyncio.to_thread(start_tinker, model_dir, checkpoints)
+            os.environ.update({"TINKER_BASE_URL": url, "TINKER_API_KEY": LOCAL_KEY, "TINKER_TELEMETRY": "0"})
         service = tinker.ServiceClient()
-        sampling_client = await service.create_sampling_client(base_model=str(model_dir))
+        if model_path:
+            sampling_client = await service.create_sampling_client(model_path=model_path)
+        else:
+            sampling_client = await service.create_sampling_client(base_model=str(model_dir))
         policy = Policy(load_tokenizer(str(model_dir)), str(model_dir))
         policy.set_client(sampling_client, 0)
         runner = await start_server(policy, "127.0.0.1", port)
@@ -107,7 +123,7 @@ async def serve(model_dir: Path, port: int) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        while not stop.is_set() and process.poll() is None:
+        while not stop.is_set() and (process is None or process.poll() is None):
             try:
                 await asyncio.wait_for(stop.wait(), 1.0)
             except TimeoutError:
@@ -115,7 +131,8 @@ async def serve(model_dir: Path, port: int) -> int:
         await runner.cleanup()
         return 0 if stop.is_set() else 1  # tinker-local died under us: say so by the exit code
     finally:
-        _stop(process)
+        if process is not None:
+            _stop(process)
         shutil.rmtree(checkpoints, ignore_errors=True)
 
 
@@ -123,7 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hermes_rl.dataplane.offline_policy", description=__doc__)
     parser.add_argument("--model-dir", type=Path, required=True)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--model-path", help="a saved checkpoint to serve (tinker://MODEL_ID/weights/NAME)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--checkpoint-from", type=Path, help="the local folder of --model-path (a local run's)")
+    source.add_argument("--cloud", action="store_true", help="sample --model-path on Tinker cloud")
     args = parser.parse_args(argv)
+    if args.cloud:  # the model is Tinker's: its tokenizer is what this machine needs
+        return asyncio.run(serve(args.model_dir, args.port, args.model_path, cloud=True))
     from hermes_rl.dataplane.models import ensure_model
     from hermes_rl.dataplane.tinker_local.model_config import ModelError
 
@@ -134,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     except ModelError as exc:
         print(f"offline policy: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(model_dir, args.port))
+    return asyncio.run(serve(model_dir, args.port, args.model_path, args.checkpoint_from))
 
 
 if __name__ == "__main__":

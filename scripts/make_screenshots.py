@@ -1,7 +1,9 @@
 """Regenerate screenshots/*.svg: every pane of the dashboard over deterministic run folders, and
-(with --live) the dashboard over a real local training run.
+(with --live) the dashboard over a real local training run; and screenshots/report.png, `hermes-rl
+report`'s page over a deterministic run folder as headless Chromium renders it (needs chromium).
 
-    .venv/bin/python scripts/make_screenshots.py            # panes (about a minute)
+    .venv/bin/python scripts/make_screenshots.py            # panes (about a minute) and the report
+    .venv/bin/python scripts/make_screenshots.py --report-only
     .venv/bin/python scripts/make_screenshots.py --live     # + a live local run (builds the tiny model
                                                             #   if needed; minutes on a small CPU)
 
@@ -169,10 +171,41 @@ async def live(min_steps: int, timeout: float) -> None:
         runs.stop_run(run_id)
 
 
+def report() -> None:
+    """`hermes-rl report` over a failed 40-step run with the rollouts a real run recorded, as Chromium draws it."""
+    import subprocess
+
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.runs import export
+    from tests.fixtures_tui import REAL_ROLLOUTS, write_run, write_run_config
+
+    if shutil.which("chromium") is None:
+        print("  report.png skipped: chromium is not installed (apt-get install -y chromium)")
+        return
+    write_run("a1b2c3d4", status="failed", steps=40, total_steps=100, reason="trainer exited with code 1")
+    shutil.copyfile(REAL_ROLLOUTS, run_dir("a1b2c3d4") / "rollouts.jsonl")
+    write_run_config("a1b2c3d4", group_size=8, learning_rate=3e-4)
+    page = export.write_report("a1b2c3d4")
+    profile = Path(tempfile.mkdtemp(prefix="hermes-shots-chromium-"))
+    try:
+        subprocess.run(
+            ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+            + [f"--user-data-dir={profile}", "--window-size=1280,1500", f"--screenshot={OUT / 'report.png'}"]
+            + [page.as_uri()],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    print(f"  {OUT / 'report.png'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--live", action="store_true", help="also screenshot a real local run")
     parser.add_argument("--live-only", action="store_true", help="only the live run screenshot")
+    parser.add_argument("--report-only", action="store_true", help="only the HTML report's screenshot")
     parser.add_argument("--live-steps", type=int, default=3)
     parser.add_argument("--live-timeout", type=float, default=900)
     args = parser.parse_args()
@@ -183,9 +216,11 @@ def main() -> None:
         os.environ.pop(name, None)  # screenshots never show a key, and the local profile is the one shown
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        if not args.live_only:
+        if not args.live_only and not args.report_only:
             asyncio.run(panes())
-        if args.live or args.live_only:
+        if not args.live_only:
+            report()
+        if (args.live or args.live_only) and not args.report_only:
             asyncio.run(live(args.live_steps, args.live_timeout))
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -66,6 +66,7 @@ PROCESS_FIXTURES = frozenset(
         "openai_stub",
         "run_cleanup",
         "run_processes_cleanup",
+        "slurm_cluster",
         "runnable_checkout",
         "specs",
         "user_envs",
@@ -94,6 +95,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.pipeline)
         if _starts_a_textual_app(item, uses):
             item.add_marker(pytest.mark.tui)
+        if "slurm_cluster" in uses:
+            item.add_marker(pytest.mark.slurm)
         heavy = (
             item.get_closest_marker("tui")
             or item.get_closest_marker("pipeline")

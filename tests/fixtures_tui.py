@@ -185,7 +185,7 @@ def metric_row(step: int, start: float = FIXED_NOW) -> dict:
         "logprobs/diff": round(0.02 * math.sin(step / 2), 5),
         "advantages/mean": 0.0,
         "advantages/std": round(0.5 - 0.01 * step, 4),
-        "timing/step_s": 29.5,
+        "time/step_s": 29.5,
     }
 
 

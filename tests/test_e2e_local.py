@@ -14,6 +14,7 @@ import yaml
 from hermes_rl.core import runs
 from hermes_rl.core.base.fsutil import read_jsonl
 from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.base.states import STEP_PHASES
 from hermes_rl.core.envs.profiles import PROFILE_VALUES
 from hermes_rl.core.readers import rollouts
 from tests.fixtures_model import use_tiny_model
@@ -29,7 +30,8 @@ DESIGN_KEYS = (
     "logprobs/diff",
     "advantages/mean",
     "advantages/std",
-    "timing/step_s",
+    "time/step_s",
+    *STEP_PHASES,
 )
 FINAL = ("completed", "failed", "stopped", "lost")
 
@@ -82,7 +84,11 @@ def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_
         assert all(key in row for key in DESIGN_KEYS), row
         assert row["train/learning_rate"] == pytest.approx(PROFILE_VALUES["local"]["locked"]["learning_rate"])
         assert 0.0 <= row["reward/mean"] <= 1.0
+        # every step's phases are recorded, and they make up the step's wall time
+        assert row["time/step_s"] == pytest.approx(sum(row[key] for key in STEP_PHASES))
+        assert min(row[key] for key in STEP_PHASES) >= 0.0 and row["time/forward_backward_s"] > 0.0
     assert any(r["train/loss"] is not None for r in rows)
+    assert any(r["time/checkpoint_s"] > 0 for r in rows)  # the steps after the interval saves carry them
 
     env_rows = read_jsonl(folder / "env_metrics.jsonl")
     assert any("train/percent_correct" in r for r in env_rows), env_rows

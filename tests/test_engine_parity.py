@@ -99,7 +99,10 @@ def test_logits_equal_transformers(arch):
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
 
 
-def test_lora_gradients_equal_peft(arch, tmp_path):
+@pytest.mark.parametrize("masked", [False, True], ids=["every-position", "loss-positions-only"])
+def test_lora_gradients_equal_peft(arch, tmp_path, masked):
+    """With `masked`, the positions whose loss weight is 0 skip the output head's autograd
+    (forward_backward does this for prompt positions): the values and the gradients stay the same."""
     from peft import PeftModel
     from safetensors.torch import save_file
 
@@ -122,15 +125,17 @@ def test_lora_gradients_equal_peft(arch, tmp_path):
     params = {
         name: (a.clone().requires_grad_(True), b.clone().requires_grad_(True)) for name, (a, b) in adapter.items()
     }
-    ours = lm.target_logprobs(sequences, targets, params, LORA_ALPHA / rank)
-    mask = torch.tensor([[1.0] * 7, [1.0] * 4 + [0.0] * 3])
+    mask = torch.tensor([[0.0] * 3 + [1.0] * 4, [0.0] + [1.0] * 3 + [0.0] * 3])
+    ours = lm.target_logprobs(sequences, targets, params, LORA_ALPHA / rank, mask.bool() if masked else None)
     (ours * mask).sum().backward()
 
     peft_model = PeftModel.from_pretrained(reference, adapter_dir, is_trainable=True)
     theirs_total = 0
-    for seq, target in zip(sequences, targets, strict=True):
+    for row, (seq, target) in enumerate(zip(sequences, targets, strict=True)):
         logits = peft_model(input_ids=torch.tensor([seq])).logits[0]
-        theirs_total = theirs_total + torch.log_softmax(logits, -1).gather(-1, target[:, None]).sum()
+        theirs = torch.log_softmax(logits, -1).gather(-1, target[:, None])[:, 0]
+        torch.testing.assert_close(ours[row, : len(seq)].detach(), theirs.detach(), atol=1e-4, rtol=1e-4)
+        theirs_total = theirs_total + (theirs * mask[row, : len(seq)]).sum()
     theirs_total.backward()
     torch.testing.assert_close((ours * mask).sum().detach(), theirs_total.detach(), atol=1e-4, rtol=1e-5)
 
@@ -147,6 +152,49 @@ def test_lora_gradients_equal_peft(arch, tmp_path):
             torch.testing.assert_close(tensor.grad, theirs, atol=1e-4, rtol=1e-4)
             compared += 1
     assert compared == 2 * len(params) and any(float(a.grad.abs().max()) > 1e-3 for a, _ in params.values())
+
+
+def test_forward_backward_trains_only_where_advantages_are_not_zero(arch, tmp_path):
+    """Through the server's backend: a batch whose advantages are all 0 (a group that scored the same)
+    is accepted and moves nothing; advantages on the completion only (the prompt's are 0) train."""
+    import numpy as np
+
+    from hermes_rl.dataplane.tinker_local.backend import Backend
+    from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
+
+    _, folder, _, _ = arch
+    backend = Backend(folder, tmp_path / "checkpoints")
+    model_id = backend.create_model({"session_id": "s", "base_model": str(folder), "lora_config": {"rank": 4}})[
+        "model_id"
+    ]
+    tokens = [5, 9, 14, 3, 77, 2, 40, 8]
+
+    def step(advantages: list[float]) -> dict:
+        n = len(tokens) - 1
+        datum = Datum(
+            tokens=tokens[:-1],
+            inputs={
+                "target_tokens": np.asarray(tokens[1:], dtype=np.int64),
+                "logprobs": np.full(n, -2.0, dtype=np.float32),
+                "advantages": np.asarray(advantages, dtype=np.float32),
+            },
+        )
+        request = ForwardBackwardRequest(
+            model_id=model_id,
+            seq_id=0,
+            loss_fn="importance_sampling",
+            loss_fn_config={},
+            forward_only=False,
+            data=[datum],
+        )
+        backend.forward_backward(request)
+        return backend.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-2}})["metrics"]
+
+    before = {name: t.detach().clone() for name, t in backend.model(model_id).tensors().items()}
+    assert step([0.0] * 7)["grad_norm"] == 0.0
+    after = backend.model(model_id).tensors()
+    assert all(torch.equal(before[name], after[name]) for name in before)
+    assert step([0.0] * 4 + [1.0, -0.5, 1.0])["grad_norm"] > 0
 
 
 def test_greedy_sampling_through_the_cache_equals_transformers_generate(arch):
@@ -169,6 +217,35 @@ def test_greedy_sampling_through_the_cache_equals_transformers_generate(arch):
         for seq in result.sequences:
             assert seq.tokens == expected
             torch.testing.assert_close(torch.tensor(seq.logprobs), forward, atol=1e-4, rtol=1e-4)
+
+
+def test_sampling_with_an_adapter_follows_the_adapted_model_and_its_in_place_updates(arch):
+    """Sampling folds the adapter into the weights: greedy samples and their logprobs are the adapted
+    model's (its training forward pass, unmerged); an adapter changed in place (an inflight sampler's)
+    is sampled as changed, not from the earlier merge."""
+    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+
+    _, _, _, lm = arch
+    rank, prompt = 4, [4, 17, 33, 2, 90]
+    adapter = lm.new_adapter(rank, lm.lora_modules(True, True, True), seed=3)
+    generator = torch.Generator().manual_seed(4)
+    adapter = {name: (a, torch.randn(b.shape, generator=generator) * 0.3) for name, (a, b) in adapter.items()}
+
+    def check() -> torch.Tensor:
+        seq = lm.sample([SampleSpec(prompt=prompt, max_tokens=8, temperature=0.0)], adapter, 2.0)[0].sequences[0]
+        with torch.no_grad():
+            full = prompt + seq.tokens
+            logits = lm.forward(torch.tensor([full]), torch.arange(len(full))[None], adapter, 2.0)[0]
+        expected = logits[len(prompt) - 1 : -1]
+        assert seq.tokens == expected.argmax(-1).tolist()
+        forward = torch.log_softmax(expected, -1).gather(-1, torch.tensor(seq.tokens)[:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(seq.logprobs), forward, atol=1e-4, rtol=1e-4)
+        return torch.tensor(seq.logprobs)
+
+    before = check()
+    for _, b in adapter.values():
+        b.mul_(-1.0)
+    assert not torch.allclose(check(), before, atol=1e-3)  # the in-place update is what got sampled
 
 
 def test_samples_that_stop_leave_the_batch_without_disturbing_the_others(arch):

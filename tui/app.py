@@ -27,7 +27,7 @@ from textual.worker import Worker, WorkerState
 
 from hermes_rl.core.base.errors import HermesError
 from hermes_rl.core.base.paths import cli_command
-from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, RunStatus
+from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, STEP_PHASES, STEP_TIME, RunStatus
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import UntrustedTextFilter, error_line
 from hermes_rl.tui.keymap import keymap_path, load_keymap
@@ -38,6 +38,7 @@ from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.metrics import ChartScreen, MetricsPane
 from hermes_rl.tui.panes.processes import ProcessesPane
 from hermes_rl.tui.panes.runs import RunsPane
+from hermes_rl.tui.panes.step_time import StepTimeScreen
 from hermes_rl.tui.textual_compat import add_line_filter, background_screens, shutting_down
 from hermes_rl.tui.widgets.dialogs import ConfirmScreen, HelpScreen, binding_rows
 from hermes_rl.tui.widgets.header import HeaderBar
@@ -493,6 +494,20 @@ class HermesDashboard(App):
             self.action_focus_pane(3)
 
     @live_handler
+    def on_live_updater_alerts_arrived(self, message: LiveUpdater.AlertsArrived) -> None:
+        """An alert rule fired (alerts.yaml): a toast and the terminal's bell, whichever run it is about."""
+        for alert in message.alerts[-5:]:  # a burst (many runs ending at once) shows its newest few
+            urgent = alert.get("event") in ("failed", "stalled")
+            self.notify(
+                f"{alert.get('message')}",
+                title=f"alert: {alert.get('title')}",
+                severity="error" if urgent else "warning",
+                timeout=30 if urgent else 15,
+                markup=False,  # the text comes from run files: shown as written
+            )
+        self.bell()
+
+    @live_handler
     def on_live_updater_runs_updated(self, message: LiveUpdater.RunsUpdated) -> None:
         self.runs = message.runs
         for run in message.runs:
@@ -506,7 +521,7 @@ class HermesDashboard(App):
                 )
             self._statuses[run["run_id"]] = status
         pane = self.pane(RunsPane)
-        pane.update_runs(message.runs, message.sparks, message.stalled)
+        pane.update_runs(message.runs, message.sparks, message.stalled, message.queued)
         self.pane(EnvironmentsPane).show_running(
             {r["environment"] for r in message.runs if r.get("environment") and r.get("status") not in FINAL}
         )
@@ -565,7 +580,7 @@ class HermesDashboard(App):
         if message.run_id != self.selected_run:
             return
         self.pane(MetricsPane).show(message.run_id, message.rows)
-        if isinstance(self.screen, ChartScreen):
+        if isinstance(self.screen, (ChartScreen, StepTimeScreen)):
             self.screen.update_rows(message.rows)
 
     @live_handler
@@ -577,7 +592,52 @@ class HermesDashboard(App):
         self.open_chart(message.key)
 
     def open_chart(self, key: str) -> None:
+        if key == STEP_TIME or key in STEP_PHASES:  # a step's phases read best together, stacked
+            self.action_step_time()
+            return
         self.push_screen(ChartScreen(key, self.pane(MetricsPane).rows))
+
+    def action_step_time(self) -> None:
+        """Where the selected run's step time goes: its time/… phases stacked per step."""
+        self.push_screen(StepTimeScreen(self.pane(MetricsPane).rows))
+
+    def compare_sweep(self, sweep_id: str) -> None:
+        """The comparison of every run a sweep has started (core.runs.sweeps), with its configurations."""
+        ids = [
+            r["run_id"]
+            for r in sorted(self.runs, key=lambda r: r.get("created_at") or 0)
+            if r.get("sweep_id") == sweep_id
+        ]
+        if len(ids) < 2:
+            self.notify(f"sweep {sweep_id} has {len(ids)} run(s) started: nothing to compare yet", severity="warning")
+            return
+        from hermes_rl.tui.panes.compare import CompareScreen
+
+        self.push_screen(CompareScreen(ids, title=f"sweep {sweep_id}"))
+
+    def action_derive_profile(self) -> None:
+        """Ask for a name, then write a profile holding the selected run's values (core.runs.profile_of_run)."""
+        run_id = self._cursor_run()
+        if not run_id:
+            self.notify("no run selected", severity="warning")
+            return
+        from hermes_rl.tui.widgets.name_prompt import NamePrompt
+
+        def chosen(name: str | None) -> None:
+            if name:
+                self._derive_worker(run_id, name)
+
+        self.push_screen(
+            NamePrompt(f"A new profile with the values run {run_id} trained with", placeholder="profile name"),
+            chosen,
+        )
+
+    @work(thread=True, group="derive-profile", exit_on_error=False, description="cannot derive the profile")
+    def _derive_worker(self, run_id: str, name: str) -> None:
+        profile = backend.profile_from_run(run_id, name)
+        self.call_from_thread(
+            self.notify, f"profile {profile.name} created ({profile.overrides_file}): use it with the palette"
+        )
 
     def on_runs_pane_compare_requested(self, message: RunsPane.CompareRequested) -> None:
         from hermes_rl.tui.panes.compare import CompareScreen
@@ -598,7 +658,19 @@ class HermesDashboard(App):
     def action_test_inference(self) -> None:
         from hermes_rl.tui.panes.inference import InferenceScreen
 
-        self.push_screen(InferenceScreen(self.selected_env))
+        self.push_screen(InferenceScreen(self.selected_env, self.selected_run))
+
+    # -- data out ---------------------------------------------------------------------------------
+    def action_write_report(self) -> None:
+        if not self.selected_run:
+            self.notify("select a run first: [3], then a row", severity="warning")
+            return
+        self._write_report(self.selected_run)
+
+    @work(thread=True, group="report", exit_on_error=False, description="cannot write the report")
+    def _write_report(self, run_id: str) -> None:
+        path = backend.write_report(run_id)
+        self.call_from_thread(self.notify, f"report of run {run_id}: {path}", timeout=15, markup=False)
 
 
 QUIT_DEADLINE_S = 5.0

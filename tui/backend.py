@@ -30,6 +30,18 @@ def stall_threshold(seconds: float | None = None) -> float:
     return runs.stall_threshold(seconds)
 
 
+def alert_log_end() -> int:
+    from hermes_rl.core.runs import alerts
+
+    return alerts.alert_log_end()
+
+
+def read_alerts(offset: int) -> tuple[list[dict], int]:
+    from hermes_rl.core.runs import alerts
+
+    return alerts.read_alert_log(offset)
+
+
 def start_run(env_name: str | None, profile: str | None, overrides: dict | None = None) -> dict:
     from hermes_rl.core import runs
 
@@ -157,6 +169,44 @@ def run_rollouts(run_id: str, **kwargs):
     return RunRollouts(run_dir(run_id), **kwargs)
 
 
+def step_time_of(rows: list[dict]) -> dict | None:
+    """Where the rows' recent steps spent their time (core.runs.progress): its `text` names the dominant phase."""
+    from hermes_rl.core.runs.progress import step_time_of
+
+    return step_time_of(rows)
+
+
+def profile_names() -> list[str]:
+    """Built-in profiles first, then those in $HERMES_HOME/rl/profiles/ (derived ones included)."""
+    from hermes_rl.core.envs.profiles import list_profiles
+
+    return list_profiles()
+
+
+def profile_from_run(run_id: str, name: str):
+    """A new profile NAME with the values run RUN trained with (core.runs.profile_of_run)."""
+    from hermes_rl.core.runs.profile_of_run import profile_from_run
+
+    return profile_from_run(run_id, name)
+
+
+def queued_sweep_runs() -> int:
+    """How many sweep runs wait for a place under the local-run limit (one stat when none does)."""
+    from hermes_rl.core.base.paths import sweep_queue_flag
+
+    if not sweep_queue_flag().exists():
+        return 0
+    from hermes_rl.core.runs.sweeps import queued_count
+
+    return queued_count()
+
+
+def sweep_status(sweep_id: str) -> dict:
+    from hermes_rl.core.runs.sweeps import sweep_status
+
+    return sweep_status(sweep_id)
+
+
 def compare_runs(run_ids: list[str]) -> dict:
     from hermes_rl.core.runs.compare import compare_runs
 
@@ -197,8 +247,27 @@ def keys_present() -> dict[str, bool]:
     return keys_present()
 
 
-def prepare_inference_test(env_name: str | None, num_steps: int, group_size: int, models=None, base_url=None):
-    """An InferenceTest ready to run (its .events() yields started/model_started/progress/model_result/summary)."""
+def prepare_inference_test(
+    env_name: str | None, num_steps: int, group_size: int, models=None, base_url=None, checkpoint: str | None = None
+):
+    """An InferenceTest ready to run (its .events() yields started/model_started/progress/model_result/summary);
+    with `checkpoint` ("RUN" or "RUN@STEP") against that run's saved checkpoint, on its own environment
+    unless `env_name` is given."""
+    from hermes_rl.core.runs import sampling
     from hermes_rl.core.runs.inference_test import InferenceTest
 
-    return InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name)
+    chosen = sampling.find_checkpoint(*sampling.parse_checkpoint_ref(checkpoint)) if checkpoint else None
+    return InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name, checkpoint=chosen)
+
+
+def write_report(run_id: str) -> str:
+    """The run's HTML report written to its folder (core.runs.export); its path."""
+    from hermes_rl.core.runs import export
+
+    return str(export.write_report(run_id))
+
+
+def scored_completions(rollouts_path: str, limit: int = 10_000) -> list[dict]:
+    from hermes_rl.core.runs import sampling
+
+    return sampling.scored_completions(rollouts_path, limit)

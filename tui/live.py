@@ -160,6 +160,7 @@ class LiveUpdater:
         stalled: set[str] = field(default_factory=set)
         sparks: dict[str, list[float]] = field(default_factory=dict)  # run_id -> recent reward/mean values
         stall_after_s: float = 0.0  # the threshold core.runs used (for the header's wording)
+        queued: int = 0  # sweep runs waiting for a place under the local-run limit (not runs yet)
 
     @dataclass
     class RunSampled(Message):
@@ -182,6 +183,13 @@ class LiveUpdater:
 
         run_id: str
         names: tuple[str, ...]
+
+    @dataclass
+    class AlertsArrived(Message):
+        """Alerts the runs' supervisors delivered since the last cycle (alerts.yaml rules with the
+        dashboard channel); only those that arrive after the dashboard opened."""
+
+        alerts: list[dict]
 
     @dataclass
     class EnvironmentsChanged(Message):
@@ -216,12 +224,14 @@ class LiveUpdater:
         self._last_runs: list[dict] | None = None
         self._last_stalled: set[str] = set()
         self._last_structure: list | None = None
+        self._last_queued = 0
         self._last_runs_post = 0.0
         self._last_sparks: dict = {}
         self._spark_cache: dict[str, tuple] = {}  # run_id -> (reader, its version, sparkline values)
         self._run_metrics: dict = {}  # run_id -> sparkline reader (core's RunMetrics) of the other runs
         self._watch_thread: threading.Thread | None = None
         self._batch: list = []
+        self._alert_offset: int | None = None  # where the shared alert log was read up to
 
     # -- called from the UI thread ----------------------------------------------------------------
     def select(self, run_id: str | None) -> None:
@@ -296,6 +306,7 @@ class LiveUpdater:
             self._runs_dirty = False
             self._last_list = now
             self._list_runs()
+        self._poll_alerts()
         if view is None:
             return
         run = None
@@ -334,13 +345,19 @@ class LiveUpdater:
         # So does the health verdict's clock (no_step_for_s): its state decides, its words follow on the next post.
         shown = [{k: v for k, v in r.items() if k not in ("last_activity_at", "stalled_for_s", "health")} for r in runs]
         sparks = self._reward_sparks(runs)
-        if shown == self._last_runs and stalled == self._last_stalled and sparks == self._last_sparks:
+        queued = backend.queued_sweep_runs()
+        if (
+            shown == self._last_runs
+            and stalled == self._last_stalled
+            and sparks == self._last_sparks
+            and queued == self._last_queued
+        ):
             return
         # A new run, a status or a stall shows at once; progress of a running run (a step every
         # second) repaints the runs table and the header every few seconds, not with every step.
         structure = [
             (r["run_id"], r.get("status"), r.get("reason"), (r.get("health") or {}).get("state")) for r in runs
-        ]
+        ] + [queued]
         now = time.monotonic()
         if (
             structure == self._last_structure
@@ -349,8 +366,19 @@ class LiveUpdater:
         ):
             return
         self._last_runs, self._last_stalled, self._last_sparks = shown, stalled, sparks
-        self._last_structure, self._last_runs_post = structure, now
-        self._post(self.RunsUpdated(runs, stalled, sparks, threshold))
+        self._last_structure, self._last_runs_post, self._last_queued = structure, now, queued
+        self._post(self.RunsUpdated(runs, stalled, sparks, threshold, queued))
+
+    def _poll_alerts(self) -> None:
+        try:
+            if self._alert_offset is None:
+                self._alert_offset = backend.alert_log_end()
+                return
+            alerts, self._alert_offset = backend.read_alerts(self._alert_offset)
+        except Exception:
+            return
+        if alerts:
+            self._post(self.AlertsArrived(alerts))
 
     def _reward_sparks(self, runs: list[dict]) -> dict[str, list[float]]:
         """Recent reward/mean of the newest runs. The selected run's reader serves its own sparkline;

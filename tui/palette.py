@@ -6,6 +6,8 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from hermes_rl.tui import backend
+
 
 class HermesCommands(Provider):
     def _commands(self) -> list[tuple[str, object, str]]:
@@ -14,7 +16,14 @@ class HermesCommands(Provider):
             ("Start a run", app.action_start_run, "start the selected environment with the saved draft (s)"),
             ("Stop the selected run", app.action_stop_run, "asks for confirmation (x)"),
             ("Resume the selected run", app.action_resume_run, "a new run from its saved state and step"),
+            (
+                "Derive a profile from this run's values",
+                app.action_derive_profile,
+                "a new profile holding the selected run's learning rate, steps, LoRA rank…",
+            ),
+            ("Where step time goes", app.action_step_time, "the selected run's step phases, stacked per step"),
             ("Test inference", app.action_test_inference, "run the environment against inference models"),
+            ("Write the selected run's report", app.action_write_report, "one HTML page (hermes-rl report)"),
             ("Save config draft", app.save_config, "ctrl+s in the config editor"),
             ("Help: keys", app.action_help, "?"),
             ("Quit (runs keep going)", app.action_quit, "q"),
@@ -38,7 +47,15 @@ class HermesCommands(Provider):
                     "show its processes, logs and metrics",
                 )
             )
-        for profile in ("local", "tinker"):
+        sweeps = []
+        for run in getattr(app, "runs", []):
+            if run.get("sweep_id") and run["sweep_id"] not in sweeps:
+                sweeps.append(run["sweep_id"])
+        for sweep_id in sweeps[:20]:
+            commands.append(
+                (f"Compare sweep {sweep_id}", partial(app.compare_sweep, sweep_id), "every run the sweep has started")
+            )
+        for profile in backend.profile_names():  # the built-ins and every derived profile
             commands.append(
                 (f"Use profile {profile}", partial(app.choose_profile, profile), "for the selected environment")
             )

@@ -108,6 +108,23 @@ def lineage(summaries: list[dict]) -> dict[str, str]:
     return out
 
 
+def process_id_text(proc: dict, missing: str = MISSING, *, node: bool = False) -> str:
+    """What identifies a running process: its pid here, or its Slurm job ("job 16"; `node`: "job 16@vm")."""
+    if proc.get("launcher") == "slurm":
+        if not proc.get("job_id"):
+            return missing
+        return f"job {proc['job_id']}" + (f"@{proc['node']}" if node and proc.get("node") else "")
+    return str(proc.get("pid") or missing)
+
+
+def process_place_text(proc: dict, missing: str = MISSING) -> str:
+    """Where a process runs: "local", or a Slurm job's node and state ("vm RUNNING", "PENDING (Resources)")."""
+    if proc.get("launcher") != "slurm":
+        return "local"
+    parts = [str(p) for p in (proc.get("node"), proc.get("slurm_state")) if p]
+    return " ".join(parts) or missing
+
+
 def exit_text(code: Any, missing: str = MISSING) -> str:
     """A process's exit code as people read it: "0", "1", and a signal by name ("SIGTERM", not -15)."""
     import signal

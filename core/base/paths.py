@@ -175,3 +175,13 @@ def ensure_private_dir(path: Path) -> Path:
     except OSError:
         pass
     return path
+
+
+def sweeps_dir() -> Path:
+    return rl_dir() / "sweeps"
+
+
+def sweep_queue_flag() -> Path:
+    """Present while some sweep has runs waiting for a slot: a supervisor that ends looks for it
+    (one stat) before starting `python -m hermes_rl.core.runs.sweeps start-queued`."""
+    return sweeps_dir() / "queued"

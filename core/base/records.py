@@ -43,11 +43,15 @@ class _SummaryFields(TypedDict):
     ended_at: float | None
     step: int | None
     total_steps: int | None
-    reward_mean: float | None
+    reward_mean: float | None  # the newest step's reward/mean (one batch)
+    reward: float | None  # the headline reward: reward/mean averaged over the last reward_window steps
+    reward_window: int  # steps the headline reward averages
     eval_first: float | None  # the first greedy eval accuracy an environment logged (eval/percent_correct)
     eval_last: float | None  # the latest one
     reason: str | None
     parent_run_id: str | None  # a resumed run: the run it continues
+    sweep_id: str | None  # the sweep the run belongs to (core.runs.sweeps)
+    profile_changes: dict[str, Any]  # profile values changed for this run only (a sweep's configuration)
 
 
 class RunSummary(_SummaryFields, StallFields):
@@ -180,6 +184,10 @@ class ProcessSummary(TypedDict):
     rss: int | None
     cwd: str | None  # where it runs (None: the run folder)
     import_path: list[str] | None  # PYTHONPATH it was given: an environment's import root first
+    launcher: str  # "local" | "slurm"
+    job_id: str | None  # its Slurm job, on the slurm launcher
+    node: str | None  # the node that job runs on
+    slurm_state: str | None  # squeue's state of that job (PENDING, RUNNING, COMPLETED, CANCELLED, ...)
 
 
 class MetricsSummary(TypedDict):
@@ -210,6 +218,17 @@ class SampleCompletions(TypedDict):
     worst: list[SampleCompletion]
 
 
+class EnvironmentSummary(TypedDict):
+    """One environment of a run: its share of the batches, its workers and its own latest metrics."""
+
+    environment: str
+    weight: float
+    min_batch_allocation: float | None
+    processes: list[str]  # its worker processes (env, env-1 … env-gsm8k …)
+    ready: int  # how many of them are ready
+    metrics: dict[str, Any]  # its latest values (eval/percent_correct, train/...), on a run of several
+
+
 class StatusReport(TypedDict):
     run_id: str
     status: str
@@ -217,8 +236,12 @@ class StatusReport(TypedDict):
     environment: str | None
     profile: str | None
     processes: list[ProcessSummary]
+    environments: list[EnvironmentSummary]
     running_time_s: float | None
     metrics: MetricsSummary
+    reward: dict[str, Any] | None  # {value, window, steps}: reward/mean averaged over the last `window` steps
+    step_time: dict[str, Any] | None  # {step_s, phases, dominant: {key, label, share}, steps, text}
+    plateau: dict[str, Any] | None  # {flat_evals, since_step, best, text} once the eval curve is flat
     stalled: bool
     stalled_for_s: float | None
     health: HealthVerdict

@@ -99,3 +99,21 @@ HEADLINE_METRICS = (
     Metric.LOGPROBS_DIFF,
     Metric.ADVANTAGES_STD,
 )
+
+
+# One training step's phases as the trainer records them in metrics.jsonl, in seconds; together they
+# make up STEP_TIME, the wall time from the previous step's row to this one's.
+STEP_TIME = "time/step_s"
+STEP_PHASES: dict[str, str] = {
+    "time/wait_batch_s": "waiting for rollouts",
+    "time/prepare_s": "preparing the batch",
+    "time/forward_backward_s": "forward_backward",
+    "time/optim_step_s": "optim_step",
+    "time/sampler_refresh_s": "saving weights for the sampler",
+    "time/checkpoint_s": "saving checkpoints",
+    "time/log_s": "logging",
+}
+
+# The headline reward everywhere (runs listing, status, tools, compare, the dashboard): the mean of
+# reward/mean over the last REWARD_WINDOW steps, not one batch's value (one batch of 16 is noisy).
+REWARD_WINDOW = 20

@@ -22,6 +22,8 @@ from hermes_rl.core.base.formatting import (
     human_size,
     lineage,
     metric_text,
+    process_id_text,
+    process_place_text,
     value_text,
 )
 from hermes_rl.core.base.states import FINAL, ProcState, RunStatus, run_style
@@ -216,12 +218,44 @@ def cmd_config(args) -> Any:
     return None
 
 
+def _workers(args) -> dict | None:
+    """The start command's worker options as core.runs.workers takes them (None: one local worker)."""
+    import shlex
+
+    from hermes_rl.core.base.errors import BadInput
+
+    slurm = {
+        "partition": args.slurm_partition,
+        "time": args.slurm_time,
+        "cpus_per_worker": args.slurm_cpus,
+        "mem_per_worker": args.slurm_mem,
+        "sbatch_args": shlex.split(args.sbatch_args) if args.sbatch_args else None,
+    }
+    slurm = {k: v for k, v in slurm.items() if v is not None}
+    if slurm and args.env_launcher != "slurm":
+        raise BadInput("--slurm-* and --sbatch-args need --env-launcher slurm")
+    from hermes_rl.core.runs.workers import parse_mix
+
+    chosen = {
+        "launcher": args.env_launcher,
+        "replicas": args.replicas,
+        "address": args.address,
+        "slurm": slurm or None,
+        "weight": args.weight,
+        "min_batch_allocation": args.min_batch_allocation,
+        "environments": [parse_mix(text) for text in args.mix] if args.mix else None,
+    }
+    return {k: v for k, v in chosen.items() if v is not None} or None
+
+
 def cmd_start(args) -> Any:
     from hermes_rl.core import runs
 
     # Ctrl-C inside start_run stops and removes the run; once it returned, the run is announced whatever
     # happens next, so an interrupted start never leaves a run training unseen.
-    run = runs.start_run(args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None)
+    run = runs.start_run(
+        args.env, profile=args.profile, overrides=_parse_assignments(args.set) or None, workers=_workers(args)
+    )
     run_id = run["run_id"]
     try:
         if args.json and not args.watch:
@@ -326,7 +360,7 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
             "step": step or 0,
             "total": run.get("total_steps") or 1,
             "phase": _phase(run, step),
-            "reward": human_number(last.get("reward/mean")),
+            "reward": human_number(summary.get("reward")),  # the mean of the last reward_window steps
             "eval": "-" if evals is None else f"{evals:.2f}",
             "eta": rate.eta(step, run.get("total_steps"), time.monotonic()),
         }
@@ -399,8 +433,9 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
 
 def cmd_runs(args) -> Any:
     from hermes_rl.core import runs
+    from hermes_rl.core.runs.ordering import sort_runs
 
-    summaries = runs.list_runs()
+    summaries = sort_runs(runs.list_runs(), args.sort)
     if args.json:
         return summaries
     if not summaries:
@@ -408,20 +443,34 @@ def cmd_runs(args) -> Any:
         return None
     from rich.table import Table
 
+    window = summaries[0].get("reward_window")
     table = Table(
-        "run", "status", "environment", "profile", "age", "step", "reward", "reason", box=None, header_style="bold"
+        "run",
+        "status",
+        "environment",
+        "profile",
+        "age",
+        "step",
+        f"reward (mean of last {window})",
+        "eval",
+        "reason",
+        box=None,
+        header_style="bold",
     )
     resumed = lineage(summaries)
     for run in summaries:
         step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
+        sweep = f"sweep {run['sweep_id']}" if run.get("sweep_id") else None
+        changes = " ".join(f"{k}={v}" for k, v in (run.get("profile_changes") or {}).items())
         table.add_row(
             _safe(run["run_id"]),
             _styled(run.get("status")),
-            _safe(" ".join(filter(None, (run.get("environment"), resumed.get(run["run_id"]))))),
-            _safe(run.get("profile") or ""),
+            _safe(" ".join(filter(None, (run.get("environment"), resumed.get(run["run_id"]), sweep)))),
+            _safe(" ".join(filter(None, (run.get("profile") or "", changes)))),
             human_age(run.get("created_at")),
             _safe(step),
-            human_number(run.get("reward_mean")),
+            human_number(run.get("reward")),
+            "-" if run.get("eval_last") is None else f"{run['eval_last']:.2f}",
             _safe(run.get("reason") or ""),
         )
     _console().print(table)
@@ -445,17 +494,25 @@ def cmd_status(args) -> Any:
     )
     metrics = status["metrics"]
     if metrics["step"] is not None:
+        reward = status.get("reward")
+        reward_text = f"{human_number(reward['value'])} (mean of last {reward['steps']} steps)" if reward else "-"
         console.print(
             f"  step {_safe(metrics['step'])}/{_safe(metrics['total_steps'] or '-')}  "
-            f"reward {human_number(metrics['reward_mean'])}  loss {human_number(metrics['loss'], 4)}"
+            f"reward {reward_text}  loss {human_number(metrics['loss'], 4)}"
         )
+    if status.get("step_time"):
+        console.print(f"  {_safe(status['step_time']['text'])} (mean of the last {status['step_time']['steps']})")
+    if status.get("plateau"):
+        console.print(f"  [yellow]{_safe(status['plateau']['text'])}[/]")
     if status["stalled"]:
         console.print(f"  [yellow]stalled for {human_duration(status['stalled_for_s'])}[/]")
     if status.get("wandb_url"):
         console.print(f"  W&B: {_safe(status['wandb_url'])}")
+    on_slurm = any(proc.get("launcher") == "slurm" for proc in status["processes"])
     table = Table(
         "process",
         "pid",
+        *(("where",) if on_slurm else ()),
         "state",
         "health",
         "uptime",
@@ -470,7 +527,8 @@ def cmd_status(args) -> Any:
     for proc in status["processes"]:
         table.add_row(
             _safe(proc["name"]),
-            _safe(proc.get("pid") or "-"),
+            _safe(process_id_text(proc, "-")),
+            *((_safe(process_place_text(proc, "-")),) if on_slurm else ()),
             _safe(proc.get("state") or ""),
             _safe(proc.get("health") or ""),
             human_duration(proc.get("uptime_s")),
@@ -481,6 +539,19 @@ def cmd_status(args) -> Any:
             _safe(status["log_paths"].get(proc["name"], "")),
         )
     console.print(table)
+    environments = status.get("environments") or []
+    if len(environments) > 1 or any(len(e["processes"]) > 1 for e in environments):
+        for env in environments:
+            share = f", at least {env['min_batch_allocation']:g} of a batch" if env.get("min_batch_allocation") else ""
+            shown = "  ".join(
+                f"{_safe(k)} {human_number(v)}"
+                for k, v in sorted(env["metrics"].items())
+                if isinstance(v, (int, float))
+            )
+            console.print(
+                f"  environment [bold]{_safe(env['environment'])}[/]  weight {env['weight']:g}{share}  "
+                f"workers {env['ready']}/{len(env['processes'])} ready" + (f"  {shown}" if shown else "")
+            )
     for proc in status["processes"]:
         if proc.get("cwd") or proc.get("import_path"):
             where = f"runs in {proc.get('cwd') or 'the run folder'}"
@@ -677,7 +748,7 @@ def cmd_rollouts(args) -> Any:
 
     runs.get_run(args.run_id, sample=False)  # an unknown run is NotFound, not "no rollouts"
     order = "best" if args.best else "worst" if args.worst else None
-    out = read_rollouts(args.run_id, step=args.step, order=order, limit=args.limit)
+    out = read_rollouts(args.run_id, step=args.step, order=order, limit=args.limit, environment=args.env)
     if args.json:
         return out
     console = _console()
@@ -691,7 +762,10 @@ def cmd_rollouts(args) -> Any:
     for item in out["completions"]:
         if (item["group"], item["prompt"]) != shown:
             shown = (item["group"], item["prompt"])
-            console.print(f"[bold]group {_safe(item['group'])}[/]  prompt: {_safe(_one_line(item['prompt'], 200))}")
+            where = f" ({_safe(item['environment'])})" if item.get("environment") else ""
+            console.print(
+                f"[bold]group {_safe(item['group'])}[/]{where}  prompt: {_safe(_one_line(item['prompt'], 200))}"
+            )
         console.print(
             f"  reward {human_number(item['reward'])}  adv {human_number(item['advantage'])}  "
             f"{_safe(item['tokens'] if item['tokens'] is not None else '-')} tok  {_safe(item['finish'] or '-')}  "
@@ -706,15 +780,34 @@ def cmd_compare(args) -> Any:
 
     from hermes_rl.core.runs.compare import compare_runs
 
-    out = compare_runs(args.run_ids)
+    sweep = None
+    run_ids = list(args.run_ids or [])
+    if args.sweep:
+        from hermes_rl.core.runs.sweeps import sweep_status
+
+        sweep = sweep_status(args.sweep)
+        run_ids = sweep["run_ids"] + [r for r in run_ids if r not in sweep["run_ids"]]
+    out = compare_runs(run_ids)
+    if sweep is not None:
+        out["sweep"] = sweep
     if args.json:
         return out
+    if sweep is not None:
+        from hermes_rl.core.clients.cli_loop import print_sweep
+
+        print_sweep(sweep)
     ids = [r["run_id"] for r in out["runs"]]
     console = _console()
     runs = Table("", *map(_safe, ids), box=None, header_style="bold")
     for label, key in (("environment", "environment"), ("profile", "profile"), ("status", "status")):
         runs.add_row(label, *(_safe(r.get(key) or "-") for r in out["runs"]))
     runs.add_row("steps", *(_safe(f"{r.get('steps') or 0}/{r.get('total_steps') or '-'}") for r in out["runs"]))
+    if any(r.get("profile_changes") for r in out["runs"]):
+        runs.add_row("profile changes", *(_safe(value_text(r.get("profile_changes") or "-")) for r in out["runs"]))
+    runs.add_row(
+        f"reward (mean of last {out['reward_window']})",
+        *(human_number((r.get("reward") or {}).get("value")) for r in out["runs"]),
+    )
     console.print(runs)
     if out["config_differences"]:
         table = Table("config that differs", *map(_safe, ids), box=None, header_style="bold")
@@ -811,10 +904,29 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--profile")
     cmd.add_argument("--set", action="append", metavar="FIELD=VALUE")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
+    cmd.add_argument("--replicas", type=int, help="environment workers (default 1)")
+    cmd.add_argument("--env-launcher", choices=("local", "slurm"), help="where the workers run (default local)")
+    cmd.add_argument("--address", help="address run-api and the inference server bind for the workers")
+    cmd.add_argument("--slurm-partition")
+    cmd.add_argument("--slurm-time", help="each worker's time limit (sbatch --time)")
+    cmd.add_argument("--slurm-cpus", type=int, help="CPUs per worker (default 1)")
+    cmd.add_argument("--slurm-mem", help="memory per worker (sbatch --mem: 2G)")
+    cmd.add_argument("--sbatch-args", help="more sbatch options, as one string")
+    cmd.add_argument(
+        "--mix",
+        action="append",
+        metavar="ENV[:WEIGHT[:MIN_SHARE[:REPLICAS]]]",
+        help="train another environment in the same batches (Atropos inference_weight / min_batch_allocation)",
+    )
+    cmd.add_argument("--weight", type=float, help="the main environment's weight in the batch mix (default 1)")
+    cmd.add_argument("--min-batch-allocation", type=float, help="the main environment's least share of a batch")
     cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
     cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
-    add("runs", cmd_runs, "list runs, newest first")
+    from hermes_rl.core.runs.ordering import SORT_KEYS
+
+    cmd = add("runs", cmd_runs, "list runs, newest first")
+    cmd.add_argument("--sort", choices=SORT_KEYS, default="created", help="order (eval, reward: best first)")
     cmd = add("status", cmd_status, "a run's state, processes and last metrics")
     cmd.add_argument("run_id")
     cmd = add("logs", cmd_logs, "print (or follow) a run's process logs (--json: JSON lines with --follow)")
@@ -834,6 +946,7 @@ def build_parser() -> argparse.ArgumentParser:
     side.add_argument("--best", action="store_true", help="highest reward first")
     side.add_argument("--worst", action="store_true", help="lowest reward first")
     cmd.add_argument("--limit", type=int, metavar="K", help="at most K completions")
+    cmd.add_argument("--env", help="only this environment's groups (a run training several)")
     cmd = add(
         "test-inference",
         cmd_test_inference,
@@ -845,11 +958,18 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--model", action="append", help="model id (repeatable; default: the target's)")
     cmd.add_argument("--base-url", help="any OpenAI-compatible server (default: OpenRouter with its key, else local)")
     cmd = add("compare", cmd_compare, "runs side by side: config differences, first/best/last metrics")
-    cmd.add_argument("run_ids", nargs="+", metavar="RUN")
+    cmd.add_argument("run_ids", nargs="*", metavar="RUN")
+    cmd.add_argument("--sweep", metavar="ID", help="every run of a sweep, with its summary per configuration")
+    from hermes_rl.core.clients.cli_loop import add_commands
+
+    add_commands(add)
     add("mcp", cmd_mcp, "serve the rl_* tools over MCP (stdio)")
     cmd = add("dashboard", cmd_dashboard, "open the dashboard (the default)")
     cmd.add_argument("--run", dest="run_id")
     add("demo", cmd_demo, "start a local run and open the dashboard over it")
+    from hermes_rl.core.clients import cli_data
+
+    cli_data.add_commands(add)  # sample, metrics, report, alerts
     return parser
 
 

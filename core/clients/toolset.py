@@ -25,7 +25,7 @@ from typing import Any, Callable
 from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
 from hermes_rl.core.base.formatting import human_duration, shown_value
 from hermes_rl.core.base.paths import validate_run_id
-from hermes_rl.core.base.records import MetricsSummary, ProcessSummary, RunSummary
+from hermes_rl.core.base.records import EnvironmentSummary, MetricsSummary, ProcessSummary, RunSummary
 from hermes_rl.core.base.secrets import redact
 from hermes_rl.core.base.states import FINAL, RunStatus
 from hermes_rl.core.runs import report
@@ -248,15 +248,19 @@ def rl_edit_config(field: str, value: Any) -> dict:
 
 
 @_tool
-def rl_start_training(resume_run_id: str | None = None) -> dict:
+def rl_start_training(resume_run_id: str | None = None, workers: dict | None = None) -> dict:
     from hermes_rl.core import runs
 
     if resume_run_id is not None:
+        if workers:
+            raise BadInput("a resumed run keeps its parent's workers", hint="leave out workers")
         validate_run_id(resume_run_id)
         run = runs.resume_run(resume_run_id)
     else:
+        if workers is not None and not isinstance(workers, dict):
+            raise BadInput("workers must be an object", hint="see docs/slurm.md for its keys")
         selection = _selection()
-        run = runs.start_run(selection["environment"], selection["profile"])
+        run = runs.start_run(selection["environment"], selection["profile"], workers=workers or None)
     run_id = run["run_id"]
     wandb = run.get("wandb") or {}
     return {
@@ -434,8 +438,14 @@ _STATUS_FULL = {
     "environment": "str",
     "profile": "str",
     "processes": f"list of {_fields(ProcessSummary)}",
+    "environments": f"list of {_fields(EnvironmentSummary)}: each environment's workers and own metrics",
     "running_time_s": "seconds since start (to the end for finished runs)",
     "metrics": f"{_fields(MetricsSummary)} (each null until reported)",
+    "reward": "{value, window, steps}: reward/mean averaged over the last `window` steps (the headline reward), "
+    "or null",
+    "step_time": "{step_s, phases (time/... seconds), dominant: {key, label, share}, steps, text} over the last "
+    "steps, e.g. 'step 0.11 s: 64% waiting for rollouts'; null before the first step",
+    "plateau": "{flat_evals, since_step, best, text} once eval accuracy has been flat for 3 evals, else null",
     "stalled": "true when a running run wrote no metric row and no line in its trainer's log for "
     "HERMES_RL_STALL_S seconds (default 900)",
     "stalled_for_s": "seconds without progress when stalled, else null",
@@ -522,7 +532,14 @@ TOOLS: tuple[Tool, ...] = (
         "Start training the selected environment in the background (Atropos API, trainer and environment, "
         "supervised; the run outlives this conversation). Without TINKER_API_KEY it runs on the local CPU "
         "backend. resume_run_id instead continues an ended run from its last saved state.",
-        {"resume_run_id": {**_RUN_ID, "description": "optional: ended run to continue"}},
+        {
+            "resume_run_id": {**_RUN_ID, "description": "optional: ended run to continue"},
+            "workers": {
+                "type": "object",
+                "description": "optional: {replicas, launcher: local|slurm, slurm: {partition, time, cpus_per_worker, "
+                "mem_per_worker}, environments: [{environment, weight, min_batch_allocation, replicas}]}",
+            },
+        },
         returns={
             "run_id": "str",
             "parent_run_id": "the run this one continues, or null",

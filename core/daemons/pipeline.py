@@ -66,6 +66,8 @@ class ProcessSpec:
     stop_timeout: float = 10.0  # SIGTERM to the group, SIGKILL after this many seconds
     port: str | None = None  # which key of the run's ports this process serves
     status_url: str | None = None  # a JSON endpoint the supervisor records in health.json while it runs
+    launcher: str = "local"  # "local" (a process group here) | "slurm" (a batch job; see daemons.launchers)
+    slurm: dict = field(default_factory=dict)  # the `slurm` launcher's settings (launchers.SlurmSettings)
 
 
 def restart_delay(policy: RestartPolicy, attempt: int) -> float:
@@ -213,6 +215,16 @@ def validate_spec(spec: ProcessSpec) -> None:
     _number(spec.stop_timeout, f"process {name!r}: stop_timeout")
     if spec.port is not None and (not isinstance(spec.port, str) or not PORT_NAME_RE.match(spec.port)):
         raise _bad(f"process {name!r}: port must name a key of the run's ports, got {spec.port!r}")
+    from hermes_rl.core.daemons.launchers import LAUNCHERS, slurm_settings
+
+    if spec.launcher not in LAUNCHERS:
+        raise _bad(f"process {name!r}: launcher must be one of {', '.join(LAUNCHERS)}, got {spec.launcher!r}")
+    if not isinstance(spec.slurm, dict):
+        raise _bad(f"process {name!r}: slurm must be an object of Slurm settings")
+    try:
+        slurm_settings(spec.slurm)
+    except BadInput as exc:
+        raise _bad(f"process {name!r}: {exc}") from None
 
 
 def validate_specs(specs: list[ProcessSpec]) -> None:
@@ -374,12 +386,13 @@ def free_ports(names: list[str] | tuple[str, ...]) -> dict[str, int]:
 
 
 def _port_pattern(port: int) -> re.Pattern:
-    return re.compile(rf"(?<=(?:127\.0\.0\.1|localhost):){int(port)}(?!\d)")
+    # Loopback with or without a scheme, or any host of a URL (a run bound to its workers' address).
+    return re.compile(rf"(127\.0\.0\.1|localhost|://[A-Za-z0-9.-]+):{int(port)}(?!\d)")
 
 
 def rebind_text(text: str, old: int, new: int) -> str:
-    """`text` with every 127.0.0.1:OLD / localhost:OLD address moved to port NEW."""
-    return _port_pattern(old).sub(str(int(new)), text)
+    """`text` with every 127.0.0.1:OLD / localhost:OLD address, and every URL's HOST:OLD, moved to port NEW."""
+    return _port_pattern(old).sub(lambda m: f"{m.group(1)}:{int(new)}", text)
 
 
 def rebind_port(spec: ProcessSpec, old: int, new: int, *, own: bool) -> ProcessSpec:
@@ -422,7 +435,8 @@ def rebind_files(run_dir: str | os.PathLike, argv: list[str], old: int, new: int
 
 def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> dict:
     """A process as run.json records it: its spec's shape plus what the supervisor observed (`live`:
-    pid, create_time, start_ticks, pgid, state, started_at, ready_at, ended_at, exit_code, restarts)."""
+    pid, create_time, start_ticks, pgid, state, started_at, ready_at, ended_at, exit_code, restarts;
+    a Slurm job's job_id, node and slurm_state)."""
     from hermes_rl.core.base.secrets import redact
 
     record = {
@@ -439,6 +453,8 @@ def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> 
         "exit_code": None,
         "restarts": 0,
     }
+    if spec.launcher == "slurm":
+        record.update({"job_id": None, "node": None, "slurm_state": None})
     record.update(live)
     record.update(
         {
@@ -449,6 +465,7 @@ def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> 
             "depends_on": [list(d) for d in spec.depends_on],
             "readiness": spec.readiness.kind,
             "cwd": spec.cwd,  # None: the run folder
+            "launcher": spec.launcher,
             "import_path": [p for p in spec.env.get("PYTHONPATH", "").split(os.pathsep) if p] or None,
         }
     )

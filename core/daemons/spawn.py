@@ -162,3 +162,34 @@ def run_bounded(
         if leftovers:
             terminate(leftovers, timeout=1.0)
     return BoundedRun(b"".join(chunks[out_fd]), b"".join(chunks[err_fd]), proc.returncode, timed_out)
+
+
+def start_sweep_queue() -> str | None:
+    """A run ended, so a place under the local-run limit may be free: when a sweep has runs waiting
+    (its queue flag exists), start `python -m hermes_rl.core.runs.sweeps start-queued`, which starts
+    them. It runs detached and untied, without any run's markers: it is no run's process and outlives
+    the one that ended. Returns why it could not start, else None."""
+    import sys
+
+    from hermes_rl.core.base.paths import sweep_queue_flag
+    from hermes_rl.core.daemons.procscan import MARKER, PROCESS_MARKER, SUPERVISOR_MARKER
+
+    flag = sweep_queue_flag()
+    if not flag.exists():
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in (MARKER, PROCESS_MARKER, SUPERVISOR_MARKER)}
+    try:
+        with open(flag.parent / "queue.log", "ab") as log:
+            spawn_group(
+                [sys.executable, "-m", "hermes_rl.core.runs.sweeps", "start-queued"],
+                tied=False,
+                session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=str(flag.parent),
+                env=env,
+            )
+    except OSError as exc:
+        return f"could not start the sweep queue: {exc}"
+    return None

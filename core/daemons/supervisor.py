@@ -42,7 +42,9 @@ from hermes_rl.core.base.polling import poll_until
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 from hermes_rl.core.daemons import procscan
+from hermes_rl.core.daemons.alerts import AlertMonitor
 from hermes_rl.core.daemons.health_monitor import HealthMonitor
+from hermes_rl.core.daemons.launchers import LauncherError, SlurmTracker, start_process
 from hermes_rl.core.daemons.pipeline import (
     ProcessSpec,
     free_ports,
@@ -57,13 +59,14 @@ from hermes_rl.core.daemons.pipeline import (
 )
 from hermes_rl.core.daemons.probes import LogMatcher, http_ready
 from hermes_rl.core.daemons.runstate import record_final
-from hermes_rl.core.daemons.spawn import describe_exit, spawn_group
+from hermes_rl.core.daemons.spawn import describe_exit, spawn_group, start_sweep_queue
 
 PROBE_FAST_CAP_S = 0.05  # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0
 PROBE_SLOW_CAP_S = 0.25
 STOP_POLL_CAP_S = 0.1  # how often a stopping process is re-checked, at most (SIGCHLD wakes us sooner)
 SIGKILL_GRACE_S = 5.0  # how long a process group gets to vanish after SIGKILL before we report it
+SLURM_KILL_GRACE_S = 30.0  # how long a cancelled Slurm job gets to leave squeue (slurmd ends it, then reports)
 SPACE_RESERVE = ".space-reserve"  # bytes held back in the run folder to record its end on a full disk
 SPACE_RESERVE_BYTES = 256 * 1024
 
@@ -98,7 +101,8 @@ class Proc:
         self.log = process_log_path(spec.name, run_id)
         self.port = port
         self.state = ProcState.PENDING
-        self.popen: subprocess.Popen | None = None
+        self.handle = None  # launchers.LocalProcess | launchers.SlurmJob of the latest attempt
+        self.exit_handled = False  # on_exit has run for the latest attempt
         self.pid: int | None = None
         self.create_time: float | None = None
         self.start_ticks: int | None = None
@@ -121,7 +125,13 @@ class Proc:
 
     @property
     def alive(self) -> bool:
-        return self.popen is not None and self.popen.returncode is None
+        # Not the handle's returncode: one squeue answer may end several jobs at once, and each end
+        # must still go through on_exit.
+        return self.handle is not None and not self.exit_handled
+
+    def remains(self) -> bool:
+        """Whether anything of its latest attempt is left: the process, its group, or its Slurm job."""
+        return self.handle is not None and (self.handle.returncode is None or self.handle.leftovers())
 
     def to_json(self) -> dict:
         return process_record(
@@ -138,6 +148,7 @@ class Proc:
             ended_at=self.ended_at,
             exit_code=self.exit_code,
             restarts=self.restarts,
+            **(self.handle.record() if self.handle is not None else {}),
         )
 
 
@@ -187,11 +198,15 @@ class Supervisor:
         self.watchdog: subprocess.Popen | None = None
         self.watchdog_w: int | None = None
         self.watchdog_spawns = 0
-        self.pgids: list[int] = []
+        self.pgids: list[int] = []  # every local process group started, for the sweep
+        self.watchdog_lines: list[str] = []  # what the watchdog must end should we die: `pgid N`, `slurm_job N`
+        self.slurm = SlurmTracker(self.run_id, self.dir)
+        self.slurm.on_change = self._slurm_changed
         self.dirty = False
         self.written: tuple | None = None  # (inode, mtime, size) of the run.json we wrote last
         self.next_state_check = 0.0
         self.health = HealthMonitor(self.dir, self.procs)
+        self.alerts = AlertMonitor(self.dir, self.run, lambda: [p.to_json() for p in self.procs.values()])
 
     # ------------------------------------------------------------ state output
 
@@ -265,6 +280,22 @@ class Supervisor:
         text = redact(f"run {status}: {reason}")
         record_final(self.dir, self.run, status, reason, message=text)
         _log(text)
+        self.alerts.on_final(status, reason)
+
+    def _slurm_changed(self, job) -> None:
+        """squeue reported a new state or node for one of our jobs: run.json shows it."""
+        proc = next((p for p in self.procs.values() if p.handle is job), None)
+        if proc is None:
+            return
+        self.write_state()
+        where = f" on {job.node}" if job.node else ""
+        why = f" ({job.reason})" if job.reason and job.state == "PENDING" else ""
+        self.event(
+            "slurm",
+            f"{proc.name}: Slurm job {job.job_id} {job.state}{where}{why}",
+            process=proc.name,
+            **job.record(),
+        )
 
     def set_proc_state(self, proc: Proc, state: ProcState, message: str, **fields) -> None:
         proc.state = state
@@ -330,8 +361,8 @@ class Supervisor:
         self.watchdog_w = write_end
         self.watchdog_spawns += 1
         self.run["watchdog"] = {"pid": self.watchdog.pid}
-        for pgid in self.pgids:
-            self.tell_watchdog(f"pgid {pgid}")
+        for line in self.watchdog_lines:
+            self.tell_watchdog(line)
 
     def tell_watchdog(self, line: str) -> None:
         if self.watchdog_w is None:
@@ -397,33 +428,42 @@ class Supervisor:
             proc.log_offset = os.fstat(fd).st_size
             cwd = spec.cwd or str(self.dir)
             try:
-                popen = spawn_group(
+                handle = start_process(
+                    spec.launcher,
+                    proc.name,
                     spec.argv,
                     cwd=cwd,
                     env=self.child_env(proc),
-                    stdin=subprocess.DEVNULL,
-                    stdout=fd,
-                    stderr=subprocess.STDOUT,
+                    log_fd=fd,
+                    log=proc.log,
+                    slurm=self.slurm,
+                    settings=spec.slurm,
                 )
-            except OSError as exc:
+            except (OSError, LauncherError) as exc:
                 reason = self.describe_start_error(proc, exc, cwd)
                 os.write(fd, f"==== {reason}\n".encode("utf-8", errors="replace"))  # `logs` shows it too
                 self.start_failed(proc, reason)
                 return
         finally:
             os.close(fd)
-        proc.popen = popen
-        proc.pid = proc.pgid = popen.pid
-        self.pgids.append(popen.pid)
-        self.tell_watchdog(f"pgid {popen.pid}")
-        proc.create_time = procscan.process_create_time(popen.pid)
-        proc.start_ticks = procscan.process_start_ticks(popen.pid)
+        proc.handle = handle
+        proc.exit_handled = False
+        proc.pid, proc.pgid = handle.pid, handle.pgid
+        proc.create_time, proc.start_ticks = handle.create_time, handle.start_ticks
+        if handle.pgid is not None:
+            self.pgids.append(handle.pgid)
+        self.watchdog_lines.append(handle.watchdog_line())
+        self.tell_watchdog(handle.watchdog_line())
         proc.started_at = _now()
         proc.ready_at = proc.ended_at = proc.exit_code = None
         proc.ever_started = True
         again = f" (restart {proc.restarts})" if proc.restarts else ""
         self.set_proc_state(
-            proc, ProcState.STARTING, f"{proc.name} started{again}, pid {popen.pid}", attempt=proc.attempt
+            proc,
+            ProcState.STARTING,
+            f"{proc.name} started{again}, " + (f"pid {handle.pid}" if handle.pid else handle.what()),
+            attempt=proc.attempt,
+            **handle.record(),
         )
         if spec.readiness.kind != "none":
             self.start_probe(proc)
@@ -453,8 +493,10 @@ class Supervisor:
         )
 
     @staticmethod
-    def describe_start_error(proc: Proc, exc: OSError, cwd: str) -> str:
+    def describe_start_error(proc: Proc, exc: OSError | LauncherError, cwd: str) -> str:
         exe = proc.spec.argv[0]
+        if isinstance(exc, LauncherError):
+            return f"cannot start {proc.name} on Slurm: {exc}"
         if isinstance(exc, FileNotFoundError):
             if exc.filename and str(exc.filename) == cwd:
                 return f"cannot start {proc.name}: working folder {cwd} does not exist"
@@ -644,18 +686,19 @@ class Supervisor:
 
     def reap(self) -> None:
         for proc in self.procs.values():
-            if proc.popen is not None and proc.popen.returncode is None:
-                code = proc.popen.poll()
+            if proc.alive:
+                code = proc.handle.poll()
                 if code is not None:
                     self.on_exit(proc, code)
         self.check_watchdog()
 
     def on_exit(self, proc: Proc, code: int) -> None:
+        proc.exit_handled = True
         self.cancel_probe(proc)
         proc.exit_code = code
         proc.ended_at = _now()
         # What the leader left behind in its group (workers, shells) goes with it.
-        procscan.signal_group(proc.pgid, signal.SIGTERM)
+        proc.handle.terminate()
         if self.stopping or proc.restarting:
             self.set_proc_state(proc, ProcState.STOPPED, f"{proc.name} stopped ({describe_exit(code)})", exit_code=code)
             return
@@ -741,7 +784,7 @@ class Supervisor:
                 self.set_proc_state(proc, ProcState.STOPPED, f"{proc.name} not started (cancelled)", cancelled=True)
         for name in reversed(self.order):
             proc = self.procs[name]
-            if proc.alive or procscan.group_alive(proc.pgid):
+            if proc.remains():
                 self.stop_process(proc)
         self.sweep()
         self.set_status(final, reason)
@@ -752,16 +795,16 @@ class Supervisor:
         if proc.alive:
             self.event(
                 "signal",
-                f"stopping {proc.name}: SIGTERM to process group {proc.pgid}",
+                f"stopping {proc.name}: SIGTERM to {proc.handle.what()}",
                 process=proc.name,
                 signal="SIGTERM",
             )
-        procscan.signal_group(proc.pgid, signal.SIGTERM)
+        proc.handle.terminate()
         began = time.monotonic()
 
         def ended() -> bool:
             self.reap_during_stop()  # exits of any process are handled while we wait
-            return not proc.alive and not procscan.group_alive(proc.pgid)
+            return not proc.remains()
 
         def ended_or_urged() -> str | None:
             if ended():
@@ -774,18 +817,19 @@ class Supervisor:
         waited = time.monotonic() - began
         self.event(
             "signal",
-            f"{proc.name} still running after {waited:.1f}s: SIGKILL to process group {proc.pgid}",
+            f"{proc.name} still running after {waited:.1f}s: SIGKILL to {proc.handle.what()}",
             process=proc.name,
             signal="SIGKILL",
         )
-        procscan.signal_group(proc.pgid, signal.SIGKILL)
-        if not poll_until(ended, SIGKILL_GRACE_S, cap=STOP_POLL_CAP_S, sleep=self.wait):
-            self.event("error", f"{proc.name}: process group {proc.pgid} survived SIGKILL", process=proc.name)
+        proc.handle.kill()
+        grace = SIGKILL_GRACE_S if proc.handle.launcher == "local" else SLURM_KILL_GRACE_S
+        if not poll_until(ended, grace, cap=STOP_POLL_CAP_S, sleep=self.wait):
+            self.event("error", f"{proc.name}: {proc.handle.what()} survived SIGKILL", process=proc.name)
 
     def reap_during_stop(self) -> None:
         for proc in self.procs.values():
-            if proc.popen is not None and proc.popen.returncode is None and proc.popen.poll() is not None:
-                self.on_exit(proc, proc.popen.returncode)
+            if proc.alive and proc.handle.poll() is not None:
+                self.on_exit(proc, proc.handle.returncode)
 
     def sweep(self) -> None:
         """Anything still carrying this run's marker (grandchildren that left their group) is ended."""
@@ -834,7 +878,7 @@ class Supervisor:
             self.event("request", f"restart of {name} ignored: it has not started", process=name)
             return
         self.event("request", f"restart of {name} requested", process=name)
-        if proc.alive or procscan.group_alive(proc.pgid):
+        if proc.remains():
             proc.restarting = True
             try:
                 self.stop_process(proc)
@@ -887,12 +931,14 @@ class Supervisor:
             if self.finished:
                 break
             self.health.tick(time.monotonic())
+            self.alerts.tick(time.monotonic())
             self.wait(self.next_timeout())
 
     def emergency_stop(self, error: str) -> None:
         """The supervisor itself failed: kill everything, record why."""
         for proc in self.procs.values():
-            procscan.signal_group(proc.pgid, signal.SIGKILL)
+            if proc.handle is not None:
+                proc.handle.kill()
         try:
             self.sweep()
         except Exception:  # noqa: BLE001
@@ -963,11 +1009,20 @@ def main(argv: list[str] | None = None) -> int:
         _log("supervisor error:\n" + traceback.format_exc())
         notify(f"error: {exc}")
         supervisor.emergency_stop(f"{type(exc).__name__}: {exc}")
+        supervisor.alerts.close()
         supervisor.release_watchdog()
+        _log_problem(start_sweep_queue())
         return 1
+    supervisor.alerts.close()  # the run's last alerts go out before we exit (bounded)
     supervisor.release_watchdog()
     _log(f"supervisor exiting: run {supervisor.run.get('status')} ({supervisor.run.get('reason')})")
+    _log_problem(start_sweep_queue())
     return 0
+
+
+def _log_problem(problem: str | None) -> None:
+    if problem:
+        _log(problem)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 `python -m hermes_rl.core.daemons.watchdog RUN_ID SUPERVISOR_PID`.
 
 The supervisor starts this first and keeps the only write end of a pipe that is our stdin. It writes
-`pgid N` for every process group it creates and `done` once the run is final. EOF without `done`
-means the supervisor died (SIGKILL, OOM killer, crash): PR_SET_PDEATHSIG already killed its direct
-children, so we end what they left behind — the recorded process groups and every process carrying
-the run's environment marker — and record the run as failed, "supervisor died".
+`pgid N` for every process group it creates, `slurm_job N` for every Slurm job it submits, and `done`
+once the run is final. EOF without `done` means the supervisor died (SIGKILL, OOM killer, crash):
+PR_SET_PDEATHSIG already killed its direct children, so we end what they left behind — the recorded
+process groups, every process carrying the run's environment marker, and the run's Slurm jobs
+(scancel, then waiting until squeue no longer lists them) — record the run as failed, "supervisor
+died", and deliver the alert rules' failure alerts (core.daemons.alerts) in the supervisor's place.
 
 Idle, it does nothing but block on read(0); it imports psutil only when it has work to do.
 """
@@ -18,9 +20,10 @@ import sys
 import time
 
 
-def read_commands(fd: int = 0) -> tuple[list[int], bool]:
-    """Block until EOF; return (pgids announced, whether the supervisor said `done`)."""
+def read_commands(fd: int = 0) -> tuple[list[int], list[str], bool]:
+    """Block until EOF; return (pgids announced, Slurm job ids announced, whether the supervisor said `done`)."""
     pgids: list[int] = []
+    jobs: list[str] = []
     done = False
     buffer = b""
     while True:
@@ -38,12 +41,37 @@ def read_commands(fd: int = 0) -> tuple[list[int], bool]:
             word, _, value = line.decode(errors="replace").partition(" ")
             if word == "pgid" and value.strip().isdigit():
                 pgids.append(int(value))
+            elif word == "slurm_job" and value.strip().isdigit():
+                jobs.append(value.strip())
             elif word == "done":
                 done = True
-    return pgids, done
+    return pgids, jobs, done
 
 
-def clean_up(run_id: str, supervisor_pid: int, pgids: list[int]) -> None:
+def cancel_slurm_jobs(run_id: str, jobs: list[str]) -> str:
+    """scancel the run's jobs (those announced, and any other the cluster lists under the run's
+    comment: one submitted just before the supervisor died); a note for the final record."""
+    if not jobs:
+        return ""
+    from hermes_rl.core.base.fsutil import atomic_write_json
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.daemons.launchers import cancel_jobs, run_job_ids
+    from hermes_rl.core.daemons.runstate import read_run_file
+
+    every = list(dict.fromkeys([*jobs, *run_job_ids(run_id)]))
+    left = cancel_jobs(every)
+    run = read_run_file(run_dir(run_id))
+    for proc in (run or {}).get("processes") or []:
+        if proc.get("job_id") in every and proc.get("job_id") not in left:
+            proc["slurm_state"] = "CANCELLED"
+    if run is not None:
+        atomic_write_json(run_dir(run_id) / "run.json", run)
+    if left:
+        return f"; Slurm job(s) {', '.join(left)} still listed by squeue after scancel"
+    return f"; cancelled {len(every)} Slurm job(s)"
+
+
+def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str] = ()) -> None:
     from hermes_rl.core.base.paths import run_dir
     from hermes_rl.core.base.states import RunStatus
     from hermes_rl.core.daemons import procscan
@@ -56,6 +84,7 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int]) -> None:
         survivors = procscan.find_run_processes(folder, pgids, since=run.get("created_at"))
         if survivors:
             procscan.terminate(survivors, timeout=2.0)
+        cancel_slurm_jobs(run_id, list(jobs))
         return
     # Ask nicely first (a trainer may flush its metrics), then insist.
     for pgid in pgids:
@@ -65,6 +94,7 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int]) -> None:
     result = procscan.terminate(survivors, timeout=3.0)
     for pgid in pgids:
         procscan.signal_group(pgid, signal.SIGKILL)
+    slurm_note = cancel_slurm_jobs(run_id, list(jobs))
     if run is None:
         return
     # The supervisor may have written run.json while we were cleaning; re-read before the final write.
@@ -78,8 +108,15 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int]) -> None:
         RunStatus.FAILED,
         reason,
         message=f"run failed: {reason}; watchdog ended {len(survivors)} leftover process(es) "
-        f"({result['killed']} needed SIGKILL)",
+        f"({result['killed']} needed SIGKILL){slurm_note}",
     )
+    # The supervisor cannot tell anyone now: its alert rules for a failure go out from here (once: what
+    # it already delivered is in the run's alerts.jsonl).
+    from hermes_rl.core.daemons.alerts import AlertMonitor
+
+    alerts = AlertMonitor(folder, run, lambda: run.get("processes") or [])
+    alerts.on_final(RunStatus.FAILED, reason)
+    alerts.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,14 +128,19 @@ def main(argv: list[str] | None = None) -> int:
     # Our parent's terminal signals are not for us; SIGTERM still ends us (the supervisor restarts us).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    pgids, done = read_commands()
+    pgids, jobs, done = read_commands()
     if done:
         return 0
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     print(
         f"{stamp} watchdog: supervisor {supervisor_pid} is gone without finishing run {run_id}; cleaning up", flush=True
     )
-    clean_up(run_id, supervisor_pid, pgids)
+    clean_up(run_id, supervisor_pid, pgids, jobs)
+    from hermes_rl.core.daemons.spawn import start_sweep_queue
+
+    problem = start_sweep_queue()  # the run's place is free: a sweep's waiting run may take it
+    if problem:
+        print(f"watchdog: {problem}", flush=True)
     return 0
 
 

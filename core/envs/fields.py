@@ -87,6 +87,30 @@ TRAINER_FIELDS: dict[str, dict] = {
         "description": "Save a LoRA checkpoint every N steps (0: only the final one)",
     },
     "wandb_project": {"type": "str", "default": DEFAULT_WANDB_PROJECT, "description": "W&B project"},
+    "stop_on_plateau": {
+        "type": "int",
+        "default": 0,
+        "minimum": 0,
+        "maximum": 1000,
+        "description": "End the run (completed, final checkpoint saved) once eval is flat for N evals (0: never)",
+    },
+}
+# How the environment workers are launched (config.yaml's `workers:`; core.runs.workers). The Slurm
+# settings themselves (partition, time, CPUs, memory) come with the start (CLI flags, rl_start_training).
+WORKER_FIELDS: dict[str, dict] = {
+    "replicas": {
+        "type": "int",
+        "default": 1,
+        "minimum": 1,
+        "maximum": 64,
+        "description": "Environment workers, each registering with run-api on its own",
+    },
+    "env_launcher": {
+        "type": "enum",
+        "default": "local",
+        "choices": ["local", "slurm"],
+        "description": "Where the workers run: this machine, or Slurm jobs (sbatch)",
+    },
 }
 
 
@@ -150,7 +174,27 @@ def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldI
                 section="tinker",
             )
         )
-    taken = set(RUN_FIELDS) | set(SAFE_BASE_FIELDS) | set(TRAINER_FIELDS) | set(profile.locked) | set(MANAGED_FIELDS)
+    for name, spec in WORKER_FIELDS.items():
+        fields.append(
+            FieldInfo(
+                name=name,
+                type=spec["type"],
+                default=spec["default"],
+                description=spec["description"],
+                choices=spec.get("choices"),
+                minimum=spec.get("minimum"),
+                maximum=spec.get("maximum"),
+                section="workers",
+            )
+        )
+    taken = (
+        set(RUN_FIELDS)
+        | set(SAFE_BASE_FIELDS)
+        | set(TRAINER_FIELDS)
+        | set(WORKER_FIELDS)
+        | set(profile.locked)
+        | set(MANAGED_FIELDS)
+    )
     for name, row in probed.items():
         if row.get("in_base") or name in taken:
             continue

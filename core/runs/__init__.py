@@ -6,7 +6,6 @@ supervisor; clients read it and signal the supervisor. A run whose supervisor is
 state is reported `lost`, with whatever of its processes survived, and can still be stopped.
 
    store      reading run folders: list_runs, get_run, run_events, lost detection
-   stall      stall_threshold: when a running run counts as stalled
    start      launch (any pipeline), start_run (the real training run), resume_run (continue an ended
               run from its saved state), the supervisor's start
    control    stop_run, restart_process
@@ -18,9 +17,9 @@ state is reported `lost`, with whatever of its processes survived, and can still
 from __future__ import annotations
 
 from hermes_rl.core.base.errors import Conflict, NotFound
+from hermes_rl.core.base.stall import stall_threshold
 from hermes_rl.core.runs.control import restart_process, stop_run
 from hermes_rl.core.runs.results import get_results
-from hermes_rl.core.runs.stall import stall_threshold
 from hermes_rl.core.runs.start import launch, resume_run, start_run
 from hermes_rl.core.runs.store import get_run, list_runs, run_events
 

@@ -1,5 +1,6 @@
-"""Two or more runs side by side: the config values that differ and the first/best/last of the headline
-metrics, aligned by step. What `hermes-rl compare` prints and the dashboard's overlay reads."""
+"""Two or more runs side by side: the profile values each changed, the config values that differ, the
+headline reward (trailing mean) and the first/best/last of the headline metrics, aligned by step.
+What `hermes-rl compare` prints and the dashboard's overlay reads."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.paths import run_dir, validate_run_id
 from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
-from hermes_rl.core.readers.metrics import metric_summary
+from hermes_rl.core.readers.metrics import REWARD_WINDOW, metric_summary, trailing_mean
 
 # Sections of config.yaml that describe the training (the rest is where the run's files and ports are).
 COMPARED_SECTIONS = ("env", "tinker")
@@ -82,11 +83,17 @@ def compare_runs(run_ids: list[str]) -> dict:
                 "status": run.get("status"),
                 "steps": rows[-1].get(Metric.STEP) if rows else None,
                 "total_steps": run.get("total_steps"),
+                "profile_changes": run.get("profile_changes") or {},
+                "profile_values": run.get("profile_values") or {},
+                "seed": run.get("seed"),
+                "sweep_id": (run.get("sweep") or {}).get("id"),
+                "reward": trailing_mean(reader.series(Metric.REWARD_MEAN), REWARD_WINDOW),
             }
         )
         for key in HEADLINE_METRICS:
             metrics[str(key)][run_id] = metric_summary(reader.series(key), key)
     return {
+        "reward_window": REWARD_WINDOW,
         "runs": runs,
         "config_differences": config_differences(ids),
         "metrics": {k: v for k, v in metrics.items() if any(v.values())},

@@ -137,6 +137,12 @@ def _stop_lost(run: dict) -> None:
     run_id = run["run_id"]
     surviving = survivors(run)
     result = procscan.terminate(surviving, timeout=5.0) if surviving else {"terminated": 0, "killed": 0}
+    jobs = [p["job_id"] for p in run.get("processes") or [] if p.get("launcher") == "slurm" and p.get("job_id")]
+    left: list[str] = []
+    if jobs:  # its Slurm workers, if the watchdog did not get to cancel them
+        from hermes_rl.core.daemons.launchers import cancel_jobs, run_job_ids
+
+        left = cancel_jobs(list(dict.fromkeys([*jobs, *run_job_ids(run_id)])))
     current = read_run(run_id)
     if is_recorded_final(current):
         return  # the watchdog (or another client) finished it meanwhile
@@ -147,7 +153,7 @@ def _stop_lost(run: dict) -> None:
         RunStatus.STOPPED,
         reason,
         message=f"run stopped: {reason}; ended {len(surviving)} surviving process(es) "
-        f"({result['killed']} needed SIGKILL)",
+        f"({result['killed']} needed SIGKILL)" + (f"; Slurm job(s) {', '.join(left)} still queued" if left else ""),
         pids=[s.pid for s in surviving],
     )
 

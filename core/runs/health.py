@@ -23,9 +23,9 @@ from pathlib import Path
 from hermes_rl.core.base.failures import context_overflow, problem_tip
 from hermes_rl.core.base.fsutil import epoch_seconds, read_json
 from hermes_rl.core.base.records import HealthVerdict
+from hermes_rl.core.base.stall import stall_threshold
 from hermes_rl.core.base.states import RunStatus
 from hermes_rl.core.daemons.health_monitor import HEALTH_FILE
-from hermes_rl.core.runs.stall import stall_threshold
 
 NO_STEP_ENV = "HERMES_RL_NO_STEP_S"
 NO_STEP_MIN_S = 20.0
@@ -129,7 +129,7 @@ def run_health(
     created = epoch_seconds(run.get("created_at"))
     last = last_metric or {}
     startup = startup_s if startup_s is not None else startup_seconds(run.get("processes"))
-    threshold = no_step_threshold(startup, epoch_seconds(last.get("timing/step_s")))
+    threshold = no_step_threshold(startup, epoch_seconds(last.get("time/step_s", last.get("timing/step_s"))))
     since = max(t for t in (ready_at, epoch_seconds(last.get("time")), created, 0.0) if t is not None)
     idle = max(0.0, now - since)
     verdict.update(threshold_s=round(threshold, 1), no_step_for_s=round(idle, 1), state="ok")

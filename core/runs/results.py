@@ -34,6 +34,12 @@ def _checkpoint(folder: Path) -> tuple[str | None, str | None, dict]:
     return (str(checkpoint) if checkpoint else None), tinker_path, results
 
 
+def checkpoint_paths(run_id: str) -> tuple[str | None, str | None]:
+    """(checkpoint path, tinker:// path) of a run, without reading its metrics."""
+    checkpoint, tinker_path, _ = _checkpoint(run_dir(run_id))
+    return checkpoint, tinker_path
+
+
 def get_results(run_id: str) -> Results:
     """Final metrics, an evenly spaced history sample (<= 50 rows, first and last included), checkpoint.
     Read in one streaming pass, so a results summary of a days-long run costs little memory."""

@@ -21,6 +21,7 @@ from hermes_rl.core.envs.fields import (
     MANAGED_FIELDS,
     SECRETS_HINT,
     TRAINER_FIELDS,
+    WORKER_FIELDS,
     locked_field_error,
 )
 from hermes_rl.core.envs.profiles import Profile
@@ -68,6 +69,7 @@ class TinkerSection(TypedDict):
     save_checkpoint_interval: int
     wandb_project: str
     wandb_run_name: str
+    stop_on_plateau: int  # the trainer ends the run once eval is flat for this many evals (0: never)
 
 
 class BackendSection(TypedDict):
@@ -87,16 +89,26 @@ class HermesSection(TypedDict):
     profile: str
 
 
+class WorkersSection(TypedDict):
+    """How the environment workers are launched (core.runs.workers)."""
+
+    launcher: str  # "local" | "slurm"
+    replicas: int
+    address: str  # what run-api and the inference server bind; the URLs the workers get
+    slurm: dict
+
+
 class RunConfig(TypedDict):
     """config.yaml as data; its keys in this order are the file's sections."""
 
     env: EnvSection
     openai: list[ServerConfig]
     tinker: TinkerSection
-    slurm: bool
+    slurm: bool  # Atropos' own flag (its ServerManager reading SLURM_JOB_NODELIST): always False
     testing: bool
     backend: BackendSection
     hermes: HermesSection
+    workers: WorkersSection
 
 
 def _check_ports(ports: dict, local: bool) -> None:
@@ -106,10 +118,25 @@ def _check_ports(ports: dict, local: bool) -> None:
             raise BadInput(f"ports[{key!r}] must be a port number, got {port!r}")
 
 
-def build_run_config(env: EnvInfo, profile: Profile, values: dict, ports: dict, run_id: str) -> RunConfig:
+def build_run_config(
+    env: EnvInfo,
+    profile: Profile,
+    values: dict,
+    ports: dict,
+    run_id: str,
+    workers: dict | None = None,
+    *,
+    seed: int | None = None,
+) -> RunConfig:
     """The run's configuration: `values` are the editable values (resolve_run_values), `ports` the run's
-    api / inference (/ tinker on the local backend) ports; locked values come from the profile."""
+    api / inference (/ tinker on the local backend) ports; locked values come from the profile;
+    `workers` how the environment workers are launched (core.runs.workers.resolve_workers; None: locally);
+    `seed` (when given) seeds the trainer's LoRA initialisation (tinker.seed)."""
+    from hermes_rl.core.runs.workers import resolve_workers
+
     validate_run_id(run_id)
+    workers = resolve_workers(workers, values)
+    address = workers["address"]
     local = profile.backend == "local"
     _check_ports(ports, local)
     for name in values:
@@ -123,7 +150,7 @@ def build_run_config(env: EnvInfo, profile: Profile, values: dict, ports: dict, 
         "group_size": values.get("group_size", profile.editable_defaults.get("group_size")),
         "batch_size": values.get("batch_size", profile.editable_defaults.get("batch_size")),
         "tokenizer_name": locked["tokenizer_name"],
-        "rollout_server_url": f"http://127.0.0.1:{ports['api']}",
+        "rollout_server_url": f"http://{address}:{ports['api']}",
         "max_token_length": locked["max_token_length"],
         "max_num_workers": locked["max_num_workers"],
         "total_steps": locked["total_steps"],
@@ -133,15 +160,19 @@ def build_run_config(env: EnvInfo, profile: Profile, values: dict, ports: dict, 
         "ensure_scores_are_not_same": values.get("ensure_scores_are_not_same", True),
     }
     for name, value in values.items():  # the environment's own fields
-        if name not in env_section and name not in TRAINER_FIELDS and name not in MANAGED_FIELDS:
+        if name not in env_section and name not in TRAINER_FIELDS and name not in (*MANAGED_FIELDS, *WORKER_FIELDS):
             env_section[name] = value
+    if workers["environments"] or workers["weight"] != 1.0 or workers["min_batch_allocation"] is not None:
+        # Several environments share each batch by these (Atropos' BaseEnvConfig fields).
+        env_section["inference_weight"] = workers["weight"]
+        env_section["min_batch_allocation"] = workers["min_batch_allocation"]
     # Environments that write their own metrics (percent_correct, eval/...) put them in the run folder;
     # an environment without the field ignores it (pydantic drops unknown keys).
     env_section["env_metrics_path"] = str(folder / "env_metrics.jsonl")
     inference = profile.inference
     server: ServerConfig = {
         "model_name": locked["base_model"],
-        "base_url": f"http://127.0.0.1:{ports['inference']}/v1",
+        "base_url": f"http://{address}:{ports['inference']}/v1",
         "api_key": "x",  # the trainer's own inference server: a dummy, never a real key
         # The trainer's server speaks SGLang's /generate (token ids + logprobs, which Atropos'
         # managed server needs) and needs no 1 Hz health pings.
@@ -161,7 +192,12 @@ def build_run_config(env: EnvInfo, profile: Profile, values: dict, ports: dict, 
         "save_checkpoint_interval": values.get("save_checkpoint_interval", 0),
         "wandb_project": values.get("wandb_project", DEFAULT_WANDB_PROJECT),
         "wandb_run_name": wandb_name,
+        "stop_on_plateau": values.get("stop_on_plateau", 0),
     }
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+            raise BadInput(f"seed must be a whole number from 0 to {2**31 - 1}, got {seed!r}")
+        tinker["seed"] = seed  # type: ignore[typeddict-unknown-key]
     return {
         "env": env_section,  # type: ignore[typeddict-item]
         "openai": [server],
@@ -183,6 +219,7 @@ def build_run_config(env: EnvInfo, profile: Profile, values: dict, ports: dict, 
             "environment_class": env.class_name,
             "profile": profile.name,
         },
+        "workers": workers,  # type: ignore[typeddict-item]
     }
 
 

@@ -299,16 +299,34 @@ def _discard_unstarted(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def start_run(env_name: str | None = None, profile: str | None = None, overrides: dict | None = None) -> StartedRun:
+def start_run(
+    env_name: str | None = None,
+    profile: str | None = None,
+    overrides: dict | None = None,
+    workers: dict | None = None,
+    *,
+    profile_changes: dict | None = None,
+    seed: int | None = None,
+    sweep: dict | None = None,
+) -> StartedRun:
     """The real pipeline: the selected (or named) environment under a profile, with its draft values
-    and `overrides` (validated, not saved). Returns run.json plus `notices`."""
+    and `overrides` (validated, not saved), its environment workers launched as `workers` says
+    (core.runs.workers: launcher, replicas, address, slurm; None: one local worker). `profile_changes`:
+    profile values changed for this run only (a profile derived in memory, validated like a profile
+    file); `seed`: the trainer's seed (LoRA initialisation); `sweep`: the sweep the run belongs to
+    ({"id", "index", "config", "seed"}), recorded in run.json. Returns run.json plus `notices`."""
     from hermes_rl.core.envs.discovery import find_environment
     from hermes_rl.core.envs.drafts import current_selection, resolve_run_values
     from hermes_rl.core.envs.profiles import check_fit, check_keys, resolve_profile
+    from hermes_rl.core.runs.workers import exposure_warning, resolve_workers
 
     selection = current_selection()
     env_name = env_name or selection.get("environment")
     chosen, notice = resolve_profile(profile or selection.get("profile"))
+    if profile_changes:
+        from hermes_rl.core.envs.profile_derive import derive_profile
+
+        chosen = derive_profile(chosen.name, profile_changes)
     env_name = env_name or chosen.default_environment
     if not env_name:
         raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
@@ -323,10 +341,14 @@ def start_run(env_name: str | None = None, profile: str | None = None, overrides
     check_keys(chosen)
     values = resolve_run_values(env, chosen, overrides)
     fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
-    notice = "; ".join(n for n in (notice, fit) if n) or None
+    workers = resolve_workers(workers, values)
+    notice = "; ".join(n for n in (notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
         _check_local_capacity()  # refused before building anything; checked again as the run is recorded
-    return _start_prepared(env, chosen, values, notice)
+    recorded = {"profile_values": chosen.values(), "profile_changes": dict(profile_changes or {}), "seed": seed}
+    if sweep:
+        recorded["sweep"] = dict(sweep)
+    return _start_prepared(env, chosen, values, notice, workers, recorded)
 
 
 MAX_LOCAL_RUNS_ENV = "HERMES_RL_MAX_LOCAL_RUNS"
@@ -376,16 +398,57 @@ def _check_local_capacity() -> None:
         )
 
 
-def _start_prepared(env, chosen, values: dict, notice: str | None) -> StartedRun:
+def _mixed_environments(workers: dict, main_env) -> list:
+    """The run's other environments (workers.environments) found and checked: [(entry, EnvInfo)]."""
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.runs.workers import mix_prefix
+
+    found = []
+    prefixes = {"env"}
+    for entry in workers["environments"]:
+        other = find_environment(entry["environment"])
+        if other.error or other.abstract:
+            why = other.error or f"it is {other.abstract}"
+            raise BadInput(f"environment {other.id} cannot be mixed in: {why}", hint=f"fix {other.file}")
+        prefix = mix_prefix(other.name)
+        if other.id == main_env.id or prefix in prefixes:
+            raise BadInput(f"environment {other.id} is in the run twice", hint="give each environment once")
+        prefixes.add(prefix)
+        found.append((entry, other))
+    return found
+
+
+def _mixed_configs(mixed: list, chosen, ports: dict, run_id: str, workers: dict, folder: Path) -> list:
+    """One config file per other environment (its own env section, with its weight and share; the
+    trainer reads only config.yaml): [(process prefix, EnvInfo, config path, replicas)]."""
+    from hermes_rl.core.envs.drafts import resolve_run_values
+    from hermes_rl.core.runs.workers import mix_prefix
+
+    out = []
+    for entry, other in mixed:
+        values = resolve_run_values(other, chosen, None)
+        config = build_run_config(other, chosen, values, ports, run_id, {**workers, "environments": []})
+        config["env"]["inference_weight"] = entry["weight"]
+        config["env"]["min_batch_allocation"] = entry["min_batch_allocation"]
+        config["env"]["wandb_name"] = other.name  # run-api's name for it
+        prefix = mix_prefix(other.name)
+        path = folder / f"config-{prefix.removeprefix('env-')}.yaml"
+        atomic_write_text(path, run_config_yaml(config))
+        out.append((prefix, other, str(path), entry["replicas"]))
+    return out
+
+
+def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict, recorded: dict) -> StartedRun:
     from hermes_rl.core.runs.training import training_pipeline
 
     run_id, folder = _create_run_folder()
     try:
         ports = free_ports(RUN_PORTS)
-        run_config = build_run_config(env, chosen, values, ports, run_id)
+        run_config = build_run_config(env, chosen, values, ports, run_id, workers, seed=recorded.get("seed"))
         config_path = folder / CONFIG_FILE
         atomic_write_text(config_path, run_config_yaml(run_config))
-        specs = training_pipeline(run_id, chosen, env, run_config)
+        mixed = _mixed_configs(_mixed_environments(workers, env), chosen, ports, run_id, workers, folder)
+        specs = training_pipeline(run_id, chosen, env, run_config, mixed=mixed)
         tinker, env_section = run_config["tinker"], run_config["env"]
         wandb = {
             "mode": "online" if secret_env(["WANDB_API_KEY"]) else "offline",
@@ -405,7 +468,12 @@ def _start_prepared(env, chosen, values: dict, notice: str | None) -> StartedRun
             config=None,
             ports=ports,
             wandb=wandb,
-            extra={"backend": chosen.backend, "config_path": str(config_path)},
+            extra={
+                "backend": chosen.backend,
+                "config_path": str(config_path),
+                "workers": _workers_summary(workers, env.name, mixed),
+                **recorded,
+            },
         )
     except KeyboardInterrupt:
         _abandon_interrupted(run_id, folder)
@@ -417,6 +485,33 @@ def _start_prepared(env, chosen, values: dict, notice: str | None) -> StartedRun
     return run
 
 
+def _workers_summary(workers: dict, env_name: str, mixed: list) -> dict:
+    """What run.json records of the run's workers (the full settings are in config.yaml): how they are
+    launched, and each environment with its weight, share and worker processes."""
+    from hermes_rl.core.runs.workers import replica_names
+
+    rows = [
+        {
+            "environment": env_name,
+            "weight": workers["weight"],
+            "min_batch_allocation": workers["min_batch_allocation"],
+            "processes": replica_names(workers["replicas"]),
+        }
+    ]
+    for entry, (prefix, other, _path, replicas) in zip(workers["environments"], mixed):
+        rows.append(
+            {
+                "environment": other.name,
+                "weight": entry["weight"],
+                "min_batch_allocation": entry["min_batch_allocation"],
+                "processes": replica_names(replicas, prefix),
+            }
+        )
+    summary = {k: workers[k] for k in ("launcher", "replicas", "address")}
+    summary["environments"] = rows
+    return summary
+
+
 def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dict:
     """The parent's config.yaml with this run's folder, ports and resume point; every training value
     (steps, batch, learning rate, loss, W&B names) stays as the parent had it."""
@@ -426,10 +521,15 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dic
     out = copy.deepcopy(config)
     env, tinker, backend = out.get("env") or {}, out.get("tinker") or {}, out.get("backend") or {}
     hermes = out.setdefault("hermes", {})
-    env["rollout_server_url"] = f"http://127.0.0.1:{ports['api']}"
+    from hermes_rl.core.runs.workers import resolve_workers
+
+    # Its other environments' config files are the parent's: the resumed run trains the main one.
+    out["workers"] = resolve_workers({**(out.get("workers") or {}), "environments": []})
+    address = out["workers"]["address"]
+    env["rollout_server_url"] = f"http://{address}:{ports['api']}"
     env["env_metrics_path"] = str(folder / "env_metrics.jsonl")
     for server in out.get("openai") or []:
-        server["base_url"] = f"http://127.0.0.1:{ports['inference']}/v1"
+        server["base_url"] = f"http://{address}:{ports['inference']}/v1"
     tinker["checkpoint_dir"] = str(folder / "checkpoints")
     if backend.get("kind") == "local":
         backend["base_url"] = f"http://127.0.0.1:{ports['tinker']}"
@@ -548,6 +648,9 @@ def resume_run(parent_id: str) -> StartedRun:
                 "config_path": str(config_path),
                 "parent_run_id": parent_id,
                 "resumed_from": {"step": state["step"], "state_path": state["state_path"]},
+                "workers": _workers_summary(run_config["workers"], env.name, []),
+                # the config.yaml copied above holds these values: the record says so too
+                **{k: parent[k] for k in ("profile_values", "profile_changes") if parent.get(k)},
             },
         )
     except BaseException:
@@ -559,5 +662,11 @@ def resume_run(parent_id: str) -> StartedRun:
             f"; {parent_id} was already resumed as {', '.join(earlier)}: this run is branch {len(earlier) + 1}"
             f" from the same step (resume {earlier[-1]} to continue that branch)"
         )
-    run["notices"] = [n for n in (notice, continues) if n]
+    dropped = [e.get("environment") for e in (config.get("workers") or {}).get("environments") or []]
+    mixed = (
+        f"it trains {env.name} alone: {', '.join(map(str, dropped))} of run {parent_id} are not resumed"
+        if dropped
+        else None
+    )
+    run["notices"] = [n for n in (notice, continues, mixed) if n]
     return run

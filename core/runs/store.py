@@ -23,11 +23,11 @@ from hermes_rl.core.base.paths import (
     validate_run_id,
 )
 from hermes_rl.core.base.records import RunSummary, RunView
+from hermes_rl.core.base.stall import progress_logs, stall_fields
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from hermes_rl.core.daemons import procscan
-from hermes_rl.core.readers.metrics import eval_endpoints
+from hermes_rl.core.readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
 from hermes_rl.core.runs.health import run_health, startup_seconds
-from hermes_rl.core.runs.stall import progress_logs, stall_fields
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
 
@@ -225,9 +225,14 @@ def _stat_sig(path: str) -> tuple[int, int] | None:
 
 
 def _summary(
-    run_id: str, run: dict, last: dict | None, evals: tuple[float | None, float | None] = (None, None)
+    run_id: str,
+    run: dict,
+    last: dict | None,
+    evals: tuple[float | None, float | None] = (None, None),
+    reward: dict | None = None,
 ) -> dict:
     last = last or {}
+    sweep = run.get("sweep") if isinstance(run.get("sweep"), dict) else {}
     return {
         "run_id": run_id,
         "environment": run.get("environment"),
@@ -239,10 +244,15 @@ def _summary(
         "step": last.get("step"),
         "total_steps": run.get("total_steps"),
         "reward_mean": last.get("reward/mean"),
+        # the headline reward: reward/mean averaged over the last reward_window steps (one batch is noise)
+        "reward": reward["value"] if reward else None,
+        "reward_window": REWARD_WINDOW,
         "eval_first": evals[0],
         "eval_last": evals[1],
         "reason": run.get("reason"),
         "parent_run_id": run.get("parent_run_id"),
+        "sweep_id": sweep.get("id"),
+        "profile_changes": run.get("profile_changes") or {},
     }
 
 
@@ -292,7 +302,7 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
             last = last_jsonl_row(metrics)
             # a live run's env_metrics.jsonl grows every step: its first eval, once seen, is not looked for again
             evals = eval_endpoints(key, known_first=cached[1].get("eval_first") if cached else None)
-            summary = _summary(entry.name, run, last, evals)
+            summary = _summary(entry.name, run, last, evals, headline_reward(key))
             summary["_supervisor"] = run.get("supervisor") or {}
             summary["_activity"] = (run.get("started_at"), last, progress_logs(run.get("processes")))
             summary["_startup"] = startup_seconds(run.get("processes"))

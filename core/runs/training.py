@@ -5,10 +5,14 @@
    tinker   (local only) the in-project Tinker-protocol server; ready when GET /healthz answers
    trainer  needs api + tinker ready; ready when its inference server answers GET /health;
             its clean exit with results.json completes the run
-   env      starts once run-api is ready (and the model exists), overlapping its slow imports with
-            the trainer's start-up; run-api only lets it register after the trainer has registered
-            and asked for a batch; ready when run-api's log shows it registered; restarted on
-            failure, at most twice
+   env      (env-1 … env-N with replicas) starts once run-api is ready (and the model exists),
+            overlapping its slow imports with the trainer's start-up; run-api only lets it register
+            after the trainer has registered and asked for a batch; ready when run-api's log shows
+            it registered; restarted on failure, at most twice; on this machine, or as Slurm
+            jobs (config.yaml's `workers:`)
+
+run-api and the trainer's inference server bind the workers' address (127.0.0.1 unless a Slurm run's
+`workers.address` says otherwise); the local Tinker server is only the trainer's, on loopback.
 
 Only stdlib here: core never imports the data plane. Secrets are named in
 `secret_env`; the supervisor passes their values from its own environment.
@@ -26,6 +30,7 @@ from hermes_rl.core.daemons.health_monitor import REGISTERED
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 from hermes_rl.core.envs.discovery import EnvInfo, import_root
 from hermes_rl.core.runs.runconfig import CONFIG_FILE, RunConfig
+from hermes_rl.core.runs.workers import LOOPBACK, replica_names
 
 LOCAL_TRAINER_READY_S = 120.0
 CLOUD_TRAINER_READY_S = 600.0  # Tinker cloud may queue the model creation
@@ -44,16 +49,21 @@ def local_model_dir(profile, run_config: RunConfig | None = None) -> str:
     return str(chosen or models_dir() / "tiny-toy")
 
 
-def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = None) -> list[ProcessSpec]:
+def training_pipeline(
+    run_id: str, profile, env, run_config: RunConfig | None = None, mixed: list | None = None
+) -> list[ProcessSpec]:
     """The specs of one run, for its config (build_run_config; without one, the profile's model and
     the run folder's defaults). Ports appear as {port:NAME} placeholders, filled by the supervisor.
-    The trainer and the environment are other processes: they read the run's config.yaml."""
+    The trainer and the environment are other processes: they read the run's config.yaml. `mixed`:
+    the run's other environments, [(process prefix, EnvInfo, its config file, replicas)]."""
     python = sys.executable
     hermes = (run_config or {}).get("hermes") or {}
     config_path = str(Path(hermes["run_dir"]).resolve() / CONFIG_FILE) if hermes.get("run_dir") else CONFIG_PATH
     backend = getattr(profile, "backend", "local")
     local = backend == "local"
     env_metrics = str(hermes.get("env_metrics_path") or "{run_dir}/env_metrics.jsonl")
+    workers = (run_config or {}).get("workers") or {}
+    address = workers.get("address") or LOOPBACK
 
     common_env = {
         "PYTHONUNBUFFERED": "1",
@@ -111,12 +121,12 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
         0,
         ProcessSpec(
             name="api",
-            argv=[python, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1", "--port", "{port:api}"],
+            argv=[python, "-m", "atroposlib.cli.run_api", "--host", address, "--port", "{port:api}"],
             env=dict(common_env),
-            readiness=Readiness(kind="http", url="http://127.0.0.1:{port:api}/status", timeout_s=60.0),
+            readiness=Readiness(kind="http", url=f"http://{address}:{{port:api}}/status", timeout_s=60.0),
             stop_timeout=5.0,
             port="api",
-            status_url="http://127.0.0.1:{port:api}/status",  # queue size and step, recorded in health.json
+            status_url=f"http://{address}:{{port:api}}/status",  # queue size and step, recorded in health.json
         ),
     )
     specs.append(
@@ -128,7 +138,7 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
             depends_on=trainer_deps,
             readiness=Readiness(
                 kind="http",
-                url="http://127.0.0.1:{port:inference}/health",
+                url=f"http://{address}:{{port:inference}}/health",
                 timeout_s=LOCAL_TRAINER_READY_S if local else CLOUD_TRAINER_READY_S,
             ),
             completes_run=True,
@@ -137,31 +147,39 @@ def training_pipeline(run_id: str, profile, env, run_config: RunConfig | None = 
             port="inference",
         )
     )
-    env_file = getattr(env, "file", None) or str(env)
-    env_vars = {**common_env, "HERMES_ENV_METRICS": env_metrics}
-    root = import_root(env) if isinstance(env, EnvInfo) else None
-    if root is not None and root.sys_path:
-        # The author's import root first, the user's own PYTHONPATH after it; the working folder is the
-        # one its relative paths assume (a tinker-atropos checkout's configs/default.yaml).
-        env_vars["PYTHONPATH"] = root.pythonpath(os.environ.get("PYTHONPATH"))
-    specs.append(
-        ProcessSpec(
-            name="env",
-            # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
-            # Through env_launch: a failing wandb.init falls back to offline instead of crash-looping the env.
-            argv=[python, "-m", "hermes_rl.dataplane.env_launch", env_file, "serve", "--config", config_path],
-            cwd=(root.cwd if root is not None else "") or None,
-            env=env_vars,
-            secret_env=["WANDB_API_KEY"],
-            # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
-            # itself holds it back ("wait for trainer to start") until the trainer has registered and
-            # asked for its first batch, so it never gets work before the trainer is there.
-            depends_on=[("api", "ready")] + ([("model", "completed")] if local else []),
-            # Ready once it has registered with run-api (its access log says so): an environment that fails
-            # before that, the same way twice, is not restarted again whatever the machine's load.
-            readiness=Readiness(kind="log", source="api", pattern=REGISTERED.pattern, timeout_s=ENV_READY_S),
-            restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
-            stop_timeout=10.0,
-        )
-    )
+    groups = [("env", env, config_path, int(workers.get("replicas") or 1)), *(mixed or [])]
+    for prefix, one_env, one_config, replicas in groups:
+        env_file = getattr(one_env, "file", None) or str(one_env)
+        env_vars = {**common_env, "HERMES_ENV_METRICS": env_metrics}
+        root = import_root(one_env) if isinstance(one_env, EnvInfo) else None
+        if root is not None and root.sys_path:
+            # The author's import root first, the user's own PYTHONPATH after it; the working folder is the
+            # one its relative paths assume (a tinker-atropos checkout's configs/default.yaml).
+            env_vars["PYTHONPATH"] = root.pythonpath(os.environ.get("PYTHONPATH"))
+        for name in replica_names(replicas, prefix):
+            specs.append(_env_spec(name, python, env_file, one_config, root, env_vars, local, workers))
     return specs
+
+
+def _env_spec(name, python, env_file, config_path, root, env_vars, local, workers) -> ProcessSpec:
+    """One environment worker: each replica is its own `serve` process registering with run-api."""
+    return ProcessSpec(
+        name=name,
+        # server_type/health_check for the trainer's inference server come from config.yaml's openai list.
+        # Through env_launch: a failing wandb.init falls back to offline instead of crash-looping the env.
+        argv=[python, "-m", "hermes_rl.dataplane.env_launch", env_file, "serve", "--config", config_path],
+        cwd=(root.cwd if root is not None else "") or None,
+        env=env_vars,
+        secret_env=["WANDB_API_KEY"],
+        # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
+        # itself holds it back ("wait for trainer to start") until the trainer has registered and
+        # asked for its first batch, so it never gets work before the trainer is there.
+        depends_on=[("api", "ready")] + ([("model", "completed")] if local else []),
+        # Ready once it has registered with run-api (its access log says so): an environment that fails
+        # before that, the same way twice, is not restarted again whatever the machine's load.
+        readiness=Readiness(kind="log", source="api", pattern=REGISTERED.pattern, timeout_s=ENV_READY_S),
+        restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
+        stop_timeout=10.0,
+        launcher=workers.get("launcher") or "local",
+        slurm=dict(workers.get("slurm") or {}),
+    )

@@ -199,7 +199,8 @@ class Backend:
 
         with torch.set_grad_enabled(not request.forward_only):
             adapter = {name: pair for name, pair in model.params.items()}
-            logprobs = self.lm.target_logprobs(sequences, targets, adapter, model.scale)
+            grad_mask = None if request.forward_only else loss_positions(request.loss_fn, extras)
+            logprobs = self.lm.target_logprobs(sequences, targets, adapter, model.scale, grad_mask)
             if isinstance(logprobs, torch.Tensor):  # 1-D targets: the whole batch as padded tensors
                 lengths = [len(t) for t in targets]
                 mask = torch.arange(logprobs.shape[1])[None, :] < torch.tensor(lengths)[:, None]
@@ -228,7 +229,8 @@ class Backend:
                         {"logprobs": lp.detach().cpu().numpy(), "elementwise_loss": elementwise.detach().cpu().numpy()}
                     )
             if not request.forward_only:
-                total.backward()
+                if total.requires_grad:  # else no position has a loss: every gradient is 0 (optim_step's default)
+                    total.backward()
                 model.pending_backward += 1
         metrics = {"loss:sum": float(total.detach())}
         return encode_forward_backward_output(outputs, metrics)
@@ -695,6 +697,17 @@ def loss_config(loss_fn: str, given: dict[str, float | str]) -> dict[str, float]
             f"clip_high_threshold {config['clip_high_threshold']}"
         )
     return config
+
+
+def loss_positions(loss_fn: str, extras: list[dict[str, torch.Tensor]]) -> torch.Tensor | None:
+    """(datums, width) True where `loss_fn`'s per-token loss can be non-zero, i.e. where the learner's
+    logprob needs a gradient: cross_entropy's weight, or the policy losses' advantage, is non-zero
+    (a prompt's positions carry 0). None (every position) for dro, whose penalty has no such zero, and
+    for 2-D targets."""
+    if loss_fn == "dro" or any(extra[name].dim() != 1 for extra in extras for name in extra):
+        return None
+    name = "weights" if loss_fn == "cross_entropy" else "advantages"
+    return _pad([extra[name] for extra in extras], max(len(extra[name]) for extra in extras)) != 0
 
 
 def elementwise_loss(

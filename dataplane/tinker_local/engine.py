@@ -88,8 +88,9 @@ def rope_inv_freq(spec: ModelSpec) -> torch.Tensor:
 
 
 class KVCache:
-    """Keys and values per layer, (batch, kv heads, capacity, head dim), grown by doubling as decoding
-    goes past the capacity; `select` keeps (or repeats) batch rows."""
+    """Keys and values per layer, (batch, kv heads, capacity, head dim); sampling allocates the whole
+    prompt + max_tokens up front, a write past the capacity grows it by doubling; `select` keeps (or
+    repeats) batch rows."""
 
     def __init__(self, lm: CausalLM, batch: int, capacity: int):
         shape = (batch, lm.n_kv, capacity, lm.head_dim)
@@ -168,6 +169,7 @@ class CausalLM:
         if "lm_head.weight" not in self.w:  # tied embeddings
             self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
         self.inv_freq = rope_inv_freq(spec).to(self.device)
+        self._merged: tuple[tuple, Adapter, dict[str, torch.Tensor]] | None = None
 
     def describe(self) -> dict:
         """What a status or get_info shows about the served model."""
@@ -211,8 +213,10 @@ class CausalLM:
 
     # ------------------------------------------------------------------ forward
 
-    def _linear(self, x: torch.Tensor, name: str, adapter: Adapter | None, scale: float) -> torch.Tensor:
-        y = F.linear(x, self.w[name + ".weight"], self.w.get(name + ".bias"))
+    def _linear(
+        self, x: torch.Tensor, name: str, adapter: Adapter | None, scale: float, weights: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        y = F.linear(x, weights[name + ".weight"], weights.get(name + ".bias"))
         if adapter is not None and name in adapter:
             a, b = adapter[name]
             y = y + F.linear(F.linear(x, a.to(x.dtype)), b.to(x.dtype)) * scale
@@ -246,6 +250,7 @@ class CausalLM:
         cache_start: int = 0,
         causal: bool = True,
         last_only: bool = False,
+        weights: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Float32 logits (B, T, V), or (B, 1, V) for the last position only with `last_only`.
         Without a mask attention is causal if `causal` (right padding is then harmless); a one-token
@@ -253,24 +258,53 @@ class CausalLM:
 
         With `cache`, keys/values of these T tokens are written at [cache_start, cache_start+T)
         and attention covers the cache up to there; `attn_mask` (B, 1, T, cache_start+T) says
-        which of those keys each query may see.
+        which of those keys each query may see. `weights` replaces the base weights (a merged adapter).
         """
+        weights = self.w if weights is None else weights
+        h = self.final_hidden(ids, positions, adapter, scale, attn_mask, cache, cache_start, causal, weights)
+        if last_only:
+            h = h[:, -1:]
+        return self.head(h, adapter, scale, weights)
+
+    def head(
+        self, h: torch.Tensor, adapter: Adapter | None, scale: float, weights: dict[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """Float32 logits of final hidden states (any leading shape)."""
+        return self._linear(h, UNEMBED_MODULE, adapter, scale, self.w if weights is None else weights).float()
+
+    def final_hidden(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        adapter: Adapter | None,
+        scale: float,
+        attn_mask: torch.Tensor | None,
+        cache: KVCache | None,
+        cache_start: int,
+        causal: bool,
+        weights: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """The final normed hidden states (B, T, hidden) that the output head reads (see forward)."""
         ids = ids.to(self.device)
         if attn_mask is not None:
             attn_mask = attn_mask.to(self.device)
         batch, length = ids.shape
-        h = F.embedding(ids, self.w["model.embed_tokens.weight"])
+        h = F.embedding(ids, weights["model.embed_tokens.weight"])
         cos, sin = self._rope(positions)
         groups = self.n_heads // self.n_kv  # grouped-query attention, no copies of K/V
         qk_norm = self.spec.qk_norm
         if cache is not None:
             cache.reserve(cache_start + length)
+
+        def linear(x: torch.Tensor, name: str) -> torch.Tensor:
+            return self._linear(x, name, adapter, scale, weights)
+
         for layer in range(self.n_layers):
             p = f"model.layers.{layer}."
             x = self._norm(h, p + "input_layernorm.weight")
-            q = self._linear(x, p + "self_attn.q_proj", adapter, scale).view(batch, length, self.n_heads, self.head_dim)
-            k = self._linear(x, p + "self_attn.k_proj", adapter, scale).view(batch, length, self.n_kv, self.head_dim)
-            v = self._linear(x, p + "self_attn.v_proj", adapter, scale).view(batch, length, self.n_kv, self.head_dim)
+            q = linear(x, p + "self_attn.q_proj").view(batch, length, self.n_heads, self.head_dim)
+            k = linear(x, p + "self_attn.k_proj").view(batch, length, self.n_kv, self.head_dim)
+            v = linear(x, p + "self_attn.v_proj").view(batch, length, self.n_kv, self.head_dim)
             if qk_norm:  # Qwen3: RMSNorm over each head's query and key, before RoPE
                 q = self._norm(q, p + "self_attn.q_norm.weight")
                 k = self._norm(k, p + "self_attn.k_norm.weight")
@@ -283,36 +317,73 @@ class CausalLM:
                 q, k, v, attn_mask=attn_mask, is_causal=causal and attn_mask is None, enable_gqa=groups > 1
             )
             attn = attn.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
-            h = h + self._linear(attn, p + "self_attn.o_proj", adapter, scale)
+            h = h + linear(attn, p + "self_attn.o_proj")
             x = self._norm(h, p + "post_attention_layernorm.weight")
-            gated = F.silu(self._linear(x, p + "mlp.gate_proj", adapter, scale)) * self._linear(
-                x, p + "mlp.up_proj", adapter, scale
-            )
-            h = h + self._linear(gated, p + "mlp.down_proj", adapter, scale)
-        if last_only:
-            h = h[:, -1:]
-        h = self._norm(h, "model.norm.weight")
-        return self._linear(h, UNEMBED_MODULE, adapter, scale).float()
+            gated = F.silu(linear(x, p + "mlp.gate_proj")) * linear(x, p + "mlp.up_proj")
+            h = h + linear(gated, p + "mlp.down_proj")
+        return self._norm(h, "model.norm.weight")
+
+    def merged_weights(self, adapter: Adapter, scale: float) -> dict[str, torch.Tensor]:
+        """The base weights with `adapter` folded in (W + scale * B @ A), for sampling.
+
+        A merged linear is one matmul instead of three plus an add, at every decoding step of every
+        adapted linear (211 for SmolLM2 with every linear adapted); the merge costs about one prefill
+        and the merged copy the adapted weights' memory. Kept for the latest adapter
+        (keyed by its tensors and their in-place version counters, so an inflight sampler's weights
+        updated in place are merged again); the cache holds the tensors, so their ids cannot be reused.
+        """
+        key = (scale, tuple((name, id(a), a._version, id(b), b._version) for name, (a, b) in adapter.items()))
+        if self._merged is not None and self._merged[0] == key:
+            return self._merged[2]
+        self._merged = None  # free the previous merge before building the next
+        weights = dict(self.w)
+        for name, (a, b) in adapter.items():
+            base = self.w[name + ".weight"]
+            delta = (b.to(self.device, torch.float32) @ a.to(self.device, torch.float32)) * scale
+            weights[name + ".weight"] = (base.float() + delta).to(self.dtype)
+        self._merged = (key, adapter, weights)
+        return weights
 
     def target_logprobs(
-        self, sequences: list[list[int]], targets: list[torch.Tensor], adapter: Adapter | None, scale: float
+        self,
+        sequences: list[list[int]],
+        targets: list[torch.Tensor],
+        adapter: Adapter | None,
+        scale: float,
+        grad_mask: torch.Tensor | None = None,
     ) -> list[torch.Tensor] | torch.Tensor:
         """log p(targets[i][t] | sequences[i][:t+1]) per datum; targets are (T,) or (T, K) int64.
 
         When every target is 1-D the result is one right-padded (B, width) tensor (one autograd
-        node instead of one per datum); otherwise a list of per-datum tensors.
+        node instead of one per datum); otherwise a list of per-datum tensors. `grad_mask` (B, width),
+        with 1-D targets and gradients on, marks the positions whose loss can be non-zero: only they
+        go through the output head with autograd (the full-vocabulary head and its log-softmax are
+        the largest tensors of a step); the others are scored without a graph, so every value is the
+        same as without the mask.
         """
         width = max(len(s) for s in sequences)
         ids = torch.zeros(len(sequences), width, dtype=torch.long)
         for row, seq in enumerate(sequences):
             ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         positions = torch.arange(width).expand(len(sequences), width)
-        logprobs = torch.log_softmax(self.forward(ids, positions, adapter, scale), dim=-1)
         if all(target.dim() == 1 for target in targets):
             padded = torch.zeros(len(sequences), width, dtype=torch.long)
             for row, target in enumerate(targets):
                 padded[row, : target.shape[0]] = target
-            return logprobs.gather(-1, padded.to(self.device)[..., None])[..., 0]
+            padded = padded.to(self.device)
+            if grad_mask is not None and not bool(grad_mask.any()):  # no loss anywhere: all advantages 0
+                with torch.no_grad():
+                    return self.target_logprobs(sequences, targets, adapter, scale)
+            h = self.final_hidden(ids, positions, adapter, scale, None, None, 0, True, self.w)
+            if grad_mask is None or not torch.is_grad_enabled():
+                return self._scored(h, padded, adapter, scale)
+            grad_mask = grad_mask.to(self.device)
+            out = torch.zeros(len(sequences), width, device=self.device)
+            with torch.no_grad():
+                out[~grad_mask] = self._scored(h.detach()[~grad_mask], padded[~grad_mask], adapter, scale)
+            out[grad_mask] = self._scored(h[grad_mask], padded[grad_mask], adapter, scale)
+            return out
+        logprobs = torch.log_softmax(self.forward(ids, positions, adapter, scale), dim=-1)
         out = []
         for row, target in enumerate(targets):
             rows = logprobs[row, : target.shape[0]]
@@ -323,9 +394,16 @@ class CausalLM:
                 out.append(rows.gather(-1, target))
         return out
 
+    def _scored(self, h: torch.Tensor, target: torch.Tensor, adapter: Adapter | None, scale: float) -> torch.Tensor:
+        """log p(target) under the head's distribution at each hidden state (any leading shape)."""
+        if h.numel() == 0:
+            return h.new_zeros(target.shape, dtype=torch.float32)
+        logprobs = torch.log_softmax(self.head(h, adapter, scale), dim=-1)
+        return logprobs.gather(-1, target[..., None])[..., 0]
+
     # ------------------------------------------------------------------ sampling
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def sample(
         self,
         specs: list[SampleSpec],
@@ -341,8 +419,9 @@ class CausalLM:
         for every unfinished row, and rows that finish leave the batch. The returned logprob of a
         sampled token is under the temperature-scaled distribution it was drawn from (top-k/top-p
         truncation aside); at temperature 1 it equals the training forward pass's logprob. `decode(tokens) -> str` is
-        needed only for stop strings.
+        needed only for stop strings. The adapter is merged into the weights once (merged_weights).
         """
+        weights = self.w if adapter is None else self.merged_weights(adapter, scale)
         rows = [(index, spec) for index, spec in enumerate(specs) for _ in range(spec.num_samples)]
         batch = len(rows)
         row_spec = torch.tensor([index for index, _ in rows])
@@ -356,7 +435,7 @@ class CausalLM:
         ) or any(spec.prompt_alt_tokens_k for spec in specs)
         # Prefill without padding: one forward per distinct prompt length (a short prompt batched with a
         # long one would cost the long one's length), placed left-padded into the shared cache.
-        cache = KVCache(self, len(specs), width)
+        cache = KVCache(self, len(specs), width + steps)  # room for every step: no regrowth while decoding
         last_logits = torch.empty(len(specs), self.vocab_size, device=self.device)
         results = [SampleResult(sequences=[]) for _ in specs]
         by_length: dict[int, list[int]] = {}
@@ -366,7 +445,9 @@ class CausalLM:
             ids = torch.tensor([specs[i].prompt for i in members], dtype=torch.long)
             part = KVCache(self, len(members), length)
             positions = torch.arange(length).expand(len(members), length)
-            logits = self.forward(ids, positions, adapter, scale, None, part, 0, last_only=not scores_prompt)
+            logits = self.forward(
+                ids, positions, None, 1.0, None, part, 0, last_only=not scores_prompt, weights=weights
+            )
             members_index = torch.tensor(members, device=self.device)
             cache.place(members_index, width - length, part)
             last_logits[members_index] = logits[:, -1]
@@ -436,9 +517,9 @@ class CausalLM:
             if padded:
                 step_mask = (torch.arange(start + 1)[None, :] >= live_pads[:, None])[:, None, None]
             positions = (start - live_pads)[:, None]
-            last = self.forward(chosen[:, None], positions, adapter, scale, step_mask, cache, start, causal=False)[
-                :, -1
-            ]
+            last = self.forward(
+                chosen[:, None], positions, None, 1.0, step_mask, cache, start, causal=False, weights=weights
+            )[:, -1]
 
         for row, (index, spec) in enumerate(rows):
             n = int(lengths[row])

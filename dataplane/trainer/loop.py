@@ -32,6 +32,7 @@ from hermes_rl.dataplane.trainer.settings import ConfigError, TrainerSettings
 log = logging.getLogger("trainer")
 
 TRAINER_STATE_FILE = "trainer_state.json"  # the newest save_state: path and step (read by `hermes-rl resume`)
+CHECKPOINTS_FILE = "checkpoints.jsonl"  # every save_state, one line each (read by `hermes-rl sample`)
 STOP_SAVE_TIMEOUT_S = 6.0  # each wait at a stop; both fit in the trainer's 15 s stop timeout
 
 
@@ -138,6 +139,8 @@ class Trainer:
         self.outcome = "errored"  # "success" | "errored" | "interrupted", for the Tinker session
         self.saved_step = 0  # the step of the newest save_state (what a resume continues from)
         self.step_task: asyncio.Future | None = None
+        # Time spent between two rows that no row has counted yet (a checkpoint save, the previous row's write).
+        self._carried = {"time/checkpoint_s": 0.0, "time/log_s": 0.0}
 
     # ---- setup -------------------------------------------------------------------------
     def _prepare_backend_env(self) -> None:
@@ -282,13 +285,17 @@ class Trainer:
             await asyncio.sleep(self.settings.batch_poll_s)
 
     async def train_step(self, batch: list[dict], waited_s: float) -> dict:
+        """One GRPO update on `batch`; its row holds the step's phases as time/… seconds (PHASE_KEYS),
+        which add up to the wall time since the previous row (time/step_s)."""
         from tinker import types
 
         s = self.settings
-        t0 = time.time()
+        t0 = time.perf_counter()
         sequences, stats = grpo.build_sequences(batch, s.max_token_trainer_length)
+        t_logged = time.perf_counter()
         if self.rollouts is not None:
             self.rollouts.record(self.step + 1, batch)
+        logging_s = time.perf_counter() - t_logged
         row: dict = {}
         if sequences:
             datums = grpo.to_datums(sequences)
@@ -307,14 +314,17 @@ class Trainer:
                 )
             )
             sampler_future = self.training_client.save_weights_and_get_sampling_client()
+            t_sent = time.perf_counter()
             fb = await fb_future
-            t_fb = time.time()
+            t_fb = time.perf_counter()
             optim = await optim_future
-            t_optim = time.time()
+            t_optim = time.perf_counter()
             sampling_client = await sampler_future
-            row["timing/forward_backward_s"] = t_fb - t0
-            row["timing/optim_s"] = t_optim - t_fb
-            row["timing/sampler_refresh_s"] = time.time() - t_optim
+            t_sampler = time.perf_counter()
+            # The server runs the three requests in order: each wait is that request's share.
+            row["time/forward_backward_s"] = t_fb - t_sent
+            row["time/optim_step_s"] = t_optim - t_fb
+            row["time/sampler_refresh_s"] = t_sampler - t_optim
             training_logprobs = [out["logprobs"].tolist() for out in fb.loss_fn_outputs]
             row.update(grpo.step_statistics(sequences, training_logprobs))
             for key, value in (fb.metrics or {}).items():
@@ -329,6 +339,19 @@ class Trainer:
         self.step += 1
         self.policy.step = self.step
         now = time.time()
+        waits = {
+            key: row.pop(key, 0.0) for key in ("time/forward_backward_s", "time/optim_step_s", "time/sampler_refresh_s")
+        }
+        phases = {
+            "time/wait_batch_s": waited_s,
+            # building sequences (and, for an environment without logprobs, the extra forward pass), statistics
+            "time/prepare_s": max(0.0, time.perf_counter() - t0 - logging_s - sum(waits.values())),
+            **waits,
+            "time/checkpoint_s": self._carried["time/checkpoint_s"],
+            # this step's rollout recording, and the previous step's metrics row and W&B log
+            "time/log_s": logging_s + self._carried["time/log_s"],
+        }
+        self._carried = {"time/checkpoint_s": 0.0, "time/log_s": 0.0}
         row = {
             "step": self.step,
             "time": now,
@@ -340,16 +363,18 @@ class Trainer:
             "logprobs/diff": row.pop("logprobs/diff"),
             "advantages/mean": grpo.mean(stats.advantages) if stats.advantages else None,
             "advantages/std": grpo.std(stats.advantages) if stats.advantages else None,
-            "timing/step_s": now - t0,
-            "timing/wait_batch_s": waited_s,
+            "time/step_s": sum(phases.values()),
+            **phases,
             "batch/sequences": len(sequences),
             "batch/groups": stats.groups,
             "batch/groups_dropped": stats.groups_dropped,
             **row,
         }
         row = {k: _finite(v) for k, v in row.items()}
+        t_write = time.perf_counter()
         append_jsonl(s.metrics_path, row)
         self.wandb.log(self.step, row)
+        self._carried["time/log_s"] += time.perf_counter() - t_write
         return row
 
     async def _fill_sampling_logprobs(self, sequences: list[grpo.Sequence]):
@@ -384,6 +409,7 @@ class Trainer:
             "saved_at": time.time(),
         }
         atomic_write_json(self.settings.run_dir / TRAINER_STATE_FILE, state)
+        append_jsonl(self.settings.run_dir / CHECKPOINTS_FILE, {"name": name, **state})
         log.info("checkpoint %s saved at step %d: %s", name, self.step, result.path)
         return result.path
 
@@ -417,27 +443,39 @@ class Trainer:
         await self.setup()
         log.info("training %d steps", s.total_steps)
         self._pending = pending = asyncio.ensure_future(self.next_batch())
-        wait_start = time.time()
         while self.step < s.total_steps:
+            wait_start = time.perf_counter()
             batch = await pending
-            waited = time.time() - wait_start
+            waited = time.perf_counter() - wait_start
             # Fetch the next batch while this one trains.
             if self.step + 1 < s.total_steps:
                 self._pending = pending = asyncio.ensure_future(self.next_batch())
             # Shielded: a stop lets the step finish, so the saved state and the step count agree.
             self.step_task = asyncio.ensure_future(self.train_step(batch, waited))
             row = await asyncio.shield(self.step_task)
-            wait_start = time.time()
+            t_logged = time.perf_counter()
             log.info(
                 "step %d/%d reward %.3f loss %s step %.2fs",
                 self.step,
                 s.total_steps,
                 row.get("reward/mean") or 0.0,
                 f"{row['train/loss']:.4f}" if row.get("train/loss") is not None else "n/a",
-                row["timing/step_s"],
+                row["time/step_s"],
             )
+            t_saved = time.perf_counter()
+            self._carried["time/log_s"] += t_saved - t_logged
             if s.save_checkpoint_interval and self.step % s.save_checkpoint_interval == 0 and self.step < s.total_steps:
                 await self.save_checkpoint(f"step-{self.step:06d}")
+                self._carried["time/checkpoint_s"] += time.perf_counter() - t_saved
+            flat = self.eval_plateau()
+            if flat is not None:
+                log.info(
+                    "stopping early at step %d: %s (stop_on_plateau %d)", self.step, flat["text"], s.stop_on_plateau
+                )
+                self.stopped_on_plateau = {**flat, "step": self.step}
+                if not pending.done():
+                    pending.cancel()
+                break
         tinker_path = await self.save_checkpoint("final")
         local = self.local_checkpoint_path(tinker_path, "final")
         results = {
@@ -447,6 +485,7 @@ class Trainer:
             "backend": s.backend,
             "base_model": s.base_model,
             "finished_at": time.time(),
+            "stopped_on_plateau": self.stopped_on_plateau,
         }
         atomic_write_json(s.results_path, results)
         log.info("done: %d steps, final checkpoint %s", self.step, results["final_checkpoint"])
@@ -454,6 +493,27 @@ class Trainer:
         return 0
 
     _pending: asyncio.Future | None = None
+    stopped_on_plateau: dict | None = None  # the plateau that ended the run early (stop_on_plateau)
+    _evals = None  # (reader of env_metrics.jsonl, the eval series so far), made on the first look
+
+    def eval_plateau(self) -> dict | None:
+        """The eval plateau (core.base.plateau) of stop_on_plateau evals, read from what the environments
+        appended to env_metrics.jsonl since the last step; None when it is off or the curve still moves."""
+        if not self.settings.stop_on_plateau:
+            return None
+        from hermes_rl.core.base.plateau import plateau
+        from hermes_rl.core.base.states import Metric
+        from hermes_rl.core.readers.metrics import JsonlTail
+
+        if self._evals is None:
+            self._evals = (JsonlTail(self.settings.env_metrics_path), [])
+        reader, series = self._evals
+        key = str(Metric.EVAL_PERCENT_CORRECT)
+        for row in reader.poll():
+            value, step = row.get(key), row.get("step")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(step, int):
+                series.append((step, float(value)))
+        return plateau(series, self.settings.stop_on_plateau)
 
     async def _tinker_reachable(self, timeout: float = 0.5) -> bool:
         """Whether the configured Tinker server (backend.base_url) accepts a TCP connection within

@@ -187,13 +187,16 @@ class RolloutRecorder:
                     "finish": self._finish(ids, override),
                 }
             )
-        return {
+        record = {
             "step": step,
             "time": when,
             "group": index,
             "prompt": _cut(self.tokenizer.decode(prompt_ids, skip_special_tokens=False)),
             "completions": completions,
         }
+        if isinstance(group.get("env_id"), int):
+            record["env_id"] = group["env_id"]  # which registered environment made it (run's env_ids.jsonl)
+        return record
 
     def _finish(self, ids: list[int], override) -> str | None:
         if isinstance(override, dict) and isinstance(override.get("finish_reason"), str):

@@ -68,6 +68,7 @@ class TrainerSettings:
     wandb_run_name: str | None = None
     batch_poll_s: float = 0.02  # how often an empty /batch is retried
     seed: int | None = None
+    stop_on_plateau: int = 0  # end the run once eval has been flat for this many evals (0: never)
     resume_state: str | None = None  # a save_state path (tinker://...) to continue from
     resume_step: int = 0  # the step that state was saved at
 
@@ -123,6 +124,7 @@ class TinkerSection(_Section):
     wandb_group: str | None = None
     wandb_run_name: str | None = None
     seed: Any = None  # used when it is a whole number
+    stop_on_plateau: WholeNumber = Field(0, ge=0, le=1000)
 
 
 class BackendSection(_Section):
@@ -320,6 +322,7 @@ def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
         wandb_group=hermes.wandb.group or tinker.wandb_group,
         wandb_run_name=hermes.wandb.run_name or tinker.wandb_run_name or env.wandb_name,
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+        stop_on_plateau=tinker.stop_on_plateau,
         resume_state=hermes.resume.state_path if hermes.resume else None,
         resume_step=hermes.resume.step if hermes.resume else 0,
     )

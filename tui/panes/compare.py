@@ -1,6 +1,7 @@
-"""Compare runs (space marks runs in [3], c opens this): one metric of every marked run on one chart
-(a colour each, legend, aligned by step; n/p change the metric), the config values that differ and
-the first/best/last of the headline metrics side by side (core.runs.compare)."""
+"""Compare runs (space marks runs in [3], c opens this; the palette opens a whole sweep): one metric of
+every marked run on one chart (a colour each, legend, aligned by step; n/p change the metric, s its
+EMA smoothing), the config values that differ and the first/best/last of the headline metrics side
+by side (core.runs.compare)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from hermes_rl.tui import backend
 from hermes_rl.tui.format import number
+from hermes_rl.tui.panes.metrics import SMOOTHING, smooth
 
 COLOURS = ("cyan", "magenta", "green", "orange", "blue", "red", "yellow", "white")
 
@@ -22,11 +24,14 @@ class CompareScreen(ModalScreen):
         Binding("escape,q", "dismiss", "Close", id="compare.close"),
         Binding("right,n", "next_metric", "Next metric", id="compare.next"),
         Binding("left,p", "prev_metric", "Prev metric", id="compare.prev"),
+        Binding("s", "smoothing", "Smoothing", id="compare.smoothing"),
     ]
 
-    def __init__(self, run_ids: list[str]):
+    def __init__(self, run_ids: list[str], title: str | None = None):
         super().__init__()
         self.run_ids = run_ids
+        self.title_note = title  # what is compared, when more than a list of runs (a sweep)
+        self.smoothing_index: int | None = None  # None: chosen by the series' length once loaded
         self.rows: dict[str, list[dict]] = {}
         self.keys: list[str] = []
         self.key = "reward/mean"
@@ -65,6 +70,9 @@ class CompareScreen(ModalScreen):
         self.keys = backend.metric_keys([dict.fromkeys(keys, 0.0)])
         if self.keys and self.key not in self.keys:
             self.key = self.keys[0]
+        if self.smoothing_index is None:  # noisy batch rewards read best smoothed once there are many points
+            longest = max((len(r) for r in rows.values()), default=0)
+            self.smoothing_index = 1 if longest > 20 else 0
         self._fill_tables()
         self.redraw()
 
@@ -105,6 +113,7 @@ class CompareScreen(ModalScreen):
         plt.clear_data()
         plt.clear_figure()
         shown = 0
+        alpha = SMOOTHING[self.smoothing_index or 0]
         for index, run_id in enumerate(self.run_ids):
             series = backend.metric_series(self.rows.get(run_id) or [], self.key)
             if not series:
@@ -112,7 +121,7 @@ class CompareScreen(ModalScreen):
             shown += 1
             plt.plot(
                 [s for s, _ in series],
-                [v for _, v in series],
+                smooth([v for _, v in series], alpha),
                 color=COLOURS[index % len(COLOURS)],
                 marker="braille",
                 label=run_id,
@@ -125,9 +134,15 @@ class CompareScreen(ModalScreen):
             f"[{COLOURS[i % len(COLOURS)]}]■[/] {run_id} {runs.get(run_id, {}).get('environment') or ''}"
             for i, run_id in enumerate(self.run_ids)
         )
+        smoothing = f"EMA {alpha}" if alpha else "raw"
         self.query_one("#compare-title", Static).update(
-            f"[b]{self.key}[/b] · {shown}/{len(self.run_ids)} runs have it · n/p: metric · {legend}"
+            (f"{self.title_note} · " if self.title_note else "")
+            + f"[b]{self.key}[/b] ({smoothing}, s) · {shown}/{len(self.run_ids)} runs have it · n/p: metric · {legend}"
         )
+
+    def action_smoothing(self) -> None:
+        self.smoothing_index = ((self.smoothing_index or 0) + 1) % len(SMOOTHING)
+        self.redraw()
 
     def _step_metric(self, delta: int) -> None:
         if self.key in self.keys:

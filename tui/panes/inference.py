@@ -24,9 +24,10 @@ class InferenceScreen(Screen):
         Binding("ctrl+c", "cancel", "Cancel test", id="inference.cancel"),
     ]
 
-    def __init__(self, environment: str | None):
+    def __init__(self, environment: str | None, run_id: str | None = None):
         super().__init__()
         self.environment = environment
+        self.run_id = run_id  # the selected run: what the checkpoint field suggests
         self.test = None
         self.models: dict[str, dict] = {}
 
@@ -37,7 +38,8 @@ class InferenceScreen(Screen):
                     ("Test inference", "bold"),
                     f"  environment {self.environment or '(none selected)'}"
                     "  · without models: OpenRouter with OPENROUTER_API_KEY, "
-                    "else a running local run's model",
+                    "else a running local run's model; a checkpoint (RUN or RUN@STEP): that saved "
+                    "checkpoint of any run, on the run's environment",
                 ),
                 id="inference-title",
             )
@@ -50,6 +52,9 @@ class InferenceScreen(Screen):
                 yield Input("", id="inf-models", compact=True, placeholder="comma separated (optional)")
                 yield Label("base url")
                 yield Input("", id="inf-url", compact=True, placeholder="OpenAI-compatible (optional)")
+                yield Label("checkpoint")
+                hint = f"{self.run_id}@STEP (optional)" if self.run_id else "RUN@STEP (optional)"
+                yield Input("", id="inf-checkpoint", compact=True, placeholder=hint)
             table = DataTable(id="inf-table", cursor_type="row")
             for label in COLUMNS:
                 table.add_column(label, key=label)
@@ -76,6 +81,7 @@ class InferenceScreen(Screen):
             return
         models = [m.strip() for m in self.query_one("#inf-models", Input).value.split(",") if m.strip()] or None
         url = self.query_one("#inf-url", Input).value.strip() or None
+        checkpoint = self.query_one("#inf-checkpoint", Input).value.strip() or None
         try:
             steps = int(self.query_one("#inf-steps", Input).value or 3)
             group = int(self.query_one("#inf-group", Input).value or 4)
@@ -84,12 +90,14 @@ class InferenceScreen(Screen):
             return
         self.query_one(DataTable).clear()
         self.models.clear()
-        self._run(steps, group, models, url)
+        self._run(steps, group, models, url, checkpoint)
 
     @work(thread=True, exclusive=True, group="inference", exit_on_error=False, description="test inference failed")
-    def _run(self, steps: int, group: int, models, url) -> None:
+    def _run(self, steps: int, group: int, models, url, checkpoint: str | None = None) -> None:
         try:
-            self.test = backend.prepare_inference_test(self.environment, steps, group, models, url)
+            # A checkpoint is tested on its own run's environment (None), else on the selected one.
+            environment = None if checkpoint else self.environment
+            self.test = backend.prepare_inference_test(environment, steps, group, models, url, checkpoint)
             for event in self.test.events():
                 self.app.call_from_thread(self.on_test_event, event)
         finally:
@@ -115,7 +123,8 @@ class InferenceScreen(Screen):
             )
             for name in target.get("models") or []:
                 self.models[name] = {"status": "waiting"}
-                label = target.get("policy") if target.get("kind") == "local" and target.get("policy") else name
+                own_policy = target.get("kind") in ("local", "checkpoint") and target.get("policy")
+                label = target.get("policy") if own_policy else name
                 table.add_row(label, "waiting", "", "", "", "", "", "", "", key=name)
         elif kind == "model_started":
             self._cell(model, status=Text("running", style="yellow"))
@@ -139,6 +148,14 @@ class InferenceScreen(Screen):
             )
             for error in errors:
                 log.write(Text(f"{model}: {error}", style="red"))
+            scored = backend.scored_completions(event.get("rollouts_path") or "")
+            for side, chosen in (("best", scored[:2]), ("worst", scored[-2:][::-1] if len(scored) > 2 else [])):
+                for completion in chosen:
+                    style = "green" if side == "best" else "red"
+                    log.write(
+                        Text(f"{side} · reward {completion['score']:.3f}: ", style=style)
+                        + Text(completion["text"][:300])
+                    )
         elif kind == "summary":
             log.write(Text(event.get("verdict", ""), style="bold"))
 

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 
-from hermes_rl.core.base.formatting import cell_duration, cell_size, exit_text
+from hermes_rl.core.base.formatting import cell_duration, cell_size, exit_text, process_id_text
 from hermes_rl.core.base.states import PROC_ALIVE, proc_style
 from hermes_rl.tui.format import number, set_subtitle, spark
 from hermes_rl.tui.widgets.tables import Column, NavTable, sort_bindings
@@ -158,7 +158,7 @@ class ProcessesPane(Vertical):
                     [
                         Text(icon, style=colour),
                         proc.get("name") or "?",
-                        str(proc.get("pid") or "—"),
+                        process_id_text(proc, "—", node=True),
                         Text(state, style=colour),
                         health_text,
                         cell_duration(proc.get("uptime_s")) if alive else "—",

@@ -59,11 +59,16 @@ def step_extremes(groups: list[dict]) -> tuple[float | None, float | None]:
 
 
 def completion_matches(group: dict, item: dict, test, needle: str) -> bool:
-    """Whether a completion passes the reward test and contains `needle` (lower case; in its text or
-    its group's prompt)."""
+    """Whether a completion passes the reward test and contains `needle` (lower case; in its text, its
+    group's prompt, or the name of the environment that made the group: `/gsm8k` keeps one environment's)."""
     if test is not None and not test(item["reward"]):
         return False
-    return not needle or needle in item["text"].lower() or needle in group["prompt"].lower()
+    return (
+        not needle
+        or needle in item["text"].lower()
+        or needle in group["prompt"].lower()
+        or needle in (group.get("environment") or "").lower()
+    )
 
 
 class StepsList(RowList):
@@ -329,7 +334,10 @@ class RolloutsScreen(Screen):
                 continue
             rewards = [c["reward"] for c in group["completions"] if c["reward"] is not None]
             mean = sum(rewards) / len(rewards) if rewards else None
-            prompt = Text(f"prompt · mean {number(mean, 3)} · {one_line(group['prompt'], TEXT_CELL)}", style="bold")
+            where = f"{group['environment']} · " if group.get("environment") else ""
+            prompt = Text(
+                f"{where}prompt · mean {number(mean, 3)} · {one_line(group['prompt'], TEXT_CELL)}", style="bold"
+            )
             label = str(group["group"]) if group["group"] is not None else "?"
             rows.append((f"p{index}", [label, "", "", "", "", prompt]))
             order = sorted(range(len(items)), key=lambda i: -(items[i]["reward"] or 0.0))

@@ -1,4 +1,5 @@
-"""[3] Runs: every run on this machine, newest first; the highlighted one drives the panes below."""
+"""[3] Runs: every run on this machine, newest first, a sweep's runs together under its newest; the
+highlighted one drives the panes below. `reward` is the mean of the last REWARD_WINDOW steps."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from hermes_rl.core.base.formatting import cell_duration, lineage
-from hermes_rl.core.base.states import run_style
+from hermes_rl.core.base.states import REWARD_WINDOW, run_style
 from hermes_rl.tui.format import eval_cell, number, set_subtitle, spark, timestamp
 from hermes_rl.tui.widgets.filter_box import FilterBox
 from hermes_rl.tui.widgets.tables import Column, NavTable, sort_bindings
@@ -21,8 +22,24 @@ SORTS = {
     "profile": ("P", "profile"),
     "age": ("A", "age"),
     "step": ("T", "step"),
+    "eval": ("V", "eval"),
     "reward": ("R", "reward"),
 }
+
+
+def group_sweeps(rows: list[dict]) -> list[dict]:
+    """Rows in their order, except that a sweep's runs follow its first (newest) one, so a sweep reads
+    as one block however other runs were started between its runs."""
+    out: list[dict] = []
+    placed: set[str] = set()
+    for row in rows:
+        sweep = row.get("sweep_id")
+        if not sweep:
+            out.append(row)
+        elif sweep not in placed:
+            placed.add(sweep)
+            out.extend(r for r in rows if r.get("sweep_id") == sweep)
+    return out
 
 
 class RunsTable(NavTable):
@@ -61,6 +78,7 @@ class RunsPane(Vertical):
         self.filter_text = ""
         self._selected: str | None = None
         self.marked: list[str] = []  # runs to compare, in the order they were marked
+        self.queued = 0  # sweep runs waiting for a place under the local-run limit
 
     def compose(self) -> ComposeResult:
         yield FilterBox("filter runs (id, environment, status, profile)", id="runs-filter")
@@ -75,7 +93,7 @@ class RunsPane(Vertical):
                 Column("age", "age", drop=5),
                 Column("step", "step", drop=2),
                 Column("eval", "eval", drop=1),
-                Column("reward", "reward", drop=1),
+                Column(f"reward ({REWARD_WINDOW})", "reward", drop=1),
                 Column("reward trend", "spark", drop=3, width=12),
             ]
         )
@@ -100,8 +118,8 @@ class RunsPane(Vertical):
     def table(self) -> RunsTable:
         return self.query_one(RunsTable)
 
-    def update_runs(self, runs: list[dict], sparks: dict, stalled: set[str]) -> None:
-        self.runs, self.sparks, self.stalled = runs, sparks, stalled
+    def update_runs(self, runs: list[dict], sparks: dict, stalled: set[str], queued: int = 0) -> None:
+        self.runs, self.sparks, self.stalled, self.queued = runs, sparks, stalled, queued
         self.render_rows()
 
     def _visible(self) -> list[dict]:
@@ -111,7 +129,10 @@ class RunsPane(Vertical):
             rows = [
                 r
                 for r in rows
-                if needle in " ".join(str(r.get(k, "")) for k in ("run_id", "environment", "status", "profile")).lower()
+                if needle
+                in " ".join(
+                    str(r.get(k, "")) for k in ("run_id", "environment", "status", "profile", "sweep_id")
+                ).lower()
             ]
         sorts = {
             "status": lambda r: r.get("status"),
@@ -119,8 +140,11 @@ class RunsPane(Vertical):
             "profile": lambda r: r.get("profile"),
             "age": lambda r: -(timestamp(r.get("created_at")) or 0),
             "step": lambda r: r.get("step"),
-            "reward": lambda r: r.get("reward_mean"),
+            "eval": lambda r: r.get("eval_last"),
+            "reward": lambda r: r.get("reward"),
         }
+        if self.table.sort_column is None:
+            return group_sweeps(rows)
         return self.table.sorted_rows(rows, sorts)
 
     def render_rows(self) -> None:
@@ -148,12 +172,13 @@ class RunsPane(Vertical):
                         run["run_id"],
                         Text(status, style=colour),
                         (run.get("environment") or "—")
-                        + (f" {resumed[run['run_id']]}" if run["run_id"] in resumed else ""),  # resumed from
+                        + (f" {resumed[run['run_id']]}" if run["run_id"] in resumed else "")  # resumed from
+                        + (f" ⊞{run['sweep_id']}" if run.get("sweep_id") else ""),  # one of a sweep's runs
                         run.get("profile") or "—",
                         cell_duration(now - created) if created else "—",
                         step_text,
                         eval_cell(run.get("eval_first"), run.get("eval_last")),
-                        number(run.get("reward_mean"), 3),
+                        number(run.get("reward"), 3),
                         Text(spark(self.sparks.get(run["run_id"], []), 12), style="cyan"),
                     ],
                 )
@@ -163,7 +188,8 @@ class RunsPane(Vertical):
             self,
             f"{len(rows)}/{len(self.runs)}"
             + (f" · filter {self.filter_text!r}" if self.filter_text else "")
-            + (f" · {len(self.marked)} marked (c: compare)" if self.marked else ""),
+            + (f" · {len(self.marked)} marked (c: compare)" if self.marked else "")
+            + (f" · {self.queued} queued in sweeps" if self.queued else ""),
         )
         self._announce()
 

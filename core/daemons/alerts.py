@@ -1,0 +1,578 @@
+"""Alerts: a run's supervisor tells people when it failed, stalled, completed or a metric crossed a line.
+
+Rules live in `$HERMES_HOME/rl/alerts.yaml` (read again when the file changes):
+
+    webhook:                          # optional
+      url: https://hooks.example.com/hermes     # https, or http to a loopback host only
+      # url_env: HERMES_RL_ALERT_URL            # or the URL from the environment / .env (a URL with a token)
+      secret_env: HERMES_RL_ALERT_SECRET        # optional: the body is signed, X-Hermes-Signature: sha256=HMAC
+      timeout_s: 5                              # the whole request, at most 30
+    rules:
+      - on: failed                    # failed | stalled | completed | metric
+      - on: stalled
+        after_s: 600                  # default: HERMES_RL_STALL_S (900)
+      - on: metric
+        metric: eval/percent_correct
+        above: 0.9                    # or below:
+        channels: [dashboard, webhook]    # default: dashboard, desktop, webhook
+
+Each event is delivered once, by the run's own supervisor (no client needs to be open): a line in
+`$HERMES_HOME/rl/alerts.jsonl` (an open dashboard shows it as a toast and rings the bell), a desktop
+notification through `notify-send` where it exists, and a JSON POST to the webhook. Delivery runs in
+one worker thread so a slow webhook never holds the supervisor's loop; every request has a deadline.
+What was delivered, and how each channel fared, goes to `<run>/alerts.jsonl`; the webhook's secret and
+URL path never reach a log, only its scheme and host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import ipaddress
+import json
+import math
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hermes_rl.core.base.errors import BadInput, HermesError
+from hermes_rl.core.base.fsutil import append_jsonl, iter_jsonl, parse_jsonl_line, read_yaml
+from hermes_rl.core.base.paths import rl_dir
+from hermes_rl.core.base.secrets import get_key, redact, secret_values
+from hermes_rl.core.base.stall import progress_logs, stall_fields
+from hermes_rl.core.base.states import RunStatus
+
+KINDS = ("failed", "stalled", "completed", "metric")
+CHANNELS = ("dashboard", "desktop", "webhook")
+DEFAULT_TIMEOUT_S = 5.0
+MAX_TIMEOUT_S = 30.0
+MAX_RULES = 50
+NOTIFY_SEND_TIMEOUT_S = 5.0
+RESPONSE_MAX_BYTES = 64 * 1024
+CHECK_INTERVAL_S = 2.0  # how often the supervisor looks at metrics and activity
+METRIC_READ_BYTES = 1 << 20  # what one check reads of a metric file at most
+DRAIN_S = 15.0  # at the supervisor's exit: how long pending deliveries may still take, in all
+RUN_ALERTS = "alerts.jsonl"  # in the run folder: what was delivered, per channel
+SIGNATURE_HEADER = "X-Hermes-Signature"
+
+
+def alerts_file() -> Path:
+    return rl_dir() / "alerts.yaml"
+
+
+def alert_log() -> Path:
+    """Every delivered alert of every run, one JSON line each: what an open dashboard shows."""
+    return rl_dir() / "alerts.jsonl"
+
+
+# -- rules ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    on: str
+    channels: tuple[str, ...] = CHANNELS
+    metric: str | None = None
+    above: float | None = None
+    below: float | None = None
+    after_s: float | None = None
+
+    def describe(self) -> str:
+        if self.on == "metric":
+            side = f"above {self.above:g}" if self.above is not None else f"below {self.below:g}"
+            return f"{self.metric} {side}"
+        if self.on == "stalled" and self.after_s is not None:
+            return f"stalled for {self.after_s:g} s"
+        return self.on
+
+
+@dataclass(frozen=True)
+class Webhook:
+    url: str = field(repr=False)
+    secret: str | None = field(default=None, repr=False)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @property
+    def target(self) -> str:
+        """What may be shown of the URL: its scheme and host (a path or query may hold a token)."""
+        parsed = urllib.parse.urlparse(self.url)
+        return f"{parsed.scheme}://{parsed.netloc}"
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    rules: tuple[Rule, ...] = ()
+    webhook: Webhook | None = None
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_webhook_url(url: object, where: str) -> str:
+    if not isinstance(url, str) or not url.strip() or len(url) > 2000 or not url.isprintable() or " " in url:
+        raise BadInput(f"{where}: the webhook url must be a plain URL", hint="e.g. https://hooks.example.com/hermes")
+    url = url.strip()
+    try:
+        parsed = urllib.parse.urlparse(url)
+        parsed.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise BadInput(f"{where}: the webhook url is not a valid URL", hint="check its host and port") from None
+    if "@" in parsed.netloc or "\\" in url:
+        raise BadInput(f"{where}: the webhook url must not carry credentials", hint="use secret_env for a secret")
+    if parsed.scheme == "http" and parsed.hostname and _is_loopback(parsed.hostname):
+        return url
+    if parsed.scheme != "https" or not parsed.hostname:
+        raise BadInput(
+            f"{where}: the webhook url must be https (plain http only to a loopback host)",
+            hint="alerts carry run details; https keeps them private in transit",
+        )
+    return url
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+        raise BadInput(f"{what} must be a number, got {value!r}"[:160])
+    return float(value)
+
+
+def _rule(raw: object, index: int, where: str) -> Rule:
+    here = f"{where}: rules[{index}]"
+    if not isinstance(raw, dict):
+        raise BadInput(f"{here} must be a mapping with `on:`", hint="e.g. - on: failed")
+    if True in raw and "on" not in raw:  # YAML 1.1 reads a bare `on` key as the boolean true
+        raw = {("on" if key is True else key): value for key, value in raw.items()}
+    unknown = set(raw) - {"on", "channels", "metric", "above", "below", "after_s"}
+    if unknown:
+        raise BadInput(
+            f"{here}: unknown keys {sorted(unknown)}", hint="keys: on, channels, metric, above, below, after_s"
+        )
+    on = raw.get("on")
+    if on not in KINDS:
+        raise BadInput(f"{here}: `on` must be one of {', '.join(KINDS)}, got {on!r}"[:200])
+    channels = raw.get("channels", list(CHANNELS))
+    if isinstance(channels, str):
+        channels = [channels]
+    if not isinstance(channels, list) or not channels or any(c not in CHANNELS for c in channels):
+        raise BadInput(f"{here}: channels must be a list of {', '.join(CHANNELS)}, got {channels!r}"[:200])
+    metric = raw.get("metric")
+    above = _number(raw["above"], f"{here}: above") if raw.get("above") is not None else None
+    below = _number(raw["below"], f"{here}: below") if raw.get("below") is not None else None
+    if on == "metric":
+        if not isinstance(metric, str) or not metric.strip():
+            raise BadInput(f"{here}: a metric rule names its `metric`", hint="e.g. metric: eval/percent_correct")
+        if (above is None) == (below is None):
+            raise BadInput(f"{here}: a metric rule has exactly one of `above` and `below`")
+    elif metric is not None or above is not None or below is not None:
+        raise BadInput(f"{here}: metric, above and below belong to `on: metric` rules only")
+    after_s = raw.get("after_s")
+    if after_s is not None:
+        if on != "stalled":
+            raise BadInput(f"{here}: after_s belongs to `on: stalled` rules only")
+        after_s = _number(after_s, f"{here}: after_s")
+        if after_s <= 0:
+            raise BadInput(f"{here}: after_s must be positive, got {after_s:g}")
+    return Rule(on, tuple(dict.fromkeys(channels)), metric, above, below, after_s)
+
+
+def load_config(path: Path | None = None) -> AlertConfig:
+    """The alert rules; an empty config without the file. BadInput naming the file for a bad one."""
+    path = path or alerts_file()
+    where = str(path)
+    data = read_yaml(path, what="alert rules")
+    if data is None:
+        return AlertConfig()
+    if not isinstance(data, dict):
+        raise BadInput(f"{where} must be a mapping with `rules:`", hint="see `hermes-rl alerts --help`")
+    unknown = set(data) - {"rules", "webhook"}
+    if unknown:
+        raise BadInput(f"{where}: unknown keys {sorted(unknown)}", hint="top-level keys: rules, webhook")
+    raw_rules = data.get("rules") or []
+    if not isinstance(raw_rules, list) or len(raw_rules) > MAX_RULES:
+        raise BadInput(f"{where}: rules must be a list of at most {MAX_RULES} rules")
+    rules = tuple(_rule(raw, i, where) for i, raw in enumerate(raw_rules))
+    webhook = None
+    raw_hook = data.get("webhook")
+    if raw_hook is not None:
+        if not isinstance(raw_hook, dict) or set(raw_hook) - {"url", "url_env", "secret_env", "timeout_s"}:
+            raise BadInput(f"{where}: webhook takes url (or url_env), secret_env and timeout_s")
+        if ("url" in raw_hook) == ("url_env" in raw_hook):
+            raise BadInput(f"{where}: webhook needs exactly one of url and url_env")
+        if "url_env" in raw_hook:
+            name = raw_hook["url_env"]
+            url = get_key(name) if isinstance(name, str) and name else None
+            if not url:
+                raise BadInput(f"{where}: webhook url_env {name!r} is not set", hint="export it or add it to .env")
+        else:
+            url = raw_hook["url"]
+        url = check_webhook_url(url, where)
+        secret = None
+        if raw_hook.get("secret_env") is not None:
+            name = raw_hook["secret_env"]
+            secret = get_key(name) if isinstance(name, str) and name else None
+            if not secret:
+                raise BadInput(f"{where}: webhook secret_env {name!r} is not set", hint="export it or add it to .env")
+        timeout = _number(raw_hook.get("timeout_s", DEFAULT_TIMEOUT_S), f"{where}: webhook timeout_s")
+        if not 0 < timeout <= MAX_TIMEOUT_S:
+            raise BadInput(f"{where}: webhook timeout_s must be above 0 and at most {MAX_TIMEOUT_S:g}")
+        webhook = Webhook(url, secret, timeout)
+    if webhook is None and any("webhook" in r.channels and r.channels == ("webhook",) for r in rules):
+        raise BadInput(f"{where}: a rule sends only to the webhook, but no webhook is configured")
+    return AlertConfig(rules, webhook)
+
+
+# -- delivery -------------------------------------------------------------------------------
+
+
+def _hidden(config: AlertConfig) -> list[str]:
+    """Values no log line may show: the keys, the webhook's secret and its URL (which may hold a token)."""
+    values = secret_values()
+    if config.webhook is not None:
+        values += [v for v in (config.webhook.secret, config.webhook.url) if v]
+        path = urllib.parse.urlparse(config.webhook.url)
+        values += [v for v in (path.path, path.query) if v and len(v) >= 4]
+    return sorted(set(values), key=len, reverse=True)
+
+
+def post_webhook(hook: Webhook, payload: dict) -> str:
+    """POST the payload as JSON; 'delivered (HTTP 200)' or why not. The whole request (connect, send,
+    answer) ends within hook.timeout_s: a server that trickles its answer is cut off."""
+    import http.client
+
+    body = json.dumps(payload, sort_keys=True).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": "hermes-rl-alerts"}
+    if hook.secret:
+        digest = hmac.new(hook.secret.encode(), body, hashlib.sha256).hexdigest()
+        headers[SIGNATURE_HEADER] = f"sha256={digest}"
+    parsed = urllib.parse.urlparse(hook.url)
+    kind = http.client.HTTPSConnection if parsed.scheme == "https" else http.client.HTTPConnection
+    conn = kind(parsed.hostname, parsed.port, timeout=hook.timeout_s)
+    path = (parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")
+    outcome: dict[str, Any] = {}
+
+    def send() -> None:
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            response.read(RESPONSE_MAX_BYTES)
+            outcome["status"] = response.status
+        except (OSError, http.client.HTTPException) as exc:
+            outcome["error"] = f"{type(exc).__name__}: {exc}"
+
+    worker = threading.Thread(target=send, daemon=True, name="hermes-rl-webhook")
+    worker.start()
+    worker.join(hook.timeout_s)
+    if worker.is_alive():
+        if conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        worker.join(1.0)
+        return f"not delivered: no answer within {hook.timeout_s:g} s"
+    conn.close()
+    if "error" in outcome:
+        return f"not delivered: {outcome['error']}"
+    status = outcome.get("status")
+    return f"delivered (HTTP {status})" if status and status < 400 else f"refused (HTTP {status})"
+
+
+def notify_desktop(title: str, text: str, urgent: bool) -> str:
+    program = shutil.which("notify-send")
+    if program is None:
+        return "skipped: notify-send is not installed"
+    argv = [program, "--app-name=hermes-rl", f"--urgency={'critical' if urgent else 'normal'}", title, text]
+    try:
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=NOTIFY_SEND_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"not delivered: {type(exc).__name__}"
+    if done.returncode:
+        why = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"not delivered: notify-send exited {done.returncode}" + (f" ({why[-1][:120]})" if why else "")
+    return "delivered"
+
+
+def deliver(event: dict, channels: tuple[str, ...], config: AlertConfig) -> dict[str, str]:
+    """Send one event through its channels; {channel: outcome}. The dashboard's line is written last,
+    with the other channels' outcomes in it."""
+    outcomes: dict[str, str] = {}
+    hidden = _hidden(config)
+    event = {**event, "message": redact(str(event.get("message")), hidden)}  # a reason may quote anything
+    if "webhook" in channels:
+        if config.webhook is None:
+            outcomes["webhook"] = "skipped: no webhook in alerts.yaml"
+        else:
+            outcomes["webhook"] = redact(post_webhook(config.webhook, event), hidden)
+    if "desktop" in channels:
+        urgent = event.get("event") in ("failed", "stalled")
+        outcomes["desktop"] = notify_desktop(f"hermes-rl: {event.get('title')}", str(event.get("message")), urgent)
+    if "dashboard" in channels:
+        try:
+            append_jsonl(alert_log(), {**event, "channels": outcomes})
+            outcomes["dashboard"] = "delivered"
+        except (OSError, HermesError) as exc:
+            outcomes["dashboard"] = f"not delivered: {exc}"
+    return outcomes
+
+
+def make_event(kind: str, run: dict, message: str, *, event_id: str, rule: Rule | None, **fields) -> dict:
+    run_id = run.get("run_id")
+    title = f"run {run_id} {kind}" if kind != "metric" else f"run {run_id}: {rule.describe() if rule else kind}"
+    return {
+        "id": event_id,
+        "event": kind,
+        "title": title,
+        "message": message,
+        "time": time.time(),
+        "run_id": run_id,
+        "environment": run.get("environment"),
+        "profile": run.get("profile"),
+        "status": run.get("status"),
+        "rule": rule.describe() if rule else None,
+        **fields,
+    }
+
+
+# -- the supervisor's side ---------------------------------------------------------------------
+
+
+class _MetricTail:
+    """The newest value of each numeric metric in one JSONL file, read incrementally."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.mtime: float | None = None
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                if size < self.offset:
+                    self.offset = 0
+                handle.seek(self.offset)
+                data = handle.read(METRIC_READ_BYTES)
+                self.mtime = os.fstat(handle.fileno()).st_mtime
+        except OSError:
+            return []
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        rows = [parse_jsonl_line(line) for line in data[: end + 1].splitlines()]
+        return [row for row in rows if row]
+
+
+class AlertMonitor:
+    """Applied by the run's supervisor: `tick()` from its loop, `on_final()` when the run ends, `close()`
+    before it exits. Events fire once per run (a stall once per quiet spell)."""
+
+    def __init__(self, run_dir: Path, run: dict, processes):
+        self.dir = run_dir
+        self.run = run
+        self.processes = processes  # () -> the process records (for the stall rule's logs)
+        self.config = AlertConfig()
+        self.config_sig: tuple | None = None
+        self.fired: set[str] = set()
+        for _, row in iter_jsonl(run_dir / RUN_ALERTS) if (run_dir / RUN_ALERTS).exists() else ():
+            if isinstance(row.get("id"), str):
+                self.fired.add(row["id"])
+        self.tails = [_MetricTail(run_dir / "metrics.jsonl"), _MetricTail(run_dir / "env_metrics.jsonl")]
+        self.stall_spell = 0
+        self.last_step: int | None = None  # the trainer's newest step
+        self.stalled: set[int] = set()  # rules whose current stall has been told
+        self.next_check = 0.0
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.worker: threading.Thread | None = None
+        self.reload()
+
+    def reload(self) -> None:
+        path = alerts_file()
+        try:
+            st = os.stat(path)
+            sig: tuple | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            sig = None
+        if sig == self.config_sig:
+            return
+        self.config_sig = sig
+        try:
+            self.config = load_config(path)
+        except HermesError as exc:
+            self._record({"id": None, "event": "config_error", "message": str(exc), "time": time.time()}, {})
+
+    def _record(self, event: dict, outcomes: dict) -> None:
+        with contextlib.suppress(OSError, HermesError):
+            append_jsonl(self.dir / RUN_ALERTS, {**event, "channels": outcomes})
+
+    def _fire(self, event_id: str, kind: str, rule: Rule, message: str, **fields) -> None:
+        if event_id in self.fired:
+            return
+        self.fired.add(event_id)
+        event = make_event(kind, self.run, message, event_id=event_id, rule=rule, **fields)
+        self.queue.put((event, rule.channels, self.config))
+        if self.worker is None:
+            self.worker = threading.Thread(target=self._deliver_all, daemon=True, name="hermes-rl-alerts")
+            self.worker.start()
+
+    def _deliver_all(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            event, channels, config = item
+            outcomes = deliver(event, channels, config)
+            self._record(event, outcomes)
+
+    def tick(self, now: float) -> None:
+        if now < self.next_check:
+            return
+        self.next_check = now + CHECK_INTERVAL_S
+        self.reload()
+        if not self.config.rules:
+            return  # nothing to watch for: no file is read
+        self._check_metrics(self._read_rows())
+        self._check_stall(self.config.rules)
+
+    def _check_metrics(self, rows: list[dict]) -> None:
+        metric_rules = [(i, r) for i, r in enumerate(self.config.rules) if r.on == "metric"]
+        for row in rows:  # every row: a value that crosses and comes back between checks is still seen
+            for index, rule in metric_rules:
+                value = row.get(rule.metric)
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    continue
+                if (rule.above is not None and value > rule.above) or (rule.below is not None and value < rule.below):
+                    self._fire(
+                        f"{self.run.get('run_id')}:metric:{index}:{rule.describe()}",
+                        "metric",
+                        rule,
+                        f"{rule.metric} = {value:.4g} at step {row.get('step')} ({rule.describe()})",
+                        metric=rule.metric,
+                        value=float(value),
+                        step=row.get("step"),
+                    )
+
+    def _read_rows(self) -> list[dict]:
+        """The metric rows (trainer's and environments') written since the last read."""
+        rows = []
+        for tail in self.tails:
+            for row in tail.read():
+                if tail is self.tails[0] and isinstance(row.get("step"), int):
+                    self.last_step = row["step"]
+                rows.append(row)
+        return rows
+
+    def _check_stall(self, rules: tuple[Rule, ...]) -> None:
+        stall_rules = [(i, r) for i, r in enumerate(rules) if r.on == "stalled"]
+        if not stall_rules:
+            return
+        mtimes = [t.mtime for t in self.tails if t.mtime is not None]
+        last_metric = {"time": max(mtimes)} if mtimes else None
+        logs = progress_logs(self.processes())
+        any_quiet = False
+        for index, rule in stall_rules:
+            verdict = stall_fields(self.run.get("status"), self.run.get("started_at"), last_metric, logs, rule.after_s)
+            if not verdict["stalled"]:
+                continue
+            any_quiet = True
+            if index in self.stalled:
+                continue
+            self.stalled.add(index)
+            idle = verdict["stalled_for_s"] or 0
+            self._fire(
+                f"{self.run.get('run_id')}:stalled:{index}:{self.stall_spell}",
+                "stalled",
+                rule,
+                f"no training step or trainer log line for {idle:.0f} s",
+                stalled_for_s=idle,
+            )
+        if not any_quiet and self.stalled:  # progress again: a later stall is a new event
+            self.stalled.clear()
+            self.stall_spell += 1
+
+    def on_final(self, status: str, reason: str) -> None:
+        kind = {RunStatus.FAILED: "failed", RunStatus.COMPLETED: "completed"}.get(status)
+        if kind is None:
+            return
+        with contextlib.suppress(Exception):  # an alert never keeps a run's end from being recorded
+            self.reload()
+            self._check_metrics(self._read_rows())
+        for index, rule in enumerate(self.config.rules):
+            if rule.on == kind:
+                message = f"{reason} (step {self.last_step})" if self.last_step is not None else reason
+                self._fire(
+                    f"{self.run.get('run_id')}:{kind}:{index}",
+                    kind,
+                    rule,
+                    message,
+                    status=str(status),
+                    reason=reason,
+                    step=self.last_step,
+                )
+
+    def close(self, timeout_s: float = DRAIN_S) -> None:
+        """Let pending deliveries finish (at most timeout_s in all), then stop the worker."""
+        if self.worker is None:
+            return
+        self.queue.put(None)
+        self.worker.join(timeout_s)
+
+
+def send_test(config: AlertConfig | None = None) -> dict:
+    """A sample event through every channel the rules use (all of them without rules); what happened."""
+    config = config if config is not None else load_config()
+    channels = tuple(dict.fromkeys(c for r in config.rules for c in r.channels)) or CHANNELS
+    run = {"run_id": "test", "environment": "toy_addition", "profile": "local", "status": "running"}
+    event = make_event(
+        "test",
+        run,
+        "a sample alert from `hermes-rl alerts test`: the rules in alerts.yaml reach you",
+        event_id=f"test:{time.time_ns()}",
+        rule=None,
+        test=True,
+    )
+    event["title"] = "alert test"
+    outcomes = deliver(event, channels, config)
+    return {
+        "rules": [r.describe() for r in config.rules],
+        "webhook": config.webhook.target if config.webhook else None,
+        "channels": outcomes,
+    }
+
+
+def read_alert_log(offset: int) -> tuple[list[dict], int]:
+    """Alerts appended to the shared log since `offset`; (alerts, new offset)."""
+    path = alert_log()
+    rows = []
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size < offset:
+                offset = 0
+            handle.seek(offset)
+            data = handle.read(1 << 20)
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    for line in data[: end + 1].splitlines():
+        row = parse_jsonl_line(line)
+        if row:
+            rows.append(row)
+    return rows, offset + end + 1

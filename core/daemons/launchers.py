@@ -1,0 +1,396 @@
+"""Where a run's process runs: on this machine as a process group, or on a Slurm cluster as a batch job.
+
+The supervisor starts every process through `start_process` and then only talks to the handle it gets
+back (poll, leftovers, terminate, kill), so its one state machine — probes, restarts, stop order — serves
+both launchers. A handle also says how the watchdog ends it should the supervisor die (`watchdog_line`)
+and what run.json records about it (`record`).
+
+Slurm: one batch job per process (`sbatch`), not steps of one allocation: each worker is scheduled,
+restarted and cancelled on its own, a restart never waits for (or holds) a whole allocation, and the
+cluster may place replicas on whichever nodes are free. Jobs are named `hermes-<run>-<process>` and
+carry `hermes-rl:<run>` as their comment, so the run's jobs can be found by name. Their output is
+appended to the process log in the run folder by slurmd on the node that runs them: the run folder
+must be on a filesystem every node mounts at the same path ($HERMES_HOME on a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.daemons import procscan
+from hermes_rl.core.daemons.spawn import spawn_group
+
+LAUNCHERS = ("local", "slurm")
+SLURM_CALL_TIMEOUT_S = 30.0  # one sbatch/squeue/scancel call; a busy controller answers slowly
+# squeue is asked about all the run's jobs in one call: every SLURM_POLL_S while one is queued, starting
+# or being stopped, every SLURM_STEADY_POLL_S while all run (a cluster's controller serves every user).
+SLURM_POLL_S = 0.5
+SLURM_STEADY_POLL_S = 2.0
+# squeue states of a job that still holds (or waits for) resources; any other state is an end.
+SLURM_LIVE_STATES = frozenset(
+    {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
+    | {"RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+)
+SQUEUE_FIELDS = "JobID:|,State:|,NodeList:|,Reason:|,exit_code:|"  # one line per job, fields ended by |
+_SLURM_TIME_RE = re.compile(r"^(\d+-)?\d+(:\d+){0,2}$|^UNLIMITED$|^INFINITE$")
+_SLURM_MEM_RE = re.compile(r"^\d+[KMGT]?$")
+
+
+def job_name(run_id: str, process: str) -> str:
+    return f"hermes-{run_id}-{process}"
+
+
+def job_comment(run_id: str) -> str:
+    return f"hermes-rl:{run_id}"
+
+
+@dataclass
+class SlurmSettings:
+    """The `slurm:` section of a run: what each worker's sbatch asks for."""
+
+    partition: str | None = None
+    time: str | None = None  # sbatch --time: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS
+    cpus_per_worker: int = 1
+    mem_per_worker: str | None = None  # sbatch --mem: 2G, 512M
+    sbatch_args: list[str] = field(default_factory=list)  # more sbatch options, as given
+
+    def to_json(self) -> dict:
+        return {
+            "partition": self.partition,
+            "time": self.time,
+            "cpus_per_worker": self.cpus_per_worker,
+            "mem_per_worker": self.mem_per_worker,
+            "sbatch_args": list(self.sbatch_args),
+        }
+
+
+def slurm_settings(data: dict | None) -> SlurmSettings:
+    """A `slurm:` section checked: BadInput naming the field for anything sbatch would refuse."""
+    data = dict(data or {})
+    known = set(SlurmSettings.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise BadInput(f"unknown slurm setting(s): {', '.join(unknown)}", hint=f"known: {', '.join(sorted(known))}")
+    settings = SlurmSettings(**data)
+    if settings.partition is not None and not (
+        isinstance(settings.partition, str) and re.fullmatch(r"[A-Za-z0-9_.,-]{1,64}", settings.partition)
+    ):
+        raise BadInput(f"slurm.partition must be a partition name, got {settings.partition!r}")
+    if settings.time is not None and not (isinstance(settings.time, str) and _SLURM_TIME_RE.match(settings.time)):
+        raise BadInput(f"slurm.time must be a Slurm time limit (60, 1:00:00, 1-00:00:00), got {settings.time!r}")
+    cpus = settings.cpus_per_worker
+    if isinstance(cpus, bool) or not isinstance(cpus, int) or not 1 <= cpus <= 4096:
+        raise BadInput(f"slurm.cpus_per_worker must be an integer from 1, got {cpus!r}")
+    mem = settings.mem_per_worker
+    if mem is not None and not (isinstance(mem, str) and _SLURM_MEM_RE.match(mem)):
+        raise BadInput(f"slurm.mem_per_worker must be a size like 2G or 512M, got {mem!r}")
+    args = settings.sbatch_args
+    if not isinstance(args, list) or not all(isinstance(a, str) and a.startswith("-") for a in args):
+        raise BadInput(f"slurm.sbatch_args must be a list of sbatch options (each starting with -), got {args!r}")
+    ours = ("--job-name", "-J", "--output", "-o", "--error", "-e", "--open-mode", "--chdir", "-D", "--comment")
+    taken = [a for a in args if a.split("=", 1)[0] in ours]
+    if taken:
+        raise BadInput(f"slurm.sbatch_args may not set {taken[0]}: hermes-rl sets it to find and log the job")
+    return settings
+
+
+class LauncherError(Exception):
+    """A process could not be started; the message says why in words."""
+
+
+# ---------------------------------------------------------------- local process groups
+
+
+class LocalProcess:
+    """A child of the supervisor, leader of its own process group (tied to us by PDEATHSIG)."""
+
+    launcher = "local"
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+        self.pid = self.pgid = popen.pid
+        self.create_time = procscan.process_create_time(popen.pid)
+        self.start_ticks = procscan.process_start_ticks(popen.pid)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def leftovers(self) -> bool:
+        """Whether anything of its process group is still there (a leader's exit leaves workers behind)."""
+        return procscan.group_alive(self.pgid)
+
+    def what(self) -> str:
+        return f"process group {self.pgid}"
+
+    def terminate(self) -> None:
+        procscan.signal_group(self.pgid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        procscan.signal_group(self.pgid, signal.SIGKILL)
+
+    def watchdog_line(self) -> str:
+        return f"pgid {self.pgid}"
+
+    def record(self) -> dict:
+        return {"launcher": "local"}
+
+
+def start_local(argv: list[str], *, cwd: str, env: dict[str, str], log_fd: int) -> LocalProcess:
+    popen = spawn_group(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT)
+    return LocalProcess(popen)
+
+
+# ---------------------------------------------------------------- Slurm jobs
+
+
+def _slurm_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment sbatch passes on: the process's own, without the SLURM_* of an allocation the
+    supervisor itself may run in (sbatch would read them as options for the new job)."""
+    return {k: v for k, v in env.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+
+
+def slurm_call(argv: list[str], timeout: float = SLURM_CALL_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """One Slurm command; LauncherError when it is missing or does not answer in time."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise LauncherError(f"{argv[0]} not found: Slurm's client commands must be on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise LauncherError(f"{argv[0]} did not answer within {timeout:g}s (is slurmctld up?)") from None
+
+
+def _exit_code(state: str, raw: str) -> int:
+    """squeue's exit_code is a wait status: a signal as -N, a code as N; a cancelled job without a
+    status was ended by scancel's SIGTERM, a failure of the node counts as a failure."""
+    try:
+        status = int(raw)
+    except ValueError:
+        status = 0
+    if status & 0x7F:
+        return -(status & 0x7F)
+    code = status >> 8
+    if code:
+        return code
+    if state in ("CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE"):
+        return -signal.SIGTERM
+    if state == "COMPLETED":
+        return 0
+    return 1  # NODE_FAIL, BOOT_FAIL, OUT_OF_MEMORY, FAILED without a status
+
+
+class SlurmJob:
+    """A process running as a Slurm batch job. Its state comes from squeue, asked for all jobs at once."""
+
+    launcher = "slurm"
+
+    def __init__(self, tracker: SlurmTracker, job_id: str):
+        self.tracker = tracker
+        self.job_id = job_id
+        self.pid = self.pgid = self.create_time = self.start_ticks = None
+        self.state = "PENDING"
+        self.node: str | None = None
+        self.reason: str | None = None
+        self.returncode: int | None = None
+        self.cancelled = False
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.tracker.refresh()
+        return self.returncode
+
+    def leftovers(self) -> bool:
+        """Whether squeue still lists the job (COMPLETING included: its processes are being ended)."""
+        self.tracker.refresh()
+        return self.state in SLURM_LIVE_STATES
+
+    def what(self) -> str:
+        return f"Slurm job {self.job_id}" + (f" on {self.node}" if self.node else "")
+
+    def terminate(self) -> None:
+        if self.state not in SLURM_LIVE_STATES:
+            return
+        self.cancelled = True
+        # A queued job has nothing to signal: it is cancelled. A running one gets SIGTERM (its batch
+        # step and any steps) and ends itself, within the stop timeout, before kill() cancels it.
+        command = ["scancel", self.job_id] if self.state == "PENDING" else ["scancel", "--full", "--signal=TERM"]
+        with contextlib.suppress(LauncherError):
+            slurm_call(command if self.state == "PENDING" else [*command, self.job_id])
+
+    def kill(self) -> None:
+        if self.state in SLURM_LIVE_STATES:
+            self.cancelled = True
+            with contextlib.suppress(LauncherError):
+                slurm_call(["scancel", self.job_id])  # cancelled: Slurm kills what is left after KillWait
+                slurm_call(["scancel", "--full", "--signal=KILL", self.job_id])
+
+    def watchdog_line(self) -> str:
+        return f"slurm_job {self.job_id}"
+
+    def record(self) -> dict:
+        return {"launcher": "slurm", "job_id": self.job_id, "node": self.node, "slurm_state": self.state}
+
+    def update(self, state: str, node: str, reason: str, raw_exit: str) -> None:
+        self.state = state
+        self.node = node or self.node
+        self.reason = None if reason in ("", "None") else reason
+        if state not in SLURM_LIVE_STATES and self.returncode is None:
+            self.returncode = _exit_code(state, raw_exit)
+
+
+class SlurmTracker:
+    """The run's Slurm jobs: submits them and keeps their squeue state fresh (one call per SLURM_POLL_S)."""
+
+    def __init__(self, run_id: str, run_dir: Path):
+        self.run_id = run_id
+        self.run_dir = Path(run_dir)
+        self.jobs: dict[str, SlurmJob] = {}
+        self.last_refresh = 0.0
+        self.on_change = None  # called with a job whose state or node changed
+
+    def submit(
+        self, name: str, argv: list[str], *, cwd: str, env: dict[str, str], log: Path, settings: SlurmSettings
+    ) -> SlurmJob:
+        script = self.run_dir / "slurm" / f"{name}.sbatch"
+        script.parent.mkdir(mode=0o700, exist_ok=True)
+        # exec: the worker itself is the batch step's process, so scancel's SIGTERM reaches it.
+        script.write_text("#!/bin/sh\nexec " + shlex.join(argv) + "\n", encoding="utf-8")
+        os.chmod(script, 0o700)
+        command = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={job_name(self.run_id, name)}",
+            f"--comment={job_comment(self.run_id)}",
+            f"--output={log}",
+            "--open-mode=append",
+            f"--chdir={cwd}",
+            "--export=ALL",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--cpus-per-task={settings.cpus_per_worker}",
+        ]
+        if settings.partition:
+            command.append(f"--partition={settings.partition}")
+        if settings.time:
+            command.append(f"--time={settings.time}")
+        if settings.mem_per_worker:
+            command.append(f"--mem={settings.mem_per_worker}")
+        command += [*settings.sbatch_args, str(script)]
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=SLURM_CALL_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                env=_slurm_env(env),
+            )
+        except FileNotFoundError:
+            raise LauncherError("sbatch not found: Slurm's client commands must be on PATH") from None
+        except subprocess.TimeoutExpired:
+            raise LauncherError(f"sbatch did not answer within {SLURM_CALL_TIMEOUT_S:g}s (is slurmctld up?)") from None
+        job_id = done.stdout.strip().split(";")[0]
+        if done.returncode != 0 or not job_id.isdigit():
+            detail = (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
+            raise LauncherError(f"sbatch refused the job: {detail}")
+        job = SlurmJob(self, job_id)
+        self.jobs[job_id] = job
+        self.last_refresh = 0.0  # the next poll asks at once (its node)
+        return job
+
+    def refresh(self, force: bool = False) -> None:
+        now = time.monotonic()
+        watched = [j for j in self.jobs.values() if j.state in SLURM_LIVE_STATES]
+        steady = all(j.state == "RUNNING" and not j.cancelled for j in watched)
+        interval = SLURM_STEADY_POLL_S if steady else SLURM_POLL_S
+        if not watched or (not force and now - self.last_refresh < interval):
+            return
+        self.last_refresh = now
+        ids = ",".join(j.job_id for j in watched)
+        try:
+            done = slurm_call(["squeue", "-h", "-t", "all", "-j", ids, "-O", SQUEUE_FIELDS])
+        except LauncherError:
+            return  # the controller is busy or restarting: the jobs keep their last known state
+        if done.returncode != 0 and "Invalid job id" not in done.stderr:
+            return
+        seen = set()
+        for line in done.stdout.splitlines():
+            parts = [p.strip() for p in line.split("|")]
+            if len(parts) < 5 or parts[0] not in self.jobs:
+                continue
+            job = self.jobs[parts[0]]
+            seen.add(job.job_id)
+            before = (job.state, job.node)
+            job.update(parts[1], parts[2], parts[3], parts[4])
+            if (job.state, job.node) != before and self.on_change:
+                self.on_change(job)
+        for job in watched:
+            if job.job_id not in seen:  # purged from the controller's memory: it ended a while ago
+                job.update("GONE", "", "", "0")
+                if self.on_change:
+                    self.on_change(job)
+
+
+def start_process(
+    launcher: str,
+    name: str,
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    log_fd: int,
+    log: Path,
+    slurm: SlurmTracker | None = None,
+    settings: dict | None = None,
+):
+    """Start one process with its launcher; OSError (local) or LauncherError (Slurm) when it cannot."""
+    if launcher == "slurm":
+        assert slurm is not None
+        if not os.path.isdir(cwd):
+            raise FileNotFoundError(2, "No such file or directory", cwd)
+        return slurm.submit(name, argv, cwd=cwd, env=env, log=log, settings=slurm_settings(settings))
+    return start_local(argv, cwd=cwd, env=env, log_fd=log_fd)
+
+
+def cancel_jobs(job_ids: list[str], wait: float = 30.0) -> list[str]:
+    """scancel each job (the latest first), then wait until squeue no longer lists them; returns the
+    ids still listed after `wait` seconds. Used by the watchdog and by clients cleaning a lost run."""
+    ids = [j for j in dict.fromkeys(job_ids) if j]
+    if not ids:
+        return []
+    for job_id in reversed(ids):
+        with contextlib.suppress(LauncherError):
+            slurm_call(["scancel", job_id])
+    deadline = time.monotonic() + wait
+    listed = ids
+    while True:
+        try:
+            done = slurm_call(["squeue", "-h", "-j", ",".join(ids), "-o", "%i"])
+            listed = [line.strip() for line in done.stdout.splitlines() if line.strip() in ids]
+        except LauncherError:
+            pass
+        if not listed or time.monotonic() >= deadline:
+            return listed
+        time.sleep(0.2)
+
+
+def run_job_ids(run_id: str) -> list[str]:
+    """The ids of every job squeue lists with the run's comment ([] when Slurm does not answer)."""
+    try:
+        done = slurm_call(["squeue", "-h", "-o", "%i|%k"])
+    except LauncherError:
+        return []
+    comment = job_comment(run_id)
+    return [line.split("|", 1)[0] for line in done.stdout.splitlines() if line.split("|", 1)[-1].strip() == comment]

@@ -1,0 +1,392 @@
+"""A run's data out of the tool: its metrics as CSV or JSON, and one self-contained HTML report.
+
+`metrics_table(run_id, keys)` is every step's row (trainer and environment rows merged by step, nothing
+thinned); `format_metrics` writes it as CSV (a `step` and `time` column, then one per key) or JSON.
+
+`html_report(run_id)` is one page that opens in any browser with no network: the run's identity and
+fate, its headline numbers, a chart per metric as inline SVG (raw values and their moving average), the
+eval table, the config, the best and worst completions of its first and last recorded steps, and its
+processes with how each ended. No script, no external file, no font or image fetched.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hermes_rl.core.base.errors import BadInput, HermesError
+from hermes_rl.core.base.formatting import human_duration
+from hermes_rl.core.base.fsutil import epoch_seconds
+from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
+
+FORMATS = ("csv", "json")
+CHART_POINTS = 600  # points drawn per series at most (evenly thinned): a 100k-step run stays a small page
+SMOOTH_WEIGHT = (
+    0.6  # the moving average over each chart's drawn values: the past's weight, as W&B's and the dashboard's
+)
+SMOOTH_MIN_POINTS = 30  # a shorter series (evals) is drawn as it is, each point marked: an average would lag it
+ROLLOUT_CHARS = 600
+ROLLOUTS_PER_SIDE = 3
+EVAL_PREFIX = "eval/"
+EVAL_TABLE_ROWS = 200  # a longer eval history is shown evenly thinned (`hermes-rl metrics` has all of it)
+
+
+# -- metrics ----------------------------------------------------------------------------------
+
+
+def _all_rows(run_id: str) -> list[dict]:
+    from hermes_rl.core import runs
+    from hermes_rl.core.readers.metrics import RunMetrics
+
+    runs.get_run(run_id, sample=False)  # NotFound for an unknown run, before any file is read
+    metrics = RunMetrics(run_dir(run_id), max_rows=sys.maxsize)
+    metrics.poll()
+    return metrics.rows
+
+
+def metrics_table(run_id: str, keys: list[str] | None = None) -> tuple[list[str], list[dict]]:
+    """(columns, rows): step and time, then `keys` (default: every numeric metric, headline ones first).
+    BadInput naming the unknown keys and the known ones."""
+    from hermes_rl.core.readers.metrics import metric_keys
+
+    rows = _all_rows(run_id)
+    known = metric_keys(rows)
+    if keys:
+        wanted = list(dict.fromkeys(k.strip() for k in keys if k.strip()))
+        unknown = [k for k in wanted if k not in known]
+        if unknown:
+            raise BadInput(
+                f"run {run_id} has no metric {', '.join(map(repr, unknown))}"[:300],
+                hint=f"its metrics: {', '.join(known)}"[:600] if known else "it has logged no metrics yet",
+            )
+    else:
+        wanted = known
+    columns = ["step", "time", *wanted]
+    return columns, [{c: row.get(c) for c in columns} for row in rows]
+
+
+def format_metrics(columns: list[str], rows: list[dict], fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise BadInput(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "json":
+        return json.dumps(rows, indent=None, separators=(",", ":")) + "\n"
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
+    return out.getvalue()
+
+
+# -- the report's pieces ------------------------------------------------------------------------
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "–"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.{digits}g}"
+
+
+def _when(value: Any) -> str:
+    seconds = epoch_seconds(value)
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds)) if seconds else "–"
+
+
+def _thin(points: list, limit: int = CHART_POINTS) -> list:
+    """At most `limit` of `points`, evenly spaced, the first and the last kept."""
+    if len(points) <= limit:
+        return points
+    stride = (len(points) - 1) / (limit - 1)
+    return [points[round(i * stride)] for i in range(limit)]
+
+
+def _ema(points: list[tuple[int, float]], weight: float = SMOOTH_WEIGHT) -> list[tuple[int, float]]:
+    out, average = [], None
+    for step, value in points:
+        average = value if average is None else weight * average + (1 - weight) * value
+        out.append((step, average))
+    return out
+
+
+def svg_chart(title: str, points: list[tuple[int, float]], width: int = 560, height: int = 200) -> str:
+    """A line chart of (step, value) as inline SVG: the raw values faint, their moving average bold,
+    the value range on the left and the step range below."""
+    left, right, top, bottom = 56, 12, 26, 28
+    plot_w, plot_h = width - left - right, height - top - bottom
+    raw = _thin(points)
+    smooth = _ema(raw) if len(points) >= SMOOTH_MIN_POINTS else []
+    steps = [s for s, _ in points]
+    values = [v for _, v in points]
+    low, high = min(values), max(values)
+    if high - low < 1e-12:
+        low, high = low - 0.5, high + 0.5
+    first, last = min(steps), max(steps)
+    span = max(1, last - first)
+
+    def xy(step: int, value: float) -> str:
+        x = left + (step - first) / span * plot_w
+        y = top + (1 - (value - low) / (high - low)) * plot_h
+        return f"{x:.1f},{y:.1f}"
+
+    def dot(step: int, value: float, cls: str, radius: float) -> str:
+        x, y = xy(step, value).split(",")
+        return f'<circle class="{cls}" cx="{x}" cy="{y}" r="{radius}"/>'
+
+    def line(series, cls: str) -> str:
+        if len(series) == 1:
+            return dot(*series[0], cls, 3)
+        return f'<polyline class="{cls}" points="{" ".join(xy(s, v) for s, v in series)}"/>'
+
+    grid = "".join(
+        f'<line class="grid" x1="{left}" x2="{left + plot_w}" y1="{top + f * plot_h:.1f}" y2="{top + f * plot_h:.1f}"/>'
+        for f in (0, 0.25, 0.5, 0.75, 1)
+    )
+    last_value = values[-1]
+    marks = "" if smooth else "".join(dot(s, v, "mark", 2.5) for s, v in raw)
+    return (
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{_e(title)}" xmlns="http://www.w3.org/2000/svg">'
+        f'<text class="title" x="{left}" y="16">{_e(title)}</text>'
+        f'<text class="last" x="{width - right}" y="16" text-anchor="end">last {_e(_num(last_value))}</text>'
+        f"{grid}"
+        f'<rect class="frame" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}"/>'
+        f'<text class="axis" x="{left - 6}" y="{top + 4}" text-anchor="end">{_e(_num(high))}</text>'
+        f'<text class="axis" x="{left - 6}" y="{top + plot_h}" text-anchor="end">{_e(_num(low))}</text>'
+        f'<text class="axis" x="{left}" y="{height - 8}">step {first}</text>'
+        f'<text class="axis" x="{left + plot_w}" y="{height - 8}" text-anchor="end">step {last}</text>'
+        + (line(raw, "raw") + line(smooth, "smooth") if smooth else line(raw, "smooth") + marks)
+        + "</svg>"
+    )
+
+
+def _all_series(rows: list[dict], keys: list[str]) -> dict[str, list[tuple[int, float]]]:
+    """(step, value) of every key, in one pass over the rows (finite numbers only)."""
+    wanted = set(keys)
+    out: dict[str, list[tuple[int, float]]] = {key: [] for key in keys}
+    for row in rows:
+        step = row.get("step")
+        if not isinstance(step, int):
+            continue
+        for key, value in row.items():
+            if key in wanted and type(value) in (int, float) and math.isfinite(value):
+                out[key].append((step, float(value)))
+    return out
+
+
+def _table(headers: list[str] | None, rows: list[list[Any]], cls: str = "") -> str:
+    """A table of cells already escaped; no header row without `headers`."""
+    head = "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr></thead>" if headers else ""
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}">{head}<tbody>{body}</tbody></table>'
+
+
+def _rollout_section(run_id: str) -> str:
+    from hermes_rl.core.readers import rollouts
+
+    try:
+        latest = rollouts.read_rollouts(run_id, order="best", chars=ROLLOUT_CHARS)
+    except (HermesError, OSError):
+        return "<p class='muted'>This run recorded no rollouts.</p>"
+    steps = [latest["first_step"], latest["step"]] if latest["first_step"] != latest["step"] else [latest["step"]]
+    parts = []
+    for step in steps:
+        try:
+            data = latest if step == latest["step"] else rollouts.read_rollouts(run_id, step=step, chars=ROLLOUT_CHARS)
+        except (HermesError, OSError):
+            continue
+        ranked = [c for c in data["completions"] if c.get("reward") is not None]
+        ranked.sort(key=lambda c: c["reward"], reverse=True)
+        for side, chosen in (("best", ranked[:ROLLOUTS_PER_SIDE]), ("worst", ranked[::-1][:ROLLOUTS_PER_SIDE])):
+            cards = "".join(
+                f'<div class="rollout {side}"><div class="meta">reward {_e(_num(c.get("reward")))} · '
+                f"advantage {_e(_num(c.get('advantage')))} · group {_e(c.get('group'))}"
+                f"{' · ' + _e(c['finish']) if c.get('finish') else ''}</div>"
+                f'<div class="prompt">{_e(c.get("prompt"))}</div><pre>{_e(c.get("text"))}</pre></div>'
+                for c in chosen
+            )
+            parts.append(f"<h3>step {step}: {side} {len(chosen)} of {len(ranked)}</h3>{cards}")
+    return "".join(parts)
+
+
+def _process_section(run: dict) -> str:
+    from hermes_rl.core import runs
+    from hermes_rl.core.runs.report import process_summaries
+
+    failures: dict[str, str] = {}
+    try:
+        for event in runs.run_events(run["run_id"]):
+            if event.get("event") == "process_state" and event.get("state") == "failed" and event.get("process"):
+                failures[str(event["process"])] = str(event.get("detail") or event.get("message") or "")
+    except (HermesError, OSError):
+        pass
+    rows = []
+    for proc in process_summaries(run):
+        name = str(proc.get("name"))
+        exit_code = proc.get("exit_code")
+        rows.append(
+            [
+                _e(name),
+                f'<span class="state {_e(proc.get("state"))}">{_e(proc.get("state"))}</span>',
+                _e("–" if exit_code is None else exit_code),
+                _e(proc.get("restarts", 0)),
+                f"<pre>{_e(failures[name][-1500:])}</pre>" if name in failures else "",
+            ]
+        )
+    return _table(["process", "how it ended", "exit code", "restarts", "failure"], rows, "procs")
+
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1180px;color:#1b1f24;
+background:#fff;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+h3{font-size:14px;margin:14px 0 6px}.muted{color:#57606a}.status{font-weight:600;padding:1px 8px;border-radius:10px}
+.status.completed{background:#dafbe1;color:#116329}.status.failed,.status.lost{background:#ffebe9;color:#a40e26}
+.status.stopped{background:#fff8c5;color:#7d4e00}.status.running,.status.starting{background:#ddf4ff;color:#0a3069}
+.cards{display:flex;gap:12px;flex-wrap:wrap;margin:12px 0}.card{border:1px solid #d0d7de;border-radius:6px;
+padding:8px 14px;min-width:150px}.card b{display:block;font-size:20px}
+.charts{display:flex;flex-wrap:wrap;gap:10px}.chart{border:1px solid #d0d7de;border-radius:6px;background:#fff}
+.chart .title{font-weight:600;font-size:13px}.chart .last,.chart .axis{font-size:11px;fill:#57606a}
+.chart .grid{stroke:#eaeef2}.chart .frame{fill:none;stroke:#d0d7de}
+.chart .raw{fill:none;stroke:#8cb4e8;stroke-width:1}.chart circle.raw{fill:#8cb4e8}
+.chart .smooth{fill:none;stroke:#0550ae;stroke-width:2.2}.chart .mark,.chart circle.smooth{fill:#0550ae}
+table{border-collapse:collapse;margin:6px 0;font-size:13px}th,td{border:1px solid #d0d7de;padding:3px 8px;
+text-align:left;vertical-align:top}th{background:#f6f8fa}td pre{margin:0;max-width:640px}
+pre{white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
+.rollout{border-left:4px solid #d0d7de;padding:4px 10px;margin:6px 0;background:#f6f8fa}
+.rollout.best{border-color:#1a7f37}.rollout.worst{border-color:#cf222e}.rollout .meta{font-size:12px;color:#57606a}
+.rollout .prompt{font-size:12px;color:#57606a;white-space:pre-wrap;max-height:5.5em;overflow:hidden}
+.state.failed{color:#a40e26;font-weight:600}.state.exited{color:#116329}
+.config{columns:2;column-gap:24px}.config td:first-child{font-family:ui-monospace,Menlo,monospace}
+"""
+
+
+def html_report(run_id: str) -> str:
+    """The run's report as one HTML page (see the module's docstring). NotFound for an unknown run."""
+    from hermes_rl.core import runs
+    from hermes_rl.core.readers.metrics import metric_keys, metric_summary
+    from hermes_rl.core.runs.compare import config_values
+    from hermes_rl.core.runs.report import running_time_s, wandb_url
+    from hermes_rl.core.runs.results import checkpoint_paths
+
+    run = runs.get_run(run_id, sample=False)
+    checkpoint, tinker_path = checkpoint_paths(run_id)
+    rows = _all_rows(run_id)
+    keys = metric_keys(rows)
+    status = str(run.get("status"))
+    steps_done = (rows[-1].get("step") if rows else None) or 0
+    total = run.get("total_steps")
+    series = _all_series(rows, keys)
+    accuracy = metric_summary(series.get(str(Metric.EVAL_PERCENT_CORRECT), []), Metric.EVAL_PERCENT_CORRECT) or {}
+    reward = series.get(str(Metric.REWARD_MEAN), [])
+    tail = [v for _, v in reward[-20:]]
+    cards = [
+        ("steps", f"{steps_done:,}" + (f" / {total:,}" if isinstance(total, int) else "")),
+        ("running time", human_duration(running_time_s(run) or 0)),
+        ("eval accuracy, first → best → last", " → ".join(_num(accuracy.get(k), 3) for k in ("first", "best", "last")))
+        if accuracy
+        else ("eval accuracy", "–"),
+        (f"reward/mean, mean of last {len(tail)} steps", _num(sum(tail) / len(tail), 3) if tail else "–"),
+    ]
+    card_html = "".join(f'<div class="card"><span class="muted">{_e(k)}</span><b>{_e(v)}</b></div>' for k, v in cards)
+
+    headline = [str(k) for k in HEADLINE_METRICS if str(k) in keys]
+    ordered = headline + [k for k in keys if k not in headline]
+    charts = "".join(
+        svg_chart(key, series[key], *((560, 200) if key in headline else (368, 150)))
+        for key in ordered
+        if series.get(key)
+    )
+    eval_keys = [k for k in keys if k.startswith(EVAL_PREFIX)]
+    evaluated = [row for row in rows if any(isinstance(row.get(k), (int, float)) for k in eval_keys)]
+    shown = _thin(evaluated, EVAL_TABLE_ROWS)
+    eval_rows = [[_e(row["step"]), *(_e(_num(row.get(k))) for k in eval_keys)] for row in shown]
+    eval_note = (
+        f"<p class='muted'>{len(shown)} of {len(evaluated)} evaluations, evenly spaced; all of them: "
+        f"<code>hermes-rl metrics {_e(run_id)} --keys {_e(' '.join(eval_keys))}</code></p>"
+        if len(shown) < len(evaluated)
+        else ""
+    )
+    eval_html = (
+        eval_note + _table(["step", *eval_keys], eval_rows, "evals")
+        if eval_rows
+        else "<p class='muted'>This run logged no evaluations.</p>"
+    )
+    try:
+        config = config_values(run_id)
+    except (HermesError, OSError, ValueError):
+        config = {}
+    config_html = (
+        _table(
+            ["field", "value"], [[_e(k), _e(json.dumps(v) if not isinstance(v, str) else v)] for k, v in config.items()]
+        )
+        if config
+        else "<p class='muted'>No config.yaml recorded for this run.</p>"
+    )
+    facts = [
+        ("environment", run.get("environment")),
+        ("profile", run.get("profile")),
+        ("created", _when(run.get("created_at"))),
+        ("started", _when(run.get("started_at"))),
+        ("ended", _when(run.get("ended_at"))),
+        ("checkpoint", checkpoint),
+        ("tinker path", tinker_path),
+    ]
+    wandb_folders = sorted(str(p) for p in (run_dir(run_id) / "wandb").glob("offline-run-*"))
+    if wandb_folders:
+        facts.append(("W&B (offline)", "wandb sync " + " ".join(wandb_folders)))
+    elif wandb_url(run):
+        facts.append(("W&B", wandb_url(run)))
+    facts_html = _table(None, [[_e(k), _e(v)] for k, v in facts if v], "facts")
+    reason = run.get("reason")
+    subtitle = f" — {_e(reason)}" if reason else ""
+    generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>hermes-rl run {_e(run_id)}</title><style>{CSS}</style></head>
+<body>
+<h1>run {_e(run_id)} <span class="status {_e(status)}">{_e(status)}</span></h1>
+<p class="muted">{_e(run.get("environment"))} on the {_e(run.get("profile"))} profile{subtitle}</p>
+<div class="cards">{card_html}</div>
+{facts_html}
+<h2>Metrics</h2>
+<p class="muted">Faint: every logged value; bold: its exponential moving average (smoothing {SMOOTH_WEIGHT},
+as W&amp;B's); a series of fewer than {SMOOTH_MIN_POINTS} values (evaluations) is drawn as it is, each value marked.</p>
+<div class="charts">{charts or "<p class='muted'>No metrics logged.</p>"}</div>
+<h2>Evaluations</h2>{eval_html}
+<h2>Rollouts</h2>{_rollout_section(run_id)}
+<h2>Processes</h2>{_process_section(run)}
+<h2>Config</h2><div class="config">{config_html}</div>
+<p class="muted">Written by hermes-rl on {generated}.</p>
+</body></html>
+"""
+
+
+def write_report(run_id: str, path: str | Path | None = None) -> Path:
+    """Write the report (default `<run folder>/report.html`); its path."""
+    from hermes_rl.core.base.fsutil import atomic_write_text
+
+    text = html_report(run_id)
+    target = Path(path) if path else run_dir(run_id) / "report.html"
+    if target.is_dir():
+        target = target / f"report-{run_id}.html"
+    try:
+        atomic_write_text(target, text, mode=0o644)
+    except (OSError, HermesError) as exc:
+        raise BadInput(f"cannot write {target}: {exc}"[:300], hint="choose a writable path with -o") from None
+    return target

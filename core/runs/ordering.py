@@ -1,0 +1,20 @@
+"""The orders a runs listing can take (`hermes-rl runs --sort`, the dashboard's runs pane)."""
+
+from __future__ import annotations
+
+from hermes_rl.core.base.errors import BadInput
+
+SORT_KEYS = ("created", "eval", "reward")
+
+
+def sort_runs(summaries: list[dict], key: str = "created") -> list[dict]:
+    """list_runs() rows newest first (`created`), or best first by the latest eval accuracy (`eval`)
+    or the headline reward (`reward`); runs without the value last, newest first among them."""
+    if key not in SORT_KEYS:
+        raise BadInput(f"cannot sort runs by {key!r}", hint="one of " + ", ".join(SORT_KEYS))
+    newest = sorted(summaries, key=lambda s: (s.get("created_at") or 0, s["run_id"]), reverse=True)
+    if key == "created":
+        return newest
+    field = "eval_last" if key == "eval" else "reward"
+    have = [s for s in newest if isinstance(s.get(field), (int, float))]
+    return sorted(have, key=lambda s: s[field], reverse=True) + [s for s in newest if s not in have]

@@ -1,0 +1,220 @@
+"""Sample any saved checkpoint of any run — finished, stopped, failed or still running.
+
+A run's trainer records every save (`save_state`: LoRA weights and optimizer state) as a line of
+`<run>/checkpoints.jsonl` ({name, step, state_path: tinker://…, local_path, backend}); a run from
+before that file has its newest save in trainer_state.json. `find_checkpoint(run_id, step)` picks
+one; `sample_prompt` answers a prompt with it, and `InferenceTest.prepare(checkpoint=…)` runs the
+run's environment against it and scores the answers.
+
+On the local backend the checkpoint's folder is copied into a fresh tinker-local's own checkpoint
+folder (the run's files are only read, a live run is not disturbed) and served as the trainer serves
+its policy; on Tinker cloud its tinker:// path is sampled there.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
+from hermes_rl.core.base.fsutil import iter_jsonl, read_json
+from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, run_dir
+
+CHECKPOINTS_FILE = "checkpoints.jsonl"  # written by the trainer (dataplane.trainer.loop)
+TRAINER_STATE_FILE = "trainer_state.json"
+MAX_SAMPLES = 16
+MAX_PROMPT_CHARS = 20_000
+DEFAULT_MAX_TOKENS = 128
+SAMPLE_DEADLINE_S = 300.0
+
+
+def list_checkpoints(run_id: str) -> list[dict]:
+    """The run's saved checkpoints, oldest step first: {name, step, tinker_path, local_path, backend,
+    saved_at}; local_path only where the folder still exists. NotFound for an unknown run."""
+    from hermes_rl.core import runs
+
+    runs.get_run(run_id, sample=False)
+    folder = run_dir(run_id)
+    found: dict[str, dict] = {}
+    rows = [row for _, row in iter_jsonl(folder / CHECKPOINTS_FILE)] if (folder / CHECKPOINTS_FILE).exists() else []
+    try:
+        state = read_json(folder / TRAINER_STATE_FILE)
+        if isinstance(state, dict):
+            rows.append(state)
+    except (OSError, ValueError):
+        pass
+    for row in rows:
+        path = row.get("state_path")
+        step = row.get("step")
+        if not isinstance(path, str) or not path.startswith("tinker://") or isinstance(step, bool):
+            continue
+        local = row.get("local_path")
+        found[path] = {
+            "name": str(row.get("name") or path.rsplit("/", 1)[-1]),
+            "step": step if isinstance(step, int) else None,
+            "tinker_path": path,
+            "local_path": local
+            if isinstance(local, str) and Path(local, "adapter_model.safetensors").is_file()
+            else None,
+            "backend": row.get("backend"),
+            "saved_at": row.get("saved_at"),
+        }
+    checkpoints = list(found.values())
+    checkpoints.sort(key=lambda c: (c["step"] is None, c["step"] or 0, c["saved_at"] or 0))
+    return checkpoints
+
+
+def parse_checkpoint_ref(text: str) -> tuple[str, int | None]:
+    """ "RUN" or "RUN@STEP" as (run id, step or None); BadInput for anything else."""
+    run_id, sep, step = text.strip().partition("@")
+    if sep and not step.strip().isdigit():
+        raise BadInput(f"a checkpoint is RUN or RUN@STEP, got {text!r}"[:120], hint="e.g. a1b2c3d4@40")
+    return run_id.strip(), int(step) if sep else None
+
+
+def find_checkpoint(run_id: str, step: int | None = None) -> dict:
+    """The checkpoint at `step` (default: the newest), with what serving it needs: the run's base model
+    folder, profile and environment. BadInput naming the saved steps when there is none at `step`."""
+    from hermes_rl.core import runs
+    from hermes_rl.core.runs.runconfig import read_run_config
+
+    run = runs.get_run(run_id, sample=False)
+    checkpoints = list_checkpoints(run_id)
+    if not checkpoints:
+        raise NotFound(
+            f"run {run_id} has saved no checkpoint yet",
+            hint="the trainer saves at its save_checkpoint_interval, when it is stopped, and at the end",
+        )
+    if step is None:
+        chosen = checkpoints[-1]
+    else:
+        matching = [c for c in checkpoints if c["step"] == step]
+        if not matching:
+            steps = ", ".join(str(c["step"]) for c in checkpoints)
+            raise BadInput(f"run {run_id} saved no checkpoint at step {step}", hint=f"its saved steps: {steps}")
+        chosen = matching[-1]
+    config = read_run_config(run_id)
+    backend = config.get("backend") if isinstance(config.get("backend"), dict) else {}
+    local = backend.get("kind") == "local" or chosen.get("backend") == "local"
+    if local and not chosen["local_path"]:
+        raise NotFound(
+            f"the folder of run {run_id}'s checkpoint {chosen['name']} is gone",
+            hint=f"it was under {run_dir(run_id) / 'checkpoints'}",
+        )
+    servers = config.get("openai") if isinstance(config.get("openai"), list) else []
+    tokenizer = (servers[0] if servers and isinstance(servers[0], dict) else {}).get("tokenizer_name")
+    model_dir = backend.get("model_dir") or tokenizer or (config.get("tinker") or {}).get("base_model")
+    if not model_dir:
+        raise HermesError(f"run {run_id}'s config.yaml names no base model", hint="it cannot be served without one")
+    return {
+        **chosen,
+        "local_path": chosen["local_path"] if local else None,
+        "run_id": run_id,
+        "status": run.get("status"),
+        "environment": run.get("environment"),
+        "profile": run.get("profile"),
+        "model_dir": str(model_dir),
+    }
+
+
+def _post_json(url: str, body: dict, deadline_s: float) -> dict:
+    import http.client
+    import urllib.parse
+
+    parsed = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=deadline_s)
+    try:
+        conn.request("POST", parsed.path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        data = response.read(16 << 20)
+    except (OSError, http.client.HTTPException) as exc:
+        raise HermesError(f"the checkpoint's server did not answer: {exc}"[:300]) from None
+    finally:
+        conn.close()
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        answer = {}
+    if response.status >= 400:
+        detail = answer.get("error") if isinstance(answer, dict) else None
+        raise HermesError(f"the checkpoint's server refused the prompt: HTTP {response.status} {detail or ''}"[:300])
+    return answer if isinstance(answer, dict) else {}
+
+
+def sample_prompt(
+    checkpoint: dict,
+    prompt: str,
+    *,
+    n: int = 1,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    temperature: float = 1.0,
+    chat: bool = True,
+    on_stage=None,
+) -> dict:
+    """`n` completions of `prompt` by the checkpoint (a chat message with the model's chat template, or
+    raw text with chat=False): {checkpoint, prompt, completions: [{text, finish}], duration_s, log}."""
+    from hermes_rl.core.runs.inference_test import PolicyServer, child_base_env
+
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise BadInput("the prompt is empty", hint='e.g. --prompt "What is 2+3?"')
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise BadInput(f"the prompt is longer than {MAX_PROMPT_CHARS:,} characters")
+    if not 1 <= n <= MAX_SAMPLES:
+        raise BadInput(f"n must be from 1 to {MAX_SAMPLES}, got {n}")
+    if not 1 <= max_tokens <= 4096:
+        raise BadInput(f"max_tokens must be from 1 to 4096, got {max_tokens}")
+    root = ensure_private_dir(inference_tests_dir())
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    log = root / f"sample-{checkpoint['run_id']}-{stamp}-{time.time_ns() % 10**6:06d}.log"
+    server = PolicyServer(checkpoint["model_dir"], log, child_base_env(), checkpoint)
+    started = time.monotonic()
+    try:
+        for stage in server.start(threading.Event()):
+            if on_stage is not None:
+                on_stage(stage)
+        params = {"model": Path(checkpoint["model_dir"]).name, "n": n, "max_tokens": max_tokens}
+        params["temperature"] = temperature
+        if chat:
+            answer = _post_json(
+                server.base_url + "/chat/completions",
+                params | {"messages": [{"role": "user", "content": prompt}]},
+                SAMPLE_DEADLINE_S,
+            )
+            choices = answer.get("choices", [])
+            texts = [((c.get("message") or {}).get("content"), c.get("finish_reason")) for c in choices]
+        else:
+            answer = _post_json(server.base_url + "/completions", params | {"prompt": prompt}, SAMPLE_DEADLINE_S)
+            texts = [(c.get("text"), c.get("finish_reason")) for c in answer.get("choices", [])]
+    finally:
+        server.stop()
+    return {
+        "checkpoint": {k: checkpoint.get(k) for k in ("run_id", "name", "step", "tinker_path", "status")},
+        "prompt": prompt,
+        "completions": [{"text": text or "", "finish": finish} for text, finish in texts],
+        "duration_s": round(time.monotonic() - started, 2),
+        "log": str(log),
+    }
+
+
+def scored_completions(rollouts_path: str | Path, limit: int = 8) -> list[dict]:
+    """The completions an environment scored in an inference test (its scored groups), best first:
+    {text, score}; the text is the last message of each scored conversation."""
+    out = []
+    path = Path(rollouts_path)
+    if not path.exists():
+        return out
+    for _, group in iter_jsonl(path):
+        scores = group.get("scores") if isinstance(group.get("scores"), list) else []
+        messages = group.get("messages") if isinstance(group.get("messages"), list) else []
+        for index, score in enumerate(scores):
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                continue
+            conversation = messages[index] if index < len(messages) else None
+            text = ""
+            if isinstance(conversation, list) and conversation and isinstance(conversation[-1], dict):
+                text = str(conversation[-1].get("content") or "")
+            out.append({"text": text, "score": float(score)})
+    out.sort(key=lambda c: -c["score"])
+    return out[:limit]

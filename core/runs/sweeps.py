@@ -1,0 +1,390 @@
+"""Sweeps: a grid of runs created as one (`hermes-rl sweep --set learning_rate=1e-4,3e-4 --seeds 2`).
+
+A sweep is $HERMES_HOME/rl/sweeps/<id>/sweep.json: the environment and profile, the grid and one
+member per (configuration, seed), each `queued`, `started` (with its run id) or `failed` (with why it
+could not start). Every configuration is validated when the sweep is created (the profile values it
+changes as a derived profile, the rest as run values), so a sweep is refused whole or queued whole.
+
+Members wait for a place under the local-run limit (HERMES_RL_MAX_LOCAL_RUNS) instead of being
+refused. Whoever frees or may free a place starts the next ones through `start_queued`: the sweep's
+creation, and every run's supervisor as it ends (it starts `python -m hermes_rl.core.runs.sweeps
+start-queued` when the queue flag exists), so no client needs to be open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+import secrets as _secrets
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
+from hermes_rl.core.base.fsutil import atomic_write_json, file_lock, read_json
+from hermes_rl.core.base.paths import ensure_private_dir, run_dir, sweep_queue_flag, sweeps_dir
+from hermes_rl.core.base.states import Metric
+from hermes_rl.core.readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
+
+SWEEP_FILE = "sweep.json"
+MAX_SWEEP_RUNS = 256
+MAX_SEEDS = 64
+QUEUED, STARTED, FAILED, CANCELLED = "queued", "started", "failed", "cancelled"
+
+
+def _sweep_path(sweep_id: str) -> Path:
+    if not isinstance(sweep_id, str) or len(sweep_id) != 8 or not all(c in "0123456789abcdef" for c in sweep_id):
+        raise NotFound(f"no sweep {sweep_id!r}", hint="a sweep id is 8 hex digits, as the sweep listing shows")
+    return sweeps_dir() / sweep_id / SWEEP_FILE
+
+
+def read_sweep(sweep_id: str) -> dict:
+    path = _sweep_path(sweep_id)
+    try:
+        data = read_json(path)
+    except FileNotFoundError:
+        raise NotFound(f"no sweep {sweep_id}", hint="the sweep listing shows the sweep ids") from None
+    except (OSError, ValueError) as exc:
+        raise HermesError(f"sweep {sweep_id}: {SWEEP_FILE} is unreadable ({exc})", hint=f"inspect {path}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("members"), list):
+        raise HermesError(f"sweep {sweep_id}: {SWEEP_FILE} is not a sweep record", hint=f"inspect {path}")
+    return data
+
+
+def list_sweeps() -> list[dict]:
+    """Every readable sweep, oldest first (the order the queue starts them in)."""
+    out = []
+    try:
+        names = sorted(os.listdir(sweeps_dir()))
+    except FileNotFoundError:
+        return []
+    for name in names:
+        with contextlib.suppress(HermesError):
+            out.append(read_sweep(name))
+    out.sort(key=lambda s: (s.get("created_at") or 0, s.get("sweep_id") or ""))
+    return out
+
+
+def parse_grid(items: list[str] | None) -> dict[str, list[str]]:
+    """`--set field=v1,v2` (repeatable) as {field: [raw values]}; values stay text for typed coercion."""
+    grid: dict[str, list[str]] = {}
+    for item in items or []:
+        field, sep, values = item.partition("=")
+        field = field.strip()
+        if not sep or not field:
+            raise BadInput(
+                f"--set expects field=value[,value...], got {item!r}", hint="e.g. --set learning_rate=1e-4,3e-4"
+            )
+        if field in grid:
+            raise BadInput(f"--set {field} is given twice", hint=f"list every value once: --set {field}=a,b")
+        parts = [part.strip() for part in values.split(",")]
+        if not parts or any(not part for part in parts):
+            raise BadInput(f"--set {field}: an empty value in {values!r}")
+        grid[field] = parts
+    return grid
+
+
+def configurations(grid: dict[str, list[str]]) -> list[dict[str, str]]:
+    """Every combination of the grid's values, in the order given (the first field varies slowest)."""
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def _seed(raw: str) -> int:
+    try:
+        seed = int(raw)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**31:
+        raise BadInput(f"seed must be a whole number from 0 to {2**31 - 1}, got {raw!r}")
+    return seed
+
+
+def _split(config: dict) -> tuple[dict, dict]:
+    """(profile changes, run values) of one configuration: a locked field changes a derived profile."""
+    from hermes_rl.core.envs.profiles import LOCKED_FIELDS
+
+    changes = {k: v for k, v in config.items() if k in LOCKED_FIELDS}
+    return changes, {k: v for k, v in config.items() if k not in LOCKED_FIELDS}
+
+
+def _validate(env, profile_name: str, config: dict, label: str) -> str | None:
+    """Refuse (BadInput naming the configuration) what start_run would refuse; a fit warning is returned."""
+    from hermes_rl.core.envs.drafts import resolve_run_values
+    from hermes_rl.core.envs.profile_derive import derive_profile
+    from hermes_rl.core.envs.profiles import check_fit, get_profile
+
+    changes, overrides = _split(config)
+    try:
+        profile = derive_profile(profile_name, changes) if changes else get_profile(profile_name)
+        values = resolve_run_values(env, profile, overrides or None)
+        return check_fit(profile, values)
+    except BadInput as exc:
+        raise BadInput(f"sweep configuration {label}: {exc.message}", hint=exc.hint) from None
+
+
+def create_sweep(
+    grid: dict[str, list[str]], *, seeds: int | None = None, env_name: str | None = None, profile: str | None = None
+) -> dict:
+    """A sweep over `grid` (× `seeds` seeds 0..K-1), every configuration validated, its members queued,
+    and as many started as the local-run limit allows now. Returns the sweep record (with `notices`)."""
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.envs.drafts import current_selection
+    from hermes_rl.core.envs.profiles import check_keys, resolve_profile
+
+    if not grid:
+        raise BadInput("a sweep needs at least one --set field=v1,v2", hint="e.g. --set learning_rate=1e-4,3e-4")
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS):
+        raise BadInput(f"--seeds must be a whole number from 1 to {MAX_SEEDS}, got {seeds!r}")
+    seed_list: list[int | None] = list(range(seeds)) if seeds else [None]
+    if "seed" in grid:
+        if seeds:
+            raise BadInput("give seeds either as --seeds K or as --set seed=..., not both")
+        grid = dict(grid)
+        seed_list = [_seed(raw) for raw in grid.pop("seed")]
+    selection = current_selection()
+    chosen, notice = resolve_profile(profile or selection.get("profile"))
+    check_keys(chosen)
+    env = find_environment(env_name or selection.get("environment") or chosen.default_environment or "")
+    if env.error or env.abstract:
+        raise BadInput(f"environment {env.id} cannot be run: {env.error or env.abstract}", hint=f"fix {env.file}")
+    configs = configurations(grid) if grid else [{}]
+    if len(configs) * len(seed_list) > MAX_SWEEP_RUNS:
+        raise BadInput(
+            f"the sweep has {len(configs) * len(seed_list)} runs (at most {MAX_SWEEP_RUNS})", hint="fewer values"
+        )
+    notices = [n for n in (notice,) if n]
+    for index, config in enumerate(configs):
+        label = " ".join(f"{k}={v}" for k, v in config.items())
+        warning = _validate(env, chosen.name, config, label or f"#{index}")
+        if warning and warning not in notices:
+            notices.append(warning)
+    sweep_id = _new_sweep_id()
+    members = []
+    for config_index, config in enumerate(configs):
+        for seed in seed_list:
+            members.append(
+                {
+                    "index": len(members),
+                    "config_index": config_index,
+                    "config": config,
+                    "seed": seed,
+                    "state": QUEUED,
+                    "run_id": None,
+                    "error": None,
+                    "started_at": None,
+                }
+            )
+    record = {
+        "sweep_id": sweep_id,
+        "created_at": time.time(),
+        "environment": env.id,
+        "profile": chosen.name,
+        "backend": chosen.backend,
+        "grid": grid,
+        "seeds": [s for s in seed_list if s is not None] or None,
+        "members": members,
+    }
+    folder = sweeps_dir() / sweep_id
+    atomic_write_json(folder / SWEEP_FILE, record)
+    _set_queue_flag(True)
+    start_queued()
+    record = read_sweep(sweep_id)
+    record["notices"] = notices
+    return record
+
+
+def _new_sweep_id() -> str:
+    ensure_private_dir(sweeps_dir())
+    for _ in range(100):
+        sweep_id = _secrets.token_hex(4)
+        try:
+            (sweeps_dir() / sweep_id).mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return sweep_id
+    raise HermesError("could not find a free sweep id", hint=f"check {sweeps_dir()}")
+
+
+def _set_queue_flag(queued: bool) -> None:
+    flag = sweep_queue_flag()
+    if queued:
+        ensure_private_dir(flag.parent)
+        flag.touch(mode=0o600, exist_ok=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            flag.unlink()
+
+
+def _start_member(sweep: dict, member: dict) -> dict:
+    from hermes_rl.core.runs.start import start_run
+
+    changes, overrides = _split(member["config"])
+    return start_run(
+        sweep["environment"],
+        sweep["profile"],
+        overrides or None,
+        profile_changes=changes or None,
+        seed=member["seed"],
+        sweep={
+            "id": sweep["sweep_id"],
+            "index": member["index"],
+            "config": member["config"],
+            "seed": member["seed"],
+        },
+    )
+
+
+def start_queued() -> list[str]:
+    """Start queued sweep members, oldest sweep first, while the local-run limit has room (members of a
+    cloud profile's sweep all start). A member that cannot start is marked failed with why; the others
+    go on. Returns the run ids started."""
+    started: list[str] = []
+    with file_lock(sweeps_dir() / ".queue"):
+        waiting = False
+        full = False
+        for sweep in list_sweeps():
+            for member in sweep["members"]:
+                if member.get("state") != QUEUED:
+                    continue
+                if full and sweep.get("backend") == "local":
+                    waiting = True
+                    continue
+                try:
+                    run = _start_member(sweep, member)
+                except Conflict:  # the local-run limit: it waits for the next run to end
+                    full = True
+                    waiting = True
+                    continue
+                except HermesError as exc:
+                    member.update(state=FAILED, error=exc.message + (f" ({exc.hint})" if exc.hint else ""))
+                else:
+                    member.update(state=STARTED, run_id=run["run_id"], started_at=time.time())
+                    started.append(run["run_id"])
+                atomic_write_json(_sweep_path(sweep["sweep_id"]), {k: v for k, v in sweep.items() if k != "notices"})
+        _set_queue_flag(waiting)
+    return started
+
+
+def queued_count() -> int:
+    """Members of every sweep still waiting to start."""
+    return sum(m.get("state") == QUEUED for sweep in list_sweeps() for m in sweep["members"])
+
+
+def cancel_sweep(sweep_id: str, *, stop_runs: bool = False) -> dict:
+    """No more of the sweep's runs start: its queued members become `cancelled`; with `stop_runs`, its
+    runs still active are stopped too. Returns the sweep record."""
+    from hermes_rl.core.base.states import ACTIVE
+    from hermes_rl.core.runs.control import stop_run
+    from hermes_rl.core.runs.store import list_runs
+
+    with file_lock(sweeps_dir() / ".queue"):
+        sweep = read_sweep(sweep_id)
+        for member in sweep["members"]:
+            if member.get("state") == QUEUED:
+                member["state"] = CANCELLED
+        atomic_write_json(_sweep_path(sweep_id), sweep)
+        if not any(m.get("state") == QUEUED for other in list_sweeps() for m in other["members"]):
+            _set_queue_flag(False)
+    if stop_runs:
+        status = {r["run_id"]: r["status"] for r in list_runs()}
+        for member in sweep["members"]:
+            run_id = member.get("run_id")
+            if run_id and status.get(run_id) in ACTIVE:
+                with contextlib.suppress(Conflict):  # it ended meanwhile
+                    stop_run(run_id)
+    return read_sweep(sweep_id)
+
+
+# ---------------------------------------------------------------- reading a sweep's results
+
+
+def _spread(values: list[float]) -> dict | None:
+    """{mean, std, n} over seeds (std 0 for one seed); None when no run has the value."""
+    if not values:
+        return None
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.pstdev(values) if len(values) > 1 else 0.0,
+        "n": len(values),
+    }
+
+
+def sweep_status(sweep_id: str) -> dict:
+    """The sweep with each member's run status, and per configuration first/best/last eval accuracy
+    and the final reward (trailing mean over REWARD_WINDOW steps), as mean ± std over its seeds."""
+    from hermes_rl.core.runs.store import list_runs
+
+    sweep = read_sweep(sweep_id)
+    by_id = {r["run_id"]: r for r in list_runs()}
+    eval_key = str(Metric.EVAL_PERCENT_CORRECT)
+    per_config: dict[int, dict[str, list[float]]] = {}
+    for member in sweep["members"]:
+        run = by_id.get(member.get("run_id") or "")
+        member["status"] = run["status"] if run else member.get("state")
+        member["step"] = run.get("step") if run else None
+        member["total_steps"] = run.get("total_steps") if run else None
+        if not run:
+            continue
+        reader = RunMetrics(run_dir(run["run_id"]))
+        reader.poll()
+        evals = metric_summary(reader.series(eval_key), eval_key)
+        reward = headline_reward(run_dir(run["run_id"]))
+        member["eval"] = evals
+        member["reward"] = reward
+        bucket = per_config.setdefault(member["config_index"], {"first": [], "best": [], "last": [], "reward": []})
+        if evals:
+            for key in ("first", "best", "last"):
+                if evals[key] is not None and math.isfinite(evals[key]):
+                    bucket[key].append(evals[key])
+        if reward:
+            bucket["reward"].append(reward["value"])
+    summary = []
+    seen: set[int] = set()
+    for member in sweep["members"]:
+        index = member["config_index"]
+        if index in seen:
+            continue
+        seen.add(index)
+        group = [m for m in sweep["members"] if m["config_index"] == index]
+        bucket = per_config.get(index, {})
+        summary.append(
+            {
+                "config_index": index,
+                "config": member["config"],
+                "runs": [m.get("run_id") for m in group],
+                "states": [m.get("status") for m in group],
+                "eval_first": _spread(bucket.get("first", [])),
+                "eval_best": _spread(bucket.get("best", [])),
+                "eval_last": _spread(bucket.get("last", [])),
+                "final_reward": _spread(bucket.get("reward", [])),
+            }
+        )
+    sweep["summary"] = summary
+    sweep["reward_window"] = REWARD_WINDOW
+    sweep["run_ids"] = [m["run_id"] for m in sweep["members"] if m.get("run_id")]
+    return sweep
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m hermes_rl.core.runs.sweeps start-queued`: what a run's supervisor starts as it ends."""
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["start-queued"]:
+        print("usage: python -m hermes_rl.core.runs.sweeps start-queued", file=sys.stderr)
+        return 2
+    os.umask(0o077)
+    try:
+        started = start_queued()
+    except HermesError as exc:
+        print(f"start-queued: {exc.message}", file=sys.stderr)
+        return 1
+    if started:
+        print(f"start-queued: started {', '.join(started)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Data out: `hermes-rl metrics` as CSV and JSON read back row by row, and `hermes-rl report`'s one HTML
+page — self-contained, rendered by headless Chromium (Debian's package) and the picture checked —
+over a run folder as a supervisor and a real toy_addition trainer leave it."""
+
+from __future__ import annotations
+
+import csv
+import html.parser
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from hermes_rl.core.base.fsutil import append_jsonl
+from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.clients import cli
+from hermes_rl.core.runs import export
+from tests.fixtures_tui import FIXED_NOW, REAL_ROLLOUTS, metric_row, write_run, write_run_config
+
+RUN = "a1b2c3d4"
+STEPS = 40
+
+
+@pytest.fixture
+def failed_run(hermes_home):
+    """A 40-step run that failed: metrics, evals every 5 steps, the rollouts a real run wrote, its
+    config, and the trainer's failure in events.jsonl."""
+    write_run(RUN, status="failed", steps=STEPS, total_steps=100, reason="trainer exited with code 1")
+    shutil.copyfile(REAL_ROLLOUTS, run_dir(RUN) / "rollouts.jsonl")
+    write_run_config(RUN, group_size=8, learning_rate=3e-4)
+    append_jsonl(
+        run_dir(RUN) / "events.jsonl",
+        {
+            "time": FIXED_NOW,
+            "event": "process_state",
+            "process": "trainer",
+            "state": "failed",
+            "message": "trainer exited with code 1",
+            "detail": "RuntimeError: CUDA-free explosion at step 40",
+        },
+    )
+    return RUN
+
+
+def test_metrics_csv_has_every_step_with_env_rows_merged(failed_run, tmp_path, capsys):
+    out = tmp_path / "m.csv"
+    assert cli.main(["metrics", RUN, "--format", "csv", "-o", str(out)]) == 0
+    assert f"{STEPS} rows" in capsys.readouterr().err
+    with open(out, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(r["step"]) for r in rows] == list(range(1, STEPS + 1))
+    assert list(rows[0])[:4] == ["step", "time", "reward/mean", "eval/percent_correct"]  # headline first
+    for row in rows:
+        step = int(row["step"])
+        assert float(row["reward/mean"]) == metric_row(step, FIXED_NOW - 3600)["reward/mean"]
+        assert float(row["train/percent_correct"]) == round(min(1.0, 0.1 + 0.04 * step), 4)  # from env rows
+        assert (row["eval/percent_correct"] != "") == (step % 5 == 0)
+
+
+def test_metrics_json_with_chosen_keys(failed_run, capsys):
+    assert cli.main(["metrics", RUN, "--keys", "eval/percent_correct,reward/mean", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == STEPS and list(rows[4]) == ["step", "time", "eval/percent_correct", "reward/mean"]
+    assert rows[4]["eval/percent_correct"] == pytest.approx(0.25) and rows[3]["eval/percent_correct"] is None
+
+
+def test_an_unknown_metric_or_run_is_a_clear_error(failed_run, capsys):
+    assert cli.main(["metrics", RUN, "--keys", "reward/maen"]) == 1
+    err = capsys.readouterr().err
+    assert "has no metric 'reward/maen'" in err and "its metrics: reward/mean" in err
+    assert cli.main(["report", "feedf00d"]) == 1
+    assert "feedf00d" in capsys.readouterr().err
+
+
+class _Collect(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_report_holds_charts_evals_config_rollouts_and_the_failure(failed_run, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    assert cli.main(["report", RUN, "-o", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
+    page = out.read_text()
+    parsed = _Collect()
+    parsed.feed(page)
+    text = " ".join(parsed.text)
+    # nothing to fetch: no script, no stylesheet or image link, no URL but the SVG namespace
+    assert not [t for t, _ in parsed.tags if t in ("script", "link", "img", "iframe", "object")]
+    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}
+    charts = [a for t, a in parsed.tags if t == "svg"]
+    assert {c["aria-label"] for c in charts} >= {"reward/mean", "eval/percent_correct", "train/loss"}
+    assert "trainer exited with code 1" in text and "CUDA-free explosion at step 40" in text
+    evals = page.split("<h2>Evaluations</h2>")[1].split("<h2>")[0]
+    assert re.findall(r"<tr><td>(\d+)</td>", evals) == [str(s) for s in range(5, STEPS + 1, 5)]
+    assert "env.group_size" in text and "0.0003" in text  # the config
+    assert "step 1: best" in text and "step 12: worst" in text  # the real run's first and last recorded steps
+
+
+def _png_pixels(path):
+    from PIL import Image
+
+    with Image.open(path) as image:
+        rgb = image.convert("RGB")
+        data = rgb.tobytes()
+        return rgb.size, list(zip(data[0::3], data[1::3], data[2::3]))
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_headless_chromium_renders_the_report_offline(failed_run, tmp_path):
+    page = export.write_report(RUN, tmp_path / "report.html")
+    shot = tmp_path / "report.png"
+    done = subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",  # as root (CI containers)
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--host-resolver-rules=MAP * ~NOTFOUND",  # no network: the page must not need one
+            "--window-size=1280,1600",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and shot.is_file(), done.stderr.decode(errors="replace")[-2000:]
+    (width, height), pixels = _png_pixels(shot)
+    assert (width, height) == (1280, 1600)
+    smooth_line = sum(1 for p in pixels if abs(p[0] - 5) < 30 and abs(p[1] - 80) < 30 and abs(p[2] - 174) < 30)
+    failed_badge = sum(1 for p in pixels if p[0] > 240 and 225 < p[1] < 245 and 225 < p[2] < 245)  # #ffebe9
+    blank = sum(1 for p in pixels if p == (255, 255, 255))
+    assert smooth_line > 1500, "the charts' moving-average lines are drawn"
+    assert failed_badge > 200, "the failed status badge is drawn"
+    assert blank < 0.97 * len(pixels), "the page is not empty"
+
+
+def test_a_long_runs_report_thins_its_eval_table_and_charts_but_keeps_the_ends(hermes_home):
+    write_run("0badc0de", status="completed", steps=1500, total_steps=1500)
+    page = export.html_report("0badc0de")
+    evals = page.split("<h2>Evaluations</h2>")[1].split("<h2>")[0]
+    steps = [int(s) for s in re.findall(r"<tr><td>(\d+)</td>", evals)]
+    assert len(steps) == export.EVAL_TABLE_ROWS and steps[0] == 5 and steps[-1] == 1500
+    assert "200 of 300 evaluations" in evals and "hermes-rl metrics 0badc0de --keys eval/percent_correct" in evals
+    reward_chart = page.split('aria-label="reward/mean"')[1].split("</svg>")[0]
+    points = re.findall(r'class="raw" points="([^"]+)"', reward_chart)[0].split()
+    assert len(points) == export.CHART_POINTS
+
+
+def test_the_dashboards_palette_writes_the_selected_runs_report(failed_run):
+    import asyncio
+
+    from hermes_rl.tui.app import HermesDashboard
+    from tests.fixtures_tui import fixed_clock, wait_for
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock, run_id=RUN)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.selected_run == RUN, what="the run selected")
+            await pilot.press("colon", *"report", "enter")
+            await wait_for(
+                pilot, lambda: any("report of run" in n.message for n in app._notifications), what="the report"
+            )
+            assert (run_dir(RUN) / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+    asyncio.run(scenario())
