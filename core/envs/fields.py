@@ -162,31 +162,20 @@ def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldI
     for name, limits in SAFE_BASE_FIELDS.items():
         if name in probed:
             fields.append(_field_from_probe(probed[name], **limits))
-    for name, spec in TRAINER_FIELDS.items():
-        fields.append(
-            FieldInfo(
-                name=name,
-                type=spec["type"],
-                default=spec["default"],
-                description=spec["description"],
-                minimum=spec.get("minimum"),
-                maximum=spec.get("maximum"),
-                section="tinker",
+    for section, declared in (("tinker", TRAINER_FIELDS), ("workers", WORKER_FIELDS)):
+        for name, spec in declared.items():
+            fields.append(
+                FieldInfo(
+                    name=name,
+                    type=spec["type"],
+                    default=spec["default"],
+                    description=spec["description"],
+                    choices=spec.get("choices"),
+                    minimum=spec.get("minimum"),
+                    maximum=spec.get("maximum"),
+                    section=section,
+                )
             )
-        )
-    for name, spec in WORKER_FIELDS.items():
-        fields.append(
-            FieldInfo(
-                name=name,
-                type=spec["type"],
-                default=spec["default"],
-                description=spec["description"],
-                choices=spec.get("choices"),
-                minimum=spec.get("minimum"),
-                maximum=spec.get("maximum"),
-                section="workers",
-            )
-        )
     taken = (
         set(RUN_FIELDS)
         | set(SAFE_BASE_FIELDS)
