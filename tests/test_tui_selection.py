@@ -49,8 +49,9 @@ def test_live_resort_keeps_the_selected_run_and_x_stops_that_run(hermes_home, sp
                 await pilot.press("j")
             assert pane.table.cursor_row == 1
             await wait_for(pilot, lambda: app.selected_run == low, what="low selected")
-            # The selected run's reward overtakes: the live listing re-sorts it to the top.
-            write_reward(low, 0.99, 1)
+            # The selected run's reward overtakes (the headline reward is a trailing mean of 20 steps,
+            # so 20 steps of it): the live listing re-sorts it to the top.
+            write_reward(low, 0.99, 20)
             await wait_for(pilot, lambda: pane.table.cursor_row == 0, timeout=20, what="the selected row moved up")
             await pilot.pause(0.5)
             assert pane.table.selected_key() == low and app.selected_run == low

@@ -457,6 +457,9 @@ def cmd_runs(args) -> Any:
         box=None,
         header_style="bold",
     )
+    # On a narrow terminal the reason gives way, never the id or the status a user acts on.
+    for column, width in ((table.columns[0], 8), (table.columns[1], 12)):
+        column.no_wrap, column.min_width = True, width
     resumed = lineage(summaries)
     for run in summaries:
         step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
@@ -524,6 +527,9 @@ def cmd_status(args) -> Any:
         box=None,
         header_style="bold",
     )
+    # On a narrow terminal the log path gives way, never which process it is and where it runs.
+    for column, width in ((table.columns[0], 7), (table.columns[1], 9 if on_slurm else 7)):
+        column.no_wrap, column.min_width = True, width
     for proc in status["processes"]:
         table.add_row(
             _safe(proc["name"]),
