@@ -35,17 +35,16 @@ import math
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hermes_rl.core.base.errors import BadInput, HermesError
 from hermes_rl.core.base.fsutil import append_jsonl, iter_jsonl, parse_jsonl_line, read_yaml
+from hermes_rl.core.base.http_deadline import request_within
 from hermes_rl.core.base.paths import rl_dir
 from hermes_rl.core.base.secrets import get_key, redact, secret_values
 from hermes_rl.core.base.stall import progress_logs, stall_fields
@@ -258,35 +257,14 @@ def post_webhook(hook: Webhook, payload: dict) -> str:
     if hook.secret:
         digest = hmac.new(hook.secret.encode(), body, hashlib.sha256).hexdigest()
         headers[SIGNATURE_HEADER] = f"sha256={digest}"
-    parsed = urllib.parse.urlparse(hook.url)
-    kind = http.client.HTTPSConnection if parsed.scheme == "https" else http.client.HTTPConnection
-    conn = kind(parsed.hostname, parsed.port, timeout=hook.timeout_s)
-    path = (parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")
-    outcome: dict[str, Any] = {}
-
-    def send() -> None:
-        try:
-            conn.request("POST", path, body=body, headers=headers)
-            response = conn.getresponse()
-            response.read(RESPONSE_MAX_BYTES)
-            outcome["status"] = response.status
-        except (OSError, http.client.HTTPException) as exc:
-            outcome["error"] = f"{type(exc).__name__}: {exc}"
-
-    worker = threading.Thread(target=send, daemon=True, name="hermes-rl-webhook")
-    worker.start()
-    worker.join(hook.timeout_s)
-    if worker.is_alive():
-        if conn.sock is not None:
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(socket.SHUT_RDWR)
-        conn.close()
-        worker.join(1.0)
+    try:
+        status, _, _ = request_within(
+            hook.url, hook.timeout_s, "POST", body=body, headers=headers, max_bytes=RESPONSE_MAX_BYTES
+        )
+    except TimeoutError:
         return f"not delivered: no answer within {hook.timeout_s:g} s"
-    conn.close()
-    if "error" in outcome:
-        return f"not delivered: {outcome['error']}"
-    status = outcome.get("status")
+    except (OSError, http.client.HTTPException) as exc:
+        return f"not delivered: {type(exc).__name__}: {exc}"
     return f"delivered (HTTP {status})" if status and status < 400 else f"refused (HTTP {status})"
 
 

@@ -30,12 +30,10 @@ summary); `.run(on_event)` drives it to the summary; `.cancel()` stops it from a
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import secrets as _secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -56,6 +54,7 @@ from hermes_rl.core.base.fsutil import (
     parse_jsonl_line,
     read_regular_text,
 )
+from hermes_rl.core.base.http_deadline import request_within
 from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
 from hermes_rl.core.daemons.spawn import end_group, spawn_group
@@ -198,40 +197,11 @@ LIST_MODELS_DEADLINE_S = 10.0  # the whole /models request: connect, headers and
 def _get_json(url: str, api_key: str | None, deadline_s: float, max_bytes: int = 2_000_000) -> object:
     """GET url and parse its JSON body, all of it within `deadline_s` (a server trickling bytes cannot
     stretch it: the connection is shut from this thread when the deadline passes)."""
-    import http.client
-
-    parsed = urllib.parse.urlparse(url)
-    kind = http.client.HTTPSConnection if parsed.scheme == "https" else http.client.HTTPConnection
-    conn = kind(parsed.hostname, parsed.port, timeout=deadline_s)
-    path = (parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")
     headers = {"Accept": "application/json"} | ({"Authorization": f"Bearer {api_key}"} if api_key else {})
-    outcome: dict = {}
-
-    def fetch() -> None:
-        try:
-            conn.request("GET", path, headers=headers)
-            response = conn.getresponse()
-            body = response.read(max_bytes)
-            if response.status >= 400:
-                raise OSError(f"HTTP {response.status} {response.reason}")
-            outcome["value"] = json.loads(body)
-        except (OSError, ValueError, http.client.HTTPException) as exc:
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=fetch, daemon=True, name="hermes-rl-get-json")
-    worker.start()
-    worker.join(deadline_s)
-    if worker.is_alive():
-        if conn.sock is not None:
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(socket.SHUT_RDWR)
-        conn.close()
-        worker.join(1.0)
-        raise TimeoutError(f"no complete answer within {deadline_s:g} s")
-    conn.close()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
+    status, reason, body = request_within(url, deadline_s, headers=headers, max_bytes=max_bytes)
+    if status >= 400:
+        raise OSError(f"HTTP {status} {reason}")
+    return json.loads(body)
 
 
 def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
