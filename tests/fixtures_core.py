@@ -138,7 +138,8 @@ def specs():
             )
 
         @staticmethod
-        def complete(name: str = "trainer", steps: int = 3, **kw) -> ProcessSpec:
+        def complete(name: str = "trainer", steps: int = 3, finish_reason: str | None = None, **kw) -> ProcessSpec:
+            said = ["--finish-reason", finish_reason] if finish_reason else []
             return ProcessSpec(
                 name=name,
                 argv=[
@@ -150,6 +151,7 @@ def specs():
                     str(steps),
                     "--completion-file",
                     "{run_dir}/done",
+                    *said,
                 ],
                 completes_run=True,
                 completion_file="{run_dir}/done",

@@ -119,7 +119,11 @@ def test_the_trainer_stops_on_a_plateau_only_when_asked(tmp_path):
         handle.write(json.dumps({"step": 10, "train/percent_correct": 0.7}) + "\n")  # not an eval
         for step in (12, 16):
             handle.write(json.dumps({"step": step, "eval/percent_correct": 0.8}) + "\n")
-    assert trainer.eval_plateau()["since_step"] == 8
+    flat = trainer.eval_plateau()
+    assert flat["since_step"] == 8
+    assert trainer.finish_reason() is None  # not stopped yet: the run's reason stays "trainer finished"
+    trainer.stopped_on_plateau = {**flat, "step": 16}
+    assert trainer.finish_reason() == f"stopped early at step 16: {flat['text']} (stop_on_plateau)"
     assert Trainer(SimpleNamespace(stop_on_plateau=0, env_metrics_path=path)).eval_plateau() is None
 
 

@@ -97,6 +97,15 @@ def test_completion_stops_the_rest_and_completes(specs):
     assert_nothing_left(run["run_id"])
 
 
+def test_a_trainer_that_stops_early_says_why_in_the_runs_reason(specs):
+    said = "stopped early at step 126: eval flat for 3 evals since step 49 (best 0.960) (stop_on_plateau)"
+    pipeline = [specs.sleeper("api"), specs.complete(steps=2, finish_reason=said, depends_on=[("api", "started")])]
+    run = wait_status(runs.launch(pipeline, environment="toy", profile="local")["run_id"], ("completed", "failed"))
+    assert run["status"] == "completed"
+    assert run["reason"] == f"trainer {said}"
+    assert_nothing_left(run["run_id"])
+
+
 def test_clean_exit_before_work_is_done_is_a_failure(specs):
     trainer = specs.ProcessSpec(
         name="trainer", argv=[PY, proc_path("early_exit.py")], completes_run=True, completion_file="{run_dir}/done"

@@ -202,6 +202,7 @@ def test_a_sweep_under_a_limit_of_one_runs_to_completion_started_by_supervisors(
     assert main(["sweep", "--set", "learning_rate=1e-4,3e-4", "--env", "toy_addition", "--profile", "local"]) == 0
     out = capsys.readouterr().out
     assert "1 started, 1 queued" in out.replace("runs, ", "")
+    assert "learning_rate=3e-4: queued" in out  # a member's state, not an unknown run status ("? queued")
     (sweep,) = sweeps.list_sweeps()
     deadline = time.time() + 780
     while time.time() < deadline:

@@ -9,7 +9,7 @@ from typing import Any
 
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.formatting import human_age, human_number, value_text
-from hermes_rl.core.clients.cli import _console, _parse_assignments, _safe, _styled
+from hermes_rl.core.clients.cli import _console, _parse_assignments, _safe
 
 
 def _assignments(items: list[str] | None) -> dict[str, str]:
@@ -108,21 +108,18 @@ def print_sweep(sweep: dict) -> None:
     )
     window = sweep.get("reward_window")
     table = Table(
-        "configuration",
-        "runs",
-        "eval first",
-        "eval best",
-        "eval last",
-        f"final reward (mean of last {window} steps)",
-        box=None,
-        header_style="bold",
+        "configuration", "runs", "eval first", "eval best", "eval last", "reward", box=None, header_style="bold"
     )
-    for row in sweep.get("summary") or []:
-        config = " ".join(f"{k}={v}" for k, v in row["config"].items()) or "(no change)"
-        runs = " ".join(f"{r or '-'}:{s}" for r, s in zip(row["runs"], row["states"]))
+    # On a narrow terminal the configuration and the run ids stay whole (one run per line); numbers wrap.
+    rows = sweep.get("summary") or []
+    configs = [" ".join(f"{k}={v}" for k, v in row["config"].items()) or "(no change)" for row in rows]
+    table.columns[0].no_wrap, table.columns[0].min_width = True, max((len(c) for c in configs), default=13)
+    table.columns[1].no_wrap, table.columns[1].min_width = True, 20
+    for config, row in zip(configs, rows, strict=True):
+        runs = "\n".join(_safe(f"{r} {s}" if r else "(queued)") for r, s in zip(row["runs"], row["states"]))
         table.add_row(
             _safe(config),
-            _safe(runs),
+            runs,
             _spread_text(row["eval_first"]),
             _spread_text(row["eval_best"]),
             _spread_text(row["eval_last"]),
@@ -132,8 +129,8 @@ def print_sweep(sweep: dict) -> None:
     for member in sweep["members"]:
         if member.get("error"):
             console.print(f"[red]run {member['index']} could not start:[/] {_safe(member['error'])}")
-    if seeds and len(seeds) > 1:
-        console.print("[dim]± is the standard deviation over seeds[/]")
+    spread = "; ± is the standard deviation over seeds" if seeds and len(seeds) > 1 else ""
+    console.print(f"[dim]reward: the mean of each run's last {window} steps{spread}[/]")
 
 
 def cmd_sweep(args) -> Any:
@@ -195,7 +192,9 @@ def cmd_sweep(args) -> Any:
     for member in sweep["members"]:
         config = " ".join(f"{k}={v}" for k, v in member["config"].items())
         seed = f" seed={member['seed']}" if member.get("seed") is not None else ""
-        state = _styled(member["state"]) if member["state"] != "started" else f"run {member['run_id']}"
+        # A member's state (queued, failed, cancelled) is not a run status: no run glyph for it.
+        colour = {"failed": "red", "cancelled": "yellow"}.get(member["state"], "dim")
+        state = f"run {member['run_id']}" if member["state"] == "started" else f"[{colour}]{member['state']}[/]"
         console.print(f"  {_safe(config + seed)}: {state}" + (f" {_safe(member['error'])}" if member["error"] else ""))
     sweep_id = sweep["sweep_id"]
     console.print(f"  results: hermes-rl sweep show {sweep_id}   compare: hermes-rl compare --sweep {sweep_id}")

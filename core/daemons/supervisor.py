@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import queue
 import secrets
@@ -710,12 +711,24 @@ class Supervisor:
                 self.exit_failed(proc, reason)
                 return
             self.set_proc_state(proc, ProcState.EXITED, f"{proc.name} finished", exit_code=code)
-            self.shutdown(RunStatus.COMPLETED, f"{proc.name} finished")
+            self.shutdown(RunStatus.COMPLETED, self.finish_reason(proc))
             return
         if clean and proc.one_shot:
             self.set_proc_state(proc, ProcState.EXITED, f"{proc.name} completed", exit_code=code)
             return
         self.exit_failed(proc, f"{proc.name} {describe_exit(code)}")
+
+    def finish_reason(self, proc: Proc) -> str:
+        """`NAME finished`, or the process's own words for how it finished (its completion file's
+        `finish_reason`, e.g. the trainer stopping early on an eval plateau)."""
+        if proc.spec.completion_file:
+            try:
+                said = json.loads(self.completion_path(proc.spec).read_text()).get("finish_reason")
+            except (OSError, ValueError, AttributeError):
+                said = None
+            if isinstance(said, str) and said.strip():
+                return f"{proc.name} {said.strip()[:300]}"
+        return f"{proc.name} finished"
 
     def completion_path(self, spec: ProcessSpec) -> Path:
         path = Path(spec.completion_file)

@@ -486,6 +486,8 @@ class Trainer:
             "base_model": s.base_model,
             "finished_at": time.time(),
             "stopped_on_plateau": self.stopped_on_plateau,
+            # The run's reason in status and the runs listing (the supervisor reads it from this file).
+            "finish_reason": self.finish_reason(),
         }
         atomic_write_json(s.results_path, results)
         log.info("done: %d steps, final checkpoint %s", self.step, results["final_checkpoint"])
@@ -495,6 +497,11 @@ class Trainer:
     _pending: asyncio.Future | None = None
     stopped_on_plateau: dict | None = None  # the plateau that ended the run early (stop_on_plateau)
     _evals = None  # (reader of env_metrics.jsonl, the eval series so far), made on the first look
+
+    def finish_reason(self) -> str | None:
+        """How the run ended when that was not its last step; None when it ran to total_steps."""
+        flat = self.stopped_on_plateau
+        return f"stopped early at step {flat['step']}: {flat['text']} (stop_on_plateau)" if flat else None
 
     def eval_plateau(self) -> dict | None:
         """The eval plateau (core.base.plateau) of stop_on_plateau evals, read from what the environments

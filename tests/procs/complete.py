@@ -12,6 +12,7 @@ parser.add_argument("--run-dir", required=True)
 parser.add_argument("--steps", type=int, default=3)
 parser.add_argument("--step-s", type=float, default=0.05)
 parser.add_argument("--completion-file", required=True)
+parser.add_argument("--finish-reason", help="written into the completion file, as the real trainer's results.json does")
 args = parser.parse_args()
 print("ready", flush=True)
 with open(os.path.join(args.run_dir, "metrics.jsonl"), "a") as metrics:
@@ -27,6 +28,6 @@ os.makedirs(checkpoint, exist_ok=True)
 with open(os.path.join(args.run_dir, "results.json"), "w") as handle:
     json.dump({"final_checkpoint": checkpoint, "tinker_path": f"tinker://local/{args.steps}"}, handle)
 with open(args.completion_file, "w") as handle:
-    handle.write("done\n")
+    handle.write(json.dumps({"finish_reason": args.finish_reason}) if args.finish_reason else "done\n")
 print("finished", flush=True)
 sys.exit(0)
