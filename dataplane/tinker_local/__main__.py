@@ -51,6 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a Hugging Face model folder (python -m hermes_rl.dataplane.models prepares one)",
     )
     parser.add_argument("--checkpoint-dir", type=Path, required=True, help="where checkpoints are written")
+    parser.add_argument(
+        "--dtype",
+        choices=("auto", "float32", "bfloat16"),
+        default=os.environ.get("TINKER_LOCAL_DTYPE", "auto"),
+        help="compute dtype; auto: bfloat16 on a GPU, and on a CPU with native bf16 (AMX, AVX512-BF16) for "
+        "models of 50M+ parameters; float32 otherwise (exact logprobs)",
+    )
     parser.add_argument("--log-level", default=os.environ.get("TINKER_LOCAL_LOG_LEVEL", "info"))
     args = parser.parse_args(argv)
 
@@ -131,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         exit_code = 1
         server.should_exit = True
 
-    app = create_app(model_dir, checkpoint_dir, on_fatal, api_key)
+    app = create_app(model_dir, checkpoint_dir, on_fatal, api_key, args.dtype)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     server = Server(config)
     serve(server, [sock])

@@ -90,13 +90,13 @@ class Sampler:
 
 
 class Backend:
-    def __init__(self, model_dir: Path, checkpoint_dir: Path):
+    def __init__(self, model_dir: Path, checkpoint_dir: Path, dtype: str = "auto"):
         from tokenizers import Tokenizer
 
         self.model_dir = Path(model_dir).resolve()
         self.checkpoint_dir = Path(checkpoint_dir).resolve()
         self.base_model = str(self.model_dir)
-        self.lm = CausalLM(self.model_dir)
+        self.lm = CausalLM(self.model_dir, dtype=dtype)
         self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
         self.lock = threading.RLock()
         self.models: dict[str, TrainModel] = {}

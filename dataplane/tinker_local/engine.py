@@ -28,6 +28,33 @@ ATTN_MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "sel
 MLP_MODULES = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 UNEMBED_MODULE = "lm_head"
 LORA_ALPHA = 32.0
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# Below this a model's matmuls are too small for bf16 to gain on a CPU, and float32 keeps every
+# logprob exact (the tiny model has ~0.3M parameters, SmolLM2-135M 135M).
+CPU_BF16_MIN_PARAMETERS = 50_000_000
+
+
+def cpu_multiplies_bf16() -> bool:
+    """Whether oneDNN runs bf16 matmuls natively here (AMX or AVX512-BF16): on a 2-core Xeon with AMX a
+    SmolLM2-sized matmul took 1/4 to 1/8 of float32's time; without them bf16 is emulated and slower."""
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+
+
+def choose_dtype(device: torch.device, requested: str | torch.dtype | None, parameters: int) -> torch.dtype:
+    """`auto`: bf16 on a GPU, and on a CPU that multiplies bf16 natively for a model of
+    CPU_BF16_MIN_PARAMETERS or more; float32 otherwise. `float32`/`bfloat16` (or a torch dtype) force it."""
+    if isinstance(requested, torch.dtype):
+        return requested
+    if requested not in (None, "auto"):
+        if requested not in DTYPES:
+            raise ModelError(f"unknown dtype {requested!r}: use auto, float32 or bfloat16")
+        return DTYPES[requested]
+    if device.type == "cuda":
+        return torch.bfloat16
+    if device.type == "cpu" and parameters >= CPU_BF16_MIN_PARAMETERS and cpu_multiplies_bf16():
+        return torch.bfloat16
+    return torch.float32
 
 
 @dataclass(frozen=True)
@@ -132,12 +159,13 @@ class KVCache:
 class CausalLM:
     """Frozen base weights of a Llama-family checkpoint (see model_config), evaluated functionally.
 
-    One code path for every device: on a GPU the weights are bf16, on the CPU float32 (override with
-    `device`/`dtype`). Logits and log-probabilities are always float32; LoRA parameters are float32
-    masters, cast to the compute dtype where they are used.
+    One code path for every device: the weights in the compute dtype `choose_dtype` picks (bf16 on a
+    GPU and for real models on a CPU with native bf16, float32 otherwise; `dtype` overrides). Logits and
+    log-probabilities are always float32; LoRA parameters are float32 masters, cast to the compute
+    dtype where they are used.
     """
 
-    def __init__(self, model_dir: Path, device: str | None = None, dtype: torch.dtype | None = None):
+    def __init__(self, model_dir: Path, device: str | None = None, dtype: torch.dtype | str | None = None):
         from safetensors import safe_open
 
         self.model_dir = Path(model_dir)
@@ -154,7 +182,7 @@ class CausalLM:
         self.max_positions = spec.context_length
         self.eos_token_ids = frozenset(spec.eos_token_ids)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.dtype = dtype or (torch.bfloat16 if self.device.type == "cuda" else torch.float32)
+        self.dtype = choose_dtype(self.device, dtype, spec.parameter_estimate())
 
         self.w: dict[str, torch.Tensor] = {}
         for path in spec.weight_files:

@@ -183,9 +183,12 @@ def check_api_key(api_key: object) -> str | None:
     return None
 
 
-def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], None], api_key: str) -> FastAPI:
+def create_app(
+    model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], None], api_key: str, dtype: str = "auto"
+) -> FastAPI:
     """The server's app. Every endpoint but /healthz requires `api_key` in the X-API-Key header (what
-    the tinker SDK sends its TINKER_API_KEY as): any local user can reach a loopback port."""
+    the tinker SDK sends its TINKER_API_KEY as): any local user can reach a loopback port. `dtype`:
+    the compute dtype (engine.choose_dtype)."""
     problem = check_api_key(api_key)
     if problem:
         raise ValueError(problem)
@@ -233,7 +236,7 @@ def create_app(model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], 
         torch.set_num_threads(1 if small else max(1, os.cpu_count() or 1))
         from hermes_rl.dataplane.tinker_local.backend import Backend
 
-        backend = Backend(model_dir, checkpoint_dir)
+        backend = Backend(model_dir, checkpoint_dir, dtype)
         described = backend.lm.describe()
         log.info(
             "serving %s (%s, %.1fM parameters, context %d) on %s in %s",
