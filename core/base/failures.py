@@ -161,6 +161,8 @@ _PROBLEM_LINE = re.compile(
 # the messages atroposlib's BaseEnv logs per item are known by their words.
 _BARE_PROBLEM = re.compile(r"^(?:Error\b|Failed\b|Scoring exception|Scores are the same|Token length is too long)")
 _DIGITS = re.compile(r"\d+")
+# Logged at warning level but routine: the tinker SDK's long poll of a request that is still running.
+_ROUTINE = re.compile(r"Retrying request .* because of try_again$")
 PROBLEM_LEVELS = ("error", "warning")
 
 
@@ -176,6 +178,8 @@ def logged_problem(line: str) -> tuple[str, str] | None:
         message = " ".join(match.group("message").split())
         if message.startswith(("- ", ": ")):
             message = message[2:]
+        if _ROUTINE.search(message):
+            return None
         return level, message[:300]
     if _EXCEPTION_LINE.match(text) and not text.startswith(_IGNORED):
         return "error", text[:300]

@@ -34,7 +34,10 @@ from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV as CREDENTIAL_ENV
 
 log = logging.getLogger("tinker_local")
 
-LONG_POLL_S = 20.0  # the SDK waits up to 45 s for a retrieve_future answer
+# The SDK waits up to 45 s for a retrieve_future answer and logs a WARNING for every try_again, so a
+# request that runs long (a forward_backward queued behind an environment's sampling) is answered once
+# per 40 s of it, not twice.
+LONG_POLL_S = 40.0
 JOB_RETENTION_S = 600.0  # finished results are kept this long for retries of retrieve_future
 SMALL_MODEL_PARAMETERS = 10_000_000  # below this a model runs on one thread
 SAMPLE_BATCH_ROWS = 512  # consecutive sample requests are batched up to this many sequences
