@@ -106,6 +106,37 @@ def test_a_trainer_that_stops_early_says_why_in_the_runs_reason(specs):
     assert_nothing_left(run["run_id"])
 
 
+def test_an_environment_done_with_its_work_exits_and_the_trainer_still_finishes(specs):
+    """An Atropos environment returns once run-api holds the data for total_steps, while the trainer
+    still has batches to train: its clean exit is not the run's failure."""
+    pipeline = [
+        specs.sleeper("api"),
+        specs.complete(steps=40, depends_on=[("api", "started")]),
+        specs.log_ready("env", args=["--exit-after", "0.2"], done_on_clean_exit=True, depends_on=[("api", "started")]),
+    ]
+    run = wait_status(runs.launch(pipeline, environment="toy", profile="local")["run_id"], ("completed", "failed"))
+    assert run["status"] == "completed", run["reason"]
+    assert run["reason"] == "trainer finished" and run["last_metric"]["step"] == 40
+    env = procs(run)["env"]
+    assert env["state"] == "exited" and env["exit_code"] == 0
+    exited = [e for e in events(run["run_id"], "process_state") if e["process"] == "env" and e["state"] == "exited"]
+    assert exited and exited[0]["message"] == "env finished its work"
+    assert_nothing_left(run["run_id"])
+
+
+def test_an_environment_exiting_cleanly_before_it_was_ready_fails_the_run(specs):
+    env = specs.ProcessSpec(
+        name="env",
+        argv=[PY, proc_path("early_exit.py")],
+        done_on_clean_exit=True,
+        readiness=specs.Readiness("log", pattern=r"^ready", timeout_s=20.0),
+    )
+    run = runs.launch([specs.sleeper("api"), specs.sleeper("trainer"), env], environment="toy", profile="local")
+    run = wait_status(run["run_id"], ("failed", "completed"))
+    assert run["status"] == "failed" and run["reason"].startswith("env exited")
+    assert_nothing_left(run["run_id"])
+
+
 def test_clean_exit_before_work_is_done_is_a_failure(specs):
     trainer = specs.ProcessSpec(
         name="trainer", argv=[PY, proc_path("early_exit.py")], completes_run=True, completion_file="{run_dir}/done"

@@ -62,6 +62,9 @@ class ProcessSpec:
     required: bool = True  # its exit ends the run (as failed, unless it completes the run)
     completes_run: bool = False  # its clean exit (with completion_file present) completes the run
     completion_file: str | None = None
+    # Once ready, a clean exit means its share of the run's work is done (an Atropos environment returns
+    # when run-api has handed out total_steps while the trainer still has batches queued): the run goes on.
+    done_on_clean_exit: bool = False
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     stop_timeout: float = 10.0  # SIGTERM to the group, SIGKILL after this many seconds
     port: str | None = None  # which key of the run's ports this process serves

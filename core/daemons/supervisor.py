@@ -716,6 +716,9 @@ class Supervisor:
         if clean and proc.one_shot:
             self.set_proc_state(proc, ProcState.EXITED, f"{proc.name} completed", exit_code=code)
             return
+        if clean and spec.done_on_clean_exit and proc.ready_at is not None:
+            self.set_proc_state(proc, ProcState.EXITED, f"{proc.name} finished its work", exit_code=code)
+            return
         self.exit_failed(proc, f"{proc.name} {describe_exit(code)}")
 
     def finish_reason(self, proc: Proc) -> str:

@@ -179,6 +179,8 @@ def _env_spec(name, python, env_file, config_path, root, env_vars, local, worker
         # before that, the same way twice, is not restarted again whatever the machine's load.
         readiness=Readiness(kind="log", source="api", pattern=REGISTERED.pattern, timeout_s=ENV_READY_S),
         restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
+        # BaseEnv.env_manager returns once run-api holds the data for total_steps; the trainer finishes.
+        done_on_clean_exit=True,
         stop_timeout=10.0,
         launcher=workers.get("launcher") or "local",
         slurm=dict(workers.get("slurm") or {}),
