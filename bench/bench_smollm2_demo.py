@@ -33,18 +33,14 @@ WINDOW = 10
 SETTINGS = ["chat=true", "max_operand=9", "group_size=8", "batch_size=16", "max_completion_tokens=8"]
 
 
-def rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def report(folder: Path, plot_path: Path) -> None:
+    from hermes_rl.core.base.fsutil import read_jsonl
+
     run = json.loads((folder / "run.json").read_text())
-    metrics = [r for r in rows(folder / "metrics.jsonl") if r.get("reward/mean") is not None]
+    metrics = [r for r in read_jsonl(folder / "metrics.jsonl") if r.get("reward/mean") is not None]
     evals = [
         (r["step"], r["eval/percent_correct"])
-        for r in rows(folder / "env_metrics.jsonl")
+        for r in read_jsonl(folder / "env_metrics.jsonl")
         if "eval/percent_correct" in r
     ]
     if not metrics:
@@ -60,11 +56,11 @@ def report(folder: Path, plot_path: Path) -> None:
     )
     print(f"  reward/mean: first {WINDOW} steps {first:.3f} -> last {WINDOW} steps {last:.3f} ({last - first:+.3f})")
     print("  greedy eval (number alone): " + ", ".join(f"step {s}: {v:.2f}" for s, v in evals))
-    plot(metrics, started, plot_path, run)
+    plot(metrics, started, plot_path)
     print(f"  wrote {plot_path}")
 
 
-def plot(metrics: list[dict], started: float, path: Path, run: dict) -> None:
+def plot(metrics: list[dict], started: float, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

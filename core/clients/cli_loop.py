@@ -194,7 +194,7 @@ def cmd_sweep(args) -> Any:
         seed = f" seed={member['seed']}" if member.get("seed") is not None else ""
         # A member's state (queued, failed, cancelled) is not a run status: no run glyph for it.
         colour = {"failed": "red", "cancelled": "yellow"}.get(member["state"], "dim")
-        state = f"run {member['run_id']}" if member["state"] == "started" else f"[{colour}]{member['state']}[/]"
+        state = f"run {member['run_id']}" if member["state"] == "started" else f"[{colour}]{_safe(member['state'])}[/]"
         console.print(f"  {_safe(config + seed)}: {state}" + (f" {_safe(member['error'])}" if member["error"] else ""))
     sweep_id = sweep["sweep_id"]
     console.print(f"  results: hermes-rl sweep show {sweep_id}   compare: hermes-rl compare --sweep {sweep_id}")
