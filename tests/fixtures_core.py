@@ -52,6 +52,20 @@ def wait_status(run_id: str, statuses, timeout: float = 20.0) -> dict:
         raise AssertionError(f"{exc}; it is {last.get('status')} ({last.get('reason')})") from None
 
 
+def lose_run(run: dict) -> None:
+    """Kill a live run's supervisor and its watchdog outright, leaving nothing to record the run's end,
+    as after a machine-wide kill. The supervisor is frozen first so it cannot start a new watchdog
+    between the two kills (that one would record the end, and the run would never be lost)."""
+    supervisor = run["supervisor"]["pid"]
+    watchdog = (run.get("watchdog") or {}).get("pid")
+    os.kill(supervisor, signal.SIGSTOP)
+    if watchdog:
+        os.kill(watchdog, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(watchdog), what="watchdog gone")
+    os.kill(supervisor, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(supervisor), what="supervisor gone")
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

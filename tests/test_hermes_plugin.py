@@ -5,9 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import os
 import re
-import signal
 import threading
 import time
 from importlib.metadata import entry_points
@@ -19,6 +17,7 @@ from hermes_rl.core.clients import hermes_plugin
 from hermes_rl.core.clients.mcp_server import mcp_tools
 from hermes_rl.core.clients.run_watch import watch_run
 from hermes_rl.core.clients.toolset import SKILL_FILE, TOOL_NAMES, TOOL_SCHEMAS, TOOLS, skill_text
+from tests.fixtures_core import lose_run
 from tests.fixtures_toolset import completing_spec, crashing_spec, launch_run, sleeper_spec, wait_status
 
 
@@ -313,9 +312,7 @@ def test_a_watched_run_that_stalls_then_loses_its_supervisor_is_told_both(hermes
     told, stop = _watched(run_id, recheck_s=0.5)  # neither a stall nor a dead supervisor writes a file
     _wait_for(told, 1, timeout=20)
     assert f"Run {run_id} " in told[0] and "is stalled" in told[0] and f"rl_stop_training('{run_id}')" in told[0]
-    if (run.get("watchdog") or {}).get("pid"):
-        os.kill(run["watchdog"]["pid"], signal.SIGKILL)
-    os.kill(run["supervisor"]["pid"], signal.SIGKILL)
+    lose_run(run)
     _wait_for(told, 2, timeout=20)
     assert f"Run {run_id} " in told[1] and " lost" in told[1]
     stop.set()

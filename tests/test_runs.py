@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from hermes_rl.core.base.errors import BadInput, Conflict, MissingKey, NotFound
 from hermes_rl.core.base.fsutil import atomic_write_json, last_jsonl_row
 from hermes_rl.core.base.paths import run_dir, runs_dir
 from hermes_rl.core.base.states import RECORDED_FINAL
-from tests.fixtures_core import PY, pid_alive, wait_status, wait_until
+from tests.fixtures_core import PY, lose_run, pid_alive, wait_status, wait_until
 
 pytestmark = [pytest.mark.usefixtures("run_processes_cleanup"), pytest.mark.timeout(120)]
 
@@ -194,14 +193,7 @@ def test_lost_run_reports_survivors_and_stop_ends_them(specs):
     run = wait_status(run["run_id"], "running")
     run_id = run["run_id"]
     grandchildren = [int(x) for x in (run_dir(run_id) / "pids").read_text().split()]
-    supervisor, watchdog = run["supervisor"]["pid"], run["watchdog"]["pid"]
-    # Freeze the supervisor so it cannot restart its watchdog, kill the watchdog, then the supervisor:
-    # nothing is left to clean up, as after a machine-wide kill.
-    os.kill(supervisor, signal.SIGSTOP)
-    os.kill(watchdog, signal.SIGKILL)
-    wait_until(lambda: not pid_alive(watchdog), what="watchdog gone")
-    os.kill(supervisor, signal.SIGKILL)
-    wait_until(lambda: not pid_alive(supervisor), what="supervisor gone")
+    lose_run(run)
     view = wait_until(lambda: (v := runs.get_run(run_id)) and v["status"] == "lost" and v, what="lost")
     survivors = {s["pid"] for s in view["survivors"]}
     assert set(grandchildren) <= survivors  # the direct child died by PDEATHSIG, its children did not

@@ -16,6 +16,7 @@ from hermes_rl.core.base.records import MetricsSummary, ProcessSummary, RunSumma
 from hermes_rl.core.clients import toolset
 from hermes_rl.core.clients.toolset import TOOL_SCHEMAS, TOOLS, TOOLS_BY_NAME, call_tool
 from hermes_rl.core.envs.profiles import PROFILE_VALUES
+from tests.fixtures_core import lose_run
 from tests.fixtures_toolset import (
     ARITH_ENV_NAME,
     completing_spec,
@@ -387,8 +388,6 @@ def test_a_stall_is_reported_at_once(hermes_home, run_cleanup, monkeypatch):
 
 @pytest.mark.timeout(90)
 def test_stop_works_for_starting_and_lost_runs(hermes_home, run_cleanup):
-    import signal
-
     from hermes_rl.core import runs
     from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 
@@ -408,11 +407,7 @@ def test_stop_works_for_starting_and_lost_runs(hermes_home, run_cleanup):
     run_cleanup.append(lost)
     run = wait_status(lost, ("running",))
     trainer_pid = run["processes"][0]["pid"]
-    supervisor = run["supervisor"]["pid"]
-    watchdog = (run.get("watchdog") or {}).get("pid")
-    if watchdog:
-        os.kill(watchdog, signal.SIGKILL)
-    os.kill(supervisor, signal.SIGKILL)
+    lose_run(run)
     deadline = time.monotonic() + 20
     while runs.get_run(lost, sample=False)["status"] != "lost":
         assert time.monotonic() < deadline, "the run never showed as lost"

@@ -20,8 +20,11 @@ from hermes_rl.core.base.paths import make_private_dirs
 _WRITABLE_HINT = "check that $HERMES_HOME is writable and not full"
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half."""
+def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> os.stat_result:
+    """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half.
+
+    Returns the written file's stat, taken before the rename: a stat after it could already see another
+    program's change (the rename keeps inode, mtime and size)."""
     path = Path(path)
     try:
         make_private_dirs(path.parent)
@@ -33,6 +36,7 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+            written = os.fstat(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
@@ -41,6 +45,7 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
         except OSError:
             pass
         raise HermesError(f"cannot write {path}: {exc.strerror}", hint=_WRITABLE_HINT) from exc
+    return written
 
 
 _FILE_KINDS = {
@@ -112,8 +117,8 @@ def dumps(obj: Any, **kwargs: Any) -> str:
     return json.dumps(obj, default=_json_default, **kwargs)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, dumps(obj, indent=2, sort_keys=False) + "\n")
+def atomic_write_json(path: Path, obj: Any) -> os.stat_result:
+    return atomic_write_text(path, dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
 def read_json(path: Path) -> Any:

@@ -76,6 +76,10 @@ RECORD_RETRY_S = 1.0  # a final record the disk refused is tried again this ofte
 RECORD_WAIT_S = 24 * 3600.0  # ...for at most this long
 
 
+def _sig(st: os.stat_result) -> tuple:
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def _now() -> float:
     return time.time()
 
@@ -221,15 +225,15 @@ class Supervisor:
             return
         self.dirty = False
         self.run["processes"] = [self.procs[s].to_json() for s in self.procs]
-        atomic_write_json(self.run_json, self.run)
-        self.written = self._file_sig()
+        # the signature of what we wrote, not a stat after the rename: a file deleted in between would
+        # leave no signature and check_run_json would never write it again
+        self.written = _sig(atomic_write_json(self.run_json, self.run))
 
     def _file_sig(self) -> tuple | None:
         try:
-            st = os.stat(self.run_json)
+            return _sig(os.stat(self.run_json))
         except OSError:
             return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def check_run_json(self) -> None:
         """While we live we are run.json's only writer (the watchdog and clients write it only once we are
