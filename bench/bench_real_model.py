@@ -58,7 +58,7 @@ def main() -> int:
     parser.add_argument("--fb-batch", type=int, default=8)
     parser.add_argument("--fb-tokens", type=int, default=96)
     parser.add_argument("--steps", type=int, default=2, help="GRPO steps to average")
-    parser.add_argument("--repeat", type=int, default=3, help="sampling runs per side; the fastest counts")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per side of each measure; the fastest counts")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"), help="the engine's")
     parser.add_argument("--grpo-only", action="store_true", help="only the GRPO step (no transformers baseline)")
@@ -150,7 +150,7 @@ def main() -> int:
             lm.target_logprobs(seqs, targets, params, LORA_ALPHA / rank).sum().backward()
 
         ours_step()
-        ours_fb, _ = timed(ours_step)
+        ours_fb, _ = fastest(ours_step, args.repeat)
         peft_model = get_peft_model(
             reference,
             LoraConfig(
@@ -165,7 +165,7 @@ def main() -> int:
             torch.log_softmax(logits.float(), -1).gather(-1, sequences[:, 1:, None]).sum().backward()
 
         theirs_step()  # warm-up, as ours had
-        theirs_fb, _ = timed(theirs_step)
+        theirs_fb, _ = fastest(theirs_step, args.repeat)
         fb_tokens = batch * (width - 1)
         print(
             f"forward_backward {batch} x {width - 1} tokens, LoRA rank {rank}: tinker-local {fb_tokens / ours_fb:.1f} "

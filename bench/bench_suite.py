@@ -7,10 +7,11 @@ of everything it started (supervisors and watchdogs detach from pytest, so this 
 child subreaper and reaps them too: their CPU is counted), CPU/wall, the 30 slowest test phases and
 the pass/fail line. The environment is the one scripts/test.sh sets (offline hubs, W&B offline).
 
-`--by-process` also samples /proc every 0.2 s and prints the CPU of the processes the suite started,
-grouped by kind (pytest workers, config probes, supervisors, run-api, trainers, environments, local
-servers, …) with how many of each ran: which start-ups the suite pays for. A process that lives
-under 0.2 s is missed, so these sums are a lower bound of the total above.
+`--log FILE` keeps pytest's whole output there. `--by-process` also samples /proc every 0.2 s and
+prints the CPU of the processes the suite started, grouped by kind (pytest workers, config probes,
+supervisors, run-api, trainers, environments, local servers, …) with how many of each ran: which
+start-ups the suite pays for. A process that lives under 0.2 s is missed, so these sums are
+a lower bound of the total above.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PR_SET_CHILD_SUBREAPER = 36
+ORPHAN_GRACE_S = 10.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # (kind, pattern on the command line): the first match names a process; order matters
 PROCESS_KINDS = [
@@ -97,6 +99,19 @@ def print_by_kind(seen: dict) -> None:
             print(f"      {cmd_cpu:7.1f}  {cmd}")
 
 
+def _children(pid: int) -> list[str]:
+    """`pid name` of our live children (orphans reparented to us included)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)
+            if entry.name.isdigit() and int(fields[1].split()[1]) == pid:
+                found.append(f"{entry.name} {fields[0].split('(', 1)[1]}")
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
 def become_subreaper() -> bool:
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -107,6 +122,11 @@ def become_subreaper() -> bool:
 def main(argv: list[str]) -> int:
     by_process = "--by-process" in argv
     argv = [arg for arg in argv if arg != "--by-process"]
+    log_path = None
+    if "--log" in argv:
+        at = argv.index("--log")
+        log_path = argv[at + 1]
+        del argv[at : at + 2]
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -139,25 +159,38 @@ def main(argv: list[str]) -> int:
     if by_process:
         threading.Thread(target=sample_processes, args=(os.getpid(), seen, stop_sampling), daemon=True).start()
     # Reap pytest and, as a subreaper, every orphan it leaves (detached supervisors, watchdogs).
+    # Daemons a test leaves running on purpose (the one-node Slurm cluster) are reparented to us and never
+    # end: after pytest, orphans get ORPHAN_GRACE_S to finish, then are left running and named.
     status = None
+    reap_until = None
     while True:
         try:
-            pid, code = os.waitpid(-1, 0)
+            pid, code = os.waitpid(-1, 0 if reap_until is None else os.WNOHANG)
         except ChildProcessError:
             break
+        if pid == 0:
+            if time.monotonic() >= reap_until:
+                break
+            time.sleep(0.1)
+            continue
         if pid == pytest.pid:
             status = os.waitstatus_to_exitcode(code)
             pytest.returncode = status
             wall = time.monotonic() - started
             if not counted_orphans:
                 break
+            reap_until = time.monotonic() + ORPHAN_GRACE_S
+    left = [] if reap_until is None else _children(os.getpid())
     reader.join(5)
     stop_sampling.set()
     # Orphans still running after pytest ended (none expected) are not waited for past this point.
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
     output = "".join(lines)
-    durations = re.search(r"=+ slowest 30 durations =+\n(.*?)(?:\n\n|\n=)", output, re.S)
+    # the list ends at a blank line, the next section, or (with -q) the bare summary line
+    durations = re.search(
+        r"=+ slowest 30 durations =+\n\n?(.*?)(?:\n\n|\n=|\n\d+ (?:passed|failed|error)|\Z)", output, re.S
+    )
     summary = [line for line in lines if re.search(r"\d+ (passed|failed|error)", line)]
     print(f"pytest {' '.join(argv) or '(no arguments)'}")
     print(f"wall time            {wall:8.1f} s")
@@ -172,6 +205,11 @@ def main(argv: list[str]) -> int:
         print(durations.group(1).rstrip())
     if by_process:
         print_by_kind(seen)
+    if left:
+        print(f"\nstill running after pytest (not counted): {', '.join(left)}")
+    if log_path:
+        Path(log_path).write_text(output)
+        print(f"pytest's whole output: {log_path}")
     print("\n" + (summary[-1].strip() if summary else "(no summary line)"))
     return status if status is not None else 1
 
