@@ -7,7 +7,9 @@ of everything it started (supervisors and watchdogs detach from pytest, so this 
 child subreaper and reaps them too: their CPU is counted), CPU/wall, the 30 slowest test phases and
 the pass/fail line. The environment is the one scripts/test.sh sets (offline hubs, W&B offline).
 
-`--log FILE` keeps pytest's whole output there. `--by-process` also samples /proc every 0.2 s and
+`--log FILE` keeps pytest's whole output there; `--timeline FILE` records when every test phase ran on
+which worker (bench/suite_timeline.py) and prints each worker's busy time and idle gaps.
+`--by-process` also samples /proc every 0.2 s and
 prints the CPU of the processes the suite started, grouped by kind (pytest workers, config probes,
 supervisors, run-api, trainers, environments, local servers, …) with how many of each ran: which
 start-ups the suite pays for. A process that lives under 0.2 s is missed, so these sums are
@@ -112,6 +114,30 @@ def _children(pid: int) -> list[str]:
     return found
 
 
+def print_timeline(path: Path, started_at: float) -> None:
+    """Per worker: when its session started and ended, how long it ran tests, and its idle gaps."""
+    import json
+
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    print("\nper worker (seconds from the start of the run):")
+    print("  worker   session start  first test  last test end  session end  in tests  gaps > 2 s")
+    for worker in sorted({r["worker"] for r in records}):
+        mine = [r for r in records if r["worker"] == worker]
+        phases = sorted((r for r in mine if r["event"] == "phase"), key=lambda r: r["start"])
+        if not phases:
+            continue
+        begin = next((r["time"] for r in mine if r["event"] == "session_start"), phases[0]["start"])
+        end = next((r["time"] for r in mine if r["event"] == "session_end"), phases[-1]["end"])
+        busy = sum(r["end"] - r["start"] for r in phases)
+        gaps = [(b["start"] - a["end"], a["test"]) for a, b in zip(phases, phases[1:], strict=False)]
+        big = [g for g in gaps if g[0] > 2]
+        print(
+            f"  {worker:<8} {begin - started_at:13.1f} {phases[0]['start'] - started_at:11.1f} "
+            f"{phases[-1]['end'] - started_at:14.1f} {end - started_at:12.1f} {busy:9.1f}  "
+            f"{len(big)} ({sum(g for g, _ in big):.1f} s)"
+        )
+
+
 def become_subreaper() -> bool:
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -122,6 +148,13 @@ def become_subreaper() -> bool:
 def main(argv: list[str]) -> int:
     by_process = "--by-process" in argv
     argv = [arg for arg in argv if arg != "--by-process"]
+    timeline = None
+    if "--timeline" in argv:
+        at = argv.index("--timeline")
+        timeline = Path(argv[at + 1]).resolve()
+        del argv[at : at + 2]
+        timeline.unlink(missing_ok=True)
+        argv = ["-p", "bench.suite_timeline", *argv]
     log_path = None
     if "--log" in argv:
         at = argv.index("--log")
@@ -133,9 +166,11 @@ def main(argv: list[str]) -> int:
         "HF_DATASETS_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "WANDB_MODE": "offline",
+        **({"HERMES_RL_SUITE_TIMELINE": str(timeline)} if timeline else {}),
     }
     counted_orphans = become_subreaper()
     started = time.monotonic()
+    started_at = time.time()
     pytest = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "--durations=30", "-p", "no:cacheprovider", *argv],
         cwd=ROOT,
@@ -205,6 +240,8 @@ def main(argv: list[str]) -> int:
         print(durations.group(1).rstrip())
     if by_process:
         print_by_kind(seen)
+    if timeline and timeline.exists():
+        print_timeline(timeline, started_at)
     if left:
         print(f"\nstill running after pytest (not counted): {', '.join(left)}")
     if log_path:

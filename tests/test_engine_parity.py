@@ -248,6 +248,26 @@ def test_sampling_with_an_adapter_follows_the_adapted_model_and_its_in_place_upd
     assert not torch.allclose(check(), before, atol=1e-3)  # the in-place update is what got sampled
 
 
+def test_an_adapter_on_part_of_a_fused_projection_is_merged_into_that_part_alone(arch):
+    """q/k/v and gate/up run as one matmul each when sampling: an adapter on q and up only must change
+    those outputs as the unmerged adapter does, and merging must leave the base weights as they were."""
+    _, _, _, lm = arch
+    ids = torch.randint(0, VOCAB, (2, 13), generator=torch.Generator().manual_seed(5))
+    positions = torch.arange(13).expand(2, 13)
+    partial = [m for m in lm.lora_modules(True, True, False) if m[0].endswith(("q_proj", "up_proj"))]
+    adapter = lm.new_adapter(4, partial, seed=6)
+    generator = torch.Generator().manual_seed(7)
+    adapter = {name: (a, torch.randn(b.shape, generator=generator) * 0.3) for name, (a, b) in adapter.items()}
+    with torch.no_grad():
+        base_before = lm.forward(ids, positions)
+        unmerged = lm.forward(ids, positions, adapter, 2.0)
+        merged = lm.forward(ids, positions, weights=lm.merged_weights(adapter, 2.0))
+        base_after = lm.forward(ids, positions)
+    assert (unmerged - base_before).abs().max() > 0.1  # the adapter matters
+    torch.testing.assert_close(merged, unmerged, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(base_after, base_before, atol=0, rtol=0)
+
+
 def test_samples_that_stop_leave_the_batch_without_disturbing_the_others(arch):
     """A stop token ends some samples early; the rest continue exactly as when sampled alone."""
     from hermes_rl.dataplane.tinker_local.engine import SampleSpec
