@@ -11,6 +11,8 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=
 .venv/bin/ruff check . || { echo "ruff found lint errors" >&2; exit 1; }
 .venv/bin/ruff format --check . || { echo "files need \`ruff format\`" >&2; exit 1; }
 # Most of a test's time is waiting on real processes: one worker more than the cores keeps them busy.
+# Work stealing: the pipeline tests are collected first, and xdist's default scheduler queues most of
+# them on the first worker, which then runs alone for minutes after the others finish.
 # Tests marked `serial` (timing-sensitive) run alone afterwards. Arguments that choose tests (-m, -k, paths, -n) make one run.
 choose=0
 for arg in "$@"; do
@@ -31,7 +33,7 @@ if [ "$choose" -eq 1 ]; then
 fi
 cores="$(nproc 2>/dev/null || echo 2)"
 workers="${HERMES_RL_TEST_WORKERS:-$((cores + 1 > 3 ? cores + 1 : 3))}"
-run_pytest -n "$workers" -m "not serial" "$@"
+run_pytest -n "$workers" --dist worksteal -m "not serial" "$@"
 status=$?
 run_pytest -n 0 -m serial "$@" || status=1
 exit "$status"

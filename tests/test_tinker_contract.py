@@ -43,6 +43,13 @@ def server(tiny_model_dir, tmp_path_factory):
                     os.environ[name] = value
 
 
+def rest_client(server) -> tinker.RestClient:
+    """A REST client of this module's server. `tinker.RestClient()` without arguments reuses the
+    process-wide holder made from the environment of the first call, which in an xdist worker may be
+    an earlier module's server, long stopped."""
+    return tinker.RestClient(base_url=server.url, api_key=server.api_key)
+
+
 @pytest.fixture
 def service(server):
     client = tinker.ServiceClient()
@@ -84,7 +91,7 @@ def test_create_model_reports_local_tokenizer_and_capabilities(service, server, 
     # The tokenizer id is the local folder, so it loads with HF_HUB_OFFLINE=1 (set by conftest).
     ids = tokenizer.encode(TOY_PROMPT + " 7\n")
     assert tokenizer.decode(ids) == TOY_PROMPT + " 7\n"
-    caps = tinker.RestClient().get_server_capabilities().result(timeout=30)
+    caps = rest_client(server).get_server_capabilities().result(timeout=30)
     assert [m.model_name for m in caps.supported_models] == [str(server.model_dir)]
     # the real model's shape and where it runs, as a user's status shows them
     assert caps.supported_models[0].max_context_length == 2048 and info.model_data.arch == "llama"
@@ -477,7 +484,7 @@ def test_save_state_and_resume_with_optimizer(service, server, trainer, tokenize
 
 
 def test_rest_surface_lists_runs_checkpoints_and_sessions(service, server, trainer, tokenizer):
-    rest = tinker.RestClient()
+    rest = rest_client(server)
     trainer.forward_backward(toy_batch(tokenizer), "cross_entropy").result(timeout=60)
     trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
     state = trainer.save_state("rest-1").result(timeout=60).path
@@ -544,7 +551,7 @@ def test_save_weights_external_exports_a_peft_adapter(service, server, trainer, 
     exported = trainer.save_weights_external("export-1").result(timeout=60)
     assert isinstance(exported, types.SaveWeightsExternalResponse)
     assert exported.path == f"tinker://{trainer.model_id}/external_weights/export-1"
-    rest = tinker.RestClient()
+    rest = rest_client(server)
     urls = rest.get_external_weights_urls(exported.path).result(timeout=30).urls
     assert {"adapter_model.safetensors", "adapter_config.json"} <= set(urls)
     folder = Path(urls["adapter_model.safetensors"][len("file://") :]).parent
