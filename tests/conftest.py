@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -21,6 +22,12 @@ os.environ.setdefault("WANDB_SILENT", "true")
 # Tests never see the developer's real keys.
 for _name in ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"):
     os.environ.pop(_name, None)
+
+# A test run started as a background job of a non-interactive shell inherits SIGINT ignored, and so would
+# every CLI a test starts (exec keeps an ignored signal ignored), so Ctrl-C tests would see it shrugged off.
+# A handler (not SIG_IGN) is reset to the default on exec: the children get SIGINT as a terminal sends it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Fixture modules per area: tests/fixtures_*.py
 pytest_plugins = sorted(f"tests.{path.stem}" for path in (ROOT / "tests").glob("fixtures_*.py"))
