@@ -33,6 +33,18 @@ def test_compare_lists_only_real_config_differences_and_metric_summaries(two_run
     assert out["metrics"]["train/loss"]["aaaa0001"]["best"] is None  # no direction: first and last only
 
 
+def test_steps_done_are_the_trainers_even_when_the_environment_logged_the_next_step(two_runs):
+    """An environment logs its train metrics under the step whose batch it is filling, so at the end of a
+    run its last row can name total_steps + 1: compare and the report still say the trainer's steps."""
+    from hermes_rl.core.base.fsutil import append_jsonl
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.runs.export import html_report
+
+    append_jsonl(run_dir("aaaa0001") / "env_metrics.jsonl", {"step": 21, "time": 1.0, "train/percent_correct": 1.0})
+    assert [r["steps"] for r in compare_runs(two_runs)["runs"]] == [20, 7]
+    assert ">steps</span><b>20 /" in html_report("aaaa0001")
+
+
 def test_compare_cli_json_text_and_bad_input(two_runs, capsys):
     assert cli.main(["compare", *two_runs, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["config_differences"][0]["key"] == "env.group_size"

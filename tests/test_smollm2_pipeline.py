@@ -22,12 +22,15 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def prepared_smollm2(tmp_path_factory):
-    """SmolLM2 prepared once for this module (minutes); each test links it into its $HERMES_HOME."""
+    """SmolLM2 prepared once per test run (~20 s of CPU), in a folder every xdist worker shares: the first
+    worker to ask prepares it under ensure_model's lock, the others wait and reuse it. Each test links it
+    into its $HERMES_HOME."""
     from hermes_rl.dataplane.models import ensure_model
+    from tests.fixtures_model import shared_tmp_root
 
-    return ensure_model(tmp_path_factory.mktemp("models") / "smollm2-135m-instruct")
+    return ensure_model(shared_tmp_root(tmp_path_factory) / "models" / "smollm2-135m-instruct")
 
 
 def _link(prepared) -> None:

@@ -126,6 +126,9 @@ class RunMetrics:
         self._keys: set[str] = set()
         self._resets = 0
         self.last_time: float | None = None  # newest "time" seen (for stall detection)
+        # The steps the trainer has done: its newest row's step. Environment rows can name the step after
+        # the last (the batch being gathered when training ended), so the merged rows' last step overstates it.
+        self.trainer_step: int | None = None
         self.environments: list[str] = []  # names the environment rows carry, in first-seen order
 
     def poll(self) -> bool:
@@ -139,6 +142,7 @@ class RunMetrics:
             self._by_step.clear()
             self._sorted_rows = None
             self._keys.clear()
+            self.trainer_step = None
             self.trainer.offset = self.env.offset = 0
             trainer_rows, env_rows = self.trainer.poll(), self.env.poll()
         if self._new_environments(env_rows) and len(self.environments) == 2:
@@ -151,6 +155,9 @@ class RunMetrics:
         changed = False
         for row in trainer_rows:
             changed |= self._merge(row, from_env=False)
+            step = _step(row)
+            if step is not None and (self.trainer_step is None or step > self.trainer_step):
+                self.trainer_step = step
         for row in env_rows:
             changed |= self._merge(row, from_env=True)
         if changed:

@@ -81,7 +81,7 @@ def compare_runs(run_ids: list[str]) -> dict:
                 "environment": run.get("environment"),
                 "profile": run.get("profile"),
                 "status": run.get("status"),
-                "steps": rows[-1].get(Metric.STEP) if rows else None,
+                "steps": reader.trainer_step,
                 "total_steps": run.get("total_steps"),
                 "profile_changes": run.get("profile_changes") or {},
                 "profile_values": run.get("profile_values") or {},

@@ -42,14 +42,19 @@ EVAL_TABLE_ROWS = 200  # a longer eval history is shown evenly thinned (`hermes-
 # -- metrics ----------------------------------------------------------------------------------
 
 
-def _all_rows(run_id: str) -> list[dict]:
+def _all_metrics(run_id: str):
+    """A RunMetrics over every row of the run's metrics files (nothing thinned)."""
     from hermes_rl.core import runs
     from hermes_rl.core.readers.metrics import RunMetrics
 
     runs.get_run(run_id, sample=False)  # NotFound for an unknown run, before any file is read
     metrics = RunMetrics(run_dir(run_id), max_rows=sys.maxsize)
     metrics.poll()
-    return metrics.rows
+    return metrics
+
+
+def _all_rows(run_id: str) -> list[dict]:
+    return _all_metrics(run_id).rows
 
 
 def metrics_table(run_id: str, keys: list[str] | None = None) -> tuple[list[str], list[dict]]:
@@ -284,10 +289,11 @@ def html_report(run_id: str) -> str:
 
     run = runs.get_run(run_id, sample=False)
     checkpoint, tinker_path = checkpoint_paths(run_id)
-    rows = _all_rows(run_id)
+    metrics = _all_metrics(run_id)
+    rows = metrics.rows
     keys = metric_keys(rows)
     status = str(run.get("status"))
-    steps_done = (rows[-1].get("step") if rows else None) or 0
+    steps_done = metrics.trainer_step or 0
     total = run.get("total_steps")
     series = _all_series(rows, keys)
     accuracy = metric_summary(series.get(str(Metric.EVAL_PERCENT_CORRECT), []), Metric.EVAL_PERCENT_CORRECT) or {}
