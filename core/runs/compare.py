@@ -74,7 +74,6 @@ def compare_runs(run_ids: list[str]) -> dict:
         run = get_run(run_id, sample=False)
         reader = RunMetrics(run_dir(run_id))
         reader.poll()
-        rows = reader.rows
         runs.append(
             {
                 "run_id": run_id,
