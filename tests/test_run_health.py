@@ -55,6 +55,25 @@ if __name__ == "__main__":
     SameScoresEnv.cli()
 '''
 
+SILENT_DROP = '''
+"""Toy addition whose scoring drops every group without a word, as environments do whose score() returns
+None when a group's answers all score the same (regex_generation, reasoning_gym on a weak model)."""
+
+from hermes_rl.environments.toy_addition import ToyAdditionEnv
+
+
+class SilentDropEnv(ToyAdditionEnv):
+    name = "silent_drop_env"
+
+    async def collect_trajectories(self, item):
+        _, backlog = await super().collect_trajectories(item)
+        return None, backlog
+
+
+if __name__ == "__main__":
+    SilentDropEnv.cli()
+'''
+
 LONG_PROMPTS = '''
 """Toy addition with a preamble far longer than the tiny model's context."""
 
@@ -191,6 +210,28 @@ def test_groups_that_all_score_the_same_are_explained(tiny_model_dir, run_cleanu
     assert health["no_step_for_s"] > health["threshold_s"] >= 20
     assert "Scores are the same" in _cli_status(run_id, capsys)["reason"]
     assert "Scores are the same" in toolset.rl_check_status(run_id)["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_environment_dropping_every_group_silently_is_explained(tiny_model_dir, run_cleanup, capsys):
+    from hermes_rl.core.clients import toolset
+
+    use_tiny_model(tiny_model_dir, total_steps=50)
+    _write_env("silent_drop_env", SILENT_DROP)
+    run_id, launched = _start("silent_drop_env")
+    run_cleanup.append(run_id)
+    status, to_reason, after_ready = _wait_for_reason(run_id, launched)
+    _report(f"\nsilent drop: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
+    assert after_ready <= READY_TO_REASON_S
+    health = status["health"]
+    assert health["state"] == "no_progress", health
+    assert "the environment got " in health["reason"] and "sent run-api no scored group" in health["reason"]
+    served = int(health["reason"].split("the environment got ", 1)[1].split(" ", 1)[0].replace(",", ""))
+    assert served >= 8  # at least a group's worth of completions (group_size 8) went out
+    assert "hermes-rl test-inference --env silent_drop_env" in health["tip"]
+    assert "sent run-api no scored group" in _cli_status(run_id, capsys)["reason"]
+    assert "sent run-api no scored group" in toolset.rl_check_status(run_id)["reason"]
 
 
 @pytest.mark.slow

@@ -10,6 +10,8 @@ grouped and counted, and run-api's /status). Two verdicts carry a reason and a t
   the environment's imports and dataset, the trainer's model) and five step times, and never more
   than the stall threshold. A slow machine starts slowly too, so it waits longer there.
   $HERMES_RL_NO_STEP_S sets it outright (0: never).
+  When no process logged a problem but the environments got completions from the policy and run-api
+  received no scored group, the reason says the environment dropped every group it scored.
 - `failing`: a process (not run-api) logged at least FAILING_MIN_ERRORS error lines and more errors
   than run-api received scored groups: most of an environment's items fail, steps or not.
 """
@@ -88,6 +90,16 @@ def _top_problem(processes: dict, *, errors_only: bool = False) -> tuple[str, di
     return best
 
 
+def _completions_served(status: dict) -> int:
+    """Completions the trainer's inference server gave the environments (its /health answer)."""
+    served = 0
+    for answer in status.values():
+        count = answer.get("completions") if isinstance(answer, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            served += count
+    return served
+
+
 def _api_words(status: dict) -> str:
     for answer in status.values():
         if isinstance(answer, dict) and "queue_size" in answer:
@@ -119,7 +131,7 @@ def run_health(
     status = record.get("status") or {}
     delivered = sum(int(p.get("delivered") or 0) for p in processes.values())
     verdict["groups_delivered"] = delivered
-    verdict["api"] = next((a for a in status.values() if isinstance(a, dict)), None)
+    verdict["api"] = status.get("api") if isinstance(status.get("api"), dict) else None
     verdict["problems"] = {
         name: {"errors": p.get("errors", 0), "warnings": p.get("warnings", 0), "top": (p.get("problems") or [])[:3]}
         for name, p in processes.items()
@@ -163,6 +175,20 @@ def run_health(
             reason=f"running, {what} in {idle:.0f} s: {name} logged {problem['count']:,} × "
             + _quote(problem["message"]),
             tip=problem_tip(problem["message"], process=name, run_id=run_id),
+        )
+    elif delivered == 0 and (served := _completions_served(status)):
+        environment = run.get("environment") or "ENV"
+        verdict.update(
+            reason=(
+                f"running, {what} in {idle:.0f} s: the environment got {served:,} completion(s) from the policy "
+                "and sent run-api no scored group: it dropped every group it scored (a group whose answers all "
+                "score the same carries no learning signal, and most environments drop it)"
+            ),
+            tip=(
+                f"see its answers and their scores: hermes-rl test-inference --env {environment}; a larger "
+                "group_size gives a group more chances to differ, and a model too weak for the task scores "
+                "every answer alike"
+            ),
         )
     else:
         verdict.update(

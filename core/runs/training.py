@@ -145,6 +145,8 @@ def training_pipeline(
             completion_file="{run_dir}/results.json",
             stop_timeout=15.0,
             port="inference",
+            # completions served to the environments: with no scored group delivered, they were all dropped
+            status_url=f"http://{address}:{{port:inference}}/health",
         )
     )
     groups = [("env", env, config_path, int(workers.get("replicas") or 1)), *(mixed or [])]

@@ -1,7 +1,9 @@
 """The trainer's inference server: environments sample from the current policy through it.
 
 Endpoints (127.0.0.1 only):
-  GET  /health                 200 {"status": "ok", "step": N, "model": ...} once a sampling client exists, else 503
+  GET  /health                 200 {"status": "ok", "step": N, "model": ..., "requests": R, "completions": C} once a
+                               sampling client exists, else 503 (the supervisor records it in health.json: a run
+                               whose environment got completions but delivered no scored group says so)
   POST /generate               SGLang's native form, what Atropos' managed server (server_type sglang) calls
   POST /v1/completions         OpenAI completions, with logprobs
   POST /v1/chat/completions    OpenAI chat completions, with logprobs
@@ -41,6 +43,7 @@ class Policy:
         self.sampling_client = None
         self.step = 0
         self.requests = 0
+        self.completions = 0  # sequences served, over all requests
         # Finish reason of recent completions by their tokens, for the rollout recorder (bounded).
         self._finish: dict[tuple[int, ...], str] = {}
         self._finish_lock = threading.Lock()
@@ -84,6 +87,7 @@ class Policy:
         response = await client.sample(
             prompt=types.ModelInput.from_ints(prompt_tokens), num_samples=int(n), sampling_params=sampling
         )
+        self.completions += len(response.sequences)
         out = []
         for seq in response.sequences:
             tokens = list(seq.tokens)
@@ -139,7 +143,15 @@ def build_app(policy: Policy) -> web.Application:
     async def health(request: web.Request):
         if policy.sampling_client is None:
             return web.json_response({"status": "starting", "step": policy.step}, status=503)
-        return web.json_response({"status": "ok", "step": policy.step, "model": policy.model_name})
+        return web.json_response(
+            {
+                "status": "ok",
+                "step": policy.step,
+                "model": policy.model_name,
+                "requests": policy.requests,
+                "completions": policy.completions,
+            }
+        )
 
     @routes.get("/v1/models")
     async def models(request: web.Request):
