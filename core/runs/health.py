@@ -10,8 +10,8 @@ grouped and counted, and run-api's /status). Two verdicts carry a reason and a t
   the environment's imports and dataset, the trainer's model) and five step times, and never more
   than the stall threshold. A slow machine starts slowly too, so it waits longer there.
   $HERMES_RL_NO_STEP_S sets it outright (0: never).
-  When no process logged a problem but the environments got completions from the policy and run-api
-  received no scored group, the reason says the environment dropped every group it scored.
+  When no process logged a problem but the environments got DROPPED_GROUPS groups' worth of completions
+  from the policy and run-api received no scored group, the reason says the environment drops what it scores.
 - `failing`: a process (not run-api) logged at least FAILING_MIN_ERRORS error lines and more errors
   than run-api received scored groups: most of an environment's items fail, steps or not.
 """
@@ -34,6 +34,9 @@ NO_STEP_MIN_S = 20.0
 STEP_TIMES = 5.0
 STARTUP_SHARE = 1 / 3
 FAILING_MIN_ERRORS = 20
+# Completions served, in groups, before a run that delivered nothing is said to drop what it scores: one group
+# may still be in scoring, or (an environment that plays several turns an episode) still being played.
+DROPPED_GROUPS = 2
 
 _QUOTE_CHARS = 120
 
@@ -98,6 +101,18 @@ def _completions_served(status: dict) -> int:
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
             served += count
     return served
+
+
+def _group_size(run: dict) -> int:
+    """The run's group size (its config.yaml), or 8 when it cannot be read."""
+    from hermes_rl.core.runs.runconfig import read_run_config
+
+    size = (
+        (read_run_config(str(run.get("run_id") or "")).get("env") or {}).get("group_size")
+        if run.get("run_id")
+        else None
+    )
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 8
 
 
 def _api_words(status: dict) -> str:
@@ -176,18 +191,18 @@ def run_health(
             + _quote(problem["message"]),
             tip=problem_tip(problem["message"], process=name, run_id=run_id),
         )
-    elif delivered == 0 and (served := _completions_served(status)):
+    elif delivered == 0 and (served := _completions_served(status)) >= DROPPED_GROUPS * _group_size(run):
         environment = run.get("environment") or "ENV"
         verdict.update(
             reason=(
-                f"running, {what} in {idle:.0f} s: the environment got {served:,} completion(s) from the policy "
-                "and sent run-api no scored group: it dropped every group it scored (a group whose answers all "
+                f"running, {what} in {idle:.0f} s: the environment got {served:,} completions from the policy "
+                "and sent run-api no scored group: it drops the groups it scores (a group whose answers all "
                 "score the same carries no learning signal, and most environments drop it)"
             ),
             tip=(
                 f"see its answers and their scores: hermes-rl test-inference --env {environment}; a larger "
                 "group_size gives a group more chances to differ, and a model too weak for the task scores "
-                "every answer alike"
+                "every answer alike (an environment that plays many turns an episode may still be in its first)"
             ),
         )
     else:
