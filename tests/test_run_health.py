@@ -265,3 +265,34 @@ def test_the_tinker_sdks_long_poll_is_not_a_problem_but_its_failures_are():
     )
     level, message = logged_problem(failed)
     assert level == "warning" and message.endswith("after 500")
+
+
+@pytest.mark.parametrize(
+    "trainer_status, words",
+    [
+        ({"status": "ok", "requests": 4, "completions": 32, "in_flight": 1}, "sent run-api no scored group"),
+        ({"status": "ok", "requests": 16, "completions": 1, "in_flight": 15}, "still answering 15 request(s)"),
+        ({"status": "ok", "requests": 0, "completions": 0, "in_flight": 0}, "no process logged a problem"),
+    ],
+)
+def test_no_step_reason_says_whether_the_environment_drops_its_groups_or_waits_on_the_policy(
+    tmp_path, trainer_status, words
+):
+    """From what the supervisor recorded of the trainer's /health: two groups' worth of completions served
+    and nothing delivered is dropped work; requests still in flight are a slow policy, not a silent one."""
+    from hermes_rl.core.base.fsutil import atomic_write_json
+    from hermes_rl.core.runs.health import run_health
+
+    now = time.time()
+    atomic_write_json(
+        tmp_path / "health.json",
+        {
+            "time": now,
+            "processes": {name: {"errors": 0, "warnings": 0, "problems": []} for name in ("api", "trainer", "env")},
+            "status": {"api": {"current_step": 0, "queue_size": 0}, "trainer": trainer_status},
+        },
+    )
+    run = {"status": "running", "run_dir": str(tmp_path), "started_at": now - 300, "created_at": now - 400}
+    verdict = run_health(run, None, startup_s=10.0, now=now)
+    assert verdict["state"] == "no_progress" and words in verdict["reason"], verdict
+    assert verdict["api"] == {"current_step": 0, "queue_size": 0}

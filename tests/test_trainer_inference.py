@@ -90,3 +90,35 @@ def test_bad_requests_are_400():
     assert _post("/v1/completions", {"prompt": 3})[0] == 400
     assert _post("/v1/chat/completions", {"messages": [], "n": 1})[0] == 400
     assert _post("/v1/chat/completions", {"messages": [{"role": "user"}], "stream": True})[0] == 400
+
+
+def test_health_counts_requests_in_flight_and_completions_served():
+    """The supervisor reads these from /health: completions served with no scored group delivered means the
+    environment drops what it scores; requests in flight mean it still waits on the policy."""
+    from types import SimpleNamespace
+
+    release = asyncio.Event()
+
+    class SlowClient:
+        async def sample(self, prompt, num_samples, sampling_params):
+            await release.wait()
+            seq = SimpleNamespace(tokens=[104, 105], logprobs=[-0.1, -0.2], stop_reason="stop")
+            return SimpleNamespace(sequences=[seq] * num_samples)
+
+    policy = Policy(CharTokenizer(), "tiny")
+    policy.sampling_client = SlowClient()
+
+    async def go():
+        async with TestClient(TestServer(build_app(policy))) as client:
+            pending = asyncio.ensure_future(client.post("/generate", json={"text": "ab", "sampling_params": {"n": 3}}))
+            while policy.in_flight == 0:
+                await asyncio.sleep(0.01)
+            during = await (await client.get("/health")).json()
+            release.set()
+            assert (await pending).status == 200
+            after = await (await client.get("/health")).json()
+            return during, after
+
+    during, after = asyncio.run(go())
+    assert (during["requests"], during["in_flight"], during["completions"]) == (1, 1, 0)
+    assert (after["requests"], after["in_flight"], after["completions"]) == (1, 0, 3)

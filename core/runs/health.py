@@ -93,14 +93,15 @@ def _top_problem(processes: dict, *, errors_only: bool = False) -> tuple[str, di
     return best
 
 
-def _completions_served(status: dict) -> int:
-    """Completions the trainer's inference server gave the environments (its /health answer)."""
-    served = 0
+def _policy_count(status: dict, key: str) -> int:
+    """A count from the trainer's inference server's /health answer: `completions` served to the
+    environments, `in_flight` requests being sampled now."""
+    total = 0
     for answer in status.values():
-        count = answer.get("completions") if isinstance(answer, dict) else None
+        count = answer.get(key) if isinstance(answer, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            served += count
-    return served
+            total += count
+    return total
 
 
 def _group_size(run: dict) -> int:
@@ -191,7 +192,7 @@ def run_health(
             + _quote(problem["message"]),
             tip=problem_tip(problem["message"], process=name, run_id=run_id),
         )
-    elif delivered == 0 and (served := _completions_served(status)) >= DROPPED_GROUPS * _group_size(run):
+    elif delivered == 0 and (served := _policy_count(status, "completions")) >= DROPPED_GROUPS * _group_size(run):
         environment = run.get("environment") or "ENV"
         verdict.update(
             reason=(
@@ -203,6 +204,18 @@ def run_health(
                 f"see its answers and their scores: hermes-rl test-inference --env {environment}; a larger "
                 "group_size gives a group more chances to differ, and a model too weak for the task scores "
                 "every answer alike (an environment that plays many turns an episode may still be in its first)"
+            ),
+        )
+    elif in_flight := _policy_count(status, "in_flight"):
+        served = _policy_count(status, "completions")
+        verdict.update(
+            reason=(
+                f"running, {what} in {idle:.0f} s: the policy is still answering {in_flight:,} request(s) of the "
+                f"environment ({served:,} completions served so far); no process logged a problem"
+            ),
+            tip=(
+                "long completions are slow on a CPU: a smaller max_token_length (a derived profile) or a shorter "
+                f"reply asked by the environment speeds each step; hermes-rl logs {run_id} --process tinker"
             ),
         )
     else:

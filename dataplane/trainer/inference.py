@@ -1,9 +1,10 @@
 """The trainer's inference server: environments sample from the current policy through it.
 
 Endpoints (127.0.0.1 only):
-  GET  /health                 200 {"status": "ok", "step": N, "model": ..., "requests": R, "completions": C} once a
-                               sampling client exists, else 503 (the supervisor records it in health.json: a run
-                               whose environment got completions but delivered no scored group says so)
+  GET  /health                 200 once a sampling client exists, else 503: {"status": "ok", "step": N,
+                               "model": ..., "requests": R, "completions": C, "in_flight": I} (the supervisor
+                               records it in health.json: a run whose environment got completions but delivered
+                               no scored group, or waits on long ones, says so)
   POST /generate               SGLang's native form, what Atropos' managed server (server_type sglang) calls
   POST /v1/completions         OpenAI completions, with logprobs
   POST /v1/chat/completions    OpenAI chat completions, with logprobs
@@ -44,6 +45,7 @@ class Policy:
         self.step = 0
         self.requests = 0
         self.completions = 0  # sequences served, over all requests
+        self.in_flight = 0  # requests being sampled now
         # Finish reason of recent completions by their tokens, for the rollout recorder (bounded).
         self._finish: dict[tuple[int, ...], str] = {}
         self._finish_lock = threading.Lock()
@@ -84,9 +86,13 @@ class Policy:
             seed=params.get("seed"),
         )
         self.requests += 1
-        response = await client.sample(
-            prompt=types.ModelInput.from_ints(prompt_tokens), num_samples=int(n), sampling_params=sampling
-        )
+        self.in_flight += 1
+        try:
+            response = await client.sample(
+                prompt=types.ModelInput.from_ints(prompt_tokens), num_samples=int(n), sampling_params=sampling
+            )
+        finally:
+            self.in_flight -= 1
         self.completions += len(response.sequences)
         out = []
         for seq in response.sequences:
@@ -150,6 +156,7 @@ def build_app(policy: Policy) -> web.Application:
                 "model": policy.model_name,
                 "requests": policy.requests,
                 "completions": policy.completions,
+                "in_flight": policy.in_flight,
             }
         )
 
