@@ -152,6 +152,22 @@ def _dashboard_shows(run_id: str, words: str) -> tuple[str, str]:
     return asyncio.run(scenario())
 
 
+def _start_fixture(tiny_model_dir, run_cleanup, name: str, source: str, **overrides) -> tuple[str, float]:
+    """A 50-step local run of one of the fixture environments above: (run id, launch time)."""
+    use_tiny_model(tiny_model_dir, total_steps=50)
+    _write_env(name, source)
+    run_id, launched = _start(name, **overrides)
+    run_cleanup.append(run_id)
+    return run_id, launched
+
+
+def _reason_soon_after_ready(run_id: str, launched: float, label: str) -> dict:
+    """The first status report with a health reason, which must come within READY_TO_REASON_S of the run
+    being ready; its times are printed for docs/benchmarks.md."""
+    status = _reason_soon_after_ready(run_id, launched, "{label}")
+    return status
+
+
 def _start(env: str, **overrides) -> tuple[str, float]:
     launched = time.time()
     run = runs.start_run(env, "local", overrides or None)
@@ -163,15 +179,10 @@ def _start(env: str, **overrides) -> tuple[str, float]:
 def test_an_environment_raising_on_every_item_is_named_with_its_message(tiny_model_dir, run_cleanup, capsys):
     from hermes_rl.core.clients import toolset
 
-    use_tiny_model(tiny_model_dir, total_steps=50)
-    _write_env("raising_env", RAISING)
-    run_id, launched = _start("raising_env")
-    run_cleanup.append(run_id)
+    run_id, launched = _start_fixture(tiny_model_dir, run_cleanup, "raising_env", RAISING)
     first = toolset.rl_check_status(run_id)  # the first full report: the next one would be rate-limited
     assert first["rate_limited"] is False
-    status, to_reason, after_ready = _wait_for_reason(run_id, launched)
-    _report(f"\nraising env: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
-    assert after_ready <= READY_TO_REASON_S
+    status = _reason_soon_after_ready(run_id, launched, "raising env")
     health = status["health"]
     assert health["state"] == "failing" and health["process"] == "env"
     assert "Error in collect_trajectories: Environment version v3 for ToyTaxi is deprecated" in health["reason"]
@@ -195,13 +206,10 @@ def test_an_environment_raising_on_every_item_is_named_with_its_message(tiny_mod
 def test_groups_that_all_score_the_same_are_explained(tiny_model_dir, run_cleanup, capsys):
     from hermes_rl.core.clients import toolset
 
-    use_tiny_model(tiny_model_dir, total_steps=50)
-    _write_env("same_scores_env", SAME_SCORES)
-    run_id, launched = _start("same_scores_env", ensure_scores_are_not_same=True)
-    run_cleanup.append(run_id)
-    status, to_reason, after_ready = _wait_for_reason(run_id, launched)
-    _report(f"\nsame scores: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
-    assert after_ready <= READY_TO_REASON_S
+    run_id, launched = _start_fixture(
+        tiny_model_dir, run_cleanup, "same_scores_env", SAME_SCORES, ensure_scores_are_not_same=True
+    )
+    status = _reason_soon_after_ready(run_id, launched, "same scores")
     health = status["health"]
     assert health["state"] == "no_progress", health
     assert health["reason"].startswith("running, no trained step in ")
@@ -217,13 +225,8 @@ def test_groups_that_all_score_the_same_are_explained(tiny_model_dir, run_cleanu
 def test_an_environment_dropping_every_group_silently_is_explained(tiny_model_dir, run_cleanup, capsys):
     from hermes_rl.core.clients import toolset
 
-    use_tiny_model(tiny_model_dir, total_steps=50)
-    _write_env("silent_drop_env", SILENT_DROP)
-    run_id, launched = _start("silent_drop_env")
-    run_cleanup.append(run_id)
-    status, to_reason, after_ready = _wait_for_reason(run_id, launched)
-    _report(f"\nsilent drop: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
-    assert after_ready <= READY_TO_REASON_S
+    run_id, launched = _start_fixture(tiny_model_dir, run_cleanup, "silent_drop_env", SILENT_DROP)
+    status = _reason_soon_after_ready(run_id, launched, "silent drop")
     health = status["health"]
     assert health["state"] == "no_progress", health
     assert "the environment got " in health["reason"] and "sent run-api no scored group" in health["reason"]
@@ -239,13 +242,8 @@ def test_an_environment_dropping_every_group_silently_is_explained(tiny_model_di
 def test_prompts_longer_than_the_context_name_both_lengths(tiny_model_dir, run_cleanup, capsys):
     from hermes_rl.core.clients import toolset
 
-    use_tiny_model(tiny_model_dir, total_steps=50)
-    _write_env("long_prompt_env", LONG_PROMPTS)
-    run_id, launched = _start("long_prompt_env")
-    run_cleanup.append(run_id)
-    status, to_reason, after_ready = _wait_for_reason(run_id, launched)
-    _report(f"\nlong prompts: launch→reason {to_reason:.0f} s, ready→reason {after_ready:.0f} s")
-    assert after_ready <= READY_TO_REASON_S
+    run_id, launched = _start_fixture(tiny_model_dir, run_cleanup, "long_prompt_env", LONG_PROMPTS)
+    status = _reason_soon_after_ready(run_id, launched, "long prompts")
     health = status["health"]
     assert "the model's context is 2048" in health["reason"], health
     assert "do not fit the model's context of 2048 tokens" in health["tip"]
