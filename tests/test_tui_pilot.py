@@ -246,6 +246,13 @@ def test_every_binding_has_an_id():
 
 
 def test_navigation_filter_sort_chart_and_notifications(hermes_home, synthetic_runs):
+    from hermes_rl.core.base.fsutil import append_jsonl
+    from hermes_rl.core.base.paths import run_dir
+
+    # The environment's last row names the step after the trainer's last (it fills the next batch's groups):
+    # the metrics pane still says the run is at the trainer's step.
+    append_jsonl(run_dir("a1b2c3d4") / "env_metrics.jsonl", {"step": 21, "time": 1.0, "train/percent_correct": 0.5})
+
     async def scenario():
         app = HermesDashboard(clock=fixed_clock)
         async with app.run_test(size=(160, 48)) as pilot:
@@ -261,6 +268,7 @@ def test_navigation_filter_sort_chart_and_notifications(hermes_home, synthetic_r
             await wait_for(
                 pilot, lambda: "eval 0.85 (from 0.25)" in str(metrics_pane.border_subtitle), what="eval in metrics"
             )
+            assert str(metrics_pane.border_subtitle).startswith("step 20 · eval"), metrics_pane.border_subtitle
             await pilot.press("G")
             await wait_for(pilot, lambda: app.selected_run == "0badc0de", what="G goes to the last run")
             await pilot.press("R")  # sort by reward, ascending

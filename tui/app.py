@@ -579,7 +579,7 @@ class HermesDashboard(App):
     def on_live_updater_metrics_updated(self, message: LiveUpdater.MetricsUpdated) -> None:
         if message.run_id != self.selected_run:
             return
-        self.pane(MetricsPane).show(message.run_id, message.rows)
+        self.pane(MetricsPane).show(message.run_id, message.rows, message.trainer_step)
         if isinstance(self.screen, (ChartScreen, StepTimeScreen)):
             self.screen.update_rows(message.rows)
 

@@ -175,6 +175,7 @@ class LiveUpdater:
 
         run_id: str
         rows: list[dict]
+        trainer_step: int | None = None  # the trainer's newest step (an environment row can name the next)
 
     @dataclass
     class LogsGrew(Message):
@@ -322,7 +323,7 @@ class LiveUpdater:
                     view.last_sample = run
                     self._post(self.RunSampled(view.run_id, run))
         if new_metrics:
-            self._post(self.MetricsUpdated(view.run_id, view.metrics.rows))
+            self._post(self.MetricsUpdated(view.run_id, view.metrics.rows, view.metrics.trainer_step))
         grown = []
         width = view.name_width()
         for name, reader in list(view.readers.items()):

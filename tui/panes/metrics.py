@@ -127,7 +127,7 @@ class MetricsPane(Vertical):
     def table(self) -> MetricsTable:
         return self.query_one(MetricsTable)
 
-    def show(self, run_id: str | None, rows: list[dict]) -> None:
+    def show(self, run_id: str | None, rows: list[dict], trainer_step: int | None = None) -> None:
         # Sparklines and trends only look at the last SPARK_WIDTH values of each key in the recent rows
         # (one pass from the end), so work per update stays constant however long the run; the full
         # history is scanned once per selected run (to learn every key) and once for a key not logged
@@ -168,7 +168,7 @@ class MetricsPane(Vertical):
         if self.zoomed:
             self._show_grid()
             return
-        last_step = rows[-1].get("step") if rows else None
+        last_step = trainer_step if trainer_step is not None else (rows[-1].get("step") if rows else None)
         evals = recent.get(EVAL_KEY) or self._older.get(EVAL_KEY)
         accuracy = (
             f" · eval {evals[-1][1]:.2f}" + (f" (from {self._first_eval:.2f})" if self._first_eval is not None else "")
