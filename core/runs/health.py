@@ -108,11 +108,7 @@ def _group_size(run: dict) -> int:
     """The run's group size (its config.yaml), or 8 when it cannot be read."""
     from hermes_rl.core.runs.runconfig import read_run_config
 
-    size = (
-        (read_run_config(str(run.get("run_id") or "")).get("env") or {}).get("group_size")
-        if run.get("run_id")
-        else None
-    )
+    size = (read_run_config(run["run_id"]).get("env") or {}).get("group_size") if run.get("run_id") else None
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 8
 
 
@@ -183,6 +179,7 @@ def run_health(
         return verdict
     what = "no trained step" if not last.get("step") else f"no trained step since step {last['step']}"
     top = _top_problem(processes)
+    served = _policy_count(status, "completions")
     verdict["state"] = "no_progress"
     if top:
         name, problem = top
@@ -192,7 +189,7 @@ def run_health(
             + _quote(problem["message"]),
             tip=problem_tip(problem["message"], process=name, run_id=run_id),
         )
-    elif delivered == 0 and (served := _policy_count(status, "completions")) >= DROPPED_GROUPS * _group_size(run):
+    elif delivered == 0 and served and served >= DROPPED_GROUPS * _group_size(run):
         environment = run.get("environment") or "ENV"
         verdict.update(
             reason=(
@@ -207,7 +204,6 @@ def run_health(
             ),
         )
     elif in_flight := _policy_count(status, "in_flight"):
-        served = _policy_count(status, "completions")
         verdict.update(
             reason=(
                 f"running, {what} in {idle:.0f} s: the policy is still answering {in_flight:,} request(s) of the "
