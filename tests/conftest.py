@@ -52,6 +52,18 @@ def shared_probe_cache(tmp_path_factory):
         os.environ[PROBE_CACHE_ENV] = saved
 
 
+@pytest.fixture(scope="session", autouse=True)
+def warm_probe_server():
+    """A test worker is a long-lived client, as the dashboard is: its config probes fork from one warm
+    server that imported atroposlib once (core.envs.probe.keep_warm), instead of importing it afresh for
+    every environment a test writes. CLIs and supervisors the tests start still probe cold."""
+    from hermes_rl.core.envs import probe
+
+    probe.keep_warm()
+    yield
+    probe.keep_warm(False)
+
+
 @pytest.fixture(autouse=True)
 def hermes_home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "hermes_home"

@@ -118,6 +118,9 @@ def main() -> None:
         raise SystemExit(2)
     import anyio
 
+    from hermes_rl.core.envs.probe import keep_warm
+
+    keep_warm()  # an agent session probes environment after environment
     try:
         anyio.run(serve_stdio)
     except KeyboardInterrupt:

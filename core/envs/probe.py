@@ -23,6 +23,7 @@ from hermes_rl.core.base.failures import describe_failure, exception_line, failu
 from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_regular_text
 from hermes_rl.core.base.paths import probe_cache_dir, rl_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, redact
+from hermes_rl.core.daemons.forkserver import ColdStartNeeded, ForkServer
 from hermes_rl.core.daemons.spawn import run_bounded
 from hermes_rl.core.envs.discovery import EnvInfo, ImportRoot, import_root
 
@@ -31,6 +32,10 @@ PROBE_TIMEOUT_S = 60.0  # importing atroposlib alone takes seconds on a busy mac
 PROBE_VERSION = 2  # bump when the probe's output changes, to invalidate disk caches
 REFRESH_HINT = "the probe's result is cached until the files or installed packages change; --refresh probes again"
 
+PROBE_MODULE = "hermes_rl.core.envs.probe_child"
+# What every environment's module imports first: preloaded once by a warm probe server (keep_warm).
+WARM_PRELOAD = ["atroposlib.envs.base"]
+_warm_server: ForkServer | None = None
 _probe_lock = threading.Lock()
 _probe_memo: dict[tuple[str, str], tuple[tuple, dict | None, str | None, float]] = {}
 _probe_running: dict[tuple[str, str], threading.Lock] = {}
@@ -80,18 +85,56 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def keep_warm(enabled: bool = True) -> None:
+    """For a long-lived client (the dashboard, the MCP server, the agent plugin): probe in forks of one
+    process that has imported atroposlib already, so each probe after the first costs a fork, not the
+    seconds of a fresh import. The server is this process's child and ends with it (or here, disabled)."""
+    global _warm_server
+    with _probe_lock:
+        if enabled and _warm_server is None:
+            _warm_server = ForkServer(WARM_PRELOAD, _probe_env())
+        elif not enabled and _warm_server is not None:
+            _warm_server.close()
+            _warm_server = None
+
+
+def _packages_stamp() -> tuple:
+    """Changes when a package is installed or removed (site-packages changes): a warm server's imports are stale."""
+    try:
+        st = os.stat(sysconfig.get_paths()["purelib"])
+        return (st.st_mtime_ns, st.st_size)
+    except OSError:
+        return ()
+
+
 def _run_probe(env: EnvInfo) -> dict:
-    """Run core.envs.probe_child; BadInput naming the file on a crash, a timeout or bad output."""
+    """Run core.envs.probe_child (warm when keep_warm is on and the environment allows it); BadInput naming
+    the file on a crash, a timeout or bad output."""
     timeout = _probe_timeout()
     where = f"environment {env.id or env.name!r} ({env.file})"
     root = import_root(env)  # the same import root and working folder as the run's env process
+    cwd = root.cwd or str(Path(env.file).parent)
+    child_env = _probe_env(root)
+    result = None
+    server = _warm_server
+    if server is not None:
+        try:
+            result = server.run(
+                PROBE_MODULE,
+                [env.file, env.class_name],
+                timeout,
+                env=child_env,
+                cwd=cwd,
+                stamp=_packages_stamp(),
+                folders=list(root.sys_path),
+            )
+        except ColdStartNeeded:
+            result = None
     try:
-        result = run_bounded(
-            [sys.executable, "-m", "hermes_rl.core.envs.probe_child", env.file, env.class_name],
-            timeout,
-            cwd=root.cwd or str(Path(env.file).parent),
-            env=_probe_env(root),
-        )
+        if result is None:
+            result = run_bounded(
+                [sys.executable, "-m", PROBE_MODULE, env.file, env.class_name], timeout, cwd=cwd, env=child_env
+            )
     except OSError as exc:
         raise BadInput(f"cannot start the config probe for {where}: {exc.strerror}") from exc
     if result.timed_out:
@@ -237,7 +280,7 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
     pairs = [[env.file, env.class_name] for env, _ in todo]
     # What finished before the deadline still counts.
     out = run_bounded(
-        [sys.executable, "-m", "hermes_rl.core.envs.probe_child", "--batch", json.dumps(pairs)],
+        [sys.executable, "-m", PROBE_MODULE, "--batch", json.dumps(pairs)],
         _probe_timeout() + 5 * len(todo),
         cwd=str(rl_dir()) if rl_dir().is_dir() else None,
         env=_probe_env(),

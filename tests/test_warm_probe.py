@@ -1,0 +1,198 @@
+"""Warm config probes: a long-lived client (dashboard, MCP server, agent plugin) probes environments in
+forks of one server that imported atroposlib once (core.daemons.forkserver), and gets what a cold probe
+in a fresh interpreter would have given — the same fields, the same errors, the same limits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from hermes_rl.core.base.errors import BadInput
+from hermes_rl.core.base.paths import PROJECT_ROOT
+from hermes_rl.core.daemons.forkserver import ForkServer
+from hermes_rl.core.envs import probe
+from hermes_rl.core.envs.discovery import find_environment
+from tests.fixtures_config import fixture_id
+
+pytestmark = pytest.mark.timeout(240)
+
+# A config_init that tells who ran it: the probe's parent, whether a secret reached it, its folder.
+WHO_ENV = """
+import os
+from pathlib import Path
+
+from atroposlib.envs.base import BaseEnv, BaseEnvConfig
+from pydantic import Field
+
+
+def _environ_block():
+    return Path("/proc/self/environ").read_bytes()
+
+
+class WhoConfig(BaseEnvConfig):
+    parent: int = Field(default_factory=os.getppid)
+    sees_key: bool = Field(default_factory=lambda: "TINKER_API_KEY" in os.environ or b"tml-secret" in _environ_block())
+    folder: str = Field(default_factory=os.getcwd)
+    atroposlib_from: str = Field(default_factory=lambda: __import__("atroposlib").__file__)
+
+
+class WhoEnv(BaseEnv):
+    name = "who"
+    env_config_cls = WhoConfig
+
+    @classmethod
+    def config_init(cls):
+        return WhoConfig(), []
+"""
+
+
+@pytest.fixture
+def server():
+    """A warm probe server of this test's own, as keep_warm() would make it."""
+    warm = ForkServer(probe.WARM_PRELOAD, probe._probe_env())
+    yield warm
+    warm.close()
+
+
+def defaults(result: dict) -> dict:
+    return {row["name"]: row["default"] for row in result["fields"]}
+
+
+def probe_with(server: ForkServer | None, name: str, monkeypatch) -> dict:
+    monkeypatch.setattr(probe, "_warm_server", server)
+    env = find_environment(name)
+    probe.clear_probe_cache(env, disk=True)
+    return probe.probe_config(env)
+
+
+def server_pid(server: ForkServer) -> int:
+    assert server._proc is not None
+    return server._proc.pid
+
+
+def test_a_warm_probe_is_a_fork_of_the_server_and_equals_a_cold_one(server, user_envs, monkeypatch):
+    (user_envs / "who_env.py").write_text(WHO_ENV)
+    cold = probe_with(None, "who", monkeypatch)
+    warm = probe_with(server, "who", monkeypatch)
+    assert defaults(warm)["parent"] == server_pid(server)  # forked, not a fresh interpreter
+    assert defaults(cold)["parent"] != server_pid(server)
+    assert defaults(warm)["folder"] == defaults(cold)["folder"] == str(user_envs)
+    for result in (warm, cold):
+        result["fields"] = [row for row in result["fields"] if row["name"] != "parent"]
+    assert warm == cold
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "toy_addition", fixture_id("fixture_child"), fixture_id("fixture_many")])
+def test_warm_and_cold_probes_give_the_same_fields(server, fixture_envs, monkeypatch, name):
+    assert probe_with(server, name, monkeypatch) == probe_with(None, name, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        (fixture_id("fixture_crash"), "RuntimeError: dataset gsm8k_missing.jsonl not found"),
+        (fixture_id("fixture_hard_exit"), "exit code 7"),
+        (fixture_id("broken_syntax"), "syntax error"),
+    ],
+)
+def test_a_failing_environment_fails_warm_as_it_does_cold(server, fixture_envs, monkeypatch, name, expected):
+    messages = []
+    for mode in (server, None):
+        with pytest.raises(BadInput) as caught:
+            probe_with(mode, name, monkeypatch)
+        messages.append(caught.value.message)
+    assert expected in messages[0]
+    assert messages[0] == messages[1]
+    # The server survives a child that crashed or exited hard, and serves the next probe.
+    assert probe_with(server, "toy_addition", monkeypatch)["ok"]
+
+
+def test_a_hanging_probe_times_out_warm_and_leaves_only_the_server(server, fixture_envs, monkeypatch):
+    monkeypatch.setenv("HERMES_RL_PROBE_TIMEOUT", "3")
+    started = time.monotonic()
+    with pytest.raises(BadInput) as caught:
+        probe_with(server, fixture_id("fixture_slow"), monkeypatch)
+    assert time.monotonic() - started < 20
+    assert "within 3 s" in caught.value.message
+    assert psutil.Process(server_pid(server)).children(recursive=True) == []
+    assert probe_with(server, "toy_addition", monkeypatch)["ok"]
+
+
+def test_a_key_in_the_clients_environment_never_reaches_a_warm_probe(user_envs, monkeypatch):
+    monkeypatch.setenv("TINKER_API_KEY", "tml-secret")  # the client has it when the server starts
+    warm = ForkServer(probe.WARM_PRELOAD, probe._probe_env())
+    try:
+        (user_envs / "who_env.py").write_text(WHO_ENV)
+        assert defaults(probe_with(warm, "who", monkeypatch))["sees_key"] is False
+        assert b"tml-secret" not in open(f"/proc/{server_pid(warm)}/environ", "rb").read()
+    finally:
+        warm.close()
+
+
+def test_a_folder_that_shadows_a_preloaded_package_is_probed_cold(server, user_envs, monkeypatch):
+    """An environment folder with its own atroposlib (an Atropos checkout) must get that one, as a cold
+    interpreter would: the warm server already holds the installed one, so that probe starts cold."""
+    (user_envs / "who_env.py").write_text(WHO_ENV)
+    own = user_envs / "atroposlib"
+    own.mkdir()
+    import atroposlib  # a copy of the installed package stands for a checkout's own
+
+    subprocess.run(["cp", "-r", os.path.dirname(atroposlib.__file__) + "/.", str(own)], check=True)
+    result = defaults(probe_with(server, "who", monkeypatch))
+    assert result["parent"] != server_pid(server)
+    assert result["atroposlib_from"] == str(own / "__init__.py")
+
+
+def test_new_installed_packages_start_a_new_server(server, monkeypatch):
+    env = {**probe._probe_env(), "HERMES_HOME": os.environ["HERMES_HOME"]}
+    args = dict(env=env, cwd=str(PROJECT_ROOT))
+    code = [str(PROJECT_ROOT / "environments" / "toy_addition.py"), "ToyAdditionEnv"]
+    assert server.run(probe.PROBE_MODULE, code, 60, stamp=("before",), **args).returncode == 0
+    first = server_pid(server)
+    assert server.run(probe.PROBE_MODULE, code, 60, stamp=("before",), **args).returncode == 0
+    assert server_pid(server) == first
+    assert server.run(probe.PROBE_MODULE, code, 60, stamp=("after",), **args).returncode == 0
+    assert server_pid(server) != first
+    assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_server_and_its_probe_die_with_their_client(fixture_envs, tmp_path):
+    """A client killed by SIGKILL mid-probe (a dashboard's terminal closed) leaves no server or probe."""
+    client = textwrap.dedent(
+        f"""
+        import os, sys
+        from hermes_rl.core.envs import probe
+        from hermes_rl.core.envs.discovery import find_environment
+        probe.keep_warm()
+        probe.probe_config(find_environment("toy_addition"))
+        print(probe._warm_server._proc.pid, flush=True)
+        os.environ["HERMES_RL_PROBE_TIMEOUT"] = "600"
+        try:
+            probe.probe_config(find_environment({fixture_id("fixture_slow")!r}))
+        except Exception as exc:
+            print("probe ended:", exc, flush=True)
+        """
+    )
+    env = {**os.environ, "HERMES_RL_PROBE_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-c", client], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        warm_pid = int(proc.stdout.readline())
+        deadline = time.monotonic() + 60
+        while not psutil.Process(warm_pid).children() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        probes = psutil.Process(warm_pid).children()
+        assert probes, "the slow probe never started"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs([psutil.Process(warm_pid), *probes], timeout=15)
+        assert alive == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
