@@ -12,7 +12,8 @@ which worker (bench/suite_timeline.py) and prints each worker's busy time and id
 `--by-process` also samples /proc every 0.2 s and
 prints the CPU of the processes the suite started, grouped by kind (pytest workers, config probes,
 supervisors, run-api, trainers, environments, local servers, …) with how many of each ran: which
-start-ups the suite pays for. A process that lives under 0.2 s is missed, so these sums are
+start-ups the suite pays for; and grouped by the test that started them (read from their $HERMES_HOME).
+A process that lives under 0.2 s is missed, so these sums are
 a lower bound of the total above.
 """
 
@@ -77,14 +78,38 @@ def sample_processes(root_pid: int, seen: dict, stop: threading.Event, interval:
                     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 except OSError:
                     continue
-                seen[key] = [cmd.strip(), cpu]
+                seen[key] = [cmd.strip(), cpu, _test_of(pid)]
             else:
                 seen[key][1] = max(seen[key][1], cpu)
 
 
+_TEST_DIR = re.compile(rb"HERMES_HOME=[^\0]*?/(test_[^/\0]+?)\d*/")
+
+
+def _test_of(pid: int) -> str:
+    """The test whose $HERMES_HOME (pytest's tmp_path/hermes_home, named after the test) a process has."""
+    try:
+        found = _TEST_DIR.search(Path(f"/proc/{pid}/environ").read_bytes())
+    except OSError:
+        return "?"
+    return found.group(1).decode(errors="replace") if found else "-"
+
+
+def print_by_test(seen: dict, count: int = 30) -> None:
+    """CPU of the processes each test started (the worker's own CPU is not in it), the largest first."""
+    totals: dict[str, list] = {}
+    for _cmd, cpu, test in seen.values():
+        entry = totals.setdefault(test, [0, 0.0])
+        entry[0] += 1
+        entry[1] += cpu
+    print(f"\nCPU of the processes each test started (by its $HERMES_HOME; pytest truncates the name), top {count}:")
+    for test, (procs, cpu) in sorted(totals.items(), key=lambda item: -item[1][1])[:count]:
+        print(f"  {cpu:7.1f} s  {procs:4d} processes  {test}")
+
+
 def print_by_kind(seen: dict) -> None:
     totals: dict[str, list] = {}
-    for cmd, cpu in seen.values():
+    for cmd, cpu, _test in seen.values():
         kind = next((name for name, pattern in PROCESS_KINDS if re.search(pattern, cmd)), "other")
         entry = totals.setdefault(kind, [0, 0.0, {}])
         entry[0] += 1
@@ -240,6 +265,7 @@ def main(argv: list[str]) -> int:
         print(durations.group(1).rstrip())
     if by_process:
         print_by_kind(seen)
+        print_by_test(seen)
     if timeline and timeline.exists():
         print_timeline(timeline, started_at)
     if left:
