@@ -269,6 +269,7 @@ class Trainer:
             batch, self._early_batch = self._early_batch, None
             return batch
         failures = 0
+        interval = self.settings.batch_poll_s
         while True:
             try:
                 data = await self._get_json("/batch")
@@ -282,7 +283,8 @@ class Trainer:
             batch = data.get("batch")
             if batch:
                 return batch
-            await asyncio.sleep(self.settings.batch_poll_s)
+            await asyncio.sleep(interval)
+            interval = min(interval * 1.5, self.settings.batch_poll_max_s)
 
     async def train_step(self, batch: list[dict], waited_s: float) -> dict:
         """One GRPO update on `batch`; its row holds the step's phases as time/… seconds (PHASE_KEYS),

@@ -66,7 +66,10 @@ class TrainerSettings:
     wandb_project: str = "hermes-rl"
     wandb_group: str | None = None
     wandb_run_name: str | None = None
-    batch_poll_s: float = 0.02  # how often an empty /batch is retried
+    # An empty /batch is retried after batch_poll_s, then less and less often up to batch_poll_max_s: a
+    # batch that comes soon is taken at once, a slow environment is not polled 50 times a second.
+    batch_poll_s: float = 0.02
+    batch_poll_max_s: float = 0.25
     seed: int | None = None
     stop_on_plateau: int = 0  # end the run once eval has been flat for this many evals (0: never)
     resume_state: str | None = None  # a save_state path (tinker://...) to continue from
