@@ -694,9 +694,7 @@ def _exit_by_deadline(seconds: float, app: App) -> None:
 
 def run_dashboard(run_id: str | None = None) -> None:
     """Entry point of `hermes-rl` with no arguments."""
-    from hermes_rl.core.envs.probe import keep_warm
-
-    keep_warm()  # the environments screen probes one environment after another
+    backend.keep_probes_warm()  # the environments screen probes one environment after another
     app = HermesDashboard(run_id=run_id)
     app.exit_deadline_s = QUIT_DEADLINE_S
     app.run()

@@ -67,6 +67,12 @@ def restart_process(run_id: str, name: str, wait: float = 30.0) -> dict:
 
 
 # -- environments and config ------------------------------------------------------------------
+def keep_probes_warm() -> None:
+    from hermes_rl.core.envs.probe import keep_warm
+
+    keep_warm()
+
+
 def discover_environments() -> list:
     from hermes_rl.core.envs.discovery import discover_environments
 
