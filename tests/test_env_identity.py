@@ -176,6 +176,25 @@ def test_a_package_with_relative_imports_configures_and_starts(tmp_path, monkeyp
     assert line in str(probed.value)  # the probe says what the run would say
 
 
+@pytest.mark.timeout(300)
+def test_a_package_holding_a_module_of_its_own_name_still_imports_as_the_package(tmp_path, monkeypatch):
+    """`mathpkg/` holding `mathpkg.py` beside `env.py` (a layout of the public tree: infinimath): the run
+    imports `mathpkg.env` with the package's parent first on sys.path, as `python -m mathpkg.env` would;
+    the file's own folder first would make `import mathpkg` find the module and every relative import fail."""
+    from hermes_rl.core.envs import drafts
+
+    root = tmp_path / "extra"
+    env_file = _package(root, "shadowed", "helpers")
+    package = env_file.parent
+    (package / f"{package.name}.py").write_text("# a module named like its package\nVALUE = 1\n")
+    monkeypatch.setenv(discovery.ENV_PATH_VAR, str(root))
+    discovery.clear_cache()
+
+    assert "group_size" in drafts.get_config("shadowed", "local").values()  # the probe imported it
+    started = _launch_env_file(discovery.find_environment("shadowed"), "serve", "--help")
+    assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
+
+
 # -- fit: what the environment generates against the profile model's context ---------------------------
 
 

@@ -89,7 +89,7 @@ def test_a_warm_probe_is_a_fork_of_the_server_and_equals_a_cold_one(server, user
     assert warm == cold
 
 
-@pytest.mark.parametrize("name", ["gsm8k", "toy_addition", fixture_id("fixture_child"), fixture_id("fixture_many")])
+@pytest.mark.parametrize("name", ["gsm8k", fixture_id("fixture_child")])
 def test_warm_and_cold_probes_give_the_same_fields(server, fixture_envs, monkeypatch, name):
     assert probe_with(server, name, monkeypatch) == probe_with(None, name, monkeypatch)
 

@@ -26,7 +26,9 @@ def module_target(file: str | Path) -> tuple[list[str], str | None]:
         root = root.parent
     if root == directory:
         return [str(directory)], None
-    return [str(directory), str(root)], ".".join(path.relative_to(root).with_suffix("").parts)
+    # The package's parent first, as `python -m pkg.env` has it; the file's own folder after it, for loose
+    # sibling imports. The other way round, a module named like its package (pkg/pkg.py) hides the package.
+    return [str(root), str(directory)], ".".join(path.relative_to(root).with_suffix("").parts)
 
 
 def _put_first(entries: list[str]) -> None:
