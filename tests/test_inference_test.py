@@ -69,6 +69,7 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
         "correct": 4,
         "accuracy": 0.5,
         "mean_score": 0.5,
+        "alike_groups": 0,
     }
     folder = Path(summary["folder"])
     assert folder.parent == hermes_home / "logs" / "rl_training" / "inference_tests"
@@ -166,6 +167,54 @@ def test_without_key_or_base_url_it_uses_a_running_local_run(
     (run_dir(run["run_id"]) / "metrics.jsonl").write_text('{"step": 7, "reward/mean": 0.5}\n')
     out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 2})
     assert out["target"]["policy"] == f"run {run['run_id']} policy @ step 7"
+
+
+DROPPING_ENV = """
+from tool_arith import ToolArithEnv
+
+
+class DroppingArithEnv(ToolArithEnv):
+    \"\"\"Asks the model, then returns no group: what an environment whose score() returns None for a group
+    whose answers all scored alike does (the public regex and instruction-following environments).\"\"\"
+
+    name = "dropping_arith"
+
+    async def collect_trajectories(self, item):
+        await super().collect_trajectories(item)
+        return None, []
+
+
+if __name__ == "__main__":
+    DroppingArithEnv.cli()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_an_environment_that_drops_every_group_is_stopped_and_named_before_the_timeout(
+    arith_env, openai_stub, hermes_home
+):
+    (hermes_home / "rl" / "environments" / "dropping_arith.py").write_text(DROPPING_ENV)
+    test = InferenceTest.prepare(2, 4, ["always-right"], openai_stub.base_url, env_name="dropping_arith", timeout_s=280)
+    summary = test.run()
+    result = summary["models"][0]
+    assert result["steps"] == 0 and result["completions"] == 0
+    assert not any("timed out" in error for error in result["errors"]), result["errors"]
+    stopped = [e for e in result["errors"] if e.startswith("stopped after")]
+    assert stopped and "groups in a row were dropped with none saved" in stopped[0], result["errors"]
+    assert "0/2 groups saved" in stopped[0]
+    assert summary["environment_working"] is False
+    assert json.loads((Path(summary["folder"]) / "summary.json").read_text()) == summary
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_groups_whose_answers_all_score_the_same_are_called_out(arith_env, openai_stub):
+    """Every answer right (or every one alike) works as a test, but a run learns nothing from such groups."""
+    summary = InferenceTest.prepare(2, 4, ["always-right"], openai_stub.base_url, timeout_s=200).run()
+    assert summary["models"][0]["alike_groups"] == 2 and summary["models"][0]["accuracy"] == 1.0
+    assert summary["environment_working"] is True
+    assert "in every group all answers scored the same, and a run drops such groups" in summary["verdict"]
 
 
 @pytest.mark.timeout(120)

@@ -650,7 +650,8 @@ TOOLS: tuple[Tool, ...] = (
             "num_steps": "int",
             "group_size": "int",
             "correct_means": "the score that counts as correct",
-            "models": "list of {model, folder, steps, completions, correct, accuracy, mean_score, errors, exit_code, "
+            "models": "list of {model, folder, steps, completions, correct, accuracy, mean_score, alike_groups "
+            "(groups whose answers all scored the same: a run drops them), errors, exit_code, "
             "duration_s, rollouts_path, log_path}",
             "best_model": "the model with the best accuracy or null",
             "best_accuracy": "float or null",

@@ -69,6 +69,9 @@ MAX_MODELS = 10
 _POLL_S = 0.25
 _ERROR_LINE_RE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")
 _RETRY_LINE = "Failed to process group"
+# Atropos retries a group its scoring returned nothing for, forever: after this many in a row with no group
+# saved (and at least twice the groups asked for), the test stops and says why instead of waiting out its timeout.
+DROPS_IN_A_ROW = 8
 _PLACEHOLDER_RUN_ID = "00000000"  # build_run_config wants a run; a test is not one
 OFFLINE_READY_PREFIX = "offline policy ready on "  # dataplane.offline_policy's ready line
 OFFLINE_START_S = 900.0  # preparing the model the first time takes minutes on a busy machine
@@ -109,6 +112,7 @@ class ModelResult:
     correct: int = 0
     accuracy: float | None = None
     mean_score: float | None = None
+    alike_groups: int = 0  # groups whose answers all scored the same: a run drops them (nothing to learn)
     errors: list[str] = field(default_factory=list)
     exit_code: int | None = None
     duration_s: float = 0.0
@@ -367,12 +371,12 @@ def _new_test_folder() -> tuple[str, Path]:
 
 def score_rollouts(path: Path, correct_threshold: float = 1.0) -> dict:
     """Count groups, completions and correct completions in a scored-groups jsonl."""
-    steps = completions = correct = 0
+    steps = completions = correct = alike = 0
     total = 0.0
     try:
         handle = open_regular(path)
     except OSError:
-        return {"steps": 0, "completions": 0, "correct": 0, "accuracy": None, "mean_score": None}
+        return {"steps": 0, "completions": 0, "correct": 0, "accuracy": None, "mean_score": None, "alike_groups": 0}
     with handle:
         for raw in handle:
             if not raw.endswith(b"\n"):
@@ -383,6 +387,7 @@ def score_rollouts(path: Path, correct_threshold: float = 1.0) -> dict:
                 continue
             numbers = [float(s) for s in scores if isinstance(s, (int, float)) and not isinstance(s, bool)]
             steps += 1
+            alike += len(numbers) > 1 and max(numbers) - min(numbers) < 1e-9
             completions += len(numbers)
             correct += sum(1 for s in numbers if s >= correct_threshold - 1e-9)
             total += sum(numbers)
@@ -392,7 +397,33 @@ def score_rollouts(path: Path, correct_threshold: float = 1.0) -> dict:
         "correct": correct,
         "accuracy": (correct / completions) if completions else None,
         "mean_score": (total / completions) if completions else None,
+        "alike_groups": alike,
     }
+
+
+class _RetryCounter:
+    """Counts the retry lines a child's log gains, reading only what was appended since the last call."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+        self.in_a_row = 0
+
+    def new(self) -> int:
+        """Reads what the log gained; returns the retries since the last saved group (`in_a_row`)."""
+        try:
+            with open_regular(self.path) as handle:
+                handle.seek(self.offset)
+                chunk = handle.read(1 << 20)
+        except OSError:
+            return self.in_a_row
+        self.offset += len(chunk)
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()[-4096:]
+        marker = _RETRY_LINE.encode()
+        self.in_a_row += sum(1 for line in lines if marker in line)
+        return self.in_a_row
 
 
 def _count_lines(path: Path) -> int:
@@ -752,6 +783,9 @@ class InferenceTest:
             with self._lock:
                 self._proc = proc
             done_groups = 0
+            drops = _RetryCounter(log_path)
+            give_up_after = max(DROPS_IN_A_ROW, 2 * self.num_steps)
+            gave_up = 0
             try:
                 while proc.poll() is None:
                     if self._cancelled.is_set():
@@ -762,6 +796,13 @@ class InferenceTest:
                         end_group(proc)
                         break
                     count = _count_lines(rollouts)
+                    dropped = drops.new()
+                    if count != done_groups:
+                        drops.in_a_row = 0
+                    elif dropped >= give_up_after:
+                        gave_up = dropped
+                        end_group(proc)
+                        break
                     if count != done_groups:
                         done_groups = count
                         yield {
@@ -783,6 +824,7 @@ class InferenceTest:
         counts = score_rollouts(rollouts, self.correct_threshold)
         result.steps, result.completions, result.correct = counts["steps"], counts["completions"], counts["correct"]
         result.accuracy, result.mean_score = counts["accuracy"], counts["mean_score"]
+        result.alike_groups = counts["alike_groups"]
         log_errors, retries = _log_errors(log_path, secret_values)
         errors = []
         if self._cancelled.is_set():
@@ -792,11 +834,18 @@ class InferenceTest:
                 f"timed out after {self.timeout_s:g} s with {result.steps}/{self.num_steps} groups "
                 f"(set {TIMEOUT_ENV} to allow longer)"
             )
+        elif gave_up:
+            errors.append(
+                f"stopped after {gave_up} groups in a row were dropped with none saved ({_RETRY_LINE!r} in its "
+                f"log, {result.steps}/{self.num_steps} groups saved): the environment's scoring returned nothing "
+                "for them — usually every answer of a group scored alike, or was cut off at max_tokens, and "
+                "Atropos drops such groups; a run would train no step on them"
+            )
         elif proc.returncode not in (0, None) and not self._cancelled.is_set():
             errors.append(f"environment process exited with code {proc.returncode} (see {log_path})")
         if retries:
             errors.append(f"{retries} group(s) failed and were retried (model errors or unparsable output)")
-        if result.steps < self.num_steps and not timed_out and not self._cancelled.is_set():
+        if result.steps < self.num_steps and not timed_out and not gave_up and not self._cancelled.is_set():
             errors.append(f"only {result.steps} of {self.num_steps} groups were produced")
         result.errors = errors + [e for e in log_errors if e not in errors]
         yield result
@@ -820,6 +869,11 @@ class InferenceTest:
             )
             if all((r.mean_score or 0.0) == 0.0 for r in scored):
                 verdict += "; every completion scored 0, so check the scorer and the prompt format"
+            elif all(r.alike_groups == r.steps for r in scored):
+                verdict += (
+                    "; but in every group all answers scored the same, and a run drops such groups (no advantage "
+                    "to learn from): a larger group_size, or a task the model sometimes gets right, gives a signal"
+                )
         return {
             "test_id": self.test_id,
             "folder": str(self.folder),
