@@ -4,7 +4,8 @@ timeout), the run goes on logging to W&B offline, with one warning line, instead
 crashing and being restarted into the same failure; and with transformers 5's chat templates returning
 token ids where atroposlib 0.4 expects them (compat.chat_template_returns_ids); and, once it has
 registered with run-api, its env_id noted in the run folder's env_ids.jsonl beside the process and
-environment names (run-api's batches name environments only by that id). Everything else is the file
+environment names (run-api's batches name environments only by that id); and with the run's policy
+server given to an environment whose config_init names several (one_policy_server). Everything else is the file
 run as `python FILE ...` (a file in a package as its package module, core.base.envload)."""
 
 from __future__ import annotations
@@ -53,6 +54,55 @@ def record_registrations() -> None:
     BaseEnv.register_env = register_env
 
 
+class ServerRolesError(SystemExit):
+    """An environment whose config_init names servers for different models: it cannot train on one policy."""
+
+
+def one_policy_server() -> None:
+    """Give the run's policy server to an environment whose config_init returns several server configs.
+
+    atroposlib 0.4 merges the run's `openai` settings into the environment's defaults only when there is
+    one: with several (replicas of one model on ports 9004–9007, as textworld and diplomacy ship), the
+    environment keeps calling its own servers, never the policy, and waits on them silently. Replicas of
+    one model become one server, which the run's settings then replace (one warning line says so); servers
+    for different models (a teacher beside the student) are different roles that one policy cannot play,
+    so the process ends naming them."""
+    try:
+        from atroposlib.envs.base import BaseEnv
+        from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+    except ImportError:
+        return
+    original_cli = BaseEnv.cli.__func__
+
+    def cli(cls):
+        config_init = cls.config_init
+
+        def one_server():
+            env_config, servers = config_init()
+            if not (isinstance(servers, list) and len(servers) > 1):
+                return env_config, servers
+            if not all(isinstance(s, APIServerConfig) for s in servers):
+                return env_config, servers
+            models = sorted({str(s.model_name) for s in servers})
+            where = ", ".join(str(s.base_url) for s in servers)
+            if len(models) > 1:
+                raise ServerRolesError(
+                    f"ServerRolesError: {cls.__name__}.config_init() names servers for {len(models)} different models "
+                    f"({', '.join(models)} at {where}); a run serves one policy, so this environment cannot "
+                    "train here (atroposlib merges the run's server only into an environment with one)"
+                )
+            sys.stderr.write(
+                f"hermes-rl: {cls.__name__}.config_init() names {len(servers)} servers of {models[0]} ({where}); "
+                "the run's policy server replaces them\n"
+            )
+            return env_config, servers[:1]
+
+        cls.config_init = staticmethod(one_server)
+        return original_cli(cls)
+
+    BaseEnv.cli = classmethod(cli)
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit("usage: python -m hermes_rl.dataplane.env_launch ENV_FILE [ARGS...]")
@@ -62,6 +112,7 @@ def main() -> None:
     except ImportError:
         pass
     record_registrations()
+    one_policy_server()
     env_file = sys.argv[1]
     sys.argv = sys.argv[1:]
     run_environment(env_file)  # loaded as the config probe loads it: relative imports behave the same

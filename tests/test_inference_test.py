@@ -207,6 +207,56 @@ def test_an_environment_that_drops_every_group_is_stopped_and_named_before_the_t
     assert json.loads((Path(summary["folder"]) / "summary.json").read_text()) == summary
 
 
+SERVERS_ENV = """
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+from tool_arith import ToolArithEnv
+
+
+class {cls}(ToolArithEnv):
+    \"\"\"config_init names two servers (as textworld and diplomacy ship four replicas on ports 9004-9007):
+    atroposlib merges the run's policy server only into an environment with one.\"\"\"
+
+    name = "{name}"
+
+    @classmethod
+    def config_init(cls):
+        env, [server] = super().config_init()
+        second = APIServerConfig(model_name="{second_model}", base_url="http://127.0.0.1:10/v1", api_key="unset",
+                                 server_type="openai", health_check=False)
+        return env, [server, second]
+
+
+if __name__ == "__main__":
+    {cls}.cli()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_replicas_of_one_model_in_config_init_give_way_to_the_policy_and_two_roles_are_named(
+    arith_env, openai_stub, hermes_home
+):
+    folder = hermes_home / "rl" / "environments"
+    (folder / "twin_servers.py").write_text(
+        SERVERS_ENV.format(cls="TwinEnv", name="twin_servers", second_model="unset")
+    )
+    (folder / "two_roles.py").write_text(SERVERS_ENV.format(cls="RolesEnv", name="two_roles", second_model="teacher"))
+
+    twins = InferenceTest.prepare(2, 4, ["always-right"], openai_stub.base_url, env_name="twin_servers", timeout_s=200)
+    result = twins.run()["models"][0]
+    assert (result["steps"], result["accuracy"]) == (2, 1.0), result  # it asked the model under test
+    log = Path(result["log_path"]).read_text()
+    assert "TwinEnv.config_init() names 2 servers of unset" in log and "the run's policy server replaces them" in log
+
+    roles = InferenceTest.prepare(1, 4, ["always-right"], openai_stub.base_url, env_name="two_roles", timeout_s=200)
+    summary = roles.run()
+    assert summary["environment_working"] is False
+    errors = " ".join(summary["models"][0]["errors"])
+    assert "ServerRolesError: RolesEnv.config_init() names servers for 2 different models (teacher, unset" in errors, (
+        errors
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_groups_whose_answers_all_score_the_same_are_called_out(arith_env, openai_stub):
