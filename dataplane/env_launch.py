@@ -78,9 +78,12 @@ def one_policy_server() -> None:
         config_init = cls.config_init
 
         def one_server():
-            env_config, servers = config_init()
+            result = config_init()
+            if not (isinstance(result, tuple) and len(result) == 2):
+                return result  # atroposlib says what is wrong with it
+            env_config, servers = result
             if not (isinstance(servers, list) and len(servers) > 1):
-                return env_config, servers
+                return result
             if not all(isinstance(s, APIServerConfig) for s in servers):
                 return env_config, servers
             models = sorted({str(s.model_name) for s in servers})

@@ -96,8 +96,10 @@ def serve(preload: list[str]) -> int:
         try:
             request = json.loads(line)
             module, out_path, err_path = request["module"], request["stdout"], request["stderr"]
-            assert isinstance(module, str) and isinstance(request["args"], list)
-        except Exception:  # noqa: BLE001
+            well_formed = isinstance(module, str) and isinstance(request["args"], list)
+        except (ValueError, TypeError, KeyError):
+            well_formed = False
+        if not well_formed:
             _answer({"error": "bad request"})
             continue
         server_pid = os.getpid()
