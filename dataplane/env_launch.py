@@ -85,7 +85,7 @@ def one_policy_server() -> None:
             if not (isinstance(servers, list) and len(servers) > 1):
                 return result
             if not all(isinstance(s, APIServerConfig) for s in servers):
-                return env_config, servers
+                return result
             models = sorted({str(s.model_name) for s in servers})
             where = ", ".join(str(s.base_url) for s in servers)
             if len(models) > 1:

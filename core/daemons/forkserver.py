@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 
-from hermes_rl.core.daemons.spawn import CHILD_TOKEN, BoundedRun, child_preexec, spawn_group
+from hermes_rl.core.daemons.spawn import CHILD_TOKEN, BoundedRun, child_preexec, end_bounded_child, spawn_group
 
 START_TIMEOUT_S = 120.0  # importing the preloads on a busy machine
 
@@ -213,7 +213,7 @@ class ForkServer:
         the preloaded modules depend on (installed packages); when it changes, the server starts afresh.
         `folders`: where the child imports from before the installed packages (see `shadowed`).
         ColdStartNeeded when it cannot start warm."""
-        from hermes_rl.core.daemons.procscan import marked_processes, signal_group, terminate
+        from hermes_rl.core.daemons.procscan import signal_group
 
         # One child at a time; a caller that finds the server busy (another thread's probe) starts cold
         # rather than wait behind a child that may run to its deadline.
@@ -268,10 +268,7 @@ class ForkServer:
                 return BoundedRun(_head(out_path, max_bytes), _head(err_path, max_bytes), code, timed_out)
             finally:
                 if pid is not None:
-                    signal_group(pid, signal.SIGKILL)  # whatever of its session is left
-                leftovers = marked_processes(CHILD_TOKEN, token)
-                if leftovers:
-                    terminate(leftovers, timeout=1.0)
+                    end_bounded_child(pid, token)
                 shutil.rmtree(folder, ignore_errors=True)
         finally:
             self._lock.release()

@@ -157,11 +157,17 @@ def run_bounded(
         proc.stderr.close()
         if proc.poll() is None:
             end_group(proc, grace=0.5)
-        signal_group(proc.pid, signal.SIGKILL)  # whatever of its session is left
-        leftovers = marked_processes(CHILD_TOKEN, token)
-        if leftovers:
-            terminate(leftovers, timeout=1.0)
+        end_bounded_child(proc.pid, token)
     return BoundedRun(b"".join(chunks[out_fd]), b"".join(chunks[err_fd]), proc.returncode, timed_out)
+
+
+def end_bounded_child(pid: int, token: str) -> None:
+    """What a bounded child leaves once it is done or out of time: its session (it leads one), then every
+    process still carrying its one-off CHILD_TOKEN (a daemon that left the session by setsid and a fork)."""
+    signal_group(pid, signal.SIGKILL)
+    leftovers = marked_processes(CHILD_TOKEN, token)
+    if leftovers:
+        terminate(leftovers, timeout=1.0)
 
 
 def start_sweep_queue() -> str | None:

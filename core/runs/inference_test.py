@@ -797,13 +797,12 @@ class InferenceTest:
                         break
                     count = _count_lines(rollouts)
                     dropped = drops.new()
-                    if count != done_groups:
-                        drops.in_a_row = 0
-                    elif dropped >= give_up_after:
+                    if count == done_groups and dropped >= give_up_after:
                         gave_up = dropped
                         end_group(proc)
                         break
                     if count != done_groups:
+                        drops.in_a_row = 0  # a group was saved: the drops before it were not all of them
                         done_groups = count
                         yield {
                             "event": "progress",
