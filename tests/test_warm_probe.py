@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import psutil
@@ -163,35 +164,103 @@ def test_new_installed_packages_start_a_new_server(server, monkeypatch):
     assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
 
 
-def test_the_server_and_its_probe_die_with_their_client(fixture_envs, tmp_path):
-    """A client killed by SIGKILL mid-probe (a dashboard's terminal closed) leaves no server or probe."""
+def test_a_server_started_by_a_worker_thread_outlives_that_thread(server, tmp_path):
+    """The dashboard probes from worker threads that end: the server one of them started keeps serving."""
+    (tmp_path / "quick.py").write_text("print('done')\n")
+    args = dict(env=probe._probe_env(), cwd=str(tmp_path))
+    worker = threading.Thread(target=server.run, args=("quick", [], 60), kwargs=args)
+    worker.start()
+    worker.join()
+    first = server_pid(server)
+    time.sleep(0.5)
+    assert server._proc.poll() is None, "the server died with the thread that started it"
+    assert server.run("quick", [], 60, **args).stdout == b"done\n"
+    assert server_pid(server) == first
+
+
+class SlowAfterWrite:
+    """A client that is slow to read (a busy dashboard): both answers are in the pipe when it looks."""
+
+    def __init__(self, pipe):
+        self.pipe = pipe
+
+    def write(self, data):
+        written = self.pipe.write(data)
+        time.sleep(1.0)
+        return written
+
+    def flush(self):
+        self.pipe.flush()
+        time.sleep(1.0)
+
+    def close(self):
+        self.pipe.close()
+
+
+def test_a_child_that_ends_before_the_client_reads_is_not_taken_for_a_hang(server, tmp_path):
+    (tmp_path / "quick.py").write_text("print('done')\n")
+    args = dict(env=probe._probe_env(), cwd=str(tmp_path))
+    assert server.run("quick", [], 60, **args).returncode == 0  # started
+    server._proc.stdin = SlowAfterWrite(server._proc.stdin)
+    started = time.monotonic()
+    result = server.run("quick", [], 8, **args)
+    assert not result.timed_out and result.returncode == 0 and result.stdout == b"done\n"
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("where", ["main thread", "worker threads", "cold"])
+def test_the_server_and_its_probe_die_with_their_client(fixture_envs, tmp_path, where):
+    """A client killed by SIGKILL mid-probe (a dashboard's terminal closed) leaves no server or probe, also
+    when it probes from worker threads that come and go, as the dashboard and the MCP server do, and
+    when it probes cold (a one-off client)."""
     client = textwrap.dedent(
         f"""
-        import os, sys
+        import os, sys, threading
         from hermes_rl.core.envs import probe
         from hermes_rl.core.envs.discovery import find_environment
-        probe.keep_warm()
-        probe.probe_config(find_environment("toy_addition"))
-        print(probe._warm_server._proc.pid, flush=True)
+
+        def in_worker(job):
+            if {where!r} == "main thread":
+                return job()
+            worker = threading.Thread(target=job)
+            worker.start()
+            worker.join()
+
+        probe.keep_warm({where!r} != "cold")
+        in_worker(lambda: probe.probe_config(find_environment("toy_addition")))
+        print(probe._warm_server._proc.pid if probe._warm_server else 0, flush=True)
         os.environ["HERMES_RL_PROBE_TIMEOUT"] = "600"
-        try:
-            probe.probe_config(find_environment({fixture_id("fixture_slow")!r}))
-        except Exception as exc:
-            print("probe ended:", exc, flush=True)
+
+        def slow():
+            try:
+                probe.probe_config(find_environment({fixture_id("fixture_slow")!r}))
+            except Exception as exc:
+                print("probe ended:", exc, flush=True)
+
+        in_worker(slow)
         """
     )
     env = {**os.environ, "HERMES_RL_PROBE_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen([sys.executable, "-c", client], stdout=subprocess.PIPE, text=True, env=env)
+
+    def started() -> list[psutil.Process]:
+        """The warm server and its probe, or the cold probe."""
+        if warm_pid:
+            children = psutil.Process(warm_pid).children()
+            return [psutil.Process(warm_pid), *children] if children else []
+        return [child for child in psutil.Process(proc.pid).children() if "slow_config" in " ".join(child.cmdline())]
+
     try:
         warm_pid = int(proc.stdout.readline())
+        assert bool(warm_pid) == (where != "cold")
         deadline = time.monotonic() + 60
-        while not psutil.Process(warm_pid).children() and time.monotonic() < deadline:
+        while not started() and time.monotonic() < deadline:
             time.sleep(0.1)
-        probes = psutil.Process(warm_pid).children()
-        assert probes, "the slow probe never started"
+        processes = started()
+        assert processes, "the slow probe never started"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        gone, alive = psutil.wait_procs([psutil.Process(warm_pid), *probes], timeout=15)
+        gone, alive = psutil.wait_procs(processes, timeout=15)
         assert alive == []
     finally:
         if proc.poll() is None:

@@ -5,8 +5,10 @@ A config probe imports atroposlib (torch, transformers, openai, wandb: 3–5 s o
 environment's fields. The dashboard, the MCP server and the agent plugin probe environment after
 environment; with a `ForkServer` each of those costs a fork (~0.1 s) instead of a fresh interpreter.
 
-The server (`python -m hermes_rl.core.daemons.forkserver PRELOAD…`) is a child of its client, tied to
-it (it dies with it), started with the environment the children are meant to have. It imports the
+The server (`python -m hermes_rl.core.daemons.forkserver PRELOAD…`) is a child of its client, started
+with the environment the children are meant to have. It ends when its stdin closes (its client ended,
+however it ended), ending a child still running. It cannot rely on PR_SET_PDEATHSIG alone: that fires
+when the *thread* that started it ends, and clients start it from short-lived worker threads. It imports the
 PRELOAD modules, then reads one JSON request per line on stdin and answers on stdout: `{"pid": N}` once
 the child is forked, `{"pid": N, "code": C}` once it has ended. The child behaves as
 `python -m MODULE ARGS` started by run_bounded would: its own session, tied to the server, the
@@ -78,6 +80,57 @@ def _child(request: dict, out_path: str, err_path: str, server_pid: int) -> None
         os._exit(code)
 
 
+class _Lines:
+    """Lines read from a pipe with select(): a buffered file object can hold a second line that select()
+    on its descriptor no longer sees (the client would wait out its deadline for an answer it has)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buffer = b""
+
+    def pop(self) -> bytes | None:
+        line, found, rest = self.buffer.partition(b"\n")
+        if not found:
+            return None
+        self.buffer = rest
+        return line
+
+    def fill(self) -> bool:
+        """Read what the pipe holds (call when select() says it is readable); False at its end."""
+        chunk = os.read(self.fd, 65536)
+        self.buffer += chunk
+        return bool(chunk)
+
+
+def _wait_child(pid: int, requests: _Lines) -> int | None:
+    """The child's exit code, or None (the child killed and reaped) when the client's end closes first."""
+    import selectors
+
+    try:
+        watch = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        watch = None  # no pidfd: look at the child every 0.1 s
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(requests.fd, selectors.EVENT_READ)
+            if watch is not None:
+                selector.register(watch, selectors.EVENT_READ)
+            while True:
+                ready = {key.fd for key, _ in selector.select(timeout=None if watch is not None else 0.1)}
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    return os.waitstatus_to_exitcode(status)
+                if requests.fd in ready and not requests.fill():
+                    from hermes_rl.core.daemons.procscan import signal_group
+
+                    signal_group(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    return None
+    finally:
+        if watch is not None:
+            os.close(watch)
+
+
 def _answer(payload: dict) -> None:
     sys.__stdout__.write(json.dumps(payload) + "\n")
     sys.__stdout__.flush()
@@ -92,7 +145,18 @@ def serve(preload: list[str]) -> int:
     # Its top-level modules: a child whose folders hold one of these names would import the user's copy
     # if it started cold, so the client runs that one cold.
     _answer({"ready": True, "modules": sorted({name.partition(".")[0] for name in sys.modules})})
-    for line in sys.stdin:
+    import selectors
+
+    requests = _Lines(sys.stdin.fileno())
+    while True:
+        line = requests.pop()
+        if line is None:
+            with selectors.DefaultSelector() as selector:
+                selector.register(requests.fd, selectors.EVENT_READ)
+                selector.select()
+            if not requests.fill():
+                return 0  # the client is gone
+            continue
         try:
             request = json.loads(line)
             module, out_path, err_path = request["module"], request["stdout"], request["stderr"]
@@ -107,9 +171,10 @@ def serve(preload: list[str]) -> int:
         if pid == 0:
             _child(request, out_path, err_path, server_pid)
         _answer({"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        _answer({"pid": pid, "code": os.waitstatus_to_exitcode(status)})
-    return 0
+        code = _wait_child(pid, requests)
+        if code is None:
+            return 0  # the client is gone
+        _answer({"pid": pid, "code": code})
 
 
 # ---------------------------------------------------------------- the client
@@ -122,6 +187,7 @@ class ForkServer:
         self.preload = list(preload)
         self.env = dict(env)
         self._proc: subprocess.Popen | None = None
+        self._answers: _Lines | None = None
         self._lock = threading.Lock()
         self._stamp: tuple = ()
         self._modules: frozenset[str] = frozenset()
@@ -133,7 +199,11 @@ class ForkServer:
         try:
             proc = spawn_group(
                 [sys.executable, "-m", "hermes_rl.core.daemons.forkserver", *self.preload],
+                # Tied (PR_SET_PDEATHSIG) only to a thread that lives as long as the client; in any case
+                # the server ends when its stdin closes.
+                tied=threading.current_thread() is threading.main_thread(),
                 session=True,
+                bufsize=0,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -143,6 +213,7 @@ class ForkServer:
         except OSError as exc:
             raise ColdStartNeeded(f"the warm server could not start: {exc}") from None
         self._proc = proc
+        self._answers = _Lines(proc.stdout.fileno())
         try:
             ready = self._read(START_TIMEOUT_S)
         except TimeoutError:
@@ -176,19 +247,21 @@ class ForkServer:
         return False
 
     def _read(self, timeout: float) -> dict:
+        """The server's next answer; TimeoutError after `timeout` s, ColdStartNeeded if it is gone."""
         import selectors
 
-        proc = self._proc
-        if proc is None or proc.stdout is None:
+        proc, answers = self._proc, self._answers
+        if proc is None or answers is None:
             raise ColdStartNeeded("no server")
+        deadline = time.monotonic() + max(0.0, timeout)
         with selectors.DefaultSelector() as selector:
-            selector.register(proc.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout=max(0.0, timeout)):
-                raise TimeoutError
-        line = proc.stdout.readline()
-        if not line:
-            self.close()
-            raise ColdStartNeeded("the warm server exited")
+            selector.register(answers.fd, selectors.EVENT_READ)
+            while (line := answers.pop()) is None:
+                if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                    raise TimeoutError
+                if not answers.fill():
+                    self.close()
+                    raise ColdStartNeeded("the warm server exited")
         try:
             answer = json.loads(line)
         except ValueError:
@@ -247,8 +320,9 @@ class ForkServer:
             code = None
             try:
                 try:
-                    self._proc.stdin.write((json.dumps(request) + "\n").encode())
-                    self._proc.stdin.flush()
+                    pending = memoryview((json.dumps(request) + "\n").encode())
+                    while pending:  # an unbuffered pipe may take part of it per write
+                        pending = pending[self._proc.stdin.write(pending) :]
                     pid = self._read(timeout).get("pid")
                 except (OSError, TimeoutError):
                     self.close()
@@ -274,7 +348,7 @@ class ForkServer:
             self._lock.release()
 
     def close(self) -> None:
-        proc, self._proc = self._proc, None
+        proc, self._proc, self._answers = self._proc, None, None
         if proc is None:
             return
         with contextlib.suppress(OSError):

@@ -109,12 +109,12 @@ def run_bounded(
     daemon keeps open after the child exits (read for `after_exit_s` more, then closed), a child that
     never ends. Afterwards its session is killed and so is every process still carrying its one-off
     environment marker (a daemon that left the session by setsid() and a double fork), so it leaves
-    nothing running."""
+    nothing running. The child dies with the calling thread (which waits for it here), so a client
+    killed mid-call leaves none either."""
     token = secrets.token_hex(8)
     proc = spawn_group(
         argv,
         session=True,
-        tied=False,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
