@@ -7,8 +7,9 @@ Prints, per operation, the median wall time through the SDK (HTTP + futures) nex
 work done directly on the in-process backend (the baseline: pure model time), so the protocol
 overhead shows as a ratio. Then one GRPO-shaped step — sample 2 prompts x 16 completions,
 forward_backward(importance_sampling) on those 32 sequences, optim_step, new sampling client —
-and the steps/s that implies. Also: server start-up (launch -> ready line -> model loaded) and,
-when the model has to be built, the build time.
+and the steps/s that implies. Also: server start-up (launch -> ready line -> model loaded), the
+server's CPU per request for a trivial authenticated call and per GRPO-shaped step (on a tiny model the
+HTTP stack costs more than the model), and, when the model has to be built, the build time.
 """
 
 from __future__ import annotations
@@ -84,10 +85,33 @@ def main() -> int:
         loaded_s = time.perf_counter() - launched
         print(f"server start-up: ready line {ready_s:.2f}s, model loaded {loaded_s:.2f}s after launch")
         os.environ.update(server.env())
-        report(model_dir, work, args.repeats)
+        request_cpu(server)
+        report(model_dir, work, args.repeats, server)
         for lr in (float(x) for x in args.rl_lrs.split(",")) if args.rl_steps else ():
             toy_grpo(model_dir, lr, args.rl_steps)
     return 0
+
+
+def server_cpu_s(server) -> float:
+    """CPU seconds the server process has used so far (user + system, from /proc)."""
+    fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def request_cpu(server, count: int = 1000) -> None:
+    """The server's CPU per request: `count` authenticated calls that do no work (the credential check,
+    routing, the JSON body in and out), on one kept-alive connection."""
+    import httpx
+
+    headers = {"X-API-Key": server.api_key}
+    with httpx.Client(base_url=server.url, headers=headers) as client:
+        client.post("/api/v1/session_heartbeat", json={"session_id": "none"})  # connect
+        before, started = server_cpu_s(server), time.perf_counter()
+        for _ in range(count):
+            client.post("/api/v1/session_heartbeat", json={"session_id": "none"})  # 404: no such session
+        wall = time.perf_counter() - started
+        used = server_cpu_s(server) - before
+    print(f"server CPU per request: {used / count * 1000:.2f} ms ({count} requests in {wall:.1f}s)")
 
 
 def toy_grpo(model_dir: Path, lr: float, steps: int, prompts_per_step: int = 8) -> None:
@@ -146,7 +170,7 @@ def toy_grpo(model_dir: Path, lr: float, steps: int, prompts_per_step: int = 8) 
     service.close("success").result()
 
 
-def report(model_dir: Path, work: Path, repeats: int) -> None:
+def report(model_dir: Path, work: Path, repeats: int, server) -> None:
     import numpy as np
     import tinker
     import torch
@@ -240,10 +264,13 @@ def report(model_dir: Path, work: Path, repeats: int) -> None:
         fwd.result(), step.result()
         return trainer.save_weights_and_get_sampling_client().result()
 
+    before = server_cpu_s(server)
     step_s = median_time(rl_step, repeats)
+    step_cpu = (server_cpu_s(server) - before) / (repeats + 1)  # median_time runs one warm-up call more
     print(
         f"\nGRPO-shaped step (sample {len(prompts)}x{GROUP}, fwd/bwd + optim on 32 seqs, new sampler): "
-        f"{step_s * 1000:.0f}ms -> {1 / step_s:.1f} steps/s (server side only; the trainer's own work adds to it)"
+        f"{step_s * 1000:.0f}ms -> {1 / step_s:.1f} steps/s (server side only; the trainer's own work adds to it); "
+        f"server CPU {step_cpu * 1000:.0f} ms per step"
     )
     service.close("success").result()
 

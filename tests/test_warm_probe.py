@@ -56,7 +56,14 @@ class WhoEnv(BaseEnv):
 
 @pytest.fixture
 def server():
-    """A warm probe server of this test's own, as keep_warm() would make it."""
+    """This test worker's warm probe server (conftest keeps one warm, as the dashboard does)."""
+    assert probe._warm_server is not None
+    return probe._warm_server
+
+
+@pytest.fixture
+def fresh_server():
+    """A warm probe server of this test's own, not started yet, as keep_warm() makes it."""
     warm = ForkServer(probe.WARM_PRELOAD, probe._probe_env())
     yield warm
     warm.close()
@@ -151,7 +158,8 @@ def test_a_folder_that_shadows_a_preloaded_package_is_probed_cold(server, user_e
     assert result["atroposlib_from"] == str(own / "__init__.py")
 
 
-def test_new_installed_packages_start_a_new_server(server, monkeypatch):
+def test_new_installed_packages_start_a_new_server(fresh_server, monkeypatch):
+    server = fresh_server
     env = {**probe._probe_env(), "HERMES_HOME": os.environ["HERMES_HOME"]}
     args = dict(env=env, cwd=str(PROJECT_ROOT))
     code = [str(PROJECT_ROOT / "environments" / "toy_addition.py"), "ToyAdditionEnv"]
@@ -164,8 +172,9 @@ def test_new_installed_packages_start_a_new_server(server, monkeypatch):
     assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
 
 
-def test_a_server_started_by_a_worker_thread_outlives_that_thread(server, tmp_path):
+def test_a_server_started_by_a_worker_thread_outlives_that_thread(fresh_server, tmp_path):
     """The dashboard probes from worker threads that end: the server one of them started keeps serving."""
+    server = fresh_server
     (tmp_path / "quick.py").write_text("print('done')\n")
     args = dict(env=probe._probe_env(), cwd=str(tmp_path))
     worker = threading.Thread(target=server.run, args=("quick", [], 60), kwargs=args)
@@ -201,9 +210,14 @@ def test_a_child_that_ends_before_the_client_reads_is_not_taken_for_a_hang(serve
     (tmp_path / "quick.py").write_text("print('done')\n")
     args = dict(env=probe._probe_env(), cwd=str(tmp_path))
     assert server.run("quick", [], 60, **args).returncode == 0  # started
-    server._proc.stdin = SlowAfterWrite(server._proc.stdin)
+    pipe = server._proc.stdin
+    server._proc.stdin = SlowAfterWrite(pipe)
     started = time.monotonic()
-    result = server.run("quick", [], 8, **args)
+    try:
+        result = server.run("quick", [], 8, **args)
+    finally:
+        if server._proc is not None:
+            server._proc.stdin = pipe
     assert not result.timed_out and result.returncode == 0 and result.stdout == b"done\n"
     assert time.monotonic() - started < 5
 

@@ -186,6 +186,33 @@ def check_api_key(api_key: object) -> str | None:
     return None
 
 
+class RequireCredential:
+    """Every request but the readiness probes must carry the server's credential as X-API-Key.
+
+    A plain ASGI middleware: FastAPI's `@app.middleware("http")` wraps every request and response in
+    extra tasks and streams, which on a tiny model cost more CPU than the model's own work."""
+
+    def __init__(self, app, expected: bytes):
+        self.app = app
+        self.expected = expected
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+            given = next((value for name, value in scope["headers"] if name == b"x-api-key"), b"")
+            if not hmac.compare_digest(given, self.expected):
+                refusal = JSONResponse(
+                    {
+                        "error": "missing or wrong API key: send this server's credential as X-API-Key",
+                        "category": "user",
+                    },
+                    status_code=401,
+                    headers=NO_RETRY,
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(
     model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], None], api_key: str, dtype: str = "auto"
 ) -> FastAPI:
@@ -195,7 +222,6 @@ def create_app(
     problem = check_api_key(api_key)
     if problem:
         raise ValueError(problem)
-    expected = api_key.encode()
     state: dict[str, Worker] = {}
 
     @contextlib.asynccontextmanager
@@ -207,20 +233,7 @@ def create_app(
 
     app = FastAPI(title="tinker-local", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
 
-    @app.middleware("http")
-    async def require_credential(request: Request, call_next):
-        if request.url.path not in OPEN_PATHS:
-            given = request.headers.get("x-api-key") or ""
-            if not hmac.compare_digest(given.encode(errors="replace"), expected):
-                return JSONResponse(
-                    {
-                        "error": "missing or wrong API key: send this server's credential as X-API-Key",
-                        "category": "user",
-                    },
-                    status_code=401,
-                    headers=NO_RETRY,
-                )
-        return await call_next(request)
+    app.add_middleware(RequireCredential, expected=api_key.encode())
 
     jobs: dict[str, Job] = {}
     sessions: dict[str, dict] = {}
