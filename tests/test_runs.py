@@ -302,3 +302,18 @@ def test_start_run_launches_the_real_pipeline(hermes_home):
     final = runs.get_run(run_id)
     assert final["status"] in ("stopped", "failed")
     assert not any(p["alive"] for p in final["processes"])
+
+
+def test_the_trainer_sends_the_sdks_telemetry_only_to_tinker_cloud():
+    """On the local server the SDK's telemetry has no one to go to (a wrapper and an event queue around
+    every call, CPU the run could use): the local trainer turns it off; with Tinker cloud the user's
+    own TINKER_TELEMETRY setting stands."""
+    from hermes_rl.core.envs.discovery import find_environment
+    from hermes_rl.core.envs.profiles import get_profile
+    from hermes_rl.core.runs.training import training_pipeline
+
+    env = find_environment("toy_addition")
+    local = {s.name: s for s in training_pipeline("0badc0de", get_profile("local"), env)}
+    cloud = {s.name: s for s in training_pipeline("0badc0de", get_profile("tinker"), env)}
+    assert local["trainer"].env["TINKER_TELEMETRY"] == "0"
+    assert "TINKER_TELEMETRY" not in cloud["trainer"].env

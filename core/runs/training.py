@@ -133,7 +133,9 @@ def training_pipeline(
         ProcessSpec(
             name="trainer",
             argv=[python, "-m", "hermes_rl.dataplane.trainer", "--config", config_path],
-            env=dict(common_env),
+            # The SDK's telemetry (a wrapper and an event queue around every call) has no one to go to
+            # on the local server.
+            env={**common_env, "TINKER_TELEMETRY": "0"} if local else dict(common_env),
             secret_env=secrets,
             depends_on=trainer_deps,
             readiness=Readiness(
