@@ -8,10 +8,7 @@ child subreaper and reaps them too: their CPU is counted), CPU/wall, the 30 slow
 the pass/fail line. The environment is the one scripts/test.sh sets (offline hubs, W&B offline).
 
 `--log FILE` keeps pytest's whole output there; `--timeline FILE` records when every test phase ran on
-which worker (bench/suite_timeline.py) and prints each worker's busy time and idle gaps; with
-`--save-durations` it also writes each test's time to tests/durations.json, from which tests/conftest.py
-orders the tests so that every worker gets an equal share (run it with the suite's own arguments:
-`--timeline FILE --save-durations -n 3 --dist worksteal -m "not serial"`).
+which worker (bench/suite_timeline.py) and prints each worker's busy time and idle gaps.
 `--by-process` also samples /proc every 0.2 s and
 prints the CPU of the processes the suite started, grouped by kind (pytest workers, config probes,
 supervisors, run-api, trainers, environments, local servers, …) with how many of each ran: which
@@ -166,20 +163,6 @@ def print_timeline(path: Path, started_at: float) -> None:
         )
 
 
-def save_durations(timeline: Path) -> int:
-    """Each test's setup + call + teardown seconds from the timeline, into tests/durations.json."""
-    import json
-
-    totals: dict[str, float] = {}
-    for line in timeline.read_text().splitlines():
-        record = json.loads(line)
-        if record.get("event") == "phase":
-            totals[record["test"]] = totals.get(record["test"], 0.0) + record["end"] - record["start"]
-    target = ROOT / "tests" / "durations.json"
-    target.write_text(json.dumps({k: round(v, 2) for k, v in sorted(totals.items())}, indent=0) + "\n")
-    return len(totals)
-
-
 def become_subreaper() -> bool:
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -189,8 +172,7 @@ def become_subreaper() -> bool:
 
 def main(argv: list[str]) -> int:
     by_process = "--by-process" in argv
-    keep_durations = "--save-durations" in argv
-    argv = [arg for arg in argv if arg not in ("--by-process", "--save-durations")]
+    argv = [arg for arg in argv if arg != "--by-process"]
     timeline = None
     if "--timeline" in argv:
         at = argv.index("--timeline")
@@ -286,8 +268,6 @@ def main(argv: list[str]) -> int:
         print_by_test(seen)
     if timeline and timeline.exists():
         print_timeline(timeline, started_at)
-        if keep_durations:
-            print(f"\ntests/durations.json: the times of {save_durations(timeline)} tests")
     if left:
         print(f"\nstill running after pytest (not counted): {', '.join(left)}")
     if log_path:

@@ -107,7 +107,6 @@ def _starts_a_textual_app(item, uses: set) -> bool:
     return "run_test(" in source or "pilot" in source
 
 
-@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: the slices are of what runs
 def pytest_collection_modifyitems(config, items):
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
@@ -127,51 +126,4 @@ def pytest_collection_modifyitems(config, items):
         )
         if not heavy:
             item.add_marker(pytest.mark.fast)
-    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    items[:] = order_for_workers(items, workers, recorded_durations())
-
-
-# How long each test took (setup + call + teardown), recorded by
-# `bench/bench_suite.py --timeline FILE --save-durations -n 3 --dist worksteal -m "not serial"`. It only
-# orders the tests; a test it does not list (new, renamed) gets its kind's typical time.
-DURATIONS_FILE = ROOT / "tests" / "durations.json"
-TYPICAL_S = {"pipeline": 20.0, "slow": 20.0, "tui": 3.0, "heavy": 1.5, "fast": 0.05}
-
-
-def recorded_durations() -> dict[str, float]:
-    import json
-
-    try:
-        recorded = json.loads(DURATIONS_FILE.read_text())
-    except (OSError, ValueError):
-        return {}
-    return (
-        {k: float(v) for k, v in recorded.items() if isinstance(v, (int, float))} if isinstance(recorded, dict) else {}
-    )
-
-
-def expected_s(item, durations: dict[str, float]) -> float:
-    if item.nodeid in durations:
-        return durations[item.nodeid]
-    kind = next((k for k in ("pipeline", "slow", "tui") if item.get_closest_marker(k)), None)
-    return TYPICAL_S[kind or ("fast" if item.get_closest_marker("fast") else "heavy")]
-
-
-def order_for_workers(items: list, workers: int, durations: dict[str, float]) -> list:
-    """The order that keeps every xdist worker busy to the end. `--dist worksteal` hands worker i the i-th
-    of `workers` equal slices of this list, and an idle worker steals from the end of the fullest queue:
-    so each slice gets an equal share of the expected time (the longest test first to the slice with
-    the least so far, as long as it has room), and each slice runs its longest tests first, leaving short
-    ones at the end to be stolen. Without workers: the longest first."""
-    ranked = sorted(items, key=lambda item: -expected_s(item, durations))  # stable: ties keep collection order
-    if workers <= 1:
-        return ranked
-    sizes = [len(items) // workers + (1 if i >= workers - len(items) % workers else 0) for i in range(workers)]
-    slices: list[list] = [[] for _ in range(workers)]
-    totals = [0.0] * workers
-    for item in ranked:
-        open_slices = [i for i in range(workers) if len(slices[i]) < sizes[i]]
-        target = min(open_slices, key=lambda i: totals[i])
-        slices[target].append(item)
-        totals[target] += expected_s(item, durations)
-    return [item for chunk in slices for item in chunk]
+    items.sort(key=lambda item: 0 if item.get_closest_marker("pipeline") or item.get_closest_marker("slow") else 1)
