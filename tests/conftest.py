@@ -19,6 +19,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+# The suite runs several pipelines at once on few cores: one model thread per local Tinker server is
+# cheaper there than every core each (they would spin against each other).
+os.environ.setdefault("TINKER_LOCAL_THREADS", "1")
 # Tests never see the developer's real keys.
 for _name in ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY"):
     os.environ.pop(_name, None)

@@ -60,6 +60,8 @@ def test_smollm2_profile_trains_gsm8k_offline(prepared_smollm2):
     # (the SDK's "Retrying ... because of try_again" lines are its long polls of slow requests, not errors)
     assert " ERROR " not in trainer_log and "Error:" not in trainer_log, trainer_log[-2000:]
     assert "smollm2-135m-instruct (llama" in tinker_log and "context 8192" in tinker_log
+    # the thread count asked for in the environment reached the server through the supervisor
+    assert f", {os.environ['TINKER_LOCAL_THREADS']} intra-op thread(s)" in tinker_log
     results = json.loads((folder / "results.json").read_text())
     assert results["steps"] == 3 and results["tinker_path"].startswith("tinker://")
     assert no_survivors(runs.get_run(run["run_id"], sample=False))

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+THREADS_ENV = "TINKER_LOCAL_THREADS"
 
 
 def serve(server, sockets: list[socket.socket]) -> None:
@@ -58,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         help="compute dtype; auto: bfloat16 on a GPU, and on a CPU with native bf16 (AMX, AVX512-BF16) for "
         "models of 50M+ parameters; float32 otherwise (exact logprobs)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads for the model (default $TINKER_LOCAL_THREADS, else 0: one for a tiny "
+        "model, every core for a real one); 1 each is cheaper where several runs share the cores",
+    )
     parser.add_argument("--log-level", default=os.environ.get("TINKER_LOCAL_LOG_LEVEL", "info"))
     args = parser.parse_args(argv)
 
@@ -82,6 +90,16 @@ def main(argv: list[str] | None = None) -> int:
             f"Set it in this server's environment (e.g. export {CREDENTIAL_ENV}=tml-$(openssl rand -hex 16)); "
             f"clients send the same value as TINKER_API_KEY"
         )
+    if args.threads is None:
+        from hermes_rl.core.base.envlimits import env_number
+        from hermes_rl.core.base.errors import BadInput
+
+        try:
+            args.threads = int(env_number(THREADS_ENV, 0, integer=True, maximum=4096, meaning_of_zero="automatic"))
+        except BadInput as exc:
+            return fail(f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
+    if args.threads < 0:
+        return fail(f"--threads {args.threads}: give a number of threads, or 0 for automatic")
     model_dir = args.model_dir.expanduser().resolve()
     from hermes_rl.dataplane.tinker_local.model_config import ModelError, read_model_config
 
@@ -138,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         exit_code = 1
         server.should_exit = True
 
-    app = create_app(model_dir, checkpoint_dir, on_fatal, api_key, args.dtype)
+    app = create_app(model_dir, checkpoint_dir, on_fatal, api_key, args.dtype, args.threads)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     server = Server(config)
     serve(server, [sock])

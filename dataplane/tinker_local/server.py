@@ -213,12 +213,32 @@ class RequireCredential:
         await self.app(scope, receive, send)
 
 
+def model_threads(parameters: int, requested: int = 0) -> int:
+    """Torch's intra-op threads for the model: `requested` when given (--threads, $TINKER_LOCAL_THREADS);
+    else one for a tiny model (more only spin against each other) and every core this process may use
+    for a real one. Where several runs share the cores (a sweep, the test suite) one each is cheaper:
+    SmolLM2-135M on 2 cores took ~20% less CPU with 1 thread than with 2 (docs/benchmarks.md)."""
+    if requested > 0:
+        return requested
+    if parameters < SMALL_MODEL_PARAMETERS:
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def create_app(
-    model_dir: Path, checkpoint_dir: Path, on_fatal: Callable[[str], None], api_key: str, dtype: str = "auto"
+    model_dir: Path,
+    checkpoint_dir: Path,
+    on_fatal: Callable[[str], None],
+    api_key: str,
+    dtype: str = "auto",
+    threads: int = 0,
 ) -> FastAPI:
     """The server's app. Every endpoint but /healthz requires `api_key` in the X-API-Key header (what
     the tinker SDK sends its TINKER_API_KEY as): any local user can reach a loopback port. `dtype`:
-    the compute dtype (engine.choose_dtype)."""
+    the compute dtype (engine.choose_dtype); `threads`: torch's intra-op threads (0: model_threads')."""
     problem = check_api_key(api_key)
     if problem:
         raise ValueError(problem)
@@ -246,22 +266,21 @@ def create_app(
     def load_backend():
         import torch
 
-        # A tiny model gets one intra-op thread (more only spin against each other on a shared
-        # machine); a real one gets the machine's cores.
-        small = model_spec.parameter_estimate() < SMALL_MODEL_PARAMETERS
-        torch.set_num_threads(1 if small else max(1, os.cpu_count() or 1))
+        used = model_threads(model_spec.parameter_estimate(), threads)
+        torch.set_num_threads(used)
         from hermes_rl.dataplane.tinker_local.backend import Backend
 
         backend = Backend(model_dir, checkpoint_dir, dtype)
         described = backend.lm.describe()
         log.info(
-            "serving %s (%s, %.1fM parameters, context %d) on %s in %s",
+            "serving %s (%s, %.1fM parameters, context %d) on %s in %s, %d intra-op thread(s)",
             model_dir.name,
             described["architecture"],
             described["parameters"] / 1e6,
             described["context_length"],
             described["device"],
             described["dtype"],
+            used,
         )
         return backend
 

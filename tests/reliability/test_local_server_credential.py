@@ -50,6 +50,26 @@ def test_the_server_refuses_to_start_without_a_credential(tiny_model_dir, tmp_pa
         assert key is None or key not in done.stderr  # the value is never logged
 
 
+def test_a_bad_thread_count_is_refused_at_start_naming_it(tiny_model_dir, tmp_path):
+    argv = [sys.executable, "-m", "hermes_rl.dataplane.tinker_local", "--port", "0"]
+    argv += ["--model-dir", str(tiny_model_dir), "--checkpoint-dir", str(tmp_path / "ck")]
+    env = {**os.environ, "TINKER_LOCAL_API_KEY": "tml-" + "0" * 32}
+    for extra, variable, expected in (
+        ([], "many", "TINKER_LOCAL_THREADS='many' is not a number"),
+        ([], "-2", "TINKER_LOCAL_THREADS"),
+        (["--threads", "-1"], "", "--threads -1"),
+    ):
+        done = subprocess.run(
+            argv + extra,
+            cwd=ROOT,
+            env={**env, "TINKER_LOCAL_THREADS": variable},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2 and expected in done.stderr, (extra, variable, done.stderr)
+
+
 @pytest.mark.parametrize(
     "method, path",
     [
