@@ -222,11 +222,23 @@ def test_a_child_that_ends_before_the_client_reads_is_not_taken_for_a_hang(serve
     assert time.monotonic() - started < 5
 
 
-@pytest.mark.parametrize("where", ["main thread", "worker threads", "cold"])
-def test_the_server_and_its_probe_die_with_their_client(fixture_envs, tmp_path, where):
-    """A client killed by SIGKILL mid-probe (a dashboard's terminal closed) leaves no server or probe, also
-    when it probes from worker threads that come and go, as the dashboard and the MCP server do, and
-    when it probes cold (a one-off client)."""
+def test_the_server_and_its_probe_die_with_their_client(fixture_envs, tmp_path):
+    """A client killed by SIGKILL mid-probe (a dashboard's terminal closed) leaves no server or probe."""
+    _kill_the_client_mid_probe(tmp_path, "main thread")
+
+
+def test_a_client_probing_from_worker_threads_leaves_nothing_when_killed(fixture_envs, tmp_path):
+    """The dashboard and the MCP server probe from worker threads that come and go: the server one of them
+    started, and its probe, still end with the client."""
+    _kill_the_client_mid_probe(tmp_path, "worker threads")
+
+
+def test_a_cold_probe_dies_with_its_client(fixture_envs, tmp_path):
+    """A one-off client (the CLI) probes cold: that probe ends with the client too."""
+    _kill_the_client_mid_probe(tmp_path, "cold")
+
+
+def _kill_the_client_mid_probe(tmp_path, where: str) -> None:
     client = textwrap.dedent(
         f"""
         import os, sys, threading
