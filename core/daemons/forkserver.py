@@ -88,18 +88,28 @@ class _Lines:
         self.fd = fd
         self.buffer = b""
 
-    def pop(self) -> bytes | None:
-        line, found, rest = self.buffer.partition(b"\n")
-        if not found:
-            return None
-        self.buffer = rest
-        return line
-
     def fill(self) -> bool:
         """Read what the pipe holds (call when select() says it is readable); False at its end."""
         chunk = os.read(self.fd, 65536)
         self.buffer += chunk
         return bool(chunk)
+
+    def next(self, timeout: float | None = None) -> bytes | None:
+        """The next line, waiting up to `timeout` s (None: as long as it takes); None at the pipe's end,
+        TimeoutError when the time is up."""
+        import selectors
+
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.fd, selectors.EVENT_READ)
+            while b"\n" not in self.buffer:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not selector.select(timeout=left):
+                    raise TimeoutError
+                if not self.fill():
+                    return None
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
 
 
 def _wait_child(pid: int, requests: _Lines) -> int | None:
@@ -145,18 +155,8 @@ def serve(preload: list[str]) -> int:
     # Its top-level modules: a child whose folders hold one of these names would import the user's copy
     # if it started cold, so the client runs that one cold.
     _answer({"ready": True, "modules": sorted({name.partition(".")[0] for name in sys.modules})})
-    import selectors
-
     requests = _Lines(sys.stdin.fileno())
-    while True:
-        line = requests.pop()
-        if line is None:
-            with selectors.DefaultSelector() as selector:
-                selector.register(requests.fd, selectors.EVENT_READ)
-                selector.select()
-            if not requests.fill():
-                return 0  # the client is gone
-            continue
+    while (line := requests.next()) is not None:  # None: the client is gone
         try:
             request = json.loads(line)
             module, out_path, err_path = request["module"], request["stdout"], request["stderr"]
@@ -175,6 +175,7 @@ def serve(preload: list[str]) -> int:
         if code is None:
             return 0  # the client is gone
         _answer({"pid": pid, "code": code})
+    return 0
 
 
 # ---------------------------------------------------------------- the client
@@ -248,20 +249,12 @@ class ForkServer:
 
     def _read(self, timeout: float) -> dict:
         """The server's next answer; TimeoutError after `timeout` s, ColdStartNeeded if it is gone."""
-        import selectors
-
-        proc, answers = self._proc, self._answers
-        if proc is None or answers is None:
+        if self._proc is None or self._answers is None:
             raise ColdStartNeeded("no server")
-        deadline = time.monotonic() + max(0.0, timeout)
-        with selectors.DefaultSelector() as selector:
-            selector.register(answers.fd, selectors.EVENT_READ)
-            while (line := answers.pop()) is None:
-                if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
-                    raise TimeoutError
-                if not answers.fill():
-                    self.close()
-                    raise ColdStartNeeded("the warm server exited")
+        line = self._answers.next(timeout)
+        if line is None:
+            self.close()
+            raise ColdStartNeeded("the warm server exited")
         try:
             answer = json.loads(line)
         except ValueError:
