@@ -17,6 +17,8 @@ written last says the folder is complete.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import importlib.util
 import json
 import shutil
@@ -91,6 +93,23 @@ def _ensure_converted(out_dir: Path, gguf_file: Path, progress: ProgressFn | Non
     return out_dir
 
 
+@contextlib.contextmanager
+def _gguf_parsed_once():
+    """transformers parses the GGUF file three times (for the tokenizer, the config and the weights) and
+    builds the same tensor-name map once per module of the model (~400 times): most of a conversion's
+    CPU. Within one conversion both are done once: the file is only read, and the map depends only on
+    the architecture and the layer count."""
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    gguf.GGUFReader = functools.lru_cache(maxsize=2)(reader)
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+
+
 def convert_gguf(
     gguf_file: Path, folder: Path, progress: ProgressFn | None = None, context_length: int | None = None
 ) -> dict:
@@ -102,10 +121,11 @@ def convert_gguf(
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    report(f"reading the tokenizer from {gguf_file.name}", 0.1)
-    tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
-    report(f"dequantizing {gguf_file.name}", 0.3)
-    model = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+    with _gguf_parsed_once():
+        report(f"reading the tokenizer from {gguf_file.name}", 0.1)
+        tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+        report(f"dequantizing {gguf_file.name}", 0.3)
+        model = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
     report("saving safetensors", 0.8)
     config = model.config.to_dict()
     for key in ("quantization_config", "_name_or_path", "_model_name_or_path"):

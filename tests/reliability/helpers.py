@@ -42,7 +42,9 @@ def freeze_until_stalled(run_id: str, pid: int, threshold: float, kind: str, dea
     os.kill(pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
     report = wait_for(
-        lambda: (s := toolset.rl_check_status(run_id, min_interval_s=0)).get("stalled") and s, threshold + 10
+        lambda: (s := toolset.rl_check_status(run_id, min_interval_s=0)).get("stalled") and s,
+        threshold + 10,
+        max_interval=0.02,  # the detection time is recorded
     )
     detect = time.monotonic() - stopped_at
     assert report, toolset.rl_check_status(run_id, min_interval_s=0)
@@ -104,13 +106,17 @@ def launch_standin(**kw) -> dict:
     return runs.launch(standin_pipeline(**kw), environment="standin", profile="local", total_steps=100)
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.02):
+def wait_for(predicate, timeout: float, interval: float = 0.02, max_interval: float = 0.2):
+    """predicate's first truthy value, or its last value after `timeout` s. Polls every `interval` s at
+    first, then less often (x1.5 up to `max_interval`): a long wait does not poll run state at 50 Hz.
+    A caller timing how soon something happens passes max_interval=interval."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(interval)
+        interval = min(max(interval, interval * 1.5), max(interval, max_interval))
 
 
 def wait_running(run_id: str, timeout: float = 30.0) -> dict:

@@ -36,7 +36,9 @@ DEADLINE_S = 2.0
 def _time_to(run_id: str, predicate, timeout: float = 10.0) -> tuple[float, dict]:
     """Seconds until get_run satisfies predicate (polled every 20 ms), and that view."""
     began = time.monotonic()
-    seen = wait_for(lambda: (r := runs.get_run(run_id, sample=False)) and predicate(r) and r, timeout)
+    seen = wait_for(
+        lambda: (r := runs.get_run(run_id, sample=False)) and predicate(r) and r, timeout, max_interval=0.02
+    )
     elapsed = time.monotonic() - began
     assert seen, f"condition not reached in {timeout}s: {runs.get_run(run_id, sample=False)}"
     return elapsed, seen

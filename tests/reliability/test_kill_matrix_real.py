@@ -67,7 +67,7 @@ def _time_to(run_id: str, predicate, timeout: float = 10.0) -> tuple[float, dict
     """Seconds from now until get_run satisfies predicate (polled every 20 ms), and that view.
     Call it right after the fault: its clock starts on entry."""
     began = time.monotonic()
-    seen = wait_for(lambda: (r := _view(run_id)) and predicate(r) and r, timeout)
+    seen = wait_for(lambda: (r := _view(run_id)) and predicate(r) and r, timeout, max_interval=0.02)
     elapsed = time.monotonic() - began
     assert seen, f"condition not reached in {timeout}s: {_view(run_id)}\n{_log_tails(_view(run_id))}"
     return elapsed, seen
