@@ -39,6 +39,7 @@ PROCESS_KINDS = [
     ("watchdog", r"core\.daemons\.watchdog"),
     ("supervisor", r"core\.daemons\.supervisor"),
     ("run-api", r"run-api|atroposlib\.cli\.run_api|api_server"),
+    ("warm server", r"core\.daemons\.forkserver"),
     ("local tinker server", r"tinker_local"),
     ("trainer", r"dataplane\.trainer"),
     ("environment", r"env_launch|\.py serve\b| serve "),

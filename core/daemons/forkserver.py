@@ -1,20 +1,25 @@
 """Warm starts: `python -m MODULE ARGS…` run in a fork of a process that has imported the heavy
-packages already, for a long-lived client that runs the same short-lived child again and again.
+packages already, for a client that starts such children again and again.
 
 A config probe imports atroposlib (torch, transformers, openai, wandb: 3–5 s of CPU) to read one
-environment's fields. The dashboard, the MCP server and the agent plugin probe environment after
-environment; with a `ForkServer` each of those costs a fork (~0.1 s) instead of a fresh interpreter.
+environment's fields; a run's environment, trainer and local Tinker server each import most of the same
+packages before doing anything. With a warm server each of those costs a fork (~0.1 s) instead of a
+fresh interpreter: `ForkServer` serves probes (one short child at a time, run to its end), `WarmStarts`
+a supervisor's long-lived processes (several at once, each watched until it exits).
 
 The server (`python -m hermes_rl.core.daemons.forkserver PRELOAD…`) is a child of its client, started
 with the environment the children are meant to have. It ends when its stdin closes (its client ended,
-however it ended), ending a child still running. It cannot rely on PR_SET_PDEATHSIG alone: that fires
+however it ended), ending every child still running. It cannot rely on PR_SET_PDEATHSIG alone: that fires
 when the *thread* that started it ends, and clients start it from short-lived worker threads. It imports the
 PRELOAD modules, then reads one JSON request per line on stdin and answers on stdout: `{"pid": N}` once
-the child is forked, `{"pid": N, "code": C}` once it has ended. The child behaves as
-`python -m MODULE ARGS` started by run_bounded would: its own session, tied to the server, the
-request's working folder, environment (PYTHONPATH applied to sys.path) and argv, stdin from /dev/null,
-stdout and stderr into files the client reads. What a fork cannot give — a different interpreter, or
-a package the user's folder shadows — is the client's to avoid (it runs those cold, with run_bounded).
+a child is forked, `{"pid": N, "code": C}` once it has ended. A child behaves as `python -m MODULE ARGS`
+started fresh would: its own session, tied to the server, the request's working folder, environment
+(PYTHONPATH applied to sys.path) and argv, stdin from /dev/null, stdout and stderr into files the client
+names, fresh random seeds, and exit handlers run at its end. Its /proc command line and environment are
+its own too (written over the server's, which are started with room to spare), so `ps`, the run's
+environment marker and every tool that reads them see what a cold start would show. What a fork cannot
+give — a different interpreter, different import-time settings, a package the user's folder shadows —
+is the client's to avoid (it starts those cold).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import runpy
 import secrets
 import shutil
@@ -45,15 +51,22 @@ class ColdStartNeeded(Exception):
 # ---------------------------------------------------------------- the server (its own process)
 
 
-def _child(request: dict, out_path: str, err_path: str, server_pid: int) -> None:
+def _child(request: dict, server_pid: int, inherited: list[int]) -> None:
     """In the forked child: become `python -m MODULE ARGS` as the request describes, and never return."""
     code = 1
     try:
         os.setsid()
         child_preexec(server_pid)()  # dies with the server, umask 077
+        for fd in inherited:  # the server's own: its selector and its other children's pidfds
+            with contextlib.suppress(OSError):
+                os.close(fd)
         null = os.open(os.devnull, os.O_RDONLY)
-        out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if request.get("log"):  # a run's process log: both streams, appended
+            out = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            err = os.dup(out)
+        else:
+            out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         for fd, target in ((null, 0), (out, 1), (err, 2)):
             os.dup2(fd, target)
             os.close(fd)
@@ -61,6 +74,8 @@ def _child(request: dict, out_path: str, err_path: str, server_pid: int) -> None
         env = request["env"]
         os.environ.clear()
         os.environ.update(env)
+        _show_as(request.get("argv") or [sys.executable, "-m", request["module"], *request["args"]], env)
+        _fresh_random_state()
         # What a fresh `python -m` would have put first: the working folder, then PYTHONPATH.
         extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.getcwd(), *extra, *[p for p in sys.path[1:] if p not in extra]]
@@ -69,15 +84,91 @@ def _child(request: dict, out_path: str, err_path: str, server_pid: int) -> None
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int) and exc.code is not None:
+            with contextlib.suppress(Exception):
+                print(exc.code, file=sys.stderr)  # sys.exit("message"), as the interpreter prints it
     except BaseException:  # noqa: BLE001 — the child reports like an interpreter would, then exits
         import traceback
 
         traceback.print_exc()
     finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
+        _end_like_an_interpreter()
         os._exit(code)
+
+
+def _end_like_an_interpreter() -> None:
+    """What an interpreter does before it exits: wait for non-daemon threads, run atexit handlers, flush."""
+    import atexit
+
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _fresh_random_state() -> None:
+    """Forks share their parent's random generators; a fresh interpreter seeds them from the OS. (The
+    `random` module reseeds itself at fork.)"""
+    if "numpy.random" in sys.modules:
+        with contextlib.suppress(Exception):
+            sys.modules["numpy.random"].seed()
+    if "torch" in sys.modules:
+        with contextlib.suppress(Exception):
+            sys.modules["torch"].seed()
+
+
+# The server starts with this much spare room in its command line and environment, so that a child can
+# write its own over them (what /proc/PID/cmdline and /proc/PID/environ read).
+ARGV_ROOM = 4096
+ENV_ROOM = 64 * 1024
+ROOM_ENV = "HERMES_RL_WARM_ROOM"
+
+
+def _memory_areas() -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """((arg_start, arg_end), (env_start, env_end)) of this process, from /proc/self/stat (Linux >= 3.5)."""
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            fields = handle.read().rpartition(b")")[2].split()
+        # after the command's closing parenthesis the fields start at number 3; these are 48–51
+        arg_start, arg_end, env_start, env_end = (int(f) for f in fields[45:49])
+    except (OSError, ValueError, IndexError):
+        return None
+    if not (0 < arg_start < arg_end and 0 < env_start < env_end):
+        return None
+    return (arg_start, arg_end), (env_start, env_end)
+
+
+def room() -> tuple[int, int]:
+    """(bytes of command line, bytes of environment) a child of this process can show as its own."""
+    areas = _memory_areas()
+    if areas is None:
+        return 0, 0
+    (arg_start, arg_end), (env_start, env_end) = areas
+    return arg_end - arg_start, env_end - env_start
+
+
+def env_block(env: dict[str, str]) -> bytes:
+    return b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items())
+
+
+def _show_as(argv: list[str], env: dict[str, str]) -> None:
+    """Write argv and env over this process's own command line and environment areas (padded with NULs),
+    as setproctitle does for the command line. The C environment no longer points there: os.environ was
+    replaced, by putenv, before this."""
+    import ctypes
+
+    areas = _memory_areas()
+    if areas is None:
+        return
+    (arg_start, arg_end), (env_start, env_end) = areas
+    block = env_block(env)
+    if len(block) < env_end - env_start:  # the client checked; a block that does not fit is not written
+        ctypes.memmove(env_start, block.ljust(env_end - env_start, b"\0"), env_end - env_start)
+    line = b"".join(os.fsencode(a) + b"\0" for a in argv)[: arg_end - arg_start - 1]
+    ctypes.memmove(arg_start, line.ljust(arg_end - arg_start, b"\0"), arg_end - arg_start)
 
 
 class _Lines:
@@ -94,6 +185,13 @@ class _Lines:
         self.buffer += chunk
         return bool(chunk)
 
+    def pop(self) -> bytes | None:
+        """The next whole line already read, without waiting; None if there is none yet."""
+        if b"\n" not in self.buffer:
+            return None
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
     def next(self, timeout: float | None = None) -> bytes | None:
         """The next line, waiting up to `timeout` s (None: as long as it takes); None at the pipe's end,
         TimeoutError when the time is up."""
@@ -108,37 +206,7 @@ class _Lines:
                     raise TimeoutError
                 if not self.fill():
                     return None
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
-
-
-def _wait_child(pid: int, requests: _Lines) -> int | None:
-    """The child's exit code, or None (the child killed and reaped) when the client's end closes first."""
-    import selectors
-
-    try:
-        watch = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        watch = None  # no pidfd: look at the child every 0.1 s
-    try:
-        with selectors.DefaultSelector() as selector:
-            selector.register(requests.fd, selectors.EVENT_READ)
-            if watch is not None:
-                selector.register(watch, selectors.EVENT_READ)
-            while True:
-                ready = {key.fd for key, _ in selector.select(timeout=None if watch is not None else 0.1)}
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    return os.waitstatus_to_exitcode(status)
-                if requests.fd in ready and not requests.fill():
-                    from hermes_rl.core.daemons.procscan import signal_group
-
-                    signal_group(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    return None
-    finally:
-        if watch is not None:
-            os.close(watch)
+        return self.pop()
 
 
 def _answer(payload: dict) -> None:
@@ -146,39 +214,119 @@ def _answer(payload: dict) -> None:
     sys.__stdout__.flush()
 
 
+def _request(line: bytes) -> dict | None:
+    try:
+        request = json.loads(line)
+        fields_ok = isinstance(request["module"], str) and isinstance(request["args"], list)
+        fields_ok = fields_ok and isinstance(request["env"], dict) and isinstance(request["cwd"], str)
+        fields_ok = fields_ok and (isinstance(request.get("log"), str) or isinstance(request["stdout"], str))
+    except (ValueError, TypeError, KeyError):
+        return None
+    return request if fields_ok else None
+
+
 def serve(preload: list[str]) -> int:
+    import selectors
+
     for name in preload:
         try:
             __import__(name)
         except Exception:  # noqa: BLE001 — a child that needs it will say why
             pass
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the children's collections then skip what was imported: no copy of those pages for it
+    argv_room, env_room = room()
     # Its top-level modules: a child whose folders hold one of these names would import the user's copy
     # if it started cold, so the client runs that one cold.
-    _answer({"ready": True, "modules": sorted({name.partition(".")[0] for name in sys.modules})})
+    modules = sorted({name.partition(".")[0] for name in sys.modules})
+    _answer({"ready": True, "modules": modules, "argv_room": argv_room, "env_room": env_room})
     requests = _Lines(sys.stdin.fileno())
-    while (line := requests.next()) is not None:  # None: the client is gone
-        try:
-            request = json.loads(line)
-            module, out_path, err_path = request["module"], request["stdout"], request["stderr"]
-            well_formed = isinstance(module, str) and isinstance(request["args"], list)
-        except (ValueError, TypeError, KeyError):
-            well_formed = False
-        if not well_formed:
-            _answer({"error": "bad request"})
-            continue
-        server_pid = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            _child(request, out_path, err_path, server_pid)
-        _answer({"pid": pid})
-        code = _wait_child(pid, requests)
-        if code is None:
-            return 0  # the client is gone
-        _answer({"pid": pid, "code": code})
-    return 0
+    selector = selectors.DefaultSelector()
+    selector.register(requests.fd, selectors.EVENT_READ)
+    children: dict[int, int | None] = {}  # pid -> its pidfd (None: looked at every 0.1 s)
+    server_pid = os.getpid()
+    try:
+        while True:
+            polled = any(watch is None for watch in children.values())
+            ready = selector.select(timeout=0.1 if polled else None)
+            if any(key.fd == requests.fd for key, _ in ready):
+                if not requests.fill():
+                    return 0  # the client is gone: its children go too (below)
+                while (line := requests.pop()) is not None:
+                    request = _request(line)
+                    if request is None:
+                        _answer({"error": "bad request"})
+                        continue
+                    inherited = [selector.fileno(), *(w for w in children.values() if w is not None)]
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(request, server_pid, inherited)
+                    try:
+                        watch = os.pidfd_open(pid)
+                        selector.register(watch, selectors.EVENT_READ)
+                    except (AttributeError, OSError):
+                        watch = None
+                    children[pid] = watch
+                    _answer({"pid": pid})
+            for pid, watch in list(children.items()):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if not done:
+                    continue
+                if watch is not None:
+                    selector.unregister(watch)
+                    os.close(watch)
+                del children[pid]
+                _answer({"pid": pid, "code": os.waitstatus_to_exitcode(status)})
+    finally:
+        from hermes_rl.core.daemons.procscan import signal_group
+
+        for pid in children:
+            signal_group(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
 
 
 # ---------------------------------------------------------------- the client
+
+
+def start_server(preload: list[str], env: dict[str, str], *, tied: bool) -> subprocess.Popen:
+    """The server process, with room in its command line and environment for its children's own."""
+    return spawn_group(
+        [sys.executable, "-m", "hermes_rl.core.daemons.forkserver", *preload, " " * ARGV_ROOM],
+        tied=tied,
+        session=True,
+        bufsize=0,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=tempfile.gettempdir(),
+        env={**env, ROOM_ENV: " " * ENV_ROOM},
+    )
+
+
+def shadowed(folders: list[str], modules: frozenset[str]) -> bool:
+    """Whether one of `folders` (a child's cwd and PYTHONPATH) holds a module or package named like one of
+    the server's `modules`: cold, the child would import that one instead."""
+    if not modules:
+        return False
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if os.path.isdir(os.path.join(folder, name)):
+                module = name  # a package (a folder named `x.egg-info` is none)
+            elif name.endswith((".py", ".pyc", ".so")):
+                module = name.partition(".")[0]
+            else:
+                continue
+            if module in modules:
+                return True
+    return False
 
 
 class ForkServer:
@@ -198,19 +346,9 @@ class ForkServer:
         self.close()
         self._stamp, self._failed = stamp, True
         try:
-            proc = spawn_group(
-                [sys.executable, "-m", "hermes_rl.core.daemons.forkserver", *self.preload],
-                # Tied (PR_SET_PDEATHSIG) only to a thread that lives as long as the client; in any case
-                # the server ends when its stdin closes.
-                tied=threading.current_thread() is threading.main_thread(),
-                session=True,
-                bufsize=0,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                cwd=tempfile.gettempdir(),
-                env=self.env,
-            )
+            # Tied (PR_SET_PDEATHSIG) only to a thread that lives as long as the client; in any case the
+            # server ends when its stdin closes.
+            proc = start_server(self.preload, self.env, tied=threading.current_thread() is threading.main_thread())
         except OSError as exc:
             raise ColdStartNeeded(f"the warm server could not start: {exc}") from None
         self._proc = proc
@@ -227,25 +365,7 @@ class ForkServer:
         return proc
 
     def shadowed(self, folders: list[str]) -> bool:
-        """Whether one of `folders` (a child's cwd and PYTHONPATH) holds a module or package named like one
-        the server has imported already: cold, the child would import that one instead."""
-        if not self._modules:
-            return False
-        for folder in folders:
-            try:
-                names = os.listdir(folder)
-            except OSError:
-                continue
-            for name in names:
-                if os.path.isdir(os.path.join(folder, name)):
-                    module = name  # a package (a folder named `x.egg-info` is none)
-                elif name.endswith((".py", ".pyc", ".so")):
-                    module = name.partition(".")[0]
-                else:
-                    continue
-                if module in self._modules:
-                    return True
-        return False
+        return shadowed(folders, self._modules)
 
     def _read(self, timeout: float) -> dict:
         """The server's next answer; TimeoutError after `timeout` s, ColdStartNeeded if it is gone."""
@@ -354,6 +474,161 @@ class ForkServer:
             proc.stdout.close()
 
 
+class WarmStarts:
+    """Long-lived children forked from one warm server (a supervisor's run processes).
+
+    The server starts at once and imports in the background; `state` says whether it is still
+    "starting", "ready" or "failed" (a client waits for it rather than start cold what it will soon fork).
+    A reader thread takes the server's answers: a child's exit code lands in `exit_code(pid)` and
+    `on_change` is called (from that thread), as SIGCHLD would tell a parent. A child is started warm only
+    if its environment is the server's apart from `runtime_only` names (read once the process runs, never
+    at import), its folders shadow nothing the server imported, and its environment fits the room the
+    server can show (`/proc/PID/environ`); otherwise `start` raises ColdStartNeeded."""
+
+    def __init__(self, preload: list[str], env: dict[str, str], runtime_only, on_change=None):
+        self.env = dict(env)
+        self.runtime_only = frozenset(runtime_only)
+        self.on_change = on_change or (lambda: None)
+        self.deadline = time.monotonic() + START_TIMEOUT_S
+        self._state = "starting"
+        self._why = ""
+        self._modules: frozenset[str] = frozenset()
+        self._env_room = 0
+        self._codes: dict[int, int] = {}
+        self._forked: queue.SimpleQueue = queue.SimpleQueue()
+        self._live: set[int] = set()
+        self._lock = threading.Lock()
+        try:
+            self._proc = start_server(preload, self.env, tied=threading.current_thread() is threading.main_thread())
+        except OSError as exc:
+            self._proc = None
+            self._fail(f"the warm server could not start: {exc}")
+            return
+        threading.Thread(target=self._read_answers, name="warm-starts", daemon=True).start()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def state(self) -> str:
+        if self._state == "starting" and time.monotonic() > self.deadline:
+            self._fail(f"the warm server did not import its modules within {START_TIMEOUT_S:g}s")
+        return self._state
+
+    @property
+    def why(self) -> str:
+        """Why it failed ("" while it has not)."""
+        return self._why
+
+    def _fail(self, why: str) -> None:
+        with self._lock:
+            if self._state == "failed":
+                return
+            self._state, self._why = "failed", why
+            gone = list(self._live)
+        for pid in gone:  # tied to the server: they died with it
+            self._ended(pid, -signal.SIGKILL)
+        self.close()
+        self.on_change()
+
+    def _ended(self, pid: int, code: int) -> None:
+        with self._lock:
+            self._live.discard(pid)
+            self._codes[pid] = code
+
+    def _read_answers(self) -> None:
+        answers = _Lines(self._proc.stdout.fileno())
+        while True:
+            try:
+                line = answers.next()
+            except (OSError, ValueError):
+                line = None
+            if line is None:
+                break
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(answer, dict):
+                continue
+            if answer.get("ready") is True:
+                self._modules = frozenset(m for m in answer.get("modules", ()) if isinstance(m, str))
+                self._env_room = int(answer.get("env_room") or 0)
+                with self._lock:
+                    if self._state == "starting":
+                        self._state = "ready"
+                self.on_change()
+            elif "code" in answer and isinstance(answer.get("pid"), int):
+                self._ended(answer["pid"], int(answer["code"]))
+                self.on_change()
+            else:
+                self._forked.put(answer)
+        self._forked.put({})  # a start still waiting for its answer gets none
+        self._fail("the warm server exited")
+
+    def eligible(self, env: dict[str, str], folders: list[str]) -> str | None:
+        """Why a child with this environment and these folders cannot start warm (None: it can)."""
+        if self.state != "ready":
+            return f"the warm server is not ready ({self._why or self._state})"
+        mine = {k: v for k, v in env.items() if k not in self.runtime_only}
+        theirs = {k: v for k, v in self.env.items() if k not in self.runtime_only}
+        if mine != theirs:
+            differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+            return f"its environment differs from the warm server's in {', '.join(differ[:3])}"
+        if shadowed(folders, self._modules):
+            return "its folders shadow a module the warm server imported"
+        if len(env_block(env)) >= self._env_room:
+            return "its environment is larger than the warm server has room to show"
+        return None
+
+    def start(self, argv: list[str], *, cwd: str, env: dict[str, str], log: str, folders: list[str]) -> int:
+        """Fork `argv` (`python -m MODULE ARGS…` with this interpreter) with both streams appended to `log`;
+        its pid (its own session and process group). ColdStartNeeded when it cannot start warm."""
+        if len(argv) < 3 or argv[1] != "-m" or os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
+            raise ColdStartNeeded("not `python -m` with this interpreter")
+        why = self.eligible(env, [cwd, *folders])
+        if why:
+            raise ColdStartNeeded(why)
+        request = {"module": argv[2], "args": argv[3:], "argv": argv, "cwd": cwd, "env": env, "log": log}
+        proc = self._proc
+        if proc is None:
+            raise ColdStartNeeded("the warm server is gone")
+        try:
+            pending = memoryview((json.dumps(request) + "\n").encode())
+            while pending:
+                pending = pending[proc.stdin.write(pending) :]
+            answer = self._forked.get(timeout=30.0)
+        except (OSError, ValueError, queue.Empty):
+            self._fail("the warm server did not take a request")
+            raise ColdStartNeeded("the warm server did not take the request") from None
+        pid = answer.get("pid")
+        if not isinstance(pid, int):
+            raise ColdStartNeeded(f"the warm server could not fork: {answer.get('error', 'no answer')}")
+        with self._lock:
+            if pid not in self._codes:
+                self._live.add(pid)
+        return pid
+
+    def exit_code(self, pid: int) -> int | None:
+        with self._lock:
+            return self._codes.get(pid)
+
+    def close(self) -> None:
+        """End the server (and any child still running: they are tied to it)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        with contextlib.suppress(OSError):
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+
+
 def _head(path: str, limit: int) -> bytes:
     try:
         with open(path, "rb") as handle:
@@ -363,4 +638,4 @@ def _head(path: str, limit: int) -> bytes:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1:]))
+    sys.exit(serve([name for name in sys.argv[1:] if name.strip()]))  # a blank one is the room left for children

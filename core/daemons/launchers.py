@@ -27,6 +27,7 @@ from pathlib import Path
 
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.daemons import procscan
+from hermes_rl.core.daemons.forkserver import ColdStartNeeded, WarmStarts
 from hermes_rl.core.daemons.spawn import spawn_group
 
 LAUNCHERS = ("local", "slurm")
@@ -115,8 +116,9 @@ class LocalProcess:
 
     launcher = "local"
 
-    def __init__(self, popen: subprocess.Popen):
+    def __init__(self, popen: subprocess.Popen, why_cold: str | None = None):
         self.popen = popen
+        self.why_cold = why_cold  # why it is not a fork of the run's warm server, when it was meant to be
         self.pid = self.pgid = popen.pid
         self.create_time = procscan.process_create_time(popen.pid)
         self.start_ticks = procscan.process_start_ticks(popen.pid)
@@ -145,12 +147,51 @@ class LocalProcess:
         return f"pgid {self.pgid}"
 
     def record(self) -> dict:
+        if self.why_cold:
+            return {"launcher": "local", "warm": False, "why_cold": self.why_cold}
         return {"launcher": "local"}
 
 
-def start_local(argv: list[str], *, cwd: str, env: dict[str, str], log_fd: int) -> LocalProcess:
+class WarmProcess(LocalProcess):
+    """A fork of the run's warm server (forkserver.WarmStarts): a session and process group of its own,
+    tied to the server, which is tied to us; its exit code comes from the server."""
+
+    def __init__(self, starts: WarmStarts, pid: int):
+        self.starts = starts
+        self.pid = self.pgid = pid
+        self.create_time = procscan.process_create_time(pid)
+        self.start_ticks = procscan.process_start_ticks(pid)
+        self._code: int | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._code
+
+    def poll(self) -> int | None:
+        if self._code is None:
+            self._code = self.starts.exit_code(self.pid)
+        return self._code
+
+    def record(self) -> dict:
+        return {"launcher": "local", "warm": True}
+
+
+def start_local(
+    argv: list[str], *, cwd: str, env: dict[str, str], log_fd: int, log: Path, warm: WarmStarts | None = None
+) -> LocalProcess:
+    """A fork of `warm` where it can be one (see WarmStarts.start), else a fresh process."""
+    why_cold = None
+    if warm is not None:
+        try:
+            return WarmProcess(warm, warm.start(argv, cwd=cwd, env=env, log=str(log), folders=_path_folders(env)))
+        except ColdStartNeeded as exc:
+            why_cold = str(exc)
     popen = spawn_group(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT)
-    return LocalProcess(popen)
+    return LocalProcess(popen, why_cold)
+
+
+def _path_folders(env: dict[str, str]) -> list[str]:
+    return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 # ---------------------------------------------------------------- Slurm jobs
@@ -354,14 +395,16 @@ def start_process(
     log: Path,
     slurm: SlurmTracker | None = None,
     settings: dict | None = None,
+    warm: WarmStarts | None = None,
 ):
-    """Start one process with its launcher; OSError (local) or LauncherError (Slurm) when it cannot."""
+    """Start one process with its launcher; OSError (local) or LauncherError (Slurm) when it cannot.
+    `warm`: the run's warm server, for a local process that may start as a fork of it."""
     if launcher == "slurm":
         assert slurm is not None
         if not os.path.isdir(cwd):
             raise FileNotFoundError(2, "No such file or directory", cwd)
         return slurm.submit(name, argv, cwd=cwd, env=env, log=log, settings=slurm_settings(settings))
-    return start_local(argv, cwd=cwd, env=env, log_fd=log_fd)
+    return start_local(argv, cwd=cwd, env=env, log_fd=log_fd, log=log, warm=warm)
 
 
 def cancel_jobs(job_ids: list[str], wait: float = 30.0) -> list[str]:

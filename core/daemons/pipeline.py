@@ -28,6 +28,7 @@ READINESS_KINDS = ("http", "log", "none")
 RESTART_MODES = ("no", "on_failure")
 DEPENDENCY_CONDITIONS = ("started", "ready", "completed")
 PORT_NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
+MODULE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PORT_PLACEHOLDER_RE = re.compile(r"\{port:([^{}]*)\}")
 
 
@@ -71,6 +72,9 @@ class ProcessSpec:
     status_url: str | None = None  # a JSON endpoint the supervisor records in health.json while it runs
     launcher: str = "local"  # "local" (a process group here) | "slurm" (a batch job; see daemons.launchers)
     slurm: dict = field(default_factory=dict)  # the `slurm` launcher's settings (launchers.SlurmSettings)
+    # Modules its start-up imports: a local `python -m` process naming some starts as a fork of one warm
+    # server per run that imported them all once (daemons.forkserver.WarmStarts), where it can.
+    warm: list[str] = field(default_factory=list)
 
 
 def restart_delay(policy: RestartPolicy, attempt: int) -> float:
@@ -192,6 +196,8 @@ def validate_spec(spec: ProcessSpec) -> None:
                 f"process {name!r}: depends_on entries are (name, condition) with condition one of "
                 f"{', '.join(DEPENDENCY_CONDITIONS)}; got {list(dep)!r}"
             )
+    if not isinstance(spec.warm, list) or not all(isinstance(m, str) and MODULE_NAME_RE.match(m) for m in spec.warm):
+        raise _bad(f"process {name!r}: warm must be a list of module names, got {spec.warm!r}")
     r = spec.readiness
     if r.kind not in READINESS_KINDS:
         raise _bad(f"process {name!r}: readiness kind must be one of {', '.join(READINESS_KINDS)}, got {r.kind!r}")

@@ -44,6 +44,7 @@ from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, reda
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.daemons.alerts import AlertMonitor
+from hermes_rl.core.daemons.forkserver import WarmStarts
 from hermes_rl.core.daemons.health_monitor import HealthMonitor
 from hermes_rl.core.daemons.launchers import LauncherError, SlurmTracker, start_process
 from hermes_rl.core.daemons.pipeline import (
@@ -65,6 +66,21 @@ from hermes_rl.core.daemons.spawn import describe_exit, spawn_group, start_sweep
 PROBE_FAST_CAP_S = 0.05  # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0
 PROBE_SLOW_CAP_S = 0.25
+WARM_START_ENV = "HERMES_RL_WARM_START"  # "0": every process starts as a fresh interpreter
+# Variables that differ between a run's processes and are read once a process runs, never while it imports
+# (names, markers and credentials of its own, the tinker SDK's telemetry switch; PYTHONPATH is applied to
+# sys.path, and a folder on it that shadows an imported module makes the process start cold): a process
+# whose environment differs from the warm server's only in these may be a fork of it.
+WARM_RUNTIME_ONLY_ENV = frozenset(
+    {
+        procscan.PROCESS_MARKER,
+        "HERMES_ENV_METRICS",
+        "TINKER_TELEMETRY",
+        "PYTHONPATH",
+        LOCAL_TINKER_KEY_ENV,
+        *SECRET_NAMES,
+    }
+)
 STOP_POLL_CAP_S = 0.1  # how often a stopping process is re-checked, at most (SIGCHLD wakes us sooner)
 SIGKILL_GRACE_S = 5.0  # how long a process group gets to vanish after SIGKILL before we report it
 SLURM_KILL_GRACE_S = 30.0  # how long a cancelled Slurm job gets to leave squeue (slurmd ends it, then reports)
@@ -210,6 +226,7 @@ class Supervisor:
         self.dirty = False
         self.written: tuple | None = None  # (inode, mtime, size) of the run.json we wrote last
         self.next_state_check = 0.0
+        self.warm: WarmStarts | None = None  # the run's warm server (start_warm), once started
         self.health = HealthMonitor(self.dir, self.procs)
         self.alerts = AlertMonitor(self.dir, self.run, lambda: [p.to_json() for p in self.procs.values()])
 
@@ -415,6 +432,36 @@ class Supervisor:
         env["HERMES_RL_RUN_ID"] = self.run_id
         return env
 
+    # ------------------------------------------------------------ warm starts
+
+    def wants_warm(self, proc: Proc) -> bool:
+        return bool(proc.spec.warm) and proc.spec.launcher == "local"
+
+    def start_warm(self) -> None:
+        """One warm server for the run, importing what its processes' start-ups import (their specs' `warm`
+        lists), started now so that it is ready by the time they may start (HERMES_RL_WARM_START=0: off)."""
+        wanting = [p for p in self.procs.values() if self.wants_warm(p)]
+        if not wanting or os.environ.get(WARM_START_ENV, "1") == "0":
+            return
+        preload = list(dict.fromkeys(m for p in wanting for m in p.spec.warm))
+        base = self.child_env(wanting[0])
+        env = {k: v for k, v in base.items() if k not in WARM_RUNTIME_ONLY_ENV}
+        self.warm = WarmStarts(preload, env, WARM_RUNTIME_ONLY_ENV, on_change=self._wake)
+        self.event("warm", f"warm server started (pid {self.warm.pid}) importing {', '.join(preload)}")
+
+    def warm_pending(self, proc: Proc) -> bool:
+        """Whether `proc` waits for the warm server to finish its imports (then forks it)."""
+        return self.warm is not None and self.wants_warm(proc) and self.warm.state == "starting"
+
+    def close_warm(self) -> None:
+        warm, self.warm = self.warm, None
+        if warm is not None:
+            warm.close()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.wake_w, b"w")
+
     def spawn(self, proc: Proc) -> None:
         proc.restart_at = None
         proc.attempt += 1
@@ -443,6 +490,7 @@ class Supervisor:
                     log=proc.log,
                     slurm=self.slurm,
                     settings=spec.slurm,
+                    warm=self.warm if self.wants_warm(proc) else None,
                 )
             except (OSError, LauncherError) as exc:
                 reason = self.describe_start_error(proc, exc, cwd)
@@ -630,10 +678,12 @@ class Supervisor:
             if proc.state != ProcState.PENDING:
                 continue
             if proc.restart_at is not None:
-                if now >= proc.restart_at:
+                if now >= proc.restart_at and not self.warm_pending(proc):
                     self.spawn(proc)
                 continue
             ok, never = self.dependency_status(proc)
+            if ok and self.warm_pending(proc):
+                continue
             if ok:
                 self.spawn(proc)
             elif never:
@@ -673,7 +723,7 @@ class Supervisor:
         for proc in self.procs.values():
             if proc.state == ProcState.PENDING and proc.restart_at is not None:
                 timeout = min(timeout, max(0.0, proc.restart_at - now))
-        return timeout
+        return timeout  # the warm server's answers wake us through the wakeup fd
 
     # ------------------------------------------------------------ exits
 
@@ -806,6 +856,7 @@ class Supervisor:
             proc = self.procs[name]
             if proc.remains():
                 self.stop_process(proc)
+        self.close_warm()  # before the sweep: it carries the run's marker
         self.sweep()
         self.set_status(final, reason)
         self.finished = True
@@ -932,6 +983,7 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
 
     def loop(self) -> None:
+        self.start_warm()
         while not self.finished:
             if self.stop_requests and not self.stopping:
                 self.shutdown(RunStatus.STOPPED, "stopped by user")
@@ -959,6 +1011,8 @@ class Supervisor:
         for proc in self.procs.values():
             if proc.handle is not None:
                 proc.handle.kill()
+        with contextlib.suppress(Exception):
+            self.close_warm()
         try:
             self.sweep()
         except Exception:  # noqa: BLE001

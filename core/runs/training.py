@@ -43,6 +43,14 @@ def _locked(profile, name: str):
     return getattr(field, "value", None)
 
 
+# What each process's start-up imports (seconds of CPU each: torch, transformers, atroposlib): the run's warm
+# server imports them once and the processes start as forks of it (daemons.forkserver.WarmStarts). Not the
+# entry modules themselves: runpy runs those afresh.
+WARM_TINKER_LOCAL = ["torch", "fastapi", "uvicorn", "hermes_rl.dataplane.tinker_local.server"]
+WARM_TRAINER = ["tinker", "hermes_rl.dataplane.trainer.loop"]
+WARM_ENVIRONMENT = ["atroposlib.envs.base", "hermes_rl.dataplane.wandb_fallback", "hermes_rl.dataplane.compat"]
+
+
 def local_model_dir(profile, run_config: RunConfig | None = None) -> str:
     """Where the local model lives: the run config's tinker.base_model, else the profile's, else the default."""
     chosen = ((run_config or {}).get("tinker") or {}).get("base_model") or _locked(profile, "base_model")
@@ -114,6 +122,7 @@ def training_pipeline(
                 readiness=Readiness(kind="http", url="http://127.0.0.1:{port:tinker}/healthz", timeout_s=120.0),
                 stop_timeout=10.0,
                 port="tinker",
+                warm=WARM_TINKER_LOCAL,
             )
         )
         trainer_deps.append(("tinker", "ready"))
@@ -145,6 +154,7 @@ def training_pipeline(
             ),
             completes_run=True,
             completion_file="{run_dir}/results.json",
+            warm=WARM_TRAINER,
             stop_timeout=15.0,
             port="inference",
             # completions served to the environments: with no scored group delivered, they were all dropped
@@ -188,4 +198,5 @@ def _env_spec(name, python, env_file, config_path, root, env_vars, local, worker
         stop_timeout=10.0,
         launcher=workers.get("launcher") or "local",
         slurm=dict(workers.get("slurm") or {}),
+        warm=WARM_ENVIRONMENT,
     )
