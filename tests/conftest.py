@@ -96,7 +96,9 @@ PROCESS_FIXTURES = frozenset(
     }
 )
 # Modules whose tests start processes themselves (the CLI as a subprocess, real runs) without those fixtures.
-PROCESS_MODULES = frozenset({"test_cli", "test_e2e_local", "test_import_hygiene", "test_packaging", "test_resume"})
+PROCESS_MODULES = frozenset(
+    {"test_cli", "test_e2e_local", "test_import_hygiene", "test_packaging", "test_resume", "test_warm_start"}
+)
 
 
 def _starts_a_textual_app(item, uses: set) -> bool:
