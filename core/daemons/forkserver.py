@@ -83,10 +83,12 @@ def _child(request: dict, server_pid: int, inherited: list[int]) -> None:
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, int) and exc.code is not None:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:  # sys.exit("message"): printed, exit code 1, as the interpreter does
+            code = 1
             with contextlib.suppress(Exception):
-                print(exc.code, file=sys.stderr)  # sys.exit("message"), as the interpreter prints it
+                print(exc.code, file=sys.stderr)
     except BaseException:  # noqa: BLE001 — the child reports like an interpreter would, then exits
         import traceback
 
@@ -141,13 +143,10 @@ def _memory_areas() -> tuple[tuple[int, int], tuple[int, int]] | None:
     return (arg_start, arg_end), (env_start, env_end)
 
 
-def room() -> tuple[int, int]:
-    """(bytes of command line, bytes of environment) a child of this process can show as its own."""
+def env_room() -> int:
+    """Bytes of environment a child of this process can show as its own."""
     areas = _memory_areas()
-    if areas is None:
-        return 0, 0
-    (arg_start, arg_end), (env_start, env_end) = areas
-    return arg_end - arg_start, env_end - env_start
+    return 0 if areas is None else areas[1][1] - areas[1][0]
 
 
 def env_block(env: dict[str, str]) -> bytes:
@@ -237,11 +236,10 @@ def serve(preload: list[str]) -> int:
 
     gc.collect()
     gc.freeze()  # the children's collections then skip what was imported: no copy of those pages for it
-    argv_room, env_room = room()
     # Its top-level modules: a child whose folders hold one of these names would import the user's copy
     # if it started cold, so the client runs that one cold.
     modules = sorted({name.partition(".")[0] for name in sys.modules})
-    _answer({"ready": True, "modules": modules, "argv_room": argv_room, "env_room": env_room})
+    _answer({"ready": True, "modules": modules, "env_room": env_room()})
     requests = _Lines(sys.stdin.fileno())
     selector = selectors.DefaultSelector()
     selector.register(requests.fd, selectors.EVENT_READ)
@@ -292,11 +290,13 @@ def serve(preload: list[str]) -> int:
 # ---------------------------------------------------------------- the client
 
 
-def start_server(preload: list[str], env: dict[str, str], *, tied: bool) -> subprocess.Popen:
-    """The server process, with room in its command line and environment for its children's own."""
+def start_server(preload: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """The server process, with room in its command line and environment for its children's own. Tied
+    (PR_SET_PDEATHSIG) only to a thread that lives as long as the client; in any case it ends when its
+    stdin closes."""
     return spawn_group(
         [sys.executable, "-m", "hermes_rl.core.daemons.forkserver", *preload, " " * ARGV_ROOM],
-        tied=tied,
+        tied=threading.current_thread() is threading.main_thread(),
         session=True,
         bufsize=0,
         stdin=subprocess.PIPE,
@@ -305,6 +305,21 @@ def start_server(preload: list[str], env: dict[str, str], *, tied: bool) -> subp
         cwd=tempfile.gettempdir(),
         env={**env, ROOM_ENV: " " * ENV_ROOM},
     )
+
+
+def end_server(proc: subprocess.Popen | None, grace: float) -> None:
+    """Close its stdin (it ends its children and exits), give it `grace` s to, then SIGKILL it. Its stdout
+    stays open: a WarmStarts reader thread may still be reading the last answers."""
+    if proc is None:
+        return
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    with contextlib.suppress(OSError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
 
 
 def shadowed(folders: list[str], modules: frozenset[str]) -> bool:
@@ -346,9 +361,7 @@ class ForkServer:
         self.close()
         self._stamp, self._failed = stamp, True
         try:
-            # Tied (PR_SET_PDEATHSIG) only to a thread that lives as long as the client; in any case the
-            # server ends when its stdin closes.
-            proc = start_server(self.preload, self.env, tied=threading.current_thread() is threading.main_thread())
+            proc = start_server(self.preload, self.env)
         except OSError as exc:
             raise ColdStartNeeded(f"the warm server could not start: {exc}") from None
         self._proc = proc
@@ -462,16 +475,10 @@ class ForkServer:
 
     def close(self) -> None:
         proc, self._proc, self._answers = self._proc, None, None
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
-        with contextlib.suppress(OSError):
-            proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        with contextlib.suppress(OSError):
-            proc.stdout.close()
+        end_server(proc, grace=0.0)
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.stdout.close()
 
 
 class WarmStarts:
@@ -499,7 +506,7 @@ class WarmStarts:
         self._live: set[int] = set()
         self._lock = threading.Lock()
         try:
-            self._proc = start_server(preload, self.env, tied=threading.current_thread() is threading.main_thread())
+            self._proc = start_server(preload, self.env)
         except OSError as exc:
             self._proc = None
             self._fail(f"the warm server could not start: {exc}")
@@ -515,11 +522,6 @@ class WarmStarts:
         if self._state == "starting" and time.monotonic() > self.deadline:
             self._fail(f"the warm server did not import its modules within {START_TIMEOUT_S:g}s")
         return self._state
-
-    @property
-    def why(self) -> str:
-        """Why it failed ("" while it has not)."""
-        return self._why
 
     def _fail(self, why: str) -> None:
         with self._lock:
@@ -617,16 +619,7 @@ class WarmStarts:
     def close(self) -> None:
         """End the server (and any child still running: they are tied to it)."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        with contextlib.suppress(OSError):
-            proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        end_server(proc, grace=5.0)
 
 
 def _head(path: str, limit: int) -> bytes:
