@@ -7,8 +7,10 @@ of everything it started (supervisors and watchdogs detach from pytest, so this 
 child subreaper and reaps them too: their CPU is counted), CPU/wall, the 30 slowest test phases and
 the pass/fail line. The environment is the one scripts/test.sh sets (offline hubs, W&B offline).
 
-`--log FILE` keeps pytest's whole output there; `--timeline FILE` records when every test phase ran on
-which worker (bench/suite_timeline.py) and prints each worker's busy time and idle gaps.
+`--log FILE` keeps pytest's whole output there; `--processes FILE` (implies --by-process) writes one JSON
+line per process started (kind, command line, CPU, test, its parent's kind); `--timeline FILE` records
+when every test phase ran on which worker (bench/suite_timeline.py) and prints each worker's busy time,
+idle gaps and the tests that used most of the workers' own CPU.
 `--by-process` also samples /proc every 0.2 s and
 prints the CPU of the processes the suite started, grouped by kind (pytest workers, config probes,
 supervisors, run-api, trainers, environments, local servers, …) with how many of each ran: which
@@ -54,6 +56,7 @@ PROCESS_KINDS = [
 def sample_processes(root_pid: int, seen: dict, stop: threading.Event, interval: float = 0.2) -> None:
     """Record the latest (cmdline, cpu seconds) of every descendant of root_pid, keyed by (pid, start)."""
     while not stop.wait(interval):
+        now = time.monotonic()
         parents: dict[int, int] = {}
         stats: dict[int, tuple[int, float]] = {}
         for entry in os.scandir("/proc"):
@@ -79,9 +82,17 @@ def sample_processes(root_pid: int, seen: dict, stop: threading.Event, interval:
                     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 except OSError:
                     continue
-                seen[key] = [cmd.strip(), cpu, _test_of(pid)]
+                seen[key] = [cmd.strip(), cpu, _test_of(pid), parents.get(pid), now]
             else:
                 seen[key][1] = max(seen[key][1], cpu)
+                if seen[key][1] == cpu and len(seen[key]) > 3 and now - seen[key][4] > 1.0:
+                    # a fork of a warm server rewrites its command line after it starts: keep the latest
+                    try:
+                        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip()
+                        if command:  # a zombie's is empty
+                            seen[key][0], seen[key][4] = command.decode(errors="replace"), now
+                    except OSError:
+                        pass
 
 
 _TEST_DIR = re.compile(rb"HERMES_HOME=[^\0]*?/(test_[^/\0]+?)\d*/")
@@ -99,7 +110,7 @@ def _test_of(pid: int) -> str:
 def print_by_test(seen: dict, count: int = 30) -> None:
     """CPU of the processes each test started (the worker's own CPU is not in it), the largest first."""
     totals: dict[str, list] = {}
-    for _cmd, cpu, test in seen.values():
+    for _cmd, cpu, test, *_ in seen.values():
         entry = totals.setdefault(test, [0, 0.0])
         entry[0] += 1
         entry[1] += cpu
@@ -110,7 +121,7 @@ def print_by_test(seen: dict, count: int = 30) -> None:
 
 def print_by_kind(seen: dict) -> None:
     totals: dict[str, list] = {}
-    for cmd, cpu, _test in seen.values():
+    for cmd, cpu, *_ in seen.values():
         kind = next((name for name, pattern in PROCESS_KINDS if re.search(pattern, cmd)), "other")
         entry = totals.setdefault(kind, [0, 0.0, {}])
         entry[0] += 1
@@ -125,6 +136,23 @@ def print_by_kind(seen: dict) -> None:
         print(f"  {kind:28} {count:9d} {cpu:8.1f} {cpu / count:10.2f}")
         for cmd, cmd_cpu in sorted(cmds.items(), key=lambda item: -item[1])[:12]:
             print(f"      {cmd_cpu:7.1f}  {cmd}")
+
+
+def write_processes(seen: dict, path: Path) -> None:
+    """One JSON line per process: pid, its kind, command line, CPU, test, and its parent's kind (a fork of
+    a warm server has the server as its parent)."""
+    import json
+
+    def kind_of(cmd: str) -> str:
+        return next((name for name, pattern in PROCESS_KINDS if re.search(pattern, cmd)), "other")
+
+    commands = {pid: cmd for (pid, _start), (cmd, *_rest) in seen.items()}
+    with path.open("w", encoding="utf-8") as handle:
+        for (pid, _start), (cmd, cpu, test, parent, _at) in seen.items():
+            parent_kind = kind_of(commands[parent]) if parent in commands else "outside"
+            record = {"pid": pid, "kind": kind_of(cmd), "cmd": cmd[:300], "cpu": cpu, "test": test}
+            handle.write(json.dumps({**record, "parent": parent_kind}) + "\n")
+    print(f"every sampled process: {path}")
 
 
 def _children(pid: int) -> list[str]:
@@ -162,6 +190,14 @@ def print_timeline(path: Path, started_at: float) -> None:
             f"{phases[-1]['end'] - started_at:14.1f} {end - started_at:12.1f} {busy:9.1f}  "
             f"{len(big)} ({sum(g for g, _ in big):.1f} s)"
         )
+    by_test: dict[str, float] = {}
+    for record in records:
+        if record["event"] == "phase" and "cpu" in record:
+            by_test[record["test"]] = by_test.get(record["test"], 0.0) + record["cpu"]
+    if by_test:
+        print(f"\nthe workers' own CPU ({sum(by_test.values()):.1f} s in tests), the 30 largest tests:")
+        for test, cpu in sorted(by_test.items(), key=lambda item: -item[1])[:30]:
+            print(f"  {cpu:7.1f} s  {test}")
 
 
 def become_subreaper() -> bool:
@@ -181,6 +217,11 @@ def main(argv: list[str]) -> int:
         del argv[at : at + 2]
         timeline.unlink(missing_ok=True)
         argv = ["-p", "bench.suite_timeline", *argv]
+    processes_path = None
+    if "--processes" in argv:
+        at = argv.index("--processes")
+        processes_path, by_process = Path(argv[at + 1]), True
+        del argv[at : at + 2]
     log_path = None
     if "--log" in argv:
         at = argv.index("--log")
@@ -267,6 +308,8 @@ def main(argv: list[str]) -> int:
     if by_process:
         print_by_kind(seen)
         print_by_test(seen)
+    if processes_path:
+        write_processes(seen, processes_path)
     if timeline and timeline.exists():
         print_timeline(timeline, started_at)
     if left:

@@ -9,6 +9,7 @@ with warm starts (one warm server per run, the processes forks of it), in the sa
 
 - launch -> all three ready (wall), and the CPU of every process of the run at that moment (the warm
   server included);
+- get_run of the running run (it proves each process's identity from /proc/PID/environ): CPU per call;
 - an environment killed with SIGKILL -> ready again after its restart (wall) and the CPU of its new process.
 
 Everything happens under a temporary $HERMES_HOME; the machine should be otherwise idle.
@@ -103,6 +104,10 @@ def one_run(folder: Path, warm: bool) -> dict:
             all(p.get("warm") for p in view["processes"]) if warm else not any(p.get("warm") for p in view["processes"])
         )
         assert forked, view["processes"]
+        calls, began_cpu = 50, time.process_time()
+        for _ in range(calls):  # what a dashboard or an agent's status check pays per look
+            runs.get_run(run_id, sample=False)
+        look_ms = (time.process_time() - began_cpu) / calls * 1000
         os.kill(env["pid"], signal.SIGKILL)
         killed = time.monotonic()
 
@@ -116,7 +121,7 @@ def one_run(folder: Path, warm: bool) -> dict:
         restart_cpu = _cpu(new["pid"])
     finally:
         runs.stop_run(run_id, wait=60)
-    return {"ready_s": ready_s, "cpu_s": cpu, "restart_s": restart_s, "restart_cpu_s": restart_cpu}
+    return {"ready_s": ready_s, "cpu_s": cpu, "look_ms": look_ms, "restart_s": restart_s, "restart_cpu_s": restart_cpu}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, label in (
         ("ready_s", "launch -> all ready (s)"),
         ("cpu_s", "CPU of the run's processes then (s)"),
+        ("look_ms", "get_run of the running run, CPU (ms)"),
         ("restart_s", "environment killed -> ready again (s)"),
         ("restart_cpu_s", "CPU of the restarted environment (s)"),
     ):

@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/bench_suite.py --timeline FILE -n 3      (loads this with -p bench.suite_timeline)
 
-Appends one JSON line per phase (worker, test id, phase, start, end: wall-clock seconds) and one per
-worker for its session start and end, to the file named by $HERMES_RL_SUITE_TIMELINE; nothing without it.
+Appends one JSON line per phase (worker, test id, phase, start, end: wall-clock seconds; cpu: the
+worker's own CPU seconds in it, not its children's) and one per worker for its session start and end,
+to the file named by $HERMES_RL_SUITE_TIMELINE; nothing without it.
 """
 
 from __future__ import annotations
@@ -34,20 +35,24 @@ def pytest_sessionfinish(session) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     yield
-    _write(event="phase", test=item.nodeid, phase="setup", start=started, end=time.time())
+    _write(
+        event="phase", test=item.nodeid, phase="setup", start=started, end=time.time(), cpu=time.process_time() - cpu
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     yield
-    _write(event="phase", test=item.nodeid, phase="call", start=started, end=time.time())
+    _write(event="phase", test=item.nodeid, phase="call", start=started, end=time.time(), cpu=time.process_time() - cpu)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item):
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     yield
-    _write(event="phase", test=item.nodeid, phase="teardown", start=started, end=time.time())
+    _write(
+        event="phase", test=item.nodeid, phase="teardown", start=started, end=time.time(), cpu=time.process_time() - cpu
+    )
