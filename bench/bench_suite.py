@@ -10,7 +10,9 @@ the pass/fail line. The environment is the one scripts/test.sh sets (offline hub
 `--log FILE` keeps pytest's whole output there; `--processes FILE` (implies --by-process) writes one JSON
 line per process started (kind, command line, CPU, test, its parent's kind); `--timeline FILE` records
 when every test phase ran on which worker (bench/suite_timeline.py) and prints each worker's busy time,
-idle gaps and the tests that used most of the workers' own CPU.
+idle gaps and the tests that used most of the workers' own CPU; `--save-durations FILE` writes each test's
+seconds from a passing run's timeline (tests/durations.json: the order tests/conftest.py runs the heavy
+tests in).
 `--by-process` also samples /proc every 0.2 s and
 prints the CPU of the processes the suite started, grouped by kind (pytest workers, config probes,
 supervisors, run-api, trainers, environments, local servers, …) with how many of each ran: which
@@ -200,6 +202,19 @@ def print_timeline(path: Path, started_at: float) -> None:
             print(f"  {cpu:7.1f} s  {test}")
 
 
+def save_durations(timeline: Path, path: Path) -> None:
+    """Each test's seconds (setup, call and teardown) from a timeline, for tests/conftest.py's order."""
+    import json
+
+    seconds: dict[str, float] = {}
+    for line in timeline.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("event") == "phase":
+            seconds[record["test"]] = seconds.get(record["test"], 0.0) + record["end"] - record["start"]
+    path.write_text(json.dumps({test: round(s, 1) for test, s in sorted(seconds.items())}, indent=0) + "\n")
+    print(f"durations of {len(seconds)} tests: {path}")
+
+
 def become_subreaper() -> bool:
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -222,6 +237,15 @@ def main(argv: list[str]) -> int:
         at = argv.index("--processes")
         processes_path, by_process = Path(argv[at + 1]), True
         del argv[at : at + 2]
+    durations_path = None
+    if "--save-durations" in argv:
+        at = argv.index("--save-durations")
+        durations_path = Path(argv[at + 1]).resolve()
+        del argv[at : at + 2]
+        if timeline is None:
+            timeline = Path(str(durations_path) + ".timeline.jsonl")
+            timeline.unlink(missing_ok=True)
+            argv = ["-p", "bench.suite_timeline", *argv]
     log_path = None
     if "--log" in argv:
         at = argv.index("--log")
@@ -312,6 +336,8 @@ def main(argv: list[str]) -> int:
         write_processes(seen, processes_path)
     if timeline and timeline.exists():
         print_timeline(timeline, started_at)
+        if durations_path and status == 0:
+            save_durations(timeline, durations_path)
     if left:
         print(f"\nstill running after pytest (not counted): {', '.join(left)}")
     if log_path:

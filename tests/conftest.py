@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import signal
 import sys
@@ -131,4 +132,25 @@ def pytest_collection_modifyitems(config, items):
         )
         if not heavy:
             item.add_marker(pytest.mark.fast)
-    items.sort(key=lambda item: 0 if item.get_closest_marker("pipeline") or item.get_closest_marker("slow") else 1)
+    # The pipeline and slow tests first, the longest first (tests/durations.json): xdist's worksteal gives
+    # the first worker the front of the list and the others steal from its end, so no long test is left
+    # to start near the end of the run. A test missing from the file counts as short.
+    durations = _recorded_durations()
+    items.sort(
+        key=lambda item: (
+            (0, -durations.get(item.nodeid, 0.0))
+            if item.get_closest_marker("pipeline") or item.get_closest_marker("slow")
+            else (1, 0.0)
+        )
+    )
+
+
+def _recorded_durations() -> dict[str, float]:
+    """Seconds per test id from a passing run (bench/bench_suite.py --save-durations tests/durations.json)."""
+    try:
+        recorded = json.loads((ROOT / "tests" / "durations.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return (
+        {k: float(v) for k, v in recorded.items() if isinstance(v, (int, float))} if isinstance(recorded, dict) else {}
+    )

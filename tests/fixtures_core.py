@@ -90,7 +90,7 @@ def processes_with_env(name: str, value: str) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as handle:
-                env = handle.read().split(b"\0")
+                env = handle.read().split(b"\0\0", 1)[0].split(b"\0")  # a warm fork's ends at its padding
         except OSError:
             continue
         if needle in env and pid_alive(int(entry)):
