@@ -77,9 +77,9 @@ def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_
     final = wait_final(run_id, 360)  # stops the run if it does not finish in time
     folder = run_dir(run_id)
     assert final["status"] == "completed", (final.get("reason"), _log_tails(final))
-    # the Tinker server, trainer and environment started as forks of the run's warm server
-    warm = {p["name"]: p.get("warm", p.get("why_cold")) for p in final["processes"] if p["name"] != "api"}
-    assert warm == {"model": None, "tinker": True, "trainer": True, "env": True}, warm
+    # run-api, the Tinker server, trainer and environment started as forks of the run's warm server
+    warm = {p["name"]: p.get("warm", p.get("why_cold")) for p in final["processes"]}
+    assert warm == {"api": True, "model": None, "tinker": True, "trainer": True, "env": True}, warm
 
     rows = read_jsonl(folder / "metrics.jsonl")
     assert [r["step"] for r in rows] == list(range(1, 13))

@@ -49,6 +49,7 @@ def _locked(profile, name: str):
 WARM_TINKER_LOCAL = ["torch", "fastapi", "uvicorn", "hermes_rl.dataplane.tinker_local.server"]
 WARM_TRAINER = ["tinker", "hermes_rl.dataplane.trainer.loop"]
 WARM_ENVIRONMENT = ["atroposlib.envs.base", "hermes_rl.dataplane.wandb_fallback", "hermes_rl.dataplane.compat"]
+WARM_RUN_API = ["uvicorn", "atroposlib.api"]
 
 
 def local_model_dir(profile, run_config: RunConfig | None = None) -> str:
@@ -136,6 +137,7 @@ def training_pipeline(
             stop_timeout=5.0,
             port="api",
             status_url=f"http://{address}:{{port:api}}/status",  # queue size and step, recorded in health.json
+            warm=WARM_RUN_API,
         ),
     )
     specs.append(
