@@ -32,8 +32,36 @@ def _dead_url() -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+def _environment_parents(folder: str) -> dict[str, str]:
+    """Each running environment process of a test (its HERMES_ENV_METRICS lies in the test's folder): the
+    model folder it writes to -> its parent's command line."""
+    needle = f"HERMES_ENV_METRICS={folder}/".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0\0", 1)[0].split(b"\0")
+            mine = next((item for item in environ if item.startswith(needle)), None)
+            if mine is None:
+                continue
+            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            found[Path(mine.decode()).parent.name] = Path(f"/proc/{parent}/cmdline").read_bytes().decode()
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(arith_env, openai_stub, hermes_home):
     events: list[dict] = []
+    parents: dict[str, str] = {}
+    done = threading.Event()
+
+    def watch() -> None:  # the environment processes while they run
+        while not done.wait(0.1):
+            if events:
+                parents.update(_environment_parents(events[0]["folder"]))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     test = InferenceTest.prepare(
         num_steps=2,
         group_size=4,
@@ -41,7 +69,14 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
         base_url=openai_stub.base_url,
         timeout_s=120,
     )
-    summary = test.run(events.append)
+    try:
+        summary = test.run(events.append)
+    finally:
+        done.set()
+        watcher.join()
+    # three environment processes: forks of one warm server that imported atroposlib once, not three imports
+    assert len(parents) == 3 and len(set(parents.values())) == 1, parents
+    assert "hermes_rl.core.daemons.forkserver" in next(iter(parents.values())), parents
 
     kinds = [e["event"] for e in events]
     assert kinds[0] == "started" and kinds[-1] == "summary"

@@ -41,6 +41,7 @@ import time
 from hermes_rl.core.daemons.spawn import CHILD_TOKEN, BoundedRun, child_preexec, end_bounded_child, spawn_group
 
 START_TIMEOUT_S = 120.0  # importing the preloads on a busy machine
+WARM_START_ENV = "HERMES_RL_WARM_START"  # "0": every process starts as a fresh interpreter
 
 
 class ColdStartNeeded(Exception):
@@ -522,6 +523,12 @@ class WarmStarts:
         if self._state == "starting" and time.monotonic() > self.deadline:
             self._fail(f"the warm server did not import its modules within {START_TIMEOUT_S:g}s")
         return self._state
+
+    def wait_started(self, cancelled: threading.Event | None = None) -> str:
+        """Block while the server imports (until ready, failed or `cancelled`); its state then."""
+        while self.state == "starting" and not (cancelled is not None and cancelled.is_set()):
+            time.sleep(0.02)
+        return self.state
 
     def _fail(self, why: str) -> None:
         with self._lock:

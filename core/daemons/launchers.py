@@ -172,6 +172,15 @@ class WarmProcess(LocalProcess):
             self._code = self.starts.exit_code(self.pid)
         return self._code
 
+    def wait(self, timeout: float | None = None) -> int:
+        """As Popen.wait: its exit code (reaped and reported by the server); TimeoutExpired after `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(0.02)
+        return self._code
+
     def record(self) -> dict:
         return {"launcher": "local", "warm": True}
 

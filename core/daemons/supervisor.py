@@ -44,7 +44,7 @@ from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, reda
 from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 from hermes_rl.core.daemons import procscan
 from hermes_rl.core.daemons.alerts import AlertMonitor
-from hermes_rl.core.daemons.forkserver import WarmStarts
+from hermes_rl.core.daemons.forkserver import WARM_START_ENV, WarmStarts
 from hermes_rl.core.daemons.health_monitor import HealthMonitor
 from hermes_rl.core.daemons.launchers import LauncherError, SlurmTracker, start_process
 from hermes_rl.core.daemons.pipeline import (
@@ -66,7 +66,6 @@ from hermes_rl.core.daemons.spawn import describe_exit, spawn_group, start_sweep
 PROBE_FAST_CAP_S = 0.05  # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0
 PROBE_SLOW_CAP_S = 0.25
-WARM_START_ENV = "HERMES_RL_WARM_START"  # "0": every process starts as a fresh interpreter
 # Variables that differ between a run's processes and are read once a process runs, never while it imports
 # (names, markers and credentials of its own, the tinker SDK's telemetry switch; PYTHONPATH is applied to
 # sys.path, and a folder on it that shadows an imported module makes the process start cold): a process

@@ -57,7 +57,10 @@ from hermes_rl.core.base.fsutil import (
 from hermes_rl.core.base.http_deadline import request_within
 from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
+from hermes_rl.core.daemons.forkserver import WARM_START_ENV, ColdStartNeeded, WarmStarts
+from hermes_rl.core.daemons.launchers import WarmProcess
 from hermes_rl.core.daemons.spawn import end_group, spawn_group
+from hermes_rl.core.runs.training import WARM_ENVIRONMENT
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_OPENROUTER_MODELS = ("qwen/qwen3-8b", "z-ai/glm-4.7-flash", "minimax/minimax-m2.7")
@@ -470,6 +473,31 @@ def child_base_env() -> dict[str, str]:
     return env
 
 
+# What the policy server's start-up imports beyond an environment's (core.runs.training.WARM_ENVIRONMENT).
+WARM_POLICY = ["tinker", "hermes_rl.dataplane.trainer.inference", "hermes_rl.dataplane.trainer.tokenizer"]
+# Differ between the test's processes and are read once a process runs, never while it imports (see the
+# supervisor's WARM_RUNTIME_ONLY_ENV): a process that differs from the warm server only in these may fork it.
+INFERENCE_RUNTIME_ONLY_ENV = frozenset(
+    {
+        "OPENAI_API_KEY",
+        "ATROPOS_ALLOW_DUMMY_MANAGED_SERVER",
+        "HERMES_ENV_METRICS",
+        "PYTHONPATH",
+        "TOKENIZERS_PARALLELISM",
+        *SECRET_NAMES,
+    }
+)
+Spawn = Callable[[list[str], dict[str, str], Path, "str | None"], "subprocess.Popen | WarmProcess"]
+
+
+def spawn_fresh(argv: list[str], env: dict[str, str], log_path: Path, cwd: str | None) -> subprocess.Popen:
+    """`argv` in a session of its own, both streams to `log_path` (truncated)."""
+    with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
+        return spawn_group(
+            argv, session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd
+        )
+
+
 class PolicyServer:
     """dataplane.offline_policy as a child in its own session: a base model, or a run's saved checkpoint
     (`checkpoint`, from core.runs.sampling.find_checkpoint), behind an OpenAI-compatible /v1."""
@@ -492,16 +520,13 @@ class PolicyServer:
                 self.env = {k: v for k, v in self.env.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
                 self.env["TINKER_API_KEY"] = key
         self.log_path = log_path
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | WarmProcess | None = None
         self.base_url = ""
 
-    def start(self, cancelled: threading.Event) -> Iterator[str]:
+    def start(self, cancelled: threading.Event, spawn: Spawn = spawn_fresh) -> Iterator[str]:
         """Start it; yields each new preparation stage line ("model: …"); base_url is set once it answers.
         HermesError with the reason from its log when it exits or does not answer in OFFLINE_START_S."""
-        with os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
-            self.proc = spawn_group(
-                self.argv, session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env
-            )
+        self.proc = spawn(self.argv, self.env, self.log_path, None)
         started, stage = time.monotonic(), ""
         while not cancelled.is_set():
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -573,8 +598,9 @@ class InferenceTest:
         self.timeout_s = timeout_s
         self.correct_threshold = correct_threshold
         self._cancelled = cancel_event or threading.Event()  # set from outside: stop at once
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen | WarmProcess | None = None
         self._server: PolicyServer | None = None  # the model's server, when the test runs one
+        self._warm: WarmStarts | None = None  # the warm server its processes fork from, when worth one
         self._lock = threading.Lock()
 
     @classmethod
@@ -682,13 +708,50 @@ class InferenceTest:
             if self._server is not None:
                 self._server.stop()
 
-    def _start_server(self) -> Iterator[dict]:
-        """Serve the offline model or the checkpoint (PolicyServer) and point the target at it; yields progress."""
+    def _policy_server(self) -> PolicyServer:
         name = "checkpoint.log" if self.target.kind == "checkpoint" else "offline_model.log"
-        server = PolicyServer(self.target.model_dir, self.folder / name, self._child_env(), self.target.checkpoint)
+        return PolicyServer(self.target.model_dir, self.folder / name, self._child_env(), self.target.checkpoint)
+
+    def _start_warm(self, server: PolicyServer | None) -> WarmStarts | None:
+        """One warm server for the test's processes when two or more of them can fork it (an environment
+        process per model, and the policy server when its environment allows): they import torch, the
+        tinker SDK and atroposlib once. A single process starts fresh: a server would only add a fork.
+        HERMES_RL_WARM_START=0: never."""
+        if os.environ.get(WARM_START_ENV, "1") == "0":
+            return None
+
+        def import_time(env: dict[str, str]) -> dict[str, str]:
+            return {k: v for k, v in env.items() if k not in INFERENCE_RUNTIME_ONLY_ENV}
+
+        env = import_time(self._child_env())
+        forks, preload = len(self.target.models), list(WARM_ENVIRONMENT)
+        if server is not None and import_time(server.env) == env:
+            forks, preload = forks + 1, preload + WARM_POLICY
+        if forks < 2:
+            return None
+        return WarmStarts(preload, env, INFERENCE_RUNTIME_ONLY_ENV)
+
+    def _spawn(
+        self, argv: list[str], env: dict[str, str], log_path: Path, cwd: str | None
+    ) -> subprocess.Popen | WarmProcess:
+        """A fork of the test's warm server where it can be one (it waits for the server's imports), else
+        spawn_fresh; both streams to `log_path`."""
+        warm = self._warm
+        if warm is not None and warm.wait_started(self._cancelled) == "ready":
+            folders = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+            try:
+                log_path.write_bytes(b"")
+                pid = warm.start(argv, cwd=cwd or os.getcwd(), env=env, log=str(log_path), folders=folders)
+                return WarmProcess(warm, pid)
+            except (ColdStartNeeded, OSError):
+                pass
+        return spawn_fresh(argv, env, log_path, cwd)
+
+    def _start_server(self, server: PolicyServer) -> Iterator[dict]:
+        """Serve the offline model or the checkpoint (PolicyServer) and point the target at it; yields progress."""
         with self._lock:
             self._server = server
-        for stage in server.start(self._cancelled):
+        for stage in server.start(self._cancelled, self._spawn):
             yield {"event": "progress", "test_id": self.test_id, "model": self.target.models[0], "stage": stage}
         self.target.base_url = server.base_url
 
@@ -706,8 +769,10 @@ class InferenceTest:
         }
         results: list[ModelResult] = []
         try:
-            if self.target.kind in ("offline", "checkpoint"):
-                yield from self._start_server()
+            server = self._policy_server() if self.target.kind in ("offline", "checkpoint") else None
+            self._warm = self._start_warm(server)
+            if server is not None:
+                yield from self._start_server(server)
             for index, model in enumerate(self.target.models):
                 if self._cancelled.is_set():
                     break
@@ -732,6 +797,8 @@ class InferenceTest:
                     end_group(self._proc)
                 if self._server is not None:
                     self._server.stop()
+                if self._warm is not None:
+                    self._warm.close()
         summary = self._summary(results, time.time() - started)
         atomic_write_json(self.folder / "summary.json", summary)
         yield {"event": "summary", **summary}
@@ -765,58 +832,56 @@ class InferenceTest:
             child_env["PYTHONPATH"] = root.pythonpath(child_env.get("PYTHONPATH"))
         started = time.monotonic()
         timed_out = False
-        with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
-            try:
-                proc = spawn_group(
-                    argv,
-                    session=True,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=child_env,
-                    cwd=root.cwd or model_dir,
-                )
-            except OSError as exc:
-                result.errors.append(f"cannot start the environment: {exc.strerror or exc}")
-                yield result
-                return
-            with self._lock:
-                self._proc = proc
-            done_groups = 0
-            drops = _RetryCounter(log_path)
-            give_up_after = max(DROPS_IN_A_ROW, 2 * self.num_steps)
-            gave_up = 0
-            try:
-                while proc.poll() is None:
-                    if self._cancelled.is_set():
-                        end_group(proc)
-                        break
-                    if time.monotonic() - started > self.timeout_s:
-                        timed_out = True
-                        end_group(proc)
-                        break
-                    count = _count_lines(rollouts)
-                    dropped = drops.new()
-                    if count == done_groups and dropped >= give_up_after:
-                        gave_up = dropped
-                        end_group(proc)
-                        break
-                    if count != done_groups:
-                        drops.in_a_row = 0  # a group was saved: the drops before it were not all of them
-                        done_groups = count
-                        yield {
-                            "event": "progress",
-                            "test_id": self.test_id,
-                            "model": model,
-                            "groups_done": count,
-                            "groups_total": self.num_steps,
-                        }
-                    time.sleep(_POLL_S)
-            finally:
-                if proc.poll() is None:
+        try:
+            proc = self._spawn(argv, child_env, log_path, str(root.cwd or model_dir))
+        except OSError as exc:
+            result.errors.append(f"cannot start the environment: {exc.strerror or exc}")
+            yield result
+            return
+        with self._lock:
+            self._proc = proc
+        done_groups = 0
+        drops = _RetryCounter(log_path)
+        give_up_after = max(DROPS_IN_A_ROW, 2 * self.num_steps)
+        gave_up = 0
+
+        def progress(count: int) -> dict:
+            return {
+                "event": "progress",
+                "test_id": self.test_id,
+                "model": model,
+                "groups_done": count,
+                "groups_total": self.num_steps,
+            }
+
+        try:
+            while proc.poll() is None:
+                if self._cancelled.is_set():
                     end_group(proc)
-                with self._lock:
-                    self._proc = None
+                    break
+                if time.monotonic() - started > self.timeout_s:
+                    timed_out = True
+                    end_group(proc)
+                    break
+                count = _count_lines(rollouts)
+                dropped = drops.new()
+                if count == done_groups and dropped >= give_up_after:
+                    gave_up = dropped
+                    end_group(proc)
+                    break
+                if count != done_groups:
+                    drops.in_a_row = 0  # a group was saved: the drops before it were not all of them
+                    done_groups = count
+                    yield progress(count)
+                time.sleep(_POLL_S)
+        finally:
+            if proc.poll() is None:
+                end_group(proc)
+            with self._lock:
+                self._proc = None
+        count = _count_lines(rollouts)
+        if count != done_groups:  # the groups saved since the last look (a fast process ends in between)
+            yield progress(count)
         result.exit_code = proc.returncode
         result.duration_s = round(time.monotonic() - started, 2)
         _redact_file(log_path, secret_values)
