@@ -740,7 +740,7 @@ class InferenceTest:
         if warm is not None and warm.wait_started(self._cancelled) == "ready":
             folders = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
             try:
-                log_path.write_bytes(b"")
+                os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))  # the fork appends
                 pid = warm.start(argv, cwd=cwd or os.getcwd(), env=env, log=str(log_path), folders=folders)
                 return WarmProcess(warm, pid)
             except (ColdStartNeeded, OSError):
