@@ -176,3 +176,27 @@ def test_a_fork_stopped_by_sigterm_reports_the_signal(worker_module, hermes_home
     final = wait_status(run["run_id"], "failed", timeout=60)
     assert _processes(run["run_id"])["one"]["exit_code"] == -signal.SIGTERM, final["processes"]
     assert "SIGTERM" in final["reason"], final["reason"]
+
+
+def test_a_forks_pid_is_answered_once_proc_shows_its_own_environment(tmp_path):
+    """Whoever is told a fork's pid (the supervisor, then run.json's readers: the watchdog's sweep, a test,
+    `ps`) may read /proc/PID at once: it must already show the fork's own command line and environment,
+    as a fresh process's does once Popen returns, not the server's."""
+    from hermes_rl.core.daemons.forkserver import WarmStarts
+
+    (tmp_path / "warm_sleeper.py").write_text("import time\ntime.sleep(120)\n")
+    env = {k: v for k, v in os.environ.items() if k != "HERMES_RL_WARM_MARK"}
+    starts = WarmStarts(["json"], env, {"HERMES_RL_WARM_MARK"})
+    try:
+        assert starts.wait_started() == "ready"
+        for attempt in range(10):
+            mark = f"attempt-{attempt}"
+            argv = [sys.executable, "-m", "warm_sleeper", mark]
+            pid = starts.start(
+                argv, cwd=str(tmp_path), env={**env, "HERMES_RL_WARM_MARK": mark}, log=str(tmp_path / "log"), folders=[]
+            )
+            shown = _proc_file(pid, "environ")  # at once: no wait between the answer and the read
+            assert f"HERMES_RL_WARM_MARK={mark}" in shown, (attempt, [e for e in shown if "WARM" in e])
+            assert _proc_file(pid, "cmdline") == argv
+    finally:
+        starts.close()

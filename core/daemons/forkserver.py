@@ -41,6 +41,7 @@ import time
 from hermes_rl.core.daemons.spawn import CHILD_TOKEN, BoundedRun, child_preexec, end_bounded_child, spawn_group
 
 START_TIMEOUT_S = 120.0  # importing the preloads on a busy machine
+SHOW_TIMEOUT_S = 5.0  # a child's pid is answered once it shows its own cmdline and environ, or after this
 WARM_START_ENV = "HERMES_RL_WARM_START"  # "0": every process starts as a fresh interpreter
 
 
@@ -52,8 +53,9 @@ class ColdStartNeeded(Exception):
 # ---------------------------------------------------------------- the server (its own process)
 
 
-def _child(request: dict, server_pid: int, inherited: list[int]) -> None:
-    """In the forked child: become `python -m MODULE ARGS` as the request describes, and never return."""
+def _child(request: dict, server_pid: int, inherited: list[int], shown: int) -> None:
+    """In the forked child: become `python -m MODULE ARGS` as the request describes, and never return.
+    `shown` is closed once /proc shows the child's own command line and environment."""
     code = 1
     try:
         os.setsid()
@@ -76,6 +78,7 @@ def _child(request: dict, server_pid: int, inherited: list[int]) -> None:
         os.environ.clear()
         os.environ.update(env)
         _show_as(request.get("argv") or [sys.executable, "-m", request["module"], *request["args"]], env)
+        os.close(shown)  # the server answers our pid now: whoever reads /proc/PID then sees us, not it
         _fresh_random_state()
         # What a fresh `python -m` would have put first: the working folder, then PYTHONPATH.
         extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -226,6 +229,7 @@ def _request(line: bytes) -> dict | None:
 
 
 def serve(preload: list[str]) -> int:
+    import select
     import selectors
 
     for name in preload:
@@ -259,9 +263,13 @@ def serve(preload: list[str]) -> int:
                         _answer({"error": "bad request"})
                         continue
                     inherited = [selector.fileno(), *(w for w in children.values() if w is not None)]
+                    shown_r, shown_w = os.pipe()
                     pid = os.fork()
                     if pid == 0:
-                        _child(request, server_pid, inherited)
+                        _child(request, server_pid, [*inherited, shown_r], shown_w)
+                    os.close(shown_w)
+                    select.select([shown_r], [], [], SHOW_TIMEOUT_S)  # until the child closes it (or exits)
+                    os.close(shown_r)
                     try:
                         watch = os.pidfd_open(pid)
                         selector.register(watch, selectors.EVENT_READ)
