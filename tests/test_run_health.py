@@ -217,7 +217,7 @@ def test_groups_that_all_score_the_same_are_explained(tiny_model_dir, run_cleanu
     assert health["reason"].startswith("running, no trained step in ")
     assert "env logged" in health["reason"] and "Scores are the same in a group" in health["reason"]
     assert "ensure_scores_are_not_same=false" in health["tip"]
-    assert health["no_step_for_s"] > health["threshold_s"] >= 20
+    assert health["no_step_for_s"] >= health["threshold_s"] >= 20  # both rounded to 0.1 s: 20.03 shows as 20.0
     assert "Scores are the same" in _cli_status(run_id, capsys)["reason"]
     assert "Scores are the same" in toolset.rl_check_status(run_id)["reason"]
 
