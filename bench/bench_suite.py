@@ -27,8 +27,10 @@ import ctypes
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -87,7 +89,7 @@ def sample_processes(root_pid: int, seen: dict, stop: threading.Event, interval:
                 seen[key] = [cmd.strip(), cpu, _test_of(pid), parents.get(pid), now]
             else:
                 seen[key][1] = max(seen[key][1], cpu)
-                if seen[key][1] == cpu and len(seen[key]) > 3 and now - seen[key][4] > 1.0:
+                if seen[key][1] == cpu and now - seen[key][4] > 1.0:
                     # a fork of a warm server rewrites its command line after it starts: keep the latest
                     try:
                         command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip()
@@ -121,10 +123,15 @@ def print_by_test(seen: dict, count: int = 30) -> None:
         print(f"  {cpu:7.1f} s  {procs:4d} processes  {test}")
 
 
+def kind_of(cmd: str) -> str:
+    """The first of PROCESS_KINDS whose pattern the command line matches."""
+    return next((name for name, pattern in PROCESS_KINDS if re.search(pattern, cmd)), "other")
+
+
 def print_by_kind(seen: dict) -> None:
     totals: dict[str, list] = {}
     for cmd, cpu, *_ in seen.values():
-        kind = next((name for name, pattern in PROCESS_KINDS if re.search(pattern, cmd)), "other")
+        kind = kind_of(cmd)
         entry = totals.setdefault(kind, [0, 0.0, {}])
         entry[0] += 1
         entry[1] += cpu
@@ -144,9 +151,6 @@ def write_processes(seen: dict, path: Path) -> None:
     """One JSON line per process: pid, its kind, command line, CPU, test, and its parent's kind (a fork of
     a warm server has the server as its parent)."""
     import json
-
-    def kind_of(cmd: str) -> str:
-        return next((name for name, pattern in PROCESS_KINDS if re.search(pattern, cmd)), "other")
 
     commands = {pid: cmd for (pid, _start), (cmd, *_rest) in seen.items()}
     with path.open("w", encoding="utf-8") as handle:
@@ -222,35 +226,30 @@ def become_subreaper() -> bool:
         return False
 
 
+def _pop_option(argv: list[str], name: str) -> Path | None:
+    """The value of `name VALUE` in argv (both removed from it), or None."""
+    if name not in argv:
+        return None
+    at = argv.index(name)
+    value = Path(argv[at + 1]).resolve()
+    del argv[at : at + 2]
+    return value
+
+
 def main(argv: list[str]) -> int:
     by_process = "--by-process" in argv
     argv = [arg for arg in argv if arg != "--by-process"]
-    timeline = None
-    if "--timeline" in argv:
-        at = argv.index("--timeline")
-        timeline = Path(argv[at + 1]).resolve()
-        del argv[at : at + 2]
+    timeline = _pop_option(argv, "--timeline")
+    processes_path = _pop_option(argv, "--processes")
+    durations_path = _pop_option(argv, "--save-durations")
+    log_path = _pop_option(argv, "--log")
+    by_process = by_process or processes_path is not None
+    own_timeline = durations_path is not None and timeline is None  # the durations come from a timeline
+    if own_timeline:
+        timeline = Path(tempfile.mkdtemp(prefix="hermes-rl-bench-")) / "timeline.jsonl"
+    if timeline is not None:
         timeline.unlink(missing_ok=True)
         argv = ["-p", "bench.suite_timeline", *argv]
-    processes_path = None
-    if "--processes" in argv:
-        at = argv.index("--processes")
-        processes_path, by_process = Path(argv[at + 1]), True
-        del argv[at : at + 2]
-    durations_path = None
-    if "--save-durations" in argv:
-        at = argv.index("--save-durations")
-        durations_path = Path(argv[at + 1]).resolve()
-        del argv[at : at + 2]
-        if timeline is None:
-            timeline = Path(str(durations_path) + ".timeline.jsonl")
-            timeline.unlink(missing_ok=True)
-            argv = ["-p", "bench.suite_timeline", *argv]
-    log_path = None
-    if "--log" in argv:
-        at = argv.index("--log")
-        log_path = argv[at + 1]
-        del argv[at : at + 2]
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -338,6 +337,8 @@ def main(argv: list[str]) -> int:
         print_timeline(timeline, started_at)
         if durations_path and status == 0:
             save_durations(timeline, durations_path)
+    if own_timeline:
+        shutil.rmtree(timeline.parent, ignore_errors=True)
     if left:
         print(f"\nstill running after pytest (not counted): {', '.join(left)}")
     if log_path:
