@@ -151,6 +151,6 @@ def _recorded_durations() -> dict[str, float]:
         recorded = json.loads((ROOT / "tests" / "durations.json").read_text())
     except (OSError, ValueError):
         return {}
-    return (
-        {k: float(v) for k, v in recorded.items() if isinstance(v, (int, float))} if isinstance(recorded, dict) else {}
-    )
+    if not isinstance(recorded, dict):
+        return {}
+    return {k: float(v) for k, v in recorded.items() if isinstance(v, (int, float))}

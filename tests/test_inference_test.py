@@ -35,17 +35,17 @@ def _dead_url() -> str:
 def _environment_parents(folder: str) -> dict[str, str]:
     """Each running environment process of a test (its HERMES_ENV_METRICS lies in the test's folder): the
     model folder it writes to -> its parent's command line."""
-    needle = f"HERMES_ENV_METRICS={folder}/".encode()
+    from hermes_rl.core.daemons.procscan import _environ
+
     found = {}
     for entry in Path("/proc").iterdir():
+        metrics = _environ(int(entry.name)).get(b"HERMES_ENV_METRICS", b"").decode() if entry.name.isdigit() else ""
+        if not metrics.startswith(f"{folder}/"):
+            continue
         try:
-            environ = (entry / "environ").read_bytes().split(b"\0\0", 1)[0].split(b"\0")
-            mine = next((item for item in environ if item.startswith(needle)), None)
-            if mine is None:
-                continue
             parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
-            found[Path(mine.decode()).parent.name] = Path(f"/proc/{parent}/cmdline").read_bytes().decode()
-        except (OSError, ValueError, IndexError):
+            found[Path(metrics).parent.name] = Path(f"/proc/{parent}/cmdline").read_bytes().decode()
+        except (OSError, IndexError):
             continue
     return found
 

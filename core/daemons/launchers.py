@@ -130,6 +130,9 @@ class LocalProcess:
     def poll(self) -> int | None:
         return self.popen.poll()
 
+    def wait(self, timeout: float | None = None) -> int:
+        return self.popen.wait(timeout)
+
     def leftovers(self) -> bool:
         """Whether anything of its process group is still there (a leader's exit leaves workers behind)."""
         return procscan.group_alive(self.pgid)
@@ -186,16 +189,26 @@ class WarmProcess(LocalProcess):
 
 
 def start_local(
-    argv: list[str], *, cwd: str, env: dict[str, str], log_fd: int, log: Path, warm: WarmStarts | None = None
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    log_fd: int,
+    log: Path,
+    warm: WarmStarts | None = None,
+    session: bool = False,
 ) -> LocalProcess:
-    """A fork of `warm` where it can be one (see WarmStarts.start), else a fresh process."""
+    """A fork of `warm` where it can be one (see WarmStarts.start), else a fresh process (leading a session
+    of its own with `session`: a fork always does), both streams to `log_fd` (a fork appends to `log`)."""
     why_cold = None
     if warm is not None:
         try:
             return WarmProcess(warm, warm.start(argv, cwd=cwd, env=env, log=str(log), folders=_path_folders(env)))
         except ColdStartNeeded as exc:
             why_cold = str(exc)
-    popen = spawn_group(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT)
+    popen = spawn_group(
+        argv, session=session, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT
+    )
     return LocalProcess(popen, why_cold)
 
 

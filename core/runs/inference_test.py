@@ -34,7 +34,6 @@ import json
 import os
 import re
 import secrets as _secrets
-import subprocess
 import sys
 import threading
 import time
@@ -57,9 +56,9 @@ from hermes_rl.core.base.fsutil import (
 from hermes_rl.core.base.http_deadline import request_within
 from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
-from hermes_rl.core.daemons.forkserver import WARM_START_ENV, ColdStartNeeded, WarmStarts
-from hermes_rl.core.daemons.launchers import WarmProcess
-from hermes_rl.core.daemons.spawn import end_group, spawn_group
+from hermes_rl.core.daemons.forkserver import WARM_START_ENV, WarmStarts
+from hermes_rl.core.daemons.launchers import LocalProcess, start_local
+from hermes_rl.core.daemons.spawn import end_group
 from hermes_rl.core.runs.training import WARM_ENVIRONMENT
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
@@ -487,15 +486,15 @@ INFERENCE_RUNTIME_ONLY_ENV = frozenset(
         *SECRET_NAMES,
     }
 )
-Spawn = Callable[[list[str], dict[str, str], Path, "str | None"], "subprocess.Popen | WarmProcess"]
 
 
-def spawn_fresh(argv: list[str], env: dict[str, str], log_path: Path, cwd: str | None) -> subprocess.Popen:
-    """`argv` in a session of its own, both streams to `log_path` (truncated)."""
+def start_logged(
+    argv: list[str], env: dict[str, str], log_path: Path, cwd: str, warm: WarmStarts | None = None
+) -> LocalProcess:
+    """`argv` in a session of its own (a fork of `warm` where it can be one), both streams to `log_path`
+    (truncated, private)."""
     with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
-        return spawn_group(
-            argv, session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd
-        )
+        return start_local(argv, cwd=cwd, env=env, log_fd=log.fileno(), log=log_path, warm=warm, session=True)
 
 
 class PolicyServer:
@@ -520,13 +519,14 @@ class PolicyServer:
                 self.env = {k: v for k, v in self.env.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
                 self.env["TINKER_API_KEY"] = key
         self.log_path = log_path
-        self.proc: subprocess.Popen | WarmProcess | None = None
+        self.proc: LocalProcess | None = None
         self.base_url = ""
 
-    def start(self, cancelled: threading.Event, spawn: Spawn = spawn_fresh) -> Iterator[str]:
-        """Start it; yields each new preparation stage line ("model: …"); base_url is set once it answers.
-        HermesError with the reason from its log when it exits or does not answer in OFFLINE_START_S."""
-        self.proc = spawn(self.argv, self.env, self.log_path, None)
+    def start(self, cancelled: threading.Event, warm: WarmStarts | None = None) -> Iterator[str]:
+        """Start it (a fork of `warm` where it can be); yields each new preparation stage line ("model: …");
+        base_url is set once it answers. HermesError with the reason from its log when it exits or does not
+        answer in OFFLINE_START_S."""
+        self.proc = start_logged(self.argv, self.env, self.log_path, os.getcwd(), warm)
         started, stage = time.monotonic(), ""
         while not cancelled.is_set():
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -598,7 +598,7 @@ class InferenceTest:
         self.timeout_s = timeout_s
         self.correct_threshold = correct_threshold
         self._cancelled = cancel_event or threading.Event()  # set from outside: stop at once
-        self._proc: subprocess.Popen | WarmProcess | None = None
+        self._proc: LocalProcess | None = None
         self._server: PolicyServer | None = None  # the model's server, when the test runs one
         self._warm: WarmStarts | None = None  # the warm server its processes fork from, when worth one
         self._lock = threading.Lock()
@@ -731,27 +731,16 @@ class InferenceTest:
             return None
         return WarmStarts(preload, env, INFERENCE_RUNTIME_ONLY_ENV)
 
-    def _spawn(
-        self, argv: list[str], env: dict[str, str], log_path: Path, cwd: str | None
-    ) -> subprocess.Popen | WarmProcess:
-        """A fork of the test's warm server where it can be one (it waits for the server's imports), else
-        spawn_fresh; both streams to `log_path`."""
+    def _warm_when_ready(self) -> WarmStarts | None:
+        """The test's warm server once it has imported its modules (None: start fresh)."""
         warm = self._warm
-        if warm is not None and warm.wait_started(self._cancelled) == "ready":
-            folders = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-            try:
-                os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))  # the fork appends
-                pid = warm.start(argv, cwd=cwd or os.getcwd(), env=env, log=str(log_path), folders=folders)
-                return WarmProcess(warm, pid)
-            except (ColdStartNeeded, OSError):
-                pass
-        return spawn_fresh(argv, env, log_path, cwd)
+        return warm if warm is not None and warm.wait_started(self._cancelled) == "ready" else None
 
     def _start_server(self, server: PolicyServer) -> Iterator[dict]:
         """Serve the offline model or the checkpoint (PolicyServer) and point the target at it; yields progress."""
         with self._lock:
             self._server = server
-        for stage in server.start(self._cancelled, self._spawn):
+        for stage in server.start(self._cancelled, self._warm_when_ready()):
             yield {"event": "progress", "test_id": self.test_id, "model": self.target.models[0], "stage": stage}
         self.target.base_url = server.base_url
 
@@ -833,7 +822,7 @@ class InferenceTest:
         started = time.monotonic()
         timed_out = False
         try:
-            proc = self._spawn(argv, child_env, log_path, str(root.cwd or model_dir))
+            proc = start_logged(argv, child_env, log_path, str(root.cwd or model_dir), self._warm_when_ready())
         except OSError as exc:
             result.errors.append(f"cannot start the environment: {exc.strerror or exc}")
             yield result
