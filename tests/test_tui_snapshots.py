@@ -9,7 +9,7 @@ import functools
 import shutil
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import DataTable, Input
 
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.tui.app import HermesDashboard
@@ -229,6 +229,11 @@ def test_compare_two_runs(snap_compare, snapshot_world):
         await freeze(pilot)
         await pilot.press("3", "space", "G", "space", "c")
         await wait_for_fast(pilot, lambda: getattr(pilot.app.screen, "comparison", None) is not None, what="comparison")
+        # the tables size their columns to the cells on an idle tick, which a loaded machine delays
+        tables = pilot.app.screen.query(DataTable)
+        await wait_for_fast(
+            pilot, lambda: not any(t._require_update_dimensions for t in tables), what="compare table widths"
+        )
         await freeze(pilot)
 
     assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
