@@ -60,11 +60,15 @@ def shared_probe_cache(tmp_path_factory):
 def warm_probe_server():
     """A test worker is a long-lived client, as the dashboard is: its config probes fork from one warm
     server that imported atroposlib once (core.envs.probe.keep_warm), instead of importing it afresh for
-    every environment a test writes. CLIs and supervisors the tests start still probe cold."""
+    every environment a test writes. CLIs and supervisors the tests start still probe cold; the
+    supervisors borrow their runs' warm servers from the worker's warm base (core.daemons.warm_base)."""
     from hermes_rl.core.envs import probe
+    from hermes_rl.core.runs import training
 
     probe.keep_warm()
+    training.keep_runs_warm()  # the supervisors its tests start fork their runs' warm servers from one base
     yield
+    training.keep_runs_warm(False)
     probe.keep_warm(False)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import textwrap
 
 import pytest
 
@@ -21,28 +20,6 @@ pytestmark = pytest.mark.timeout(180)
 
 # numpy's import is a fraction of a second: enough to tell a fork (it is already there) from a fresh start.
 PRELOAD = ["numpy"]
-
-WORKER = textwrap.dedent(
-    """
-    import os, sys, time
-    import numpy
-    print("up", os.environ["HERMES_RL_PROCESS"], os.environ.get("WORKER_SETTING"), flush=True)
-    print("numbers", numpy.random.randint(1 << 30), flush=True)
-    print("preloaded before main", "numpy" in PRELOADED, flush=True)
-    if sys.argv[1:] == ["fail"]:
-        raise ValueError("the worker could not read its shard")
-    if sys.argv[1:] == ["exit"]:
-        sys.exit(3)
-    time.sleep(600)
-    """
-)
-
-
-@pytest.fixture
-def worker_module(tmp_path):
-    # PRELOADED: what was imported before this module ran (a fork inherits the server's imports)
-    (tmp_path / "warm_worker.py").write_text("import sys\nPRELOADED = set(sys.modules)\n" + WORKER)
-    return tmp_path
 
 
 def _spec(name: str, folder, *args: str, warm=PRELOAD, env=None, **kw) -> ProcessSpec:

@@ -45,12 +45,14 @@ def read_alerts(offset: int) -> tuple[list[dict], int]:
 def start_run(env_name: str | None, profile: str | None, overrides: dict | None = None) -> dict:
     from hermes_rl.core import runs
 
+    runs.keep_runs_warm()  # the runs this dashboard starts after this one fork their warm servers from it
     return runs.start_run(env_name, profile, overrides)
 
 
 def resume_run(run_id: str) -> dict:
     from hermes_rl.core import runs
 
+    runs.keep_runs_warm()
     return runs.resume_run(run_id)
 
 

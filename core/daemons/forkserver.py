@@ -514,17 +514,27 @@ class WarmStarts:
         self._forked: queue.SimpleQueue = queue.SimpleQueue()
         self._live: set[int] = set()
         self._lock = threading.Lock()
-        try:
-            self._proc = start_server(preload, self.env)
-        except OSError as exc:
-            self._proc = None
-            self._fail(f"the warm server could not start: {exc}")
-            return
+        from hermes_rl.core.daemons.warm_base import borrow
+
+        self._proc, self.not_borrowed = borrow(preload, self.env, self.runtime_only)
+        if self._proc is None:
+            try:
+                self._proc = start_server(preload, self.env)
+            except OSError as exc:
+                self._proc = None
+                self._fail(f"the warm server could not start: {exc}")
+                return
         threading.Thread(target=self._read_answers, name="warm-starts", daemon=True).start()
 
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def borrowed(self) -> bool:
+        """Forked by a warm base (daemons.warm_base), not started by this process; `not_borrowed` says
+        why not otherwise."""
+        return not self.not_borrowed
 
     @property
     def state(self) -> str:

@@ -62,6 +62,7 @@ from hermes_rl.core.daemons.pipeline import (
 from hermes_rl.core.daemons.probes import LogMatcher, http_ready
 from hermes_rl.core.daemons.runstate import record_final
 from hermes_rl.core.daemons.spawn import describe_exit, spawn_group, start_sweep_queue
+from hermes_rl.core.daemons.warm_base import NO_WARM_BASE
 
 PROBE_FAST_CAP_S = 0.05  # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0
@@ -446,7 +447,13 @@ class Supervisor:
         base = self.child_env(wanting[0])
         env = {k: v for k, v in base.items() if k not in WARM_RUNTIME_ONLY_ENV}
         self.warm = WarmStarts(preload, env, WARM_RUNTIME_ONLY_ENV, on_change=self._wake)
-        self.event("warm", f"warm server started (pid {self.warm.pid}) importing {', '.join(preload)}")
+        if self.warm.borrowed:
+            self.event("warm", f"warm server forked from the warm base (pid {self.warm.pid}): {', '.join(preload)}")
+        else:
+            why = (
+                "" if self.warm.not_borrowed == NO_WARM_BASE else f" (not from the warm base: {self.warm.not_borrowed})"
+            )
+            self.event("warm", f"warm server started (pid {self.warm.pid}) importing {', '.join(preload)}{why}")
 
     def warm_pending(self, proc: Proc) -> bool:
         """Whether `proc` waits for the warm server to finish its imports (then forks it)."""

@@ -22,12 +22,14 @@ from hermes_rl.core.runs.control import restart_process, stop_run
 from hermes_rl.core.runs.results import get_results
 from hermes_rl.core.runs.start import launch, resume_run, start_run
 from hermes_rl.core.runs.store import get_run, list_runs, run_events
+from hermes_rl.core.runs.training import keep_runs_warm
 
 __all__ = [
     "Conflict",
     "NotFound",  # what the API raises for a finished or unknown run, besides BadInput
     "get_results",
     "get_run",
+    "keep_runs_warm",
     "launch",
     "list_runs",
     "restart_process",

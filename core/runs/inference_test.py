@@ -59,7 +59,7 @@ from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, refuse_se
 from hermes_rl.core.daemons.forkserver import WARM_START_ENV, WarmStarts
 from hermes_rl.core.daemons.launchers import LocalProcess, start_local
 from hermes_rl.core.daemons.spawn import end_group
-from hermes_rl.core.runs.training import WARM_ENVIRONMENT
+from hermes_rl.core.runs.training import WARM_ENVIRONMENT, WARM_POLICY
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_OPENROUTER_MODELS = ("qwen/qwen3-8b", "z-ai/glm-4.7-flash", "minimax/minimax-m2.7")
@@ -472,8 +472,6 @@ def child_base_env() -> dict[str, str]:
     return env
 
 
-# What the policy server's start-up imports beyond an environment's (core.runs.training.WARM_ENVIRONMENT).
-WARM_POLICY = ["tinker", "hermes_rl.dataplane.trainer.inference", "hermes_rl.dataplane.trainer.tokenizer"]
 # Differ between the test's processes and are read once a process runs, never while it imports (see the
 # supervisor's WARM_RUNTIME_ONLY_ENV): a process that differs from the warm server only in these may fork it.
 INFERENCE_RUNTIME_ONLY_ENV = frozenset(

@@ -46,10 +46,45 @@ def _locked(profile, name: str):
 # What each process's start-up imports (seconds of CPU each: torch, transformers, atroposlib): the run's warm
 # server imports them once and the processes start as forks of it (daemons.forkserver.WarmStarts). Not the
 # entry modules themselves: runpy runs those afresh.
-WARM_TINKER_LOCAL = ["torch", "fastapi", "uvicorn", "hermes_rl.dataplane.tinker_local.server"]
+# The local Tinker server's package first: it sets the OpenMP wait policy that torch reads as it loads.
+WARM_TINKER_LOCAL = ["hermes_rl.dataplane.tinker_local.server", "torch", "fastapi", "uvicorn"]
 WARM_TRAINER = ["tinker", "hermes_rl.dataplane.trainer.loop"]
 WARM_ENVIRONMENT = ["atroposlib.envs.base", "hermes_rl.dataplane.wandb_fallback", "hermes_rl.dataplane.compat"]
 WARM_RUN_API = ["uvicorn", "atroposlib.api"]
+# What an inference test's policy server imports beyond an environment's (core.runs.inference_test).
+WARM_POLICY = ["tinker", "hermes_rl.dataplane.trainer.inference", "hermes_rl.dataplane.trainer.tokenizer"]
+
+
+def run_env(local: bool) -> dict[str, str]:
+    """What every process of a run has in its environment on top of the supervisor's."""
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "WANDB_DIR": "{run_dir}",
+        "WANDB_SILENT": "true",
+    }
+    if not get_key("WANDB_API_KEY"):
+        # W&B without a key: offline into the run folder (atroposlib's wandb.init would fail).
+        env["WANDB_MODE"] = "offline"
+    if local:
+        # The local profile never reaches a hub: the model and tokenizer are built on this machine.
+        env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    return env
+
+
+def keep_runs_warm(enabled: bool = True) -> None:
+    """For a long-lived client that starts local runs (the dashboard): one warm base that imported what a
+    run's processes import, so that each run it starts forks its warm server from it instead of importing
+    everything again (daemons.warm_base). The base is this process's child and ends with it (or here,
+    disabled); the runs' servers do not."""
+    from hermes_rl.core.base.secrets import SECRET_NAMES
+    from hermes_rl.core.daemons import procscan, warm_base
+
+    hidden = {*SECRET_NAMES, LOCAL_TINKER_KEY_ENV, procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER}
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
+    env.update({k: v for k, v in run_env(local=True).items() if k not in warm_base.RUNTIME_ONLY_ENV})
+    preload = [*WARM_TINKER_LOCAL, *WARM_TRAINER, *WARM_ENVIRONMENT, *WARM_RUN_API, *WARM_POLICY]
+    warm_base.keep(preload, env, enabled)
 
 
 def local_model_dir(profile, run_config: RunConfig | None = None) -> str:
@@ -74,18 +109,7 @@ def training_pipeline(
     workers = (run_config or {}).get("workers") or {}
     address = workers.get("address") or LOOPBACK
 
-    common_env = {
-        "PYTHONUNBUFFERED": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "WANDB_DIR": "{run_dir}",
-        "WANDB_SILENT": "true",
-    }
-    if not get_key("WANDB_API_KEY"):
-        # W&B without a key: offline into the run folder (atroposlib's wandb.init would fail).
-        common_env["WANDB_MODE"] = "offline"
-    if local:
-        # The local profile never reaches a hub: the model and tokenizer are built on this machine.
-        common_env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    common_env = run_env(local)
     secrets = ["WANDB_API_KEY"] + ([LOCAL_TINKER_KEY_ENV] if local else ["TINKER_API_KEY"])
 
     specs: list[ProcessSpec] = []

@@ -1,0 +1,331 @@
+"""The warm base: a run's warm server forked from a process that imported everything already.
+
+Every run's supervisor starts a warm server (forkserver.WarmStarts) that imports torch, transformers,
+atroposlib and the tinker SDK once for the run's processes: 3–5 s of CPU before the run's first process.
+A long-lived client that starts run after run (the dashboard, a test worker) keeps one warm base instead:
+`keep(preload, env)` starts it and names its socket in $HERMES_RL_WARM_BASE, which the supervisors it
+starts inherit. Such a supervisor asks the base for its warm server (`borrow`): the base forks a child
+that becomes the run's server (forkserver.serve) on two pipes the supervisor passes over the socket. The
+run then pays a fork, not the imports.
+
+The borrowed server is the run's, as a server of its own would be: it shows the run's command line and
+environment in /proc (the run's marker finds it), leads a session of its own, serves only that supervisor
+and ends, with every child, when the supervisor's end of its request pipe closes — however the supervisor
+ended. It does not die with the base: a run outlives the dashboard that started it. The base ends when
+its owner does (its stdin closes) and removes its socket.
+
+A server is borrowed only when the base imported everything the run's server would (`preload`), with the
+installed packages unchanged since, and the run's environment equals the base's apart from names that are
+read once a process runs, never while it imports (the request lists them); otherwise the supervisor
+starts a server of its own, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+
+from hermes_rl.core.daemons.forkserver import ARGV_ROOM, ENV_ROOM, ROOM_ENV, _show_as, env_block, env_room, serve
+from hermes_rl.core.daemons.procscan import MARKER
+from hermes_rl.core.daemons.spawn import spawn_group
+
+BASE_ENV = "HERMES_RL_WARM_BASE"  # the socket of the warm base a supervisor may borrow its server from
+SOCKET_NAME = "base.sock"
+NO_WARM_BASE = "no warm base"  # why a server was not borrowed when no client keeps one
+BORROW_TIMEOUT_S = 10.0  # connecting, the base's checks and its fork
+MAX_REQUEST = 1024 * 1024
+# Names a base's owner and the runs it serves may differ in, as no preloaded module reads them while it
+# imports: the run's home, folder and id, its W&B folder, the base's own address, pytest's per-test
+# marker, the folder torch sets for itself when it first compiles something.
+RUNTIME_ONLY_ENV = frozenset(
+    {"HERMES_HOME", MARKER, "HERMES_RL_RUN_ID", "WANDB_DIR", BASE_ENV, "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"}
+)
+
+
+def packages_stamp() -> tuple:
+    """Changes when a package is installed or removed (site-packages changes): imported modules are stale."""
+    try:
+        st = os.stat(sysconfig.get_paths()["purelib"])
+        return (st.st_mtime_ns, st.st_size)
+    except OSError:
+        return ()
+
+
+# ---------------------------------------------------------------- the base (its own process)
+
+
+def _refusal(request: dict, imported: frozenset[str], envs: tuple[dict, dict], stamp: tuple) -> str | None:
+    """Why this base cannot fork the requested server (None: it can). `envs`: the base's environment as it
+    started and after its imports (a value the imports set themselves, a fresh server's imports would too)."""
+    missing = [name for name in request["preload"] if name not in imported]
+    if missing:
+        return f"the warm base did not import {', '.join(missing[:3])}"
+    if packages_stamp() != stamp:
+        return "the installed packages changed since the warm base started"
+    scoped = set(request["runtime_only"]) | RUNTIME_ONLY_ENV
+    env = request["env"]
+    started, imported_env = envs
+    names = set(env) | set(started) | set(imported_env)
+    differ = sorted(k for k in names if k not in scoped and env.get(k) not in (started.get(k), imported_env.get(k)))
+    if differ:
+        return f"the run's environment differs from the warm base's in {', '.join(differ[:3])}"
+    if len(env_block(env)) >= env_room():
+        return "the run's environment is larger than the warm base has room to show"
+    return None
+
+
+def _become_server(request: dict, pipes: list[int], closing: list) -> None:
+    """In the forked child: the run's warm server on the supervisor's pipes; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server waits for its own children
+        for item in closing:
+            with contextlib.suppress(OSError):
+                item.close()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd, target in ((pipes[0], 0), (pipes[1], 1), (null, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(tempfile.gettempdir())
+        env = request["env"]
+        os.environ.clear()
+        os.environ.update(env)
+        _show_as([sys.executable, "-m", "hermes_rl.core.daemons.forkserver", *request["preload"]], env)
+        code = serve(request["preload"])
+    except BaseException:  # noqa: BLE001 — the supervisor sees the pipe close and starts its own server
+        pass
+    finally:
+        os._exit(code)
+
+
+def _read_request(conn: socket.socket) -> tuple[dict | None, list[int]]:
+    """One JSON line and the two pipe ends sent with it, from a process of this user only."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    data, fds, _flags, _addr = socket.recv_fds(conn, MAX_REQUEST, 2)
+    if uid != os.getuid():
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    while not data.endswith(b"\n") and len(data) < MAX_REQUEST:
+        chunk = conn.recv(MAX_REQUEST)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        request = json.loads(data)
+        ok = isinstance(request["env"], dict) and isinstance(request["preload"], list)
+        ok = ok and isinstance(request["runtime_only"], list) and len(fds) == 2
+    except (ValueError, TypeError, KeyError):
+        ok = False
+    if not ok:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    return request, fds
+
+
+def serve_base(path: str, preload: list[str]) -> int:
+    import gc
+    import selectors
+
+    own_env = {k: v for k, v in os.environ.items() if k != ROOM_ENV}  # as started: imports may add some
+    for name in preload:
+        with contextlib.suppress(Exception):  # a run that needs it starts its own server and says why
+            __import__(name)
+    imported = frozenset(sys.modules)
+    envs = (own_env, {k: v for k, v in os.environ.items() if k != ROOM_ENV})
+    stamp = packages_stamp()
+    gc.collect()
+    gc.freeze()  # forks then skip the imported objects in their collections: no copy of those pages for it
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the forked servers are reaped as they end
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(0, selectors.EVENT_READ)
+    try:
+        while True:
+            for key, _ in selector.select():
+                if key.fileobj == 0:
+                    if not os.read(0, 4096):
+                        return 0  # the owner is gone
+                    continue
+                conn, _ = listener.accept()
+                with conn:
+                    conn.settimeout(BORROW_TIMEOUT_S)
+                    try:
+                        request, pipes = _read_request(conn)
+                        if request is None:
+                            conn.sendall(b'{"error": "bad request"}\n')
+                            continue
+                        why = _refusal(request, imported, envs, stamp)
+                        if why:
+                            conn.sendall(json.dumps({"error": why}).encode() + b"\n")
+                        else:
+                            pid = os.fork()
+                            if pid == 0:
+                                _become_server(request, pipes, [selector, listener, conn])
+                            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+                        for fd in pipes:
+                            os.close(fd)
+                    except OSError:
+                        continue
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+# ---------------------------------------------------------------- the owner
+
+
+class WarmBase:
+    """The warm base of a long-lived client: its child, with its socket in a private folder."""
+
+    def __init__(self, preload: list[str], env: dict[str, str]):
+        self.folder = tempfile.mkdtemp(prefix="hermes-rl-base-")
+        self.path = os.path.join(self.folder, SOCKET_NAME)
+        self.proc = spawn_group(
+            [sys.executable, "-m", "hermes_rl.core.daemons.warm_base", self.path, *preload, " " * ARGV_ROOM],
+            tied=threading.current_thread() is threading.main_thread(),
+            session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=tempfile.gettempdir(),
+            env={**env, ROOM_ENV: " " * ENV_ROOM},
+        )
+
+    @property
+    def ready(self) -> bool:
+        """Whether it has imported everything and listens (a supervisor asking before starts its own server)."""
+        return os.path.exists(self.path)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_base: WarmBase | None = None
+_base_lock = threading.Lock()
+
+
+def keep(preload: list[str], env: dict[str, str], enabled: bool = True) -> None:
+    """Start (or, not `enabled`, end) this process's warm base; the supervisors it starts from now on
+    inherit its address."""
+    global _base
+    with _base_lock:
+        if enabled and _base is None:
+            _base = WarmBase(preload, env)
+            os.environ[BASE_ENV] = _base.path
+        elif not enabled and _base is not None:
+            if os.environ.get(BASE_ENV) == _base.path:
+                del os.environ[BASE_ENV]
+            _base.close()
+            _base = None
+
+
+# ---------------------------------------------------------------- the borrower (a supervisor)
+
+
+class BorrowedServer:
+    """A warm server forked by the warm base, seen as the Popen of a server of one's own would be: its
+    pid, the request pipe (stdin) and the answer pipe (stdout). It is not our child: it is watched and
+    signalled through a pidfd, which cannot name another process once it has ended."""
+
+    def __init__(self, pid: int, requests: int, answers: int):
+        self.pid = pid
+        self._pidfd = os.pidfd_open(pid)  # first: if it is gone already, the caller still owns the pipes
+        self.stdin = os.fdopen(requests, "wb", buffering=0)
+        self.stdout = os.fdopen(answers, "rb", buffering=0)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        import select
+
+        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+            self.returncode = -1  # ended; its exit status is its parent's (the base's) to collect
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import select
+
+        if self.returncode is None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("warm server", timeout)
+            self.returncode = -1
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            os.close(self._pidfd)
+
+
+def borrow(preload: list[str], env: dict[str, str], runtime_only) -> tuple[BorrowedServer | None, str]:
+    """A warm server for a run, forked by the warm base named in $HERMES_RL_WARM_BASE; (None, why) when
+    there is none to borrow from or it refused."""
+    path = os.environ.get(BASE_ENV)
+    if not path:
+        return None, NO_WARM_BASE
+    request = {"preload": list(preload), "env": env, "runtime_only": sorted(runtime_only)}
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    ours = [requests_w, answers_r]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(BORROW_TIMEOUT_S)
+            conn.connect(path)
+            socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [requests_r, answers_w])
+            os.close(requests_r)
+            os.close(answers_w)
+            requests_r = answers_w = -1
+            reply = b""
+            deadline = time.monotonic() + BORROW_TIMEOUT_S
+            while not reply.endswith(b"\n") and time.monotonic() < deadline:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+        answer = json.loads(reply) if reply.strip() else {}
+        pid = answer.get("pid") if isinstance(answer, dict) else None
+        if not isinstance(pid, int):
+            why = answer.get("error") if isinstance(answer, dict) else None
+            raise ValueError(why or "the warm base gave no answer")
+        server = BorrowedServer(pid, requests_w, answers_r)
+        ours = []
+        return server, ""
+    except (OSError, ValueError) as exc:
+        return None, str(exc) or type(exc).__name__
+    finally:
+        for fd in (requests_r, answers_w, *ours):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+
+if __name__ == "__main__":
+    sys.exit(serve_base(sys.argv[1], [name for name in sys.argv[2:] if name.strip()]))
