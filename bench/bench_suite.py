@@ -45,6 +45,7 @@ PROCESS_KINDS = [
     ("watchdog", r"core\.daemons\.watchdog"),
     ("supervisor", r"core\.daemons\.supervisor"),
     ("run-api", r"run-api|atroposlib\.cli\.run_api|api_server"),
+    ("warm base", r"core\.daemons\.warm_base"),
     ("warm server", r"core\.daemons\.forkserver"),
     ("local tinker server", r"tinker_local"),
     ("trainer", r"dataplane\.trainer"),

@@ -177,3 +177,18 @@ def test_a_forks_pid_is_answered_once_proc_shows_its_own_environment(tmp_path):
             assert _proc_file(pid, "cmdline") == argv
     finally:
         starts.close()
+
+
+def test_a_plain_folder_named_like_an_imported_package_keeps_the_process_warm(worker_module, hermes_home):
+    # A folder without __init__.py (a run folder's wandb/, a data folder) hides no installed package: a
+    # fresh `python -m` there imports the real numpy, so the fork is faithful.
+    (worker_module / "numpy").mkdir()
+    (worker_module / "numpy" / "notes.txt").write_text("not a package\n")
+    run = runs.launch([_spec("one", worker_module)], environment="warm", profile="local")
+    try:
+        run = wait_status(run["run_id"], "running", timeout=90)
+        one = _processes(run["run_id"])["one"]
+        assert one.get("warm") is True, one
+        assert "preloaded before main True" in _log(run, "one")
+    finally:
+        runs.stop_run(run["run_id"], wait=60)

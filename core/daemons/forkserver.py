@@ -244,7 +244,9 @@ def serve(preload: list[str]) -> int:
     # Its top-level modules: a child whose folders hold one of these names would import the user's copy
     # if it started cold, so the client runs that one cold.
     modules = sorted({name.partition(".")[0] for name in sys.modules})
-    _answer({"ready": True, "modules": modules, "env_room": env_room()})
+    # A folder without __init__.py adds to a namespace package of its name, and hides nothing else.
+    namespaces = [name for name in modules if _is_namespace(sys.modules.get(name))]
+    _answer({"ready": True, "modules": modules, "namespaces": namespaces, "env_room": env_room()})
     requests = _Lines(sys.stdin.fileno())
     selector = selectors.DefaultSelector()
     selector.register(requests.fd, selectors.EVENT_READ)
@@ -331,9 +333,20 @@ def end_server(proc: subprocess.Popen | None, grace: float) -> None:
         proc.wait(timeout=5)
 
 
-def shadowed(folders: list[str], modules: frozenset[str]) -> bool:
+def _is_namespace(module) -> bool:
+    return module is not None and getattr(module, "__file__", None) is None and hasattr(module, "__path__")
+
+
+def _regular_package(folder: str) -> bool:
+    return any(os.path.exists(os.path.join(folder, init)) for init in ("__init__.py", "__init__.pyc"))
+
+
+def shadowed(folders: list[str], modules: frozenset[str], namespaces: frozenset[str] = frozenset()) -> bool:
     """Whether one of `folders` (a child's cwd and PYTHONPATH) holds a module or package named like one of
-    the server's `modules`: cold, the child would import that one instead."""
+    the server's `modules`: cold, the child would import that one instead. A folder without __init__.py
+    hides no module or package installed after it (Python prefers those to a namespace package), so it
+    counts only against the server's `namespaces` (it would add to one of them); a run folder's `wandb/`
+    does not shadow wandb."""
     if not modules:
         return False
     for folder in folders:
@@ -342,8 +355,11 @@ def shadowed(folders: list[str], modules: frozenset[str]) -> bool:
         except OSError:
             continue
         for name in names:
-            if os.path.isdir(os.path.join(folder, name)):
+            path = os.path.join(folder, name)
+            if os.path.isdir(path):
                 module = name  # a package (a folder named `x.egg-info` is none)
+                if not _regular_package(path) and module not in namespaces:
+                    continue
             elif name.endswith((".py", ".pyc", ".so")):
                 module = name.partition(".")[0]
             else:
@@ -364,6 +380,7 @@ class ForkServer:
         self._lock = threading.Lock()
         self._stamp: tuple = ()
         self._modules: frozenset[str] = frozenset()
+        self._namespaces: frozenset[str] = frozenset()
         self._failed = False  # it did not start: not tried again until the stamp changes
 
     def _start(self, stamp: tuple) -> subprocess.Popen:
@@ -383,11 +400,12 @@ class ForkServer:
             self.close()
             raise ColdStartNeeded("the warm server did not start")
         self._modules = frozenset(m for m in ready.get("modules", ()) if isinstance(m, str))
+        self._namespaces = frozenset(m for m in ready.get("namespaces", ()) if isinstance(m, str))
         self._failed = False
         return proc
 
     def shadowed(self, folders: list[str]) -> bool:
-        return shadowed(folders, self._modules)
+        return shadowed(folders, self._modules, self._namespaces)
 
     def _read(self, timeout: float) -> dict:
         """The server's next answer; TimeoutError after `timeout` s, ColdStartNeeded if it is gone."""
@@ -509,6 +527,7 @@ class WarmStarts:
         self._state = "starting"
         self._why = ""
         self._modules: frozenset[str] = frozenset()
+        self._namespaces: frozenset[str] = frozenset()
         self._env_room = 0
         self._codes: dict[int, int] = {}
         self._forked: queue.SimpleQueue = queue.SimpleQueue()
@@ -581,6 +600,7 @@ class WarmStarts:
                 continue
             if answer.get("ready") is True:
                 self._modules = frozenset(m for m in answer.get("modules", ()) if isinstance(m, str))
+                self._namespaces = frozenset(m for m in answer.get("namespaces", ()) if isinstance(m, str))
                 self._env_room = int(answer.get("env_room") or 0)
                 with self._lock:
                     if self._state == "starting":
@@ -603,7 +623,7 @@ class WarmStarts:
         if mine != theirs:
             differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
             return f"its environment differs from the warm server's in {', '.join(differ[:3])}"
-        if shadowed(folders, self._modules):
+        if shadowed(folders, self._modules, self._namespaces):
             return "its folders shadow a module the warm server imported"
         if len(env_block(env)) >= self._env_room:
             return "its environment is larger than the warm server has room to show"

@@ -45,6 +45,7 @@ SOCKET_NAME = "base.sock"
 NO_WARM_BASE = "no warm base"  # why a server was not borrowed when no client keeps one
 BORROW_TIMEOUT_S = 10.0  # connecting, the base's checks and its fork
 MAX_REQUEST = 1024 * 1024
+OWN_SETTINGS = "HERMES_RL_"  # hermes-rl's own settings: read where they are used, never at import
 # Names a base's owner and the runs it serves may differ in, as no preloaded module reads them while it
 # imports: the run's home, folder and id, its W&B folder, the base's own address, pytest's per-test
 # marker, the folder torch sets for itself when it first compiles something.
@@ -77,7 +78,13 @@ def _refusal(request: dict, imported: frozenset[str], envs: tuple[dict, dict], s
     env = request["env"]
     started, imported_env = envs
     names = set(env) | set(started) | set(imported_env)
-    differ = sorted(k for k in names if k not in scoped and env.get(k) not in (started.get(k), imported_env.get(k)))
+    differ = sorted(
+        k
+        for k in names
+        if k not in scoped
+        and not k.startswith(OWN_SETTINGS)
+        and env.get(k) not in (started.get(k), imported_env.get(k))
+    )
     if differ:
         return f"the run's environment differs from the warm base's in {', '.join(differ[:3])}"
     if len(env_block(env)) >= env_room():
