@@ -192,3 +192,35 @@ def test_a_plain_folder_named_like_an_imported_package_keeps_the_process_warm(wo
         assert "preloaded before main True" in _log(run, "one")
     finally:
         runs.stop_run(run["run_id"], wait=60)
+
+
+def test_each_fork_has_its_own_temporary_folders_and_leaves_the_others(tmp_path):
+    """wandb makes its media folder when it is imported (a TemporaryDirectory removed at exit): shared by
+    the forks of one server, the first environment process to end removed it and the next one to log a
+    table failed with FileNotFoundError. Each fork gets its own, as a fresh interpreter does."""
+    from hermes_rl.core.daemons.forkserver import WarmStarts
+
+    (tmp_path / "media_user.py").write_text(
+        "import os, sys, time\n"
+        "from wandb.sdk.data_types._private import MEDIA_TMP\n"
+        "print('folder', MEDIA_TMP.name, flush=True)\n"
+        "time.sleep(float(sys.argv[1]))\n"
+        "open(os.path.join(MEDIA_TMP.name, 'table.json'), 'w').write('{}')\n"
+    )
+    env = dict(os.environ)
+    starts = WarmStarts(["wandb.sdk.data_types._private"], env, set())
+    try:
+        assert starts.wait_started() == "ready"
+        logs = [tmp_path / "long.log", tmp_path / "short.log"]
+        pids = [
+            starts.start(
+                [sys.executable, "-m", "media_user", seconds], cwd=str(tmp_path), env=env, log=str(log), folders=[]
+            )
+            for seconds, log in zip(("3", "0"), logs)
+        ]
+        wait_until(lambda: all(starts.exit_code(pid) is not None for pid in pids), 60, what="both forks to end")
+        assert [starts.exit_code(pid) for pid in pids] == [0, 0], [log.read_text()[-500:] for log in logs]
+        folders = [log.read_text().split("folder ")[1].split()[0] for log in logs]
+        assert folders[0] != folders[1] and not any(os.path.exists(folder) for folder in folders), folders
+    finally:
+        starts.close()

@@ -80,6 +80,7 @@ def _child(request: dict, server_pid: int, inherited: list[int], shown: int) -> 
         _show_as(request.get("argv") or [sys.executable, "-m", request["module"], *request["args"]], env)
         os.close(shown)  # the server answers our pid now: whoever reads /proc/PID then sees us, not it
         _fresh_random_state()
+        _own_temporary_directories()
         # What a fresh `python -m` would have put first: the working folder, then PYTHONPATH.
         extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.getcwd(), *extra, *[p for p in sys.path[1:] if p not in extra]]
@@ -113,6 +114,24 @@ def _end_like_an_interpreter() -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _own_temporary_directories() -> None:
+    """A module's TemporaryDirectory made at import (wandb's media folder) is the server's, shared by every
+    fork: the first fork to exit would remove it under the others. A fresh interpreter makes its own, so
+    each fork gets its own folder, removed at its exit, and leaves the server's alone."""
+    import weakref
+
+    for finalizer in list(weakref.finalize._registry):  # type: ignore[attr-defined]
+        owner = finalizer.peek()
+        folder = owner[0] if owner else None
+        if not isinstance(folder, tempfile.TemporaryDirectory):
+            continue
+        finalizer.detach()
+        with contextlib.suppress(OSError):
+            base = os.path.basename(folder.name.rstrip("/"))
+            folder.name = tempfile.mkdtemp(suffix=base[11:] if base.startswith("tmp") else "")  # tmp + 8 random
+            weakref.finalize(folder, shutil.rmtree, folder.name, ignore_errors=True)
 
 
 def _fresh_random_state() -> None:
