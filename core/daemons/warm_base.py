@@ -45,6 +45,7 @@ SOCKET_NAME = "base.sock"
 NO_WARM_BASE = "no warm base"  # why a server was not borrowed when no client keeps one
 BORROW_TIMEOUT_S = 10.0  # connecting, the base's checks and its fork
 MAX_REQUEST = 1024 * 1024
+REAP_EVERY_S = 1.0  # how long an ended server may wait to be collected
 OWN_SETTINGS = "HERMES_RL_"  # hermes-rl's own settings: read where they are used, never at import
 # Names a base's owner and the runs it serves may differ in, as no preloaded module reads them while it
 # imports: the run's home, folder and id, its W&B folder, the base's own address, pytest's per-test
@@ -97,7 +98,6 @@ def _become_server(request: dict, pipes: list[int], closing: list) -> None:
     code = 1
     try:
         os.setsid()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server waits for its own children
         for item in closing:
             with contextlib.suppress(OSError):
                 item.close()
@@ -144,6 +144,14 @@ def _read_request(conn: socket.socket) -> tuple[dict | None, list[int]]:
     return request, fds
 
 
+def _reap() -> None:
+    """Collect the forked servers that ended (waited for, not ignored: their CPU, and their children's, then
+    counts in this process's, as a server of a supervisor's own counts in the supervisor's)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
 def serve_base(path: str, preload: list[str]) -> int:
     import gc
     import selectors
@@ -157,7 +165,6 @@ def serve_base(path: str, preload: list[str]) -> int:
     stamp = packages_stamp()
     gc.collect()
     gc.freeze()  # forks then skip the imported objects in their collections: no copy of those pages for it
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the forked servers are reaped as they end
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(16)
@@ -166,7 +173,9 @@ def serve_base(path: str, preload: list[str]) -> int:
     selector.register(0, selectors.EVENT_READ)
     try:
         while True:
-            for key, _ in selector.select():
+            ready = selector.select(timeout=REAP_EVERY_S)
+            _reap()
+            for key, _ in ready:
                 if key.fileobj == 0:
                     if not os.read(0, 4096):
                         return 0  # the owner is gone
@@ -241,6 +250,9 @@ def keep(preload: list[str], env: dict[str, str], enabled: bool = True) -> None:
     inherit its address."""
     global _base
     with _base_lock:
+        if enabled and _base is not None and _base.proc.poll() is not None:
+            _base.close()  # it died: a new one
+            _base = None
         if enabled and _base is None:
             _base = WarmBase(preload, env)
             os.environ[BASE_ENV] = _base.path
