@@ -48,10 +48,21 @@ MAX_REQUEST = 1024 * 1024
 REAP_EVERY_S = 1.0  # how long an ended server may wait to be collected
 OWN_SETTINGS = "HERMES_RL_"  # hermes-rl's own settings: read where they are used, never at import
 # Names a base's owner and the runs it serves may differ in, as no preloaded module reads them while it
-# imports: the run's home, folder and id, its W&B folder, the base's own address, pytest's per-test
-# marker, the folder torch sets for itself when it first compiles something.
+# imports: the run's home, folder and id, its W&B folder and mode (read by wandb.init, not its import), the
+# base's own address, pytest's per-test marker, the folder torch sets for itself when it first compiles.
 RUNTIME_ONLY_ENV = frozenset(
-    {"HERMES_HOME", MARKER, "HERMES_RL_RUN_ID", "WANDB_DIR", BASE_ENV, "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"}
+    {
+        "HERMES_HOME",
+        MARKER,
+        "HERMES_RL_RUN_ID",
+        "WANDB_DIR",
+        "WANDB_MODE",
+        "WANDB_DISABLED",
+        "WANDB_SILENT",
+        BASE_ENV,
+        "PYTEST_CURRENT_TEST",
+        "TORCHINDUCTOR_CACHE_DIR",
+    }
 )
 
 

@@ -46,8 +46,7 @@ def _locked(profile, name: str):
 # What each process's start-up imports (seconds of CPU each: torch, transformers, atroposlib): the run's warm
 # server imports them once and the processes start as forks of it (daemons.forkserver.WarmStarts). Not the
 # entry modules themselves: runpy runs those afresh.
-# The local Tinker server's package first: it sets the OpenMP wait policy that torch reads as it loads.
-WARM_TINKER_LOCAL = ["hermes_rl.dataplane.tinker_local.server", "torch", "fastapi", "uvicorn"]
+WARM_TINKER_LOCAL = ["torch", "fastapi", "uvicorn", "hermes_rl.dataplane.tinker_local.server"]
 WARM_TRAINER = ["tinker", "hermes_rl.dataplane.trainer.loop"]
 WARM_ENVIRONMENT = ["atroposlib.envs.base", "hermes_rl.dataplane.wandb_fallback", "hermes_rl.dataplane.compat"]
 WARM_RUN_API = ["uvicorn", "atroposlib.api"]
