@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=
 .venv/bin/lint-imports || { echo "import contracts broken (core must stay headless)" >&2; exit 1; }
 .venv/bin/ruff check . || { echo "ruff found lint errors" >&2; exit 1; }
 .venv/bin/ruff format --check . || { echo "files need \`ruff format\`" >&2; exit 1; }
-# Most of a test's time is waiting on real processes: more workers than cores keep them busy.
+# Most of a test's time is waiting on real processes: one worker more than the cores keeps them busy.
 # Work stealing: the pipeline tests are collected first, and xdist's default scheduler queues most of
 # them on the first worker, which then runs alone for minutes after the others finish.
 # Tests marked `serial` (timing-sensitive) run alone afterwards. Arguments that choose tests (-m, -k, paths, -n) make one run.
@@ -32,9 +32,7 @@ if [ "$choose" -eq 1 ]; then
   exit $?
 fi
 cores="$(nproc 2>/dev/null || echo 2)"
-# Two more than the cores (at least 4, at most 8: each worker keeps a warm base of ~1 GB).
-more=$((cores + 2 > 4 ? cores + 2 : 4))
-workers="${HERMES_RL_TEST_WORKERS:-$((more < 8 ? more : 8))}"
+workers="${HERMES_RL_TEST_WORKERS:-$((cores + 1 > 3 ? cores + 1 : 3))}"
 run_pytest -n "$workers" --dist worksteal -m "not serial" "$@"
 status=$?
 # Only the files that mark tests serial are collected again (collecting all of them takes ~10 s).
