@@ -6,6 +6,7 @@ with the reason in the run's events."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -113,6 +114,16 @@ def test_only_its_owners_user_reaches_it_and_a_bad_request_changes_nothing(own_b
         conn.connect(own_base.path)
         conn.sendall(b'{"env": "not a mapping"}\n')
         assert b"bad request" in conn.recv(4096)
+    for env in ({"A": 1}, {"A\u0000B": "x"}):  # a value that is no string, a name no environment can hold
+        pipes = os.pipe()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(10)
+            conn.connect(own_base.path)
+            request = {"env": env, "preload": ["numpy"], "runtime_only": []}
+            socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], list(pipes))
+            conn.recv(4096)
+        for fd in pipes:
+            os.close(fd)
     assert os.stat(own_base.folder).st_mode & 0o777 == 0o700  # no other user reaches the socket
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "WORKER_SETTING": "shared"}
     server, why = warm_base.borrow(["numpy"], env, set())

@@ -144,8 +144,10 @@ def _read_request(conn: socket.socket) -> tuple[dict | None, list[int]]:
         data += chunk
     try:
         request = json.loads(data)
-        ok = isinstance(request["env"], dict) and isinstance(request["preload"], list)
-        ok = ok and isinstance(request["runtime_only"], list) and len(fds) == 2
+        env, preload, runtime_only = request["env"], request["preload"], request["runtime_only"]
+        ok = isinstance(env, dict) and all(isinstance(v, str) for v in env.values()) and len(fds) == 2
+        ok = ok and isinstance(preload, list) and isinstance(runtime_only, list)
+        ok = ok and all(isinstance(name, str) for name in (*preload, *runtime_only))
     except (ValueError, TypeError, KeyError):
         ok = False
     if not ok:
@@ -199,17 +201,19 @@ def serve_base(path: str, preload: list[str]) -> int:
                         if request is None:
                             conn.sendall(b'{"error": "bad request"}\n')
                             continue
-                        why = _refusal(request, imported, envs, stamp)
-                        if why:
-                            conn.sendall(json.dumps({"error": why}).encode() + b"\n")
-                        else:
-                            pid = os.fork()
-                            if pid == 0:
-                                _become_server(request, pipes, [selector, listener, conn])
-                            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-                        for fd in pipes:
-                            os.close(fd)
-                    except OSError:
+                        try:
+                            why = _refusal(request, imported, envs, stamp)
+                            if why:
+                                conn.sendall(json.dumps({"error": why}).encode() + b"\n")
+                            else:
+                                pid = os.fork()
+                                if pid == 0:
+                                    _become_server(request, pipes, [selector, listener, conn])
+                                conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+                        finally:
+                            for fd in pipes:
+                                os.close(fd)
+                    except (OSError, ValueError):  # a client gone mid-answer, a name no environment can hold
                         continue
     finally:
         with contextlib.suppress(OSError):
