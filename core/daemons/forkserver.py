@@ -352,6 +352,11 @@ def end_server(proc: subprocess.Popen | None, grace: float) -> None:
         proc.wait(timeout=5)
 
 
+def _imported(ready: dict) -> tuple[frozenset[str], frozenset[str]]:
+    """A server's ready answer: the top-level modules it imported, and which of them are namespace packages."""
+    return tuple(frozenset(m for m in ready.get(key, ()) if isinstance(m, str)) for key in ("modules", "namespaces"))
+
+
 def _is_namespace(module) -> bool:
     return module is not None and getattr(module, "__file__", None) is None and hasattr(module, "__path__")
 
@@ -418,8 +423,7 @@ class ForkServer:
         if ready.get("ready") is not True:
             self.close()
             raise ColdStartNeeded("the warm server did not start")
-        self._modules = frozenset(m for m in ready.get("modules", ()) if isinstance(m, str))
-        self._namespaces = frozenset(m for m in ready.get("namespaces", ()) if isinstance(m, str))
+        self._modules, self._namespaces = _imported(ready)
         self._failed = False
         return proc
 
@@ -618,8 +622,7 @@ class WarmStarts:
             if not isinstance(answer, dict):
                 continue
             if answer.get("ready") is True:
-                self._modules = frozenset(m for m in answer.get("modules", ()) if isinstance(m, str))
-                self._namespaces = frozenset(m for m in answer.get("namespaces", ()) if isinstance(m, str))
+                self._modules, self._namespaces = _imported(answer)
                 self._env_room = int(answer.get("env_room") or 0)
                 with self._lock:
                     if self._state == "starting":

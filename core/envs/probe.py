@@ -25,6 +25,7 @@ from hermes_rl.core.base.paths import probe_cache_dir, rl_dir
 from hermes_rl.core.base.secrets import SECRET_NAMES, redact
 from hermes_rl.core.daemons.forkserver import ColdStartNeeded, ForkServer
 from hermes_rl.core.daemons.spawn import run_bounded
+from hermes_rl.core.daemons.warm_base import packages_stamp
 from hermes_rl.core.envs.discovery import EnvInfo, ImportRoot, import_root
 
 PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"
@@ -98,15 +99,6 @@ def keep_warm(enabled: bool = True) -> None:
             _warm_server = None
 
 
-def _packages_stamp() -> tuple:
-    """Changes when a package is installed or removed (site-packages changes): a warm server's imports are stale."""
-    try:
-        st = os.stat(sysconfig.get_paths()["purelib"])
-        return (st.st_mtime_ns, st.st_size)
-    except OSError:
-        return ()
-
-
 def _run_probe(env: EnvInfo) -> dict:
     """Run core.envs.probe_child (warm when keep_warm is on and the environment allows it); BadInput naming
     the file on a crash, a timeout or bad output."""
@@ -125,7 +117,7 @@ def _run_probe(env: EnvInfo) -> dict:
                 timeout,
                 env=child_env,
                 cwd=cwd,
-                stamp=_packages_stamp(),
+                stamp=packages_stamp(),
                 folders=list(root.sys_path),
             )
         except ColdStartNeeded:
