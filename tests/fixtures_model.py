@@ -12,16 +12,15 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from hermes_rl.core.daemons.launchers import LocalProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_PREFIX = "tinker-local ready on "
@@ -60,7 +59,7 @@ def use_tiny_model(tiny_model_dir: Path, total_steps: int | None = None) -> Path
 @dataclass
 class LocalTinker:
     url: str
-    process: subprocess.Popen
+    process: LocalProcess  # a fork of the worker's warm base where it could be one (process.why_cold: why not)
     model_dir: Path
     checkpoint_dir: Path
     log_path: Path
@@ -82,61 +81,50 @@ class LocalTinker:
 
 @contextlib.contextmanager
 def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float = 90.0) -> Iterator[LocalTinker]:
-    """Run `python -m hermes_rl.dataplane.tinker_local --port 0` until the block ends; stopped with SIGTERM."""
+    """Run `python -m hermes_rl.dataplane.tinker_local --port 0` until the block ends; stopped with SIGTERM.
+    Started as a run starts its server: forked from a server borrowed from the worker's warm base
+    (conftest.warm_probe_server) when the base can be faithful to it, else a fresh process."""
+    from hermes_rl.core.daemons.forkserver import WarmStarts
+    from hermes_rl.core.daemons.launchers import start_local
+    from hermes_rl.core.daemons.spawn import end_group
+    from hermes_rl.core.daemons.supervisor import WARM_RUNTIME_ONLY_ENV
+    from hermes_rl.core.runs.training import WARM_TINKER_LOCAL
+
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     log_path = checkpoint_dir.parent / f"tinker_local_{os.getpid()}_{time.monotonic_ns()}.log"
-    log_file = open(log_path, "w", encoding="utf-8")
     api_key = "tml-local-" + secrets.token_hex(16)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "TINKER_LOCAL_API_KEY": api_key}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hermes_rl.dataplane.tinker_local",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--model-dir",
-            str(model_dir),
-            "--checkpoint-dir",
-            str(checkpoint_dir),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=log_file,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-    )
-    url: list[str] = []
-    ready = threading.Event()
-
-    def read_stdout() -> None:
-        for line in process.stdout:
-            if line.startswith(READY_PREFIX) and not url:
-                url.append(line[len(READY_PREFIX) :].strip())
-                ready.set()
-
-    threading.Thread(target=read_stdout, daemon=True).start()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TINKER_LOCAL_API_KEY": api_key}
+    env.update(PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false")  # as in a run's (runs.training.run_env)
+    argv = [sys.executable, "-m", "hermes_rl.dataplane.tinker_local", "--host", "127.0.0.1", "--port", "0"]
+    argv += ["--model-dir", str(model_dir), "--checkpoint-dir", str(checkpoint_dir)]
+    import_time = {k: v for k, v in env.items() if k not in WARM_RUNTIME_ONLY_ENV}
+    warm = WarmStarts(WARM_TINKER_LOCAL, import_time, WARM_RUNTIME_ONLY_ENV, borrow_only=True)
+    process = None
     try:
+        with open(log_path, "wb") as log:
+            process = start_local(
+                argv,
+                cwd=str(ROOT),
+                env=env,
+                log_fd=log.fileno(),
+                log=log_path,
+                warm=warm if warm.wait_started() == "ready" else None,
+                session=True,
+            )
         deadline = time.monotonic() + timeout_s
-        while not ready.wait(0.1):
+        while True:
+            text = log_path.read_text(encoding="utf-8", errors="replace")
+            url = [line[len(READY_PREFIX) :].strip() for line in text.splitlines() if line.startswith(READY_PREFIX)]
+            if url:
+                break
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"tinker-local did not become ready (exit {process.poll()}):\n"
-                    + log_path.read_text(encoding="utf-8", errors="replace")
-                )
+                raise RuntimeError(f"tinker-local did not become ready (exit {process.poll()}):\n{text}")
+            time.sleep(0.05)
         yield LocalTinker(url[0], process, Path(model_dir), checkpoint_dir, log_path, api_key)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        log_file.close()
+        if process is not None and process.poll() is None:
+            end_group(process, grace=15.0)
+        warm.close()
 
 
 @pytest.fixture

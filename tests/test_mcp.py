@@ -17,6 +17,7 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from hermes_rl.core.clients.mcp_server import build_server
 from hermes_rl.core.clients.toolset import TOOL_SCHEMAS, skill_text
+from tests.fixtures_core import processes_with_env, wait_until
 from tests.fixtures_toolset import completing_spec, launch_run, wait_status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,3 +157,61 @@ def test_raw_stdout_lines_are_all_json_rpc(argv, hermes_home):
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest.splitlines() if line.strip())
     assert len(answers[2]["result"]["tools"]) == 10
     assert json.loads(answers[3]["result"]["content"][0]["text"]) == {"runs": [], "count": 0}
+
+
+def _warm_bases(home: Path) -> dict[int, str]:
+    """The warm bases of the clients with this $HERMES_HOME: pid -> its parent's command line."""
+    found = {}
+    for pid in processes_with_env("HERMES_HOME", str(home)):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            parent = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1]
+            found_in = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError):
+            continue
+        if b"hermes_rl.core.daemons.warm_base" in cmdline:
+            found[pid] = found_in
+    return found
+
+
+@pytest.mark.timeout(180)
+def test_an_agent_session_keeps_a_warm_base_its_runs_fork_from_and_takes_it_along(hermes_home, tiny_model_dir):
+    """`hermes-rl mcp` lives as long as the agent's session, as the dashboard does: from its first training
+    run it keeps a warm base (its child), the run's processes fork from it instead of importing torch and
+    atroposlib again, and when the session ends the base ends with it."""
+    from hermes_rl.core import runs
+    from tests.fixtures_model import use_tiny_model
+
+    use_tiny_model(tiny_model_dir, total_steps=100000)
+    env = {k: v for k, v in os.environ.items() if k not in ("HERMES_RL_WARM_BASE", "TINKER_API_KEY")}
+    env.update(HERMES_HOME=str(hermes_home), PYTHONPATH=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "hermes_rl.core.clients.cli", "mcp"], env=env, cwd=str(ROOT)
+    )
+
+    async def session():
+        with open(hermes_home / "server_stderr.txt", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as client:
+                    await client.initialize()
+                    chosen = _json(await client.call_tool("rl_select_environment", {"name": "toy_addition"}))
+                    assert "error" not in chosen, chosen
+                    assert not _warm_bases(hermes_home)  # none before a run: an agent may never train
+                    run_id = _json(await client.call_tool("rl_start_training", {}))["run_id"]
+                    for _ in range(900):
+                        status = _json(await client.call_tool("rl_check_status", {"run_id": run_id}))
+                        if status["status"] != "starting":
+                            break
+                        await anyio.sleep(0.1)
+                    bases = _warm_bases(hermes_home)
+                    stopped = _json(await client.call_tool("rl_stop_training", {"run_id": run_id}))
+                    return run_id, status, bases, stopped
+
+    run_id, status, bases, stopped = anyio.run(session)
+    assert status["status"] == "running", status
+    warm = [e["message"] for e in runs.run_events(run_id) if e.get("event") == "warm"]
+    assert any("forked from the warm base" in m for m in warm), warm
+    assert len(bases) == 1 and "hermes_rl.core.clients.cli mcp" in next(iter(bases.values())), bases
+    assert "error" not in stopped, stopped
+    wait_status(run_id, ("stopped",))
+    wait_until(lambda: not _warm_bases(hermes_home), 15, what="the session's warm base to end with it")

@@ -135,3 +135,59 @@ def test_only_its_owners_user_reaches_it_and_a_bad_request_changes_nothing(own_b
     assert server is not None, why
     server.kill()
     server.wait(10)
+
+
+def test_a_run_started_while_the_base_still_imports_waits_for_it_and_forks(worker_module, hermes_home, monkeypatch):
+    """The dashboard's first run starts its base and its supervisor at once: the supervisor waits for the
+    base's imports (their cost paid once) rather than import the same modules again for itself; a client
+    that asks not to wait (one process to start) is told so at once."""
+    slow = worker_module / "slow_import"
+    slow.mkdir()
+    (slow / "slow_module.py").write_text("import time\ntime.sleep(3)\n")
+    env = {k: v for k, v in os.environ.items() if k != warm_base.BASE_ENV}
+    env.update(PYTHONUNBUFFERED="1", WORKER_SETTING="shared", PYTHONPATH=str(slow))
+    base = warm_base.WarmBase(["numpy", "slow_module"], env)
+    try:
+        monkeypatch.setenv(warm_base.BASE_ENV, base.path)
+        assert not base.ready
+        server, why = warm_base.borrow(["numpy"], env, set(), wait=False)
+        assert server is None and "still importing" in why
+        run = runs.launch(
+            [_spec("one", worker_module, warm=["numpy", "slow_module"])],
+            environment="warm",
+            profile="local",
+        )
+        try:
+            wait_status(run["run_id"], "running", timeout=90)
+            assert base.ready
+            assert any("forked from the warm base" in m for m in _warm_events(run["run_id"])), _warm_events(
+                run["run_id"]
+            )
+            assert _parent(_parent(_processes(run["run_id"])["one"]["pid"])) == base.proc.pid
+        finally:
+            runs.stop_run(run["run_id"], wait=60)
+    finally:
+        base.close()
+
+
+def test_config_probes_and_one_off_processes_fork_from_the_base_too(own_base, tmp_path):
+    """A long-lived client's probe server (core.envs.probe) and a single process that would not pay for a
+    server of its own (an inference test's one environment, borrow_only) are forks of its base."""
+    from hermes_rl.core.daemons.forkserver import ForkServer, WarmStarts
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "WORKER_SETTING": "shared"}
+    probes = ForkServer(["numpy"], env)
+    try:
+        done = probes.run("platform", [], 30, env=env, cwd=str(tmp_path))
+        assert done.returncode == 0 and done.stdout.strip(), done
+        assert _parent(probes._proc.pid) == own_base.proc.pid
+    finally:
+        probes.close()
+    one = WarmStarts(["numpy"], env, set(), borrow_only=True)
+    try:
+        assert one.borrowed and one.wait_started() == "ready" and _parent(one.pid) == own_base.proc.pid
+    finally:
+        one.close()
+    refused = WarmStarts(["numpy"], {**env, "WORKER_SETTING": "other"}, set(), borrow_only=True)
+    assert refused.state == "failed" and refused.pid is None  # no server of its own: a cold start follows
+    assert "WORKER_SETTING" in refused.not_borrowed

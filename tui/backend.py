@@ -261,9 +261,11 @@ def prepare_inference_test(
     """An InferenceTest ready to run (its .events() yields started/model_started/progress/model_result/summary);
     with `checkpoint` ("RUN" or "RUN@STEP") against that run's saved checkpoint, on its own environment
     unless `env_name` is given."""
+    from hermes_rl.core import runs
     from hermes_rl.core.runs import sampling
     from hermes_rl.core.runs.inference_test import InferenceTest
 
+    runs.keep_runs_warm()  # as for a run: the processes of the tests after this one fork from a warm base
     chosen = sampling.find_checkpoint(*sampling.parse_checkpoint_ref(checkpoint)) if checkpoint else None
     return InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name, checkpoint=chosen)
 

@@ -243,6 +243,6 @@ def register(ctx: Any) -> None:
     if callable(getattr(ctx, "register_skill", None)):
         skill = yaml.safe_load(SKILL_FILE.read_text(encoding="utf-8").split("---", 2)[1])
         ctx.register_skill(SKILL_NAME, SKILL_FILE, description=skill["description"])
-    from hermes_rl.core.envs.probe import keep_warm
+    from hermes_rl.core.clients.toolset import keep_warm
 
-    keep_warm()  # the agent's process lives for its session: probes after the first fork from a warm server
+    keep_warm()  # the agent's process lives for its session: probes, runs and tests fork from warm servers

@@ -118,9 +118,9 @@ def main() -> None:
         raise SystemExit(2)
     import anyio
 
-    from hermes_rl.core.envs.probe import keep_warm
+    from hermes_rl.core.clients.toolset import keep_warm
 
-    keep_warm()  # an agent session probes environment after environment
+    keep_warm()  # an agent session probes environment after environment, and may start run after run
     try:
         anyio.run(serve_stdio)
     except KeyboardInterrupt:

@@ -247,10 +247,33 @@ def rl_edit_config(field: str, value: Any) -> dict:
     }
 
 
+_long_lived = False
+
+
+def keep_warm() -> None:
+    """For a client that lives as long as an agent's session (the MCP server, the Hermes plugin), as the
+    dashboard does: its config probes fork from one warm server (core.envs.probe.keep_warm), and from its
+    first training run or inference test on it keeps a warm base that the processes of the runs and tests
+    it starts fork from (core.runs.keep_runs_warm). A one-off call (the CLI) keeps neither."""
+    global _long_lived
+    from hermes_rl.core.envs.probe import keep_warm as keep_probes_warm
+
+    keep_probes_warm()
+    _long_lived = True
+
+
+def _keep_runs_warm() -> None:
+    if _long_lived:
+        from hermes_rl.core import runs
+
+        runs.keep_runs_warm()
+
+
 @_tool
 def rl_start_training(resume_run_id: str | None = None, workers: dict | None = None) -> dict:
     from hermes_rl.core import runs
 
+    _keep_runs_warm()
     if resume_run_id is not None:
         if workers:
             raise BadInput("a resumed run keeps its parent's workers", hint="leave out workers")
@@ -378,6 +401,7 @@ def rl_test_inference(
 ) -> dict:
     from hermes_rl.core.runs.inference_test import InferenceTest
 
+    _keep_runs_warm()
     test = InferenceTest.prepare(num_steps, group_size, models, base_url, cancel_event=CANCEL.get())
     return test.run()
 

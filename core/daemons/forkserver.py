@@ -408,10 +408,14 @@ class ForkServer:
         self._failed = False  # it did not start: not tried again until the stamp changes
 
     def _start(self, stamp: tuple) -> subprocess.Popen:
+        """Its server: forked by the client's warm base where it keeps one (daemons.warm_base), else its own."""
+        from hermes_rl.core.daemons.warm_base import borrow
+
         self.close()
         self._stamp, self._failed = stamp, True
+        proc, _why = borrow(self.preload, self.env, ())
         try:
-            proc = start_server(self.preload, self.env)
+            proc = proc or start_server(self.preload, self.env)
         except OSError as exc:
             raise ColdStartNeeded(f"the warm server could not start: {exc}") from None
         self._proc = proc
@@ -540,9 +544,11 @@ class WarmStarts:
     `on_change` is called (from that thread), as SIGCHLD would tell a parent. A child is started warm only
     if its environment is the server's apart from `runtime_only` names (read once the process runs, never
     at import), its folders shadow nothing the server imported, and its environment fits the room the
-    server can show (`/proc/PID/environ`); otherwise `start` raises ColdStartNeeded."""
+    server can show (`/proc/PID/environ`); otherwise `start` raises ColdStartNeeded. `borrow_only`: the
+    server only if a warm base forks it now (daemons.warm_base); else "failed" at once, for a client whose
+    one child would not make a server of its own, or the wait for a base still importing, pay."""
 
-    def __init__(self, preload: list[str], env: dict[str, str], runtime_only, on_change=None):
+    def __init__(self, preload: list[str], env: dict[str, str], runtime_only, on_change=None, borrow_only=False):
         self.env = dict(env)
         self.runtime_only = frozenset(runtime_only)
         self.on_change = on_change or (lambda: None)
@@ -558,7 +564,10 @@ class WarmStarts:
         self._lock = threading.Lock()
         from hermes_rl.core.daemons.warm_base import borrow
 
-        self._proc, self.not_borrowed = borrow(preload, self.env, self.runtime_only)
+        self._proc, self.not_borrowed = borrow(preload, self.env, self.runtime_only, wait=not borrow_only)
+        if self._proc is None and borrow_only:
+            self._fail(f"no warm server to borrow: {self.not_borrowed}")
+            return
         if self._proc is None:
             try:
                 self._proc = start_server(preload, self.env)

@@ -42,8 +42,12 @@ from hermes_rl.core.daemons.spawn import spawn_group
 
 BASE_ENV = "HERMES_RL_WARM_BASE"  # the socket of the warm base a supervisor may borrow its server from
 SOCKET_NAME = "base.sock"
+READY_NAME = "ready"  # made next to the socket once the base has imported everything
 NO_WARM_BASE = "no warm base"  # why a server was not borrowed when no client keeps one
-BORROW_TIMEOUT_S = 10.0  # connecting, the base's checks and its fork
+# Connecting, the base's checks and its fork; a base still importing (it listens from its start) answers
+# once it has: a borrower waits for it rather than import the same modules for itself meanwhile.
+BORROW_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 10.0  # how long the base waits for a connected client's request
 MAX_REQUEST = 1024 * 1024
 REAP_EVERY_S = 1.0  # how long an ended server may wait to be collected
 OWN_SETTINGS = "HERMES_RL_"  # hermes-rl's own settings: read where they are used, never at import
@@ -165,26 +169,28 @@ def _reap() -> None:
             pass
 
 
-def serve_base(path: str, preload: list[str]) -> int:
+def serve_base(path: str, listening: int, preload: list[str]) -> int:
+    """Serve on the socket `listening` (bound to `path` and listening since the owner started us: a
+    supervisor that asks while the base still imports waits in its backlog for the answer)."""
     import gc
     import selectors
 
     own_env = {k: v for k, v in os.environ.items() if k != ROOM_ENV}  # as started: imports may add some
-    for name in preload:
-        with contextlib.suppress(Exception):  # a run that needs it starts its own server and says why
-            __import__(name)
-    imported = frozenset(sys.modules)
-    envs = (own_env, {k: v for k, v in os.environ.items() if k != ROOM_ENV})
-    stamp = packages_stamp()
-    gc.collect()
-    gc.freeze()  # forks then skip the imported objects in their collections: no copy of those pages for it
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(16)
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ)
-    selector.register(0, selectors.EVENT_READ)
+    listener = socket.socket(fileno=listening)
     try:
+        for name in preload:
+            with contextlib.suppress(Exception):  # a run that needs it starts its own server and says why
+                __import__(name)
+        imported = frozenset(sys.modules)
+        envs = (own_env, {k: v for k, v in os.environ.items() if k != ROOM_ENV})
+        stamp = packages_stamp()
+        gc.collect()
+        gc.freeze()  # forks then skip the imported objects in their collections: no copy of those pages for it
+        with open(os.path.join(os.path.dirname(path), READY_NAME), "w"):
+            pass
+        selector = selectors.DefaultSelector()
+        selector.register(listener, selectors.EVENT_READ)
+        selector.register(0, selectors.EVENT_READ)
         while True:
             ready = selector.select(timeout=REAP_EVERY_S)
             _reap()
@@ -195,7 +201,7 @@ def serve_base(path: str, preload: list[str]) -> int:
                     continue
                 conn, _ = listener.accept()
                 with conn:
-                    conn.settimeout(BORROW_TIMEOUT_S)
+                    conn.settimeout(REQUEST_TIMEOUT_S)
                     try:
                         request, pipes = _read_request(conn)
                         if request is None:
@@ -229,21 +235,28 @@ class WarmBase:
     def __init__(self, preload: list[str], env: dict[str, str]):
         self.folder = tempfile.mkdtemp(prefix="hermes-rl-base-")
         self.path = os.path.join(self.folder, SOCKET_NAME)
-        self.proc = spawn_group(
-            [sys.executable, "-m", "hermes_rl.core.daemons.warm_base", self.path, *preload, " " * ARGV_ROOM],
-            tied=threading.current_thread() is threading.main_thread(),
-            session=True,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=tempfile.gettempdir(),
-            env={**env, ROOM_ENV: " " * ENV_ROOM},
-        )
+        # Bound here, so that its address answers from now on, before the child has even started Python.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(self.path)
+            listener.listen(16)
+            fd = listener.fileno()
+            self.proc = spawn_group(
+                [sys.executable, "-m", "hermes_rl.core.daemons.warm_base", self.path, str(fd), *preload]
+                + [" " * ARGV_ROOM],
+                tied=threading.current_thread() is threading.main_thread(),
+                session=True,
+                pass_fds=(fd,),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=tempfile.gettempdir(),
+                env={**env, ROOM_ENV: " " * ENV_ROOM},
+            )
 
     @property
     def ready(self) -> bool:
-        """Whether it has imported everything and listens (a supervisor asking before starts its own server)."""
-        return os.path.exists(self.path)
+        """Whether it has imported everything (a supervisor asking before waits for its answer until then)."""
+        return os.path.exists(os.path.join(self.folder, READY_NAME))
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -319,12 +332,16 @@ class BorrowedServer:
             os.close(self._pidfd)
 
 
-def borrow(preload: list[str], env: dict[str, str], runtime_only) -> tuple[BorrowedServer | None, str]:
+def borrow(
+    preload: list[str], env: dict[str, str], runtime_only, wait: bool = True
+) -> tuple[BorrowedServer | None, str]:
     """A warm server for a run, forked by the warm base named in $HERMES_RL_WARM_BASE; (None, why) when
-    there is none to borrow from or it refused."""
+    there is none to borrow from or it refused. `wait`: for a base still importing (else none now)."""
     path = os.environ.get(BASE_ENV)
     if not path:
         return None, NO_WARM_BASE
+    if not wait and not os.path.exists(os.path.join(os.path.dirname(path), READY_NAME)):
+        return None, "the warm base is still importing"
     request = {"preload": list(preload), "env": env, "runtime_only": sorted(runtime_only)}
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()
@@ -362,4 +379,4 @@ def borrow(preload: list[str], env: dict[str, str], runtime_only) -> tuple[Borro
 
 
 if __name__ == "__main__":
-    sys.exit(serve_base(sys.argv[1], [name for name in sys.argv[2:] if name.strip()]))
+    sys.exit(serve_base(sys.argv[1], int(sys.argv[2]), [name for name in sys.argv[3:] if name.strip()]))

@@ -711,10 +711,10 @@ class InferenceTest:
         return PolicyServer(self.target.model_dir, self.folder / name, self._child_env(), self.target.checkpoint)
 
     def _start_warm(self, server: PolicyServer | None) -> WarmStarts | None:
-        """One warm server for the test's processes when two or more of them can fork it (an environment
-        process per model, and the policy server when its environment allows): they import torch, the
-        tinker SDK and atroposlib once. A single process starts fresh: a server would only add a fork.
-        HERMES_RL_WARM_START=0: never."""
+        """One warm server for the test's processes (an environment process per model, and the policy
+        server when its environment allows): they import torch, the tinker SDK and atroposlib once. For a
+        single process only one forked by the client's warm base (a server of its own would only add a
+        fork to its start). HERMES_RL_WARM_START=0: never."""
         if os.environ.get(WARM_START_ENV, "1") == "0":
             return None
 
@@ -725,9 +725,7 @@ class InferenceTest:
         forks, preload = len(self.target.models), list(WARM_ENVIRONMENT)
         if server is not None and import_time(server.env) == env:
             forks, preload = forks + 1, preload + WARM_POLICY
-        if forks < 2:
-            return None
-        return WarmStarts(preload, env, INFERENCE_RUNTIME_ONLY_ENV)
+        return WarmStarts(preload, env, INFERENCE_RUNTIME_ONLY_ENV, borrow_only=forks < 2)
 
     def _warm_when_ready(self) -> WarmStarts | None:
         """The test's warm server once it has imported its modules (None: start fresh)."""
