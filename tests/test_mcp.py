@@ -159,8 +159,8 @@ def test_raw_stdout_lines_are_all_json_rpc(argv, hermes_home):
     assert json.loads(answers[3]["result"]["content"][0]["text"]) == {"runs": [], "count": 0}
 
 
-def _warm_bases(home: Path) -> dict[int, str]:
-    """The warm bases of the clients with this $HERMES_HOME: pid -> its parent's command line."""
+def _warm_bases(home: Path) -> dict[int, tuple[str, str]]:
+    """The warm bases of the clients with this $HERMES_HOME: pid -> (its parent's command line, its socket)."""
     found = {}
     for pid in processes_with_env("HERMES_HOME", str(home)):
         try:
@@ -170,7 +170,7 @@ def _warm_bases(home: Path) -> dict[int, str]:
         except (OSError, IndexError):
             continue
         if b"hermes_rl.core.daemons.warm_base" in cmdline:
-            found[pid] = found_in
+            found[pid] = (found_in, cmdline.split(b"\0")[3].decode())
     return found
 
 
@@ -211,7 +211,9 @@ def test_an_agent_session_keeps_a_warm_base_its_runs_fork_from_and_takes_it_alon
     assert status["status"] == "running", status
     warm = [e["message"] for e in runs.run_events(run_id) if e.get("event") == "warm"]
     assert any("forked from the warm base" in m for m in warm), warm
-    assert len(bases) == 1 and "hermes_rl.core.clients.cli mcp" in next(iter(bases.values())), bases
+    assert len(bases) == 1 and "hermes_rl.core.clients.cli mcp" in next(iter(bases.values()))[0], bases
+    socket = next(iter(bases.values()))[1]
     assert "error" not in stopped, stopped
     wait_status(run_id, ("stopped",))
     wait_until(lambda: not _warm_bases(hermes_home), 15, what="the session's warm base to end with it")
+    assert os.path.isabs(socket) and not os.path.exists(os.path.dirname(socket))  # and its folder with it

@@ -12,7 +12,7 @@ The borrowed server is the run's, as a server of its own would be: it shows the 
 environment in /proc (the run's marker finds it), leads a session of its own, serves only that supervisor
 and ends, with every child, when the supervisor's end of its request pipe closes — however the supervisor
 ended. It does not die with the base: a run outlives the dashboard that started it. The base ends when
-its owner does (its stdin closes) and removes its socket.
+its owner does (its stdin closes) and removes its folder.
 
 A server is borrowed only when the base imported everything the run's server would (`preload`), with the
 installed packages unchanged since, and the run's environment equals the base's apart from names that are
@@ -222,8 +222,7 @@ def serve_base(path: str, listening: int, preload: list[str]) -> int:
                     except (OSError, ValueError):  # a client gone mid-answer, a name no environment can hold
                         continue
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)  # its socket: an owner may end without a word
 
 
 # ---------------------------------------------------------------- the owner
