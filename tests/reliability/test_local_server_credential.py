@@ -131,6 +131,18 @@ def test_numbers_are_checked_before_the_model_sees_them(server, service):
     assert all(math.isfinite(v) for v in [*out.metrics.values(), *after.metrics.values()]), after.metrics
 
 
+def _still_there(procs: list[psutil.Process]) -> list[tuple[dict, list[str]]]:
+    """Each process's environment and command line, leaving out those that ended since they were listed
+    (a run's processes start short-lived children of their own: W&B asks git about the folder)."""
+    found = []
+    for proc in procs:
+        try:
+            found.append((proc.environ(), proc.cmdline()))
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_run_makes_its_own_credential_and_passes_it_only_through_the_environment(tiny_model_dir):
@@ -142,15 +154,15 @@ def test_a_run_makes_its_own_credential_and_passes_it_only_through_the_environme
         trainers = wait_for(lambda: run_processes(run, "trainer"), 120)
         servers = run_processes(run, "tinker")
         assert trainers and servers, runs.get_run(run_id, sample=False)
-        keys = {p.environ().get("TINKER_LOCAL_API_KEY") for p in trainers + servers}
+        keys = {env.get("TINKER_LOCAL_API_KEY") for env, _ in _still_there(trainers + servers)}
         assert len(keys) == 1 and None not in keys, "the server and the trainer share one credential"
         key = keys.pop()
         assert key.startswith("tml-") and len(key) >= 24
         assert key != os.environ.get("TINKER_LOCAL_API_KEY")
-        for proc in run_processes(run):
-            if proc.environ().get("HERMES_RL_PROCESS") not in ("trainer", "tinker"):
-                assert "TINKER_LOCAL_API_KEY" not in proc.environ(), proc.cmdline()
-            assert key not in " ".join(proc.cmdline())
+        for env, cmdline in _still_there(run_processes(run)):
+            if env.get("HERMES_RL_PROCESS") not in ("trainer", "tinker"):
+                assert "TINKER_LOCAL_API_KEY" not in env, cmdline
+            assert key not in " ".join(cmdline)
         # The trainer is ready only once the local server took its credential (create_session onwards).
         assert wait_for(lambda: runs.get_run(run_id, sample=False)["status"] == "running", 300)
     finally:
