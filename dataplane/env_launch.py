@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from hermes_rl.core.base.envload import run_environment
+from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm
 from hermes_rl.dataplane.compat import chat_template_returns_ids
 from hermes_rl.dataplane.wandb_fallback import install_wandb_fallback
 
@@ -109,6 +110,7 @@ def one_policy_server() -> None:
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit("usage: python -m hermes_rl.dataplane.env_launch ENV_FILE [ARGS...]")
+    leave_no_temporary_folders_on_sigterm()  # an environment is stopped with SIGTERM
     install_wandb_fallback()
     try:
         chat_template_returns_ids()  # every environment imports atroposlib, which imports transformers

@@ -4,6 +4,7 @@ release changes it (dataplane/compat.py; the signal handling in dataplane/tinker
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,3 +127,42 @@ def test_atroposlib_tokenize_for_trainer_gets_token_ids_under_transformers_5(tin
     assert tokenizer.decode(out["tokens"]).endswith("3\n")
     json.dumps(out)  # what failed before
     assert not isinstance(tokenizer.apply_chat_template(chat, return_dict=True), list)  # an explicit dict stays
+
+
+LOGS_TABLES = """
+import tempfile, time
+import wandb  # W&B makes its media folder when imported
+from wandb.sdk.data_types._private import MEDIA_TMP
+tables = [tempfile.TemporaryDirectory() for _ in range(3)]  # as W&B makes one per rollouts table it logs
+print("up", MEDIA_TMP.name, *[t.name for t in tables], flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_an_environment_stopped_by_sigterm_leaves_no_temporary_folders(tmp_path):
+    """The supervisor stops an environment with SIGTERM, whose default action skips a normal exit's
+    clean-up: every W&B table folder of a run stayed in /tmp (~300 for one 800-step run). env_launch
+    removes them first, and the process still ends by SIGTERM, as the supervisor reports it."""
+    (tmp_path / "tables_env.py").write_text(LOGS_TABLES)
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(own_tmp), "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hermes_rl.dataplane.env_launch", str(tmp_path / "tables_env.py")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        line = proc.stdout.readline().split()
+        assert line[:1] == ["up"] and len(line) == 5, line
+        assert all(os.path.isdir(folder) and folder.startswith(str(own_tmp)) for folder in line[1:])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not any(os.path.exists(folder) for folder in line[1:])
+    assert os.listdir(own_tmp) == [], os.listdir(own_tmp)

@@ -222,5 +222,18 @@ def test_each_fork_has_its_own_temporary_folders_and_leaves_the_others(tmp_path)
         assert [starts.exit_code(pid) for pid in pids] == [0, 0], [log.read_text()[-500:] for log in logs]
         folders = [log.read_text().split("folder ")[1].split()[0] for log in logs]
         assert folders[0] != folders[1] and not any(os.path.exists(folder) for folder in folders), folders
+
+        # stopped as a run stops its processes (SIGTERM, whose default action skips the clean-up of an exit),
+        # a fork still removes its folder, and ends by SIGTERM
+        log = tmp_path / "stopped.log"
+        pid = starts.start(
+            [sys.executable, "-m", "media_user", "60"], cwd=str(tmp_path), env=env, log=str(log), folders=[]
+        )
+        wait_until(lambda: "folder " in log.read_text(), 30, what="the fork to start")
+        folder = log.read_text().split("folder ")[1].split()[0]
+        assert os.path.isdir(folder)
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: starts.exit_code(pid) is not None, 30, what="the fork to end")
+        assert starts.exit_code(pid) == -signal.SIGTERM and not os.path.exists(folder)
     finally:
         starts.close()

@@ -9,6 +9,7 @@ import functools
 import json
 import math
 import os
+import signal
 import stat
 import tempfile
 from pathlib import Path
@@ -347,3 +348,40 @@ def epoch_seconds(value: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def temporary_directories() -> list[tuple[Callable, tempfile.TemporaryDirectory]]:
+    """The TemporaryDirectory objects of this process whose folders are still to be removed, each with the
+    finalizer that removes it (at exit, or when the object is collected). Through weakref.finalize's
+    registry, which has no public API: W&B makes one when imported and one per table it logs."""
+    import weakref
+
+    found = []
+    for finalizer in list(weakref.finalize._registry):  # type: ignore[attr-defined]
+        owner = finalizer.peek()
+        if owner and isinstance(owner[0], tempfile.TemporaryDirectory):
+            found.append((finalizer, owner[0]))
+    return found
+
+
+def remove_temporary_directories() -> None:
+    """Remove the folders of this process's TemporaryDirectory objects now: for a process about to end
+    without a normal exit's clean-up (os._exit, a signal)."""
+    for finalizer, _folder in temporary_directories():
+        with contextlib.suppress(Exception):
+            finalizer()
+
+
+def leave_no_temporary_folders_on_sigterm() -> None:
+    """A run's processes are stopped with SIGTERM, whose default action skips a normal exit's clean-up:
+    the folders of its TemporaryDirectory objects stayed in /tmp (W&B's: two per process, and one per
+    rollouts table an environment logs, hundreds in a long run). On SIGTERM remove them, then end by
+    SIGTERM as before (the supervisor reports it the same). A program that handles SIGTERM itself
+    replaces this; uvicorn's servers raise it again once they have shut down, which comes back here."""
+
+    def on_sigterm(signum, _frame) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        remove_temporary_directories()
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)

@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 
+from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm, temporary_directories
 from hermes_rl.core.daemons.spawn import CHILD_TOKEN, BoundedRun, child_preexec, end_bounded_child, spawn_group
 
 START_TIMEOUT_S = 120.0  # importing the preloads on a busy machine
@@ -81,6 +82,7 @@ def _child(request: dict, server_pid: int, inherited: list[int], shown: int) -> 
         os.close(shown)  # the server answers our pid now: whoever reads /proc/PID then sees us, not it
         _fresh_random_state()
         _own_temporary_directories()
+        leave_no_temporary_folders_on_sigterm()  # stopped by SIGTERM, it removes them first
         # What a fresh `python -m` would have put first: the working folder, then PYTHONPATH.
         extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.getcwd(), *extra, *[p for p in sys.path[1:] if p not in extra]]
@@ -122,11 +124,7 @@ def _own_temporary_directories() -> None:
     each fork gets its own folder, removed at its exit, and leaves the server's alone."""
     import weakref
 
-    for finalizer in list(weakref.finalize._registry):  # type: ignore[attr-defined]
-        owner = finalizer.peek()
-        folder = owner[0] if owner else None
-        if not isinstance(folder, tempfile.TemporaryDirectory):
-            continue
+    for finalizer, folder in temporary_directories():
         finalizer.detach()
         with contextlib.suppress(OSError):
             base = os.path.basename(folder.name.rstrip("/"))

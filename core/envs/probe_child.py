@@ -18,6 +18,7 @@ import typing
 from pathlib import Path
 
 from hermes_rl.core.base.envload import import_environment
+from hermes_rl.core.base.fsutil import remove_temporary_directories
 
 
 def _jsonable(value: object) -> object:
@@ -179,4 +180,5 @@ if __name__ == "__main__":
     sys.stdout.flush()
     code = main(sys.argv[1:])
     sys.stderr.flush()
+    remove_temporary_directories()  # of all that an exit would do, what leaves something behind
     os._exit(code)  # skip atexit hooks of whatever the environment imported (threads, wandb...)
