@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: import contracts, lint and format, then pytest over parallel workers (pytest-xdist).
 # "No tests ran" (pytest exit 5) is a failure. Extra arguments go to pytest, e.g.
-#   bash scripts/test.sh -m fast          the inner loop: no real pipeline, under a minute
+#   bash scripts/test.sh -m fast -n 2     the inner loop: no real pipeline, under a minute on 2 cores
 #   bash scripts/test.sh -n 0 tests/x.py  one file, no workers
 set -uo pipefail
 cd "$(dirname "$0")/.."
