@@ -85,9 +85,9 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
     Started as a run starts its server: forked from a server borrowed from the worker's warm base
     (conftest.warm_probe_server) when the base can be faithful to it, else a fresh process."""
     from hermes_rl.core.daemons.forkserver import WarmStarts
-    from hermes_rl.core.daemons.launchers import start_local
     from hermes_rl.core.daemons.spawn import end_group
     from hermes_rl.core.daemons.supervisor import WARM_RUNTIME_ONLY_ENV
+    from hermes_rl.core.runs.inference_test import start_logged
     from hermes_rl.core.runs.training import WARM_TINKER_LOCAL
 
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -101,16 +101,7 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
     warm = WarmStarts(WARM_TINKER_LOCAL, import_time, WARM_RUNTIME_ONLY_ENV, borrow_only=True)
     process = None
     try:
-        with open(log_path, "wb") as log:
-            process = start_local(
-                argv,
-                cwd=str(ROOT),
-                env=env,
-                log_fd=log.fileno(),
-                log=log_path,
-                warm=warm if warm.wait_started() == "ready" else None,
-                session=True,
-            )
+        process = start_logged(argv, env, log_path, str(ROOT), warm if warm.wait_started() == "ready" else None)
         deadline = time.monotonic() + timeout_s
         while True:
             text = log_path.read_text(encoding="utf-8", errors="replace")

@@ -70,6 +70,11 @@ RUNTIME_ONLY_ENV = frozenset(
 )
 
 
+def _ready_file(socket_path: str) -> str:
+    """The file the base makes next to its socket once it has imported everything."""
+    return os.path.join(os.path.dirname(socket_path), READY_NAME)
+
+
 def packages_stamp() -> tuple:
     """Changes when a package is installed or removed (site-packages changes): imported modules are stale."""
     try:
@@ -186,7 +191,7 @@ def serve_base(path: str, listening: int, preload: list[str]) -> int:
         stamp = packages_stamp()
         gc.collect()
         gc.freeze()  # forks then skip the imported objects in their collections: no copy of those pages for it
-        with open(os.path.join(os.path.dirname(path), READY_NAME), "w"):
+        with open(_ready_file(path), "w"):
             pass
         selector = selectors.DefaultSelector()
         selector.register(listener, selectors.EVENT_READ)
@@ -255,7 +260,7 @@ class WarmBase:
     @property
     def ready(self) -> bool:
         """Whether it has imported everything (a supervisor asking before waits for its answer until then)."""
-        return os.path.exists(os.path.join(self.folder, READY_NAME))
+        return os.path.exists(_ready_file(self.path))
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -339,7 +344,7 @@ def borrow(
     path = os.environ.get(BASE_ENV)
     if not path:
         return None, NO_WARM_BASE
-    if not wait and not os.path.exists(os.path.join(os.path.dirname(path), READY_NAME)):
+    if not wait and not os.path.exists(_ready_file(path)):
         return None, "the warm base is still importing"
     request = {"preload": list(preload), "env": env, "runtime_only": sorted(runtime_only)}
     requests_r, requests_w = os.pipe()
