@@ -6,16 +6,19 @@ Regenerate after an intended change with `pytest tests/test_tui_snapshots.py --s
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 
 import pytest
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Static
 
-from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.base.paths import logs_dir, run_dir
+from hermes_rl.tui import backend
 from hermes_rl.tui.app import HermesDashboard
 from hermes_rl.tui.panes.config_editor import ConfigPane
 from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.metrics import MetricsPane
+from hermes_rl.tui.panes.processes import ProcessesPane
 from hermes_rl.tui.panes.runs import RunsPane
 from tests.fixtures_tui import REAL_ROLLOUTS, SNAP_SIZE, fixed_clock, wait_for, write_run_config
 
@@ -25,17 +28,47 @@ pytestmark = pytest.mark.timeout(240)
 wait_for_fast = functools.partial(wait_for, poll=0.05)
 
 
-async def settle(pilot, select_run: str | None = "a1b2c3d4", log_lines: int = 50):
-    """Wait until the live worker has delivered runs, the selected run's metrics and logs."""
+def _log_lines_written(run_id: str) -> int:
+    return sum(path.read_bytes().count(b"\n") for path in logs_dir().glob(f"*_{run_id}.log"))
+
+
+async def settle(pilot, select_run: str | None = "a1b2c3d4"):
+    """Wait until the live worker has delivered everything the run folders hold: the runs, the selected
+    run's config, processes, every metric and every log line, and the log view sized to them. A picture
+    taken earlier differs from run to run on a loaded machine (a threshold such as "10 log lines" let a
+    snapshot catch the merged log or the config pane half-filled)."""
     app = pilot.app
     await wait_for_fast(pilot, lambda: app.query_one(RunsPane).table.row_count == 3, what="runs")
     await wait_for_fast(pilot, lambda: len(app.query_one("#environments").environments) == 2, what="environments")
-    if select_run:
-        app.query_one(RunsPane).select(select_run)
-        await wait_for_fast(pilot, lambda: app.selected_run == select_run, what="selection")
-        await wait_for_fast(pilot, lambda: app.query_one(MetricsPane).table.row_count >= 8, what="metrics")
-        await wait_for_fast(pilot, lambda: len(app.query_one(LogsPane).names) == 3, what="log tabs")
-        await wait_for_fast(pilot, lambda: app.query_one(LogsPane).view.line_count >= log_lines, what="log lines")
+    if not select_run:
+        return
+    run = json.loads((run_dir(select_run) / "run.json").read_text())
+    on_disk = backend.run_metrics(select_run)
+    on_disk.poll()
+    app.query_one(RunsPane).select(select_run)
+    await wait_for_fast(pilot, lambda: app.selected_run == select_run, what="selection")
+    config_head = app.query_one("#config-head", Static)
+    await wait_for_fast(
+        pilot, lambda: str(config_head.content).startswith(f"run {select_run} config"), what="run config"
+    )
+    procs = app.query_one(ProcessesPane).table
+    await wait_for_fast(pilot, lambda: procs.row_count == len(run["processes"]), what="processes")
+    await wait_for_fast(pilot, lambda: len(app.query_one(LogsPane).names) == len(run["processes"]), what="log tabs")
+    metrics = app.query_one(MetricsPane)
+    await wait_for_fast(
+        pilot,
+        lambda: (
+            len(metrics.rows) == len(on_disk.rows) and metrics.table.row_count == len(backend.metric_keys(on_disk.rows))
+        ),
+        what="every metric row",
+    )
+    written = _log_lines_written(select_run)
+    logs = app.query_one(LogsPane).view
+
+    def logs_read():  # access lines are counted, hidden
+        return logs.line_count + app.live.view.merged.hidden == written and logs.virtual_size.height == logs.line_count
+
+    await wait_for_fast(pilot, logs_read, what=f"all {written} log lines")
 
 
 async def freeze(pilot):
@@ -71,7 +104,7 @@ def test_dashboard_overview(snap_compare, snapshot_world):
 
 def test_dashboard_overview_at_100x30(snap_compare, snapshot_world):
     async def run_before(pilot):
-        await settle(pilot, log_lines=10)
+        await settle(pilot)
         await freeze(pilot)
 
     assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
@@ -89,14 +122,12 @@ def test_each_pane_keeps_its_headline_columns(snapshot_world, size):
     """What the snapshots show, as assertions: the columns that give way are the ones of least news."""
     import asyncio
 
-    from hermes_rl.tui.panes.processes import ProcessesPane
-
     runs_cols, procs_cols, metrics_cols = HEADLINE_COLUMNS[size]
 
     async def scenario():
         app = make_app()
         async with app.run_test(size=size) as pilot:
-            await settle(pilot, select_run="0badc0de", log_lines=1)
+            await settle(pilot, select_run="0badc0de")
             procs = app.query_one(ProcessesPane)
             await wait_for_fast(pilot, lambda: procs.table.row_count == 3, what="processes")
             await pilot.pause(0.3)
@@ -142,7 +173,7 @@ def test_config_editor_validation_locked_and_modified(snap_compare, snapshot_wor
 
 def test_processes_pane_sorted(snap_compare, snapshot_world):
     async def run_before(pilot):
-        await settle(pilot, select_run="0badc0de", log_lines=3)
+        await settle(pilot, select_run="0badc0de")
         await pilot.press("4", "X", "X")  # exit code, descending
         await pilot.press("z")
         await freeze(pilot)
