@@ -13,8 +13,10 @@ from hermes_rl.core.base.paths import profiles_dir, run_dir, sweep_queue_flag, s
 from hermes_rl.core.base.states import STEP_PHASES, STEP_TIME
 from hermes_rl.core.envs.drafts import current_selection
 from hermes_rl.core.envs.profiles import get_profile
+from hermes_rl.tui import backend
 from hermes_rl.tui.app import HermesDashboard
 from hermes_rl.tui.panes.compare import CompareScreen
+from hermes_rl.tui.panes.metrics import MetricsPane
 from hermes_rl.tui.panes.runs import RunsPane
 from hermes_rl.tui.panes.step_time import StepTimeScreen, bucketed, phase_rows
 from hermes_rl.tui.widgets.name_prompt import NamePrompt
@@ -180,7 +182,10 @@ def test_step_time_chart_snapshot(snap_compare, hermes_home, tui_environments):
     async def run_before(pilot):
         app = pilot.app
         await wait_for(pilot, lambda: app.selected_run == "aaaa0001", what="run selected")
-        await wait_for(pilot, lambda: len(app.query_one("#metrics-table").rows) > 5, what="metrics")
+        on_disk = backend.run_metrics("aaaa0001")
+        on_disk.poll()
+        metrics = app.query_one(MetricsPane)
+        await wait_for(pilot, lambda: len(metrics.rows) == len(on_disk.rows), what="every metric row")
         if app.live is not None:
             app.live.stop()
         app.open_chart(STEP_TIME)
