@@ -30,26 +30,37 @@ def _dead_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def _environment_parents(folder: str) -> dict[str, str]:
-    """Each running environment process of a test (its HERMES_ENV_METRICS lies in the test's folder): the
-    model folder it writes to -> its parent's command line."""
+def _environment_parents(folder: str) -> dict[str, tuple[str, str]]:
+    """Each running environment process of a test (its HERMES_ENV_METRICS lies in the test's folder, it
+    runs env_launch): the model folder it writes to -> its parent's pid and command line. A process the
+    environment started inherits the variable and, until it execs, the command line: only the topmost
+    process of each folder is the environment's."""
     from hermes_rl.core.daemons.procscan import _environ
 
-    found = {}
+    marked: dict[str, tuple[str, str]] = {}  # pid -> (model folder, parent pid)
     for entry in Path("/proc").iterdir():
         metrics = _environ(int(entry.name)).get(b"HERMES_ENV_METRICS", b"").decode() if entry.name.isdigit() else ""
         if not metrics.startswith(f"{folder}/"):
             continue
         try:
-            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
-            found[Path(metrics).parent.name] = Path(f"/proc/{parent}/cmdline").read_bytes().decode()
+            marked[entry.name] = (Path(metrics).parent.name, (entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError):
+            continue
+    found = {}
+    for pid, (model, parent) in marked.items():
+        if parent in marked:
+            continue
+        try:
+            if b"hermes_rl.dataplane.env_launch" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue  # a fork that has not shown its own command line yet
+            found[model] = (parent, Path(f"/proc/{parent}/cmdline").read_bytes().decode())
+        except OSError:
             continue
     return found
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(arith_env, openai_stub, hermes_home):
     events: list[dict] = []
     parents: dict[str, str] = {}
@@ -75,8 +86,8 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
         done.set()
         watcher.join()
     # three environment processes: forks of one warm server that imported atroposlib once, not three imports
-    assert len(parents) == 3 and len(set(parents.values())) == 1, parents
-    assert "hermes_rl.core.daemons.forkserver" in next(iter(parents.values())), parents
+    assert len(parents) == 3 and len({pid for pid, _ in parents.values()}) == 1, parents
+    assert "hermes_rl.core.daemons.forkserver" in next(iter(parents.values()))[1], parents
 
     kinds = [e["event"] for e in events]
     assert kinds[0] == "started" and kinds[-1] == "summary"
