@@ -118,12 +118,13 @@ def test_builder_cli_reports_an_existing_model_quickly(tiny_model_dir):
     done = subprocess.run(
         [sys.executable, "-m", "hermes_rl.dataplane.tiny_model", "--out", str(tiny_model_dir)],
         cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200"},  # rich draws nothing at all at a width of 0
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "already built" in done.stderr
+    assert "already built" in done.stderr, (done.stdout, done.stderr)
     assert time.monotonic() - started < 20
 
 
