@@ -63,7 +63,7 @@ def _environment_parents(folder: str) -> dict[str, tuple[str, str]]:
 @pytest.mark.timeout(300)
 def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(arith_env, openai_stub, hermes_home):
     events: list[dict] = []
-    parents: dict[str, str] = {}
+    parents: dict[str, tuple[str, str]] = {}
     done = threading.Event()
 
     def watch() -> None:  # the environment processes while they run
