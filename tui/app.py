@@ -28,23 +28,24 @@ from textual.worker import Worker, WorkerState
 from hermes_rl.core.base.errors import HermesError
 from hermes_rl.core.base.paths import cli_command
 from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, STEP_PHASES, STEP_TIME, RunStatus
-from hermes_rl.tui import backend
-from hermes_rl.tui.format import UntrustedTextFilter, error_line
-from hermes_rl.tui.keymap import keymap_path, load_keymap
-from hermes_rl.tui.palette import HermesCommands
-from hermes_rl.tui.panes.config_editor import ConfigPane
-from hermes_rl.tui.panes.environments import EnvironmentsPane
-from hermes_rl.tui.panes.logs import LogsPane
-from hermes_rl.tui.panes.metrics import ChartScreen, MetricsPane
-from hermes_rl.tui.panes.processes import ProcessesPane
-from hermes_rl.tui.panes.runs import RunsPane
-from hermes_rl.tui.panes.step_time import StepTimeScreen
-from hermes_rl.tui.textual_compat import add_line_filter, background_screens, shutting_down
-from hermes_rl.tui.widgets.dialogs import ConfirmScreen, HelpScreen, binding_rows
-from hermes_rl.tui.widgets.header import HeaderBar
+
+from . import backend
+from .format import UntrustedTextFilter, error_line
+from .keymap import keymap_path, load_keymap
+from .palette import HermesCommands
+from .panes.config_editor import ConfigPane
+from .panes.environments import EnvironmentsPane
+from .panes.logs import LogsPane
+from .panes.metrics import ChartScreen, MetricsPane
+from .panes.processes import ProcessesPane
+from .panes.runs import RunsPane
+from .panes.step_time import StepTimeScreen
+from .textual_compat import add_line_filter, background_screens, shutting_down
+from .widgets.dialogs import ConfirmScreen, HelpScreen, binding_rows
+from .widgets.header import HeaderBar
 
 if TYPE_CHECKING:
-    from hermes_rl.tui.live import LiveUpdater
+    from .live import LiveUpdater
 
 
 def live_handler(method):
@@ -165,7 +166,7 @@ class HermesDashboard(App):
         self.first_frame_at = time.perf_counter()
         self._load_start_state()
         if self.live_enabled and self.live is None:
-            from hermes_rl.tui.live import LiveUpdater
+            from .live import LiveUpdater
 
             self.live = LiveUpdater(self, sample_hz=self.sample_hz, stall_after_s=self.stall_after_s, clock=self.clock)
             self._live_worker()
@@ -611,7 +612,7 @@ class HermesDashboard(App):
         if len(ids) < 2:
             self.notify(f"sweep {sweep_id} has {len(ids)} run(s) started: nothing to compare yet", severity="warning")
             return
-        from hermes_rl.tui.panes.compare import CompareScreen
+        from .panes.compare import CompareScreen
 
         self.push_screen(CompareScreen(ids, title=f"sweep {sweep_id}"))
 
@@ -621,7 +622,7 @@ class HermesDashboard(App):
         if not run_id:
             self.notify("no run selected", severity="warning")
             return
-        from hermes_rl.tui.widgets.name_prompt import NamePrompt
+        from .widgets.name_prompt import NamePrompt
 
         def chosen(name: str | None) -> None:
             if name:
@@ -640,7 +641,7 @@ class HermesDashboard(App):
         )
 
     def on_runs_pane_compare_requested(self, message: RunsPane.CompareRequested) -> None:
-        from hermes_rl.tui.panes.compare import CompareScreen
+        from .panes.compare import CompareScreen
 
         self.push_screen(CompareScreen(message.run_ids))
 
@@ -650,13 +651,13 @@ class HermesDashboard(App):
         if not self.selected_run:
             self.notify("select a run first: [3], then a row", severity="warning")
             return
-        from hermes_rl.tui.panes.rollouts import RolloutsScreen
+        from .panes.rollouts import RolloutsScreen
 
         self.push_screen(RolloutsScreen(self.selected_run, step))
 
     # -- test inference -------------------------------------------------------------------------
     def action_test_inference(self) -> None:
-        from hermes_rl.tui.panes.inference import InferenceScreen
+        from .panes.inference import InferenceScreen
 
         self.push_screen(InferenceScreen(self.selected_env, self.selected_run))
 

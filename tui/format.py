@@ -14,7 +14,7 @@ from rich.segment import Segment
 from rich.text import Text
 from textual.filter import LineFilter
 
-from hermes_rl.tui.backend import plain_text
+from .backend import plain_text
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 

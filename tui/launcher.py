@@ -6,7 +6,7 @@ import sys
 
 
 def open_dashboard(run_id: str | None) -> None:
-    from hermes_rl.tui.app import run_dashboard
+    from .app import run_dashboard
 
     run_dashboard(run_id=run_id)
 

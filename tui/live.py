@@ -21,8 +21,9 @@ from pathlib import Path
 from textual.message import Message
 
 from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, runs_dir
-from hermes_rl.tui import backend
-from hermes_rl.tui.textual_compat import shutting_down
+
+from . import backend
+from .textual_compat import shutting_down
 
 SPARK_RUNS = 30  # reward sparklines for the newest runs only
 SPARK_POINTS = 12  # values in a runs-table sparkline

@@ -6,7 +6,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from hermes_rl.tui import backend
+from . import backend
 
 
 class HermesCommands(Provider):

@@ -14,7 +14,7 @@ FUTURE_TOLERANCE_S = 5.0
 
 
 def _epoch(value: Any) -> float | None:
-    from hermes_rl.core.base.fsutil import epoch_seconds
+    from .fsutil import epoch_seconds
 
     seconds = epoch_seconds(value)
     return seconds if seconds is not None and math.isfinite(seconds) else None

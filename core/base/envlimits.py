@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import os
 
-from hermes_rl.core.base.errors import BadInput
+from .errors import BadInput
 
 
 def env_number(

@@ -11,7 +11,7 @@ import math
 import time
 from typing import Any
 
-from hermes_rl.core.base.clock import age_s, in_future
+from .clock import age_s, in_future
 
 MISSING = "-"
 

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from hermes_rl.core.base.errors import BadInput, HermesError
-from hermes_rl.core.base.paths import make_private_dirs
+from .errors import BadInput, HermesError
+from .paths import make_private_dirs
 
 _WRITABLE_HINT = "check that $HERMES_HOME is writable and not full"
 

@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput
+from .errors import BadInput
 
 RUN_ID_RE = re.compile(r"^[0-9a-f]{8}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}$")  # an environment id: name[@qualifier]

@@ -10,8 +10,8 @@ import io
 import os
 from contextvars import ContextVar
 
-from hermes_rl.core.base.fsutil import open_regular
-from hermes_rl.core.base.paths import hermes_home
+from .fsutil import open_regular
+from .paths import hermes_home
 
 SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
 # The local Tinker server's credential: made by the supervisor for each run (never read from .env,
@@ -112,7 +112,7 @@ def refuse_secret_values(texts: dict[str, object], hint: str) -> None:
     Values are compared as their JSON text, so a key hidden in a list or mapping is found too."""
     import json
 
-    from hermes_rl.core.base.errors import BadInput
+    from .errors import BadInput
 
     values = secret_values()
     if not values:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from hermes_rl.core.base.clock import age_s
-from hermes_rl.core.base.envlimits import env_number
-from hermes_rl.core.base.fsutil import epoch_seconds
-from hermes_rl.core.base.states import ACTIVE, RunStatus
+from .clock import age_s
+from .envlimits import env_number
+from .fsutil import epoch_seconds
+from .states import ACTIVE, RunStatus
 
 STALL_ENV = "HERMES_RL_STALL_S"
 DEFAULT_STALL_S = 900.0

@@ -13,8 +13,8 @@ import sys
 import time
 from typing import Any, Callable
 
-from hermes_rl.core.base.errors import HermesError
-from hermes_rl.core.base.formatting import (
+from ..base.errors import HermesError
+from ..base.formatting import (
     exit_text,
     human_age,
     human_duration,
@@ -26,8 +26,8 @@ from hermes_rl.core.base.formatting import (
     process_place_text,
     value_text,
 )
-from hermes_rl.core.base.states import FINAL, ProcState, RunStatus, run_style
-from hermes_rl.core.readers.logs import sanitize_terminal
+from ..base.states import FINAL, ProcState, RunStatus, run_style
+from ..readers.logs import sanitize_terminal
 
 EXIT_ERROR = 1
 WAITING = (ProcState.PENDING, ProcState.STARTING)  # a process the run still waits for
@@ -41,14 +41,14 @@ def _console(stderr: bool = False):
 
 def _cli() -> str:
     """The command that runs hermes-rl from where the user is (`.venv/bin/hermes-rl` off PATH)."""
-    from hermes_rl.core.base.paths import cli_command
+    from ..base.paths import cli_command
 
     return cli_command()
 
 
 def _steps():
     """The CLI's names for the actions a report's tips suggest."""
-    from hermes_rl.core.runs.report import NextSteps
+    from ..runs.report import NextSteps
 
     cli = _cli()
     return NextSteps(stop=f"`{cli} stop {{run_id}}`", results=f"`{cli} results {{run_id}}`", start=f"`{cli} start`")
@@ -84,7 +84,7 @@ def _short_path(path: str) -> str:
     """A path relative to the project or home when it lies inside them."""
     from pathlib import Path
 
-    from hermes_rl.core.base.paths import PROJECT_ROOT
+    from ..base.paths import PROJECT_ROOT
 
     for base, label in ((PROJECT_ROOT, ""), (Path.home(), "~/")):
         try:
@@ -107,7 +107,7 @@ def _env_note(env) -> str:
 
 
 def cmd_envs(args) -> Any:
-    from hermes_rl.core.envs.discovery import discover_environments, discovery_notices, environment_dirs, import_root
+    from ..envs.discovery import discover_environments, discovery_notices, environment_dirs, import_root
 
     envs = discover_environments()
     if args.json:
@@ -142,7 +142,7 @@ def cmd_envs(args) -> Any:
 def envs_help() -> str:
     import os
 
-    from hermes_rl.core.envs.discovery import ENV_PATH_VAR, TINKER_ATROPOS_VAR
+    from ..envs.discovery import ENV_PATH_VAR, TINKER_ATROPOS_VAR
 
     return ENVS_HELP.format(TINKER_ATROPOS_VAR=TINKER_ATROPOS_VAR, ENV_PATH_VAR=ENV_PATH_VAR, sep=os.pathsep)
 
@@ -164,7 +164,7 @@ and its run put first on PYTHONPATH, and why."""
 
 
 def cmd_select(args) -> Any:
-    from hermes_rl.core.envs.drafts import select_environment
+    from ..envs.drafts import select_environment
 
     result = select_environment(args.env, profile=args.profile)
     if args.json:
@@ -176,14 +176,14 @@ def cmd_select(args) -> Any:
 
 
 def cmd_config(args) -> Any:
-    from hermes_rl.core.envs.drafts import get_config, set_fields
+    from ..envs.drafts import get_config, set_fields
 
     assignments = _parse_assignments(args.set)
     if args.refresh:
-        from hermes_rl.core.envs.discovery import find_environment
-        from hermes_rl.core.envs.drafts import current_selection
-        from hermes_rl.core.envs.probe import clear_probe_cache
-        from hermes_rl.core.envs.profiles import resolve_profile
+        from ..envs.discovery import find_environment
+        from ..envs.drafts import current_selection
+        from ..envs.probe import clear_probe_cache
+        from ..envs.profiles import resolve_profile
 
         name = args.env or current_selection().get("environment")
         name = name or resolve_profile(args.profile)[0].default_environment
@@ -222,7 +222,7 @@ def _workers(args) -> dict | None:
     """The start command's worker options as core.runs.workers takes them (None: one local worker)."""
     import shlex
 
-    from hermes_rl.core.base.errors import BadInput
+    from ..base.errors import BadInput
 
     slurm = {
         "partition": args.slurm_partition,
@@ -234,7 +234,7 @@ def _workers(args) -> dict | None:
     slurm = {k: v for k, v in slurm.items() if v is not None}
     if slurm and args.env_launcher != "slurm":
         raise BadInput("--slurm-* and --sbatch-args need --env-launcher slurm")
-    from hermes_rl.core.runs.workers import parse_mix
+    from ..runs.workers import parse_mix
 
     chosen = {
         "launcher": args.env_launcher,
@@ -249,7 +249,7 @@ def _workers(args) -> dict | None:
 
 
 def cmd_start(args) -> Any:
-    from hermes_rl.core import runs
+    from .. import runs
 
     # Ctrl-C inside start_run stops and removes the run; once it returned, the run is announced whatever
     # happens next, so an interrupted start never leaves a run training unseen.
@@ -279,7 +279,7 @@ def cmd_start(args) -> Any:
 
 
 def cmd_resume(args) -> Any:
-    from hermes_rl.core import runs
+    from .. import runs
 
     run = runs.resume_run(args.run_id)
     if args.json and not args.watch:
@@ -340,8 +340,8 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
     --json`) once it ends or on detaching."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from hermes_rl.core import runs
-    from hermes_rl.core.runs import report
+    from .. import runs
+    from ..runs import report
 
     console = _console()
     plain = not console.is_terminal
@@ -432,8 +432,8 @@ def _watch(run_id: str, json_output: bool = False) -> Any:
 
 
 def cmd_runs(args) -> Any:
-    from hermes_rl.core import runs
-    from hermes_rl.core.runs.ordering import sort_runs
+    from .. import runs
+    from ..runs.ordering import sort_runs
 
     summaries = sort_runs(runs.list_runs(), args.sort)
     if args.json:
@@ -481,7 +481,7 @@ def cmd_runs(args) -> Any:
 
 
 def cmd_status(args) -> Any:
-    from hermes_rl.core.runs import report
+    from ..runs import report
 
     status = report.status_report(args.run_id, steps=_steps())
     if args.json:
@@ -596,9 +596,9 @@ def cmd_logs(args) -> Any:
     --follow one {process, line} object per output line."""
     from pathlib import Path
 
-    from hermes_rl.core import runs
-    from hermes_rl.core.readers.logs import LogReader, is_access_line
-    from hermes_rl.core.runs import report
+    from .. import runs
+    from ..readers.logs import LogReader, is_access_line
+    from ..runs import report
 
     run = runs.get_run(args.run_id, sample=False)
     paths = report.log_paths(run)
@@ -664,7 +664,7 @@ def cmd_logs(args) -> Any:
 
 
 def cmd_stop(args) -> Any:
-    from hermes_rl.core import runs
+    from .. import runs
 
     run = runs.stop_run(args.run_id)
     if args.json:
@@ -677,7 +677,7 @@ def cmd_stop(args) -> Any:
 
 
 def cmd_results(args) -> Any:
-    from hermes_rl.core.runs import report
+    from ..runs import report
 
     results = report.results_summary(args.run_id)
     if args.json:
@@ -707,7 +707,7 @@ def cmd_results(args) -> Any:
 def cmd_test_inference(args) -> Any:
     """The selected environment against real models (OpenRouter, a base_url, a running local run, or
     SmolLM2 on this machine with no key at all), through the same call as rl_test_inference."""
-    from hermes_rl.core.runs.inference_test import InferenceTest
+    from ..runs.inference_test import InferenceTest
 
     test = InferenceTest.prepare(args.steps, args.group_size, args.model or None, args.base_url, env_name=args.env)
     if args.json:
@@ -749,8 +749,8 @@ def _one_line(text: str, width: int | None = None) -> str:
 
 def cmd_rollouts(args) -> Any:
     """The completions the policy produced at one step (the latest by default), from rollouts.jsonl."""
-    from hermes_rl.core import runs
-    from hermes_rl.core.readers.rollouts import read_rollouts
+    from .. import runs
+    from ..readers.rollouts import read_rollouts
 
     runs.get_run(args.run_id, sample=False)  # an unknown run is NotFound, not "no rollouts"
     order = "best" if args.best else "worst" if args.worst else None
@@ -784,12 +784,12 @@ def cmd_compare(args) -> Any:
     """Runs side by side: the config values that differ, first/best/last of the headline metrics."""
     from rich.table import Table
 
-    from hermes_rl.core.runs.compare import compare_runs
+    from ..runs.compare import compare_runs
 
     sweep = None
     run_ids = list(args.run_ids or [])
     if args.sweep:
-        from hermes_rl.core.runs.sweeps import sweep_status
+        from ..runs.sweeps import sweep_status
 
         sweep = sweep_status(args.sweep)
         run_ids = sweep["run_ids"] + [r for r in run_ids if r not in sweep["run_ids"]]
@@ -799,7 +799,7 @@ def cmd_compare(args) -> Any:
     if args.json:
         return out
     if sweep is not None:
-        from hermes_rl.core.clients.cli_loop import print_sweep
+        from .cli_loop import print_sweep
 
         print_sweep(sweep)
     ids = [r["run_id"] for r in out["runs"]]
@@ -838,7 +838,7 @@ def cmd_compare(args) -> Any:
 
 
 def cmd_mcp(args) -> Any:
-    from hermes_rl.core.clients.mcp_server import main as mcp_main
+    from .mcp_server import main as mcp_main
 
     mcp_main()
     return None
@@ -859,7 +859,7 @@ def cmd_dashboard(args) -> Any:
 
 def cmd_demo(args) -> Any:
     """The main job: start a local run on the embedded default and open the dashboard over it."""
-    from hermes_rl.core import runs
+    from .. import runs
 
     run = runs.start_run(None, profile=None)
     for notice in run.get("notices") or []:
@@ -929,7 +929,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
     cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
-    from hermes_rl.core.runs.ordering import SORT_KEYS
+    from ..runs.ordering import SORT_KEYS
 
     cmd = add("runs", cmd_runs, "list runs, newest first")
     cmd.add_argument("--sort", choices=SORT_KEYS, default="created", help="order (eval, reward: best first)")
@@ -966,14 +966,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmd = add("compare", cmd_compare, "runs side by side: config differences, first/best/last metrics")
     cmd.add_argument("run_ids", nargs="*", metavar="RUN")
     cmd.add_argument("--sweep", metavar="ID", help="every run of a sweep, with its summary per configuration")
-    from hermes_rl.core.clients.cli_loop import add_commands
+    from .cli_loop import add_commands
 
     add_commands(add)
     add("mcp", cmd_mcp, "serve the rl_* tools over MCP (stdio)")
     cmd = add("dashboard", cmd_dashboard, "open the dashboard (the default)")
     cmd.add_argument("--run", dest="run_id")
     add("demo", cmd_demo, "start a local run and open the dashboard over it")
-    from hermes_rl.core.clients import cli_data
+    from . import cli_data
 
     cli_data.add_commands(add)  # sample, metrics, report, alerts
     return parser
@@ -1033,7 +1033,7 @@ def _main(argv: list[str] | None, open_dashboard: Callable[[str | None], None] |
     if isinstance(result, _Exit):
         return result.code
     if result is not None:
-        from hermes_rl.core.base.fsutil import dumps
+        from ..base.fsutil import dumps
 
         print(dumps(result, indent=2))
     return 0

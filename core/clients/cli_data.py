@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.readers.logs import sanitize_terminal
+from ..base.errors import BadInput
+from ..readers.logs import sanitize_terminal
 
 
 def _say(text: object = "", *, err: bool = False) -> None:
@@ -42,13 +42,13 @@ needs to be open for an alert to go out. Each event is delivered once:
 
 
 def _exit(code: int) -> Any:
-    from hermes_rl.core.clients.cli import _Exit  # the CLI's own "exit with this code" result
+    from .cli import _Exit  # the CLI's own "exit with this code" result
 
     return _Exit(code)
 
 
 def cmd_alerts(args) -> Any:
-    from hermes_rl.core.runs import alerts
+    from ..runs import alerts
 
     if args.action == "test":
         outcome = alerts.send_test()
@@ -76,7 +76,7 @@ def cmd_alerts(args) -> Any:
 
 
 def cmd_sample(args) -> Any:
-    from hermes_rl.core.runs import sampling
+    from ..runs import sampling
 
     if args.list:
         checkpoints = sampling.list_checkpoints(args.run_id)
@@ -109,7 +109,7 @@ def cmd_sample(args) -> Any:
             _say(f"--- completion {index}/{len(answer['completions'])} ({completion['finish']})")
             _say(completion["text"])
         return None
-    from hermes_rl.core.runs.inference_test import InferenceTest
+    from ..runs.inference_test import InferenceTest
 
     test = InferenceTest.prepare(args.groups, args.group_size, env_name=args.env or None, checkpoint=checkpoint)
     if not args.json:
@@ -135,13 +135,13 @@ def cmd_sample(args) -> Any:
 
 
 def cmd_metrics(args) -> Any:
-    from hermes_rl.core.runs import export
+    from ..runs import export
 
     keys = [k for item in args.keys or [] for k in item.split(",")]
     columns, rows = export.metrics_table(args.run_id, keys)
     text = export.format_metrics(columns, rows, "json" if args.json else args.format)
     if args.output:
-        from hermes_rl.core.base.fsutil import atomic_write_text
+        from ..base.fsutil import atomic_write_text
 
         try:
             atomic_write_text(Path(args.output), text, mode=0o644)
@@ -156,7 +156,7 @@ def cmd_metrics(args) -> Any:
 
 
 def cmd_report(args) -> Any:
-    from hermes_rl.core.runs import export
+    from ..runs import export
 
     path = export.write_report(args.run_id, args.output)
     if args.json:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.base.formatting import human_age, human_number, value_text
-from hermes_rl.core.clients.cli import _console, _parse_assignments, _safe
+from ..base.errors import BadInput
+from ..base.formatting import human_age, human_number, value_text
+from .cli import _console, _parse_assignments, _safe
 
 
 def _assignments(items: list[str] | None) -> dict[str, str]:
@@ -35,8 +35,8 @@ def _profile_table(profile: dict) -> None:
 
 
 def cmd_profile(args) -> Any:
-    from hermes_rl.core.envs import profile_derive
-    from hermes_rl.core.envs.profiles import get_profile
+    from ..envs import profile_derive
+    from ..envs.profiles import get_profile
 
     if args.profile_action == "list":
         rows = profile_derive.profile_rows()
@@ -67,7 +67,7 @@ def cmd_profile(args) -> Any:
         return None
     # new
     if args.from_run:
-        from hermes_rl.core.runs.profile_of_run import profile_from_run
+        from ..runs.profile_of_run import profile_from_run
 
         if args.set:
             raise BadInput("--from-run takes the run's values as they were; change them afterwards with a new profile")
@@ -134,7 +134,7 @@ def print_sweep(sweep: dict) -> None:
 
 
 def cmd_sweep(args) -> Any:
-    from hermes_rl.core.runs import sweeps
+    from ..runs import sweeps
 
     if args.sweep_action == "list":
         rows = sweeps.list_sweeps()

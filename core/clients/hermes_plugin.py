@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import yaml
 
-from hermes_rl.core.base.secrets import keys_present
-from hermes_rl.core.clients.run_watch import watch_run
-from hermes_rl.core.clients.toolset import SKILL_FILE, TOOLS, call_tool, call_tool_json
+from ..base.secrets import keys_present
+from .run_watch import watch_run
+from .toolset import SKILL_FILE, TOOLS, call_tool, call_tool_json
 
 MANIFEST_FILE = Path(__file__).with_name("plugin.yaml")
 SKILL_NAME = "training"  # Hermes qualifies it with the plugin's name: rl:training
@@ -243,6 +243,6 @@ def register(ctx: Any) -> None:
     if callable(getattr(ctx, "register_skill", None)):
         skill = yaml.safe_load(SKILL_FILE.read_text(encoding="utf-8").split("---", 2)[1])
         ctx.register_skill(SKILL_NAME, SKILL_FILE, description=skill["description"])
-    from hermes_rl.core.clients.toolset import keep_warm
+    from .toolset import keep_warm
 
     keep_warm()  # the agent's process lives for its session: probes, runs and tests fork from warm servers

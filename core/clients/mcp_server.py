@@ -32,7 +32,7 @@ def mcp_tools() -> list:
     """TOOL_SCHEMAS as MCP Tool objects (name, description, inputSchema = parameters)."""
     from mcp import types
 
-    from hermes_rl.core.clients.toolset import TOOL_SCHEMAS
+    from .toolset import TOOL_SCHEMAS
 
     return [
         types.Tool(
@@ -50,7 +50,7 @@ def build_server():
     from mcp import types
     from mcp.server.lowlevel import Server
 
-    from hermes_rl.core.clients.toolset import CANCEL, call_tool_json, skill_text
+    from .toolset import CANCEL, call_tool_json, skill_text
 
     server: Server = Server(SERVER_NAME, version=_version(), instructions=skill_text())
 
@@ -118,7 +118,7 @@ def main() -> None:
         raise SystemExit(2)
     import anyio
 
-    from hermes_rl.core.clients.toolset import keep_warm
+    from .toolset import keep_warm
 
     keep_warm()  # an agent session probes environment after environment, and may start run after run
     try:

@@ -13,9 +13,9 @@ import logging
 import threading
 from typing import Callable
 
-from hermes_rl.core.base.paths import run_dir, validate_run_id
-from hermes_rl.core.base.states import FINAL, RunStatus
-from hermes_rl.core.clients.toolset import agent_wording
+from ..base.paths import run_dir, validate_run_id
+from ..base.states import FINAL, RunStatus
+from .toolset import agent_wording
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ RECHECK_S = 60.0
 
 
 def _eval_text(run_id: str) -> str:
-    from hermes_rl.core.runs import report
+    from ..runs import report
 
     try:
         accuracy = report.results_summary(run_id).get("eval_accuracy") or {}
@@ -82,7 +82,7 @@ def watch_run(
 def _watch(run_id: str, notify: Callable[[str], object], stop: threading.Event, recheck_s: float) -> None:
     from watchfiles import watch
 
-    from hermes_rl.core import runs
+    from .. import runs
 
     told_stalled = False
     wakes = watch(

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from hermes_rl.core.base.envlimits import env_number
-from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.base.fsutil import atomic_write_json, file_lock, read_json
-from hermes_rl.core.base.paths import ensure_private_dir, rl_dir, validate_run_id
+from ..base.envlimits import env_number
+from ..base.errors import BadInput
+from ..base.fsutil import atomic_write_json, file_lock, read_json
+from ..base.paths import ensure_private_dir, rl_dir, validate_run_id
 
 DEFAULT_INTERVAL_S = 30 * 60
 INTERVAL_ENV = "HERMES_RL_STATUS_INTERVAL_S"

@@ -22,14 +22,14 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
-from hermes_rl.core.base.formatting import human_duration, shown_value
-from hermes_rl.core.base.paths import validate_run_id
-from hermes_rl.core.base.records import EnvironmentSummary, MetricsSummary, ProcessSummary, RunSummary
-from hermes_rl.core.base.secrets import redact
-from hermes_rl.core.base.states import FINAL, RunStatus
-from hermes_rl.core.runs import report
-from hermes_rl.core.runs.report import NextSteps
+from ..base.errors import BadInput, HermesError, NotFound
+from ..base.formatting import human_duration, shown_value
+from ..base.paths import validate_run_id
+from ..base.records import EnvironmentSummary, MetricsSummary, ProcessSummary, RunSummary
+from ..base.secrets import redact
+from ..base.states import FINAL, RunStatus
+from ..runs import report
+from ..runs.report import NextSteps
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def _tool(func: Callable[..., dict]) -> Callable[..., dict]:
 
 
 def _selection() -> dict:
-    from hermes_rl.core.envs import drafts
+    from ..envs import drafts
 
     selection = drafts.current_selection() or {}
     return {"environment": selection.get("environment"), "profile": selection.get("profile")}
@@ -125,7 +125,7 @@ def _selection() -> dict:
 
 @_tool
 def rl_list_environments() -> dict:
-    from hermes_rl.core.envs import discovery
+    from ..envs import discovery
 
     envs = discovery.discover_environments()
     usable = [e for e in envs if not e.error]
@@ -173,7 +173,7 @@ def rl_list_environments() -> dict:
 
 @_tool
 def rl_select_environment(name: str) -> dict:
-    from hermes_rl.core.envs import discovery, drafts
+    from ..envs import discovery, drafts
 
     if not isinstance(name, str) or not name.strip():
         raise BadInput("name must be an environment name", hint="see rl_list_environments")
@@ -201,7 +201,7 @@ def rl_select_environment(name: str) -> dict:
 
 @_tool
 def rl_get_current_config() -> dict:
-    from hermes_rl.core.envs import drafts
+    from ..envs import drafts
 
     view = drafts.get_config()  # the selection; core falls back to the profile's default environment
     editable = [
@@ -230,7 +230,7 @@ def rl_get_current_config() -> dict:
 
 @_tool
 def rl_edit_config(field: str, value: Any) -> dict:
-    from hermes_rl.core.envs import drafts
+    from ..envs import drafts
 
     if not isinstance(field, str) or not field.strip():
         raise BadInput("field must be a field name", hint="see rl_get_current_config for the editable fields")
@@ -256,7 +256,7 @@ def keep_warm() -> None:
     first training run or inference test on it keeps a warm base that the processes of the runs and tests
     it starts fork from (core.runs.keep_runs_warm). A one-off call (the CLI) keeps neither."""
     global _long_lived
-    from hermes_rl.core.envs.probe import keep_warm as keep_probes_warm
+    from ..envs.probe import keep_warm as keep_probes_warm
 
     keep_probes_warm()
     _long_lived = True
@@ -264,14 +264,14 @@ def keep_warm() -> None:
 
 def _keep_runs_warm() -> None:
     if _long_lived:
-        from hermes_rl.core import runs
+        from .. import runs
 
         runs.keep_runs_warm()
 
 
 @_tool
 def rl_start_training(resume_run_id: str | None = None, workers: dict | None = None) -> dict:
-    from hermes_rl.core import runs
+    from .. import runs
 
     _keep_runs_warm()
     if resume_run_id is not None:
@@ -305,7 +305,7 @@ def rl_start_training(resume_run_id: str | None = None, workers: dict | None = N
 
 
 def _interval_or_default() -> float:
-    from hermes_rl.core.clients.status_limits import DEFAULT_INTERVAL_S, resolve_interval
+    from .status_limits import DEFAULT_INTERVAL_S, resolve_interval
 
     try:
         return resolve_interval(None)
@@ -316,8 +316,8 @@ def _interval_or_default() -> float:
 @_tool
 def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     validate_run_id(run_id)
-    from hermes_rl.core import runs
-    from hermes_rl.core.clients import status_limits
+    from .. import runs
+    from . import status_limits
 
     interval = status_limits.resolve_interval(min_interval_s)
     run = runs.get_run(run_id)  # NotFound for an unknown id: errors are never rate-limited
@@ -360,7 +360,7 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
 @_tool
 def rl_stop_training(run_id: str) -> dict:
     validate_run_id(run_id)
-    from hermes_rl.core import runs
+    from .. import runs
 
     before = runs.get_run(run_id, sample=False)
     run = runs.stop_run(run_id)
@@ -384,7 +384,7 @@ def rl_get_results(run_id: str) -> dict:
 
 @_tool
 def rl_list_runs() -> dict:
-    from hermes_rl.core import runs
+    from .. import runs
 
     summaries = runs.list_runs()
     return {"runs": summaries, "count": len(summaries)}
@@ -399,7 +399,7 @@ CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
 def rl_test_inference(
     num_steps: int = 3, group_size: int = 16, models: list[str] | None = None, base_url: str | None = None
 ) -> dict:
-    from hermes_rl.core.runs.inference_test import InferenceTest
+    from ..runs.inference_test import InferenceTest
 
     _keep_runs_warm()
     test = InferenceTest.prepare(num_steps, group_size, models, base_url, cancel_event=CANCEL.get())

@@ -42,13 +42,13 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, HermesError
-from hermes_rl.core.base.fsutil import append_jsonl, iter_jsonl, parse_jsonl_line, read_yaml
-from hermes_rl.core.base.http_deadline import request_within
-from hermes_rl.core.base.paths import rl_dir
-from hermes_rl.core.base.secrets import get_key, redact, secret_values
-from hermes_rl.core.base.stall import progress_logs, stall_fields
-from hermes_rl.core.base.states import RunStatus
+from ..base.errors import BadInput, HermesError
+from ..base.fsutil import append_jsonl, iter_jsonl, parse_jsonl_line, read_yaml
+from ..base.http_deadline import request_within
+from ..base.paths import rl_dir
+from ..base.secrets import get_key, redact, secret_values
+from ..base.stall import progress_logs, stall_fields
+from ..base.states import RunStatus
 
 KINDS = ("failed", "stalled", "completed", "metric")
 CHANNELS = ("dashboard", "desktop", "webhook")

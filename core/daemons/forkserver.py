@@ -38,8 +38,8 @@ import tempfile
 import threading
 import time
 
-from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm, temporary_directories
-from hermes_rl.core.daemons.spawn import CHILD_TOKEN, BoundedRun, child_preexec, end_bounded_child, spawn_group
+from ..base.fsutil import leave_no_temporary_folders_on_sigterm, temporary_directories
+from .spawn import CHILD_TOKEN, BoundedRun, child_preexec, end_bounded_child, spawn_group
 
 START_TIMEOUT_S = 120.0  # importing the preloads on a busy machine
 SHOW_TIMEOUT_S = 5.0  # a child's pid is answered once it shows its own cmdline and environ, or after this
@@ -306,7 +306,7 @@ def serve(preload: list[str]) -> int:
                 del children[pid]
                 _answer({"pid": pid, "code": os.waitstatus_to_exitcode(status)})
     finally:
-        from hermes_rl.core.daemons.procscan import signal_group
+        from .procscan import signal_group
 
         for pid in children:
             signal_group(pid, signal.SIGKILL)
@@ -407,7 +407,7 @@ class ForkServer:
 
     def _start(self, stamp: tuple) -> subprocess.Popen:
         """Its server: forked by the client's warm base where it keeps one (daemons.warm_base), else its own."""
-        from hermes_rl.core.daemons.warm_base import borrow
+        from .warm_base import borrow
 
         self.close()
         self._stamp, self._failed = stamp, True
@@ -464,7 +464,7 @@ class ForkServer:
         the preloaded modules depend on (installed packages); when it changes, the server starts afresh.
         `folders`: where the child imports from before the installed packages (see `shadowed`).
         ColdStartNeeded when it cannot start warm."""
-        from hermes_rl.core.daemons.procscan import signal_group
+        from .procscan import signal_group
 
         # One child at a time; a caller that finds the server busy (another thread's probe) starts cold
         # rather than wait behind a child that may run to its deadline.
@@ -560,7 +560,7 @@ class WarmStarts:
         self._forked: queue.SimpleQueue = queue.SimpleQueue()
         self._live: set[int] = set()
         self._lock = threading.Lock()
-        from hermes_rl.core.daemons.warm_base import borrow
+        from .warm_base import borrow
 
         self._proc, self.not_borrowed = borrow(preload, self.env, self.runtime_only, wait=not borrow_only)
         if self._proc is None and borrow_only:

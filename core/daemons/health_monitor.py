@@ -18,9 +18,9 @@ import re
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.failures import logged_problem, problem_key
-from hermes_rl.core.base.fsutil import atomic_write_json
-from hermes_rl.core.daemons.probes import http_get
+from ..base.failures import logged_problem, problem_key
+from ..base.fsutil import atomic_write_json
+from .probes import http_get
 
 HEALTH_FILE = "health.json"
 HEALTH_INTERVAL_S = 2.0

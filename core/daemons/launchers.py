@@ -25,10 +25,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.daemons import procscan
-from hermes_rl.core.daemons.forkserver import ColdStartNeeded, WarmStarts
-from hermes_rl.core.daemons.spawn import spawn_group
+from ..base.errors import BadInput
+from . import procscan
+from .forkserver import ColdStartNeeded, WarmStarts
+from .spawn import spawn_group
 
 LAUNCHERS = ("local", "slurm")
 SLURM_CALL_TIMEOUT_S = 30.0  # one sbatch/squeue/scancel call; a busy controller answers slowly

@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
-from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.base.fsutil import atomic_write_json, file_lock, read_json, read_regular_text
-from hermes_rl.core.base.paths import PROCESS_NAME_RE, ensure_private_dir, rl_dir
-from hermes_rl.core.base.states import ProcState
+from ..base.errors import BadInput
+from ..base.fsutil import atomic_write_json, file_lock, read_json, read_regular_text
+from ..base.paths import PROCESS_NAME_RE, ensure_private_dir, rl_dir
+from ..base.states import ProcState
 
 READINESS_KINDS = ("http", "log", "none")
 RESTART_MODES = ("no", "on_failure")
@@ -156,7 +156,7 @@ _PACKAGE_FOLDERS = ("core", "tui", "dataplane", "environments")
 
 
 def current_names(spec: ProcessSpec) -> ProcessSpec:
-    from hermes_rl.core.base.paths import PROJECT_ROOT
+    from ..base.paths import PROJECT_ROOT
 
     root = os.path.realpath(PROJECT_ROOT)
     argv = list(spec.argv)
@@ -185,7 +185,7 @@ def validate_spec(spec: ProcessSpec) -> None:
         raise _bad(f"process {name!r}: env must map strings to strings")
     if not isinstance(spec.secret_env, list) or not all(isinstance(s, str) for s in spec.secret_env):
         raise _bad(f"process {name!r}: secret_env must be a list of variable names")
-    from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES
+    from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES
 
     leaked = sorted(k for k in spec.env if k in (*SECRET_NAMES, LOCAL_TINKER_KEY_ENV))
     if leaked:
@@ -224,7 +224,7 @@ def validate_spec(spec: ProcessSpec) -> None:
     _number(spec.stop_timeout, f"process {name!r}: stop_timeout")
     if spec.port is not None and (not isinstance(spec.port, str) or not PORT_NAME_RE.match(spec.port)):
         raise _bad(f"process {name!r}: port must name a key of the run's ports, got {spec.port!r}")
-    from hermes_rl.core.daemons.launchers import LAUNCHERS, slurm_settings
+    from .launchers import LAUNCHERS, slurm_settings
 
     if spec.launcher not in LAUNCHERS:
         raise _bad(f"process {name!r}: launcher must be one of {', '.join(LAUNCHERS)}, got {spec.launcher!r}")
@@ -435,7 +435,7 @@ def rebind_files(run_dir: str | os.PathLike, argv: list[str], old: int, new: int
             text = handle.read()
         moved = rebind_text(text, old, new)
         if moved != text:
-            from hermes_rl.core.base.fsutil import atomic_write_text
+            from ..base.fsutil import atomic_write_text
 
             atomic_write_text(path, moved)
             changed.append(path)
@@ -446,7 +446,7 @@ def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> 
     """A process as run.json records it: its spec's shape plus what the supervisor observed (`live`:
     pid, create_time, start_ticks, pgid, state, started_at, ready_at, ended_at, exit_code, restarts;
     a Slurm job's job_id, node and slurm_state)."""
-    from hermes_rl.core.base.secrets import redact
+    from ..base.secrets import redact
 
     record = {
         "name": spec.name,

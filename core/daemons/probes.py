@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import open_regular
+from ..base.fsutil import open_regular
 
 
 def http_get(url: str, timeout: float) -> tuple[bool, str]:

@@ -12,9 +12,9 @@ import os
 import signal
 from dataclasses import dataclass
 
-from hermes_rl.core.base.clock import in_future
-from hermes_rl.core.base.paths import same_file
-from hermes_rl.core.base.polling import poll_until
+from ..base.clock import in_future
+from ..base.paths import same_file
+from ..base.polling import poll_until
 
 MARKER = "HERMES_RL_RUN_DIR"  # in every child's environment: the run folder
 PROCESS_MARKER = "HERMES_RL_PROCESS"  # the spec name the child was started for

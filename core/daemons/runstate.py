@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, read_json
-from hermes_rl.core.base.states import PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
+from ..base.fsutil import append_jsonl, atomic_write_json, read_json
+from ..base.states import PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 
 
 def read_run_file(folder: Path) -> dict | None:

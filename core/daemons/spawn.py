@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_rl.core.daemons.procscan import marked_processes, signal_group, terminate
+from .procscan import marked_processes, signal_group, terminate
 
 PR_SET_PDEATHSIG = 1
 PARENT_GONE_EXIT = 70  # what a child exits with when its parent died before the guard was in place
@@ -177,8 +177,8 @@ def start_sweep_queue() -> str | None:
     the one that ended. Returns why it could not start, else None."""
     import sys
 
-    from hermes_rl.core.base.paths import sweep_queue_flag
-    from hermes_rl.core.daemons.procscan import MARKER, PROCESS_MARKER, SUPERVISOR_MARKER
+    from ..base.paths import sweep_queue_flag
+    from .procscan import MARKER, PROCESS_MARKER, SUPERVISOR_MARKER
 
     flag = sweep_queue_flag()
     if not flag.exists():

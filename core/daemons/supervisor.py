@@ -35,19 +35,19 @@ import time
 import traceback
 from pathlib import Path
 
-from hermes_rl.core.base.failures import exception_line, failure_hint, failure_line, repeats_on_restart
-from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json, open_append_fd, open_regular, read_json
-from hermes_rl.core.base.paths import ensure_private_dir, process_log_path, validate_run_id
-from hermes_rl.core.base.paths import run_dir as run_dir_of
-from hermes_rl.core.base.polling import poll_until
-from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
-from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
-from hermes_rl.core.daemons import procscan
-from hermes_rl.core.daemons.alerts import AlertMonitor
-from hermes_rl.core.daemons.forkserver import WARM_START_ENV, WarmStarts
-from hermes_rl.core.daemons.health_monitor import HealthMonitor
-from hermes_rl.core.daemons.launchers import LauncherError, SlurmTracker, start_process
-from hermes_rl.core.daemons.pipeline import (
+from ..base.failures import exception_line, failure_hint, failure_line, repeats_on_restart
+from ..base.fsutil import append_jsonl, atomic_write_json, open_append_fd, open_regular, read_json
+from ..base.paths import ensure_private_dir, process_log_path, validate_run_id
+from ..base.paths import run_dir as run_dir_of
+from ..base.polling import poll_until
+from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
+from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
+from . import procscan
+from .alerts import AlertMonitor
+from .forkserver import WARM_START_ENV, WarmStarts
+from .health_monitor import HealthMonitor
+from .launchers import LauncherError, SlurmTracker, start_process
+from .pipeline import (
     ProcessSpec,
     free_ports,
     load_pipeline,
@@ -59,10 +59,10 @@ from hermes_rl.core.daemons.pipeline import (
     specs_to_json,
     start_order,
 )
-from hermes_rl.core.daemons.probes import LogMatcher, http_ready
-from hermes_rl.core.daemons.runstate import record_final
-from hermes_rl.core.daemons.spawn import describe_exit, spawn_group, start_sweep_queue
-from hermes_rl.core.daemons.warm_base import NO_WARM_BASE
+from .probes import LogMatcher, http_ready
+from .runstate import record_final
+from .spawn import describe_exit, spawn_group, start_sweep_queue
+from .warm_base import NO_WARM_BASE
 
 PROBE_FAST_CAP_S = 0.05  # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0

@@ -36,9 +36,9 @@ import tempfile
 import threading
 import time
 
-from hermes_rl.core.daemons.forkserver import ARGV_ROOM, ENV_ROOM, ROOM_ENV, _show_as, env_block, env_room, serve
-from hermes_rl.core.daemons.procscan import MARKER
-from hermes_rl.core.daemons.spawn import spawn_group
+from .forkserver import ARGV_ROOM, ENV_ROOM, ROOM_ENV, _show_as, env_block, env_room, serve
+from .procscan import MARKER
+from .spawn import spawn_group
 
 BASE_ENV = "HERMES_RL_WARM_BASE"  # the socket of the warm base a supervisor may borrow its server from
 SOCKET_NAME = "base.sock"

@@ -53,10 +53,10 @@ def cancel_slurm_jobs(run_id: str, jobs: list[str]) -> str:
     comment: one submitted just before the supervisor died); a note for the final record."""
     if not jobs:
         return ""
-    from hermes_rl.core.base.fsutil import atomic_write_json
-    from hermes_rl.core.base.paths import run_dir
-    from hermes_rl.core.daemons.launchers import cancel_jobs, run_job_ids
-    from hermes_rl.core.daemons.runstate import read_run_file
+    from ..base.fsutil import atomic_write_json
+    from ..base.paths import run_dir
+    from .launchers import cancel_jobs, run_job_ids
+    from .runstate import read_run_file
 
     every = list(dict.fromkeys([*jobs, *run_job_ids(run_id)]))
     left = cancel_jobs(every)
@@ -72,10 +72,10 @@ def cancel_slurm_jobs(run_id: str, jobs: list[str]) -> str:
 
 
 def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str] = ()) -> None:
-    from hermes_rl.core.base.paths import run_dir
-    from hermes_rl.core.base.states import RunStatus
-    from hermes_rl.core.daemons import procscan
-    from hermes_rl.core.daemons.runstate import is_recorded_final, read_run_file, record_final
+    from ..base.paths import run_dir
+    from ..base.states import RunStatus
+    from . import procscan
+    from .runstate import is_recorded_final, read_run_file, record_final
 
     folder = run_dir(run_id)
     run = read_run_file(folder)
@@ -112,7 +112,7 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str]
     )
     # The supervisor cannot tell anyone now: its alert rules for a failure go out from here (once: what
     # it already delivered is in the run's alerts.jsonl).
-    from hermes_rl.core.daemons.alerts import AlertMonitor
+    from .alerts import AlertMonitor
 
     alerts = AlertMonitor(folder, run, lambda: run.get("processes") or [])
     alerts.on_final(RunStatus.FAILED, reason)
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{stamp} watchdog: supervisor {supervisor_pid} is gone without finishing run {run_id}; cleaning up", flush=True
     )
     clean_up(run_id, supervisor_pid, pgids, jobs)
-    from hermes_rl.core.daemons.spawn import start_sweep_queue
+    from .spawn import start_sweep_queue
 
     problem = start_sweep_queue()  # the run's place is free: a sweep's waiting run may take it
     if problem:

@@ -21,10 +21,10 @@ import tokenize
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, NotFound
-from hermes_rl.core.base.fsutil import atomic_write_text, read_regular_bytes, read_regular_text
-from hermes_rl.core.base.paths import PROJECT_ROOT, rl_dir, user_environments_dir
-from hermes_rl.core.base.records import EnvironmentEntry
+from ..base.errors import BadInput, NotFound
+from ..base.fsutil import atomic_write_text, read_regular_bytes, read_regular_text
+from ..base.paths import PROJECT_ROOT, rl_dir, user_environments_dir
+from ..base.records import EnvironmentEntry
 
 BASE_ENV = "BaseEnv"
 MAX_FILE_BYTES = 2 * 1024 * 1024  # an environment bigger than this is data, not code

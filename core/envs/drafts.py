@@ -13,13 +13,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
-from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_yaml
-from hermes_rl.core.base.paths import current_selection_file, drafts_dir, validate_env_name
-from hermes_rl.core.base.records import FieldChange, FieldRow, LockedField, Selection
-from hermes_rl.core.base.secrets import refuse_secret_values
-from hermes_rl.core.envs.discovery import EnvInfo, find_environment
-from hermes_rl.core.envs.fields import (
+from ..base.errors import BadInput, HermesError, NotFound
+from ..base.fsutil import atomic_write_text, file_lock, read_yaml
+from ..base.paths import current_selection_file, drafts_dir, validate_env_name
+from ..base.records import FieldChange, FieldRow, LockedField, Selection
+from ..base.secrets import refuse_secret_values
+from .discovery import EnvInfo, find_environment
+from .fields import (
     SECRETS_HINT,
     FieldInfo,
     check_together,
@@ -27,7 +27,7 @@ from hermes_rl.core.envs.fields import (
     validate_assignments,
     validate_value,
 )
-from hermes_rl.core.envs.profiles import Profile, get_profile, resolve_profile
+from .profiles import Profile, get_profile, resolve_profile
 
 
 @dataclass

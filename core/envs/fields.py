@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.base.secrets import refuse_secret_values
-from hermes_rl.core.envs.discovery import EnvInfo
-from hermes_rl.core.envs.probe import probe_config
-from hermes_rl.core.envs.profiles import Profile, coerce_value, resolve_profile
+from ..base.errors import BadInput
+from ..base.secrets import refuse_secret_values
+from .discovery import EnvInfo
+from .probe import probe_config
+from .profiles import Profile, coerce_value, resolve_profile
 
 WANDB_NAME_TEMPLATE = "{env}-{timestamp}"
 DEFAULT_WANDB_PROJECT = "hermes-rl"

@@ -17,16 +17,16 @@ import threading
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.envlimits import env_number
-from hermes_rl.core.base.errors import BadInput, HermesError
-from hermes_rl.core.base.failures import describe_failure, exception_line, failure_hint
-from hermes_rl.core.base.fsutil import atomic_write_text, file_lock, read_regular_text
-from hermes_rl.core.base.paths import probe_cache_dir, rl_dir
-from hermes_rl.core.base.secrets import SECRET_NAMES, redact
-from hermes_rl.core.daemons.forkserver import ColdStartNeeded, ForkServer
-from hermes_rl.core.daemons.spawn import run_bounded
-from hermes_rl.core.daemons.warm_base import packages_stamp
-from hermes_rl.core.envs.discovery import EnvInfo, ImportRoot, import_root
+from ..base.envlimits import env_number
+from ..base.errors import BadInput, HermesError
+from ..base.failures import describe_failure, exception_line, failure_hint
+from ..base.fsutil import atomic_write_text, file_lock, read_regular_text
+from ..base.paths import probe_cache_dir, rl_dir
+from ..base.secrets import SECRET_NAMES, redact
+from ..daemons.forkserver import ColdStartNeeded, ForkServer
+from ..daemons.spawn import run_bounded
+from ..daemons.warm_base import packages_stamp
+from .discovery import EnvInfo, ImportRoot, import_root
 
 PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"
 PROBE_TIMEOUT_S = 60.0  # importing atroposlib alone takes seconds on a busy machine
@@ -252,7 +252,7 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
     """Probe every environment not cached yet in ONE subprocess, so atroposlib is imported once for all
     (a dashboard or `hermes-rl envs` can call it in the background). Returns {name: "cached" | "probed" |
     "error: ..."}. Failures here are not remembered: the next get_config probes that environment alone."""
-    from hermes_rl.core.envs.discovery import discover_environments
+    from .discovery import discover_environments
 
     status: dict[str, str] = {}
     todo: list[tuple[EnvInfo, tuple]] = []

@@ -17,8 +17,8 @@ import types
 import typing
 from pathlib import Path
 
-from hermes_rl.core.base.envload import import_environment
-from hermes_rl.core.base.fsutil import remove_temporary_directories
+from ..base.envload import import_environment
+from ..base.fsutil import remove_temporary_directories
 
 
 def _jsonable(value: object) -> object:

@@ -9,10 +9,10 @@ only by deriving another profile.
 
 from __future__ import annotations
 
-from hermes_rl.core.base.errors import BadInput, Conflict
-from hermes_rl.core.base.fsutil import atomic_write_text, read_yaml
-from hermes_rl.core.base.paths import ensure_private_dir, profiles_dir
-from hermes_rl.core.envs.profiles import (
+from ..base.errors import BadInput, Conflict
+from ..base.fsutil import atomic_write_text, read_yaml
+from ..base.paths import ensure_private_dir, profiles_dir
+from .profiles import (
     _OVERRIDE_KEYS,
     _PROFILE_NAME_RE,
     PROFILE_VALUES,

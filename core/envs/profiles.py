@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, MissingKey, NotFound
-from hermes_rl.core.base.formatting import shown_value
-from hermes_rl.core.base.fsutil import read_yaml
-from hermes_rl.core.base.paths import hermes_home, models_dir, profiles_dir
-from hermes_rl.core.base.secrets import get_key
+from ..base.errors import BadInput, MissingKey, NotFound
+from ..base.formatting import shown_value
+from ..base.fsutil import read_yaml
+from ..base.paths import hermes_home, models_dir, profiles_dir
+from ..base.secrets import get_key
 
 LOCAL_MODEL_NAME = "tiny-toy"
 SMOLLM2_MODEL_NAME = "smollm2-135m-instruct"  # the folder name dataplane.models prepares from the GGUF file

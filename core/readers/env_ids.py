@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import iter_jsonl
+from ..base.fsutil import iter_jsonl
 
 ENV_IDS_FILE = "env_ids.jsonl"
 

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator
 
-from hermes_rl.core.base.fsutil import open_regular
+from ..base.fsutil import open_regular
 
 STRIDE = 32  # one index entry per 32 lines: 1 GB of 100-byte lines -> 2.5 MB of index
 TAIL_BYTES = 4 * 1024 * 1024  # a file larger than this opens at its tail

@@ -17,9 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import first_jsonl_row, iter_jsonl, iter_jsonl_spans, last_jsonl_row, open_regular
-from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, REWARD_WINDOW, Metric
+from ..base.fsutil import first_jsonl_row, iter_jsonl, iter_jsonl_spans, last_jsonl_row, open_regular
+from ..base.paths import run_dir
+from ..base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, REWARD_WINDOW, Metric
 
 TRAINER_FILE = "metrics.jsonl"
 ENV_FILE = "env_metrics.jsonl"

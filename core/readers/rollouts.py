@@ -18,11 +18,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from hermes_rl.core.base.errors import BadInput, NotFound
-from hermes_rl.core.base.fsutil import iter_jsonl, open_regular, parse_jsonl_line
-from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.readers.env_ids import env_names
-from hermes_rl.core.readers.metrics import JsonlTail
+from ..base.errors import BadInput, NotFound
+from ..base.fsutil import iter_jsonl, open_regular, parse_jsonl_line
+from ..base.paths import run_dir
+from .env_ids import env_names
+from .metrics import JsonlTail
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 MAX_GROUPS = 100_000  # groups a live reader indexes, 16 bytes each (the oldest steps go first)

@@ -16,13 +16,13 @@ state is reported `lost`, with whatever of its processes survived, and can still
 
 from __future__ import annotations
 
-from hermes_rl.core.base.errors import Conflict, NotFound
-from hermes_rl.core.base.stall import stall_threshold
-from hermes_rl.core.runs.control import restart_process, stop_run
-from hermes_rl.core.runs.results import get_results
-from hermes_rl.core.runs.start import launch, resume_run, start_run
-from hermes_rl.core.runs.store import get_run, list_runs, run_events
-from hermes_rl.core.runs.training import keep_runs_warm
+from ..base.errors import Conflict, NotFound
+from ..base.stall import stall_threshold
+from .control import restart_process, stop_run
+from .results import get_results
+from .start import launch, resume_run, start_run
+from .store import get_run, list_runs, run_events
+from .training import keep_runs_warm
 
 __all__ = [
     "Conflict",

@@ -6,7 +6,7 @@ format is described); clients only check them, test them and show what arrived.
 
 from __future__ import annotations
 
-from hermes_rl.core.daemons.alerts import (
+from ..daemons.alerts import (
     RUN_ALERTS,
     AlertConfig,
     Webhook,

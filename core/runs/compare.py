@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.base.paths import run_dir, validate_run_id
-from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
-from hermes_rl.core.readers.metrics import REWARD_WINDOW, metric_summary, trailing_mean
+from ..base.errors import BadInput
+from ..base.paths import run_dir, validate_run_id
+from ..base.states import HEADLINE_METRICS, Metric
+from ..readers.metrics import REWARD_WINDOW, metric_summary, trailing_mean
 
 # Sections of config.yaml that describe the training (the rest is where the run's files and ports are).
 COMPARED_SECTIONS = ("env", "tinker")
@@ -35,7 +35,7 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
 
 def config_values(run_id: str) -> dict[str, Any]:
     """The run's training config as dotted keys (env.group_size, tinker.learning_rate, ...)."""
-    from hermes_rl.core.runs.runconfig import read_run_config
+    from .runconfig import read_run_config
 
     config = read_run_config(run_id)
     out: dict[str, Any] = {}
@@ -60,8 +60,8 @@ def config_differences(run_ids: list[str]) -> list[dict]:
 def compare_runs(run_ids: list[str]) -> dict:
     """The runs' identity, the config values that differ, and per headline metric each run's
     first/best/last. BadInput for fewer than two runs or a repeated id; NotFound for an unknown run."""
-    from hermes_rl.core.readers.metrics import RunMetrics
-    from hermes_rl.core.runs.store import get_run
+    from ..readers.metrics import RunMetrics
+    from .store import get_run
 
     ids = [validate_run_id(r) for r in run_ids]
     if len(ids) < 2:

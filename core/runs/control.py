@@ -10,16 +10,16 @@ import secrets as _secrets
 import signal
 import time
 
-from hermes_rl.core.base.clock import remaining_s
-from hermes_rl.core.base.errors import Conflict, HermesError, NotFound
-from hermes_rl.core.base.fsutil import atomic_write_json
-from hermes_rl.core.base.paths import ensure_private_dir, run_dir
-from hermes_rl.core.base.polling import poll_until
-from hermes_rl.core.base.records import RunView
-from hermes_rl.core.base.states import RECORDED_FINAL, RunStatus
-from hermes_rl.core.daemons import procscan
-from hermes_rl.core.daemons.runstate import is_recorded_final, record_final
-from hermes_rl.core.runs.store import (
+from ..base.clock import remaining_s
+from ..base.errors import Conflict, HermesError, NotFound
+from ..base.fsutil import atomic_write_json
+from ..base.paths import ensure_private_dir, run_dir
+from ..base.polling import poll_until
+from ..base.records import RunView
+from ..base.states import RECORDED_FINAL, RunStatus
+from ..daemons import procscan
+from ..daemons.runstate import is_recorded_final, record_final
+from .store import (
     SUPERVISOR_START_TIMEOUT_S,
     UnreadableRun,
     get_run,
@@ -140,7 +140,7 @@ def _stop_lost(run: dict) -> None:
     jobs = [p["job_id"] for p in run.get("processes") or [] if p.get("launcher") == "slurm" and p.get("job_id")]
     left: list[str] = []
     if jobs:  # its Slurm workers, if the watchdog did not get to cancel them
-        from hermes_rl.core.daemons.launchers import cancel_jobs, run_job_ids
+        from ..daemons.launchers import cancel_jobs, run_job_ids
 
         left = cancel_jobs(list(dict.fromkeys([*jobs, *run_job_ids(run_id)])))
     current = read_run(run_id)

@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hermes_rl.core.base.errors import BadInput, HermesError
-from hermes_rl.core.base.formatting import human_duration
-from hermes_rl.core.base.fsutil import epoch_seconds
-from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.base.states import HEADLINE_METRICS, Metric
+from ..base.errors import BadInput, HermesError
+from ..base.formatting import human_duration
+from ..base.fsutil import epoch_seconds
+from ..base.paths import run_dir
+from ..base.states import HEADLINE_METRICS, Metric
 
 FORMATS = ("csv", "json")
 CHART_POINTS = 600  # points drawn per series at most (evenly thinned): a 100k-step run stays a small page
@@ -44,8 +44,8 @@ EVAL_TABLE_ROWS = 200  # a longer eval history is shown evenly thinned (`hermes-
 
 def _all_metrics(run_id: str):
     """A RunMetrics over every row of the run's metrics files (nothing thinned)."""
-    from hermes_rl.core import runs
-    from hermes_rl.core.readers.metrics import RunMetrics
+    from .. import runs
+    from ..readers.metrics import RunMetrics
 
     runs.get_run(run_id, sample=False)  # NotFound for an unknown run, before any file is read
     metrics = RunMetrics(run_dir(run_id), max_rows=sys.maxsize)
@@ -60,7 +60,7 @@ def _all_rows(run_id: str) -> list[dict]:
 def metrics_table(run_id: str, keys: list[str] | None = None) -> tuple[list[str], list[dict]]:
     """(columns, rows): step and time, then `keys` (default: every numeric metric, headline ones first).
     BadInput naming the unknown keys and the known ones."""
-    from hermes_rl.core.readers.metrics import metric_keys
+    from ..readers.metrics import metric_keys
 
     rows = _all_rows(run_id)
     known = metric_keys(rows)
@@ -200,7 +200,7 @@ def _table(headers: list[str] | None, rows: list[list[Any]], cls: str = "") -> s
 
 
 def _rollout_section(run_id: str) -> str:
-    from hermes_rl.core.readers import rollouts
+    from ..readers import rollouts
 
     try:
         latest = rollouts.read_rollouts(run_id, order="best", chars=ROLLOUT_CHARS)
@@ -228,8 +228,8 @@ def _rollout_section(run_id: str) -> str:
 
 
 def _process_section(run: dict) -> str:
-    from hermes_rl.core import runs
-    from hermes_rl.core.runs.report import process_summaries
+    from .. import runs
+    from .report import process_summaries
 
     failures: dict[str, str] = {}
     try:
@@ -281,11 +281,11 @@ pre{white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,Menlo,
 
 def html_report(run_id: str) -> str:
     """The run's report as one HTML page (see the module's docstring). NotFound for an unknown run."""
-    from hermes_rl.core import runs
-    from hermes_rl.core.readers.metrics import metric_keys, metric_summary
-    from hermes_rl.core.runs.compare import config_values
-    from hermes_rl.core.runs.report import running_time_s, wandb_url
-    from hermes_rl.core.runs.results import checkpoint_paths
+    from .. import runs
+    from ..readers.metrics import metric_keys, metric_summary
+    from .compare import config_values
+    from .report import running_time_s, wandb_url
+    from .results import checkpoint_paths
 
     run = runs.get_run(run_id, sample=False)
     checkpoint, tinker_path = checkpoint_paths(run_id)
@@ -385,7 +385,7 @@ as W&amp;B's); a series of fewer than {SMOOTH_MIN_POINTS} values (evaluations) i
 
 def write_report(run_id: str, path: str | Path | None = None) -> Path:
     """Write the report (default `<run folder>/report.html`); its path."""
-    from hermes_rl.core.base.fsutil import atomic_write_text
+    from ..base.fsutil import atomic_write_text
 
     text = html_report(run_id)
     target = Path(path) if path else run_dir(run_id) / "report.html"

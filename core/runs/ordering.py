@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermes_rl.core.base.errors import BadInput
+from ..base.errors import BadInput
 
 SORT_KEYS = ("created", "eval", "reward")
 

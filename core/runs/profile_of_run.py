@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.envs.profile_derive import DERIVABLE_FIELDS, create_profile, source_values
-from hermes_rl.core.envs.profiles import Profile, get_profile
+from ..base.errors import BadInput
+from ..envs.profile_derive import DERIVABLE_FIELDS, create_profile, source_values
+from ..envs.profiles import Profile, get_profile
 
 # Where each profile value lands in config.yaml: runs recorded before run.json held `profile_values`
 # are read from there.
@@ -25,8 +25,8 @@ CONFIG_PLACES = {
 
 def run_profile_values(run_id: str) -> dict:
     """The profile values of a run: those run.json recorded at its start, else read from its config.yaml."""
-    from hermes_rl.core.runs.runconfig import read_run_config
-    from hermes_rl.core.runs.store import read_run
+    from .runconfig import read_run_config
+    from .store import read_run
 
     run = read_run(run_id)
     recorded = run.get("profile_values")
@@ -51,7 +51,7 @@ def run_profile_values(run_id: str) -> dict:
 def profile_from_run(run_id: str, name: str, *, description: str | None = None) -> Profile:
     """A new profile NAME holding the values run RUN trained with, extending the built-in its profile
     rests on (only the values that differ from that profile are written)."""
-    from hermes_rl.core.runs.store import read_run
+    from .store import read_run
 
     run = read_run(run_id)
     source = run.get("profile") or "local"

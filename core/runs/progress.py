@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 
-from hermes_rl.core.base.plateau import plateau
-from hermes_rl.core.base.states import STEP_PHASES, STEP_TIME, Metric
-from hermes_rl.core.readers.metrics import ENV_FILE, TRAINER_FILE, RunMetrics, metric_series, recent_rows
+from ..base.plateau import plateau
+from ..base.states import STEP_PHASES, STEP_TIME, Metric
+from ..readers.metrics import ENV_FILE, TRAINER_FILE, RunMetrics, metric_series, recent_rows
 
 STEP_TIME_WINDOW = 20  # steps whose phases are averaged
 
@@ -46,7 +46,7 @@ def _seconds(value: object) -> float | None:
 
 def eval_plateau(folder: str | os.PathLike, evals: int | None = None) -> dict | None:
     """core.base.plateau of the run's greedy eval accuracy (eval/percent_correct) in env_metrics.jsonl."""
-    from hermes_rl.core.base.plateau import PLATEAU_EVALS
+    from ..base.plateau import PLATEAU_EVALS
 
     if not os.path.exists(os.path.join(folder, ENV_FILE)):
         return None

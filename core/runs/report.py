@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_rl.core.base.errors import HermesError
-from hermes_rl.core.base.formatting import human_duration
-from hermes_rl.core.base.fsutil import epoch_seconds
-from hermes_rl.core.base.records import (
+from ..base.errors import HermesError
+from ..base.formatting import human_duration
+from ..base.fsutil import epoch_seconds
+from ..base.records import (
     EnvironmentSummary,
     MetricsSummary,
     ProcessSummary,
@@ -26,7 +26,7 @@ from hermes_rl.core.base.records import (
     StartedRun,
     StatusReport,
 )
-from hermes_rl.core.base.states import FINAL, HEADLINE_METRICS, Metric, RunStatus
+from ..base.states import FINAL, HEADLINE_METRICS, Metric, RunStatus
 
 # A full report reads the latest value of each metric from the metric files' last few MB only, so a
 # report on a days-long run costs what one on a short run does.
@@ -155,7 +155,7 @@ def metrics_summary(run: RunView, latest: dict[str, Any]) -> MetricsSummary:
 
 def latest_metrics(run: RunView) -> dict[str, Any]:
     """The newest value of each metric, environment rows merged; the run's last trainer row if unreadable."""
-    from hermes_rl.core.readers import metrics
+    from ..readers import metrics
 
     last = dict(run.get("last_metric") or {})
     try:
@@ -167,7 +167,7 @@ def latest_metrics(run: RunView) -> dict[str, Any]:
 def sample_completions(run_id: str) -> SampleCompletions | None:
     """A few short completions of the latest recorded step (its best and worst), so a reader can see
     what the policy writes (reward hacking shows here first); None without rollouts.jsonl."""
-    from hermes_rl.core.readers import rollouts
+    from ..readers import rollouts
 
     try:
         return rollouts.sample_completions(run_id)  # type: ignore[return-value]
@@ -202,8 +202,8 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
 def progress_fields(run: RunView) -> dict[str, Any]:
     """The status report's `reward` (trailing mean over reward_window steps), `step_time` (where a
     step's time goes) and `plateau` ("eval flat for N evals since step S", or None)."""
-    from hermes_rl.core.readers.metrics import headline_reward
-    from hermes_rl.core.runs.progress import eval_plateau, step_time
+    from ..readers.metrics import headline_reward
+    from .progress import eval_plateau, step_time
 
     folder = run.get("run_dir") or ""
     try:
@@ -246,7 +246,7 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
 def status_report(run_id: str, *, steps: NextSteps = NextSteps(), now: float | None = None) -> StatusReport:
     """A run's state, processes (with CPU and memory), headline metrics, stall verdict, running time,
     W&B URL, log paths and next steps. NotFound for an unknown run."""
-    from hermes_rl.core import runs
+    from .. import runs
 
     return status_report_of(runs.get_run(run_id), steps=steps, now=now)
 
@@ -254,7 +254,7 @@ def status_report(run_id: str, *, steps: NextSteps = NextSteps(), now: float | N
 def results_summary(run_id: str) -> ResultsSummary:
     """A run's final metrics, a sampled history of its headline metrics (small enough for an agent;
     final_metrics has them all), where its weights are, its W&B URL and log paths."""
-    from hermes_rl.core import runs
+    from .. import runs
 
     results = runs.get_results(run_id)
     run = runs.get_run(run_id, sample=False)

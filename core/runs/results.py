@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import read_json
-from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.base.records import Results
-from hermes_rl.core.base.states import Metric, RunStatus
-from hermes_rl.core.runs.store import lost_reason, read_run
+from ..base.fsutil import read_json
+from ..base.paths import run_dir
+from ..base.records import Results
+from ..base.states import Metric, RunStatus
+from .store import lost_reason, read_run
 
 HISTORY_SAMPLE = 50
 
@@ -43,7 +43,7 @@ def checkpoint_paths(run_id: str) -> tuple[str | None, str | None]:
 def get_results(run_id: str) -> Results:
     """Final metrics, an evenly spaced history sample (<= 50 rows, first and last included), checkpoint.
     Read in one streaming pass, so a results summary of a days-long run costs little memory."""
-    from hermes_rl.core.readers.metrics import run_metrics_summary
+    from ..readers.metrics import run_metrics_summary
 
     run = read_run(run_id)
     folder = run_dir(run_id)

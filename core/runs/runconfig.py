@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from typing import TypedDict
 
-from hermes_rl.core.base.errors import BadInput, HermesError
-from hermes_rl.core.base.fsutil import open_regular
-from hermes_rl.core.base.paths import run_dir, validate_run_id
-from hermes_rl.core.base.secrets import refuse_secret_values
-from hermes_rl.core.envs.discovery import EnvInfo
-from hermes_rl.core.envs.fields import (
+from ..base.errors import BadInput, HermesError
+from ..base.fsutil import open_regular
+from ..base.paths import run_dir, validate_run_id
+from ..base.secrets import refuse_secret_values
+from ..envs.discovery import EnvInfo
+from ..envs.fields import (
     DEFAULT_WANDB_PROJECT,
     MANAGED_FIELDS,
     SECRETS_HINT,
@@ -24,7 +24,7 @@ from hermes_rl.core.envs.fields import (
     WORKER_FIELDS,
     locked_field_error,
 )
-from hermes_rl.core.envs.profiles import Profile
+from ..envs.profiles import Profile
 
 CONFIG_FILE = "config.yaml"
 
@@ -132,7 +132,7 @@ def build_run_config(
     api / inference (/ tinker on the local backend) ports; locked values come from the profile;
     `workers` how the environment workers are launched (core.runs.workers.resolve_workers; None: locally);
     `seed` (when given) seeds the trainer's LoRA initialisation (tinker.seed)."""
-    from hermes_rl.core.runs.workers import resolve_workers
+    from .workers import resolve_workers
 
     validate_run_id(run_id)
     workers = resolve_workers(workers, values)

@@ -18,9 +18,9 @@ import threading
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, HermesError, NotFound
-from hermes_rl.core.base.fsutil import iter_jsonl, read_json
-from hermes_rl.core.base.paths import ensure_private_dir, inference_tests_dir, run_dir
+from ..base.errors import BadInput, HermesError, NotFound
+from ..base.fsutil import iter_jsonl, read_json
+from ..base.paths import ensure_private_dir, inference_tests_dir, run_dir
 
 CHECKPOINTS_FILE = "checkpoints.jsonl"  # written by the trainer (dataplane.trainer.loop)
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -33,7 +33,7 @@ SAMPLE_DEADLINE_S = 300.0
 def list_checkpoints(run_id: str) -> list[dict]:
     """The run's saved checkpoints, oldest step first: {name, step, tinker_path, local_path, backend,
     saved_at}; local_path only where the folder still exists. NotFound for an unknown run."""
-    from hermes_rl.core import runs
+    from .. import runs
 
     runs.get_run(run_id, sample=False)
     folder = run_dir(run_id)
@@ -77,8 +77,8 @@ def parse_checkpoint_ref(text: str) -> tuple[str, int | None]:
 def find_checkpoint(run_id: str, step: int | None = None) -> dict:
     """The checkpoint at `step` (default: the newest), with what serving it needs: the run's base model
     folder, profile and environment. BadInput naming the saved steps when there is none at `step`."""
-    from hermes_rl.core import runs
-    from hermes_rl.core.runs.runconfig import read_run_config
+    from .. import runs
+    from .runconfig import read_run_config
 
     run = runs.get_run(run_id, sample=False)
     checkpoints = list_checkpoints(run_id)
@@ -155,7 +155,7 @@ def sample_prompt(
 ) -> dict:
     """`n` completions of `prompt` by the checkpoint (a chat message with the model's chat template, or
     raw text with chat=False): {checkpoint, prompt, completions: [{text, finish}], duration_s, log}."""
-    from hermes_rl.core.runs.inference_test import PolicyServer, child_base_env
+    from .inference_test import PolicyServer, child_base_env
 
     if not isinstance(prompt, str) or not prompt.strip():
         raise BadInput("the prompt is empty", hint='e.g. --prompt "What is 2+3?"')

@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.envlimits import env_number
-from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
-from hermes_rl.core.base.fsutil import (
+from ..base.envlimits import env_number
+from ..base.errors import BadInput, Conflict, HermesError, NotFound
+from ..base.fsutil import (
     append_jsonl,
     atomic_write_json,
     atomic_write_text,
@@ -30,7 +30,7 @@ from hermes_rl.core.base.fsutil import (
     read_json,
     read_regular_text,
 )
-from hermes_rl.core.base.paths import (
+from ..base.paths import (
     ensure_private_dir,
     process_log_path,
     run_dir,
@@ -38,11 +38,11 @@ from hermes_rl.core.base.paths import (
     same_file,
     tinker_checkpoint_subpath,
 )
-from hermes_rl.core.base.records import RunRecord, StartedRun
-from hermes_rl.core.base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
-from hermes_rl.core.base.states import ACTIVE, FINAL, RunStatus
-from hermes_rl.core.daemons import procscan
-from hermes_rl.core.daemons.pipeline import (
+from ..base.records import RunRecord, StartedRun
+from ..base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
+from ..base.states import ACTIVE, FINAL, RunStatus
+from ..daemons import procscan
+from ..daemons.pipeline import (
     ProcessSpec,
     free_ports,
     port_names,
@@ -52,9 +52,9 @@ from hermes_rl.core.daemons.pipeline import (
     substitute,
     validate_specs,
 )
-from hermes_rl.core.daemons.runstate import is_recorded_final, read_run_file, record_final
-from hermes_rl.core.runs.runconfig import CONFIG_FILE, build_run_config, read_run_config, run_config_yaml
-from hermes_rl.core.runs.store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
+from ..daemons.runstate import is_recorded_final, read_run_file, record_final
+from .runconfig import CONFIG_FILE, build_run_config, read_run_config, run_config_yaml
+from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
 
 RUN_PORTS = ("api", "inference", "tinker")  # DESIGN §3: every real run gets these
 TRAINER_STATE_FILE = "trainer_state.json"  # written by the trainer at each save_state: {"state_path", "step", ...}
@@ -75,7 +75,7 @@ def _create_run_folder() -> tuple[str, Path]:
 
 
 def _supervisor_env(folder: Path) -> dict[str, str]:
-    from hermes_rl.core.base.paths import hermes_home
+    from ..base.paths import hermes_home
 
     markers = (procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER)
     env = {k: v for k, v in os.environ.items() if k not in markers}
@@ -266,7 +266,7 @@ def launch(
 def _abandon_interrupted(run_id: str, folder: Path) -> None:
     """Ctrl-C during start: a run whose supervisor was already started is stopped and removed, so an
     interrupted start leaves nothing behind; if it cannot be stopped in time, the error names it."""
-    from hermes_rl.core.runs.control import stop_run
+    from .control import stop_run
 
     if not (folder / "supervisor.log").exists():
         shutil.rmtree(folder, ignore_errors=True)
@@ -315,16 +315,16 @@ def start_run(
     profile values changed for this run only (a profile derived in memory, validated like a profile
     file); `seed`: the trainer's seed (LoRA initialisation); `sweep`: the sweep the run belongs to
     ({"id", "index", "config", "seed"}), recorded in run.json. Returns run.json plus `notices`."""
-    from hermes_rl.core.envs.discovery import find_environment
-    from hermes_rl.core.envs.drafts import current_selection, resolve_run_values
-    from hermes_rl.core.envs.profiles import check_fit, check_keys, resolve_profile
-    from hermes_rl.core.runs.workers import exposure_warning, resolve_workers
+    from ..envs.discovery import find_environment
+    from ..envs.drafts import current_selection, resolve_run_values
+    from ..envs.profiles import check_fit, check_keys, resolve_profile
+    from .workers import exposure_warning, resolve_workers
 
     selection = current_selection()
     env_name = env_name or selection.get("environment")
     chosen, notice = resolve_profile(profile or selection.get("profile"))
     if profile_changes:
-        from hermes_rl.core.envs.profile_derive import derive_profile
+        from ..envs.profile_derive import derive_profile
 
         chosen = derive_profile(chosen.name, profile_changes)
     env_name = env_name or chosen.default_environment
@@ -375,7 +375,7 @@ def _local_start_slot(backend: str | None):
 def active_local_runs() -> list[str]:
     """Ids of the active runs whose processes train on this machine: the local backend, or a pipeline
     whose run.json names no backend (a custom pipeline recorded before launch named one)."""
-    from hermes_rl.core.runs.store import list_runs
+    from .store import list_runs
 
     active = []
     for summary in list_runs():
@@ -400,8 +400,8 @@ def _check_local_capacity() -> None:
 
 def _mixed_environments(workers: dict, main_env) -> list:
     """The run's other environments (workers.environments) found and checked: [(entry, EnvInfo)]."""
-    from hermes_rl.core.envs.discovery import find_environment
-    from hermes_rl.core.runs.workers import mix_prefix
+    from ..envs.discovery import find_environment
+    from .workers import mix_prefix
 
     found = []
     prefixes = {"env"}
@@ -421,8 +421,8 @@ def _mixed_environments(workers: dict, main_env) -> list:
 def _mixed_configs(mixed: list, chosen, ports: dict, run_id: str, workers: dict, folder: Path) -> list:
     """One config file per other environment (its own env section, with its weight and share; the
     trainer reads only config.yaml): [(process prefix, EnvInfo, config path, replicas)]."""
-    from hermes_rl.core.envs.drafts import resolve_run_values
-    from hermes_rl.core.runs.workers import mix_prefix
+    from ..envs.drafts import resolve_run_values
+    from .workers import mix_prefix
 
     out = []
     for entry, other in mixed:
@@ -439,7 +439,7 @@ def _mixed_configs(mixed: list, chosen, ports: dict, run_id: str, workers: dict,
 
 
 def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict, recorded: dict) -> StartedRun:
-    from hermes_rl.core.runs.training import training_pipeline
+    from .training import training_pipeline
 
     run_id, folder = _create_run_folder()
     try:
@@ -488,7 +488,7 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
 def _workers_summary(workers: dict, env_name: str, mixed: list) -> dict:
     """What run.json records of the run's workers (the full settings are in config.yaml): how they are
     launched, and each environment with its weight, share and worker processes."""
-    from hermes_rl.core.runs.workers import replica_names
+    from .workers import replica_names
 
     rows = [
         {
@@ -521,7 +521,7 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dic
     out = copy.deepcopy(config)
     env, tinker, backend = out.get("env") or {}, out.get("tinker") or {}, out.get("backend") or {}
     hermes = out.setdefault("hermes", {})
-    from hermes_rl.core.runs.workers import resolve_workers
+    from .workers import resolve_workers
 
     # Its other environments' config files are the parent's: the resumed run trains the main one.
     out["workers"] = resolve_workers({**(out.get("workers") or {}), "environments": []})
@@ -579,9 +579,9 @@ def resume_run(parent_id: str) -> StartedRun:
     """A new run continuing a stopped, failed or lost one from its newest saved state (weights and
     optimizer): same environment, profile and config, the step count going on from the saved step.
     The new run.json names its parent (`parent_run_id`)."""
-    from hermes_rl.core.envs.discovery import find_environment
-    from hermes_rl.core.envs.profiles import check_keys, resolve_profile
-    from hermes_rl.core.runs.training import training_pipeline
+    from ..envs.discovery import find_environment
+    from ..envs.profiles import check_keys, resolve_profile
+    from .training import training_pipeline
 
     parent = get_run(parent_id, sample=False)
     if parent["status"] not in FINAL:

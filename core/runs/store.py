@@ -10,10 +10,10 @@ import os
 import threading
 from pathlib import Path
 
-from hermes_rl.core.base.clock import age_s, in_future, remaining_s
-from hermes_rl.core.base.errors import HermesError, NotFound
-from hermes_rl.core.base.fsutil import last_jsonl_row, read_jsonl, read_regular_bytes
-from hermes_rl.core.base.paths import (
+from ..base.clock import age_s, in_future, remaining_s
+from ..base.errors import HermesError, NotFound
+from ..base.fsutil import last_jsonl_row, read_jsonl, read_regular_bytes
+from ..base.paths import (
     PROCESS_NAME_RE,
     RUN_ID_RE,
     hermes_home,
@@ -22,12 +22,12 @@ from hermes_rl.core.base.paths import (
     runs_dir,
     validate_run_id,
 )
-from hermes_rl.core.base.records import RunSummary, RunView
-from hermes_rl.core.base.stall import progress_logs, stall_fields
-from hermes_rl.core.base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
-from hermes_rl.core.daemons import procscan
-from hermes_rl.core.readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
-from hermes_rl.core.runs.health import run_health, startup_seconds
+from ..base.records import RunSummary, RunView
+from ..base.stall import progress_logs, stall_fields
+from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
+from ..daemons import procscan
+from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
+from .health import run_health, startup_seconds
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
 

@@ -23,11 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.errors import BadInput, Conflict, HermesError, NotFound
-from hermes_rl.core.base.fsutil import atomic_write_json, file_lock, read_json
-from hermes_rl.core.base.paths import ensure_private_dir, run_dir, sweep_queue_flag, sweeps_dir
-from hermes_rl.core.base.states import Metric
-from hermes_rl.core.readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
+from ..base.errors import BadInput, Conflict, HermesError, NotFound
+from ..base.fsutil import atomic_write_json, file_lock, read_json
+from ..base.paths import ensure_private_dir, run_dir, sweep_queue_flag, sweeps_dir
+from ..base.states import Metric
+from ..readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
 
 SWEEP_FILE = "sweep.json"
 MAX_SWEEP_RUNS = 256
@@ -105,7 +105,7 @@ def _seed(raw: str) -> int:
 
 def _split(config: dict) -> tuple[dict, dict]:
     """(profile changes, run values) of one configuration: a locked field changes a derived profile."""
-    from hermes_rl.core.envs.profiles import LOCKED_FIELDS
+    from ..envs.profiles import LOCKED_FIELDS
 
     changes = {k: v for k, v in config.items() if k in LOCKED_FIELDS}
     return changes, {k: v for k, v in config.items() if k not in LOCKED_FIELDS}
@@ -113,9 +113,9 @@ def _split(config: dict) -> tuple[dict, dict]:
 
 def _validate(env, profile_name: str, config: dict, label: str) -> str | None:
     """Refuse (BadInput naming the configuration) what start_run would refuse; a fit warning is returned."""
-    from hermes_rl.core.envs.drafts import resolve_run_values
-    from hermes_rl.core.envs.profile_derive import derive_profile
-    from hermes_rl.core.envs.profiles import check_fit, get_profile
+    from ..envs.drafts import resolve_run_values
+    from ..envs.profile_derive import derive_profile
+    from ..envs.profiles import check_fit, get_profile
 
     changes, overrides = _split(config)
     try:
@@ -131,9 +131,9 @@ def create_sweep(
 ) -> dict:
     """A sweep over `grid` (× `seeds` seeds 0..K-1), every configuration validated, its members queued,
     and as many started as the local-run limit allows now. Returns the sweep record (with `notices`)."""
-    from hermes_rl.core.envs.discovery import find_environment
-    from hermes_rl.core.envs.drafts import current_selection
-    from hermes_rl.core.envs.profiles import check_keys, resolve_profile
+    from ..envs.discovery import find_environment
+    from ..envs.drafts import current_selection
+    from ..envs.profiles import check_keys, resolve_profile
 
     if not grid:
         raise BadInput("a sweep needs at least one --set field=v1,v2", hint="e.g. --set learning_rate=1e-4,3e-4")
@@ -220,7 +220,7 @@ def _set_queue_flag(queued: bool) -> None:
 
 
 def _start_member(sweep: dict, member: dict) -> dict:
-    from hermes_rl.core.runs.start import start_run
+    from .start import start_run
 
     changes, overrides = _split(member["config"])
     return start_run(
@@ -277,9 +277,9 @@ def queued_count() -> int:
 def cancel_sweep(sweep_id: str, *, stop_runs: bool = False) -> dict:
     """No more of the sweep's runs start: its queued members become `cancelled`; with `stop_runs`, its
     runs still active are stopped too. Returns the sweep record."""
-    from hermes_rl.core.base.states import ACTIVE
-    from hermes_rl.core.runs.control import stop_run
-    from hermes_rl.core.runs.store import list_runs
+    from ..base.states import ACTIVE
+    from .control import stop_run
+    from .store import list_runs
 
     with file_lock(sweeps_dir() / ".queue"):
         sweep = read_sweep(sweep_id)
@@ -316,7 +316,7 @@ def _spread(values: list[float]) -> dict | None:
 def sweep_status(sweep_id: str) -> dict:
     """The sweep with each member's run status, and per configuration first/best/last eval accuracy
     and the final reward (trailing mean over REWARD_WINDOW steps), as mean ± std over its seeds."""
-    from hermes_rl.core.runs.store import list_runs
+    from .store import list_runs
 
     sweep = read_sweep(sweep_id)
     by_id = {r["run_id"]: r for r in list_runs()}

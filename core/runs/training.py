@@ -24,13 +24,13 @@ import os
 import sys
 from pathlib import Path
 
-from hermes_rl.core.base.paths import models_dir
-from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV, get_key
-from hermes_rl.core.daemons.health_monitor import REGISTERED
-from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
-from hermes_rl.core.envs.discovery import EnvInfo, import_root
-from hermes_rl.core.runs.runconfig import CONFIG_FILE, RunConfig
-from hermes_rl.core.runs.workers import LOOPBACK, replica_names
+from ..base.paths import models_dir
+from ..base.secrets import LOCAL_TINKER_KEY_ENV, get_key
+from ..daemons.health_monitor import REGISTERED
+from ..daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
+from ..envs.discovery import EnvInfo, import_root
+from .runconfig import CONFIG_FILE, RunConfig
+from .workers import LOOPBACK, replica_names
 
 LOCAL_TRAINER_READY_S = 120.0
 CLOUD_TRAINER_READY_S = 600.0  # Tinker cloud may queue the model creation
@@ -76,8 +76,8 @@ def keep_runs_warm(enabled: bool = True) -> None:
     run's processes import, so that each run it starts forks its warm server from it instead of importing
     everything again (daemons.warm_base). The base is this process's child and ends with it (or here,
     disabled); the runs' servers do not."""
-    from hermes_rl.core.base.secrets import SECRET_NAMES
-    from hermes_rl.core.daemons import procscan, warm_base
+    from ..base.secrets import SECRET_NAMES
+    from ..daemons import procscan, warm_base
 
     hidden = {*SECRET_NAMES, LOCAL_TINKER_KEY_ENV, procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER}
     env = {k: v for k, v in os.environ.items() if k not in hidden}

@@ -23,8 +23,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 
-from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.daemons.launchers import LAUNCHERS, slurm_settings
+from ..base.errors import BadInput
+from ..daemons.launchers import LAUNCHERS, slurm_settings
 
 LOOPBACK = "127.0.0.1"
 MAX_REPLICAS = 64

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.host not in LOOPBACK:
         return fail(f"--host {args.host!r} refused: tinker-local binds loopback only (127.0.0.1)")
-    from hermes_rl.dataplane.tinker_local.server import CREDENTIAL_ENV, check_api_key
+    from .server import CREDENTIAL_ENV, check_api_key
 
     api_key = os.environ.get(CREDENTIAL_ENV, "")
     problem = check_api_key(api_key)
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads < 0:
         return fail(f"--threads {args.threads}: give a number of threads, or 0 for automatic")
     model_dir = args.model_dir.expanduser().resolve()
-    from hermes_rl.dataplane.tinker_local.model_config import ModelError, read_model_config
+    from .model_config import ModelError, read_model_config
 
     try:
         read_model_config(model_dir)
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    from hermes_rl.dataplane.tinker_local.server import create_app
+    from .server import create_app
 
     exit_code = 0
 
@@ -165,6 +165,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from hermes_rl.dataplane import exit_now
+    from .. import exit_now
 
     exit_now(main())

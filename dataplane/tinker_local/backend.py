@@ -19,8 +19,9 @@ import torch
 
 from hermes_rl.core.base.paths import CHECKPOINT_KINDS as CHECKPOINT_SUBFOLDERS
 from hermes_rl.core.base.paths import CHECKPOINT_NAME_RE, checkpoint_subpath
-from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, Adapter, CausalLM, SampleSpec
-from hermes_rl.dataplane.tinker_local.wire import (
+
+from .engine import LORA_ALPHA, Adapter, CausalLM, SampleSpec
+from .wire import (
     ForwardBackwardRequest,
     UserError,
     encode_forward_backward_output,
@@ -421,7 +422,7 @@ class Backend:
 
     def _record_ttl(self, model: TrainModel, kind: str, name: str, ttl_seconds) -> None:
         if ttl_seconds is not None:
-            from hermes_rl.dataplane.tinker_local import catalog
+            from . import catalog
 
             catalog.set_ttl(self.checkpoint_dir, model.model_id, kind, name, ttl_seconds)
 

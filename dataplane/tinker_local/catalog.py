@@ -15,7 +15,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hermes_rl.dataplane.tinker_local.wire import UserError, number
+from .wire import UserError, number
 
 # tinker:// path segment -> the SDK's checkpoint_type
 CHECKPOINT_TYPES = {"weights": "training", "sampler_weights": "sampler", "external_weights": "external"}
@@ -120,7 +120,7 @@ def training_runs(checkpoint_dir: Path, live_models: list) -> list[dict]:
 
 
 def find_checkpoint(checkpoint_dir: Path, model_id: str, kind: str, name: str) -> Path:
-    from hermes_rl.dataplane.tinker_local.backend import checkpoint_folder
+    from .backend import checkpoint_folder
 
     if kind not in CHECKPOINT_TYPES:
         raise NotFound(

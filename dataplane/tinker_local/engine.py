@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from hermes_rl.dataplane.tinker_local.model_config import ModelError, ModelSpec, read_model_config
+from .model_config import ModelError, ModelSpec, read_model_config
 
 Adapter = dict[str, tuple[torch.Tensor, torch.Tensor]]
 

@@ -142,7 +142,7 @@ class Worker:
                 self.busy_since = None
 
     def _run(self, jobs: list[Job]) -> None:
-        from hermes_rl.dataplane.tinker_local.wire import UserError
+        from .wire import UserError
 
         try:
             if jobs[0].kind == "sample":
@@ -259,7 +259,7 @@ def create_app(
     sessions: dict[str, dict] = {}
     counter = itertools.count(1)
     model_dir = Path(model_dir).resolve()
-    from hermes_rl.dataplane.tinker_local.model_config import read_model_config
+    from .model_config import read_model_config
 
     model_spec = read_model_config(model_dir)
 
@@ -268,7 +268,7 @@ def create_app(
 
         used = model_threads(model_spec.parameter_estimate(), threads)
         torch.set_num_threads(used)
-        from hermes_rl.dataplane.tinker_local.backend import Backend
+        from .backend import Backend
 
         backend = Backend(model_dir, checkpoint_dir, dtype)
         described = backend.lm.describe()
@@ -332,7 +332,7 @@ def create_app(
         )
 
     async def user_errors(call):
-        from hermes_rl.dataplane.tinker_local.wire import UserError
+        from .wire import UserError
 
         try:
             return call()
@@ -451,7 +451,7 @@ def create_app(
         ready = await backend()
 
         def run():
-            from hermes_rl.dataplane.tinker_local.wire import decode_forward_backward
+            from .wire import decode_forward_backward
 
             return ready.forward_backward(decode_forward_backward(body, encoding))
 
@@ -546,8 +546,8 @@ def create_app(
     # ------------------------------------------------------------------ REST: runs, checkpoints, sessions
 
     async def catalog_call(call):
-        from hermes_rl.dataplane.tinker_local.catalog import NotFound
-        from hermes_rl.dataplane.tinker_local.wire import UserError
+        from .catalog import NotFound
+        from .wire import UserError
 
         try:
             return call()
@@ -565,7 +565,7 @@ def create_app(
 
     @app.get("/api/v1/training_runs")
     async def list_training_runs(request: Request) -> dict:
-        from hermes_rl.dataplane.tinker_local import catalog
+        from . import catalog
 
         ready = await backend()
         with ready.lock:
@@ -578,7 +578,7 @@ def create_app(
 
     @app.get("/api/v1/training_runs/{model_id}")
     async def get_training_run(model_id: str) -> dict:
-        from hermes_rl.dataplane.tinker_local import catalog
+        from . import catalog
 
         ready = await backend()
         with ready.lock:
@@ -590,14 +590,14 @@ def create_app(
 
     @app.get("/api/v1/training_runs/{model_id}/checkpoints")
     async def list_run_checkpoints(model_id: str) -> dict:
-        from hermes_rl.dataplane.tinker_local import catalog
+        from . import catalog
 
         ready = await backend()
         return {"checkpoints": catalog.list_checkpoints(ready.checkpoint_dir, model_id), "cursor": None}
 
     @app.get("/api/v1/checkpoints")
     async def list_user_checkpoints(request: Request) -> dict:
-        from hermes_rl.dataplane.tinker_local import catalog
+        from . import catalog
 
         ready = await backend()
         records = catalog.list_checkpoints(ready.checkpoint_dir)
@@ -613,7 +613,7 @@ def create_app(
 
     @checkpoint_route("", "DELETE")
     async def delete_checkpoint(model_id: str, kind: str, name: str):
-        from hermes_rl.dataplane.tinker_local import catalog
+        from . import catalog
 
         ready = await backend()
 
@@ -628,7 +628,7 @@ def create_app(
 
     @checkpoint_route("/ttl", "PUT")
     async def set_checkpoint_ttl(model_id: str, kind: str, name: str, request: Request):
-        from hermes_rl.dataplane.tinker_local import catalog
+        from . import catalog
 
         data = await body_json(request)
         ready = await backend()
@@ -636,7 +636,7 @@ def create_app(
         return Response(status_code=200, content=b"null", media_type="application/json")
 
     async def set_public(model_id: str, kind: str, name: str, public: bool):
-        from hermes_rl.dataplane.tinker_local import catalog
+        from . import catalog
 
         ready = await backend()
         await catalog_call(lambda: catalog.update_meta(ready.checkpoint_dir, model_id, kind, name, public=public))
@@ -653,7 +653,7 @@ def create_app(
     @checkpoint_route("/external_weights_urls", "GET")
     async def external_weights_urls(model_id: str, kind: str, name: str) -> dict:
         """file:// URLs: the files are on this machine already."""
-        from hermes_rl.dataplane.tinker_local import catalog
+        from . import catalog
 
         ready = await backend()
         folder = await catalog_call(lambda: catalog.find_checkpoint(ready.checkpoint_dir, model_id, kind, name))
@@ -663,7 +663,7 @@ def create_app(
 
     @app.post("/api/v1/weights_info")
     async def get_weights_info(request: Request) -> dict:
-        from hermes_rl.dataplane.tinker_local import catalog
+        from . import catalog
 
         data = await body_json(request)
         ready = await backend()

@@ -13,12 +13,12 @@ def main(argv: list[str] | None = None) -> int:
         "--config", required=True, help="the run's config.yaml (env / openai / tinker / backend / hermes)"
     )
     args = parser.parse_args(argv)
-    from hermes_rl.dataplane.trainer.loop import main as run
+    from .loop import main as run
 
     return run(args.config)
 
 
 if __name__ == "__main__":
-    from hermes_rl.dataplane import exit_now
+    from .. import exit_now
 
     exit_now(main())

@@ -25,9 +25,10 @@ from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
 from hermes_rl.core.base.paths import tinker_checkpoint_subpath
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
-from hermes_rl.dataplane.trainer import grpo
-from hermes_rl.dataplane.trainer.inference import Policy, start_server
-from hermes_rl.dataplane.trainer.settings import ConfigError, TrainerSettings
+
+from . import grpo
+from .inference import Policy, start_server
+from .settings import ConfigError, TrainerSettings
 
 log = logging.getLogger("trainer")
 
@@ -64,7 +65,7 @@ class WandbLogger:
         try:
             import wandb
 
-            from hermes_rl.dataplane.wandb_fallback import install_wandb_fallback
+            from ..wandb_fallback import install_wandb_fallback
 
             # The environments' mechanism: W&B unreachable (or a bad key) means offline, with a warning.
             install_wandb_fallback(warn=log.warning)
@@ -199,7 +200,7 @@ class Trainer:
                     f"Tinker rejected TINKER_API_KEY ({type(exc).__name__}); check the key in $HERMES_HOME/.env"
                 ) from None
             raise
-        from hermes_rl.dataplane.trainer.tokenizer import load_tokenizer
+        from .tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(s.base_model, self.training_client)
         sampling_client = await self.training_client.save_weights_and_get_sampling_client()
@@ -207,7 +208,7 @@ class Trainer:
         self.policy.set_client(sampling_client, self.step)
         self.policy.step = self.step
         if s.rollouts_path is not None:
-            from hermes_rl.dataplane.trainer.rollouts import RolloutRecorder
+            from .rollouts import RolloutRecorder
 
             self.rollouts = RolloutRecorder(s.rollouts_path, tokenizer, finish_reason=self.policy.finish_reason)
         log.info(
@@ -618,8 +619,8 @@ def main(config_path: str) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     for noisy in ("httpx", "httpcore", "tinker", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from hermes_rl.dataplane import open_files_problem
-    from hermes_rl.dataplane.trainer.settings import load_settings
+    from .. import open_files_problem
+    from .settings import load_settings
 
     problem = open_files_problem()
     if problem:

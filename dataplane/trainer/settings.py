@@ -250,7 +250,7 @@ def _rollouts_path(hermes: HermesSection, run_dir: Path) -> Path | None:
     """Where rollouts go; HERMES_RL_ROLLOUTS=0 (or hermes.record_rollouts: false) turns recording off."""
     if not hermes.record_rollouts or os.environ.get("HERMES_RL_ROLLOUTS", "1") == "0":
         return None
-    from hermes_rl.dataplane.trainer.rollouts import ROLLOUTS_FILE
+    from .rollouts import ROLLOUTS_FILE
 
     return Path(hermes.rollouts_path or run_dir / ROLLOUTS_FILE)
 

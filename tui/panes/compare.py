@@ -12,9 +12,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from hermes_rl.tui import backend
-from hermes_rl.tui.format import number
-from hermes_rl.tui.panes.metrics import SMOOTHING, smooth
+from .. import backend
+from ..format import number
+from .metrics import SMOOTHING, smooth
 
 COLOURS = ("cyan", "magenta", "green", "orange", "blue", "red", "yellow", "white")
 

@@ -23,8 +23,9 @@ from textual.widgets import Input, Label, Static
 from textual.worker import Worker, WorkerState
 
 from hermes_rl.core.base.errors import HermesError
-from hermes_rl.tui import backend
-from hermes_rl.tui.format import error_line, set_subtitle
+
+from .. import backend
+from ..format import error_line, set_subtitle
 
 if TYPE_CHECKING:
     from textual.widgets import Select, Switch

@@ -12,8 +12,8 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from hermes_rl.tui.format import safe, set_subtitle
-from hermes_rl.tui.widgets.filter_box import FilterBox
+from ..format import safe, set_subtitle
+from ..widgets.filter_box import FilterBox
 
 
 def short_path(file: str) -> str:

@@ -11,8 +11,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, RichLog, Static
 from textual.worker import Worker, WorkerState
 
-from hermes_rl.tui import backend
-from hermes_rl.tui.format import error_line, number
+from .. import backend
+from ..format import error_line, number
 
 COLUMNS = ("model", "status", "groups", "completions", "correct", "accuracy", "mean score", "time (s)", "errors")
 

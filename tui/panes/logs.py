@@ -24,7 +24,7 @@ from textual.strip import Strip
 from textual.widgets import Input, Static, Tab, Tabs
 from textual.worker import Worker, WorkerState
 
-from hermes_rl.tui import backend
+from .. import backend
 
 MERGED = "all"
 RESIZE_EVERY_S = 15.0  # while following: the view draws from the bottom, only the scrollbar thumb lags

@@ -14,10 +14,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from hermes_rl.core.base.states import Metric
-from hermes_rl.tui import backend
-from hermes_rl.tui.format import metric_scale, number, set_subtitle, spark, trend, trend_style
-from hermes_rl.tui.widgets.charts import ChartGrid
-from hermes_rl.tui.widgets.rowlist import RowList
+
+from .. import backend
+from ..format import metric_scale, number, set_subtitle, spark, trend, trend_style
+from ..widgets.charts import ChartGrid
+from ..widgets.rowlist import RowList
 
 SMOOTHING = (0.0, 0.6, 0.9)
 SPARK_WIDTH = 20

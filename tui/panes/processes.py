@@ -13,8 +13,9 @@ from textual.message import Message
 
 from hermes_rl.core.base.formatting import cell_duration, cell_size, exit_text, process_id_text
 from hermes_rl.core.base.states import PROC_ALIVE, proc_style
-from hermes_rl.tui.format import number, set_subtitle, spark
-from hermes_rl.tui.widgets.tables import Column, NavTable, sort_bindings
+
+from ..format import number, set_subtitle, spark
+from ..widgets.tables import Column, NavTable, sort_bindings
 
 SORTS = {
     "name": ("N", "name"),

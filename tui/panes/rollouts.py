@@ -23,9 +23,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from hermes_rl.tui import backend
-from hermes_rl.tui.format import number, safe
-from hermes_rl.tui.widgets.rowlist import RowList
+from .. import backend
+from ..format import number, safe
+from ..widgets.rowlist import RowList
 
 STEPS_SHOWN = 40  # steps listed before the list is laid out; then as many as fit
 EDGE_ROWS = 3  # a chosen step this close to the window's edge moves the window (when there is more)

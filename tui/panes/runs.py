@@ -12,9 +12,10 @@ from textual.widgets import DataTable, Static
 
 from hermes_rl.core.base.formatting import cell_duration, lineage
 from hermes_rl.core.base.states import REWARD_WINDOW, run_style
-from hermes_rl.tui.format import eval_cell, number, set_subtitle, spark, timestamp
-from hermes_rl.tui.widgets.filter_box import FilterBox
-from hermes_rl.tui.widgets.tables import Column, NavTable, sort_bindings
+
+from ..format import eval_cell, number, set_subtitle, spark, timestamp
+from ..widgets.filter_box import FilterBox
+from ..widgets.tables import Column, NavTable, sort_bindings
 
 SORTS = {
     "status": ("S", "status"),

@@ -10,7 +10,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from hermes_rl.core.base.states import STEP_PHASES, STEP_TIME
-from hermes_rl.tui import backend
+
+from .. import backend
 
 PHASE_COLOURS = ("orange", "blue", "cyan", "green", "magenta", "red", "white")  # one per STEP_PHASES entry
 MAX_BARS = 60  # more steps than this are averaged in buckets, so each bar stays readable

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from hermes_rl.tui.format import metric_scale, number, trend, trend_style
+from ..format import metric_scale, number, trend, trend_style
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 CELL_MIN_WIDTH = 36

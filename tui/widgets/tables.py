@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from hermes_rl.tui.textual_compat import shrink_cell_render_cache
+from ..textual_compat import shrink_cell_render_cache
 
 CELL_RENDER_CACHE = 1_000  # cell renders kept: a few screens' worth
 
