@@ -96,12 +96,12 @@ fi
 
 echo "== local: the offline inference trial (SmolLM2 on this machine, no key)"
 if "$venv/bin/hermes-rl" test-inference --env toy_addition --steps 1 --group-size 2 --json >"$work/trial.json" 2>"$work/trial.err"; then
-  "$venv/bin/python" - "$work/trial.json" <<'EOF' || fail "the offline inference trial scored nothing"
+  "$venv/bin/python" - "$work/trial.json" <<'EOF' || fail "the offline inference trial scored no completion"
 import json, sys
 out = json.load(open(sys.argv[1]))
-text = json.dumps(out)
-assert '"reward' in text or '"score' in text, text[:500]
-print("   scored:", text[:200])
+model = (out.get("models") or [{}])[0]
+assert out.get("environment_working") and model.get("completions", 0) >= 2 and not model.get("errors"), out.get("verdict")
+print(f"   {model['model']}: {model['completions']} completions scored, mean score {model['mean_score']}")
 EOF
 else
   tail -5 "$work/trial.err" >&2
