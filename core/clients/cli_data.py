@@ -144,7 +144,7 @@ def cmd_metrics(args) -> Any:
         from ..base.fsutil import atomic_write_text
 
         try:
-            atomic_write_text(Path(args.output), text, mode=0o644)
+            atomic_write_text(Path(args.output), text)
         except OSError as exc:
             raise BadInput(
                 f"cannot write {args.output}: {exc.strerror or exc}", hint="choose a writable path"

@@ -84,11 +84,31 @@ def format_metrics(columns: list[str], rows: list[dict], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(rows, indent=None, separators=(",", ":")) + "\n"
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
+    # Text cells quoted: a carriage return inside an environment's metric name stays inside its cell.
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
+    writer.writerow([inert_cell(c) for c in columns])
     for row in rows:
-        writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
+        writer.writerow([number_cell(row.get(c)) for c in columns])
     return out.getvalue()
+
+
+# A spreadsheet runs a cell starting with one of these as a formula (=HYPERLINK(…), +cmd|…, @SUM…).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert_cell(text: Any) -> str:
+    """A text cell a spreadsheet shows as text: one that would start a formula gets a leading quote.
+    Metric names are chosen by environments, so every header goes through here."""
+    text = str(text)
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
+
+def number_cell(value: Any) -> Any:
+    """Every export column is numeric (step, time, metrics): a finite number stays, anything else an
+    environment logged in its place (a text value, NaN) is left empty."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return ""
+    return value
 
 
 # -- the report's pieces ------------------------------------------------------------------------
@@ -392,7 +412,7 @@ def write_report(run_id: str, path: str | Path | None = None) -> Path:
     if target.is_dir():
         target = target / f"report-{run_id}.html"
     try:
-        atomic_write_text(target, text, mode=0o644)
+        atomic_write_text(target, text)  # private like every state file
     except (OSError, HermesError) as exc:
         raise BadInput(f"cannot write {target}: {exc}"[:300], hint="choose a writable path with -o") from None
     return target
