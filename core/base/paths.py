@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from .errors import BadInput
+from .names import is_name
 
 RUN_ID_RE = re.compile(r"^[0-9a-f]{8}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}$")  # an environment id: name[@qualifier]
@@ -99,7 +100,7 @@ def cli_command() -> str:
 
 def validate_run_id(run_id: object) -> str:
     """Reject anything but 8 lowercase hex characters before it touches a path."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+    if not is_name(RUN_ID_RE, run_id):
         shown = repr(run_id)
         if len(shown) > 40:
             shown = shown[:37] + "..."
@@ -111,7 +112,7 @@ def validate_run_id(run_id: object) -> str:
 
 
 def validate_env_name(name: object) -> str:
-    if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+    if not is_name(ENV_NAME_RE, name):
         shown = repr(name)
         if len(shown) > 40:
             shown = shown[:37] + "..."
@@ -135,7 +136,7 @@ def tinker_checkpoint_subpath(tinker_path: object) -> str:
     """checkpoint_subpath of a tinker://MODEL_ID/KIND/NAME path; BadInput for anything else."""
     text = tinker_path if isinstance(tinker_path, str) else ""
     parts = text[len("tinker://") :].split("/") if text.startswith("tinker://") else []
-    if len(parts) != 3 or not parts[0] or parts[1] not in CHECKPOINT_KINDS or not CHECKPOINT_NAME_RE.match(parts[2]):
+    if len(parts) != 3 or not parts[0] or parts[1] not in CHECKPOINT_KINDS or not is_name(CHECKPOINT_NAME_RE, parts[2]):
         raise BadInput(f"{str(tinker_path)[:80]!r} is not a tinker://MODEL_ID/weights/NAME checkpoint path")
     return checkpoint_subpath(*parts)
 
@@ -146,7 +147,7 @@ def run_dir(run_id: str) -> Path:
 
 def process_log_path(process_name: str, run_id: str) -> Path:
     """The seed's layout: logs/rl_training/{name}_{run_id}.log."""
-    if not PROCESS_NAME_RE.match(process_name):
+    if not is_name(PROCESS_NAME_RE, process_name):
         raise BadInput(f"invalid process name {process_name!r}")
     return logs_dir() / f"{process_name}_{validate_run_id(run_id)}.log"
 

@@ -26,6 +26,7 @@ from ..base.formatting import (
     process_place_text,
     value_text,
 )
+from ..base.names import ascii_float, ascii_int
 from ..base.states import FINAL, ProcState, RunStatus, run_style
 from ..readers.logs import sanitize_terminal
 
@@ -910,12 +911,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--profile")
     cmd.add_argument("--set", action="append", metavar="FIELD=VALUE")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
-    cmd.add_argument("--replicas", type=int, help="environment workers (default 1)")
+    cmd.add_argument("--replicas", type=ascii_int, help="environment workers (default 1)")
     cmd.add_argument("--env-launcher", choices=("local", "slurm"), help="where the workers run (default local)")
     cmd.add_argument("--address", help="address run-api and the inference server bind for the workers")
     cmd.add_argument("--slurm-partition")
     cmd.add_argument("--slurm-time", help="each worker's time limit (sbatch --time)")
-    cmd.add_argument("--slurm-cpus", type=int, help="CPUs per worker (default 1)")
+    cmd.add_argument("--slurm-cpus", type=ascii_int, help="CPUs per worker (default 1)")
     cmd.add_argument("--slurm-mem", help="memory per worker (sbatch --mem: 2G)")
     cmd.add_argument("--sbatch-args", help="more sbatch options, as one string")
     cmd.add_argument(
@@ -924,8 +925,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ENV[:WEIGHT[:MIN_SHARE[:REPLICAS]]]",
         help="train another environment in the same batches (Atropos inference_weight / min_batch_allocation)",
     )
-    cmd.add_argument("--weight", type=float, help="the main environment's weight in the batch mix (default 1)")
-    cmd.add_argument("--min-batch-allocation", type=float, help="the main environment's least share of a batch")
+    cmd.add_argument("--weight", type=ascii_float, help="the main environment's weight in the batch mix (default 1)")
+    cmd.add_argument("--min-batch-allocation", type=ascii_float, help="the main environment's least share of a batch")
     cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
     cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
@@ -939,7 +940,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("run_id")
     cmd.add_argument("--process")
     cmd.add_argument("--follow", "-f", action="store_true")
-    cmd.add_argument("--lines", "-n", type=int, default=40)
+    cmd.add_argument("--lines", "-n", type=ascii_int, default=40)
     cmd.add_argument("--access", action="store_true", help="also the HTTP access lines (hidden when merged)")
     cmd = add("stop", cmd_stop, "stop a run (ordered shutdown)")
     cmd.add_argument("run_id")
@@ -947,11 +948,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("run_id")
     cmd = add("rollouts", cmd_rollouts, "what the policy generated at a step: prompts, completions, rewards")
     cmd.add_argument("run_id")
-    cmd.add_argument("--step", type=int, help="the trained step (default: the latest recorded)")
+    cmd.add_argument("--step", type=ascii_int, help="the trained step (default: the latest recorded)")
     side = cmd.add_mutually_exclusive_group()
     side.add_argument("--best", action="store_true", help="highest reward first")
     side.add_argument("--worst", action="store_true", help="lowest reward first")
-    cmd.add_argument("--limit", type=int, metavar="K", help="at most K completions")
+    cmd.add_argument("--limit", type=ascii_int, metavar="K", help="at most K completions")
     cmd.add_argument("--env", help="only this environment's groups (a run training several)")
     cmd = add(
         "test-inference",
@@ -959,8 +960,8 @@ def build_parser() -> argparse.ArgumentParser:
         "try the selected environment against real models and score their answers (offline: SmolLM2, no keys)",
     )
     cmd.add_argument("--env", help="environment (default: the selected one)")
-    cmd.add_argument("--steps", type=int, default=3, help="groups to generate and score")
-    cmd.add_argument("--group-size", type=int, default=4, help="completions per group")
+    cmd.add_argument("--steps", type=ascii_int, default=3, help="groups to generate and score")
+    cmd.add_argument("--group-size", type=ascii_int, default=4, help="completions per group")
     cmd.add_argument("--model", action="append", help="model id (repeatable; default: the target's)")
     cmd.add_argument("--base-url", help="any OpenAI-compatible server (default: OpenRouter with its key, else local)")
     cmd = add("compare", cmd_compare, "runs side by side: config differences, first/best/last metrics")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..base.errors import BadInput
+from ..base.names import ascii_int
 from ..readers.logs import sanitize_terminal
 
 
@@ -173,18 +174,18 @@ def add_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
         "a saved checkpoint of any run (finished, stopped or live) answers a prompt, or its environment scores it",
     )
     cmd.add_argument("run_id")
-    cmd.add_argument("--step", type=int, help="the checkpoint saved at this step (default: the newest)")
+    cmd.add_argument("--step", type=ascii_int, help="the checkpoint saved at this step (default: the newest)")
     what = cmd.add_mutually_exclusive_group(required=True)
     what.add_argument("--prompt", metavar="TEXT", help="answer this prompt (as a user message; --raw: as text)")
     what.add_argument(
         "--env", nargs="?", const="", metavar="ENV", help="score answers with the run's environment (or ENV)"
     )
     what.add_argument("--list", action="store_true", help="list the run's saved checkpoints")
-    cmd.add_argument("--n", type=int, default=1, help="completions of the prompt")
-    cmd.add_argument("--max-tokens", type=int, default=128)
+    cmd.add_argument("--n", type=ascii_int, default=1, help="completions of the prompt")
+    cmd.add_argument("--max-tokens", type=ascii_int, default=128)
     cmd.add_argument("--raw", action="store_true", help="send the prompt as raw text, no chat template")
-    cmd.add_argument("--groups", type=int, default=2, help="--env: groups to generate and score")
-    cmd.add_argument("--group-size", type=int, default=4, help="--env: completions per group")
+    cmd.add_argument("--groups", type=ascii_int, default=2, help="--env: groups to generate and score")
+    cmd.add_argument("--group-size", type=ascii_int, default=4, help="--env: completions per group")
     cmd = add(
         "metrics", cmd_metrics, "a run's metrics, every step, as CSV or JSON (trainer and environment rows merged)"
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..base.errors import BadInput
 from ..base.formatting import human_age, human_number, value_text
+from ..base.names import ascii_int
 from .cli import _console, _parse_assignments, _safe
 
 
@@ -235,6 +236,6 @@ def add_commands(add) -> None:
     cmd.add_argument("sweep_id", nargs="?", help="the sweep `show` reports on or `cancel` cancels")
     cmd.add_argument("--stop", action="store_true", help="cancel: also stop the sweep's active runs")
     cmd.add_argument("--set", action="append", metavar="FIELD=V1,V2")
-    cmd.add_argument("--seeds", type=int, metavar="K", help="K runs (seeds 0..K-1) per configuration")
+    cmd.add_argument("--seeds", type=ascii_int, metavar="K", help="K runs (seeds 0..K-1) per configuration")
     cmd.add_argument("--env")
     cmd.add_argument("--profile")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BadInput
+from ..base.names import is_ascii_digits, is_name
 from . import procscan
 from .forkserver import ColdStartNeeded, WarmStarts
 from .spawn import spawn_group
@@ -86,13 +87,13 @@ def slurm_settings(data: dict | None) -> SlurmSettings:
         isinstance(settings.partition, str) and re.fullmatch(r"[A-Za-z0-9_.,-]{1,64}", settings.partition)
     ):
         raise BadInput(f"slurm.partition must be a partition name, got {settings.partition!r}")
-    if settings.time is not None and not (isinstance(settings.time, str) and _SLURM_TIME_RE.match(settings.time)):
+    if settings.time is not None and not is_name(_SLURM_TIME_RE, settings.time):
         raise BadInput(f"slurm.time must be a Slurm time limit (60, 1:00:00, 1-00:00:00), got {settings.time!r}")
     cpus = settings.cpus_per_worker
     if isinstance(cpus, bool) or not isinstance(cpus, int) or not 1 <= cpus <= 4096:
         raise BadInput(f"slurm.cpus_per_worker must be an integer from 1, got {cpus!r}")
     mem = settings.mem_per_worker
-    if mem is not None and not (isinstance(mem, str) and _SLURM_MEM_RE.match(mem)):
+    if mem is not None and not is_name(_SLURM_MEM_RE, mem):
         raise BadInput(f"slurm.mem_per_worker must be a size like 2G or 512M, got {mem!r}")
     args = settings.sbatch_args
     if not isinstance(args, list) or not all(isinstance(a, str) and a.startswith("-") for a in args):
@@ -365,7 +366,7 @@ class SlurmTracker:
         except subprocess.TimeoutExpired:
             raise LauncherError(f"sbatch did not answer within {SLURM_CALL_TIMEOUT_S:g}s (is slurmctld up?)") from None
         job_id = done.stdout.strip().split(";")[0]
-        if done.returncode != 0 or not job_id.isdigit():
+        if done.returncode != 0 or not is_ascii_digits(job_id):
             detail = (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
             raise LauncherError(f"sbatch refused the job: {detail}")
         job = SlurmJob(self, job_id)

@@ -21,6 +21,7 @@ from typing import Iterator
 
 from ..base.errors import BadInput
 from ..base.fsutil import atomic_write_json, file_lock, read_json, read_regular_text
+from ..base.names import is_name
 from ..base.paths import PROCESS_NAME_RE, ensure_private_dir, rl_dir
 from ..base.states import ProcState
 
@@ -175,7 +176,7 @@ def current_names(spec: ProcessSpec) -> ProcessSpec:
 
 def validate_spec(spec: ProcessSpec) -> None:
     name = spec.name
-    if not isinstance(name, str) or not PROCESS_NAME_RE.match(name):
+    if not is_name(PROCESS_NAME_RE, name):
         raise _bad(f"invalid process name {name!r}: use 1-32 of a-z 0-9 _ -")
     if not isinstance(spec.argv, list) or not spec.argv or not all(isinstance(a, str) for a in spec.argv):
         raise _bad(f"process {name!r}: argv must be a non-empty list of strings")
@@ -196,7 +197,7 @@ def validate_spec(spec: ProcessSpec) -> None:
                 f"process {name!r}: depends_on entries are (name, condition) with condition one of "
                 f"{', '.join(DEPENDENCY_CONDITIONS)}; got {list(dep)!r}"
             )
-    if not isinstance(spec.warm, list) or not all(isinstance(m, str) and MODULE_NAME_RE.match(m) for m in spec.warm):
+    if not isinstance(spec.warm, list) or not all(is_name(MODULE_NAME_RE, m) for m in spec.warm):
         raise _bad(f"process {name!r}: warm must be a list of module names, got {spec.warm!r}")
     r = spec.readiness
     if r.kind not in READINESS_KINDS:
@@ -222,7 +223,7 @@ def validate_spec(spec: ProcessSpec) -> None:
         raise _bad(f"process {name!r}: max_restarts must be an integer >= 0")
     _number(p.backoff_s, f"process {name!r}: backoff_s")
     _number(spec.stop_timeout, f"process {name!r}: stop_timeout")
-    if spec.port is not None and (not isinstance(spec.port, str) or not PORT_NAME_RE.match(spec.port)):
+    if spec.port is not None and not is_name(PORT_NAME_RE, spec.port):
         raise _bad(f"process {name!r}: port must name a key of the run's ports, got {spec.port!r}")
     from .launchers import LAUNCHERS, slurm_settings
 
@@ -290,7 +291,7 @@ def port_names(specs: list[ProcessSpec]) -> list[str]:
         if spec.port:
             found.append(spec.port)
         for name in found:
-            if not PORT_NAME_RE.match(name):
+            if not is_name(PORT_NAME_RE, name):
                 raise _bad(f"process {spec.name!r}: bad port placeholder name {name!r}")
             if name not in names:
                 names.append(name)

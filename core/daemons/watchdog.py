@@ -19,6 +19,8 @@ import signal
 import sys
 import time
 
+from ..base.names import is_ascii_digits
+
 
 def read_commands(fd: int = 0) -> tuple[list[int], list[str], bool]:
     """Block until EOF; return (pgids announced, Slurm job ids announced, whether the supervisor said `done`)."""
@@ -39,9 +41,9 @@ def read_commands(fd: int = 0) -> tuple[list[int], list[str], bool]:
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             word, _, value = line.decode(errors="replace").partition(" ")
-            if word == "pgid" and value.strip().isdigit():
+            if word == "pgid" and is_ascii_digits(value.strip()):
                 pgids.append(int(value))
-            elif word == "slurm_job" and value.strip().isdigit():
+            elif word == "slurm_job" and is_ascii_digits(value.strip()):
                 jobs.append(value.strip())
             elif word == "done":
                 done = True
@@ -121,7 +123,7 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str]
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or not argv[1].isdigit():
+    if len(argv) != 2 or not is_ascii_digits(argv[1]):
         print("usage: python -m hermes_rl.core.daemons.watchdog RUN_ID SUPERVISOR_PID", file=sys.stderr)
         return 2
     run_id, supervisor_pid = argv[0], int(argv[1])

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ..base.errors import BadInput
+from ..base.names import is_name
 from ..base.secrets import refuse_secret_values
 from .discovery import EnvInfo
 from .probe import probe_config
@@ -217,7 +218,7 @@ def _short(value: object) -> str:
 def _check_name(info: FieldInfo, value: object) -> None:
     if info.name not in NAME_FIELDS or not isinstance(value, str):
         return
-    if not NAME_RE.match(value) or ".." in value:
+    if not is_name(NAME_RE, value) or ".." in value:
         raise BadInput(
             f"{info.name} must be a plain name (letters, digits, space, . _ - and the {{env}} {{timestamp}} "
             f"placeholders; at most 128 characters; no path parts), got {value[:60]!r}",

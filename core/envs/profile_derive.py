@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..base.errors import BadInput, Conflict
 from ..base.fsutil import atomic_write_text, read_yaml
+from ..base.names import is_name
 from ..base.paths import ensure_private_dir, profiles_dir
 from .profiles import (
     _OVERRIDE_KEYS,
@@ -57,7 +58,7 @@ def derive_profile(source: str, assignments: dict, *, name: str | None = None, w
 def create_profile(name: str, source: str, assignments: dict, *, description: str | None = None) -> Profile:
     """Write $HERMES_HOME/rl/profiles/NAME.yaml: `source` with `assignments`; returns the profile read back.
     Conflict for a built-in's name or a profile that exists; BadInput for a bad name or value."""
-    if not isinstance(name, str) or not _PROFILE_NAME_RE.match(name):
+    if not is_name(_PROFILE_NAME_RE, name):
         raise BadInput(
             f"profile name {name!r} is not valid", hint="lowercase letters, digits, _ and -, at most 32, e.g. fast-lr"
         )

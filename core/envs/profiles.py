@@ -18,6 +18,7 @@ from pathlib import Path
 from ..base.errors import BadInput, MissingKey, NotFound
 from ..base.formatting import shown_value
 from ..base.fsutil import read_yaml
+from ..base.names import ascii_float, ascii_int, is_name
 from ..base.paths import hermes_home, models_dir, profiles_dir
 from ..base.secrets import get_key
 
@@ -213,10 +214,10 @@ def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = No
             return int(raw)
         if text is not None:
             try:
-                return int(text.replace("_", ""), 10)
+                return ascii_int(text.replace("_", ""))
             except ValueError:
                 try:
-                    as_float = float(text)
+                    as_float = ascii_float(text)
                 except ValueError:
                     as_float = math.nan
                 if math.isfinite(as_float) and as_float.is_integer():
@@ -228,7 +229,7 @@ def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = No
             value = float(raw)
         elif text is not None:
             try:
-                value = float(text)
+                value = ascii_float(text)
             except ValueError:
                 value = None
         if value is None or not math.isfinite(value):
@@ -277,7 +278,7 @@ def list_profiles() -> list[str]:
     names = builtin_profile_names()
     try:
         for path in sorted(profiles_dir().glob("*.yaml")):
-            if path.stem not in names and _PROFILE_NAME_RE.match(path.stem):
+            if path.stem not in names and is_name(_PROFILE_NAME_RE, path.stem):
                 names.append(path.stem)
     except OSError:
         pass
@@ -349,7 +350,7 @@ def _validated_overrides(path: Path, data: object, is_builtin: bool) -> dict:
 
 def get_profile(name: str) -> Profile:
     """A built-in profile (with any overrides from its YAML file) or a user profile. NotFound lists the valid ones."""
-    if not isinstance(name, str) or not _PROFILE_NAME_RE.match(name):
+    if not is_name(_PROFILE_NAME_RE, name):
         raise NotFound(f"no profile named {_shown(name)}", hint="profiles: " + ", ".join(list_profiles()))
     path = profiles_dir() / f"{name}.yaml"
     is_builtin = name in PROFILE_VALUES

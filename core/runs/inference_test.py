@@ -448,7 +448,7 @@ def _log_errors(log_path: Path, secret_values: list[str]) -> tuple[list[str], in
     for index, line in enumerate(lines):
         if _RETRY_LINE in line:
             retries += 1
-        match = _ERROR_LINE_RE.match(line)
+        match = _ERROR_LINE_RE.fullmatch(line)
         if not match:
             continue
         following = next((ln for ln in lines[index + 1 : index + 4] if ln.strip()), "")

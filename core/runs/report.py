@@ -16,6 +16,7 @@ from typing import Any
 from ..base.errors import HermesError
 from ..base.formatting import human_duration
 from ..base.fsutil import epoch_seconds
+from ..base.names import is_ascii_digits
 from ..base.records import (
     EnvironmentSummary,
     MetricsSummary,
@@ -111,7 +112,7 @@ def environment_summaries(run: RunView, latest: dict[str, Any]) -> list[Environm
             "environment": run.get("environment"),
             "weight": 1.0,
             "min_batch_allocation": None,
-            "processes": [n for n in procs if n == "env" or (n or "").removeprefix("env-").isdigit()],
+            "processes": [n for n in procs if n == "env" or is_ascii_digits((n or "").removeprefix("env-"))],
         }
     ]
     several = len(rows) > 1

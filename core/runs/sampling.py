@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..base.errors import BadInput, HermesError, NotFound
 from ..base.fsutil import iter_jsonl, read_json
+from ..base.names import is_ascii_digits
 from ..base.paths import ensure_private_dir, inference_tests_dir, run_dir
 
 CHECKPOINTS_FILE = "checkpoints.jsonl"  # written by the trainer (dataplane.trainer.loop)
@@ -69,7 +70,7 @@ def list_checkpoints(run_id: str) -> list[dict]:
 def parse_checkpoint_ref(text: str) -> tuple[str, int | None]:
     """ "RUN" or "RUN@STEP" as (run id, step or None); BadInput for anything else."""
     run_id, sep, step = text.strip().partition("@")
-    if sep and not step.strip().isdigit():
+    if sep and not is_ascii_digits(step.strip()):
         raise BadInput(f"a checkpoint is RUN or RUN@STEP, got {text!r}"[:120], hint="e.g. a1b2c3d4@40")
     return run_id.strip(), int(step) if sep else None
 

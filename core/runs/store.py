@@ -13,6 +13,7 @@ from pathlib import Path
 from ..base.clock import age_s, in_future, remaining_s
 from ..base.errors import HermesError, NotFound
 from ..base.fsutil import last_jsonl_row, read_jsonl, read_regular_bytes
+from ..base.names import is_name
 from ..base.paths import (
     PROCESS_NAME_RE,
     RUN_ID_RE,
@@ -134,7 +135,7 @@ def validate_run_record(run_id: str, raw: object) -> dict:
         if not isinstance(proc, dict):
             raise ValueError(f"processes[{index}] is not an object")
         name = proc.get("name")
-        if not isinstance(name, str) or not PROCESS_NAME_RE.match(name):
+        if not is_name(PROCESS_NAME_RE, name):
             raise ValueError(f"processes[{index}].name is not a process name: {json.dumps(name)[:40]}")
         _check_fields(proc, _PROCESS_FIELDS, f"processes[{index}].")
         log = process_log_path(name, run_id)
@@ -185,7 +186,7 @@ def read_run(run_id: str) -> dict:
 def supervisor_alive(run: dict) -> bool:
     """Whether the recorded supervisor is alive and proven ours (start time and its run-folder marker)."""
     sup = run.get("supervisor") or {}
-    if not isinstance(sup, dict) or not RUN_ID_RE.match(str(run.get("run_id") or "")):
+    if not isinstance(sup, dict) or not is_name(RUN_ID_RE, run.get("run_id")):
         return False
     marker = (procscan.SUPERVISOR_MARKER, run_dir(run["run_id"]))
     return procscan.is_same_process(sup.get("pid"), sup.get("create_time"), sup.get("start_ticks"), marker=marker)
@@ -270,7 +271,7 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
     Active runs also carry last_activity_at / stalled / stalled_for_s (see stall_threshold)."""
     root = runs_dir()
     try:
-        entries = [e for e in os.scandir(root) if RUN_ID_RE.match(e.name)]
+        entries = [e for e in os.scandir(root) if is_name(RUN_ID_RE, e.name)]
     except FileNotFoundError:
         return []
     except OSError as exc:  # $HERMES_HOME is a file, or not readable: say so rather than list nothing

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hermes_rl.core.base.names import is_name
 from hermes_rl.core.base.paths import CHECKPOINT_KINDS as CHECKPOINT_SUBFOLDERS
 from hermes_rl.core.base.paths import CHECKPOINT_NAME_RE, checkpoint_subpath
 
@@ -406,7 +407,7 @@ class Backend:
         if not tinker_path.startswith("tinker://"):
             raise UserError(f"checkpoint paths look like tinker://MODEL_ID/weights/NAME, got {tinker_path!r}")
         parts = tinker_path[len("tinker://") :].split("/")
-        if len(parts) != 3 or parts[1] not in CHECKPOINT_KINDS or not _NAME_RE.match(parts[2]) or not parts[0]:
+        if len(parts) != 3 or parts[1] not in CHECKPOINT_KINDS or not is_name(_NAME_RE, parts[2]) or not parts[0]:
             raise UserError(
                 f"checkpoint paths look like tinker://MODEL_ID/weights/NAME or "
                 f"tinker://MODEL_ID/sampler_weights/NAME, got {tinker_path!r}"
@@ -440,7 +441,7 @@ class Backend:
         return {"type": "save_weights_external", "path": path, "size_bytes": size}
 
     def _save_checkpoint(self, model: TrainModel, kind: str, name: str, overwrite: bool, optimizer: bool) -> str:
-        if not _NAME_RE.match(name):
+        if not is_name(_NAME_RE, name):
             raise UserError(f"checkpoint name {name!r} must be 1-128 letters, digits, '.', '_' or '-'")
         tinker_path = f"tinker://{model.model_id}/{kind}/{name}"
         directory = self.checkpoint_path(tinker_path)
