@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from .errors import BadInput
@@ -186,3 +187,32 @@ def sweep_queue_flag() -> Path:
     """Present while some sweep has runs waiting for a slot: a supervisor that ends looks for it
     (one stat) before starting `python -m hermes_rl.core.runs.sweeps start-queued`."""
     return sweeps_dir() / "queued"
+
+
+def saved_checkpoint_folder(run_folder: Path, tinker_path: object, recorded: object = None) -> Path:
+    """The folder of a run's saved checkpoint, derived from its tinker:// path inside the run's own folder
+    (checkpoints/<model>/<kind>/<name>) — never a path a state file names, which could point into another
+    home or any folder. BadInput when it is missing, reached through a symlink, holds anything but plain
+    files and folders, or is not the folder `recorded` (the local_path the trainer wrote) names."""
+    relative = "checkpoints/" + tinker_checkpoint_subpath(tinker_path)
+    shown = f"the saved checkpoint {str(tinker_path)[:80]}"
+    current = Path(run_folder)
+    for part in relative.split("/"):
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            raise BadInput(f"{shown} is not in {Path(run_folder) / 'checkpoints'}") from None
+        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+            raise BadInput(f"{shown}: {current} is {'a symlink' if stat.S_ISLNK(mode) else 'not a folder'}")
+    for root, dirs, files in os.walk(current):
+        for name in dirs + files:
+            mode = os.lstat(os.path.join(root, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+                raise BadInput(
+                    f"{shown} holds {os.path.join(root, name)}, {what}", hint="a checkpoint holds plain files"
+                )
+    if isinstance(recorded, str) and os.path.lexists(recorded) and not same_file(recorded, current):
+        raise BadInput(f"{shown} is not the checkpoint its local_path names ({recorded[:120]})")
+    return current

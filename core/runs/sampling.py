@@ -21,7 +21,7 @@ from pathlib import Path
 from ..base.errors import BadInput, HermesError, NotFound
 from ..base.fsutil import iter_jsonl, read_json
 from ..base.names import is_ascii_digits
-from ..base.paths import ensure_private_dir, inference_tests_dir, run_dir
+from ..base.paths import ensure_private_dir, inference_tests_dir, run_dir, saved_checkpoint_folder
 
 CHECKPOINTS_FILE = "checkpoints.jsonl"  # written by the trainer (dataplane.trainer.loop)
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -51,14 +51,17 @@ def list_checkpoints(run_id: str) -> list[dict]:
         step = row.get("step")
         if not isinstance(path, str) or not path.startswith("tinker://") or isinstance(step, bool):
             continue
-        local = row.get("local_path")
+        # The folder is derived from the tinker:// path inside this run's folder, as resume does: the
+        # local_path a state file names is only checked against it, never served or copied.
+        try:
+            local: str | None = str(saved_checkpoint_folder(folder, path, row.get("local_path")))
+        except BadInput:
+            local = None
         found[path] = {
             "name": str(row.get("name") or path.rsplit("/", 1)[-1]),
             "step": step if isinstance(step, int) else None,
             "tinker_path": path,
-            "local_path": local
-            if isinstance(local, str) and Path(local, "adapter_model.safetensors").is_file()
-            else None,
+            "local_path": local if local and Path(local, "adapter_model.safetensors").is_file() else None,
             "backend": row.get("backend"),
             "saved_at": row.get("saved_at"),
         }

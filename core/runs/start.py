@@ -13,7 +13,6 @@ import secrets as _secrets
 import select
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -35,8 +34,7 @@ from ..base.paths import (
     process_log_path,
     run_dir,
     runs_dir,
-    same_file,
-    tinker_checkpoint_subpath,
+    saved_checkpoint_folder,
 )
 from ..base.records import RunRecord, StartedRun
 from ..base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
@@ -546,33 +544,12 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dic
 def _saved_state_folder(parent_id: str, parent_folder: Path, state: dict) -> str:
     """The parent's saved state, as a path relative to its run folder (checkpoints/<model>/<kind>/<name>,
     derived from the tinker:// path with the local server's layout, so a moved $HERMES_HOME changes
-    nothing); BadInput when it is missing, is reached through a symlink, holds anything but plain files
-    and folders, or is not the folder trainer_state.json's local_path names (another run's checkpoint)."""
-    relative = "checkpoints/" + tinker_checkpoint_subpath(state.get("state_path"))
-    shown = f"run {parent_id}: the saved state {str(state.get('state_path'))[:80]}"
-    current = parent_folder
-    for part in relative.split("/"):
-        current = current / part
-        try:
-            mode = os.lstat(current).st_mode
-        except OSError:
-            raise BadInput(
-                f"{shown} is not in {parent_folder / 'checkpoints'}", hint="nothing to resume from"
-            ) from None
-        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
-            raise BadInput(f"{shown}: {current} is {'a symlink' if stat.S_ISLNK(mode) else 'not a folder'}")
-    for root, dirs, files in os.walk(current):
-        for name in dirs + files:
-            mode = os.lstat(os.path.join(root, name)).st_mode
-            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
-                raise BadInput(
-                    f"{shown} holds {os.path.join(root, name)}, {what}", hint="a checkpoint holds plain files"
-                )
-    recorded = state.get("local_path")
-    if isinstance(recorded, str) and os.path.lexists(recorded) and not same_file(recorded, current):
-        raise BadInput(f"{shown} is not the checkpoint its local_path names ({recorded[:120]})")
-    return relative
+    nothing); BadInput as saved_checkpoint_folder says, naming the run."""
+    try:
+        folder = saved_checkpoint_folder(parent_folder, state.get("state_path"), state.get("local_path"))
+    except BadInput as exc:
+        raise BadInput(f"run {parent_id}: {exc.message}"[:300], hint=exc.hint or "nothing to resume from") from None
+    return folder.relative_to(parent_folder).as_posix()
 
 
 def resume_run(parent_id: str) -> StartedRun:
