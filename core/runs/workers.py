@@ -65,18 +65,7 @@ def resolve_workers(data: dict | None, values: dict | None = None) -> dict:
     address = data.get("address") or (this_host_address() if launcher == "slurm" else LOOPBACK)
     if not isinstance(address, str):
         raise BadInput(f"address must be an IP address or host name, got {address!r}")
-    try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        try:
-            socket.gethostbyname(address)
-        except OSError:
-            raise BadInput(f"address {address!r} does not resolve on this machine") from None
-    if address in ("0.0.0.0", "::"):
-        raise BadInput(
-            f"address {address} cannot be reached by workers",
-            hint="give the address of this machine the workers' nodes reach (its interface on the cluster network)",
-        )
+    address = bound_address(address)
     slurm = slurm_settings(data.get("slurm")).to_json() if launcher == "slurm" else {}
     weight = _weight(data.get("weight", 1.0), "weight")
     share = _share(data.get("min_batch_allocation"), "min_batch_allocation")
@@ -179,3 +168,21 @@ def mix_prefix(environment: str) -> str:
 
     slug = re.sub(r"[^a-z0-9_]+", "_", environment.split("@")[0].lower()).strip("_")[:20] or "other"
     return f"env-{slug}"
+
+
+def bound_address(address: str) -> str:
+    """The IP address a socket given `address` binds, resolved as the socket resolves it (so `0`, `0x0`
+    or a name for 0.0.0.0 are seen for what they are); BadInput for an address that does not resolve
+    or that binds every interface, which no worker can be told to reach and which exposes run-api,
+    which has no authentication, on all of them."""
+    try:
+        infos = socket.getaddrinfo(address, None, socket.AF_UNSPEC, socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise BadInput(f"address {address[:100]!r} does not resolve on this machine") from None
+    resolved = str(infos[0][4][0]).split("%", 1)[0]
+    if ipaddress.ip_address(resolved).is_unspecified:
+        raise BadInput(
+            f"address {address[:100]!r} is {resolved}, every interface: it cannot be reached by workers",
+            hint="give the address of this machine the workers' nodes reach (its interface on the cluster network)",
+        )
+    return resolved
