@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+# An error may echo what it was given (a name, a value): whatever its size, the message stays readable
+# and a client (an agent above all) never gets back a megabyte it sent.
+MAX_MESSAGE_CHARS = 400
+MAX_HINT_CHARS = 1200
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 class HermesError(Exception):
     """Base for expected, user-facing failures. `hint` says what to do about it."""
 
     def __init__(self, message: str, hint: str | None = None):
+        message = _bounded(str(message), MAX_MESSAGE_CHARS)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = _bounded(str(hint), MAX_HINT_CHARS) if hint is not None else None
 
     def to_dict(self) -> dict:
         out = {"error": self.message}

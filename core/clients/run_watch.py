@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..base.paths import run_dir, validate_run_id
 from ..base.states import FINAL, RunStatus
+from ..readers.logs import quoted_from_run
 from .toolset import agent_wording
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,8 @@ def end_notice(run: dict) -> str:
     status = run.get("status")
     step = (run.get("last_metric") or {}).get("step")
     steps = f" at step {step}/{run.get('total_steps')}" if step is not None else ""
-    reason = f": {agent_wording(run['reason'])}" if run.get("reason") else ""
+    # The reason holds what a process wrote (an environment's exception message): quoted as data.
+    reason = f": {quoted_from_run(agent_wording(str(run['reason'])))}" if run.get("reason") else ""
     figures = _eval_text(run_id) if status == RunStatus.COMPLETED else ""
     follow = (
         f"rl_get_results('{run_id}') for metrics and weights"

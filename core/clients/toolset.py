@@ -28,6 +28,7 @@ from ..base.paths import validate_run_id
 from ..base.records import EnvironmentSummary, MetricsSummary, ProcessSummary, RunSummary
 from ..base.secrets import redact
 from ..base.states import FINAL, RunStatus
+from ..readers.logs import data_text
 from ..runs import report
 from ..runs.report import NextSteps
 
@@ -47,7 +48,9 @@ def jsonable(value: Any, _depth: int = 0) -> Any:
     """A JSON-serialisable copy: NaN/inf -> None, Path -> str, tuples/sets -> lists, keys -> str."""
     if _depth > _MAX_DEPTH:
         return str(value)[:200]
-    if value is None or isinstance(value, (bool, int, str)):
+    if isinstance(value, str):
+        return data_text(value)  # text from environments, models and logs: no escapes, bounded
+    if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None

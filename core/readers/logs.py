@@ -18,6 +18,7 @@ progress line reduced to its last segment, escapes sanitized, very long lines ca
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -89,6 +90,23 @@ def plain_text(text: str) -> str:
     if not _NEEDS_SANITIZING.search(text):
         return text
     return _TERMINAL_RE.sub(_symbol, text)
+
+
+def data_text(text: str, limit: int = 4000) -> str:
+    """Untrusted text (model output, environment messages, log lines) for an agent: every escape
+    sequence and control character removed (newlines and tabs kept), at most `limit` characters. The
+    same parsing as the terminal's, so nothing a terminal would act on reaches a conversation."""
+    if _NEEDS_SANITIZING.search(text):
+        text = _TERMINAL_RE.sub(lambda m: m.group(0) if m.group(0) in ("\n", "\t") else "", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quoted_from_run(text: str, limit: int = 300) -> str:
+    """Text a run's processes wrote, for a message an agent reads as its next input: on one line,
+    cleaned and cut as data_text does, and quoted as data that came from the run, never as words of ours."""
+    flat = " ".join(data_text(text, limit * 4).split())
+    flat = flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return "the run reported: " + json.dumps(flat, ensure_ascii=False)
 
 
 def strip_ansi(text: str) -> str:
