@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from .extras import extra_providing, install_command
+
 # `ValueError: bad`, `datasets.exceptions.DatasetNotFoundError: ...`, `KeyboardInterrupt`: the line Python
 # prints last for an uncaught exception (traceback frames are indented, so they never match).
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|NotFound\w*))(?::\s?(.*))?$")
@@ -101,6 +103,9 @@ def failure_hint(line: str | None) -> str | None:
                 f"{module} is not importable from the environment's import root; check the import_root "
                 f"`hermes-rl envs --json` shows for it (a checkout's root must contain {top}/)"
             )
+        extra = extra_providing(top)
+        if extra:
+            return f"{top} comes with hermes-rl's {extra} extra: {install_command(extra)}"
         known = _DISTRIBUTIONS.get(module) or _DISTRIBUTIONS.get(top)
         if known:
             return f"install the package that provides {top}: pip install {known}"
@@ -129,7 +134,7 @@ def _atroposlib_mismatch(what: str) -> str:
     try:
         version = metadata.version("atroposlib")
     except metadata.PackageNotFoundError:
-        return "atroposlib is not installed: pip install atroposlib"
+        return f"atroposlib is not installed: it comes with hermes-rl's train extra: {install_command('train')}"
     return (
         f"{what} is not in the installed atroposlib {version}: the environment needs a different atroposlib "
         f"than the installed {version} (Atropos is archived; {version} is its last release), or a change to "

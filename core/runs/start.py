@@ -337,6 +337,7 @@ def start_run(
             hint="start an environment that derives from it; `hermes-rl envs` marks bases",
         )
     check_keys(chosen)
+    _check_installed(chosen.backend)
     values = resolve_run_values(env, chosen, overrides)
     fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
     workers = resolve_workers(workers, values)
@@ -347,6 +348,20 @@ def start_run(
     if sweep:
         recorded["sweep"] = dict(sweep)
     return _start_prepared(env, chosen, values, notice, workers, recorded)
+
+
+def _check_installed(backend: str) -> None:
+    """Refused before anything starts when this install lacks what the backend's processes import,
+    naming the extra to install (a base install has none of the training packages)."""
+    from ..base.extras import install_command, missing_for_backend
+
+    lacking = missing_for_backend(backend)
+    if lacking:
+        extra, modules = lacking
+        raise BadInput(
+            f"this install of hermes-rl lacks what a {backend}-backend run imports: {', '.join(modules)}",
+            hint=f"install its {extra} extra: {install_command(extra)}",
+        )
 
 
 MAX_LOCAL_RUNS_ENV = "HERMES_RL_MAX_LOCAL_RUNS"

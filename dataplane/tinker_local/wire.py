@@ -23,7 +23,9 @@ def _load_schema():
         return sys.modules[name]
     package = importlib.util.find_spec("tinker")
     if package is None or package.origin is None:
-        raise ImportError("the tinker SDK is not installed (pip install 'tinker>=0.38,<0.39')")
+        raise ImportError(
+            "the tinker SDK is not installed: it comes with hermes-rl's train extra (pip install 'hermes-rl[train]')"
+        )
     spec = importlib.util.spec_from_file_location(name, Path(package.origin).parent / "proto" / "tinker_public_pb2.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
