@@ -4,8 +4,8 @@ from __future__ import annotations
 
 # An error may echo what it was given (a name, a value): whatever its size, the message stays readable
 # and a client (an agent above all) never gets back a megabyte it sent.
-MAX_MESSAGE_CHARS = 400
-MAX_HINT_CHARS = 1200
+MAX_MESSAGE_CHARS = 1200
+MAX_HINT_CHARS = 2000
 
 
 def _bounded(text: str, limit: int) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..base.errors import BadInput, NotFound
+from ..base.formatting import shown_value
 from ..base.fsutil import atomic_write_text, read_regular_bytes, read_regular_text
 from ..base.paths import PROJECT_ROOT, rl_dir, user_environments_dir
 from ..base.records import EnvironmentEntry
@@ -734,7 +735,7 @@ def find_environment(ref: str) -> EnvInfo:
     legacy = [env for env in envs if ref in env.aliases]
     if len(legacy) == 1:  # an id saved before ids stopped depending on the other roots
         return find_environment(legacy[0].id)
-    raise NotFound(f"no environment named {ref!r}", hint=_did_you_mean(ref, envs))
+    raise NotFound(f"no environment named {shown_value(ref, 100)}", hint=_did_you_mean(ref, envs))
 
 
 def _did_you_mean(ref: str, envs: list[EnvInfo]) -> str:
