@@ -19,7 +19,7 @@ from hermes_rl.core.base.envload import run_environment
 from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm
 
 from .compat import chat_template_returns_ids
-from .wandb_fallback import install_wandb_fallback
+from .wandb_fallback import finish_wandb_on_sigterm, install_wandb_fallback
 
 ENV_IDS_FILE = "env_ids.jsonl"
 
@@ -113,6 +113,7 @@ def main() -> None:
         sys.exit("usage: python -m hermes_rl.dataplane.env_launch ENV_FILE [ARGS...]")
     leave_no_temporary_folders_on_sigterm()  # an environment is stopped with SIGTERM
     install_wandb_fallback()
+    finish_wandb_on_sigterm()  # before the folders go: its W&B run ends with an exit record
     try:
         chat_template_returns_ids()  # every environment imports atroposlib, which imports transformers
     except ImportError:
