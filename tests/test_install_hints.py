@@ -51,3 +51,14 @@ def test_a_start_without_the_backends_packages_is_refused_naming_the_extra(herme
     assert "pip install 'hermes-rl[local]'" in refused.value.hint
     runs_folder = hermes_home / "rl" / "runs"
     assert not runs_folder.exists() or not list(runs_folder.iterdir())
+
+
+def test_environment_tools_name_the_profile_in_use_not_null(hermes_home, monkeypatch):
+    """With no profile chosen, the tools say the one a run started now would use."""
+    from hermes_rl.core.clients import toolset
+
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    assert toolset.rl_list_environments()["profile"] == "local"
+    assert toolset.rl_select_environment("toy_addition")["profile"] == "local"
+    monkeypatch.setenv("TINKER_API_KEY", "tml-" + "x" * 20)
+    assert toolset.rl_list_environments()["profile"] == "tinker"

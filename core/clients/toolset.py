@@ -116,11 +116,24 @@ def _tool(func: Callable[..., dict]) -> Callable[..., dict]:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _selection() -> dict:
+def _selection(in_use: bool = True) -> dict:
+    """The selected environment and the profile a run started now would use: the chosen one, else the
+    default (`tinker` with a Tinker key, `local` without), never null (`in_use=False`: as chosen, None
+    when none was, so that a start says which default it took)."""
     from ..envs import drafts
 
     selection = drafts.current_selection() or {}
-    return {"environment": selection.get("environment"), "profile": selection.get("profile")}
+    chosen = selection.get("profile")
+    return {"environment": selection.get("environment"), "profile": _profile_in_use(chosen) if in_use else chosen}
+
+
+def _profile_in_use(chosen: str | None) -> str | None:
+    from ..envs.profiles import resolve_profile
+
+    try:
+        return resolve_profile(chosen)[0].name
+    except HermesError:  # a chosen profile whose file went bad: named as chosen, start says what is wrong
+        return chosen
 
 
 # -- the ten tools -----------------------------------------------------------------------------
@@ -187,11 +200,11 @@ def rl_select_environment(name: str) -> dict:
         exc.tool_extra = {"available": available}
         raise
     if info.error:
-        raise BadInput(f"environment {name!r} cannot be loaded: {info.error}"[:400], hint=f"fix {info.file}")
+        raise BadInput(f"environment {shown_value(name, 100)} cannot be loaded: {info.error}", hint=f"fix {info.file}")
     selected = drafts.select_environment(info.id)  # core keeps the chosen profile
     return {
         "selected": info.id,
-        "profile": selected.get("profile"),
+        "profile": _profile_in_use(selected.get("profile")),
         "class_name": info.class_name,
         "file": info.file,
         "description": info.description,
@@ -285,7 +298,7 @@ def rl_start_training(resume_run_id: str | None = None, workers: dict | None = N
     else:
         if workers is not None and not isinstance(workers, dict):
             raise BadInput("workers must be an object", hint="see docs/slurm.md for its keys")
-        selection = _selection()
+        selection = _selection(in_use=False)
         run = runs.start_run(selection["environment"], selection["profile"], workers=workers or None)
     run_id = run["run_id"]
     wandb = run.get("wandb") or {}
