@@ -45,7 +45,7 @@ def procs(run: dict) -> dict:
         ({"time": "soon"}, "slurm.time"),
         ({"mem_per_worker": "lots"}, "slurm.mem_per_worker"),
         ({"cpus_per_worker": 0}, "slurm.cpus_per_worker"),
-        ({"sbatch_args": ["--output=/tmp/x"]}, "may not set --output"),
+        ({"sbatch_args": ["--output=/tmp/x"]}, "may not hold"),
         ({"sbatch_args": "--exclusive"}, "list of sbatch options"),
         ({"partitions": "gpu"}, "unknown slurm setting"),
     ],

@@ -98,15 +98,89 @@ def slurm_settings(data: dict | None) -> SlurmSettings:
     args = settings.sbatch_args
     if not isinstance(args, list) or not all(isinstance(a, str) and a.startswith("-") for a in args):
         raise BadInput(f"slurm.sbatch_args must be a list of sbatch options (each starting with -), got {args!r}")
-    ours = ("--job-name", "-J", "--output", "-o", "--error", "-e", "--open-mode", "--chdir", "-D", "--comment")
-    taken = [a for a in args if a.split("=", 1)[0] in ours]
-    if taken:
-        raise BadInput(f"slurm.sbatch_args may not set {taken[0]}: hermes-rl sets it to find and log the job")
+    for arg in args:
+        check_sbatch_option(arg)
     return settings
 
 
+# The sbatch options a user may add, each spelled in full as sbatch spells it. An allowlist, not a list of
+# what is ours: sbatch (getopt) takes any unique prefix (`--comm=` is --comment) and attached values
+# (`-o/path`, `-Jname`), so a denylist compared by spelling let through the options hermes-rl relies on
+# (job name, comment, output) and ones that change what a submission is (`--wait`, `--array`).
+SBATCH_VALUE_OPTIONS = {
+    "--account": "-A",
+    "--qos": "-q",
+    "--gres": None,
+    "--gpus": "-G",
+    "--gpus-per-node": None,
+    "--gpus-per-task": None,
+    "--cpus-per-gpu": None,
+    "--mem-per-gpu": None,
+    "--constraint": "-C",
+    "--partition": "-p",
+    "--time": "-t",
+    "--time-min": None,
+    "--mem": None,
+    "--mem-per-cpu": None,
+    "--cpus-per-task": "-c",
+    "--reservation": None,
+    "--nodelist": "-w",
+    "--exclude": "-x",
+    "--signal": None,
+    "--licenses": "-L",
+    "--tmp": None,
+    "--hint": None,
+    "--wckey": None,
+    "--nice": None,
+    "--mail-type": None,
+    "--mail-user": None,
+    "--begin": "-b",
+    "--deadline": None,
+    "--priority": None,
+    "--gres-flags": None,
+    "--mem-bind": None,
+    "--cores-per-socket": None,
+    "--sockets-per-node": None,
+    "--threads-per-core": None,
+    "--mincpus": None,
+    "--cluster-constraint": None,
+    "--network": None,
+    "--exclusive": None,
+}
+SBATCH_FLAGS = {"--requeue", "--no-requeue", "--exclusive", "--oversubscribe", "-s", "--contiguous", "--spread-job"}
+_SHORT_VALUE_OPTIONS = {short: long for long, short in SBATCH_VALUE_OPTIONS.items() if short}
+
+
+def check_sbatch_option(arg: str) -> None:
+    """BadInput unless `arg` is one allowed sbatch option with its value attached (`--account=x`, `-Ax`)
+    or an allowed flag, parsed as sbatch parses it."""
+    shown = arg[:60]
+    if arg in SBATCH_FLAGS:
+        return
+    if arg.startswith("--"):
+        name, equals, value = arg.partition("=")
+        if name in SBATCH_VALUE_OPTIONS and equals and value:
+            return
+        if name in SBATCH_VALUE_OPTIONS:
+            raise BadInput(f"slurm.sbatch_args: {shown} needs its value attached ({name}=VALUE)")
+    elif len(arg) > 2 and arg[:2] in _SHORT_VALUE_OPTIONS:
+        return
+    elif arg[:2] in _SHORT_VALUE_OPTIONS:
+        raise BadInput(f"slurm.sbatch_args: {shown} needs its value attached ({arg[:2]}VALUE)")
+    raise BadInput(
+        f"slurm.sbatch_args may not hold {shown!r}: hermes-rl sets how a worker is submitted, named and logged",
+        hint="options allowed, spelled in full with the value attached: " + ", ".join(sorted(SBATCH_VALUE_OPTIONS)),
+    )
+
+
 class LauncherError(Exception):
-    """A process could not be started; the message says why in words."""
+    """A process could not be started; the message says why in words. `retry` is False where trying the
+    same start again cannot help or could run the worker twice (a refusal sbatch gives every time, a
+    submission whose outcome is unknown)."""
+
+    def __init__(self, message: str, *, retry: bool = True):
+        super().__init__(message)
+        self.retry = retry
 
 
 # ---------------------------------------------------------------- local process groups
@@ -211,6 +285,21 @@ def start_local(
         argv, session=session, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT
     )
     return LocalProcess(popen, why_cold)
+
+
+# sbatch's refusals that a later try can get past (the controller busy or restarting); any other
+# refusal (an unknown partition or account, a limit the job exceeds) comes back the same every time.
+_TRANSIENT_REFUSALS = (
+    "Socket timed out",
+    "Unable to contact slurm controller",
+    "Resource temporarily unavailable",
+    "try again",
+    "Slurm temporarily unable",
+)
+
+
+def _transient(detail: str) -> bool:
+    return any(marker.lower() in detail.lower() for marker in _TRANSIENT_REFUSALS)
 
 
 def _path_folders(env: dict[str, str]) -> list[str]:
@@ -364,15 +453,48 @@ class SlurmTracker:
         except FileNotFoundError:
             raise LauncherError("sbatch not found: Slurm's client commands must be on PATH") from None
         except subprocess.TimeoutExpired:
-            raise LauncherError(f"sbatch did not answer within {SLURM_CALL_TIMEOUT_S:g}s (is slurmctld up?)") from None
-        job_id = done.stdout.strip().split(";")[0]
-        if done.returncode != 0 or not is_ascii_digits(job_id):
-            detail = (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
-            raise LauncherError(f"sbatch refused the job: {detail}")
+            # The controller may have queued the job before the answer was lost: find it, never submit again.
+            job_id = self.find_submitted(name, env)
+        else:
+            job_id = done.stdout.strip().split(";")[0]
+            if done.returncode != 0 or not is_ascii_digits(job_id):
+                detail = (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()
+                raise LauncherError(f"sbatch refused the job: {detail[-1]}", retry=_transient(detail[-1]))
         job = SlurmJob(self, job_id)
         self.jobs[job_id] = job
         self.last_refresh = 0.0  # the next poll asks at once (its node)
         return job
+
+    def find_submitted(self, name: str, env: dict[str, str]) -> str:
+        """The job id of this run's worker `name` when sbatch timed out: squeue asked by the job's name and
+        comment. A job found is adopted; none found means it was not queued (retry); squeue failing too
+        leaves the outcome unknown, which is not retried (it could run the worker twice)."""
+        wanted = job_name(self.run_id, name)
+        try:
+            done = subprocess.run(
+                ["squeue", "--noheader", f"--name={wanted}", "--format=%i|%k"],
+                capture_output=True,
+                text=True,
+                timeout=SLURM_CALL_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                env=_slurm_env(env),
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            done = None
+        if done is None or done.returncode != 0:
+            raise LauncherError(
+                f"sbatch did not answer within {SLURM_CALL_TIMEOUT_S:g}s and squeue cannot say whether {wanted} "
+                "was queued (is slurmctld up?); not submitted again",
+                retry=False,
+            )
+        found = [
+            line.split("|", 1)[0]
+            for line in done.stdout.splitlines()
+            if line.partition("|")[2].strip() == job_comment(self.run_id) and is_ascii_digits(line.split("|", 1)[0])
+        ]
+        if not found:
+            raise LauncherError(f"sbatch did not answer within {SLURM_CALL_TIMEOUT_S:g}s and {wanted} was not queued")
+        return found[-1]
 
     def refresh(self, force: bool = False) -> None:
         now = time.monotonic()
