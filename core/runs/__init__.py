@@ -21,8 +21,19 @@ from ..base.stall import stall_threshold
 from .control import restart_process, stop_run
 from .results import get_results
 from .start import launch, resume_run, start_run
-from .store import get_run, list_runs, run_events
+from .store import get_run, run_events
+from .store import list_runs as _list_runs
 from .training import keep_runs_warm
+
+
+def list_runs(*, stall_after_s: float | None = None):
+    """store.list_runs, and a waiting sweep queue advanced (sweeps.kick_queue): every client that lists
+    runs sees free slots, so a sweep whose creating command was killed goes on."""
+    from .sweeps import kick_queue
+
+    kick_queue()
+    return _list_runs(stall_after_s=stall_after_s)
+
 
 __all__ = [
     "Conflict",

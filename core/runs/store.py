@@ -253,6 +253,7 @@ def _summary(
         "reason": run.get("reason"),
         "parent_run_id": run.get("parent_run_id"),
         "sweep_id": sweep.get("id"),
+        "sweep_index": sweep.get("index") if isinstance(sweep.get("index"), int) else None,
         "profile_changes": run.get("profile_changes") or {},
     }
 

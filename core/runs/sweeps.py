@@ -32,7 +32,12 @@ from ..readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric
 SWEEP_FILE = "sweep.json"
 MAX_SWEEP_RUNS = 256
 MAX_SEEDS = 64
-QUEUED, STARTED, FAILED, CANCELLED = "queued", "started", "failed", "cancelled"
+QUEUED, STARTING, STARTED, FAILED, CANCELLED = "queued", "starting", "started", "failed", "cancelled"
+# A member reserved (`starting`) by a process that died before it recorded the run goes back to the queue
+# once no run names it and its reserver is gone; a folder a killed start left without a run.json is
+# removed once it is this old (a start writes run.json within seconds).
+ABANDONED_FOLDER_S = 600.0
+KICK_INTERVAL_S = 30.0  # clients that see a waiting queue start it at most this often
 
 
 def _sweep_path(sweep_id: str) -> Path:
@@ -240,33 +245,136 @@ def _start_member(sweep: dict, member: dict) -> dict:
 
 def start_queued() -> list[str]:
     """Start queued sweep members, oldest sweep first, while the local-run limit has room (members of a
-    cloud profile's sweep all start). A member that cannot start is marked failed with why; the others
-    go on. Returns the run ids started."""
+    cloud profile's sweep all start). A member is reserved (`starting`, with this process's pid) and
+    written down before its run starts, so a start is never made twice; a run whose run.json names its
+    member is adopted even when recording it failed. A member that cannot start is marked failed with
+    why; the others go on. Returns the run ids started."""
     started: list[str] = []
     with file_lock(sweeps_dir() / ".queue"):
+        remove_abandoned_run_folders()
+        named = _runs_by_member()
         waiting = False
         full = False
         for sweep in list_sweeps():
+            if _reconcile(sweep, named):
+                _write(sweep)
             for member in sweep["members"]:
                 if member.get("state") != QUEUED:
                     continue
                 if full and sweep.get("backend") == "local":
                     waiting = True
                     continue
+                member.update(state=STARTING, reserved_by=os.getpid(), reserved_at=time.time())
+                try:
+                    _write(sweep)
+                except (OSError, HermesError):
+                    member.update(state=QUEUED)  # nothing started: it stays queued for the next pass
+                    waiting = True
+                    continue
                 try:
                     run = _start_member(sweep, member)
                 except Conflict:  # the local-run limit: it waits for the next run to end
+                    member.update(state=QUEUED)
                     full = True
                     waiting = True
-                    continue
                 except HermesError as exc:
                     member.update(state=FAILED, error=exc.message + (f" ({exc.hint})" if exc.hint else ""))
                 else:
                     member.update(state=STARTED, run_id=run["run_id"], started_at=time.time())
                     started.append(run["run_id"])
-                atomic_write_json(_sweep_path(sweep["sweep_id"]), {k: v for k, v in sweep.items() if k != "notices"})
+                with contextlib.suppress(OSError, HermesError):  # its run.json names the member: adopted later
+                    _write(sweep)
         _set_queue_flag(waiting)
     return started
+
+
+def _write(sweep: dict) -> None:
+    atomic_write_json(_sweep_path(sweep["sweep_id"]), {k: v for k, v in sweep.items() if k != "notices"})
+
+
+def _runs_by_member() -> dict[tuple[str, int], str]:
+    """(sweep id, member index) -> run id, from every run.json that names its sweep member."""
+    from .store import list_runs
+
+    named: dict[tuple[str, int], str] = {}
+    for run in sorted(list_runs(), key=lambda r: r.get("created_at") or 0):
+        if isinstance(run.get("sweep_id"), str) and isinstance(run.get("sweep_index"), int):
+            named.setdefault((run["sweep_id"], run["sweep_index"]), run["run_id"])
+    return named
+
+
+def _reconcile(sweep: dict, named: dict[tuple[str, int], str]) -> bool:
+    """Members whose run exists are `started` with it; a reservation whose process died with no run goes
+    back to the queue. Whether anything changed."""
+    import psutil
+
+    changed = False
+    for member in sweep["members"]:
+        state = member.get("state")
+        run_id = named.get((sweep["sweep_id"], member.get("index")))
+        if state in (QUEUED, STARTING) and run_id:
+            member.update(state=STARTED, run_id=run_id, started_at=member.get("started_at") or time.time())
+            changed = True
+        elif state == STARTING and not run_id:
+            pid = member.get("reserved_by")
+            alive = isinstance(pid, int) and pid != os.getpid() and psutil.pid_exists(pid)
+            if not alive:
+                member.update(state=QUEUED, reserved_by=None, reserved_at=None)
+                changed = True
+    return changed
+
+
+def remove_abandoned_run_folders(older_than_s: float = ABANDONED_FOLDER_S) -> list[str]:
+    """Run folders a killed start left without a run.json (invisible to every listing): removed once
+    older than `older_than_s`. Returns the run ids removed."""
+    import shutil
+
+    from ..base.names import is_name
+    from ..base.paths import RUN_ID_RE, runs_dir
+
+    removed = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(runs_dir()))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not is_name(RUN_ID_RE, entry.name) or not entry.is_dir(follow_symlinks=False):
+            continue
+        folder = Path(entry.path)
+        if os.path.lexists(folder / "run.json"):
+            continue
+        try:
+            newest = max([entry.stat(follow_symlinks=False).st_mtime] + [p.lstat().st_mtime for p in folder.iterdir()])
+        except OSError:
+            continue
+        if now - newest >= older_than_s:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
+
+
+def kick_queue() -> None:
+    """Any client that looks at runs or sweeps advances a waiting queue: when some sweep has members
+    waiting, start the queue runner (detached), at most every KICK_INTERVAL_S across all clients. A
+    sweep whose creating command was killed then goes on without waiting for a run to end."""
+    from ..daemons.spawn import start_sweep_queue
+
+    flag = sweep_queue_flag()
+    if not flag.exists():
+        return
+    stamp = flag.parent / ".kicked"
+    try:
+        if time.time() - stamp.stat().st_mtime < KICK_INTERVAL_S:
+            return
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return
+    with contextlib.suppress(OSError):
+        stamp.touch(mode=0o600)
+        os.utime(stamp)
+        start_sweep_queue()
 
 
 def queued_count() -> int:
@@ -318,6 +426,7 @@ def sweep_status(sweep_id: str) -> dict:
     and the final reward (trailing mean over REWARD_WINDOW steps), as mean ± std over its seeds."""
     from .store import list_runs
 
+    kick_queue()
     sweep = read_sweep(sweep_id)
     by_id = {r["run_id"]: r for r in list_runs()}
     eval_key = str(Metric.EVAL_PERCENT_CORRECT)
