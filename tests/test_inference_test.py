@@ -87,7 +87,7 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
         watcher.join()
     # three environment processes: forks of one warm server that imported atroposlib once, not three imports
     assert len(parents) == 3 and len({pid for pid, _ in parents.values()}) == 1, parents
-    assert "hermes_rl.core.daemons.forkserver" in next(iter(parents.values()))[1], parents
+    assert "hermes_rl.core.daemons.warm.server" in next(iter(parents.values()))[1], parents
 
     kinds = [e["event"] for e in events]
     assert kinds[0] == "started" and kinds[-1] == "summary"

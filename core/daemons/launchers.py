@@ -28,8 +28,8 @@ from pathlib import Path
 from ..base.errors import BadInput
 from ..base.names import is_ascii_digits, is_name
 from . import procscan
-from .forkserver import ColdStartNeeded, WarmStarts
 from .spawn import spawn_group
+from .warm.client import ColdStartNeeded, WarmStarts
 
 LAUNCHERS = ("local", "slurm")
 SLURM_CALL_TIMEOUT_S = 30.0  # one sbatch/squeue/scancel call; a busy controller answers slowly
@@ -157,7 +157,7 @@ class LocalProcess:
 
 
 class WarmProcess(LocalProcess):
-    """A fork of the run's warm server (forkserver.WarmStarts): a session and process group of its own,
+    """A fork of the run's warm server (warm.client.WarmStarts): a session and process group of its own,
     tied to the server, which is tied to us; its exit code comes from the server."""
 
     def __init__(self, starts: WarmStarts, pid: int):

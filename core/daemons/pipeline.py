@@ -74,7 +74,7 @@ class ProcessSpec:
     launcher: str = "local"  # "local" (a process group here) | "slurm" (a batch job; see daemons.launchers)
     slurm: dict = field(default_factory=dict)  # the `slurm` launcher's settings (launchers.SlurmSettings)
     # Modules its start-up imports: a local `python -m` process naming some starts as a fork of one warm
-    # server per run that imported them all once (daemons.forkserver.WarmStarts), where it can.
+    # server per run that imported them all once (daemons.warm.client.WarmStarts), where it can.
     warm: list[str] = field(default_factory=list)
 
 

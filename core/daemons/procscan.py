@@ -65,7 +65,7 @@ def _environ(pid: int) -> dict[bytes, bytes]:
         return {}
     out = {}
     # An empty entry ends the block (as for psutil): a warm fork's area is its own environment padded
-    # with NULs to the room its server kept (forkserver.ENV_ROOM, 64 KiB), not thousands of entries.
+    # with NULs to the room its server kept (warm.room.ENV_ROOM, 64 KiB), not thousands of entries.
     for item in raw.split(b"\0\0", 1)[0].split(b"\0"):
         key, sep, value = item.partition(b"=")
         if sep:

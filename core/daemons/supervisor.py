@@ -44,7 +44,6 @@ from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 from . import procscan
 from .alerts import AlertMonitor
-from .forkserver import WARM_START_ENV, WarmStarts
 from .health_monitor import HealthMonitor
 from .launchers import LauncherError, SlurmTracker, start_process
 from .pipeline import (
@@ -62,7 +61,8 @@ from .pipeline import (
 from .probes import LogMatcher, http_ready
 from .runstate import record_final
 from .spawn import describe_exit, spawn_group, start_sweep_queue
-from .warm_base import NO_WARM_BASE
+from .warm.base import NO_WARM_BASE
+from .warm.client import WARM_START_ENV, WarmStarts
 
 PROBE_FAST_CAP_S = 0.05  # probe interval cap during the first PROBE_FAST_WINDOW_S of a start
 PROBE_FAST_WINDOW_S = 10.0
