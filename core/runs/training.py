@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..base.paths import models_dir
 from ..base.secrets import LOCAL_TINKER_KEY_ENV, get_key
-from ..daemons.health_monitor import REGISTERED
+from ..daemons.log_watch import REGISTERED
 from ..daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 from ..envs.discovery import EnvInfo, import_root
 from .runconfig import CONFIG_FILE, RunConfig
