@@ -1,7 +1,7 @@
 """Where a run's process runs: on this machine as a process group, or on a Slurm cluster as a batch job.
 
 The supervisor starts every process through `start_process` and then only talks to the handle it gets
-back (poll, leftovers, terminate, kill), so its one state machine — probes, restarts, stop order — serves
+back (poll, leftovers, terminate, kill), so its one state machine — readiness checks, restarts, stop order — serves
 both launchers. A handle also says how the watchdog ends it should the supervisor die (`watchdog_line`)
 and what run.json records about it (`record`).
 

@@ -210,7 +210,7 @@ def validate_spec(spec: ProcessSpec) -> None:
         except re.error as exc:
             raise _bad(f"process {name!r}: bad readiness pattern {r.pattern!r}: {exc}") from None
     if r.source is not None and (r.kind != "log" or not isinstance(r.source, str)):
-        raise _bad(f"process {name!r}: readiness source names a process whose log a `log` probe reads")
+        raise _bad(f"process {name!r}: readiness source names a process whose log a `log` readiness check reads")
     if spec.status_url is not None and not (isinstance(spec.status_url, str) and spec.status_url.startswith("http://")):
         raise _bad(f"process {name!r}: status_url must be an http:// url")
     _number(r.timeout_s, f"process {name!r}: readiness timeout_s", 0.001)
