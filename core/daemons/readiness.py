@@ -10,6 +10,7 @@ import queue
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,7 +25,6 @@ def http_get(url: str, timeout: float) -> tuple[bool, str]:
     """GET url -> (status is 200, the body, or what happened instead). Direct connection: proxies never
     apply to 127.0.0.1 checks."""
     import http.client  # deferred: 20 ms of ssl and email imports, paid only by runs with HTTP checks
-    import urllib.parse
 
     parts = urllib.parse.urlsplit(url)
     path = parts.path or "/"
