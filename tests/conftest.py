@@ -61,7 +61,7 @@ def warm_probe_server():
     """A test worker is a long-lived client, as the dashboard is: its config probes fork from one warm
     server that imported atroposlib once (core.envs.probe.keep_warm), instead of importing it afresh for
     every environment a test writes. CLIs and supervisors the tests start still probe cold; the
-    supervisors borrow their runs' warm servers from the worker's warm base (core.daemons.warm_base)."""
+    supervisors borrow their runs' warm servers from the worker's warm base (core.daemons.warm.base)."""
     from hermes_rl.core.envs import probe
     from hermes_rl.core.runs import training
 

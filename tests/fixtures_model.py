@@ -84,9 +84,9 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
     """Run `python -m hermes_rl.dataplane.tinker_local --port 0` until the block ends; stopped with SIGTERM.
     Started as a run starts its server: forked from a server borrowed from the worker's warm base
     (conftest.warm_probe_server) when the base can be faithful to it, else a fresh process."""
-    from hermes_rl.core.daemons.forkserver import WarmStarts
+    from hermes_rl.core.daemons.process import WARM_RUNTIME_ONLY_ENV
     from hermes_rl.core.daemons.spawn import end_group
-    from hermes_rl.core.daemons.supervisor import WARM_RUNTIME_ONLY_ENV
+    from hermes_rl.core.daemons.warm.client import WarmStarts
     from hermes_rl.core.runs.inference_test import start_logged
     from hermes_rl.core.runs.training import WARM_TINKER_LOCAL
 

@@ -35,11 +35,11 @@ def _environment_parents(folder: str) -> dict[str, tuple[str, str]]:
     runs env_launch): the model folder it writes to -> its parent's pid and command line. A process the
     environment started inherits the variable and, until it execs, the command line: only the topmost
     process of each folder is the environment's."""
-    from hermes_rl.core.daemons.procscan import _environ
+    from hermes_rl.core.daemons.procscan import environ
 
     marked: dict[str, tuple[str, str]] = {}  # pid -> (model folder, parent pid)
     for entry in Path("/proc").iterdir():
-        metrics = _environ(int(entry.name)).get(b"HERMES_ENV_METRICS", b"").decode() if entry.name.isdigit() else ""
+        metrics = environ(int(entry.name)).get(b"HERMES_ENV_METRICS", b"").decode() if entry.name.isdigit() else ""
         if not metrics.startswith(f"{folder}/"):
             continue
         try:
@@ -87,7 +87,7 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
         watcher.join()
     # three environment processes: forks of one warm server that imported atroposlib once, not three imports
     assert len(parents) == 3 and len({pid for pid, _ in parents.values()}) == 1, parents
-    assert "hermes_rl.core.daemons.forkserver" in next(iter(parents.values()))[1], parents
+    assert "hermes_rl.core.daemons.warm.server" in next(iter(parents.values()))[1], parents
 
     kinds = [e["event"] for e in events]
     assert kinds[0] == "started" and kinds[-1] == "summary"

@@ -169,7 +169,7 @@ def _warm_bases(home: Path) -> dict[int, tuple[str, str]]:
             found_in = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except (OSError, IndexError):
             continue
-        if b"hermes_rl.core.daemons.warm_base" in cmdline:
+        if b"hermes_rl.core.daemons.warm.base" in cmdline:
             found[pid] = (found_in, cmdline.split(b"\0")[3].decode())
     return found
 

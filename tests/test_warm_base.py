@@ -1,4 +1,4 @@
-"""A run's warm server forked from the warm base of the client that started it (daemons.warm_base): the run
+"""A run's warm server forked from the warm base of the client that started it (daemons.warm.base): the run
 pays a fork instead of importing torch, atroposlib and the SDK again, and its server is still the run's —
 it shows the run's marker, ends with the run however the supervisor ends, and outlives the base (a run
 outlives the dashboard that started it). What the base cannot be faithful to gets a server of its own,
@@ -13,7 +13,7 @@ import pytest
 
 from hermes_rl.core import runs
 from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.daemons import warm_base
+from hermes_rl.core.daemons.warm import base as warm_base
 from tests.fixtures_core import lose_run, pid_alive, processes_with_env, wait_status, wait_until
 from tests.test_warm_start import _proc_file, _processes, _spec
 
@@ -51,7 +51,7 @@ def test_a_run_forks_its_warm_server_from_the_base_and_outlives_it(worker_module
         server = _parent(procs["one"]["pid"])
         assert _parent(procs["two"]["pid"]) == server and _parent(server) == own_base.proc.pid
         # the run's own server as ps and the run's marker show it, in a session of its own
-        assert "hermes_rl.core.daemons.forkserver" in " ".join(_proc_file(server, "cmdline"))
+        assert "hermes_rl.core.daemons.warm.server" in " ".join(_proc_file(server, "cmdline"))
         shown = dict(line.split("=", 1) for line in _proc_file(server, "environ") if "=" in line)
         assert shown["HERMES_RL_RUN_DIR"] == str(run_dir(run_id)) and "HERMES_RL_WARM_ROOM" not in shown
         assert os.getsid(server) == server
@@ -173,7 +173,7 @@ def test_a_run_started_while_the_base_still_imports_waits_for_it_and_forks(worke
 def test_config_probes_and_one_off_processes_fork_from_the_base_too(own_base, tmp_path):
     """A long-lived client's probe server (core.envs.probe) and a single process that would not pay for a
     server of its own (an inference test's one environment, borrow_only) are forks of its base."""
-    from hermes_rl.core.daemons.forkserver import ForkServer, WarmStarts
+    from hermes_rl.core.daemons.warm.client import ForkServer, WarmStarts
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "WORKER_SETTING": "shared"}
     probes = ForkServer(["numpy"], env)

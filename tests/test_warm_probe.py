@@ -1,5 +1,5 @@
 """Warm config probes: a long-lived client (dashboard, MCP server, agent plugin) probes environments in
-forks of one server that imported atroposlib once (core.daemons.forkserver), and gets what a cold probe
+forks of one server that imported atroposlib once (core.daemons.warm.server), and gets what a cold probe
 in a fresh interpreter would have given — the same fields, the same errors, the same limits."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.paths import PROJECT_ROOT
-from hermes_rl.core.daemons.forkserver import ForkServer
+from hermes_rl.core.daemons.warm.client import ForkServer
 from hermes_rl.core.envs import probe
 from hermes_rl.core.envs.discovery import find_environment
 from tests.fixtures_config import fixture_id

@@ -1,4 +1,4 @@
-"""A run's processes started as forks of its warm server (daemons.forkserver.WarmStarts): what a user and
+"""A run's processes started as forks of its warm server (daemons.warm.client.WarmStarts): what a user and
 every tool see of them is what a fresh start shows — their own command line and environment in /proc,
 their output and exit in the run, their own random seeds, nothing left running — and what a fork
 cannot be faithful to starts cold."""
@@ -63,7 +63,7 @@ def test_forked_processes_show_their_own_command_line_environment_and_random_see
             assert env["HERMES_RL_PROCESS"] == name and env["WORKER_SETTING"] == "shared", env
             assert env["HERMES_RL_RUN_DIR"] == str(run_dir(run_id)) and "HERMES_RL_WARM_ROOM" not in env
             parent = int(open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[1])
-            assert "hermes_rl.core.daemons.forkserver" in " ".join(_proc_file(parent, "cmdline"))
+            assert "hermes_rl.core.daemons.warm.server" in " ".join(_proc_file(parent, "cmdline"))
             server = parent
             assert os.getpgid(pid) == pid and os.getsid(pid) == pid  # a group (and session) of its own
         logs = {name: _log(run, name) for name in ("one", "two")}
@@ -159,7 +159,7 @@ def test_a_forks_pid_is_answered_once_proc_shows_its_own_environment(tmp_path):
     """Whoever is told a fork's pid (the supervisor, then run.json's readers: the watchdog's sweep, a test,
     `ps`) may read /proc/PID at once: it must already show the fork's own command line and environment,
     as a fresh process's does once Popen returns, not the server's."""
-    from hermes_rl.core.daemons.forkserver import WarmStarts
+    from hermes_rl.core.daemons.warm.client import WarmStarts
 
     (tmp_path / "warm_sleeper.py").write_text("import time\ntime.sleep(120)\n")
     env = {k: v for k, v in os.environ.items() if k != "HERMES_RL_WARM_MARK"}
@@ -198,7 +198,7 @@ def test_each_fork_has_its_own_temporary_folders_and_leaves_the_others(tmp_path)
     """wandb makes its media folder when it is imported (a TemporaryDirectory removed at exit): shared by
     the forks of one server, the first environment process to end removed it and the next one to log a
     table failed with FileNotFoundError. Each fork gets its own, as a fresh interpreter does."""
-    from hermes_rl.core.daemons.forkserver import WarmStarts
+    from hermes_rl.core.daemons.warm.client import WarmStarts
 
     (tmp_path / "media_user.py").write_text(
         "import os, sys, time\n"

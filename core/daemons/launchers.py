@@ -1,7 +1,7 @@
 """Where a run's process runs: on this machine as a process group, or on a Slurm cluster as a batch job.
 
 The supervisor starts every process through `start_process` and then only talks to the handle it gets
-back (poll, leftovers, terminate, kill), so its one state machine — probes, restarts, stop order — serves
+back (poll, leftovers, terminate, kill), so its one state machine — readiness checks, restarts, stop order — serves
 both launchers. A handle also says how the watchdog ends it should the supervisor die (`watchdog_line`)
 and what run.json records about it (`record`).
 
@@ -28,8 +28,8 @@ from pathlib import Path
 from ..base.errors import BadInput
 from ..base.names import is_ascii_digits, is_name
 from . import procscan
-from .forkserver import ColdStartNeeded, WarmStarts
 from .spawn import spawn_group
+from .warm.client import ColdStartNeeded, WarmStarts
 
 LAUNCHERS = ("local", "slurm")
 SLURM_CALL_TIMEOUT_S = 30.0  # one sbatch/squeue/scancel call; a busy controller answers slowly
@@ -231,7 +231,7 @@ class LocalProcess:
 
 
 class WarmProcess(LocalProcess):
-    """A fork of the run's warm server (forkserver.WarmStarts): a session and process group of its own,
+    """A fork of the run's warm server (warm.client.WarmStarts): a session and process group of its own,
     tied to the server, which is tied to us; its exit code comes from the server."""
 
     def __init__(self, starts: WarmStarts, pid: int):

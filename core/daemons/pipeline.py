@@ -20,10 +20,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from ..base.errors import BadInput
-from ..base.fsutil import atomic_write_json, file_lock, read_json, read_regular_text
+from ..base.fsutil import atomic_write_json, atomic_write_text, file_lock, read_json, read_regular_text
 from ..base.names import is_name
-from ..base.paths import PROCESS_NAME_RE, ensure_private_dir, rl_dir
+from ..base.paths import PROCESS_NAME_RE, PROJECT_ROOT, ensure_private_dir, rl_dir
+from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from ..base.states import ProcState
+from .launchers import LAUNCHERS, slurm_settings
 
 READINESS_KINDS = ("http", "log", "none")
 RESTART_MODES = ("no", "on_failure")
@@ -74,7 +76,7 @@ class ProcessSpec:
     launcher: str = "local"  # "local" (a process group here) | "slurm" (a batch job; see daemons.launchers)
     slurm: dict = field(default_factory=dict)  # the `slurm` launcher's settings (launchers.SlurmSettings)
     # Modules its start-up imports: a local `python -m` process naming some starts as a fork of one warm
-    # server per run that imported them all once (daemons.forkserver.WarmStarts), where it can.
+    # server per run that imported them all once (daemons.warm.client.WarmStarts), where it can.
     warm: list[str] = field(default_factory=list)
 
 
@@ -157,8 +159,6 @@ _PACKAGE_FOLDERS = ("core", "tui", "dataplane", "environments")
 
 
 def current_names(spec: ProcessSpec) -> ProcessSpec:
-    from ..base.paths import PROJECT_ROOT
-
     root = os.path.realpath(PROJECT_ROOT)
     argv = list(spec.argv)
     for i, arg in enumerate(argv[:-1]):
@@ -186,8 +186,6 @@ def validate_spec(spec: ProcessSpec) -> None:
         raise _bad(f"process {name!r}: env must map strings to strings")
     if not isinstance(spec.secret_env, list) or not all(isinstance(s, str) for s in spec.secret_env):
         raise _bad(f"process {name!r}: secret_env must be a list of variable names")
-    from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES
-
     leaked = sorted(k for k in spec.env if k in (*SECRET_NAMES, LOCAL_TINKER_KEY_ENV))
     if leaked:
         raise _bad(f"process {name!r}: secret {leaked[0]} must be named in secret_env, not given in env")
@@ -212,7 +210,7 @@ def validate_spec(spec: ProcessSpec) -> None:
         except re.error as exc:
             raise _bad(f"process {name!r}: bad readiness pattern {r.pattern!r}: {exc}") from None
     if r.source is not None and (r.kind != "log" or not isinstance(r.source, str)):
-        raise _bad(f"process {name!r}: readiness source names a process whose log a `log` probe reads")
+        raise _bad(f"process {name!r}: readiness source names a process whose log a `log` readiness check reads")
     if spec.status_url is not None and not (isinstance(spec.status_url, str) and spec.status_url.startswith("http://")):
         raise _bad(f"process {name!r}: status_url must be an http:// url")
     _number(r.timeout_s, f"process {name!r}: readiness timeout_s", 0.001)
@@ -225,8 +223,6 @@ def validate_spec(spec: ProcessSpec) -> None:
     _number(spec.stop_timeout, f"process {name!r}: stop_timeout")
     if spec.port is not None and not is_name(PORT_NAME_RE, spec.port):
         raise _bad(f"process {name!r}: port must name a key of the run's ports, got {spec.port!r}")
-    from .launchers import LAUNCHERS, slurm_settings
-
     if spec.launcher not in LAUNCHERS:
         raise _bad(f"process {name!r}: launcher must be one of {', '.join(LAUNCHERS)}, got {spec.launcher!r}")
     if not isinstance(spec.slurm, dict):
@@ -436,8 +432,6 @@ def rebind_files(run_dir: str | os.PathLike, argv: list[str], old: int, new: int
             text = handle.read()
         moved = rebind_text(text, old, new)
         if moved != text:
-            from ..base.fsutil import atomic_write_text
-
             atomic_write_text(path, moved)
             changed.append(path)
     return changed
@@ -447,8 +441,6 @@ def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> 
     """A process as run.json records it: its spec's shape plus what the supervisor observed (`live`:
     pid, create_time, start_ticks, pgid, state, started_at, ready_at, ended_at, exit_code, restarts;
     a Slurm job's job_id, node and slurm_state)."""
-    from ..base.secrets import redact
-
     record = {
         "name": spec.name,
         "pid": None,

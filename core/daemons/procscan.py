@@ -1,16 +1,20 @@
 """Find and end a run's processes, including grandchildren that left their process group.
 
 Every child the supervisor starts carries `HERMES_RL_RUN_DIR=<run folder>` in its environment, and
-its descendants inherit it. Reading /proc/<pid>/environ finds them even after they called setsid()
-or were re-parented to init. Used by the supervisor's final sweep, the watchdog and clients that
-stop a `lost` run. Linux only (like PR_SET_PDEATHSIG).
+its descendants inherit it. Reading each process's environment (through psutil) finds them even after
+they called setsid() or were re-parented to init. Used by the supervisor's final sweep, the watchdog and
+clients that stop a `lost` run. A process's identity is its pid with its start time: on Linux its start
+in clock ticks since boot (exact), elsewhere its creation time (to a second).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 from dataclasses import dataclass
+
+import psutil
 
 from ..base.clock import in_future
 from ..base.paths import same_file
@@ -22,6 +26,9 @@ SUPERVISOR_MARKER = "HERMES_RL_SUPERVISOR_OF"  # in the supervisor's environment
 # create_time is wall-clock based (boot time + ticks): it may move by a second when the clock is
 # adjusted, so identity is checked on start_ticks (ticks since boot, exact) when recorded.
 CREATE_TIME_TOLERANCE = 1.0
+_LINUX = sys.platform.startswith("linux")
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if _LINUX else 0
+_GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 @dataclass
@@ -42,63 +49,75 @@ class Survivor:
         }
 
 
-def _read(path: str) -> bytes | None:
+def _process(pid: int) -> psutil.Process | None:
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
+        return psutil.Process(pid)
+    except (psutil.Error, ValueError):  # gone, no access, or not a pid at all
         return None
 
 
 def _is_zombie(pid: int) -> bool:
-    stat = _read(f"/proc/{pid}/stat")
-    if not stat:
+    """Whether pid is a zombie, or gone: nothing that still runs."""
+    try:
+        return psutil.Process(pid).status() in _GONE
+    except psutil.Error:
         return True
-    # The state follows the parenthesised command name, which may itself contain spaces or ')'.
-    tail = stat[stat.rfind(b")") + 2 :]
-    return tail[:1] in (b"Z", b"X")
 
 
-def _environ(pid: int) -> dict[bytes, bytes]:
-    raw = _read(f"/proc/{pid}/environ")
-    if not raw:
+def _environ_of(proc: psutil.Process | None) -> dict[str, str]:
+    """Its environment (empty when unreadable: another user's process, gone). psutil stops at an empty
+    entry, as a warm fork's area is its own environment padded with NULs to the room its server kept
+    (warm.room.ENV_ROOM, 64 KiB), not thousands of entries."""
+    if proc is None:
         return {}
-    out = {}
-    # An empty entry ends the block (as for psutil): a warm fork's area is its own environment padded
-    # with NULs to the room its server kept (forkserver.ENV_ROOM, 64 KiB), not thousands of entries.
-    for item in raw.split(b"\0\0", 1)[0].split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            out[key] = value
-    return out
+    try:
+        return proc.environ()
+    except psutil.Error:
+        return {}
+
+
+def environ(pid: int) -> dict[bytes, bytes]:
+    """A process's environment as bytes (as the kernel keeps it; empty when unreadable)."""
+    return {os.fsencode(k): os.fsencode(v) for k, v in _environ_of(_process(pid)).items()}
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline()).strip()[:300]
+    except psutil.Error:
+        return ""
 
 
 def process_start_ticks(pid: int) -> int | None:
-    """Start time in clock ticks since boot (/proc/<pid>/stat field 22): with the pid, a process's identity."""
-    stat = _read(f"/proc/{pid}/stat")
-    if not stat:
+    """Start time in clock ticks since boot (Linux; None elsewhere): with the pid, a process's identity.
+    psutil gives it as boot time + ticks / CLK_TCK; the boot time is read on both sides of that, so that
+    a clock adjusted in between (which moves the boot time) is read again rather than give wrong ticks."""
+    if not _LINUX:
         return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
     try:
-        return int(fields[19])  # fields[0] is field 3 (state); starttime is field 22
-    except (IndexError, ValueError):
+        for _ in range(3):
+            boot = psutil.boot_time()
+            created = psutil.Process(pid).create_time()
+            if psutil.boot_time() == boot:
+                return round((created - boot) * _CLOCK_TICKS)
+    except (psutil.Error, ValueError, OSError):
         return None
+    return None
 
 
 def process_create_time(pid: int) -> float | None:
     try:
-        import psutil
-
         return psutil.Process(pid).create_time()
-    except Exception:  # noqa: BLE001 - gone, zombie, or no access: all mean "not ours to report"
+    except (psutil.Error, ValueError):  # gone, zombie, or no access: all mean "not ours to report"
         return None
 
 
-def marker_matches(found: bytes | None, value: str | os.PathLike) -> bool:
+def marker_matches(found: str | bytes | None, value: str | os.PathLike) -> bool:
     """Whether a marker read from a process's environment names `value`, a run folder: the same folder
     by file identity, however either side spelled the path (a symlinked or relative $HERMES_HOME)."""
     if found is None:
         return False
+    found = os.fsencode(found)
     wanted = os.fsencode(str(value))
     if found == wanted:
         return True
@@ -110,7 +129,7 @@ def marker_matches(found: bytes | None, value: str | os.PathLike) -> bool:
 def carries_marker(pid: int, name: str, value: str | os.PathLike) -> bool:
     """Whether the process's environment holds name=value (a marker only we set; a path compared as a
     file identity). Unreadable (another user's process, gone) means no."""
-    return marker_matches(_environ(pid).get(name.encode()), value)
+    return marker_matches(_environ_of(_process(pid)).get(name), value)
 
 
 def is_same_process(
@@ -160,18 +179,18 @@ def find_run_processes(
     sit in one of `pgids`, carry no marker and started after `since`. Only the supervisor and its
     watchdog, which know their groups are live, pass `pgids`: a pgid read back from a state file
     proves nothing (after a reboot it may be anyone's)."""
-    marker = MARKER.encode()
-    verdicts: dict[bytes, bool] = {}  # one identity check per distinct marker value in this scan
+    verdicts: dict[str, bool] = {}  # one identity check per distinct marker value in this scan
     pgid_set = {int(g) for g in pgids if g}
     if since is not None and in_future(since):
         since = None  # a creation time in the future proves nothing: every process would seem older
     skip = {os.getpid(), *exclude}
     found: list[Survivor] = []
-    for pid in _all_pids():
+    for pid in psutil.pids():
         if pid in skip:
             continue
-        env = _environ(pid)
-        mark = env.get(marker)
+        proc = _process(pid)
+        env = _environ_of(proc)
+        mark = env.get(MARKER)
         try:
             pgid = os.getpgid(pid)
         except OSError:
@@ -179,34 +198,25 @@ def find_run_processes(
         if mark is not None and mark not in verdicts:
             verdicts[mark] = marker_matches(mark, run_dir)
         ours = verdicts[mark] if mark is not None else pgid in pgid_set
-        if not ours or _is_zombie(pid):
+        if not ours or proc is None or _is_zombie(pid):
             continue
         created = process_create_time(pid)
         if since is not None and (created is None or created < since - CREATE_TIME_TOLERANCE):
             continue
-        cmd = (_read(f"/proc/{pid}/cmdline") or b"").replace(b"\0", b" ").strip()
-        found.append(
-            Survivor(
-                pid=pid,
-                pgid=pgid,
-                name=env.get(PROCESS_MARKER.encode(), b"").decode(errors="replace"),
-                cmdline=cmd.decode(errors="replace")[:300],
-                create_time=created,
-            )
-        )
+        found.append(Survivor(pid, pgid, env.get(PROCESS_MARKER, ""), _cmdline(proc), created))
     return found
 
 
 def marked_processes(name: str, value: str) -> list[Survivor]:
     """Live processes whose environment carries name=value: what a child started with a one-off
     marker left behind, even after setsid() and a double fork."""
-    key = name.encode()
-    verdicts: dict[bytes, bool] = {}
+    verdicts: dict[str, bool] = {}
     found = []
-    for pid in _all_pids():
+    for pid in psutil.pids():
         if pid == os.getpid():
             continue
-        mark = _environ(pid).get(key)
+        proc = _process(pid)
+        mark = _environ_of(proc).get(name)
         if mark is None:
             continue
         if mark not in verdicts:
@@ -217,8 +227,7 @@ def marked_processes(name: str, value: str) -> list[Survivor]:
             pgid = os.getpgid(pid)
         except OSError:
             continue
-        cmd = (_read(f"/proc/{pid}/cmdline") or b"").replace(b"\0", b" ").strip()
-        found.append(Survivor(pid, pgid, "", cmd.decode(errors="replace")[:300], process_create_time(pid)))
+        found.append(Survivor(pid, pgid, "", _cmdline(proc), process_create_time(pid)))
     return found
 
 
@@ -270,24 +279,16 @@ def group_alive(pgid: int | None) -> bool:
     return bool(group_members(pgid))
 
 
-def _all_pids() -> list[int]:
-    """Every pid in /proc (empty when /proc cannot be read)."""
-    try:
-        return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
-    except OSError:
-        return []
-
-
 def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) pids whose process group is pgid, from /proc/<pid>/stat."""
+    """Live (non-zombie) pids whose process group is pgid."""
     members = []
-    for pid in _all_pids():
-        stat = _read(f"/proc/{pid}/stat")
-        if not stat:
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+        except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        # fields[0] is field 3 (state), fields[2] is field 5 (pgrp)
-        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
+        if not _is_zombie(pid):
             members.append(pid)
     return members
 

@@ -12,11 +12,13 @@ import secrets
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from .procscan import marked_processes, signal_group, terminate
+from ..base.paths import sweep_queue_flag
+from .procscan import MARKER, PROCESS_MARKER, SUPERVISOR_MARKER, marked_processes, signal_group, terminate
 
 PR_SET_PDEATHSIG = 1
 PARENT_GONE_EXIT = 70  # what a child exits with when its parent died before the guard was in place
@@ -175,11 +177,6 @@ def start_sweep_queue() -> str | None:
     (its queue flag exists), start `python -m hermes_rl.core.runs.sweeps start-queued`, which starts
     them. It runs detached and untied, without any run's markers: it is no run's process and outlives
     the one that ended. Returns why it could not start, else None."""
-    import sys
-
-    from ..base.paths import sweep_queue_flag
-    from .procscan import MARKER, PROCESS_MARKER, SUPERVISOR_MARKER
-
     flag = sweep_queue_flag()
     if not flag.exists():
         return None

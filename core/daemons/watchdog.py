@@ -9,7 +9,8 @@ process groups, every process carrying the run's environment marker, and the run
 (scancel, then waiting until squeue no longer lists them) — record the run as failed, "supervisor
 died", and deliver the alert rules' failure alerts (core.daemons.alerts) in the supervisor's place.
 
-Idle, it does nothing but block on read(0); it imports psutil only when it has work to do.
+Idle, it does nothing but block on read(0); it imports what it cleans up with (psutil, the alert rules) only
+when it has work to do.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def cancel_slurm_jobs(run_id: str, jobs: list[str]) -> str:
     comment: one submitted just before the supervisor died); a note for the final record."""
     if not jobs:
         return ""
+    # deferred, as every import below: an idle watchdog (one per run) stays a bare 9 MiB interpreter, not 22
     from ..base.fsutil import atomic_write_json
     from ..base.paths import run_dir
     from .launchers import cancel_jobs, run_job_ids
@@ -74,9 +76,11 @@ def cancel_slurm_jobs(run_id: str, jobs: list[str]) -> str:
 
 
 def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str] = ()) -> None:
+    # deferred, as every import below: an idle watchdog (one per run) stays a bare 9 MiB interpreter, not 22
     from ..base.paths import run_dir
     from ..base.states import RunStatus
     from . import procscan
+    from .alerts import AlertMonitor
     from .runstate import is_recorded_final, read_run_file, record_final
 
     folder = run_dir(run_id)
@@ -114,8 +118,6 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str]
     )
     # The supervisor cannot tell anyone now: its alert rules for a failure go out from here (once: what
     # it already delivered is in the run's alerts.jsonl).
-    from .alerts import AlertMonitor
-
     alerts = AlertMonitor(folder, run, lambda: run.get("processes") or [])
     alerts.on_final(RunStatus.FAILED, reason)
     alerts.close()
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{stamp} watchdog: supervisor {supervisor_pid} is gone without finishing run {run_id}; cleaning up", flush=True
     )
     clean_up(run_id, supervisor_pid, pgids, jobs)
-    from .spawn import start_sweep_queue
+    from .spawn import start_sweep_queue  # deferred: see clean_up
 
     problem = start_sweep_queue()  # the run's place is free: a sweep's waiting run may take it
     if problem:

@@ -23,9 +23,9 @@ from ..base.failures import describe_failure, exception_line, failure_hint
 from ..base.fsutil import atomic_write_text, file_lock, read_regular_text
 from ..base.paths import probe_cache_dir, rl_dir
 from ..base.secrets import SECRET_NAMES, redact
-from ..daemons.forkserver import ColdStartNeeded, ForkServer
 from ..daemons.spawn import run_bounded
-from ..daemons.warm_base import packages_stamp
+from ..daemons.warm.base import packages_stamp
+from ..daemons.warm.client import ColdStartNeeded, ForkServer
 from .discovery import EnvInfo, ImportRoot, import_root
 
 PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"

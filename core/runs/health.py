@@ -1,7 +1,7 @@
 """Progress health, one rule for every client: is work flowing through a running run, and if not, why.
 
 Computed from files only: the run's state (run.json), its last trained step (metrics.jsonl) and what
-its supervisor observed (health.json, core.daemons.health_monitor: problem lines of each process log,
+its supervisor observed (health.json, core.daemons.log_watch: problem lines of each process log,
 grouped and counted, and run-api's /status). Two verdicts carry a reason and a tip:
 
 - `no_progress`: no trained step for `threshold_s` since the run became ready (every process ready,
@@ -27,7 +27,7 @@ from ..base.fsutil import epoch_seconds, read_json
 from ..base.records import HealthVerdict
 from ..base.stall import stall_threshold
 from ..base.states import RunStatus
-from ..daemons.health_monitor import HEALTH_FILE
+from ..daemons.log_watch import HEALTH_FILE
 
 NO_STEP_ENV = "HERMES_RL_NO_STEP_S"
 NO_STEP_MIN_S = 20.0

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..base.paths import models_dir
 from ..base.secrets import LOCAL_TINKER_KEY_ENV, get_key
-from ..daemons.health_monitor import REGISTERED
+from ..daemons.log_watch import REGISTERED
 from ..daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 from ..envs.discovery import EnvInfo, import_root
 from .runconfig import CONFIG_FILE, RunConfig
@@ -44,7 +44,7 @@ def _locked(profile, name: str):
 
 
 # What each process's start-up imports (seconds of CPU each: torch, transformers, atroposlib): the run's warm
-# server imports them once and the processes start as forks of it (daemons.forkserver.WarmStarts). Not the
+# server imports them once and the processes start as forks of it (daemons.warm.client.WarmStarts). Not the
 # entry modules themselves: runpy runs those afresh.
 WARM_TINKER_LOCAL = ["torch", "fastapi", "uvicorn", "hermes_rl.dataplane.tinker_local.server"]
 WARM_TRAINER = ["tinker", "hermes_rl.dataplane.trainer.loop"]
@@ -74,10 +74,11 @@ def run_env(local: bool) -> dict[str, str]:
 def keep_runs_warm(enabled: bool = True) -> None:
     """For a long-lived client that starts local runs (the dashboard): one warm base that imported what a
     run's processes import, so that each run it starts forks its warm server from it instead of importing
-    everything again (daemons.warm_base). The base is this process's child and ends with it (or here,
+    everything again (daemons.warm.base). The base is this process's child and ends with it (or here,
     disabled); the runs' servers do not."""
     from ..base.secrets import SECRET_NAMES
-    from ..daemons import procscan, warm_base
+    from ..daemons import procscan
+    from ..daemons.warm import base as warm_base
 
     hidden = {*SECRET_NAMES, LOCAL_TINKER_KEY_ENV, procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER}
     env = {k: v for k, v in os.environ.items() if k not in hidden}

@@ -1,6 +1,8 @@
-"""What a run's processes are doing, recorded by its supervisor in `<run>/health.json` (DESIGN §8).
+"""The log watch: what a run's processes say they are doing, recorded by its supervisor in
+`<run>/health.json` (DESIGN §8). "Log watch" is this module's word for it; the verdict a client draws
+from the record (is the run making progress?) is core.runs.health's.
 
-The supervisor calls `HealthMonitor.tick()` every HEALTH_INTERVAL_S while the run lives. Each tick
+The supervisor calls `LogWatch.tick()` every HEALTH_INTERVAL_S while the run lives. Each tick
 reads what each process log gained since the last tick (from the log's tail at most TAIL_BYTES back,
 never the whole file) and counts its problem lines grouped by message (numbers aside), and it GETs
 the `status_url` of the processes that have one (run-api's `/status`: queue size and step). Clients
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from ..base.failures import logged_problem, problem_key
 from ..base.fsutil import atomic_write_json
-from .probes import http_get
+from .readiness import http_get
 
 HEALTH_FILE = "health.json"
 HEALTH_INTERVAL_S = 2.0
@@ -105,7 +107,7 @@ class LogProblems:
         }
 
 
-class HealthMonitor:
+class LogWatch:
     """Per process: its log's problems; per process with a status_url: the last answer."""
 
     def __init__(self, run_dir: Path, procs: dict):
@@ -130,7 +132,7 @@ class HealthMonitor:
                 self.logs[name].update(now)
             url = proc.spec.status_url
             if url and proc.alive:
-                self.status[name] = self.probe_status(url)
+                self.status[name] = self.read_status(url)
         record = {
             "time": now,
             "processes": {name: log.to_json() for name, log in self.logs.items()},
@@ -146,7 +148,7 @@ class HealthMonitor:
             pass  # a full disk: health is an observation, the run goes on
 
     @staticmethod
-    def probe_status(url: str) -> dict:
+    def read_status(url: str) -> dict:
         ok, body = http_get(url, timeout=1.0)
         if not ok:
             return {"error": body}

@@ -1,11 +1,11 @@
 """The warm base: a run's warm server forked from a process that imported everything already.
 
-Every run's supervisor starts a warm server (forkserver.WarmStarts) that imports torch, transformers,
+Every run's supervisor starts a warm server (warm.client.WarmStarts) that imports torch, transformers,
 atroposlib and the tinker SDK once for the run's processes: 3–5 s of CPU before the run's first process.
 A long-lived client that starts run after run (the dashboard, a test worker) keeps one warm base instead:
 `keep(preload, env)` starts it and names its socket in $HERMES_RL_WARM_BASE, which the supervisors it
 starts inherit. Such a supervisor asks the base for its warm server (`borrow`): the base forks a child
-that becomes the run's server (forkserver.serve) on two pipes the supervisor passes over the socket. The
+that becomes the run's server (warm.server.serve) on two pipes the supervisor passes over the socket. The
 run then pays a fork, not the imports.
 
 The borrowed server is the run's, as a server of its own would be: it shows the run's command line and
@@ -23,8 +23,11 @@ starts a server of its own, as before.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
+import select
+import selectors
 import shutil
 import signal
 import socket
@@ -36,9 +39,10 @@ import tempfile
 import threading
 import time
 
-from .forkserver import ARGV_ROOM, ENV_ROOM, ROOM_ENV, _show_as, env_block, env_room, serve
-from .procscan import MARKER
-from .spawn import spawn_group
+from ..procscan import MARKER
+from ..spawn import spawn_group
+from .room import ARGV_ROOM, ENV_ROOM, ROOM_ENV, env_block, env_room, show_as
+from .server import serve
 
 BASE_ENV = "HERMES_RL_WARM_BASE"  # the socket of the warm base a supervisor may borrow its server from
 SOCKET_NAME = "base.sock"
@@ -129,7 +133,7 @@ def _become_server(request: dict, pipes: list[int], closing: list) -> None:
         env = request["env"]
         os.environ.clear()
         os.environ.update(env)
-        _show_as([sys.executable, "-m", "hermes_rl.core.daemons.forkserver", *request["preload"]], env)
+        show_as([sys.executable, "-m", "hermes_rl.core.daemons.warm.server", *request["preload"]], env)
         code = serve(request["preload"])
     except BaseException:  # noqa: BLE001 — the supervisor sees the pipe close and starts its own server
         pass
@@ -177,9 +181,6 @@ def _reap() -> None:
 def serve_base(path: str, listening: int, preload: list[str]) -> int:
     """Serve on the socket `listening` (bound to `path` and listening since the owner started us: a
     supervisor that asks while the base still imports waits in its backlog for the answer)."""
-    import gc
-    import selectors
-
     own_env = {k: v for k, v in os.environ.items() if k != ROOM_ENV}  # as started: imports may add some
     listener = socket.socket(fileno=listening)
     try:
@@ -245,7 +246,7 @@ class WarmBase:
             listener.listen(16)
             fd = listener.fileno()
             self.proc = spawn_group(
-                [sys.executable, "-m", "hermes_rl.core.daemons.warm_base", self.path, str(fd), *preload]
+                [sys.executable, "-m", "hermes_rl.core.daemons.warm.base", self.path, str(fd), *preload]
                 + [" " * ARGV_ROOM],
                 tied=threading.current_thread() is threading.main_thread(),
                 session=True,
@@ -311,15 +312,11 @@ class BorrowedServer:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        import select
-
         if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
             self.returncode = -1  # ended; its exit status is its parent's (the base's) to collect
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        import select
-
         if self.returncode is None:
             if not select.select([self._pidfd], [], [], timeout)[0]:
                 raise subprocess.TimeoutExpired("warm server", timeout)
