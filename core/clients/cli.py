@@ -708,7 +708,7 @@ def cmd_results(args) -> Any:
 def cmd_test_inference(args) -> Any:
     """The selected environment against real models (OpenRouter, a base_url, a running local run, or
     SmolLM2 on this machine with no key at all), through the same call as rl_test_inference."""
-    from ..runs.inference_test import InferenceTest
+    from ..runs.trial import InferenceTest
 
     test = InferenceTest.prepare(args.steps, args.group_size, args.model or None, args.base_url, env_name=args.env)
     if args.json:

@@ -110,7 +110,7 @@ def cmd_sample(args) -> Any:
             _say(f"--- completion {index}/{len(answer['completions'])} ({completion['finish']})")
             _say(completion["text"])
         return None
-    from ..runs.inference_test import InferenceTest
+    from ..runs.trial import InferenceTest
 
     test = InferenceTest.prepare(args.groups, args.group_size, env_name=args.env or None, checkpoint=checkpoint)
     if not args.json:

@@ -4,7 +4,7 @@ The supervisor calls `HealthMonitor.tick()` every HEALTH_INTERVAL_S while the ru
 reads what each process log gained since the last tick (from the log's tail at most TAIL_BYTES back,
 never the whole file) and counts its problem lines grouped by message (numbers aside), and it GETs
 the `status_url` of the processes that have one (run-api's `/status`: queue size and step). Clients
-turn the record into a verdict with words (core.runs.health); this module only observes.
+turn the record into a verdict with words (core.runs.flow); this module only observes.
 
 Run-api's access log also tells when work flows: `POST /register-env` (an environment registered) and
 `POST /scored_data` (a scored group delivered) are counted, per log.

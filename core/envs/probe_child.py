@@ -17,7 +17,7 @@ import types
 import typing
 from pathlib import Path
 
-from ..base.envload import import_environment
+from .envload import import_environment
 from ..base.fsutil import remove_temporary_directories
 
 
