@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from hermes_rl.core.envs.envload import run_environment
 from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm
+from hermes_rl.core.envs.envload import run_environment
 
 from .compat import chat_template_returns_ids
 from .wandb_fallback import finish_wandb_on_sigterm, install_wandb_fallback
