@@ -6,7 +6,7 @@ token ids where atroposlib 0.4 expects them (compat.chat_template_returns_ids); 
 registered with run-api, its env_id noted in the run folder's env_ids.jsonl beside the process and
 environment names (run-api's batches name environments only by that id); and with the run's policy
 server given to an environment whose config_init names several (one_policy_server). Everything else is the file
-run as `python FILE ...` (a file in a package as its package module, core.base.envload)."""
+run as `python FILE ...` (a file in a package as its package module, core.envs.envload)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.envload import run_environment
 from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm
+from hermes_rl.core.envs.envload import run_environment
 
 from .compat import chat_template_returns_ids
 from .wandb_fallback import finish_wandb_on_sigterm, install_wandb_fallback

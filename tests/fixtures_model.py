@@ -87,8 +87,8 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
     from hermes_rl.core.daemons.process import WARM_RUNTIME_ONLY_ENV
     from hermes_rl.core.daemons.spawn import end_group
     from hermes_rl.core.daemons.warm.client import WarmStarts
-    from hermes_rl.core.runs.inference_test import start_logged
     from hermes_rl.core.runs.training import WARM_TINKER_LOCAL
+    from hermes_rl.core.runs.trial import start_logged
 
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     log_path = checkpoint_dir.parent / f"tinker_local_{os.getpid()}_{time.monotonic_ns()}.log"

@@ -106,7 +106,8 @@ def test_lora_gradients_equal_peft(arch, tmp_path, masked):
     from peft import PeftModel
     from safetensors.torch import save_file
 
-    from hermes_rl.dataplane.tinker_local.backend import TrainModel, peft_config, peft_state_dict
+    from hermes_rl.dataplane.tinker_local.backend import TrainModel
+    from hermes_rl.dataplane.tinker_local.checkpoints import peft_config, peft_state_dict
     from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA
 
     _, folder, reference, lm = arch

@@ -281,7 +281,7 @@ def test_no_step_reason_says_whether_the_environment_drops_its_groups_or_waits_o
     """From what the supervisor recorded of the trainer's /health: two groups' worth of completions served
     and nothing delivered is dropped work; requests still in flight are a slow policy, not a silent one."""
     from hermes_rl.core.base.fsutil import atomic_write_json
-    from hermes_rl.core.runs.health import run_health
+    from hermes_rl.core.runs.flow import flow_verdict
 
     now = time.time()
     atomic_write_json(
@@ -293,6 +293,6 @@ def test_no_step_reason_says_whether_the_environment_drops_its_groups_or_waits_o
         },
     )
     run = {"status": "running", "run_dir": str(tmp_path), "started_at": now - 300, "created_at": now - 400}
-    verdict = run_health(run, None, startup_s=10.0, now=now)
+    verdict = flow_verdict(run, None, startup_s=10.0, now=now)
     assert verdict["state"] == "no_progress" and words in verdict["reason"], verdict
     assert verdict["api"] == {"current_step": 0, "queue_size": 0}

@@ -69,7 +69,7 @@ def test_smollm2_profile_trains_gsm8k_offline(prepared_smollm2):
 
 @pytest.mark.timeout(900)
 def test_inference_test_answers_with_smollm2_and_no_keys(prepared_smollm2, monkeypatch):
-    from hermes_rl.core.runs.inference_test import InferenceTest
+    from hermes_rl.core.runs.trial import InferenceTest
 
     for name in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "TINKER_API_KEY"):
         monkeypatch.delenv(name, raising=False)

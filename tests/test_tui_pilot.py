@@ -384,7 +384,7 @@ def test_resume_action_reports_why_and_the_runs_list_shows_the_chain(hermes_home
 
 @pytest.mark.timeout(300)
 def test_inference_screen_shows_each_models_result_as_it_arrives(arith_env, openai_stub):
-    """The test-inference screen over core.inference_test, against a local OpenAI-protocol server."""
+    """The test-inference screen over core.runs.trial, against a local OpenAI-protocol server."""
     from textual.widgets import DataTable, Input
 
     from hermes_rl.tui.panes.inference import InferenceScreen

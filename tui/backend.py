@@ -263,7 +263,7 @@ def prepare_inference_test(
     unless `env_name` is given."""
     from hermes_rl.core import runs
     from hermes_rl.core.runs import sampling
-    from hermes_rl.core.runs.inference_test import InferenceTest
+    from hermes_rl.core.runs.trial import InferenceTest
 
     runs.keep_runs_warm()  # as for a run: the processes of the tests after this one fork from a warm base
     chosen = sampling.find_checkpoint(*sampling.parse_checkpoint_ref(checkpoint)) if checkpoint else None

@@ -152,7 +152,7 @@ def describe_failure(text: str) -> str | None:
     return f"{line} ({hint})" if hint else line
 
 
-# -- problems a running process logs (the health monitor counts them, core.runs.health words them) --------
+# -- problems a running process logs (the health monitor counts them, core.runs.flow words them) --------
 
 # A logged warning or error, in the formats processes of a run use: logging's default (`ERROR:root:msg`),
 # `2026-01-01 10:00:00,123 - atroposlib.envs.base - WARNING - msg`, ours (`2026-01-01 10:00:00,123 ERROR

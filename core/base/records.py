@@ -20,7 +20,7 @@ class StallFields(TypedDict):
 
 
 class HealthVerdict(TypedDict):
-    """Whether work flows through a running run (core.runs.health; one rule for every client)."""
+    """Whether work flows through a running run (core.runs.flow; one rule for every client)."""
 
     state: str | None  # "ok" | "no_progress" | "failing"; None when the run is not running
     reason: str | None  # which process, how many times, the message

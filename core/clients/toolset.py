@@ -415,7 +415,7 @@ CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
 def rl_test_inference(
     num_steps: int = 3, group_size: int = 16, models: list[str] | None = None, base_url: str | None = None
 ) -> dict:
-    from ..runs.inference_test import InferenceTest
+    from ..runs.trial import InferenceTest
 
     _keep_runs_warm()
     test = InferenceTest.prepare(num_steps, group_size, models, base_url, cancel_event=CANCEL.get())

@@ -1,12 +1,12 @@
 """The log watch: what a run's processes say they are doing, recorded by its supervisor in
 `<run>/health.json` (DESIGN §8). "Log watch" is this module's word for it; the verdict a client draws
-from the record (is the run making progress?) is core.runs.health's.
+from the record (is the run making progress?) is core.runs.flow's.
 
 The supervisor calls `LogWatch.tick()` every HEALTH_INTERVAL_S while the run lives. Each tick
 reads what each process log gained since the last tick (from the log's tail at most TAIL_BYTES back,
 never the whole file) and counts its problem lines grouped by message (numbers aside), and it GETs
 the `status_url` of the processes that have one (run-api's `/status`: queue size and step). Clients
-turn the record into a verdict with words (core.runs.health); this module only observes.
+turn the record into a verdict with words (core.runs.flow); this module only observes.
 
 Run-api's access log also tells when work flows: `POST /register-env` (an environment registered) and
 `POST /scored_data` (a scored group delivered) are counted, per log.

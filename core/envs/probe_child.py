@@ -17,8 +17,8 @@ import types
 import typing
 from pathlib import Path
 
-from ..base.envload import import_environment
 from ..base.fsutil import remove_temporary_directories
+from .envload import import_environment
 
 
 def _jsonable(value: object) -> object:

@@ -159,7 +159,7 @@ def sample_prompt(
 ) -> dict:
     """`n` completions of `prompt` by the checkpoint (a chat message with the model's chat template, or
     raw text with chat=False): {checkpoint, prompt, completions: [{text, finish}], duration_s, log}."""
-    from .inference_test import PolicyServer, child_base_env
+    from .trial import PolicyServer, child_base_env
 
     if not isinstance(prompt, str) or not prompt.strip():
         raise BadInput("the prompt is empty", hint='e.g. --prompt "What is 2+3?"')

@@ -28,7 +28,7 @@ from ..base.stall import progress_logs, stall_fields
 from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from ..daemons import procscan
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
-from .health import run_health, startup_seconds
+from .flow import flow_verdict, startup_seconds
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
 
@@ -262,7 +262,7 @@ def _unreadable_summary(run_id: str, reason: str) -> dict:
     record = {"status": RunStatus.UNREADABLE.value, "reason": f"run.json is unreadable: {reason}"}
     summary = _summary(run_id, record, None)
     summary.update(stall_fields(summary["status"], None, None, (), None))
-    summary["health"] = run_health(summary, None)
+    summary["health"] = flow_verdict(summary, None)
     return summary
 
 
@@ -326,7 +326,7 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
             if reason:
                 summary["status"], summary["reason"] = RunStatus.LOST.value, reason
         summary.update(stall_fields(summary["status"], started_at, last, log_paths, stall_after_s))
-        summary["health"] = run_health({**summary, "run_dir": key}, last, startup_s=startup)
+        summary["health"] = flow_verdict({**summary, "run_dir": key}, last, startup_s=startup)
         out.append(summary)
     prefix = str(root) + os.sep
     with _LIST_LOCK:
@@ -438,7 +438,7 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
             view["status"], run.get("started_at"), view["last_metric"], progress_logs(processes), stall_after_s
         )
     )
-    view["health"] = run_health(view, view["last_metric"])
+    view["health"] = flow_verdict(view, view["last_metric"])
     return view
 
 

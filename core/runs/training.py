@@ -50,7 +50,7 @@ WARM_TINKER_LOCAL = ["torch", "fastapi", "uvicorn", "hermes_rl.dataplane.tinker_
 WARM_TRAINER = ["tinker", "hermes_rl.dataplane.trainer.loop"]
 WARM_ENVIRONMENT = ["atroposlib.envs.base", "hermes_rl.dataplane.wandb_fallback", "hermes_rl.dataplane.compat"]
 WARM_RUN_API = ["uvicorn", "atroposlib.api"]
-# What an inference test's policy server imports beyond an environment's (core.runs.inference_test).
+# What an inference test's policy server imports beyond an environment's (core.runs.trial).
 WARM_POLICY = ["tinker", "hermes_rl.dataplane.trainer.inference", "hermes_rl.dataplane.trainer.tokenizer"]
 
 

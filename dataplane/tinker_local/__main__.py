@@ -39,7 +39,7 @@ def serve(server, sockets: list[socket.socket]) -> None:
             signal.signal(sig, handler)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m hermes_rl.dataplane.tinker_local", description="Local Tinker-protocol server"
     )
@@ -67,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         "model, every core for a real one); 1 each is cheaper where several runs share the cores",
     )
     parser.add_argument("--log-level", default=os.environ.get("TINKER_LOCAL_LOG_LEVEL", "info"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
 
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -118,19 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         return fail(f"--checkpoint-dir {checkpoint_dir} cannot be created: {exc}")
 
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1" if args.host == "localhost" else args.host, args.port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            return fail(f"port {args.port} on {args.host} is already in use; pick another --port")
-        return fail(f"cannot bind {args.host}:{args.port}: {exc}")
-    sock.listen(128)
+    sock, refusal = _listen(args.host, args.port)
+    if sock is None:
+        return fail(refusal)
     port = sock.getsockname()[1]
-    host = "127.0.0.1" if family == socket.AF_INET else "[::1]"
+    host = "127.0.0.1" if sock.family == socket.AF_INET else "[::1]"
 
     import uvicorn
 
@@ -162,6 +158,23 @@ def main(argv: list[str] | None = None) -> int:
     serve(server, [sock])
     log.info("tinker-local stopped")
     return exit_code
+
+
+def _listen(host: str, port: int) -> tuple[socket.socket | None, str]:
+    """A listening socket on host:port (before the app and torch load, so clients queue rather than
+    fail), or None and why not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1" if host == "localhost" else host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            return None, f"port {port} on {host} is already in use; pick another --port"
+        return None, f"cannot bind {host}:{port}: {exc}"
+    sock.listen(128)
+    return sock, ""
 
 
 if __name__ == "__main__":

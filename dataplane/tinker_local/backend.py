@@ -1,4 +1,5 @@
-"""The state behind the protocol: training models (LoRA + Adam), sampler snapshots, checkpoints.
+"""The state behind the protocol: training models (LoRA + Adam), sampler snapshots, and their saves
+and loads (the files themselves: checkpoints.py).
 
 Everything here runs on the server's single worker thread, in request order, except the
 small registry reads/writes the HTTP layer does under `Backend.lock`.
@@ -18,9 +19,9 @@ import numpy as np
 import torch
 
 from hermes_rl.core.base.names import is_name
-from hermes_rl.core.base.paths import CHECKPOINT_KINDS as CHECKPOINT_SUBFOLDERS
-from hermes_rl.core.base.paths import CHECKPOINT_NAME_RE, checkpoint_subpath
 
+from . import catalog
+from .checkpoints import NAME_RE, checkpoint_path, read_checkpoint, read_moments, write_checkpoint
 from .engine import LORA_ALPHA, Adapter, CausalLM, SampleSpec
 from .wire import (
     ForwardBackwardRequest,
@@ -47,8 +48,6 @@ SNAPSHOTS_KEPT_PER_MODEL = 32
 LOADED_CHECKPOINTS_KEPT = 16
 MAX_SAMPLES_PER_REQUEST = 1024
 SAMPLE_CACHE_BYTES = 2 * 1024**3  # the KV cache one sampling batch may use
-_NAME_RE = CHECKPOINT_NAME_RE
-CHECKPOINT_KINDS = {kind: kind for kind in CHECKPOINT_SUBFOLDERS}
 
 
 @dataclass
@@ -394,7 +393,7 @@ class Backend:
             return sampler.adapter, sampler.scale
         cached = self._loaded.get(sampler.model_path)
         if cached is None:
-            adapter, rank, _state = self._read_checkpoint(self.checkpoint_path(sampler.model_path))
+            adapter, rank, _state = read_checkpoint(self.checkpoint_path(sampler.model_path), self.lm.device)
             cached = (adapter, LORA_ALPHA / rank)
             self._loaded[sampler.model_path] = cached
             while len(self._loaded) > LOADED_CHECKPOINTS_KEPT:
@@ -404,15 +403,7 @@ class Backend:
 
     def checkpoint_path(self, tinker_path: str) -> Path:
         """The folder of a tinker://MODEL_ID/{weights,sampler_weights}/NAME checkpoint, inside --checkpoint-dir."""
-        if not tinker_path.startswith("tinker://"):
-            raise UserError(f"checkpoint paths look like tinker://MODEL_ID/weights/NAME, got {tinker_path!r}")
-        parts = tinker_path[len("tinker://") :].split("/")
-        if len(parts) != 3 or parts[1] not in CHECKPOINT_KINDS or not is_name(_NAME_RE, parts[2]) or not parts[0]:
-            raise UserError(
-                f"checkpoint paths look like tinker://MODEL_ID/weights/NAME or "
-                f"tinker://MODEL_ID/sampler_weights/NAME, got {tinker_path!r}"
-            )
-        return checkpoint_folder(self.checkpoint_dir, parts[0], parts[1], parts[2])
+        return checkpoint_path(self.checkpoint_dir, tinker_path)
 
     def save_weights(self, request: dict) -> dict:
         model = self.model(str(request.get("model_id")))
@@ -423,8 +414,6 @@ class Backend:
 
     def _record_ttl(self, model: TrainModel, kind: str, name: str, ttl_seconds) -> None:
         if ttl_seconds is not None:
-            from . import catalog
-
             catalog.set_ttl(self.checkpoint_dir, model.model_id, kind, name, ttl_seconds)
 
     def save_weights_external(self, request: dict) -> dict:
@@ -441,54 +430,22 @@ class Backend:
         return {"type": "save_weights_external", "path": path, "size_bytes": size}
 
     def _save_checkpoint(self, model: TrainModel, kind: str, name: str, overwrite: bool, optimizer: bool) -> str:
-        if not is_name(_NAME_RE, name):
+        if not is_name(NAME_RE, name):
             raise UserError(f"checkpoint name {name!r} must be 1-128 letters, digits, '.', '_' or '-'")
         tinker_path = f"tinker://{model.model_id}/{kind}/{name}"
         directory = self.checkpoint_path(tinker_path)
         if directory.exists() and not overwrite:
             raise UserError(f"checkpoint {tinker_path} already exists (pass overwrite=True to replace it)")
-        from safetensors.torch import save_file
-
-        tmp = directory.with_name(f".{directory.name}.tmp-{time.monotonic_ns()}")
-        tmp.mkdir(parents=True)
-        save_file(peft_state_dict(model.params), str(tmp / "adapter_model.safetensors"))
-        (tmp / "adapter_config.json").write_text(json.dumps(peft_config(self.base_model, model)), encoding="utf-8")
-        state = {
-            "model_id": model.model_id,
-            "base_model": model.base_model,
-            "rank": model.rank,
-            "flags": model.flags,
-            "seed": model.seed,
-            "adam_step": model.adam_step,
-            "saved_at": time.time(),
-        }
-        if optimizer and model.adam_m:
-            moments = {f"m.{k}": v for k, v in model.adam_m.items()} | {f"v.{k}": v for k, v in model.adam_v.items()}
-            save_file({k: v.cpu().contiguous() for k, v in moments.items()}, str(tmp / "optimizer.safetensors"))
-        (tmp / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
-        if directory.exists():
-            import shutil
-
-            shutil.rmtree(directory)
-        tmp.rename(directory)
+        write_checkpoint(directory, model, self.base_model, optimizer)
         with self.lock:
             self._loaded.pop(tinker_path, None)
         log.info("saved %s -> %s", tinker_path, directory)
         return tinker_path
 
-    def _read_checkpoint(self, directory: Path) -> tuple[Adapter, int, dict]:
-        from safetensors.torch import load_file
-
-        if not (directory / "adapter_model.safetensors").exists():
-            raise UserError(f"no checkpoint in {directory}")
-        state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
-        tensors = load_file(str(directory / "adapter_model.safetensors"), device=str(self.lm.device))
-        return from_peft_state_dict(tensors), int(state["rank"]), state
-
     def load_weights(self, request: dict) -> dict:
         tinker_path = str(request.get("path") or "")
         directory = self.checkpoint_path(tinker_path)
-        adapter, rank, state = self._read_checkpoint(directory)
+        adapter, rank, state = read_checkpoint(directory, self.lm.device)
         with_optimizer = bool(request.get("optimizer"))
         if request.get("session_id") is not None:  # create-via-load: a new model from the checkpoint
             model_id = f"{request['session_id']}:train:{_seq_id(request)}"
@@ -509,14 +466,9 @@ class Backend:
                 model.params[name][0].grad = None
                 model.params[name][1].grad = None
         model.adam_m, model.adam_v, model.adam_step = {}, {}, 0
-        optimizer_file = directory / "optimizer.safetensors"
-        if with_optimizer and optimizer_file.exists():
-            from safetensors.torch import load_file
-
-            moments = load_file(str(optimizer_file))
-            device = self.lm.device
-            model.adam_m = {k[2:]: v.to(device) for k, v in moments.items() if k.startswith("m.")}
-            model.adam_v = {k[2:]: v.to(device) for k, v in moments.items() if k.startswith("v.")}
+        moments = read_moments(directory, self.lm.device) if with_optimizer else None
+        if moments is not None:
+            model.adam_m, model.adam_v = moments
             model.adam_step = int(state.get("adam_step", 0))
         log.info("loaded %s into %s (optimizer state: %s)", tinker_path, model.model_id, with_optimizer)
         return {"type": "load_weights", "path": tinker_path, "model_id": model.model_id}
@@ -737,51 +689,6 @@ def _pad(tensors: list[torch.Tensor], width: int) -> torch.Tensor:
     for row, tensor in enumerate(tensors):
         out[row, : tensor.shape[0]] = tensor
     return out
-
-
-def checkpoint_folder(checkpoint_dir: Path, model_id: str, kind: str, name: str) -> Path:
-    """Where a checkpoint lives on disk: CHECKPOINT_DIR/<model id, made path-safe>/<kind>/<name>."""
-    return Path(checkpoint_dir) / checkpoint_subpath(model_id, kind, name)
-
-
-def local_checkpoint_path(checkpoint_dir: Path, tinker_path: str) -> Path:
-    """The folder on disk behind a tinker:// path this server returned (for results and reports)."""
-    parts = tinker_path[len("tinker://") :].split("/")
-    if not tinker_path.startswith("tinker://") or len(parts) != 3 or parts[1] not in CHECKPOINT_KINDS:
-        raise ValueError(f"not a tinker checkpoint path: {tinker_path!r}")
-    return checkpoint_folder(checkpoint_dir, *parts)
-
-
-def peft_state_dict(params: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    out = {}
-    for name, (a, b) in params.items():
-        out[f"base_model.model.{name}.lora_A.weight"] = a.detach().cpu().contiguous().clone()
-        out[f"base_model.model.{name}.lora_B.weight"] = b.detach().cpu().contiguous().clone()
-    return out
-
-
-def from_peft_state_dict(tensors: dict[str, torch.Tensor]) -> Adapter:
-    adapter: dict[str, list] = {}
-    for key, value in tensors.items():
-        name, which = key[len("base_model.model.") :].rsplit(".lora_", 1)
-        adapter.setdefault(name, [None, None])[0 if which.startswith("A") else 1] = value.float()
-    return {name: (pair[0], pair[1]) for name, pair in adapter.items()}
-
-
-def peft_config(base_model: str, model: TrainModel) -> dict:
-    targets = sorted({name.rsplit(".", 1)[-1] for name in model.params})
-    return {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": base_model,
-        "r": model.rank,
-        "lora_alpha": LORA_ALPHA,
-        "lora_dropout": 0.0,
-        "bias": "none",
-        "target_modules": targets,
-        "fan_in_fan_out": False,
-        "inference_mode": True,
-    }
 
 
 def _same_path(name: str, directory: Path) -> bool:

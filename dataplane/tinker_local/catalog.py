@@ -15,6 +15,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .checkpoints import checkpoint_folder
 from .wire import UserError, number
 
 # tinker:// path segment -> the SDK's checkpoint_type
@@ -120,8 +121,6 @@ def training_runs(checkpoint_dir: Path, live_models: list) -> list[dict]:
 
 
 def find_checkpoint(checkpoint_dir: Path, model_id: str, kind: str, name: str) -> Path:
-    from .backend import checkpoint_folder
-
     if kind not in CHECKPOINT_TYPES:
         raise NotFound(
             f"checkpoint ids look like weights/NAME, sampler_weights/NAME or external_weights/NAME, got {kind}"

@@ -504,34 +504,8 @@ class CausalLM:
         scores_prompt = any(
             spec.prompt_logprobs or spec.topk_prompt_logprobs or spec.target_prompt_ids is not None for spec in specs
         ) or any(spec.prompt_alt_tokens_k for spec in specs)
-        # Prefill without padding: one forward per distinct prompt length (a short prompt batched with a
-        # long one would cost the long one's length), placed left-padded into the shared cache.
-        cache = KVCache(self, len(specs), width + steps)  # room for every step: no regrowth while decoding
-        last_logits = torch.empty(len(specs), self.vocab_size, device=self.device)
         results = [SampleResult(sequences=[]) for _ in specs]
-        by_length: dict[int, list[int]] = {}
-        for index, spec in enumerate(specs):
-            by_length.setdefault(len(spec.prompt), []).append(index)
-        for length, members in by_length.items():
-            ids = torch.tensor([specs[i].prompt for i in members], dtype=torch.long)
-            part = KVCache(self, len(members), length)
-            positions = torch.arange(length).expand(len(members), length)
-            logits = self.forward(
-                ids, positions, None, 1.0, None, part, 0, last_only=not scores_prompt, weights=weights
-            )
-            members_index = torch.tensor(members, device=self.device)
-            cache.place(members_index, width - length, part)
-            last_logits[members_index] = logits[:, -1]
-            if not scores_prompt:
-                continue
-            for row, index in enumerate(members):
-                spec, prompt_logits = specs[index], logits[row].cpu()
-                if spec.prompt_logprobs or spec.topk_prompt_logprobs:
-                    self._prompt_scores(spec, prompt_logits, results[index])
-                if spec.target_prompt_ids is not None:
-                    self._target_prompt_scores(spec, prompt_logits, results[index])
-                if spec.prompt_alt_tokens_k:
-                    self._prompt_alt_tokens(spec, prompt_logits, results[index], generator)
+        cache, last_logits = self._prefill(specs, weights, width, steps, scores_prompt, results, generator)
 
         # Every sample of a prompt starts from that prompt's prefilled keys and values.
         cache.select(row_spec.to(self.device))
@@ -604,6 +578,47 @@ class CausalLM:
                 seq.topk = list(zip(topk_ids[row, :n, :k].tolist(), topk_values[row, :n, :k].tolist(), strict=True))
             results[index].sequences.append(seq)
         return results
+
+    def _prefill(
+        self,
+        specs: list[SampleSpec],
+        weights,
+        width: int,
+        steps: int,
+        scores_prompt: bool,
+        results: list[SampleResult],
+        generator: torch.Generator | None,
+    ) -> tuple[KVCache, torch.Tensor]:
+        """Every prompt's keys and values in one cache (left-padded to `width`, room for `steps` more) and
+        the logits after its last token; the prompt scores a spec asks for go into its result."""
+        # Prefill without padding: one forward per distinct prompt length (a short prompt batched with a
+        # long one would cost the long one's length), placed left-padded into the shared cache.
+        cache = KVCache(self, len(specs), width + steps)  # room for every step: no regrowth while decoding
+        last_logits = torch.empty(len(specs), self.vocab_size, device=self.device)
+        by_length: dict[int, list[int]] = {}
+        for index, spec in enumerate(specs):
+            by_length.setdefault(len(spec.prompt), []).append(index)
+        for length, members in by_length.items():
+            ids = torch.tensor([specs[i].prompt for i in members], dtype=torch.long)
+            part = KVCache(self, len(members), length)
+            positions = torch.arange(length).expand(len(members), length)
+            logits = self.forward(
+                ids, positions, None, 1.0, None, part, 0, last_only=not scores_prompt, weights=weights
+            )
+            members_index = torch.tensor(members, device=self.device)
+            cache.place(members_index, width - length, part)
+            last_logits[members_index] = logits[:, -1]
+            if not scores_prompt:
+                continue
+            for row, index in enumerate(members):
+                spec, prompt_logits = specs[index], logits[row].cpu()
+                if spec.prompt_logprobs or spec.topk_prompt_logprobs:
+                    self._prompt_scores(spec, prompt_logits, results[index])
+                if spec.target_prompt_ids is not None:
+                    self._target_prompt_scores(spec, prompt_logits, results[index])
+                if spec.prompt_alt_tokens_k:
+                    self._prompt_alt_tokens(spec, prompt_logits, results[index], generator)
+        return cache, last_logits
 
     @staticmethod
     def _choose(

@@ -92,7 +92,7 @@ class _Trickler:
 def test_a_trickling_server_cannot_stretch_rl_test_inference(arith_env, headers_too):
     from hermes_rl.core.clients.toolset import call_tool
     from hermes_rl.core.envs import drafts
-    from hermes_rl.core.runs.inference_test import LIST_MODELS_DEADLINE_S
+    from hermes_rl.core.runs.trial import LIST_MODELS_DEADLINE_S
 
     drafts.get_config(None)  # the environment's config probe (seconds of imports) is not what is timed
     server = _Trickler(headers_too)

@@ -37,8 +37,8 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("raw, named", list(BAD_LIMITS.items()))
 def test_env_var_limits_refuse_what_is_no_limit(hermes_home, monkeypatch, raw, named):
-    from hermes_rl.core.runs.inference_test import resolve_timeout
     from hermes_rl.core.runs.start import max_local_runs
+    from hermes_rl.core.runs.trial import resolve_timeout
 
     write_run("600d600d", status="running", supervisor={"pid": None}, created_at=time.time())
     monkeypatch.setenv("HERMES_RL_STALL_S", raw)

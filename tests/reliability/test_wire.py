@@ -8,7 +8,7 @@ import pytest
 
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.clients.toolset import call_tool
-from hermes_rl.core.runs import inference_test
+from hermes_rl.core.runs import trial
 from tests.reliability.helpers import CORPUS
 
 pytestmark = [pytest.mark.reliability]
@@ -27,7 +27,7 @@ def router_key(hermes_home, monkeypatch):
 @pytest.mark.parametrize("url, expected", URL_CASES, ids=[c[0] for c in URL_CASES])
 def test_only_openrouters_own_host_over_https_gets_the_key(url, expected, router_key):
     try:
-        target = inference_test.resolve_target(["some/model"], inference_test._check_base_url(url))
+        target = trial.resolve_target(["some/model"], trial._check_base_url(url))
     except BadInput as exc:
         assert expected == "refused", f"{url} refused: {exc}"
         return

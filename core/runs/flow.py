@@ -1,4 +1,5 @@
-"""Progress health, one rule for every client: is work flowing through a running run, and if not, why.
+"""Run flow, one rule for every client: is work flowing through a running run, and if not, why (the
+verdict status reports show under `health`; process health is core.daemons.log_watch's).
 
 Computed from files only: the run's state (run.json), its last trained step (metrics.jsonl) and what
 its supervisor observed (health.json, core.daemons.log_watch: problem lines of each process log,
@@ -119,7 +120,7 @@ def _api_words(status: dict) -> str:
     return "run-api's status unknown"
 
 
-def run_health(
+def flow_verdict(
     run: dict, last_metric: dict | None, *, startup_s: float | None = None, now: float | None = None
 ) -> HealthVerdict:
     """The verdict on a run (see the module's rule); state None for a run that is not running."""

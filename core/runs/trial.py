@@ -1,4 +1,5 @@
-"""Test an environment against inference models before training: Atropos `process` mode, scored.
+"""The inference trial (`test-inference`, rl_test_inference): an environment against inference models
+before training, in Atropos `process` mode, scored.
 
 For each model, the selected environment runs as `file.py process --config <per-model yaml>`: it
 asks the model for `num_steps` groups of `group_size` completions, scores them with its own scorer
@@ -677,7 +678,7 @@ class InferenceTest:
             "base_url": self.target.base_url,
             "api_key": None,  # the OpenAI client then reads OPENAI_API_KEY from the environment
             "server_type": "openai",
-            "health_check": False,  # no probe requests billed to the user
+            "health_check": False,  # no health-check requests billed to the user
             "n_kwarg_is_ignored": self.target.n_kwarg_is_ignored,
             "timeout": 300,
         }

@@ -13,8 +13,8 @@ import pytest
 
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.clients.toolset import call_tool
-from hermes_rl.core.runs import inference_test
-from hermes_rl.core.runs.inference_test import DEFAULT_OPENROUTER_MODELS, InferenceTest, resolve_target, score_rollouts
+from hermes_rl.core.runs import trial
+from hermes_rl.core.runs.trial import DEFAULT_OPENROUTER_MODELS, InferenceTest, resolve_target, score_rollouts
 from tests.fixtures_toolset import ARITH_ENV_NAME, sleeper_spec, wait_status
 
 
@@ -145,7 +145,7 @@ def test_openrouter_key_goes_through_the_environment_only(arith_env, openai_stub
     (hermes_home / ".env").write_text(f"OPENROUTER_API_KEY={secret}\n")
     monkeypatch.setenv("TINKER_API_KEY", "tml-not-for-the-child")
     # OpenRouter cannot be reached here: the same client code talks to a local server speaking its protocol.
-    monkeypatch.setattr(inference_test, "OPENROUTER_BASE_URL", openai_stub.base_url)
+    monkeypatch.setattr(trial, "OPENROUTER_BASE_URL", openai_stub.base_url)
 
     default = resolve_target(None, None)
     assert default.kind == "openrouter" and default.models == list(DEFAULT_OPENROUTER_MODELS)
@@ -177,11 +177,11 @@ def test_without_key_or_base_url_it_uses_a_running_local_run(
     arith_env, openai_stub, run_cleanup, monkeypatch, tmp_path
 ):
     from hermes_rl.core import runs
-    from hermes_rl.core.runs import inference_test
+    from hermes_rl.core.runs import trial
 
     # nothing at all: the offline model, when its package is there, else an error naming every way out
     with monkeypatch.context() as patch:
-        patch.setattr(inference_test, "_offline_model", lambda: None)
+        patch.setattr(trial, "_offline_model", lambda: None)
         with pytest.raises(Exception) as missing:
             InferenceTest.prepare(1, 2)
         assert "OPENROUTER_API_KEY" in missing.value.hint and "base_url" in missing.value.hint
@@ -189,7 +189,7 @@ def test_without_key_or_base_url_it_uses_a_running_local_run(
         out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 2})
         assert "no model to test against" in out["error"]
     with monkeypatch.context() as patch:
-        patch.setattr(inference_test, "_offline_model", lambda: tmp_path / "smollm2-135m-instruct")
+        patch.setattr(trial, "_offline_model", lambda: tmp_path / "smollm2-135m-instruct")
         offline = resolve_target(None, None)
     assert offline.kind == "offline" and offline.model_dir == str(tmp_path / "smollm2-135m-instruct")
     assert offline.key_name is None and offline.models == ["smollm2-135m-instruct"]
@@ -365,7 +365,7 @@ def test_a_secret_value_in_models_or_base_url_is_refused(args, what, hermes_home
 
 PARENT_SCRIPT = """
 import sys
-from hermes_rl.core.runs.inference_test import InferenceTest
+from hermes_rl.core.runs.trial import InferenceTest
 test = InferenceTest.prepare(1, 2, ["hang"], sys.argv[1], timeout_s=300)
 for event in test.events():
     if event["event"] == "model_started":

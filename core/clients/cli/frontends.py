@@ -1,0 +1,44 @@
+"""`hermes-rl` commands that open another front end: mcp (the rl_* tools over stdio), dashboard and
+demo (the dashboard, handed in by the launcher so core never imports Textual)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ...base.errors import HermesError
+from .output import rich_console, safe
+from .watch import watch
+
+
+def cmd_mcp(args) -> Any:
+    from ..mcp_server import main as mcp_main
+
+    mcp_main()
+    return None
+
+
+def _open_dashboard(args, run_id: str | None) -> None:
+    if args.open_dashboard is None:
+        raise HermesError(
+            "the dashboard is not part of this entry point", hint="run `hermes-rl` (or python -m hermes_rl.tui)"
+        )
+    args.open_dashboard(run_id)
+
+
+def cmd_dashboard(args) -> Any:
+    _open_dashboard(args, getattr(args, "run_id", None))
+    return None
+
+
+def cmd_demo(args) -> Any:
+    """The main job: start a local run on the embedded default and open the dashboard over it."""
+    from ... import runs
+
+    run = runs.start_run(None, profile=None)
+    for notice in run.get("notices") or []:
+        rich_console(stderr=True).print(f"[yellow]{safe(notice)}[/]")
+    if not sys.stdout.isatty():
+        return watch(run["run_id"], json_output=args.json)
+    _open_dashboard(args, run["run_id"])
+    return None

@@ -1,0 +1,88 @@
+"""What every `hermes-rl` command prints with: a Rich console, text from run files made safe to show,
+a run status with its glyph, `--set` pairs, short paths, and `Exit`, a command's "exit with this code"."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ...base.errors import HermesError
+from ...base.paths import cli_command
+from ...base.states import run_style
+from ...readers.logs import sanitize_terminal
+
+EXIT_ERROR = 1
+
+
+class Exit:
+    """A command's result that is an exit code, not output."""
+
+    def __init__(self, code: int):
+        self.code = code
+
+
+def rich_console(stderr: bool = False):
+    """A console for one command (Rich is imported here: `--help` and plain commands start without it)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def next_steps():
+    """The CLI's names for the actions a report's tips suggest."""
+    from ...runs.report import NextSteps
+
+    cli = cli_command()
+    return NextSteps(stop=f"`{cli} stop {{run_id}}`", results=f"`{cli} results {{run_id}}`", start=f"`{cli} start`")
+
+
+def safe(value: Any) -> str:
+    """Any text that comes from a run's files or an environment's (reasons, names, notices, config values,
+    paths) as Rich markup that prints it literally: the terminal sanitizer the log views use (SGR colours
+    kept, every other escape sequence removed, controls shown as symbols) and markup brackets escaped,
+    so a crafted run.json can neither act on the terminal nor restyle or break the output."""
+    from rich.markup import escape
+
+    return escape(sanitize_terminal("" if value is None else str(value)))
+
+
+def styled(status: Any) -> str:
+    icon, colour = run_style(status)
+    return f"[{colour}]{icon} {safe(status)}[/]"
+
+
+def parse_assignments(items: list[str] | None) -> dict[str, str]:
+    """`--set field=value` pairs; values stay strings so the config library does the typed coercion."""
+    assignments: dict[str, str] = {}
+    for item in items or []:
+        field, sep, value = item.partition("=")
+        if not sep or not field.strip():
+            raise HermesError(f"--set expects field=value, got {item!r}", hint="e.g. --set group_size=8")
+        assignments[field.strip()] = value
+    return assignments
+
+
+def short_path(path: str) -> str:
+    """A path relative to the project or home when it lies inside them."""
+    from pathlib import Path
+
+    from ...base.paths import PROJECT_ROOT
+
+    for base, label in ((PROJECT_ROOT, ""), (Path.home(), "~/")):
+        try:
+            return label + str(Path(path).relative_to(base))
+        except ValueError:
+            continue
+    return path
+
+
+def one_line(text: str, width: int | None = None) -> str:
+    shown = text.replace("\\", "\\\\").replace("\n", "\\n")
+    return shown if width is None or len(shown) <= width else shown[: width - 1] + "…"
+
+
+def say(text: object = "", *, err: bool = False) -> None:
+    """Print text that may hold what a model or a run's files wrote: escape sequences cannot act on the
+    terminal (the sanitizer the log views use)."""
+    lines = str(text).split("\n")
+    print("\n".join(sanitize_terminal(line) for line in lines), file=sys.stderr if err else sys.stdout)
