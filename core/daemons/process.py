@@ -48,7 +48,13 @@ WARM_RUNTIME_ONLY_ENV = frozenset(
 
 
 class StartFailed(Exception):
-    """An attempt could not even be spawned; the message says why in words (also in the process log)."""
+    """An attempt could not even be spawned; the message says why in words (also in the process log).
+    `retry` is False where another attempt cannot help or could start the process twice (a refusal
+    sbatch gives every time, a Slurm submission whose outcome is unknown)."""
+
+    def __init__(self, message: str, *, retry: bool = True):
+        super().__init__(message)
+        self.retry = retry
 
 
 class Proc:
@@ -168,7 +174,7 @@ class Proc:
                 os.write(fd, f"==== {reason}\n".encode("utf-8", errors="replace"))  # `logs` shows it too
                 self.ended_at = time.time()
                 self.exit_code = None
-                raise StartFailed(reason) from None
+                raise StartFailed(reason, retry=getattr(exc, "retry", True)) from None
         finally:
             os.close(fd)
         self.handle = handle

@@ -171,7 +171,7 @@ class Supervisor:
         try:
             handle = proc.spawn(local_tinker_key=self.local_tinker_key, slurm=self.slurm, warm=self.warm)
         except StartFailed as exc:
-            self.start_failed(proc, str(exc))
+            self.start_failed(proc, str(exc), retry=exc.retry)
             return
         if handle.pgid is not None:
             self.pgids.append(handle.pgid)
@@ -190,9 +190,10 @@ class Supervisor:
             self.mark_ready(proc)
         # A one-shot step (others wait for it to complete) stays "starting" until it exits.
 
-    def start_failed(self, proc: Proc, reason: str) -> None:
-        """A process could not even be spawned: like a failing exit, with the reason in words."""
-        if self.schedule_restart(proc, reason):
+    def start_failed(self, proc: Proc, reason: str, *, retry: bool = True) -> None:
+        """A process could not even be spawned: like a failing exit, with the reason in words; not started
+        again where another attempt cannot help (`retry` False)."""
+        if retry and self.schedule_restart(proc, reason):
             return
         self.set_proc_state(proc, ProcState.FAILED, reason)
         if proc.spec.required or proc.one_shot:
