@@ -287,7 +287,7 @@ def _no_alias_loader() -> type:
     import yaml
 
     class NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent, index):  # type: ignore[override]
+        def compose_node(self, parent, index):
             event = self.peek_event()
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise yaml.YAMLError(f"anchors and aliases are not allowed (line {event.start_mark.line + 1})")

@@ -18,6 +18,7 @@ import math
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -25,7 +26,7 @@ from typing import Any, Callable
 from ..base.errors import BadInput, HermesError, NotFound
 from ..base.formatting import human_duration, shown_value
 from ..base.paths import validate_run_id
-from ..base.records import EnvironmentSummary, MetricsSummary, ProcessSummary, RunSummary
+from ..base.records import EnvironmentSummary, MetricsSummary, ProcessSummary, ResultsSummary, RunSummary
 from ..base.secrets import redact
 from ..base.states import FINAL, RunStatus
 from ..readers.logs import data_text
@@ -87,9 +88,8 @@ def agent_wording(text: str) -> str:
 def _error_dict(exc: BaseException, tool: str) -> dict:
     if isinstance(exc, HermesError):
         out = exc.to_dict()
-        extra = getattr(exc, "tool_extra", None)
-        if isinstance(extra, dict):
-            out.update(extra)
+        if exc.tool_extra:
+            out.update(exc.tool_extra)
         return jsonable({k: agent_wording(redact(v)) if isinstance(v, str) else v for k, v in out.items()})
     log.debug("%s failed", tool, exc_info=True)
     message = redact(str(exc).splitlines()[0] if str(exc) else "")[:300]
@@ -99,7 +99,7 @@ def _error_dict(exc: BaseException, tool: str) -> dict:
     }
 
 
-def _tool(func: Callable[..., dict]) -> Callable[..., dict]:
+def _tool(func: Callable[..., Mapping[str, Any]]) -> Callable[..., dict]:
     """Tool boundary: never raise, always a JSON-serialisable dict."""
 
     @functools.wraps(func)
@@ -164,7 +164,7 @@ def rl_list_environments() -> dict:
         tips.append("files under 'errors' failed to load; fix them to make them selectable")
     rows = []
     for e in usable:
-        row = {
+        row: dict[str, Any] = {
             "id": e.id,
             "name": e.name,
             "class_name": e.class_name,
@@ -180,7 +180,7 @@ def rl_list_environments() -> dict:
         rows.append(row)
     return {
         "environments": rows,
-        "errors": [{"id": e.id, "name": e.name, "file": e.file, "error": agent_wording(e.error)} for e in broken],
+        "errors": [{"id": e.id, "name": e.name, "file": e.file, "error": agent_wording(e.error or "")} for e in broken],
         "selected": selection["environment"],
         "profile": selection["profile"],
         "tips": tips,
@@ -354,7 +354,7 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
             "rate_limited": True,
             "message": (
                 f"no change: still {status}{progress}; last full report "
-                f"{human_duration(now - decision.last_reported_at)} ago, next check in "
+                f"{human_duration(now - (decision.last_reported_at or now))} ago, next check in "
                 f"{decision.next_check_in_s} s (a failure or stall is reported at once)"
             ),
             "next_check_in_s": decision.next_check_in_s,
@@ -393,7 +393,7 @@ def rl_stop_training(run_id: str) -> dict:
 
 
 @_tool
-def rl_get_results(run_id: str) -> dict:
+def rl_get_results(run_id: str) -> ResultsSummary:
     validate_run_id(run_id)
     return report.results_summary(run_id)
 

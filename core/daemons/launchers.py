@@ -255,9 +255,9 @@ class WarmProcess(LocalProcess):
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             if deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0.0)
             time.sleep(0.02)
-        return self._code
+        return self.poll() or 0
 
     def record(self) -> dict:
         return {"launcher": "local", "warm": True}

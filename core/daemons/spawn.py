@@ -123,14 +123,16 @@ def run_bounded(
         cwd=cwd,
         env={**env, CHILD_TOKEN: token},
     )
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None  # both asked for as pipes above
+    out_fd, err_fd = stdout.fileno(), stderr.fileno()
     chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
     sizes = dict.fromkeys(chunks, 0)
     deadline = time.monotonic() + timeout
     exited_at = None
     timed_out = False
     selector = selectors.DefaultSelector()
-    for pipe in (proc.stdout, proc.stderr):
+    for pipe in (stdout, stderr):
         selector.register(pipe, selectors.EVENT_READ)
     try:
         while selector.get_map():
@@ -155,8 +157,8 @@ def run_bounded(
                 timed_out = True
     finally:
         selector.close()
-        proc.stdout.close()
-        proc.stderr.close()
+        stdout.close()
+        stderr.close()
         if proc.poll() is None:
             end_group(proc, grace=0.5)
         end_bounded_child(proc.pid, token)
