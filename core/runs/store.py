@@ -134,12 +134,12 @@ def validate_run_record(run_id: str, raw: object) -> dict:
     processes = run.get("processes") or []
     if len(processes) > MAX_PROCESSES:
         raise ValueError(f"{len(processes)} processes (at most {MAX_PROCESSES})")
-    checked = []
+    checked: list[dict] = []
     for index, proc in enumerate(processes):
         if not isinstance(proc, dict):
             raise ValueError(f"processes[{index}] is not an object")
         name = proc.get("name")
-        if not is_name(PROCESS_NAME_RE, name):
+        if not (isinstance(name, str) and is_name(PROCESS_NAME_RE, name)):
             raise ValueError(f"processes[{index}].name is not a process name: {json.dumps(name)[:40]}")
         _check_fields(proc, _PROCESS_FIELDS, f"processes[{index}].")
         log = process_log_path(name, run_id)
