@@ -22,6 +22,7 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -411,7 +412,7 @@ class SlurmTracker:
         self.run_dir = Path(run_dir)
         self.jobs: dict[str, SlurmJob] = {}
         self.last_refresh = 0.0
-        self.on_change = None  # called with a job whose state or node changed
+        self.on_change: Callable[[SlurmJob], None] | None = None  # called with a job whose state or node changed
 
     def submit(
         self, name: str, argv: list[str], *, cwd: str, env: dict[str, str], log: Path, settings: SlurmSettings

@@ -218,6 +218,8 @@ def marked_processes(name: str, value: str) -> list[Survivor]:
         if pid == os.getpid():
             continue
         proc = _process(pid)
+        if proc is None:
+            continue
         mark = _environ_of(proc).get(name)
         if mark is None:
             continue

@@ -299,8 +299,9 @@ def _runs_by_member() -> dict[tuple[str, int], str]:
 
     named: dict[tuple[str, int], str] = {}
     for run in sorted(list_runs(), key=lambda r: r.get("created_at") or 0):
-        if isinstance(run.get("sweep_id"), str) and isinstance(run.get("sweep_index"), int):
-            named.setdefault((run["sweep_id"], run["sweep_index"]), run["run_id"])
+        sweep_id, index = run.get("sweep_id"), run.get("sweep_index")
+        if isinstance(sweep_id, str) and isinstance(index, int):
+            named.setdefault((sweep_id, index), run["run_id"])
     return named
 
 
@@ -333,7 +334,7 @@ def remove_abandoned_run_folders(older_than_s: float = ABANDONED_FOLDER_S) -> li
     from ..base.names import is_name
     from ..base.paths import RUN_ID_RE, runs_dir
 
-    removed = []
+    removed: list[str] = []
     now = time.time()
     try:
         entries = list(os.scandir(runs_dir()))
