@@ -64,7 +64,7 @@ async def main() -> None:
 asyncio.run(main())
 EOF
 
-echo "== local: README's smollm2 run reaches its first trained step"
+echo "== local: the smollm2 run of docs/usage.md reaches its first trained step"
 start=$(date +%s)
 out="$("$venv/bin/hermes-rl" start --env toy_addition --profile smollm2 --set chat=true --set max_operand=9 \
   --set group_size=4 --set batch_size=4 --set max_completion_tokens=8 --json 2>"$work/start.err")"

@@ -133,6 +133,31 @@ def test_call_tool_rejects_unknown_tools_and_arguments_clearly():
     assert "must be an object" in call_tool("rl_list_runs", [1, 2])["error"]
 
 
+def _bounded_arguments():
+    for tool in TOOLS:
+        for name, spec in tool.properties.items():
+            for keyword, op, step in (("minimum", ">=", -1), ("maximum", "<=", 1)):
+                if keyword in spec:
+                    yield tool, name, op, spec[keyword], spec[keyword] + step
+
+
+@pytest.mark.parametrize(
+    "tool, name, op, bound, value", list(_bounded_arguments()), ids=lambda v: getattr(v, "name", str(v))
+)
+def test_every_bound_a_schema_declares_is_the_one_the_tool_enforces(tool, name, op, bound, value, hermes_home):
+    """The bounds an agent is shown (the tool's JSON Schema) are the bounds its call is held to, with
+    one message naming the argument, the bound and the value, before the tool runs."""
+    args = {n: "deadbeef" for n in tool.required} | {name: value}
+    assert call_tool(tool.name, args)["error"] == f"{tool.name}: {name} must be {op} {bound}, got {value}"
+
+
+def test_a_number_no_float_holds_is_refused_as_bad_input(hermes_home):
+    out = call_tool("rl_check_status", {"run_id": "deadbeef", "min_interval_s": 2**2000})
+    assert out["error"] == "rl_check_status: min_interval_s must be a finite number, got int"
+    out = call_tool("rl_check_status", {"run_id": "deadbeef", "min_interval_s": float("nan")})
+    assert out["error"] == "rl_check_status: min_interval_s must be a finite number, got NaN"
+
+
 @pytest.mark.parametrize("bad", ["../../etc/passwd", "..", "3FA2C91B", "3fa2c91", "3fa2c91b/..", "", " 3fa2c91b"])
 @pytest.mark.parametrize("tool", ["rl_check_status", "rl_stop_training", "rl_get_results"])
 def test_run_ids_that_escape_their_folder_are_rejected(tool, bad, hermes_home):

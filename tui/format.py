@@ -18,7 +18,8 @@ from .backend import plain_text
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
-SPARK_CHARS = "▁▂▃▄▅▆▇█"
+# Eighth blocks, empty first: the one glyph scale of every sparkline and block chart on the dashboard.
+BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
 def safe(text: object) -> str:
@@ -49,17 +50,41 @@ class UntrustedTextFilter(LineFilter):
 
 def spark(values: list[float], width: int = 16, scale: tuple[float, float] | None = None) -> str:
     """A text sparkline of the last `width` values, scaled to their own min..max or to `scale` (low,
-    high): an accuracy on 0..1, so a saturated 0.96 is drawn near the top, not mid-range."""
+    high): an accuracy on 0..1, so a saturated 0.96 is drawn near the top, not mid-range. The one-row
+    case of block_rows."""
     values = [v for v in values if v is not None and math.isfinite(v)][-width:]
     if not values:
         return ""
+    return block_rows(list(values), 1, scale)[0][0]
+
+
+def block_rows(
+    columns: list[float | None], height: int, scale: tuple[float, float] | None = None
+) -> tuple[list[str], float | None, float | None]:
+    """The plot as `height` text rows (top first), with the y range it spans: the values' own, or
+    `scale` (low, high) when given (an accuracy on 0..1)."""
+    values = [v for v in columns if v is not None]
+    if not values:
+        return [" " * len(columns)] * height, None, None
     low, high = scale if scale is not None else (min(values), max(values))
-    values = [min(high, max(low, v)) for v in values]
+    columns = [None if v is None else min(high, max(low, v)) for v in columns]
     span = high - low
-    if span <= 0:
-        return SPARK_CHARS[3] * len(values)
-    top = len(SPARK_CHARS) - 1
-    return "".join(SPARK_CHARS[round((v - low) / span * top)] for v in values)
+    levels = []
+    last = None
+    for value in columns:
+        value = last if value is None else value  # a gap repeats the previous column (none before the first)
+        last = value
+        if value is None:
+            levels.append(0)
+        elif span <= 0:
+            levels.append(height * 4)
+        else:
+            levels.append(1 + round((value - low) / span * (height * 8 - 1)))
+    rows = []
+    for row in range(height):
+        floor = (height - 1 - row) * 8
+        rows.append("".join(BLOCKS[max(0, min(8, level - floor))] for level in levels))
+    return rows, low, high
 
 
 FRACTION_SUFFIXES = ("percent_correct", "accuracy")  # metrics that are fractions: drawn on a fixed 0..1

@@ -20,9 +20,10 @@ class HermesError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = _bounded(str(hint), MAX_HINT_CHARS) if hint is not None else None
+        self.tool_extra: dict | None = None  # keys an agent tool's error answer adds (core.clients.toolset)
 
     def to_dict(self) -> dict:
-        out = {"error": self.message}
+        out: dict = {"error": self.message}
         if self.hint:
             out["hint"] = self.hint
         return out

@@ -85,7 +85,7 @@ def repeats_on_restart(line: str | None) -> bool:
     if exception_type(line) in DETERMINISTIC:
         return True
     hub = _HUB_UNREACHABLE.search(line or "")
-    return bool(hub) and hub.group(2) == "OfflineModeIsEnabled"
+    return hub is not None and hub.group(2) == "OfflineModeIsEnabled"
 
 
 def failure_hint(line: str | None) -> str | None:

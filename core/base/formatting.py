@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .clock import age_s, in_future
@@ -93,10 +94,10 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
-def lineage(summaries: list[dict]) -> dict[str, str]:
+def lineage(summaries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """run_id -> what a resumed run continues: "↳ a1b2c3d4", and "↳ a1b2c3d4 branch 2" for the second
     run resumed from the same parent (each resume of a parent is a branch of its own)."""
-    children: dict[str, list[dict]] = {}
+    children: dict[str, list[Mapping[str, Any]]] = {}
     for run in summaries:
         if run.get("parent_run_id"):
             children.setdefault(run["parent_run_id"], []).append(run)
@@ -108,7 +109,7 @@ def lineage(summaries: list[dict]) -> dict[str, str]:
     return out
 
 
-def process_id_text(proc: dict, missing: str = MISSING, *, node: bool = False) -> str:
+def process_id_text(proc: Mapping[str, Any], missing: str = MISSING, *, node: bool = False) -> str:
     """What identifies a running process: its pid here, or its Slurm job ("job 16"; `node`: "job 16@vm")."""
     if proc.get("launcher") == "slurm":
         if not proc.get("job_id"):
@@ -117,7 +118,7 @@ def process_id_text(proc: dict, missing: str = MISSING, *, node: bool = False) -
     return str(proc.get("pid") or missing)
 
 
-def process_place_text(proc: dict, missing: str = MISSING) -> str:
+def process_place_text(proc: Mapping[str, Any], missing: str = MISSING) -> str:
     """Where a process runs: "local", or a Slurm job's node and state ("vm RUNNING", "PENDING (Resources)")."""
     if proc.get("launcher") != "slurm":
         return "local"

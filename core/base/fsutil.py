@@ -12,6 +12,7 @@ import os
 import signal
 import stat
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -287,7 +288,7 @@ def _no_alias_loader() -> type:
     import yaml
 
     class NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent, index):  # type: ignore[override]
+        def compose_node(self, parent, index):
             event = self.peek_event()
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise yaml.YAMLError(f"anchors and aliases are not allowed (line {event.start_mark.line + 1})")
@@ -350,12 +351,10 @@ def epoch_seconds(value: Any) -> float | None:
     return None
 
 
-def temporary_directories() -> list[tuple[Callable, tempfile.TemporaryDirectory]]:
+def temporary_directories() -> list[tuple[weakref.finalize, tempfile.TemporaryDirectory]]:
     """The TemporaryDirectory objects of this process whose folders are still to be removed, each with the
     finalizer that removes it (at exit, or when the object is collected). Through weakref.finalize's
     registry, which has no public API: W&B makes one when imported and one per table it logs."""
-    import weakref
-
     found = []
     for finalizer in list(weakref.finalize._registry):  # type: ignore[attr-defined]
         owner = finalizer.peek()

@@ -22,6 +22,8 @@ def request_within(
     import http.client
 
     parsed = urllib.parse.urlparse(url)
+    if not parsed.hostname:
+        raise http.client.InvalidURL(f"no host in {url!r}")
     kind = http.client.HTTPSConnection if parsed.scheme == "https" else http.client.HTTPConnection
     conn = kind(parsed.hostname, parsed.port, timeout=deadline_s)
     path = (parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")

@@ -101,7 +101,7 @@ def cli_command() -> str:
 
 def validate_run_id(run_id: object) -> str:
     """Reject anything but 8 lowercase hex characters before it touches a path."""
-    if not is_name(RUN_ID_RE, run_id):
+    if not (isinstance(run_id, str) and is_name(RUN_ID_RE, run_id)):  # isinstance: for the type checker
         shown = repr(run_id)
         if len(shown) > 40:
             shown = shown[:37] + "..."
@@ -113,7 +113,7 @@ def validate_run_id(run_id: object) -> str:
 
 
 def validate_env_name(name: object) -> str:
-    if not is_name(ENV_NAME_RE, name):
+    if not (isinstance(name, str) and is_name(ENV_NAME_RE, name)):
         shown = repr(name)
         if len(shown) > 40:
             shown = shown[:37] + "..."

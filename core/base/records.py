@@ -82,6 +82,12 @@ class ProcessRecord(TypedDict):
     completes_run: bool
     depends_on: list[list[str]]
     readiness: str
+    cwd: NotRequired[str | None]  # where it runs (None: the run folder)
+    import_path: NotRequired[list[str] | None]  # PYTHONPATH it was given
+    launcher: NotRequired[str]  # "local" | "slurm"
+    job_id: NotRequired[str | None]  # a Slurm job's id, node and squeue state
+    node: NotRequired[str | None]
+    slurm_state: NotRequired[str | None]
 
 
 class ProcessView(ProcessRecord):
@@ -113,6 +119,11 @@ class _RunFields(TypedDict):
     config_path: NotRequired[str]
     parent_run_id: NotRequired[str]  # a resumed run: the run it continues
     resumed_from: NotRequired[dict[str, Any]]  # {"step", "state_path"} it continued from
+    profile_values: NotRequired[dict[str, Any]]  # the profile's values the run trained with
+    profile_changes: NotRequired[dict[str, Any]]  # values changed for this run only (a sweep's configuration)
+    seed: NotRequired[int | None]
+    sweep: NotRequired[dict[str, Any]]  # {"id", "index", "config", "seed"} of the sweep it belongs to
+    workers: NotRequired[dict[str, Any]]  # its environment workers: replicas, launcher, address
 
 
 class RunRecord(_RunFields):

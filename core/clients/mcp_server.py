@@ -58,7 +58,8 @@ def build_server():
     async def list_tools() -> list[types.Tool]:
         return mcp_tools()
 
-    # validate_input=False: call_tool checks arguments itself and answers in the tools' JSON error format.
+    # validate_input=False: call_tool checks arguments against the same schemas (jsonschema) and answers
+    # in the tools' JSON error format.
     @server.call_tool(validate_input=False)
     async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         # Tools block (processes, files, a whole inference test): keep the event loop free. A client that

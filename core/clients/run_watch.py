@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from ..base.paths import run_dir, validate_run_id
 from ..base.states import FINAL, RunStatus
@@ -27,7 +28,7 @@ def _eval_text(run_id: str) -> str:
     from ..runs import report
 
     try:
-        accuracy = report.results_summary(run_id).get("eval_accuracy") or {}
+        accuracy: Mapping[str, Any] = report.results_summary(run_id).get("eval_accuracy") or {}
     except Exception:  # the notice still goes out without the figure
         log.debug("results of %s unreadable", run_id, exc_info=True)
         return ""
@@ -36,7 +37,7 @@ def _eval_text(run_id: str) -> str:
     return f", eval accuracy {accuracy['first']:.2f} -> {accuracy['last']:.2f} (best {accuracy.get('best', 0):.2f})"
 
 
-def end_notice(run: dict) -> str:
+def end_notice(run: Mapping[str, Any]) -> str:
     """One message for a run in a final state: what happened, why, and the tool to read more."""
     run_id = run["run_id"]
     status = run.get("status")
@@ -54,7 +55,7 @@ def end_notice(run: dict) -> str:
     return f"[hermes-rl] Run {run_id} ({run.get('environment')}) {status}{steps}{reason}{figures}. Next: {follow}."
 
 
-def stall_notice(run: dict) -> str:
+def stall_notice(run: Mapping[str, Any]) -> str:
     run_id = run["run_id"]
     idle = int(run.get("stalled_for_s") or 0)
     return (

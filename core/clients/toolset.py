@@ -18,6 +18,7 @@ import math
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -25,7 +26,7 @@ from typing import Any, Callable
 from ..base.errors import BadInput, HermesError, NotFound
 from ..base.formatting import human_duration, shown_value
 from ..base.paths import validate_run_id
-from ..base.records import EnvironmentSummary, MetricsSummary, ProcessSummary, RunSummary
+from ..base.records import EnvironmentSummary, MetricsSummary, ProcessSummary, ResultsSummary, RunSummary
 from ..base.secrets import redact
 from ..base.states import FINAL, RunStatus
 from ..readers.logs import data_text
@@ -87,9 +88,8 @@ def agent_wording(text: str) -> str:
 def _error_dict(exc: BaseException, tool: str) -> dict:
     if isinstance(exc, HermesError):
         out = exc.to_dict()
-        extra = getattr(exc, "tool_extra", None)
-        if isinstance(extra, dict):
-            out.update(extra)
+        if exc.tool_extra:
+            out.update(exc.tool_extra)
         return jsonable({k: agent_wording(redact(v)) if isinstance(v, str) else v for k, v in out.items()})
     log.debug("%s failed", tool, exc_info=True)
     message = redact(str(exc).splitlines()[0] if str(exc) else "")[:300]
@@ -99,7 +99,7 @@ def _error_dict(exc: BaseException, tool: str) -> dict:
     }
 
 
-def _tool(func: Callable[..., dict]) -> Callable[..., dict]:
+def _tool(func: Callable[..., Mapping[str, Any]]) -> Callable[..., dict]:
     """Tool boundary: never raise, always a JSON-serialisable dict."""
 
     @functools.wraps(func)
@@ -164,7 +164,7 @@ def rl_list_environments() -> dict:
         tips.append("files under 'errors' failed to load; fix them to make them selectable")
     rows = []
     for e in usable:
-        row = {
+        row: dict[str, Any] = {
             "id": e.id,
             "name": e.name,
             "class_name": e.class_name,
@@ -180,7 +180,7 @@ def rl_list_environments() -> dict:
         rows.append(row)
     return {
         "environments": rows,
-        "errors": [{"id": e.id, "name": e.name, "file": e.file, "error": agent_wording(e.error)} for e in broken],
+        "errors": [{"id": e.id, "name": e.name, "file": e.file, "error": agent_wording(e.error or "")} for e in broken],
         "selected": selection["environment"],
         "profile": selection["profile"],
         "tips": tips,
@@ -354,7 +354,7 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
             "rate_limited": True,
             "message": (
                 f"no change: still {status}{progress}; last full report "
-                f"{human_duration(now - decision.last_reported_at)} ago, next check in "
+                f"{human_duration(now - (decision.last_reported_at or now))} ago, next check in "
                 f"{decision.next_check_in_s} s (a failure or stall is reported at once)"
             ),
             "next_check_in_s": decision.next_check_in_s,
@@ -393,7 +393,7 @@ def rl_stop_training(run_id: str) -> dict:
 
 
 @_tool
-def rl_get_results(run_id: str) -> dict:
+def rl_get_results(run_id: str) -> ResultsSummary:
     validate_run_id(run_id)
     return report.results_summary(run_id)
 
@@ -719,20 +719,73 @@ TOOL_NAMES: tuple[str, ...] = tuple(TOOLS_BY_NAME)
 
 # -- dispatch -----------------------------------------------------------------------------------
 
-_JSON_TYPES = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (
-        (isinstance(v, int) and not isinstance(v, bool))
-        or (isinstance(v, float) and math.isfinite(v) and v.is_integer())
-    ),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
+
+def _finite_number(_checker: object, value: object) -> bool:
+    """JSON Schema's "number" as the tools take it: a finite float (not NaN or an infinity), never a
+    bool; an int only where a float holds it (the tools compute with floats)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past float's range
+        return False
+
+
+def _whole_number(_checker: object, value: object) -> bool:
+    """JSON Schema's "integer": an int (not a bool), or a float with no fractional part (3.0)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+
+
+_VALIDATORS: dict[str, Any] = {}
+_VALIDATORS_LOCK = threading.Lock()
+
+
+def _validator(tool: Tool):
+    """A validator of the tool's own parameter schema (the one TOOL_SCHEMAS publishes), strict about
+    unknown arguments. Built on first use: jsonschema takes ~0.4 s to import, and only a tool call
+    needs it (the Hermes plugin imports this module when Hermes starts)."""
+    with _VALIDATORS_LOCK:
+        if tool.name not in _VALIDATORS:
+            from jsonschema import Draft202012Validator, validators
+
+            checker = Draft202012Validator.TYPE_CHECKER.redefine_many(
+                {"number": _finite_number, "integer": _whole_number}
+            )
+            kind = validators.extend(Draft202012Validator, type_checker=checker)
+            schema = {**tool.schema["function"]["parameters"], "additionalProperties": False}
+            _VALIDATORS[tool.name] = kind(schema)
+        return _VALIDATORS[tool.name]
+
+
+def _argument_error(tool: Tool, args: dict, error: Any) -> BadInput:
+    """One schema violation as the tools' one-line error."""
+    if error.validator == "additionalProperties":
+        unknown = sorted(str(k) for k in args if k not in tool.properties)
+        accepted = ", ".join(tool.properties) or "none"
+        return BadInput(f"{tool.name}: unknown argument(s) {', '.join(unknown)[:200]}", hint=f"accepted: {accepted}")
+    if error.validator == "required":
+        missing = next(name for name in tool.required if name not in args)
+        return BadInput(f"{tool.name}: missing required argument {missing!r}")
+    path = list(error.absolute_path)
+    name = str(path[0]) if path else "arguments"
+    value = error.instance
+    if error.validator == "type":
+        got = shown_value(value) if isinstance(value, float) else type(value).__name__
+        kind = error.validator_value
+        if len(path) > 1:
+            return BadInput(f"{tool.name}: {name} must be a list of {kind}s")
+        wanted = "a finite number" if kind == "number" else kind
+        return BadInput(f"{tool.name}: {name} must be {wanted}, got {got}")
+    if error.validator in ("minimum", "maximum"):
+        op = ">=" if error.validator == "minimum" else "<="
+        return BadInput(f"{tool.name}: {name} must be {op} {error.validator_value}, got {shown_value(value)}")
+    return BadInput(f"{tool.name}: {name}: {error.message}"[:300])
 
 
 def _check_args(tool: Tool, args: Any) -> dict:
+    """The tool's keyword arguments from what an agent sent, checked against the tool's JSON Schema."""
     if args is None:
         args = {}
     if isinstance(args, str):
@@ -742,30 +795,20 @@ def _check_args(tool: Tool, args: Any) -> dict:
             raise BadInput(f"{tool.name}: arguments must be a JSON object") from None
     if not isinstance(args, dict):
         raise BadInput(f"{tool.name}: arguments must be an object, got {type(args).__name__}")
-    unknown = sorted(str(k) for k in args if k not in tool.properties)
-    if unknown:
-        accepted = ", ".join(tool.properties) or "none"
-        raise BadInput(f"{tool.name}: unknown argument(s) {', '.join(unknown)[:200]}", hint=f"accepted: {accepted}")
-    for name in tool.required:
-        if name not in args:
-            raise BadInput(f"{tool.name}: missing required argument {name!r}")
-    out = {}
-    for name, value in args.items():
-        spec = tool.properties[name]
-        kind = spec.get("type")
-        if value is None and name not in tool.required:
-            continue  # an explicit null means "use the default"
-        if kind and not _JSON_TYPES[kind](value):
-            wanted = "a finite number" if kind == "number" else kind
-            got = shown_value(value) if isinstance(value, float) else type(value).__name__
-            raise BadInput(f"{tool.name}: {name} must be {wanted}, got {got}")
-        if kind == "integer" and isinstance(value, float):
-            value = int(value)
-        if kind == "array" and spec.get("items", {}).get("type") == "string":
-            if not all(isinstance(item, str) for item in value):
-                raise BadInput(f"{tool.name}: {name} must be a list of strings")
-        out[name] = value
-    return out
+    # An explicit null for an optional argument means "use the default".
+    args = {k: v for k, v in args.items() if not (v is None and k in tool.properties and k not in tool.required)}
+    # Unknown arguments first, then missing ones, then each argument's own in the schema's order.
+    order = {"additionalProperties": -2, "required": -1, **{name: i for i, name in enumerate(tool.properties)}}
+    errors = sorted(
+        _validator(tool).iter_errors(args),
+        key=lambda e: order.get(e.validator if not e.absolute_path else str(e.absolute_path[0]), len(order)),
+    )
+    if errors:
+        raise _argument_error(tool, args, errors[0])
+    return {
+        name: int(value) if tool.properties[name].get("type") == "integer" and isinstance(value, float) else value
+        for name, value in args.items()
+    }
 
 
 def call_tool(name: Any, args: Any = None) -> dict:

@@ -484,7 +484,7 @@ class AlertMonitor:
             self.stall_spell += 1
 
     def on_final(self, status: str, reason: str) -> None:
-        kind = {RunStatus.FAILED: "failed", RunStatus.COMPLETED: "completed"}.get(status)
+        kind = {RunStatus.FAILED.value: "failed", RunStatus.COMPLETED.value: "completed"}.get(status)
         if kind is None:
             return
         with contextlib.suppress(Exception):  # an alert never keeps a run's end from being recorded

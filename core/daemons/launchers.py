@@ -22,6 +22,7 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -255,9 +256,9 @@ class WarmProcess(LocalProcess):
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             if deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0.0)
             time.sleep(0.02)
-        return self._code
+        return self.poll() or 0
 
     def record(self) -> dict:
         return {"launcher": "local", "warm": True}
@@ -411,7 +412,7 @@ class SlurmTracker:
         self.run_dir = Path(run_dir)
         self.jobs: dict[str, SlurmJob] = {}
         self.last_refresh = 0.0
-        self.on_change = None  # called with a job whose state or node changed
+        self.on_change: Callable[[SlurmJob], None] | None = None  # called with a job whose state or node changed
 
     def submit(
         self, name: str, argv: list[str], *, cwd: str, env: dict[str, str], log: Path, settings: SlurmSettings

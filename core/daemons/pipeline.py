@@ -17,7 +17,8 @@ import socket
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Iterator
+from pathlib import Path
+from typing import Any, Iterator, overload
 
 from ..base.errors import BadInput
 from ..base.fsutil import atomic_write_json, atomic_write_text, file_lock, read_json, read_regular_text
@@ -297,6 +298,10 @@ def port_names(specs: list[ProcessSpec]) -> list[str]:
 def substitute(specs: list[ProcessSpec], *, ports: dict[str, int], run_dir: str, run_id: str) -> list[ProcessSpec]:
     """Copies of specs with `{port:NAME}`, `{run_dir}` and `{run_id}` replaced. Unknown ports are BadInput."""
 
+    @overload
+    def fill(text: str, owner: str) -> str: ...
+    @overload
+    def fill(text: str | None, owner: str) -> str | None: ...
     def fill(text: str | None, owner: str) -> str | None:
         if text is None:
             return None
@@ -405,6 +410,10 @@ def rebind_port(spec: ProcessSpec, old: int, new: int, *, own: bool) -> ProcessS
     """A spec whose addresses at port `old` now use `new`; `own`: the process serving it, whose bare
     `--port OLD` argument moves too."""
 
+    @overload
+    def move(text: str) -> str: ...
+    @overload
+    def move(text: str | None) -> str | None: ...
     def move(text: str | None) -> str | None:
         if text is None:
             return None
@@ -432,7 +441,7 @@ def rebind_files(run_dir: str | os.PathLike, argv: list[str], old: int, new: int
             text = handle.read()
         moved = rebind_text(text, old, new)
         if moved != text:
-            atomic_write_text(path, moved)
+            atomic_write_text(Path(path), moved)
             changed.append(path)
     return changed
 
@@ -441,7 +450,7 @@ def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> 
     """A process as run.json records it: its spec's shape plus what the supervisor observed (`live`:
     pid, create_time, start_ticks, pgid, state, started_at, ready_at, ended_at, exit_code, restarts;
     a Slurm job's job_id, node and slurm_state)."""
-    record = {
+    record: dict[str, Any] = {
         "name": spec.name,
         "pid": None,
         "create_time": None,

@@ -22,7 +22,7 @@ from ..base.polling import poll_until
 from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from ..base.states import ProcState
 from . import procscan
-from .launchers import LauncherError, SlurmTracker, start_process
+from .launchers import LauncherError, LocalProcess, SlurmJob, SlurmTracker, start_process
 from .pipeline import ProcessSpec, free_ports, process_record, rebind_files, rebind_port, specs_to_json
 from .spawn import describe_exit
 from .warm.base import NO_WARM_BASE
@@ -68,7 +68,7 @@ class Proc:
         self.log = process_log_path(spec.name, run_id)
         self.port = port
         self.state = ProcState.PENDING
-        self.handle = None  # launchers.LocalProcess | launchers.SlurmJob of the latest attempt
+        self.handle: LocalProcess | SlurmJob | None = None  # the latest attempt
         self.exit_handled = False  # its exit has been handled for the latest attempt
         self.pid: int | None = None
         self.create_time: float | None = None
@@ -206,7 +206,8 @@ class Proc:
         self.exit_handled = True
         self.exit_code = code
         self.ended_at = time.time()
-        self.handle.terminate()
+        if self.handle is not None:
+            self.handle.terminate()
 
     def exit_outcome(self) -> tuple[str, str]:
         """How a clean or failed exit reads, once not stopped by us: ("run_done" | "done" | "failed", words).
@@ -235,6 +236,7 @@ class Proc:
         return f"{self.name} finished"
 
     def completion_path(self) -> Path:
+        assert self.spec.completion_file is not None  # asked only of a process that names one
         path = Path(self.spec.completion_file)
         return path if path.is_absolute() else self.run_dir / path
 
@@ -281,15 +283,18 @@ class Proc:
     ) -> None:
         """SIGTERM its latest attempt, SIGKILL once its stop timeout is out (at once when `urged`). `reap`
         handles the exits of any process meanwhile; `sleep` waits on the supervisor's loop."""
+        handle = self.handle
+        if handle is None:  # never started: nothing to stop
+            return
         timeout = 0.0 if urged() else self.spec.stop_timeout
         if self.alive:
             event(
                 "signal",
-                f"stopping {self.name}: SIGTERM to {self.handle.what()}",
+                f"stopping {self.name}: SIGTERM to {handle.what()}",
                 process=self.name,
                 signal="SIGTERM",
             )
-        self.handle.terminate()
+        handle.terminate()
         began = time.monotonic()
 
         def gone() -> bool:
@@ -306,14 +311,14 @@ class Proc:
         waited = time.monotonic() - began
         event(
             "signal",
-            f"{self.name} still running after {waited:.1f}s: SIGKILL to {self.handle.what()}",
+            f"{self.name} still running after {waited:.1f}s: SIGKILL to {handle.what()}",
             process=self.name,
             signal="SIGKILL",
         )
-        self.handle.kill()
-        grace = SIGKILL_GRACE_S if self.handle.launcher == "local" else SLURM_KILL_GRACE_S
+        handle.kill()
+        grace = SIGKILL_GRACE_S if handle.launcher == "local" else SLURM_KILL_GRACE_S
         if not poll_until(gone, grace, cap=STOP_POLL_CAP_S, sleep=sleep):
-            event("error", f"{self.name}: {self.handle.what()} survived SIGKILL", process=self.name)
+            event("error", f"{self.name}: {handle.what()} survived SIGKILL", process=self.name)
 
 
 def move_port(proc: Proc, procs: dict[str, Proc], run: dict) -> str:
@@ -321,6 +326,7 @@ def move_port(proc: Proc, procs: dict[str, Proc], run: dict) -> str:
     spec's addresses, the run-folder files an argv names: config.yaml). Those already running keep the
     old address, so only a port no running process uses yet is moved cleanly. Returns the event's words."""
     old, name = proc.port, proc.spec.port
+    assert old is not None and name is not None  # only a process serving a port has it taken
     proc.port = free_ports([name])[name]
     for other in procs.values():
         other.spec = rebind_port(other.spec, old, proc.port, own=other is proc)

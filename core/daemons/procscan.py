@@ -163,7 +163,9 @@ def is_same_process(
         started_as_recorded = process_start_ticks(pid) == start_ticks
     else:
         actual = process_create_time(pid)
-        started_as_recorded = actual is not None and abs(actual - float(create_time)) < CREATE_TIME_TOLERANCE
+        started_as_recorded = (
+            actual is not None and create_time is not None and abs(actual - float(create_time)) < CREATE_TIME_TOLERANCE
+        )
     if not started_as_recorded:
         return False
     return marker is None or carries_marker(pid, *marker)
@@ -216,6 +218,8 @@ def marked_processes(name: str, value: str) -> list[Survivor]:
         if pid == os.getpid():
             continue
         proc = _process(pid)
+        if proc is None:
+            continue
         mark = _environ_of(proc).get(name)
         if mark is None:
             continue

@@ -13,6 +13,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 from ..base.fsutil import open_regular
 
@@ -62,16 +63,17 @@ class LogMatcher:
         self.offset = offset
         self.regex = re.compile(pattern)
         self.partial = b""
-        self.handle = None
+        self.handle: IO[bytes] | None = None
 
     def check(self) -> tuple[bool, str]:
-        if self.handle is None:
+        handle = self.handle
+        if handle is None:
             try:
-                self.handle = open_regular(self.path)
+                handle = self.handle = open_regular(self.path)
             except OSError:
                 return False, "log file not created yet"
-            self.handle.seek(self.offset)
-        data = self.handle.read(1 << 20)
+            handle.seek(self.offset)
+        data = handle.read(1 << 20)
         if not data:
             return False, f"no line matching /{self.regex.pattern}/ yet"
         lines = (self.partial + data).split(b"\n")
@@ -132,7 +134,8 @@ class ReadinessChecks:
         readiness = proc.spec.readiness
         began = time.monotonic()
         deadline = began + readiness.timeout_s
-        matcher = LogMatcher(*proc.readiness_log, readiness.pattern) if readiness.kind == "log" else None
+        log, offset = proc.readiness_log
+        matcher = LogMatcher(log, offset, readiness.pattern) if readiness.kind == "log" else None
         interval = 0.01
         last = "no answer yet"
         try:
@@ -140,8 +143,10 @@ class ReadinessChecks:
                 remaining = deadline - time.monotonic()
                 if readiness.kind == "http":
                     ok, last = http_ready(readiness.url, timeout=max(0.05, min(1.0, remaining)))
-                else:
+                elif matcher is not None:
                     ok, last = matcher.check()
+                else:  # a "none" check is ready at once and never waits here
+                    ok = True
                 if cancel.is_set():
                     return
                 if ok:

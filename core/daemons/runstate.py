@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..base.fsutil import append_jsonl, atomic_write_json, read_json
 from ..base.states import PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
@@ -45,5 +47,5 @@ def record_final(
     return run
 
 
-def is_recorded_final(run: dict | None) -> bool:
-    return bool(run) and run.get("status") in RECORDED_FINAL
+def is_recorded_final(run: Mapping[str, Any] | None) -> bool:
+    return run is not None and run.get("status") in RECORDED_FINAL

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..base.paths import sweep_queue_flag
 from .procscan import MARKER, PROCESS_MARKER, SUPERVISOR_MARKER, marked_processes, signal_group, terminate
@@ -57,7 +57,16 @@ def spawn_group(argv: list[str], *, tied: bool = True, session: bool = False, **
     return subprocess.Popen(argv, **popen)
 
 
-def end_group(proc: subprocess.Popen, grace: float = 5.0) -> int | None:
+class Child(Protocol):
+    """What end_group needs of a child: a Popen, or a launcher's process (launchers.LocalProcess)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def end_group(proc: Child, grace: float = 5.0) -> int | None:
     """SIGTERM the child's process group (with SIGCONT: a stopped child still ends), SIGKILL the group
     after `grace` seconds, and reap the child. Returns its exit code (None if it could not be reaped)."""
     signal_group(proc.pid, signal.SIGTERM)
@@ -123,14 +132,16 @@ def run_bounded(
         cwd=cwd,
         env={**env, CHILD_TOKEN: token},
     )
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None  # both asked for as pipes above
+    out_fd, err_fd = stdout.fileno(), stderr.fileno()
     chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
     sizes = dict.fromkeys(chunks, 0)
     deadline = time.monotonic() + timeout
     exited_at = None
     timed_out = False
     selector = selectors.DefaultSelector()
-    for pipe in (proc.stdout, proc.stderr):
+    for pipe in (stdout, stderr):
         selector.register(pipe, selectors.EVENT_READ)
     try:
         while selector.get_map():
@@ -155,8 +166,8 @@ def run_bounded(
                 timed_out = True
     finally:
         selector.close()
-        proc.stdout.close()
-        proc.stderr.close()
+        stdout.close()
+        stderr.close()
         if proc.poll() is None:
             end_group(proc, grace=0.5)
         end_bounded_child(proc.pid, token)

@@ -282,7 +282,7 @@ class Supervisor:
 
     def reap(self) -> None:
         for proc in self.procs.values():
-            if proc.alive:
+            if proc.alive and proc.handle is not None:
                 code = proc.handle.poll()
                 if code is not None:
                     self.on_exit(proc, code)
@@ -353,8 +353,8 @@ class Supervisor:
     def reap_during_stop(self) -> None:
         """Exits of any process are handled while one is being stopped."""
         for proc in self.procs.values():
-            if proc.alive and proc.handle.poll() is not None:
-                self.on_exit(proc, proc.handle.returncode)
+            if proc.alive and proc.handle is not None and (code := proc.handle.poll()) is not None:
+                self.on_exit(proc, code)
 
     def sweep(self) -> None:
         """Anything still carrying this run's marker (grandchildren that left their group) is ended."""

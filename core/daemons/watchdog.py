@@ -75,7 +75,7 @@ def cancel_slurm_jobs(run_id: str, jobs: list[str]) -> str:
     return f"; cancelled {len(every)} Slurm job(s)"
 
 
-def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str] = ()) -> None:
+def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str] | tuple[str, ...] = ()) -> None:
     # deferred, as every import below: an idle watchdog (one per run) stays a bare 9 MiB interpreter, not 22
     from ..base.paths import run_dir
     from ..base.states import RunStatus
@@ -85,7 +85,7 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str]
 
     folder = run_dir(run_id)
     run = read_run_file(folder)
-    if is_recorded_final(run):
+    if run is not None and is_recorded_final(run):
         # It finished its work and died on the way out: only make sure nothing is left.
         survivors = procscan.find_run_processes(folder, pgids, since=run.get("created_at"))
         if survivors:

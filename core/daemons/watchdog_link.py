@@ -76,7 +76,8 @@ class WatchdogLink:
         if self.proc is None or self.proc.poll() is None:
             return
         code = self.proc.returncode
-        os.close(self._write)
+        if self._write is not None:
+            os.close(self._write)
         self._write = None
         if self.spawns >= MAX_SPAWNS:
             self.record.event("watchdog", f"watchdog exited ({describe_exit(code)}); not restarting it again")

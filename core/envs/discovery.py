@@ -205,7 +205,7 @@ def _class_decl(node: ast.ClassDef) -> _ClassDecl:
             methods.append(stmt.name)
             if any((_dotted(d) or "").split(".")[-1] == "abstractmethod" for d in stmt.decorator_list):
                 abstract.append(stmt.name)
-        targets: list[ast.AST] = []
+        targets: list[ast.expr] = []
         value = None
         if isinstance(stmt, ast.Assign):
             targets, value = stmt.targets, stmt.value
@@ -279,12 +279,12 @@ def _scan_file(path: Path, size: int) -> _FileScan:
                     top = alias.name.split(".")[0]
                     scan.imports[top] = top
     tops: dict[str, None] = {}
-    for node in ast.walk(tree):  # imports inside functions and try blocks name import roots too
-        if isinstance(node, ast.Import):
-            for alias in node.names:
+    for inner in ast.walk(tree):  # imports inside functions and try blocks name import roots too
+        if isinstance(inner, ast.Import):
+            for alias in inner.names:
                 tops[alias.name.split(".")[0]] = None
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            tops[node.module.split(".")[0]] = None
+        elif isinstance(inner, ast.ImportFrom) and inner.level == 0 and inner.module:
+            tops[inner.module.split(".")[0]] = None
     scan.top_imports = list(tops)
     return scan
 
@@ -338,7 +338,7 @@ class _Resolver:
         if parts[-1] == BASE_ENV:
             return True  # BaseEnv, base.BaseEnv, atroposlib.envs.base.BaseEnv
         origin = scan.imports.get(parts[0])
-        return len(parts) == 1 and bool(origin) and origin.split(".")[-1] == BASE_ENV  # `import ... as Alias`
+        return len(parts) == 1 and origin is not None and origin.split(".")[-1] == BASE_ENV  # `import ... as Alias`
 
     def resolve(self, file: str, class_name: str, visiting: frozenset = frozenset()):
         """(is_env, files inherited through, config class inherited) for one class; cycles count as not env."""

@@ -12,6 +12,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import cast
 
 from ..base.errors import BadInput, HermesError, NotFound
 from ..base.fsutil import atomic_write_text, file_lock, read_yaml
@@ -105,7 +106,7 @@ def _keep_corrupt(env_name: str) -> str:
 def current_selection() -> dict:
     """{"environment", "profile"} from current.yaml (None when unset); a bad file adds "warning"."""
     path = current_selection_file()
-    empty = {"environment": None, "profile": None}
+    empty: dict[str, str | None] = {"environment": None, "profile": None}
     try:
         data = read_yaml(path, what="selection file")
     except BadInput as exc:
@@ -114,7 +115,7 @@ def current_selection() -> dict:
         return empty
     if not isinstance(data, dict):
         return {**empty, "warning": f"selection file {path} must be a mapping; ignoring it"}
-    out = dict(empty)
+    out: dict[str, str | None] = dict(empty)
     problems = []
     for key in ("environment", "profile"):
         value = data.get(key)
@@ -201,13 +202,13 @@ def get_config(env_name: str | None = None, profile: str | None = None) -> Confi
     if problem:
         warnings.append(problem)
     values = _effective(fields, draft, warnings, env.name, chosen)
-    editable = []
+    editable: list[FieldRow] = []
     for name, info in fields.items():
         row = asdict(info)
         row["value"] = values[name]
         row["modified"] = name in draft and values[name] != info.default
-        editable.append(row)
-    locked = [{"name": k, "value": v.value, "reason": v.reason} for k, v in chosen.locked.items()]
+        editable.append(cast(FieldRow, row))  # FieldInfo's fields plus the two set here
+    locked = [LockedField(name=k, value=v.value, reason=v.reason) for k, v in chosen.locked.items()]
     return ConfigView(
         environment=env.id,
         profile=chosen.name,
@@ -250,7 +251,7 @@ def set_field(field: str, value: object, env_name: str | None = None, profile: s
         raise BadInput("field name must be text")
     result = set_fields({field: value}, env_name, profile)
     change = result["changed"][field]
-    out = {
+    out: FieldChange = {
         "environment": result["environment"],
         "profile": result["profile"],
         "field": field,

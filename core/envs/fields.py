@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..base.errors import BadInput
 from ..base.names import is_name
@@ -146,7 +147,7 @@ def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldI
     fields: list[FieldInfo] = []
     for name, spec in RUN_FIELDS.items():
         if name == "wandb_name":
-            default = WANDB_NAME_TEMPLATE.replace("{env}", env.name)
+            default: Any = WANDB_NAME_TEMPLATE.replace("{env}", env.name)
         else:
             default = profile.editable_defaults.get(name, probed.get(name, {}).get("default"))
         fields.append(
@@ -192,7 +193,7 @@ def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldI
     return fields
 
 
-def _check_range(info: FieldInfo, value: object) -> None:
+def _check_range(info: FieldInfo, value: Any) -> None:
     if info.type not in ("int", "float") or value is None:
         return
     limit = INT_LIMIT if info.type == "int" else FLOAT_LIMIT

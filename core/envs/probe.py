@@ -16,6 +16,7 @@ import sysconfig
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from ..base.envlimits import env_number
 from ..base.errors import BadInput, HermesError
@@ -190,8 +191,10 @@ def _cached(env: EnvInfo, signature: tuple) -> dict | None:
 def _remember(env: EnvInfo, signature: tuple, result: dict | None, error: str | None = None) -> None:
     with _probe_lock:
         _probe_memo[(env.file, env.class_name)] = (signature, result, error, time.monotonic())
-    record = {"signature": signature, "result": result} if result is not None else {"signature": signature}
-    if result is None:
+    record: dict[str, Any] = {"signature": signature}
+    if result is not None:
+        record["result"] = result
+    else:
         record["error"] = error or "config probe failed"
     try:
         atomic_write_text(_cache_path(env), json.dumps(record) + "\n")

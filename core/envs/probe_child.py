@@ -96,7 +96,7 @@ def probe(file: str, class_name: str) -> dict:
     cls = getattr(module, class_name, None)
     if not isinstance(cls, type):
         raise LookupError(f"{path.name} has no class {class_name}")
-    result = cls.config_init()
+    result = cls.config_init()  # type: ignore[attr-defined]  # any class the scan found; checked below
     if not isinstance(result, tuple) or len(result) < 1:
         raise TypeError(
             f"{class_name}.config_init() must return (env_config, server_configs), got {type(result).__name__}"

@@ -9,6 +9,8 @@ only by deriving another profile.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..base.errors import BadInput, Conflict
 from ..base.fsutil import atomic_write_text, read_yaml
 from ..base.names import is_name
@@ -82,7 +84,7 @@ def create_profile(name: str, source: str, assignments: dict, *, description: st
 
 def profile_rows() -> list[dict]:
     """Every profile, built-ins first: name, backend, description, what it extends, its file, the values it sets."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in list_profiles():
         try:
             profile = get_profile(name)

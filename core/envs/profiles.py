@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..base.errors import BadInput, MissingKey, NotFound
 from ..base.formatting import shown_value
@@ -186,7 +187,7 @@ def _shown(value: object) -> str:
     return shown_value(value)
 
 
-def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = None, nullable: bool = False) -> object:
+def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = None, nullable: bool = False) -> Any:
     """Turn a CLI/JSON/YAML value into `kind`; BadInput says what was expected. Strings like "8",
     "true", "0.5" are accepted for numbers and booleans because the CLI passes everything as text."""
     if nullable and (raw is None or (isinstance(raw, str) and raw.strip().lower() in _NULL)):
@@ -224,7 +225,7 @@ def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = No
                     return int(as_float)
         raise BadInput(f"{name} must be an integer, got {_shown(raw)}")
     if kind == "float":
-        value = None
+        value: float | None = None
         if isinstance(raw, (int, float)) and not isinstance(raw, bool):
             value = float(raw)
         elif text is not None:
@@ -243,27 +244,27 @@ def coerce_value(name: str, kind: str, raw: object, *, choices: list | None = No
         raise BadInput(f"{name} must be one of {', '.join(map(str, options))}; got {_shown(raw)}")
     if kind in ("list", "dict"):
         want = list if kind == "list" else dict
-        value = raw
+        parsed: object = raw
         if text is not None:
             try:
-                value = json.loads(text)
+                parsed = json.loads(text)
             except ValueError:
                 if kind == "list":  # "a,b,c" from a shell
-                    value = [part.strip() for part in text.split(",") if part.strip()]
-        if isinstance(value, tuple):
-            value = list(value)
-        if not isinstance(value, want):
+                    parsed = [part.strip() for part in text.split(",") if part.strip()]
+        if isinstance(parsed, tuple):
+            parsed = list(parsed)
+        if not isinstance(parsed, want):
             raise BadInput(f"{name} must be a {kind} (JSON), got {_shown(raw)}")
-        return value
+        return parsed
     # str
     if isinstance(raw, float) and not math.isfinite(raw):  # a JSON NaN as a name is a mistake, not "nan"
         raise BadInput(f"{name} must be text, got {_shown(raw)}")
     if isinstance(raw, (dict, list, tuple, set, bool)):  # True as a name is a mistake, not "True"
         raise BadInput(f"{name} must be text, got {_shown(raw)}")
-    value = raw if isinstance(raw, str) else str(raw)
-    if len(value) > 4096 or any(ch in value for ch in "\0\r\n"):
+    line = raw if isinstance(raw, str) else str(raw)
+    if len(line) > 4096 or any(ch in line for ch in "\0\r\n"):
         raise BadInput(f"{name} must be one line of text (at most 4096 characters)")
-    return value
+    return line
 
 
 # --- built-in and user profiles ---------------------------------------------------------------

@@ -367,7 +367,7 @@ class LogReader:
                 self._cut_at = None
                 self.prepended += added
                 return added
-            if cut:
+            if cut and cut_line_start is not None:
                 # The line shown by its end is now indexed from its real start.
                 if self._index:
                     self._index[0] = cut_line_start

@@ -402,7 +402,7 @@ def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key
             final["time"] = latest["time"][2]
     summary["final"] = final
     summary["history"] = [held[1] for held in chosen if held is not None]
-    if first is not None:
+    if first is not None and best is not None and last is not None:  # all three are set together
         directed = series_key in HIGHER_IS_BETTER
         summary["series"] = {
             "first": first[1],

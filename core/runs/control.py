@@ -182,7 +182,7 @@ def restart_process(run_id: str, name: str, *, wait: float = 30.0) -> RunView:
 
     def restarted() -> bool:
         current = read_run(run_id)
-        proc = next((p for p in current.get("processes") or [] if p.get("name") == name), {})
+        proc: dict = next((p for p in current.get("processes") or [] if p.get("name") == name), {})
         return proc.get("started_at") != before.get("started_at") or is_recorded_final(current)
 
     poll_until(restarted, wait, first=POLL_FIRST_S)

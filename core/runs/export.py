@@ -25,6 +25,7 @@ from ..base.errors import BadInput, HermesError
 from ..base.formatting import human_duration
 from ..base.fsutil import epoch_seconds
 from ..base.paths import run_dir
+from ..base.records import RunView
 from ..base.states import HEADLINE_METRICS, Metric
 
 FORMATS = ("csv", "json")
@@ -173,7 +174,8 @@ def svg_chart(title: str, points: list[tuple[int, float]], width: int = 560, hei
 
     def line(series, cls: str) -> str:
         if len(series) == 1:
-            return dot(*series[0], cls, 3)
+            step, value = series[0]
+            return dot(step, value, cls, 3)
         return f'<polyline class="{cls}" points="{" ".join(xy(s, v) for s, v in series)}"/>'
 
     grid = "".join(
@@ -247,7 +249,7 @@ def _rollout_section(run_id: str) -> str:
     return "".join(parts)
 
 
-def _process_section(run: dict) -> str:
+def _process_section(run: RunView) -> str:
     from .. import runs
     from .report import process_summaries
 

@@ -157,7 +157,7 @@ def flow_verdict(
     threshold = no_step_threshold(startup, epoch_seconds(last.get("time/step_s", last.get("timing/step_s"))))
     since = max(t for t in (ready_at, epoch_seconds(last.get("time")), created, 0.0) if t is not None)
     idle = max(0.0, now - since)
-    verdict.update(threshold_s=round(threshold, 1), no_step_for_s=round(idle, 1), state="ok")
+    verdict.update({"threshold_s": round(threshold, 1), "no_step_for_s": round(idle, 1), "state": "ok"})
 
     senders = {name for name, p in processes.items() if p.get("delivered") or p.get("registered")}
     failing = _top_problem({n: p for n, p in processes.items() if n not in senders}, errors_only=True)
@@ -167,13 +167,15 @@ def flow_verdict(
             name, problem = failing
             share = round(100 * errors / (errors + delivered))
             verdict.update(
-                state="failing",
-                process=name,
-                reason=(
-                    f"running, {name} fails on {share}% of its items: logged {problem['count']:,} × "
-                    f"{_quote(problem['message'])} against {delivered:,} scored group(s) delivered"
-                ),
-                tip=problem_tip(problem["message"], process=name, run_id=run_id),
+                {
+                    "state": "failing",
+                    "process": name,
+                    "reason": (
+                        f"running, {name} fails on {share}% of its items: logged {problem['count']:,} × "
+                        f"{_quote(problem['message'])} against {delivered:,} scored group(s) delivered"
+                    ),
+                    "tip": problem_tip(problem["message"], process=name, run_id=run_id),
+                }
             )
             return verdict
     if threshold <= 0 or idle <= threshold:
@@ -185,39 +187,49 @@ def flow_verdict(
     if top:
         name, problem = top
         verdict.update(
-            process=name,
-            reason=f"running, {what} in {idle:.0f} s: {name} logged {problem['count']:,} × "
-            + _quote(problem["message"]),
-            tip=problem_tip(problem["message"], process=name, run_id=run_id),
+            {
+                "process": name,
+                "reason": (
+                    f"running, {what} in {idle:.0f} s: {name} logged {problem['count']:,} × "
+                    + _quote(problem["message"])
+                ),
+                "tip": problem_tip(problem["message"], process=name, run_id=run_id),
+            }
         )
     elif delivered == 0 and served and served >= DROPPED_GROUPS * _group_size(run):
         environment = run.get("environment") or "ENV"
         verdict.update(
-            reason=(
-                f"running, {what} in {idle:.0f} s: the environment got {served:,} completions from the policy "
-                "and sent run-api no scored group: it drops the groups it scores (a group whose answers all "
-                "score the same carries no learning signal, and most environments drop it)"
-            ),
-            tip=(
-                f"see its answers and their scores: hermes-rl test-inference --env {environment}; a larger "
-                "group_size gives a group more chances to differ, and a model too weak for the task scores "
-                "every answer alike (an environment that plays many turns an episode may still be in its first)"
-            ),
+            {
+                "reason": (
+                    f"running, {what} in {idle:.0f} s: the environment got {served:,} completions from the policy "
+                    "and sent run-api no scored group: it drops the groups it scores (a group whose answers all "
+                    "score the same carries no learning signal, and most environments drop it)"
+                ),
+                "tip": (
+                    f"see its answers and their scores: hermes-rl test-inference --env {environment}; a larger "
+                    "group_size gives a group more chances to differ, and a model too weak for the task scores "
+                    "every answer alike (an environment that plays many turns an episode may still be in its first)"
+                ),
+            }
         )
     elif in_flight := _policy_count(status, "in_flight"):
         verdict.update(
-            reason=(
-                f"running, {what} in {idle:.0f} s: the policy is still answering {in_flight:,} request(s) of the "
-                f"environment ({served:,} completions served so far); no process logged a problem"
-            ),
-            tip=(
-                "long completions are slow on a CPU: a smaller max_token_length (a derived profile) or a shorter "
-                f"reply asked by the environment speeds each step; hermes-rl logs {run_id} --process tinker"
-            ),
+            {
+                "reason": (
+                    f"running, {what} in {idle:.0f} s: the policy is still answering {in_flight:,} request(s) of the "
+                    f"environment ({served:,} completions served so far); no process logged a problem"
+                ),
+                "tip": (
+                    "long completions are slow on a CPU: a smaller max_token_length (a derived profile) or a shorter "
+                    f"reply asked by the environment speeds each step; hermes-rl logs {run_id} --process tinker"
+                ),
+            }
         )
     else:
         verdict.update(
-            reason=f"running, {what} in {idle:.0f} s; no process logged a problem ({_api_words(status)})",
-            tip=f"read the logs (hermes-rl logs {run_id}): the environment may be waiting on something",
+            {
+                "reason": f"running, {what} in {idle:.0f} s; no process logged a problem ({_api_words(status)})",
+                "tip": f"read the logs (hermes-rl logs {run_id}): the environment may be waiting on something",
+            }
         )
     return verdict

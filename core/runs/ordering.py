@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from ..base.errors import BadInput
 
 SORT_KEYS = ("created", "eval", "reward")
 
 
-def sort_runs(summaries: list[dict], key: str = "created") -> list[dict]:
+def sort_runs(summaries: Sequence[Mapping[str, Any]], key: str = "created") -> list[Mapping[str, Any]]:
     """list_runs() rows newest first (`created`), or best first by the latest eval accuracy (`eval`)
     or the headline reward (`reward`); runs without the value last, newest first among them."""
     if key not in SORT_KEYS:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ..base.errors import HermesError
 from ..base.formatting import human_duration
@@ -83,7 +83,7 @@ def running_time_s(run: RunView, now: float | None = None) -> float | None:
 def process_summaries(run: RunView) -> list[ProcessSummary]:
     return [
         {
-            "name": proc.get("name"),
+            "name": proc["name"],
             "state": proc.get("state"),
             "health": proc.get("health") or proc.get("state"),
             "pid": proc.get("pid"),
@@ -116,7 +116,7 @@ def environment_summaries(run: RunView, latest: dict[str, Any]) -> list[Environm
         }
     ]
     several = len(rows) > 1
-    out = []
+    out: list[EnvironmentSummary] = []
     for row in rows:
         name = str(row.get("environment"))
         suffix = f"@{name}"
@@ -181,7 +181,8 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
     steps = steps.fill(run["run_id"])
     status = run.get("status")
     health = run.get("health") or {}
-    out = [health["tip"]] if health.get("tip") else []
+    tip = health.get("tip")
+    out: list[str] = [tip] if tip else []
     if run.get("stalled") is True:
         idle = human_duration(run.get("stalled_for_s") or 0)
         out.append(
@@ -200,7 +201,13 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
 # -- the two reports ----------------------------------------------------------------------------------
 
 
-def progress_fields(run: RunView) -> dict[str, Any]:
+class ProgressFields(TypedDict):
+    reward: dict[str, Any] | None
+    step_time: dict[str, Any] | None
+    plateau: dict[str, Any] | None
+
+
+def progress_fields(run: RunView) -> ProgressFields:
     """The status report's `reward` (trailing mean over reward_window steps), `step_time` (where a
     step's time goes) and `plateau` ("eval flat for N evals since step S", or None)."""
     from ..readers.metrics import headline_reward

@@ -53,7 +53,7 @@ def get_results(run_id: str) -> Results:
     lost = lost_reason(run)
     return {
         "run_id": run_id,
-        "status": RunStatus.LOST.value if lost else status,
+        "status": RunStatus.LOST.value if lost else str(status),
         "reason": lost or run.get("reason"),
         "environment": run.get("environment"),
         "profile": run.get("profile"),

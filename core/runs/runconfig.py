@@ -9,7 +9,7 @@ No secret ever goes in.
 from __future__ import annotations
 
 import time
-from typing import TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from ..base.errors import BadInput, HermesError
 from ..base.fsutil import open_regular
@@ -44,6 +44,8 @@ class EnvSection(TypedDict):
     steps_per_eval: int
     ensure_scores_are_not_same: bool
     env_metrics_path: str
+    inference_weight: NotRequired[float]  # a run of several environments: this one's share of the batches
+    min_batch_allocation: NotRequired[float | None]
 
 
 class ServerConfig(TypedDict):
@@ -143,7 +145,7 @@ def build_run_config(
         if name in profile.locked:
             raise locked_field_error(name, profile)
     refuse_secret_values(values, SECRETS_HINT)
-    locked = {name: item.value for name, item in profile.locked.items()}
+    locked: dict[str, Any] = {name: item.value for name, item in profile.locked.items()}
     folder = run_dir(run_id)
     wandb_name = values.get("wandb_name") or f"{env.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     env_section = {

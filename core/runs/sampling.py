@@ -17,6 +17,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from ..base.errors import BadInput, HermesError, NotFound
 from ..base.fsutil import iter_jsonl, read_json
@@ -100,14 +101,18 @@ def find_checkpoint(run_id: str, step: int | None = None) -> dict:
             raise BadInput(f"run {run_id} saved no checkpoint at step {step}", hint=f"its saved steps: {steps}")
         chosen = matching[-1]
     config = read_run_config(run_id)
-    backend = config.get("backend") if isinstance(config.get("backend"), dict) else {}
+    backend = config.get("backend")
+    if not isinstance(backend, dict):
+        backend = {}
     local = backend.get("kind") == "local" or chosen.get("backend") == "local"
     if local and not chosen["local_path"]:
         raise NotFound(
             f"the folder of run {run_id}'s checkpoint {chosen['name']} is gone",
             hint=f"it was under {run_dir(run_id) / 'checkpoints'}",
         )
-    servers = config.get("openai") if isinstance(config.get("openai"), list) else []
+    servers = config.get("openai")
+    if not isinstance(servers, list):
+        servers = []
     tokenizer = (servers[0] if servers and isinstance(servers[0], dict) else {}).get("tokenizer_name")
     model_dir = backend.get("model_dir") or tokenizer or (config.get("tinker") or {}).get("base_model")
     if not model_dir:
@@ -128,6 +133,8 @@ def _post_json(url: str, body: dict, deadline_s: float) -> dict:
     import urllib.parse
 
     parsed = urllib.parse.urlparse(url)
+    if not parsed.hostname:
+        raise http.client.InvalidURL(f"no host in {url!r}")
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=deadline_s)
     try:
         conn.request("POST", parsed.path, body=json.dumps(body), headers={"Content-Type": "application/json"})
@@ -205,13 +212,17 @@ def sample_prompt(
 def scored_completions(rollouts_path: str | Path, limit: int = 8) -> list[dict]:
     """The completions an environment scored in an inference test (its scored groups), best first:
     {text, score}; the text is the last message of each scored conversation."""
-    out = []
+    out: list[dict[str, Any]] = []
     path = Path(rollouts_path)
     if not path.exists():
         return out
     for _, group in iter_jsonl(path):
-        scores = group.get("scores") if isinstance(group.get("scores"), list) else []
-        messages = group.get("messages") if isinstance(group.get("messages"), list) else []
+        scores = group.get("scores")
+        messages = group.get("messages")
+        if not isinstance(scores, list):
+            scores = []
+        if not isinstance(messages, list):
+            messages = []
         for index, score in enumerate(scores):
             if isinstance(score, bool) or not isinstance(score, (int, float)):
                 continue

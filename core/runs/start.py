@@ -16,7 +16,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, cast
 
 from ..base.envlimits import env_number
 from ..base.errors import BadInput, Conflict, HermesError, NotFound
@@ -51,7 +53,7 @@ from ..daemons.pipeline import (
     validate_specs,
 )
 from ..daemons.runstate import is_recorded_final, read_run_file, record_final
-from .runconfig import CONFIG_FILE, build_run_config, read_run_config, run_config_yaml
+from .runconfig import CONFIG_FILE, RunConfig, build_run_config, read_run_config, run_config_yaml
 from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
 
 RUN_PORTS = ("api", "inference", "tinker")  # DESIGN §3: every real run gets these
@@ -173,7 +175,7 @@ def _launch_prepared(
     ports: dict | None,
     wandb: dict | None,
     extra: dict | None = None,
-) -> dict:
+) -> RunRecord:
     specs = _coerce_specs(specs)
     all_ports = {k: int(v) for k, v in (ports or {}).items()}
     missing = [name for name in port_names(specs) if name not in all_ports]
@@ -221,7 +223,7 @@ def _launch_prepared(
         },
     )
     _start_supervisor(run_id, folder)
-    return read_run(run_id)
+    return cast(RunRecord, read_run(run_id))  # the record written above, as read back
 
 
 def launch(
@@ -272,14 +274,15 @@ def _abandon_interrupted(run_id: str, folder: Path) -> None:
     previous = None
     with contextlib.suppress(ValueError):  # only the main thread may set handlers (and get Ctrl-C)
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not half-stop it
+    run: Mapping[str, Any] | None
     try:
         run = stop_run(run_id, wait=15.0, force=True)
     except HermesError:
-        run = read_run_file(folder) or {}
+        run = read_run_file(folder)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-    if not is_recorded_final(run):
+    if run is None or not is_recorded_final(run):
         raise HermesError(
             f"interrupted: run {run_id} was created and could not be stopped in time",
             hint=f"hermes-rl stop {run_id}",
@@ -370,8 +373,8 @@ DEFAULT_MAX_LOCAL_RUNS = 2  # the local backend trains on this machine's CPUs: m
 
 def max_local_runs() -> int:
     """The most local-backend runs active at once ($HERMES_RL_MAX_LOCAL_RUNS; 0: no limit)."""
-    return env_number(
-        MAX_LOCAL_RUNS_ENV, DEFAULT_MAX_LOCAL_RUNS, integer=True, maximum=1000, meaning_of_zero="no limit"
+    return int(
+        env_number(MAX_LOCAL_RUNS_ENV, DEFAULT_MAX_LOCAL_RUNS, integer=True, maximum=1000, meaning_of_zero="no limit")
     )
 
 
@@ -494,11 +497,10 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
     except BaseException:
         _discard_unstarted(folder)
         raise
-    run["notices"] = notices
-    return run
+    return {**run, "notices": notices}
 
 
-def _workers_summary(workers: dict, env_name: str, mixed: list) -> dict:
+def _workers_summary(workers: Mapping[str, Any], env_name: str, mixed: list) -> dict:
     """What run.json records of the run's workers (the full settings are in config.yaml): how they are
     launched, and each environment with its weight, share and worker processes."""
     from .workers import replica_names
@@ -525,7 +527,7 @@ def _workers_summary(workers: dict, env_name: str, mixed: list) -> dict:
     return summary
 
 
-def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dict:
+def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> RunConfig:
     """The parent's config.yaml with this run's folder, ports and resume point; every training value
     (steps, batch, learning rate, loss, W&B names) stays as the parent had it."""
     import copy
@@ -553,7 +555,7 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> dic
         env_metrics_path=str(folder / "env_metrics.jsonl"),
         resume=resume,
     )
-    return out
+    return cast(RunConfig, out)  # the parent's config.yaml, which build_run_config wrote
 
 
 def _saved_state_folder(parent_id: str, parent_folder: Path, state: dict) -> str:
@@ -660,5 +662,4 @@ def resume_run(parent_id: str) -> StartedRun:
         if dropped
         else None
     )
-    run["notices"] = [n for n in (notice, continues, mixed) if n]
-    return run
+    return {**run, "notices": [n for n in (notice, continues, mixed) if n]}

@@ -9,6 +9,7 @@ import math
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from ..base.clock import age_s, in_future, remaining_s
 from ..base.errors import HermesError, NotFound
@@ -28,6 +29,9 @@ from ..base.stall import progress_logs, stall_fields
 from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from ..daemons import procscan
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
+
+if TYPE_CHECKING:  # for the annotation only: it is imported where a process is sampled
+    import psutil
 from .flow import flow_verdict, startup_seconds
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
@@ -57,7 +61,7 @@ def _kind(check, label: str, optional: bool = True):
     def accepts(value: object) -> bool:
         return (optional and value is None) or check(value)
 
-    accepts.label = label + (" or null" if optional else "")
+    accepts.label = label + (" or null" if optional else "")  # type: ignore[attr-defined]  # read by _validate
     return accepts
 
 
@@ -130,12 +134,12 @@ def validate_run_record(run_id: str, raw: object) -> dict:
     processes = run.get("processes") or []
     if len(processes) > MAX_PROCESSES:
         raise ValueError(f"{len(processes)} processes (at most {MAX_PROCESSES})")
-    checked = []
+    checked: list[dict] = []
     for index, proc in enumerate(processes):
         if not isinstance(proc, dict):
             raise ValueError(f"processes[{index}] is not an object")
         name = proc.get("name")
-        if not is_name(PROCESS_NAME_RE, name):
+        if not (isinstance(name, str) and is_name(PROCESS_NAME_RE, name)):
             raise ValueError(f"processes[{index}].name is not a process name: {json.dumps(name)[:40]}")
         _check_fields(proc, _PROCESS_FIELDS, f"processes[{index}].")
         log = process_log_path(name, run_id)
@@ -233,7 +237,9 @@ def _summary(
     reward: dict | None = None,
 ) -> dict:
     last = last or {}
-    sweep = run.get("sweep") if isinstance(run.get("sweep"), dict) else {}
+    sweep = run.get("sweep")
+    if not isinstance(sweep, dict):
+        sweep = {}
     return {
         "run_id": run_id,
         "environment": run.get("environment"),
@@ -333,12 +339,12 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
         for key in [k for k in _LIST_CACHE if k not in seen and k.startswith(prefix)]:
             del _LIST_CACHE[key]
     out.sort(key=lambda s: (s.get("created_at") or 0, s["run_id"]), reverse=True)
-    return out
+    return cast(list[RunSummary], out)  # _summary's keys plus the stall fields and health added above
 
 
 # psutil.Process objects per (pid, create_time): cpu_percent(None) then measures the CPU used since
 # the previous call, without blocking the caller.
-_PSUTIL_CACHE: dict[tuple[int, float | None], object] = {}
+_PSUTIL_CACHE: dict[tuple[int, float | None], psutil.Process] = {}
 _PSUTIL_LOCK = threading.Lock()
 
 
@@ -347,14 +353,15 @@ def _sample_process(pid: int, create_time: float | None) -> dict | None:
 
     key = (pid, create_time)
     with _PSUTIL_LOCK:
-        proc = _PSUTIL_CACHE.get(key)
-        first = proc is None
-        if first:
+        cached = _PSUTIL_CACHE.get(key)
+        first = cached is None
+        if cached is None:
             try:
-                proc = psutil.Process(pid)
+                proc = _PSUTIL_CACHE[key] = psutil.Process(pid)
             except psutil.Error:
                 return None
-            _PSUTIL_CACHE[key] = proc
+        else:
+            proc = cached
         try:
             with proc.oneshot():  # the caller has just checked that pid is still the recorded process
                 created = proc.create_time()
@@ -408,7 +415,7 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
         proc["alive"] = alive
         proc["health"] = _health(proc, alive)
         proc.update(cpu_percent=None, rss=None, threads=None, uptime_s=None)
-        if alive and sample:
+        if alive and sample and isinstance(pid, int):  # alive: pid was proven to be the recorded process
             stats = _sample_process(pid, created)
             if stats:
                 proc.update(stats)
@@ -439,7 +446,7 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
         )
     )
     view["health"] = flow_verdict(view, view["last_metric"])
-    return view
+    return cast(RunView, view)  # run.json (validated by read_run) plus the fields added above
 
 
 def survivors(run: dict) -> list[procscan.Survivor]:

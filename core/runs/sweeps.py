@@ -26,6 +26,7 @@ from pathlib import Path
 from ..base.errors import BadInput, Conflict, HermesError, NotFound
 from ..base.fsutil import atomic_write_json, file_lock, read_json
 from ..base.paths import ensure_private_dir, run_dir, sweep_queue_flag, sweeps_dir
+from ..base.records import StartedRun
 from ..base.states import Metric
 from ..readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
 
@@ -168,7 +169,7 @@ def create_sweep(
         if warning and warning not in notices:
             notices.append(warning)
     sweep_id = _new_sweep_id()
-    members = []
+    members: list[dict] = []
     for config_index, config in enumerate(configs):
         for seed in seed_list:
             members.append(
@@ -224,7 +225,7 @@ def _set_queue_flag(queued: bool) -> None:
             flag.unlink()
 
 
-def _start_member(sweep: dict, member: dict) -> dict:
+def _start_member(sweep: dict, member: dict) -> StartedRun:
     from .start import start_run
 
     changes, overrides = _split(member["config"])
@@ -298,8 +299,9 @@ def _runs_by_member() -> dict[tuple[str, int], str]:
 
     named: dict[tuple[str, int], str] = {}
     for run in sorted(list_runs(), key=lambda r: r.get("created_at") or 0):
-        if isinstance(run.get("sweep_id"), str) and isinstance(run.get("sweep_index"), int):
-            named.setdefault((run["sweep_id"], run["sweep_index"]), run["run_id"])
+        sweep_id, index = run.get("sweep_id"), run.get("sweep_index")
+        if isinstance(sweep_id, str) and isinstance(index, int):
+            named.setdefault((sweep_id, index), run["run_id"])
     return named
 
 
@@ -332,7 +334,7 @@ def remove_abandoned_run_folders(older_than_s: float = ABANDONED_FOLDER_S) -> li
     from ..base.names import is_name
     from ..base.paths import RUN_ID_RE, runs_dir
 
-    removed = []
+    removed: list[str] = []
     now = time.time()
     try:
         entries = list(os.scandir(runs_dir()))

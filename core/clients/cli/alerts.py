@@ -43,7 +43,7 @@ def cmd_alerts(args) -> Any:
         failed = [c for c, r in outcome["channels"].items() if not r.startswith(("delivered", "skipped"))]
         return Exit(1) if failed else None
     config = alerts.load_config()
-    shown = {
+    shown: dict[str, Any] = {
         "file": str(alerts.alerts_file()),
         "rules": [{"on": r.on, "rule": r.describe(), "channels": list(r.channels)} for r in config.rules],
         "webhook": config.webhook.target if config.webhook else None,

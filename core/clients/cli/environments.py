@@ -100,6 +100,8 @@ def cmd_config(args) -> Any:
 
         name = args.env or current_selection().get("environment")
         name = name or resolve_profile(args.profile)[0].default_environment
+        if not name:
+            raise BadInput("no environment selected", hint="hermes-rl select ENV, or --env ENV")
         clear_probe_cache(find_environment(name), disk=True)
     if assignments:
         set_fields(assignments, env_name=args.env, profile=args.profile)
@@ -179,10 +181,10 @@ def cmd_profile(args) -> Any:
         rich_console().print(table)
         return None
     if args.profile_action == "show":
-        profile = get_profile(args.name).to_dict()
+        shown = get_profile(args.name).to_dict()
         if args.json:
-            return profile
-        _profile_table(profile)
+            return shown
+        _profile_table(shown)
         return None
     # new
     if args.from_run:

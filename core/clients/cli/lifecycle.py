@@ -175,10 +175,10 @@ def cmd_status(args) -> Any:
             f"  step {safe(metrics['step'])}/{safe(metrics['total_steps'] or '-')}  "
             f"reward {reward_text}  loss {human_number(metrics['loss'], 4)}"
         )
-    if status.get("step_time"):
-        console.print(f"  {safe(status['step_time']['text'])} (mean of the last {status['step_time']['steps']})")
-    if status.get("plateau"):
-        console.print(f"  [yellow]{safe(status['plateau']['text'])}[/]")
+    if step_time := status.get("step_time"):
+        console.print(f"  {safe(step_time['text'])} (mean of the last {step_time['steps']})")
+    if plateau := status.get("plateau"):
+        console.print(f"  [yellow]{safe(plateau['text'])}[/]")
     if status["stalled"]:
         console.print(f"  [yellow]stalled for {human_duration(status['stalled_for_s'])}[/]")
     if status.get("wandb_url"):
@@ -231,7 +231,8 @@ def cmd_status(args) -> Any:
     for proc in status["processes"]:
         if proc.get("cwd") or proc.get("import_path"):
             where = f"runs in {proc.get('cwd') or 'the run folder'}"
-            imports = f", imports from {':'.join(map(str, proc['import_path']))}" if proc.get("import_path") else ""
+            import_path = proc.get("import_path")
+            imports = f", imports from {':'.join(map(str, import_path))}" if import_path else ""
             console.print(f"  {safe(proc['name'])}: {safe(where + imports)}")
     for tip in status["tips"]:
         console.print(f"[dim]- {safe(tip)}[/]")

@@ -98,8 +98,8 @@ def cmd_sweep(args) -> Any:
         raise BadInput(
             f"unexpected {args.sweep_id!r}", hint="hermes-rl sweep --set FIELD=V1,V2, sweep list or sweep show ID"
         )
-    grid = sweeps.parse_grid(args.set)
-    sweep = sweeps.create_sweep(grid, seeds=args.seeds, env_name=args.env, profile=args.profile)
+    values = sweeps.parse_grid(args.set)
+    sweep = sweeps.create_sweep(values, seeds=args.seeds, env_name=args.env, profile=args.profile)
     if args.json:
         return sweep
     console = rich_console()

@@ -4,6 +4,7 @@ ETA), as a live bar on a terminal and as plain lines elsewhere."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from ...base.formatting import human_duration, human_number
@@ -14,7 +15,7 @@ from .output import EXIT_ERROR, Exit, next_steps, rich_console, safe, styled
 WAITING = (ProcState.PENDING, ProcState.STARTING)  # a process the run still waits for
 
 
-def _phase(run: dict, step: int | None) -> str:
+def _phase(run: Mapping[str, Any], step: int | None) -> str:
     """What a starting run is doing, in the words of its pipeline (DESIGN: model → tinker, api →
     trainer → env), so start-up is not a `step 0/800` that does not move for half a minute."""
     procs = {p.get("name"): p.get("state") for p in run.get("processes") or []}
@@ -62,11 +63,11 @@ def watch(run_id: str, json_output: bool = False) -> Any:
 
     console = rich_console()
     rate = _Rate()
-    run = runs.get_run(run_id)
+    run: Mapping[str, Any] = runs.get_run(run_id)
 
     def sample() -> dict:
         run = runs.get_run(run_id, sample=False)
-        summary = next((r for r in runs.list_runs() if r["run_id"] == run_id), {})
+        summary: Mapping[str, Any] = next((r for r in runs.list_runs() if r["run_id"] == run_id), {})
         last = run.get("last_metric") or {}
         step = last.get("step")
         evals = summary.get("eval_last")
@@ -95,7 +96,7 @@ def watch(run_id: str, json_output: bool = False) -> Any:
     return None if run["status"] in (RunStatus.COMPLETED, RunStatus.STOPPED) else Exit(EXIT_ERROR)
 
 
-def _plain_lines(run_id: str, sample: Callable[[], dict]) -> dict:
+def _plain_lines(run_id: str, sample: Callable[[], dict]) -> Mapping[str, Any]:
     """A line at each change of phase and every PLAIN_EVERY_S until the run ends; the run at its end."""
     started = time.monotonic()
     shown_phase, shown_at = None, 0.0
@@ -117,7 +118,7 @@ def _plain_lines(run_id: str, sample: Callable[[], dict]) -> dict:
         time.sleep(1.0)
 
 
-def _live_bar(console, run: dict, sample: Callable[[], dict]) -> dict:
+def _live_bar(console, run: Mapping[str, Any], sample: Callable[[], dict]) -> Mapping[str, Any]:
     """A live progress bar on the terminal until the run ends; the run at its end."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -265,7 +265,8 @@ class WarmBase:
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            self.proc.stdin.close()
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -319,7 +320,7 @@ class BorrowedServer:
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
             if not select.select([self._pidfd], [], [], timeout)[0]:
-                raise subprocess.TimeoutExpired("warm server", timeout)
+                raise subprocess.TimeoutExpired("warm server", timeout or 0.0)  # None blocks until it ends
             self.returncode = -1
         return self.returncode
 

@@ -28,10 +28,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 
 from ..procscan import signal_group
 from ..spawn import CHILD_TOKEN, BoundedRun, end_bounded_child, spawn_group
-from .base import borrow
+from .base import BorrowedServer, borrow
 from .room import ARGV_ROOM, ENV_ROOM, ROOM_ENV, env_block
 from .server import Lines
 
@@ -64,13 +65,18 @@ def start_server(preload: list[str], env: dict[str, str]) -> subprocess.Popen:
     )
 
 
-def end_server(proc: subprocess.Popen | None, grace: float) -> None:
+# A warm server of one's own (a Popen) or one forked by the client's warm base: the same pipes and calls.
+ServerProcess = subprocess.Popen | BorrowedServer
+
+
+def end_server(proc: ServerProcess | None, grace: float) -> None:
     """Close its stdin (it ends its children and exits), give it `grace` s to, then SIGKILL it. Its stdout
     stays open: a WarmStarts reader thread may still be reading the last answers."""
     if proc is None:
         return
     with contextlib.suppress(OSError):
-        proc.stdin.close()
+        if proc.stdin is not None:
+            proc.stdin.close()
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
     with contextlib.suppress(OSError):
@@ -81,14 +87,23 @@ def end_server(proc: subprocess.Popen | None, grace: float) -> None:
 
 def _imported(ready: dict) -> tuple[frozenset[str], frozenset[str]]:
     """A server's ready answer: the top-level modules it imported, and which of them are namespace packages."""
-    return tuple(frozenset(m for m in ready.get(key, ()) if isinstance(m, str)) for key in ("modules", "namespaces"))
+    modules, namespaces = (
+        frozenset(m for m in ready.get(key, ()) if isinstance(m, str)) for key in ("modules", "namespaces")
+    )
+    return modules, namespaces
+
+
+def _answer_fd(proc: ServerProcess | None) -> int:
+    """The pipe a server answers on (every server is started, or forked, with one)."""
+    assert proc is not None and proc.stdout is not None
+    return proc.stdout.fileno()
 
 
 def _regular_package(folder: str) -> bool:
     return any(os.path.exists(os.path.join(folder, init)) for init in ("__init__.py", "__init__.pyc"))
 
 
-def shadowed(folders: list[str], modules: frozenset[str], namespaces: frozenset[str] = frozenset()) -> bool:
+def shadowed(folders: Sequence[str], modules: frozenset[str], namespaces: frozenset[str] = frozenset()) -> bool:
     """Whether one of `folders` (a child's cwd and PYTHONPATH) holds a module or package named like one of
     the server's `modules`: cold, the child would import that one instead. A folder without __init__.py
     hides no module or package installed after it (Python prefers those to a namespace package), so it
@@ -122,7 +137,7 @@ class ForkServer:
     def __init__(self, preload: list[str], env: dict[str, str]):
         self.preload = list(preload)
         self.env = dict(env)
-        self._proc: subprocess.Popen | None = None
+        self._proc: ServerProcess | None = None
         self._answers: Lines | None = None
         self._lock = threading.Lock()
         self._stamp: tuple = ()
@@ -130,17 +145,17 @@ class ForkServer:
         self._namespaces: frozenset[str] = frozenset()
         self._failed = False  # it did not start: not tried again until the stamp changes
 
-    def _start(self, stamp: tuple) -> subprocess.Popen:
+    def _start(self, stamp: tuple) -> ServerProcess:
         """Its server: forked by the client's warm base where it keeps one (warm.base), else its own."""
         self.close()
         self._stamp, self._failed = stamp, True
-        proc, _why = borrow(self.preload, self.env, ())
+        borrowed, _why = borrow(self.preload, self.env, ())
         try:
-            proc = proc or start_server(self.preload, self.env)
+            proc: ServerProcess = borrowed or start_server(self.preload, self.env)
         except OSError as exc:
             raise ColdStartNeeded(f"the warm server could not start: {exc}") from None
         self._proc = proc
-        self._answers = Lines(proc.stdout.fileno())
+        self._answers = Lines(_answer_fd(proc))
         try:
             ready = self._read(START_TIMEOUT_S)
         except TimeoutError:
@@ -152,7 +167,7 @@ class ForkServer:
         self._failed = False
         return proc
 
-    def shadowed(self, folders: list[str]) -> bool:
+    def shadowed(self, folders: Sequence[str]) -> bool:
         return shadowed(folders, self._modules, self._namespaces)
 
     def _read(self, timeout: float) -> dict:
@@ -179,7 +194,7 @@ class ForkServer:
         env: dict[str, str],
         cwd: str,
         stamp: tuple = (),
-        folders: list[str] = (),
+        folders: Sequence[str] = (),
         max_bytes: int = 8 * 1024 * 1024,
     ) -> BoundedRun:
         """Run `python -m module args` forked from the warm server, with the same deadline and the same
@@ -202,6 +217,8 @@ class ForkServer:
                 raise ColdStartNeeded("the warm server did not start")
             if self.shadowed([cwd, *folders]):
                 raise ColdStartNeeded("the child's folders shadow a preloaded module")
+            requests = self._proc.stdin
+            assert requests is not None  # every server takes its requests on a pipe
             token = secrets.token_hex(8)
             folder = tempfile.mkdtemp(prefix="hermes-rl-warm-")
             out_path, err_path = os.path.join(folder, "out"), os.path.join(folder, "err")
@@ -221,7 +238,7 @@ class ForkServer:
                 try:
                     pending = memoryview((json.dumps(request) + "\n").encode())
                     while pending:  # an unbuffered pipe may take part of it per write
-                        pending = pending[self._proc.stdin.write(pending) :]
+                        pending = pending[requests.write(pending) :]
                     pid = self._read(timeout).get("pid")
                 except (OSError, TimeoutError):
                     self.close()
@@ -249,7 +266,7 @@ class ForkServer:
     def close(self) -> None:
         proc, self._proc, self._answers = self._proc, None, None
         end_server(proc, grace=0.0)
-        if proc is not None:
+        if proc is not None and proc.stdout is not None:
             with contextlib.suppress(OSError):
                 proc.stdout.close()
 
@@ -274,6 +291,7 @@ class WarmStarts:
         self.deadline = time.monotonic() + START_TIMEOUT_S
         self._state = "starting"
         self._why = ""
+        self._proc: ServerProcess | None = None
         self._modules: frozenset[str] = frozenset()
         self._namespaces: frozenset[str] = frozenset()
         self._env_room = 0
@@ -333,7 +351,7 @@ class WarmStarts:
             self._codes[pid] = code
 
     def _read_answers(self) -> None:
-        answers = Lines(self._proc.stdout.fileno())
+        answers = Lines(_answer_fd(self._proc))
         while True:
             try:
                 line = answers.next()
@@ -387,7 +405,7 @@ class WarmStarts:
             raise ColdStartNeeded(why)
         request = {"module": argv[2], "args": argv[3:], "argv": argv, "cwd": cwd, "env": env, "log": log}
         proc = self._proc
-        if proc is None:
+        if proc is None or proc.stdin is None:
             raise ColdStartNeeded("the warm server is gone")
         try:
             pending = memoryview((json.dumps(request) + "\n").encode())

@@ -159,8 +159,10 @@ class Lines:
 
 
 def _answer(payload: dict) -> None:
-    sys.__stdout__.write(json.dumps(payload) + "\n")
-    sys.__stdout__.flush()
+    out = sys.__stdout__
+    assert out is not None  # the answer pipe: a server is always started with one
+    out.write(json.dumps(payload) + "\n")
+    out.flush()
 
 
 def _request(line: bytes) -> dict | None:
