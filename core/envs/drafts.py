@@ -27,7 +27,7 @@ from .fields import (
     validate_assignments,
     validate_value,
 )
-from .profiles import Profile, get_profile, resolve_profile
+from .profiles import Profile, get_profile, how_to_change_locked, resolve_profile
 
 
 @dataclass
@@ -39,6 +39,7 @@ class ConfigView:
     warnings: list[str] = field(default_factory=list)  # e.g. a corrupt draft that was ignored
     notice: str | None = None  # e.g. "No TINKER_API_KEY: using the local profile ..."
     file: str = ""  # the environment's source file
+    locked_hint: str = ""  # how a user changes a locked value
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -216,6 +217,7 @@ def get_config(env_name: str | None = None, profile: str | None = None) -> Confi
         warnings=warnings,
         notice=notice,
         file=env.file,
+        locked_hint=how_to_change_locked(chosen),
     )
 
 

@@ -196,7 +196,10 @@ class ConfigPane(Vertical):
         for index, row in enumerate(self.rows):
             widgets.append(self._field_row(index, row, gen))
         if view.locked:
-            widgets.append(Static(Text("locked by the profile", style="bold dim"), classes="locked-head"))
+            head = Text("backend, locked by the profile", style="bold dim")
+            if getattr(view, "locked_hint", ""):
+                head.append(f"\n{view.locked_hint}", style="dim")
+            widgets.append(Static(head, classes="locked-head"))
             for row in view.locked:
                 text = Text()
                 text.append(f"🔒 {row['name']} = {shown_locked(row['value'])}", style="dim")

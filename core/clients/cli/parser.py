@@ -152,8 +152,8 @@ def _profile_and_sweep_commands(add: Add) -> None:
         cmd_sweep,
         "a grid of runs as one sweep, queued under the local-run limit (sweep list, sweep show ID, sweep cancel ID)",
         epilog="e.g. hermes-rl sweep --set learning_rate=1e-4,3e-4 --seeds 2\n"
-        "A locked field (learning_rate, total_steps, lora_rank, ...) gives each configuration a derived\n"
-        "profile; an editable one (group_size, batch_size, environment fields) a run value.",
+        "A training field (learning_rate, total_steps, lora_rank, group_size, batch_size) or an environment\n"
+        "field is each run's own value; a locked backend field (max_token_length, ...) a derived profile.",
     )
     cmd.add_argument(
         "sweep_action", nargs="?", choices=("list", "show", "cancel"), help="list sweeps, show one, or cancel one"
