@@ -66,6 +66,10 @@ def live_handler(method):
 # How a run's end is announced: failures as errors, the rest as information.
 END_SEVERITY = {RunStatus.FAILED: "error", RunStatus.LOST: "error"}
 PANES = ("environments", "config", "runs", "processes", "logs", "metrics")
+# The dashboard's own keys: on any other screen (the inference or rollouts screen, a dialog, the palette,
+# also while it is still opening and nothing there has focus yet) what is typed is that screen's, never these.
+START_SUMMARY_FIELDS = ("total_steps", "learning_rate", "lora_rank", "group_size", "batch_size")
+DASHBOARD_ONLY_ACTIONS = {"start_run", "stop_run", "test_inference", "rollouts", "zoom", "filter", "focus_pane"}
 
 
 class HermesDashboard(App):
@@ -244,6 +248,11 @@ class HermesDashboard(App):
         targets = {1: "EnvList", 3: "RunsTable", 4: "ProcessTable", 5: "LogView", 6: "MetricsTable"}
         return pane, targets.get(index)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in DASHBOARD_ONLY_ACTIONS and self.screen_stack and self.screen is not self.screen_stack[0]:
+            return False
+        return True
+
     def action_focus_pane(self, index: int) -> None:
         if self.screen is not self.screen_stack[0]:
             return
@@ -391,7 +400,23 @@ class HermesDashboard(App):
         if not env:
             self.notify("select an environment first: [1], then enter", severity="warning")
             return
-        self.save_config(then_start=True)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.save_config(then_start=True)
+
+        self.push_screen(ConfirmScreen(f"Start a run of {env}?", self._start_summary(pane, env)), answered)
+
+    def _start_summary(self, pane: ConfigPane, env: str) -> str:
+        """What `s` would start: the profile and the training values (unsaved edits included)."""
+        view = pane.view if pane.view is not None and pane.view.environment == env else None
+        if view is None:
+            return f"profile {self.header.profile or '?'} · the environment's saved config · a new run's processes"
+        pending, _errors = pane.unsaved()
+        values = {**view.values(), **pending}
+        shown = [f"{k} {values[k]}" for k in START_SUMMARY_FIELDS if values.get(k) is not None]
+        unsaved = f" · {len(pending)} unsaved edit(s) are saved first" if pending else ""
+        return f"profile {view.profile} · " + " · ".join(shown) + unsaved
 
     def _start(self, env: str | None, profile: str | None) -> None:
         self.notify(f"starting {env}…", timeout=2)

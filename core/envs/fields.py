@@ -57,6 +57,18 @@ class FieldInfo:
 # the backend's (tokenizer, URLs, worker counts: the profile's), file paths that would write
 # anywhere (data_path_to_save_groups), or model-specific reasoning knobs.
 RUN_FIELDS: dict[str, dict] = {
+    "group_size": {
+        "type": "int",
+        "minimum": 2,
+        "maximum": 4096,
+        "description": "Completions sampled per prompt; GRPO compares them (at least 2)",
+    },
+    "batch_size": {
+        "type": "int",
+        "minimum": 1,
+        "maximum": 1_000_000,
+        "description": "Completions per training step (at least group_size)",
+    },
     "learning_rate": {
         "type": "float",
         "minimum": 0,
@@ -77,18 +89,6 @@ RUN_FIELDS: dict[str, dict] = {
         "maximum": 1024,
         "section": "tinker",
         "description": "LoRA rank (adapter size)",
-    },
-    "group_size": {
-        "type": "int",
-        "minimum": 2,
-        "maximum": 4096,
-        "description": "Completions sampled per prompt; GRPO compares them (at least 2)",
-    },
-    "batch_size": {
-        "type": "int",
-        "minimum": 1,
-        "maximum": 1_000_000,
-        "description": "Completions per training step (at least group_size)",
     },
     "wandb_name": {
         "type": "str",
