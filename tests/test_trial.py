@@ -451,3 +451,24 @@ def test_an_offline_model_that_fails_to_start_shows_failed_with_its_reason(arith
     assert summary["environment_working"] is False
     assert summary["verdict"].startswith("the model failed before the environment ran: the offline model")
     assert summary["models"][0]["errors"] == results[0]["errors"]
+
+
+@pytest.mark.timeout(400)
+def test_an_offline_trial_records_the_tokens_the_model_wrote(tiny_model_dir, hermes_home, monkeypatch):
+    """The offline model (and a checkpoint, served the same way) is asked through /generate, so the saved
+    groups hold what it wrote: not atroposlib's placeholder ids 0, 1, 2, … decoded into the vocabulary."""
+    from hermes_rl.core.runs.sampling import scored_completions
+    from tests.fixtures_model import use_tiny_model
+
+    model = use_tiny_model(tiny_model_dir)
+    monkeypatch.setattr(inference_test, "_offline_model", lambda: model)
+    test = InferenceTest.prepare(1, 2, env_name="toy_addition")
+    assert test.target.kind == "offline" and test.profile == "local"
+    summary = test.run()
+    result = summary["models"][0]
+    assert result["completions"] == 2, result
+    group = json.loads(Path(result["rollouts_path"]).read_text().splitlines()[0])
+    for tokens in group["tokens"]:
+        assert tokens != list(range(len(tokens)))  # not placeholder ids
+    texts = [c["text"] for c in scored_completions(result["rollouts_path"])]
+    assert len(texts) == 2 and all("+" in text for text in texts), texts  # the prompt and the model's answer

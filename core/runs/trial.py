@@ -683,6 +683,11 @@ class InferenceTest:
             "n_kwarg_is_ignored": self.target.n_kwarg_is_ignored,
             "timeout": 300,
         }
+        if self.target.kind in ("offline", "checkpoint"):
+            # Our own policy server speaks SGLang's /generate, as in a run: atroposlib's managed server
+            # then records the tokens the model wrote; over /v1 it records placeholder ids (0, 1, 2, …),
+            # whose decoded "messages" are the tokenizer's first entries, not the answers.
+            server.update(server_type="sglang", tokenizer_name=env.get("tokenizer_name"))
         path = model_dir / "config.yaml"
         atomic_write_text(path, yaml.safe_dump({"env": env, "openai": [server]}, sort_keys=False))
         return path
