@@ -215,8 +215,7 @@ def test_worst_completions_are_only_those_below_the_best(hermes_home):
             "group": 0,
             "prompt": "Q: 1+1=\nA:",
             "completions": [
-                {"text": f" 2 ({i})", "reward": 1.0, "advantage": 0.0, "tokens": 3, "finish": "stop"}
-                for i in range(4)
+                {"text": f" 2 ({i})", "reward": 1.0, "advantage": 0.0, "tokens": 3, "finish": "stop"} for i in range(4)
             ]
             + ([{"text": " 5", "reward": 0.0, "advantage": -1.0, "tokens": 2, "finish": "stop"}] if step == 2 else []),
         }

@@ -120,6 +120,7 @@ class HermesDashboard(App):
         self.live = None
         self.closing = False  # set at quit/unmount: a first frame that comes later starts no live thread
         self.first_frame_at: float | None = None
+        self._selection_seen: tuple | None = None  # the selection file as last seen (backend.selection_signature)
 
     # -- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -160,6 +161,8 @@ class HermesDashboard(App):
         header = self.header
         header.keys = backend.keys_present()
         self.set_interval(5.0, header.update_text)  # the clock shows minutes
+        self._selection_seen = backend.selection_signature()
+        self.set_interval(1.0, self._follow_selection)
         self.pane("#runs RunsTable").focus()
         # Paint the first frame before the workers start competing for the GIL.
         self.call_after_refresh(self._first_frame)
@@ -339,6 +342,23 @@ class HermesDashboard(App):
             self.notify("select an environment first", severity="warning")
             return
         self.choose_environment(self.selected_env, profile)
+
+    def _follow_selection(self) -> None:
+        """A selection made elsewhere (`hermes-rl select`, an agent's tool) shows here too: the header,
+        the environments pane and the config follow it."""
+        seen = backend.selection_signature()
+        if seen == self._selection_seen or self.closing:
+            return
+        self._selection_seen = seen
+        selection = backend.current_selection()
+        env, profile = selection.get("environment"), selection.get("profile")
+        if profile and profile != self.header.profile:
+            self.header.profile = profile
+            self.header.update_text()
+            if env and env == self.selected_env:
+                self.load_config(env)  # the same environment under another profile: other defaults
+        if env and env != self.selected_env:
+            self._environment_chosen(env)
 
     def _environment_chosen(self, name: str) -> None:
         self.selected_env = name

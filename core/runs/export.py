@@ -258,9 +258,7 @@ def _rollout_section(run_id: str) -> str:
         # The worst are those below the best reward: when every answer scored the same there are none.
         below = [c for c in ranked[::-1] if c["reward"] < ranked[0]["reward"]] if ranked else []
         if ranked and not below:
-            parts.append(
-                f"<h3>step {step}: all {len(ranked)} completions scored {_e(_num(ranked[0]['reward']))}</h3>"
-            )
+            parts.append(f"<h3>step {step}: all {len(ranked)} completions scored {_e(_num(ranked[0]['reward']))}</h3>")
         for side, chosen in (("best", ranked[:ROLLOUTS_PER_SIDE]), ("worst", below[:ROLLOUTS_PER_SIDE])):
             if not chosen:
                 continue
