@@ -90,3 +90,20 @@ def test_help_groups_keys_by_pane_not_by_class(hermes_home):
             assert by_id["run.start"] == "everywhere" and by_id["logs.follow"] == "[5] Logs"
 
     asyncio.run(scenario())
+
+
+def test_at_80_by_24_the_runs_pane_shows_status_and_eval(hermes_home):
+    write_run("aaaa0001", steps=30)
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=(80, 24)) as pilot:
+            table = app.query_one("#runs-table")
+            await wait_for(pilot, lambda: table.row_count == 1, what="run listed")
+            await pilot.pause(0.3)
+            labels = [str(column.label) for column in table.columns.values()]
+            assert {"run", "status", "eval"} <= set(labels), labels
+            row = [str(cell) for cell in table.get_row_at(0)]
+            assert "completed" in row and any("↑" in cell or "." in cell for cell in row[3:]), row
+
+    asyncio.run(scenario())

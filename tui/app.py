@@ -68,6 +68,7 @@ END_SEVERITY = {RunStatus.FAILED: "error", RunStatus.LOST: "error"}
 PANES = ("environments", "config", "runs", "processes", "logs", "metrics")
 # The dashboard's own keys: on any other screen (the inference or rollouts screen, a dialog, the palette,
 # also while it is still opening and nothing there has focus yet) what is typed is that screen's, never these.
+NARROW_COLUMNS = 100  # below this width the top row's panes shrink to their narrow minimums (app.tcss)
 START_SUMMARY_FIELDS = ("total_steps", "learning_rate", "lora_rank", "group_size", "batch_size")
 DASHBOARD_ONLY_ACTIONS = {"start_run", "stop_run", "test_inference", "rollouts", "zoom", "filter", "focus_pane"}
 
@@ -152,6 +153,10 @@ class HermesDashboard(App):
     def header(self) -> HeaderBar:
         return self.pane(HeaderBar)
 
+    def on_resize(self, event) -> None:
+        if self.screen_stack:
+            self.screen_stack[0].set_class(event.size.width < NARROW_COLUMNS, "-narrow")
+
     def on_mount(self) -> None:
         keymap, problem = load_keymap()
         if keymap:
@@ -164,6 +169,7 @@ class HermesDashboard(App):
         self._selection_seen = backend.selection_signature()
         self.set_interval(1.0, self._follow_selection)
         self.pane("#runs RunsTable").focus()
+        self.screen.set_class(self.size.width < NARROW_COLUMNS, "-narrow")
         # Paint the first frame before the workers start competing for the GIL.
         self.call_after_refresh(self._first_frame)
 
