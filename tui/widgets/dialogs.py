@@ -70,6 +70,8 @@ def binding_rows(app) -> list[tuple[str, str, str, str]]:
             if not binding.id or binding.id in seen_ids:
                 continue
             seen_ids.add(binding.id)
+            if binding.id.startswith("nav."):  # moving in a list works the same in every pane
+                area = SHARED_AREA
             keys = keymap.get(binding.id, binding.key)
             shown = ", ".join(app.get_key_display(Binding(key.strip(), binding.action)) for key in keys.split(","))
             rows.append((area, shown, binding.description or binding.action, binding.id))
