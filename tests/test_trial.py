@@ -439,7 +439,7 @@ def test_an_offline_model_that_fails_to_start_shows_failed_with_its_reason(arith
     folder = tmp_path / "broken-model"
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "no-such-architecture"}')
-    monkeypatch.setattr(inference_test, "_offline_model", lambda: folder)
+    monkeypatch.setattr(trial, "_offline_model", lambda: folder)
     test = InferenceTest.prepare(1, 2)
     assert test.target.kind == "offline"
     events = list(test.events())
@@ -461,7 +461,7 @@ def test_an_offline_trial_records_the_tokens_the_model_wrote(tiny_model_dir, her
     from tests.fixtures_model import use_tiny_model
 
     model = use_tiny_model(tiny_model_dir)
-    monkeypatch.setattr(inference_test, "_offline_model", lambda: model)
+    monkeypatch.setattr(trial, "_offline_model", lambda: model)
     test = InferenceTest.prepare(1, 2, env_name="toy_addition")
     assert test.target.kind == "offline" and test.profile == "local"
     summary = test.run()
