@@ -106,8 +106,8 @@ rules:
     events = hook.events()
     assert sorted(e["event"] for e in events) == ["completed", "metric"], events
     metric = next(e for e in events if e["event"] == "metric")
-    # reward/mean is step/6: the first row above 0.5 is step 4, and later rows above it do not fire again
-    assert metric["run_id"] == run_id and metric["step"] == 4 and metric["value"] == pytest.approx(4 / 6)
+    # reward/mean is step/6: rows above 0.5 from step 4; the third in a row (the default) is step 6
+    assert metric["run_id"] == run_id and metric["step"] == 6 and metric["value"] == pytest.approx(1.0)
     completed = next(e for e in events if e["event"] == "completed")
     assert completed["status"] == "completed" and completed["step"] == 6
     for request in hook.received:  # signed with the secret: the receiver can check who sent it
@@ -190,6 +190,8 @@ def test_a_slow_webhook_is_cut_off_at_its_deadline():
         ("rules:\n  - on: metric\n    metric: reward/mean\n", "exactly one of `above` and `below`"),
         ("rules:\n  - on: failed\n    channels: [pager]\n", "channels must be a list of dashboard, desktop, webhook"),
         ("rules:\n  - on: failed\n    after_s: 5\n", "after_s belongs to `on: stalled` rules only"),
+        ("rules:\n  - on: metric\n    metric: m\n    above: 1\n    for_steps: 0\n", "for_steps must be a whole number"),
+        ("rules:\n  - on: metric\n    metric: m\n    above: 1\n    for_steps: 2\n    smoothed: 3\n", "at most one of"),
         ("webhook:\n  url: https://h.example.com\n  timeout_s: 600\n", "timeout_s must be above 0 and at most 30"),
     ],
 )
@@ -252,3 +254,43 @@ def test_an_open_dashboard_shows_an_alert_as_a_toast_and_rings_the_bell(hermes_h
             assert not any("long ago" in n.message for n in app._notifications)
 
     asyncio.run(scenario())
+
+
+def _monitor(hermes_home, rule_text: str, run_id: str = "abcd0001"):
+    write_rules(hermes_home, f"rules:\n  - on: metric\n{rule_text}    channels: [dashboard]\n")
+    folder = hermes_home / "rl" / "runs" / run_id
+    folder.mkdir(parents=True)
+    from hermes_rl.core.daemons.alerts import AlertMonitor
+
+    return AlertMonitor(folder, {"run_id": run_id, "status": "running"}, lambda: [])
+
+
+def _fed(monitor, values: list[float], metric: str = "reward/mean") -> list[dict]:
+    """The metric events the monitor fires on these values (one row per step)."""
+    monitor._check_metrics([{"step": step, metric: value} for step, value in enumerate(values, 1)])
+    monitor.close()
+    path = monitor.dir / "alerts.jsonl"
+    return [row for row in read_jsonl(path) if row.get("event") == "metric"] if path.exists() else []
+
+
+def test_a_metric_rule_ignores_one_noisy_batch_by_default(hermes_home):
+    """By default a per-step metric fires once it is past the line 3 values in a row, not on one batch."""
+    monitor = _monitor(hermes_home, "    metric: reward/mean\n    above: 0.3\n")
+    (event,) = _fed(monitor, [0.3125, 0.1, 0.4, 0.35, 0.1, 0.5, 0.6, 0.7, 0.9])
+    assert event["step"] == 8 and event["rule"] == "reward/mean above 0.3 for 3 steps"
+
+
+def test_a_metric_rule_for_n_steps_or_on_the_smoothed_value(hermes_home):
+    monitor = _monitor(hermes_home, "    metric: reward/mean\n    below: 0.5\n    for_steps: 2\n")
+    assert [e["step"] for e in _fed(monitor, [0.4, 0.6, 0.4, 0.3])] == [4]
+    monitor = _monitor(hermes_home, "    metric: reward/mean\n    above: 0.5\n    smoothed: 4\n", "abcd0002")
+    (event,) = _fed(monitor, [0.9, 0.1, 0.9, 0.1, 0.9, 0.9])  # means of 4: 0.5, 0.5, 0.7
+    assert event["step"] == 6 and event["value"] == pytest.approx(0.7)
+    assert event["rule"] == "reward/mean (mean of the last 4) above 0.5"
+
+
+def test_an_eval_metric_rule_fires_on_one_value(hermes_home):
+    """An eval value is already a mean over the eval set: the default needs one."""
+    monitor = _monitor(hermes_home, "    metric: eval/percent_correct\n    above: 0.9\n")
+    (event,) = _fed(monitor, [0.5, 0.95], metric="eval/percent_correct")
+    assert event["step"] == 2 and event["rule"] == "eval/percent_correct above 0.9"

@@ -117,7 +117,8 @@ def test_config_pane_shows_the_selected_runs_config_read_only_without_a_selected
                 await pilot.pause(0.1)
             text = str(head.render())
             assert f"run {app.selected_run} config (read-only)" in text
-            assert "group_size" in text and "lora_rank 8 🔒" in text  # the profile's value is locked
+            assert "group_size" in text and "lora_rank 8" in text
+            assert "lora_rank 8 🔒" not in text  # a training value is the run's own, not locked by the profile
             assert "rollout_server_url" not in text  # per-run plumbing is not config
 
     asyncio.run(scenario())

@@ -81,17 +81,21 @@ def test_editable_fields_come_from_config_init(fixture_envs):
     assert fields["group_size"]["default"] == local_defaults["group_size"]
     assert fields["batch_size"]["default"] == local_defaults["batch_size"]
     assert fields["wandb_name"]["default"] == "fixture_basic-{timestamp}"
-    # Infrastructure and the rest of BaseEnvConfig are not editable; the profile's fields are locked.
+    # The training hyperparameters are editable, called "training", with the profile's defaults.
+    for name in ("learning_rate", "total_steps", "lora_rank", "group_size", "batch_size"):
+        assert fields[name]["default"] == local_defaults[name] and fields[name]["group"] == "training"
+    assert (fields["learning_rate"]["section"], fields["lora_rank"]["section"]) == ("tinker", "tinker")
+    # The backend and the rest of BaseEnvConfig are not editable; the profile's backend fields are locked.
     assert not {
         "tokenizer_name",
         "max_token_length",
-        "total_steps",
         "rollout_server_url",
         "data_path_to_save_groups",
         "max_num_workers_per_node",
     } & set(fields)
     locked = {row["name"]: row for row in view.locked}
-    assert locked["lora_rank"]["value"] == 8 and locked["lora_rank"]["reason"].startswith("infrastructure")
+    assert locked["max_token_length"]["value"] == 512 and locked["max_token_length"]["reason"].startswith("backend")
+    assert "lora_rank" not in locked
     assert all(not row["modified"] for row in view.editable)
 
 
@@ -298,12 +302,43 @@ def test_unknown_field_lists_the_valid_ones(fixture_envs):
     assert "group_size" in caught.value.hint and "stop_words" in caught.value.hint
 
 
-def test_locked_field_shows_its_value_and_why(fixture_envs):
+def test_locked_field_shows_its_value_why_and_how_to_change_it(fixture_envs):
     with pytest.raises(BadInput) as caught:
-        set_field("learning_rate", "0.1", "fixture_basic")
-    locked_at = PROFILE_VALUES["local"]["locked"]["learning_rate"]
-    assert f"learning_rate is locked at {locked_at} by the local profile" in caught.value.message
-    assert "infrastructure" in caught.value.message
+        set_field("max_token_length", "64", "fixture_basic")
+    locked_at = PROFILE_VALUES["local"]["locked"]["max_token_length"]
+    assert f"max_token_length is locked at {locked_at} by the local profile" in caught.value.message
+    assert "backend" in caught.value.message and "infrastructure" not in caught.value.message
+    # the hint says how: another profile, or a derived one
+    assert "--profile" in caught.value.hint and "hermes-rl profile new NAME --from local" in caught.value.hint
+    assert get_config("fixture_basic").locked_hint == caught.value.hint
+
+
+def test_training_hyperparameters_are_per_run_values(fixture_envs, hermes_home):
+    """learning_rate, total_steps and lora_rank are a draft's values and `start --set` overrides, recorded
+    in the run's config.yaml; the profile only gives their defaults."""
+    set_field("learning_rate", "3e-4", "fixture_basic")
+    view = rows(get_config("fixture_basic"))
+    assert view["learning_rate"]["value"] == 3e-4 and view["learning_rate"]["modified"]
+    env, profile = find_environment("fixture_basic"), get_profile("local")
+    values = resolve_run_values(env, profile, {"total_steps": "20", "lora_rank": "4"})
+    cfg = build_run_config(env, profile, values, PORTS, RUN_ID)
+    assert (cfg["tinker"]["learning_rate"], cfg["tinker"]["lora_rank"], cfg["env"]["total_steps"]) == (3e-4, 4, 20)
+    assert "lora_rank" not in cfg["env"] and "learning_rate" not in cfg["env"]
+    # compare shows what two runs' training values were
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.runs.compare import config_differences
+
+    for run_id, rate in (("aaaa0001", "1e-4"), ("bbbb0002", "5e-4")):
+        one = build_run_config(env, profile, resolve_run_values(env, profile, {"learning_rate": rate}), PORTS, run_id)
+        run_dir(run_id).mkdir(parents=True)
+        (run_dir(run_id) / "config.yaml").write_text(run_config_yaml(one))
+    assert config_differences(["aaaa0001", "bbbb0002"]) == [
+        {"key": "tinker.learning_rate", "values": {"aaaa0001": 1e-4, "bbbb0002": 5e-4}}
+    ]
+    with pytest.raises(BadInput, match="learning_rate must be <= 1"):
+        resolve_run_values(env, profile, {"learning_rate": "3"})
+    with pytest.raises(BadInput, match="learning_rate must be > 0"):
+        set_field("learning_rate", "0", "fixture_basic")
 
 
 def test_set_fields_is_all_or_nothing(fixture_envs, hermes_home):
@@ -352,12 +387,12 @@ def test_a_corrupt_draft_never_crashes_a_client_and_is_kept(fixture_envs, hermes
 def test_bad_values_inside_a_draft_fall_back_field_by_field(fixture_envs, hermes_home):
     path = draft_file(hermes_home, "fixture_basic")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("max_operand: lots\nshuffle: false\nlora_rank: 64\nvanished_field: 1\n")
+    path.write_text("max_operand: lots\nshuffle: false\nmax_token_length: 64\nvanished_field: 1\n")
     view = get_config("fixture_basic")
     fields = rows(view)
     assert fields["max_operand"]["value"] == 9 and fields["shuffle"]["value"] is False
     joined = " | ".join(view.warnings)
-    assert "max_operand must be an integer" in joined and "lora_rank is locked" in joined
+    assert "max_operand must be an integer" in joined and "max_token_length is locked" in joined
     assert "'vanished_field' is not a field" in joined
 
 
@@ -463,7 +498,7 @@ def test_run_config_has_the_tinker_atropos_shape(fixture_envs, hermes_home):
     assert e["tokenizer_name"] == profile.locked["tokenizer_name"].value
     assert (e["max_token_length"], e["total_steps"]) == (
         profile.locked["max_token_length"].value,
-        profile.locked["total_steps"].value,
+        profile.editable_defaults["total_steps"],
     )
     assert {"use_wandb", "wandb_name", "steps_per_eval", "ensure_scores_are_not_same", "max_num_workers"} <= set(e)
     assert e["env_metrics_path"] == str(run_folder / "env_metrics.jsonl")
@@ -474,8 +509,8 @@ def test_run_config_has_the_tinker_atropos_shape(fixture_envs, hermes_home):
     t = cfg["tinker"]
     assert t["checkpoint_dir"] == str(run_folder / "checkpoints")
     assert (t["lora_rank"], t["learning_rate"]) == (
-        profile.locked["lora_rank"].value,
-        profile.locked["learning_rate"].value,
+        profile.editable_defaults["lora_rank"],
+        profile.editable_defaults["learning_rate"],
     ) and t["wandb_run_name"] == e["wandb_name"]
     assert cfg["backend"] == {
         "kind": "local",
@@ -500,7 +535,7 @@ def test_run_config_for_tinker_cloud_never_contains_a_secret(fixture_envs, monke
     with pytest.raises(BadInput, match="secret"):
         set_field("wandb_name", secret, "fixture_basic")
     with pytest.raises(BadInput, match="locked"):
-        build_run_config(env, profile, {"lora_rank": 1}, {"api": 1, "inference": 2}, RUN_ID)
+        build_run_config(env, profile, {"base_model": "x"}, {"api": 1, "inference": 2}, RUN_ID)
     with pytest.raises(BadInput, match="port"):
         build_run_config(env, profile, {}, {"api": "x", "inference": 2}, RUN_ID)
     with pytest.raises(BadInput, match="run id"):

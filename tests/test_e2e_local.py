@@ -85,7 +85,9 @@ def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_
     assert [r["step"] for r in rows] == list(range(1, 13))
     for row in rows:
         assert all(key in row for key in DESIGN_KEYS), row
-        assert row["train/learning_rate"] == pytest.approx(PROFILE_VALUES["local"]["locked"]["learning_rate"])
+        assert row["train/learning_rate"] == pytest.approx(
+            PROFILE_VALUES["local"]["editable_defaults"]["learning_rate"]
+        )
         assert 0.0 <= row["reward/mean"] <= 1.0
         # every step's phases are recorded, and they make up the step's wall time
         assert row["time/step_s"] == pytest.approx(sum(row[key] for key in STEP_PHASES))
@@ -147,7 +149,7 @@ def test_the_default_local_run_learns(tiny_model_dir):
     assert final["status"] == "completed", (final.get("reason"), _log_tails(final))
 
     rows = read_jsonl(folder / "metrics.jsonl")
-    assert len(rows) == PROFILE_VALUES["local"]["locked"]["total_steps"]
+    assert len(rows) == PROFILE_VALUES["local"]["editable_defaults"]["total_steps"]
     rewards = [r["reward/mean"] for r in rows]
     first20, last20 = sum(rewards[:20]) / 20, sum(rewards[-20:]) / 20
     assert last20 >= first20 + 0.3, (first20, last20)

@@ -176,3 +176,55 @@ def test_the_dashboards_palette_writes_the_selected_runs_report(failed_run):
             assert (run_dir(RUN) / "report.html").read_text().startswith("<!DOCTYPE html>")
 
     asyncio.run(scenario())
+
+
+# -- charts and rollouts that tell the truth ----------------------------------------------------
+
+
+def _axis_labels(svg: str) -> list[str]:
+    found = re.findall(r'<text class="axis" x="\d+" y="[\d.]+" text-anchor="end">([^<]*)</text>', svg)
+    return [label for label in found if not label.startswith("step")]
+
+
+def test_an_eval_or_sparse_series_is_not_smoothed_a_dense_one_is():
+    """33 evals every 10 steps that hit 0.96 at step 48: drawn as measured, never a moving average that
+    reaches 0.96 hundreds of steps later."""
+    evals = [(s, 0.96 if s >= 48 else 0.1) for s in range(0, 330, 10)]
+    assert len(evals) == 33
+    for title in ("eval/percent_correct", "train/sparse_thing"):
+        svg = export.svg_chart(title, evals)
+        assert 'class="raw"' not in svg and 'class="mark"' in svg
+    dense = [(s, 0.5 + (s % 3) / 10) for s in range(40)]
+    assert 'class="raw"' in export.svg_chart("reward/mean", dense)
+
+
+def test_y_labels_fit_the_margin_and_a_constant_is_drawn_around_its_value():
+    svg = export.svg_chart("train/learning_rate", [(1, 0.0006919), (2, 0.00071234), (3, -0.00069191)])
+    labels = _axis_labels(svg)
+    assert labels == ["7.12e-04", "-6.92e-04"] and all(len(label) <= 9 for label in labels)
+    assert _axis_labels(export.svg_chart("x", [(s, 1.0) for s in range(5)])) == ["1.1", "0.9"]
+    assert _axis_labels(export.svg_chart("x", [(s, 0.0) for s in range(5)])) == ["0.5", "-0.5"]
+
+
+def test_worst_completions_are_only_those_below_the_best(hermes_home):
+    write_run("c0ffee01", status="completed", steps=2, total_steps=2)
+    rows = [
+        {
+            "step": step,
+            "time": FIXED_NOW,
+            "group": 0,
+            "prompt": "Q: 1+1=\nA:",
+            "completions": [
+                {"text": f" 2 ({i})", "reward": 1.0, "advantage": 0.0, "tokens": 3, "finish": "stop"} for i in range(4)
+            ]
+            + ([{"text": " 5", "reward": 0.0, "advantage": -1.0, "tokens": 2, "finish": "stop"}] if step == 2 else []),
+        }
+        for step in (1, 2)
+    ]
+    for row in rows:
+        append_jsonl(run_dir("c0ffee01") / "rollouts.jsonl", row)
+    section = export._rollout_section("c0ffee01")
+    assert "step 1: all 4 completions scored 1" in section and "step 1: worst" not in section
+    assert "step 2: worst 1 of 5" in section
+    worst = section.split("step 2: worst")[1]
+    assert "reward 0 " in worst and "reward 1 " not in worst

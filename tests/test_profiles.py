@@ -45,24 +45,35 @@ def test_explicit_profile_name_wins_over_the_key_check(monkeypatch):
     assert resolve_profile("local")[0].name == "local"
 
 
-def test_tinker_profile_has_the_seed_values_all_locked_with_reasons():
+def test_tinker_profile_has_the_seed_values_backend_locked_training_as_defaults():
     tinker = get_profile("tinker")
     values = {name: field.value for name, field in tinker.locked.items()}
     assert values["tokenizer_name"] == values["base_model"] == "Qwen/Qwen3-8B"
-    assert (values["max_token_length"], values["max_num_workers"], values["total_steps"]) == (8192, 2048, 2500)
-    assert (values["lora_rank"], values["learning_rate"], values["max_token_trainer_length"]) == (32, 4e-5, 9000)
+    assert (values["max_token_length"], values["max_num_workers"], values["max_token_trainer_length"]) == (
+        8192,
+        2048,
+        9000,
+    )
     assert "rollout_server_url" in tinker.locked
     assert tinker.needs_keys == ["TINKER_API_KEY"] and tinker.default_environment == "gsm8k"
-    assert tinker.editable_defaults == {"group_size": 16, "batch_size": 128}
-    assert all(field.reason.startswith("infrastructure") for field in tinker.locked.values())
+    # the hyperparameters are training defaults each run may change, never locked
+    assert tinker.editable_defaults == {
+        "learning_rate": 4e-5,
+        "total_steps": 2500,
+        "lora_rank": 32,
+        "group_size": 16,
+        "batch_size": 128,
+    }
+    assert not set(tinker.editable_defaults) & set(tinker.locked)
+    assert all(field.reason.startswith("backend") for field in tinker.locked.values())
 
 
 def test_local_profile_uses_the_locally_built_model_and_small_values():
     local = get_profile("local")
     model = str(models_dir() / "tiny-toy")
     assert local.locked["base_model"].value == model == local.locked["tokenizer_name"].value
-    assert local.locked["total_steps"].value == PROFILE_VALUES["local"]["locked"]["total_steps"]
-    assert local.locked["lora_rank"].value < get_profile("tinker").locked["lora_rank"].value
+    assert local.editable_defaults["total_steps"] == PROFILE_VALUES["local"]["editable_defaults"]["total_steps"]
+    assert local.editable_defaults["lora_rank"] < get_profile("tinker").editable_defaults["lora_rank"]
     assert local.needs_keys == [] and local.default_environment == "toy_addition"
     assert local.editable_defaults["batch_size"] >= local.editable_defaults["group_size"] >= 2
 
@@ -78,12 +89,15 @@ def test_check_keys_names_the_missing_key_and_how_to_set_it(hermes_home, monkeyp
 
 
 def test_overrides_file_changes_locked_values_and_says_so(hermes_home):
-    path = write_profile(hermes_home, "tinker", "learning_rate: 2e-5\nlora_rank: '16'\ngroup_size: 8\n")
+    path = write_profile(
+        hermes_home, "tinker", "learning_rate: 2e-5\nlora_rank: '16'\ngroup_size: 8\nmax_token_length: 4096\n"
+    )
     tinker = get_profile("tinker")
-    assert tinker.locked["learning_rate"].value == 2e-5  # YAML reads 2e-5 as text; coerced to a float
-    assert tinker.locked["lora_rank"].value == 16
-    assert str(path) in tinker.locked["lora_rank"].reason
-    assert tinker.locked["total_steps"].value == 2500  # untouched
+    assert tinker.editable_defaults["learning_rate"] == 2e-5  # YAML reads 2e-5 as text; coerced to a float
+    assert tinker.editable_defaults["lora_rank"] == 16
+    assert tinker.locked["max_token_length"].value == 4096
+    assert str(path) in tinker.locked["max_token_length"].reason
+    assert tinker.editable_defaults["total_steps"] == 2500  # untouched
     assert tinker.editable_defaults["group_size"] == 8
     assert tinker.overrides_file == str(path)
 
@@ -114,8 +128,8 @@ def test_bad_override_files_are_rejected_with_the_file_named(hermes_home, text, 
 def test_user_profile_extends_a_builtin(hermes_home):
     write_profile(hermes_home, "quick", "extends: local\ntotal_steps: 20\ndefault_environment: gsm8k\n")
     quick = get_profile("quick")
-    assert quick.backend == "local" and quick.locked["total_steps"].value == 20
-    assert quick.locked["lora_rank"].value == get_profile("local").locked["lora_rank"].value
+    assert quick.backend == "local" and quick.editable_defaults["total_steps"] == 20
+    assert quick.editable_defaults["lora_rank"] == get_profile("local").editable_defaults["lora_rank"]
     assert quick.default_environment == "gsm8k"
     assert list_profiles() == ["tinker", "local", "smollm2", "quick"]
 

@@ -9,6 +9,7 @@ import os
 import time
 
 import pytest
+import yaml
 
 from hermes_rl.core.base.errors import BadInput, NotFound
 from hermes_rl.core.base.fsutil import atomic_write_json
@@ -34,7 +35,7 @@ def test_the_grid_is_every_combination_in_the_order_given():
 @pytest.mark.parametrize(
     "items, seeds, words",
     [
-        (["learning_rate=1e-4,3"], None, r"configuration learning_rate=3: learning_rate in --set must be <= 1"),
+        (["learning_rate=1e-4,3"], None, r"configuration learning_rate=3: learning_rate must be <= 1"),
         (["group_size=4,1"], None, "group_size=1"),
         (["no_such_field=1"], None, "no_such_field"),
         (["learning_rate=1e-4"], 0, "--seeds"),
@@ -217,7 +218,10 @@ def test_a_sweep_under_a_limit_of_one_runs_to_completion_started_by_supervisors(
     assert not sweep_queue_flag().exists()
     runs = [json.loads((run_dir(m["run_id"]) / "run.json").read_text()) for m in status["members"]]
     assert [r["sweep"]["id"] for r in runs] == [sweep["sweep_id"]] * 2
-    assert [r["profile_changes"] for r in runs] == [{"learning_rate": "1e-4"}, {"learning_rate": "3e-4"}]
+    # learning_rate is a training value: each run's own (its config.yaml), not a derived profile
+    assert [r["profile_changes"] for r in runs] == [{}, {}]
+    configs = [yaml.safe_load((run_dir(r["run_id"]) / "config.yaml").read_text()) for r in runs]
+    assert [c["tinker"]["learning_rate"] for c in configs] == [pytest.approx(1e-4), pytest.approx(3e-4)]
     assert runs[1]["profile_values"]["learning_rate"] == pytest.approx(3e-4)
     trained = [json.loads(line) for line in open(run_dir(runs[1]["run_id"]) / "metrics.jsonl")]
     assert trained[-1]["train/learning_rate"] == pytest.approx(3e-4)

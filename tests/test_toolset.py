@@ -231,9 +231,10 @@ def test_get_and_edit_config_validated_by_core(arith_env):
     group = editable["group_size"]
     assert group["type"] == "int" and group["description"] and "default" in group and "value" in group
     locked = {f["name"]: f for f in view["locked"]}
-    # the profile extends `local` and does not set the rate: the tool shows local's locked value
+    # the profile extends `local` and does not set these: the tool shows local's locked value and default
     assert locked["tokenizer_name"]["reason"]
-    assert locked["learning_rate"]["value"] == PROFILE_VALUES["local"]["locked"]["learning_rate"]
+    assert locked["max_token_length"]["value"] == PROFILE_VALUES["local"]["locked"]["max_token_length"]
+    assert editable["learning_rate"]["default"] == PROFILE_VALUES["local"]["editable_defaults"]["learning_rate"]
 
     edited = call_tool("rl_edit_config", {"field": "group_size", "value": 6})
     assert_shape("rl_edit_config", edited)
@@ -245,8 +246,9 @@ def test_get_and_edit_config_validated_by_core(arith_env):
     coerced = call_tool("rl_edit_config", {"field": "group_size", "value": "5"})
     assert coerced["value"] == 5
 
-    locked_edit = call_tool("rl_edit_config", {"field": "learning_rate", "value": 0.1})
+    locked_edit = call_tool("rl_edit_config", {"field": "max_token_length", "value": 64})
     assert "locked" in locked_edit["error"]
+    assert call_tool("rl_edit_config", {"field": "learning_rate", "value": 0.001})["value"] == 0.001
     unknown = call_tool("rl_edit_config", {"field": "no_such_field", "value": 1})
     assert "no_such_field" in unknown["error"]
     bad = call_tool("rl_edit_config", {"field": "group_size", "value": "lots"})

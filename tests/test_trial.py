@@ -430,3 +430,45 @@ def _alive(pid: int) -> bool:
             return handle.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.timeout(180)
+def test_an_offline_model_that_fails_to_start_shows_failed_with_its_reason(arith_env, tmp_path, monkeypatch):
+    """The offline trial's model process exits (a model folder the engine cannot load): each model's
+    result says it failed and why, the summary is written, and nothing is left `waiting`."""
+    folder = tmp_path / "broken-model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    monkeypatch.setattr(trial, "_offline_model", lambda: folder)
+    test = InferenceTest.prepare(1, 2)
+    assert test.target.kind == "offline"
+    events = list(test.events())
+    results = [e for e in events if e["event"] == "model_result"]
+    assert [r["model"] for r in results] == ["broken-model"]
+    assert results[0]["completions"] == 0 and results[0]["exit_code"] not in (None, 0)
+    assert "the offline model could not be served" in results[0]["errors"][0]
+    summary = json.loads((test.folder / "summary.json").read_text())
+    assert summary["environment_working"] is False
+    assert summary["verdict"].startswith("the model failed before the environment ran: the offline model")
+    assert summary["models"][0]["errors"] == results[0]["errors"]
+
+
+@pytest.mark.timeout(400)
+def test_an_offline_trial_records_the_tokens_the_model_wrote(tiny_model_dir, hermes_home, monkeypatch):
+    """The offline model (and a checkpoint, served the same way) is asked through /generate, so the saved
+    groups hold what it wrote: not atroposlib's placeholder ids 0, 1, 2, … decoded into the vocabulary."""
+    from hermes_rl.core.runs.sampling import scored_completions
+    from tests.fixtures_model import use_tiny_model
+
+    model = use_tiny_model(tiny_model_dir)
+    monkeypatch.setattr(trial, "_offline_model", lambda: model)
+    test = InferenceTest.prepare(1, 2, env_name="toy_addition")
+    assert test.target.kind == "offline" and test.profile == "local"
+    summary = test.run()
+    result = summary["models"][0]
+    assert result["completions"] == 2, result
+    group = json.loads(Path(result["rollouts_path"]).read_text().splitlines()[0])
+    for tokens in group["tokens"]:
+        assert tokens != list(range(len(tokens)))  # not placeholder ids
+    texts = [c["text"] for c in scored_completions(result["rollouts_path"])]
+    assert len(texts) == 2 and all("+" in text for text in texts), texts  # the prompt and the model's answer

@@ -114,8 +114,10 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
                 lambda: any(r["name"] == "group_size" and r["modified"] for r in config.rows),
                 what="group_size marked modified",
             )
-            # Leave the field (tab goes to the next pane) and start a run.
+            # Leave the field (tab goes to the next pane) and start a run: s asks first, y confirms.
             await pilot.press("tab", "s")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="start confirmation")
+            await pilot.press("y")
             await wait_for(pilot, lambda: small_pipeline, what="run started")
             run_id = small_pipeline[0]
             runs_pane = app.query_one(RunsPane)

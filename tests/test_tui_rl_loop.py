@@ -171,8 +171,8 @@ def test_the_palette_derives_a_profile_from_the_selected_runs_values(hermes_home
 
     asyncio.run(scenario())
     derived = get_profile("lr7")
-    assert derived.locked["learning_rate"].value == pytest.approx(7e-4)
-    assert derived.locked["total_steps"].value == 120
+    assert derived.editable_defaults["learning_rate"] == pytest.approx(7e-4)
+    assert derived.editable_defaults["total_steps"] == 120
 
 
 def test_step_time_chart_snapshot(snap_compare, hermes_home, tui_environments):

@@ -66,6 +66,11 @@ def live_handler(method):
 # How a run's end is announced: failures as errors, the rest as information.
 END_SEVERITY = {RunStatus.FAILED: "error", RunStatus.LOST: "error"}
 PANES = ("environments", "config", "runs", "processes", "logs", "metrics")
+# The dashboard's own keys: on any other screen (the inference or rollouts screen, a dialog, the palette,
+# also while it is still opening and nothing there has focus yet) what is typed is that screen's, never these.
+NARROW_COLUMNS = 100  # below this width the top row's panes shrink to their narrow minimums (app.tcss)
+START_SUMMARY_FIELDS = ("total_steps", "learning_rate", "lora_rank", "group_size", "batch_size")
+DASHBOARD_ONLY_ACTIONS = {"start_run", "stop_run", "test_inference", "rollouts", "zoom", "filter", "focus_pane"}
 
 
 class HermesDashboard(App):
@@ -116,6 +121,7 @@ class HermesDashboard(App):
         self.live = None
         self.closing = False  # set at quit/unmount: a first frame that comes later starts no live thread
         self.first_frame_at: float | None = None
+        self._selection_seen: tuple | None = None  # the selection file as last seen (backend.selection_signature)
 
     # -- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -147,6 +153,10 @@ class HermesDashboard(App):
     def header(self) -> HeaderBar:
         return self.pane(HeaderBar)
 
+    def on_resize(self, event) -> None:
+        if self.screen_stack:
+            self.screen_stack[0].set_class(event.size.width < NARROW_COLUMNS, "-narrow")
+
     def on_mount(self) -> None:
         keymap, problem = load_keymap()
         if keymap:
@@ -156,7 +166,10 @@ class HermesDashboard(App):
         header = self.header
         header.keys = backend.keys_present()
         self.set_interval(5.0, header.update_text)  # the clock shows minutes
+        self._selection_seen = backend.selection_signature()
+        self.set_interval(1.0, self._follow_selection)
         self.pane("#runs RunsTable").focus()
+        self.screen.set_class(self.size.width < NARROW_COLUMNS, "-narrow")
         # Paint the first frame before the workers start competing for the GIL.
         self.call_after_refresh(self._first_frame)
 
@@ -243,6 +256,11 @@ class HermesDashboard(App):
         pane = self.pane(f"#{PANES[index - 1]}")
         targets = {1: "EnvList", 3: "RunsTable", 4: "ProcessTable", 5: "LogView", 6: "MetricsTable"}
         return pane, targets.get(index)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in DASHBOARD_ONLY_ACTIONS and self.screen_stack and self.screen is not self.screen_stack[0]:
+            return False
+        return True
 
     def action_focus_pane(self, index: int) -> None:
         if self.screen is not self.screen_stack[0]:
@@ -331,6 +349,23 @@ class HermesDashboard(App):
             return
         self.choose_environment(self.selected_env, profile)
 
+    def _follow_selection(self) -> None:
+        """A selection made elsewhere (`hermes-rl select`, an agent's tool) shows here too: the header,
+        the environments pane and the config follow it."""
+        seen = backend.selection_signature()
+        if seen == self._selection_seen or self.closing:
+            return
+        self._selection_seen = seen
+        selection = backend.current_selection()
+        env, profile = selection.get("environment"), selection.get("profile")
+        if profile and profile != self.header.profile:
+            self.header.profile = profile
+            self.header.update_text()
+            if env and env == self.selected_env:
+                self.load_config(env)  # the same environment under another profile: other defaults
+        if env and env != self.selected_env:
+            self._environment_chosen(env)
+
     def _environment_chosen(self, name: str) -> None:
         self.selected_env = name
         self.header.environment = name
@@ -391,7 +426,23 @@ class HermesDashboard(App):
         if not env:
             self.notify("select an environment first: [1], then enter", severity="warning")
             return
-        self.save_config(then_start=True)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.save_config(then_start=True)
+
+        self.push_screen(ConfirmScreen(f"Start a run of {env}?", self._start_summary(pane, env)), answered)
+
+    def _start_summary(self, pane: ConfigPane, env: str) -> str:
+        """What `s` would start: the profile and the training values (unsaved edits included)."""
+        view = pane.view if pane.view is not None and pane.view.environment == env else None
+        if view is None:
+            return f"profile {self.header.profile or '?'} · the environment's saved config · a new run's processes"
+        pending, _errors = pane.unsaved()
+        values = {**view.values(), **pending}
+        shown = [f"{k} {values[k]}" for k in START_SUMMARY_FIELDS if values.get(k) is not None]
+        unsaved = f" · {len(pending)} unsaved edit(s) are saved first" if pending else ""
+        return f"profile {view.profile} · " + " · ".join(shown) + unsaved
 
     def _start(self, env: str | None, profile: str | None) -> None:
         self.notify(f"starting {env}…", timeout=2)

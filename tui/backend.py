@@ -117,6 +117,17 @@ def current_selection() -> dict:
     return current_selection()
 
 
+def selection_signature() -> tuple | None:
+    """What changes when any client (the CLI, an agent, this dashboard) changes the selection."""
+    from hermes_rl.core.base.paths import current_selection_file
+
+    try:
+        st = current_selection_file().stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def resolve_profile(name: str | None):
     from hermes_rl.core.envs.profiles import resolve_profile
 

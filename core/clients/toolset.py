@@ -240,7 +240,11 @@ def rl_get_current_config() -> dict:
         "locked": locked,
         "notices": [view.notice] if view.notice else [],
         "warnings": list(view.warnings or []),
-        "tips": ["change an editable field with rl_edit_config(field, value); locked fields belong to the profile"],
+        "tips": [
+            "change an editable field with rl_edit_config(field, value); "
+            "training fields (learning_rate, total_steps, lora_rank, group_size, batch_size) included; "
+            "locked fields are the profile's backend (pick or derive another profile)"
+        ],
     }
 
 

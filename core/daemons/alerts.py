@@ -15,6 +15,15 @@ Rules live in `$HERMES_HOME/rl/alerts.yaml` (read again when the file changes):
         metric: eval/percent_correct
         above: 0.9                    # or below:
         channels: [dashboard, webhook]    # default: dashboard, desktop, webhook
+      - on: metric
+        metric: reward/mean
+        below: 0.2
+        for_steps: 10                 # past the line in 10 values in a row (default below)
+        # smoothed: 20                # or: the mean of the last 20 values crosses it
+
+A metric rule fires by default once the value is past the line in DEFAULT_FOR_STEPS (3) values in a
+row: one batch's reward is noisy, and a single one past the line is no news. An eval/ metric (each
+value already a mean over the eval set) fires on one value (`for_steps: 1`).
 
 Each event is delivered once, by the run's own supervisor (no client needs to be open): a line in
 `$HERMES_HOME/rl/alerts.jsonl` (an open dashboard shows it as a toast and rings the bell), a desktop
@@ -26,6 +35,7 @@ URL path never reach a log, only its scheme and host.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import hmac
@@ -55,6 +65,8 @@ CHANNELS = ("dashboard", "desktop", "webhook")
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 30.0
 MAX_RULES = 50
+DEFAULT_FOR_STEPS = 3  # a per-step metric must stay past the line this many values in a row
+MAX_WINDOW = 10_000  # for_steps and smoothed at most
 NOTIFY_SEND_TIMEOUT_S = 5.0
 RESPONSE_MAX_BYTES = 64 * 1024
 CHECK_INTERVAL_S = 2.0  # how often the supervisor looks at metrics and activity
@@ -84,11 +96,24 @@ class Rule:
     above: float | None = None
     below: float | None = None
     after_s: float | None = None
+    for_steps: int | None = None  # values in a row past the line (None: default_for_steps)
+    smoothed: int | None = None  # or: the mean of this many last values is past the line
+
+    def needed(self) -> int:
+        """How many values in a row must be past the line (1 for a smoothed rule: its mean is)."""
+        if self.smoothed is not None:
+            return 1
+        if self.for_steps is not None:
+            return self.for_steps
+        return 1 if str(self.metric).startswith("eval/") else DEFAULT_FOR_STEPS
 
     def describe(self) -> str:
         if self.on == "metric":
             side = f"above {self.above:g}" if self.above is not None else f"below {self.below:g}"
-            return f"{self.metric} {side}"
+            if self.smoothed is not None:
+                return f"{self.metric} (mean of the last {self.smoothed}) {side}"
+            needed = self.needed()
+            return f"{self.metric} {side}" + (f" for {needed} steps" if needed > 1 else "")
         if self.on == "stalled" and self.after_s is not None:
             return f"stalled for {self.after_s:g} s"
         return self.on
@@ -155,10 +180,11 @@ def _rule(raw: object, index: int, where: str) -> Rule:
         raise BadInput(f"{here} must be a mapping with `on:`", hint="e.g. - on: failed")
     if True in raw and "on" not in raw:  # YAML 1.1 reads a bare `on` key as the boolean true
         raw = {("on" if key is True else key): value for key, value in raw.items()}
-    unknown = set(raw) - {"on", "channels", "metric", "above", "below", "after_s"}
+    unknown = set(raw) - {"on", "channels", "metric", "above", "below", "after_s", "for_steps", "smoothed"}
     if unknown:
         raise BadInput(
-            f"{here}: unknown keys {sorted(unknown)}", hint="keys: on, channels, metric, above, below, after_s"
+            f"{here}: unknown keys {sorted(unknown)}",
+            hint="keys: on, channels, metric, above, below, for_steps, smoothed, after_s",
         )
     on = raw.get("on")
     if on not in KINDS:
@@ -176,8 +202,11 @@ def _rule(raw: object, index: int, where: str) -> Rule:
             raise BadInput(f"{here}: a metric rule names its `metric`", hint="e.g. metric: eval/percent_correct")
         if (above is None) == (below is None):
             raise BadInput(f"{here}: a metric rule has exactly one of `above` and `below`")
-    elif metric is not None or above is not None or below is not None:
-        raise BadInput(f"{here}: metric, above and below belong to `on: metric` rules only")
+    elif any(raw.get(k) is not None for k in ("metric", "above", "below", "for_steps", "smoothed")):
+        raise BadInput(f"{here}: metric, above, below, for_steps and smoothed belong to `on: metric` rules only")
+    windows = {k: _window(raw.get(k), f"{here}: {k}") for k in ("for_steps", "smoothed")}
+    if None not in windows.values():
+        raise BadInput(f"{here}: a metric rule has at most one of `for_steps` and `smoothed`")
     after_s = raw.get("after_s")
     if after_s is not None:
         if on != "stalled":
@@ -185,7 +214,15 @@ def _rule(raw: object, index: int, where: str) -> Rule:
         after_s = _number(after_s, f"{here}: after_s")
         if after_s <= 0:
             raise BadInput(f"{here}: after_s must be positive, got {after_s:g}")
-    return Rule(on, tuple(dict.fromkeys(channels)), metric, above, below, after_s)
+    return Rule(on, tuple(dict.fromkeys(channels)), metric, above, below, after_s, **windows)
+
+
+def _window(value: object, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WINDOW:
+        raise BadInput(f"{what} must be a whole number from 1 to {MAX_WINDOW}, got {value!r}"[:160])
+    return value
 
 
 def load_config(path: Path | None = None) -> AlertConfig:
@@ -372,6 +409,8 @@ class AlertMonitor:
                 self.fired.add(row["id"])
         self.tails = [_MetricTail(run_dir / "metrics.jsonl"), _MetricTail(run_dir / "env_metrics.jsonl")]
         self.stall_spell = 0
+        self.streaks: dict[int, int] = {}  # metric rule -> values in a row past its line
+        self.recent: dict[int, collections.deque] = {}  # smoothed metric rule -> its last values
         self.last_step: int | None = None  # the trainer's newest step
         self.stalled: set[int] = set()  # rules whose current stall has been told
         self.next_check = 0.0
@@ -434,7 +473,15 @@ class AlertMonitor:
                 value = row.get(rule.metric)
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                     continue
-                if (rule.above is not None and value > rule.above) or (rule.below is not None and value < rule.below):
+                if rule.smoothed is not None:
+                    recent = self.recent.setdefault(index, collections.deque(maxlen=rule.smoothed))
+                    recent.append(float(value))
+                    if len(recent) < rule.smoothed:
+                        continue  # a mean of fewer values than asked is not the smoothed value
+                    value = sum(recent) / len(recent)
+                past = value > rule.above if rule.above is not None else value < rule.below
+                self.streaks[index] = self.streaks.get(index, 0) + 1 if past else 0
+                if self.streaks[index] >= rule.needed():
                     self._fire(
                         f"{self.run.get('run_id')}:metric:{index}:{rule.describe()}",
                         "metric",

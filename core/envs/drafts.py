@@ -28,7 +28,7 @@ from .fields import (
     validate_assignments,
     validate_value,
 )
-from .profiles import Profile, get_profile, resolve_profile
+from .profiles import Profile, get_profile, how_to_change_locked, resolve_profile
 
 
 @dataclass
@@ -40,6 +40,7 @@ class ConfigView:
     warnings: list[str] = field(default_factory=list)  # e.g. a corrupt draft that was ignored
     notice: str | None = None  # e.g. "No TINKER_API_KEY: using the local profile ..."
     file: str = ""  # the environment's source file
+    locked_hint: str = ""  # how a user changes a locked value
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -217,6 +218,7 @@ def get_config(env_name: str | None = None, profile: str | None = None) -> Confi
         warnings=warnings,
         notice=notice,
         file=env.file,
+        locked_hint=how_to_change_locked(chosen),
     )
 
 

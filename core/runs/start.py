@@ -318,7 +318,7 @@ def start_run(
     ({"id", "index", "config", "seed"}), recorded in run.json. Returns run.json plus `notices`."""
     from ..envs.discovery import find_environment
     from ..envs.drafts import current_selection, resolve_run_values
-    from ..envs.profiles import check_fit, check_keys, resolve_profile
+    from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, check_fit, check_keys, resolve_profile
     from .workers import exposure_warning, resolve_workers
 
     selection = current_selection()
@@ -347,7 +347,9 @@ def start_run(
     notice = "; ".join(n for n in (notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
         _check_local_capacity()  # refused before building anything; checked again as the run is recorded
-    recorded = {"profile_values": chosen.values(), "profile_changes": dict(profile_changes or {}), "seed": seed}
+    # profile_values: what the run trains with, its own training values (draft, --set) over the profile's
+    trained = {**chosen.values(), **{k: values[k] for k in EDITABLE_DEFAULT_FIELDS if values.get(k) is not None}}
+    recorded = {"profile_values": trained, "profile_changes": dict(profile_changes or {}), "seed": seed}
     if sweep:
         recorded["sweep"] = dict(sweep)
     return _start_prepared(env, chosen, values, notice, workers, recorded)

@@ -110,7 +110,8 @@ def _seed(raw: str) -> int:
 
 
 def _split(config: dict) -> tuple[dict, dict]:
-    """(profile changes, run values) of one configuration: a locked field changes a derived profile."""
+    """(profile changes, run values) of one configuration: a locked (backend) field changes a derived
+    profile; a training field (learning_rate, ...) is the run's own value."""
     from ..envs.profiles import LOCKED_FIELDS
 
     changes = {k: v for k, v in config.items() if k in LOCKED_FIELDS}

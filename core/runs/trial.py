@@ -603,6 +603,7 @@ class InferenceTest:
         self._server: PolicyServer | None = None  # the model's server, when the test runs one
         self._warm: WarmStarts | None = None  # the warm server its processes fork from, when worth one
         self._lock = threading.Lock()
+        self._server_failure: str | None = None  # why the model's server could not start, when it could not
 
     @classmethod
     def prepare(
@@ -684,6 +685,11 @@ class InferenceTest:
             "n_kwarg_is_ignored": self.target.n_kwarg_is_ignored,
             "timeout": 300,
         }
+        if self.target.kind in ("offline", "checkpoint"):
+            # Our own policy server speaks SGLang's /generate, as in a run: atroposlib's managed server
+            # then records the tokens the model wrote; over /v1 it records placeholder ids (0, 1, 2, …),
+            # whose decoded "messages" are the tokenizer's first entries, not the answers.
+            server.update(server_type="sglang", tokenizer_name=env.get("tokenizer_name"))
         path = model_dir / "config.yaml"
         atomic_write_text(path, yaml.safe_dump({"env": env, "openai": [server]}, sort_keys=False))
         return path
@@ -743,6 +749,17 @@ class InferenceTest:
             yield {"event": "progress", "test_id": self.test_id, "model": self.target.models[0], "stage": stage}
         self.target.base_url = server.base_url
 
+    def _served_nothing(self, model: str, server: PolicyServer) -> ModelResult:
+        """The result of a model whose server failed before any environment ran."""
+        proc = server.proc
+        return ModelResult(
+            model=model,
+            folder=str(self.folder),
+            errors=[str(self._server_failure)],
+            exit_code=proc.poll() if proc is not None else None,
+            log_path=str(server.log_path),
+        )
+
     def events(self) -> Iterator[dict]:
         started = time.time()
         yield {
@@ -760,8 +777,16 @@ class InferenceTest:
             server = self._policy_server() if self.target.kind in ("offline", "checkpoint") else None
             self._warm = self._start_warm(server)
             if server is not None:
-                yield from self._start_server(server)
-            for index, model in enumerate(self.target.models):
+                try:
+                    yield from self._start_server(server)
+                except HermesError as exc:
+                    # The model never served: each model's row says it failed and why (never "waiting").
+                    self._server_failure = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+                    for model in self.target.models:
+                        result = self._served_nothing(model, server)
+                        results.append(result)
+                        yield {"event": "model_result", "test_id": self.test_id, **result.to_dict()}
+            for index, model in enumerate(self.target.models if self._server_failure is None else []):
                 if self._cancelled.is_set():
                     break
                 yield {
@@ -911,6 +936,8 @@ class InferenceTest:
             verdict = "cancelled"
         elif not results:
             verdict = "no model was tested"
+        elif self._server_failure is not None:
+            verdict = f"the model failed before the environment ran: {self._server_failure}"
         elif not working or best is None:  # best is None only when nothing scored
             verdict = (
                 "the environment produced no scored completions for any model: see each model's errors and process.log"

@@ -166,7 +166,7 @@ def test_wrong_config_values_are_refused_and_the_draft_is_unchanged(hermes_home,
     values["group_size"] += [math.nan, math.inf, -math.inf, 10**40, "x" * 10_000]
     values["no_such_field"] = [1]
     values["x" * 10_000] = [1]
-    values["lora_rank"] = [8]  # locked by the profile
+    values["max_token_length"] = [8]  # locked by the profile
     tried = 0
     for field, bad_values in values.items():
         for value in bad_values:

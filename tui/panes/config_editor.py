@@ -196,7 +196,10 @@ class ConfigPane(Vertical):
         for index, row in enumerate(self.rows):
             widgets.append(self._field_row(index, row, gen))
         if view.locked:
-            widgets.append(Static(Text("locked by the profile", style="bold dim"), classes="locked-head"))
+            head = Text("backend, locked by the profile", style="bold dim")
+            if getattr(view, "locked_hint", ""):
+                head.append(f"\n{shown_locked(view.locked_hint)}", style="dim")
+            widgets.append(Static(head, classes="locked-head"))
             for row in view.locked:
                 text = Text()
                 text.append(f"🔒 {row['name']} = {shown_locked(row['value'])}", style="dim")
@@ -268,6 +271,8 @@ class ConfigPane(Vertical):
         if error:
             return Text(f"✖ {error}", style="red")
         parts = [str(row.get("type") or "")] if row.get("type") else []  # the type here: labels stay short
+        if row.get("group"):  # "training": a hyperparameter, the profile's default until changed here
+            parts.insert(0, str(row["group"]))
         if row.get("modified"):
             parts.append(f"default {shown_value(row.get('default'))}")
         if row.get("description"):

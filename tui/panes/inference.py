@@ -128,6 +128,9 @@ class InferenceScreen(Screen):
                 table.add_row(label, "waiting", "", "", "", "", "", "", "", key=name)
         elif kind == "model_started":
             self._cell(model, status=Text("running", style="yellow"))
+        elif kind == "progress" and event.get("stage"):  # the model being prepared: no groups yet
+            self._cell(model, status=Text("preparing", style="yellow"))
+            log.write(Text(str(event["stage"]), style="dim"))
         elif kind == "progress":
             self._cell(model, groups=f"{event.get('groups_done')}/{event.get('groups_total')}")
         elif kind == "model_result":

@@ -354,6 +354,16 @@ class LogsPane(Vertical):
         self._status = ""
         self._tab_serial = 0
         self._states: dict[str, str | None] = {}  # process name -> its state in the last sample
+        self._counted = 0  # the line count the status line says
+
+    def on_mount(self) -> None:
+        # The status is redrawn with the (throttled) resize; lines can reach the view by other paths
+        # (a tab's first read, a merged stream taking a new process), so its count is checked each second.
+        self.set_interval(1.0, self._recount)
+
+    def _recount(self) -> None:
+        if self.view.line_count != self._counted:
+            self._update_status()
 
     def compose(self) -> ComposeResult:
         yield Tabs(Tab("all", id="tab-all"), id="log-tabs")
@@ -460,6 +470,7 @@ class LogsPane(Vertical):
 
     def _update_status(self) -> None:
         view = self.view
+        self._counted = view.line_count
         parts = [
             f"{view.line_count:,} lines",
             "following" if view.follow else "paused (G: follow)",

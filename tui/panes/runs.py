@@ -17,6 +17,8 @@ from ..format import eval_cell, number, set_subtitle, spark, timestamp
 from ..widgets.filter_box import FilterBox
 from ..widgets.tables import Column, NavTable, sort_bindings
 
+AGE_TICK_S = 1.0  # how often the age column is recounted between live updates
+
 SORTS = {
     "status": ("S", "status"),
     "environment": ("E", "environment"),
@@ -103,6 +105,20 @@ class RunsPane(Vertical):
         health.display = False
         yield health
 
+    def on_mount(self) -> None:
+        # The live worker posts the runs when they change; a run that is starting changes nothing for
+        # seconds, so its age is counted here (a frozen "0s" over a 25 s start is not so).
+        self._ages_shown: list[str] = []
+        self.set_interval(AGE_TICK_S, self._tick_ages)
+
+    def _ages(self) -> list[str]:
+        now = self.clock()
+        return [cell_duration(now - c) if (c := timestamp(r.get("created_at"))) else "—" for r in self.runs]
+
+    def _tick_ages(self) -> None:
+        if self.runs and self._ages() != self._ages_shown:
+            self.render_rows()
+
     def _show_health(self) -> None:
         """The highlighted run's health reason and tip under the table (hidden when work flows)."""
         key = self.table.selected_key()
@@ -150,6 +166,7 @@ class RunsPane(Vertical):
 
     def render_rows(self) -> None:
         now = self.clock()
+        self._ages_shown = self._ages()
         rows = []
         resumed = lineage(self.runs)
         for run in self._visible():

@@ -33,8 +33,27 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(value)
 
 
+SHARED_AREA = "lists (every pane)"  # bindings a widget inherits from a shared base (moving in any list)
+
+
+def _area(node, app) -> str:
+    """What a user calls where a binding works: the whole dashboard, a pane by its title, or the screen."""
+    if node is app:
+        return "everywhere"
+    if getattr(node, "HELP_AREA", None):
+        return node.HELP_AREA
+    for ancestor in (node, *node.ancestors):
+        title = getattr(ancestor, "border_title", None)
+        if title:
+            return str(title)
+    if node is app.screen:
+        return "this screen" if app.screen is not app.screen_stack[0] else "dashboard"
+    return "this screen"
+
+
 def binding_rows(app) -> list[tuple[str, str, str, str]]:
-    """(area, keys, description, id) for every binding of the app and the widgets on screen, keymap applied."""
+    """(area, keys, description, id) for every binding of the app and the widgets on screen, keymap applied,
+    grouped by area (in the order the areas are first met)."""
     keymap = getattr(app, "_keymap", {}) or {}
     rows, seen_ids, seen_classes = [], set(), set()
     for node in [app, app.screen, *app.screen.walk_children()]:
@@ -42,19 +61,22 @@ def binding_rows(app) -> list[tuple[str, str, str, str]]:
         if cls in seen_classes:
             continue
         seen_classes.add(cls)
-        area = getattr(node, "HELP_AREA", None) or cls.__name__
         bindings = []
         for klass in reversed(cls.__mro__):
             if "BINDINGS" in klass.__dict__ and klass.__module__.startswith("hermes_rl.tui"):
-                bindings.extend(Binding.make_bindings(klass.__dict__["BINDINGS"]))
-        for binding in bindings:
+                area = _area(node, app) if klass is cls or node is app else SHARED_AREA
+                bindings.extend((area, b) for b in Binding.make_bindings(klass.__dict__["BINDINGS"]))
+        for area, binding in bindings:
             if not binding.id or binding.id in seen_ids:
                 continue
             seen_ids.add(binding.id)
+            if binding.id.startswith("nav."):  # moving in a list works the same in every pane
+                area = SHARED_AREA
             keys = keymap.get(binding.id, binding.key)
             shown = ", ".join(app.get_key_display(Binding(key.strip(), binding.action)) for key in keys.split(","))
             rows.append((area, shown, binding.description or binding.action, binding.id))
-    return rows
+    order = list(dict.fromkeys(row[0] for row in rows))
+    return sorted(rows, key=lambda row: order.index(row[0]))
 
 
 class HelpScreen(ModalScreen):

@@ -35,8 +35,9 @@ class HeaderBar(Static):
         text.append(" hermes-rl ", style="bold reverse")
         text.append("  profile ", style="dim")
         text.append(self.profile or "?", style="bold cyan")
-        text.append("  env ", style="dim")
-        text.append(self.environment or "none selected", style="bold" if self.environment else "dim")
+        if self.environment or not self.run_line:  # with none selected, the run's segment names its env
+            text.append("  env ", style="dim")
+            text.append(self.environment or "none selected", style="bold" if self.environment else "dim")
         if self.run_line:
             text.append("  run ", style="dim")
             text.append(self.run_line)

@@ -126,10 +126,14 @@ def cmd_config(args) -> Any:
             safe(field.get("description") or ""),
         )
     console.print(editable)
-    locked = Table("field", "value", "why locked", title="locked", box=None, header_style="dim", style="dim")
+    locked = Table(
+        "field", "value", "why locked", title="locked: the backend", box=None, header_style="dim", style="dim"
+    )
     for field in view["locked"]:
         locked.add_row(safe(field["name"]), safe(value_text(field.get("value"))), safe(field.get("reason") or ""))
     console.print(locked)
+    if view.get("locked_hint"):
+        console.print(f"[dim]{safe(view['locked_hint'])}[/]")
     return None
 
 
@@ -147,11 +151,11 @@ def _profile_table(profile: dict) -> None:
     )
     if profile.get("overrides_file"):
         console.print(f"  file: {safe(profile['overrides_file'])}")
-    table = Table("field", "value", "why locked", box=None, header_style="bold")
+    table = Table("field", "value", "what it is", box=None, header_style="bold")
     for field in profile["locked"]:
         table.add_row(safe(field["name"]), safe(value_text(field["value"])), safe(field["reason"]))
     for name, value in profile["editable_defaults"].items():
-        table.add_row(safe(name), safe(value_text(value)), "editable: the default of new drafts")
+        table.add_row(safe(name), safe(value_text(value)), "training: the default; each run may change it (--set)")
     console.print(table)
 
 

@@ -243,19 +243,34 @@ def cmd_status(args) -> Any:
 START_MARKER = re.compile(r"^==== hermes-rl (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC: starting ")
 
 
+# A log line's own time (Python logging's asctime, ISO 8601), in the local time it was written in.
+LINE_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?")
+
+
+def _marker_local(utc_text: str) -> str:
+    """The supervisor's start marker (UTC) in local time, comparable with the processes' own timestamps."""
+    import calendar
+
+    seconds = calendar.timegm(time.strptime(utc_text, "%Y-%m-%d %H:%M:%S"))
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) + ".000000"
+
+
 def _in_start_order(tails: dict[str, list[str]]) -> list[tuple[str, str]]:
-    """(process, line) of several logs as one stream: log lines carry no time of their own, so each
-    line takes that of the process start it follows (the supervisor's `==== hermes-rl … starting`
-    line); a later start (a restart) comes after what the others logged before it. Within one
-    start, a log keeps its order; processes started in the same second keep the pipeline's order."""
+    """(process, line) of several logs as one stream ordered by time: a line with a timestamp of its own
+    (logging's asctime) takes it; a line without takes that of the line before it, or of the process start
+    it follows (the supervisor's `==== hermes-rl … starting` line), so a restart comes after what the others
+    logged before it. Lines of the same time keep their log's order, and processes the pipeline's order."""
     keyed = []
     for order, (name, lines) in enumerate(tails.items()):
-        started = ""
+        when = ""
         for seq, line in enumerate(lines):
             marker = START_MARKER.match(line)
+            stamp = LINE_TIME.match(line)
             if marker:
-                started = marker.group(1)
-            keyed.append(((started, order, seq), name, line))
+                when = _marker_local(marker.group(1))
+            elif stamp:
+                when = max(when, f"{stamp.group(1)} {stamp.group(2)}.{(stamp.group(3) or '').ljust(6, '0')}")
+            keyed.append(((when, order, seq), name, line))
     keyed.sort(key=lambda item: item[0])
     return [(name, line) for _, name, line in keyed]
 

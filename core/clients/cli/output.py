@@ -21,11 +21,19 @@ class Exit:
         self.code = code
 
 
+PIPE_WIDTH = 400  # written to a pipe or a file, a table row stays one line (grep, cut, awk), not 80 columns
+
+
 def rich_console(stderr: bool = False):
-    """A console for one command (Rich is imported here: `--help` and plain commands start without it)."""
+    """A console for one command (Rich is imported here: `--help` and plain commands start without it);
+    PIPE_WIDTH wide when its stream is not a terminal and COLUMNS is not set."""
+    import os
+
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not (hasattr(stream, "isatty") and stream.isatty()) and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, highlight=False, width=PIPE_WIDTH if piped else None)
 
 
 def next_steps():

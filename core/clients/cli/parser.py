@@ -20,6 +20,24 @@ from .sweeps import cmd_sweep
 Add = Callable[..., argparse.ArgumentParser]  # build_parser's add(name, handler, help_text, epilog=None)
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """--help says each option's default where it has one (not for flags off by default or values left unset)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or not action.option_strings
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or default == []
+        ):
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hermes-rl", description="RL runs on the Tinker-Atropos pipeline: dashboard, supervisor, agent tools."
@@ -32,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=help_text,
             description=help_text,
             epilog=epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_HelpFormatter,
         )
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
         cmd.set_defaults(handler=handler)
@@ -94,7 +112,7 @@ def _run_commands(add: Add) -> None:
     cmd.add_argument("run_id")
     cmd.add_argument("--process")
     cmd.add_argument("--follow", "-f", action="store_true")
-    cmd.add_argument("--lines", "-n", type=ascii_int, default=40)
+    cmd.add_argument("--lines", "-n", type=ascii_int, default=40, help="the last lines of each log")
     cmd.add_argument("--access", action="store_true", help="also the HTTP access lines (hidden when merged)")
     cmd = add("stop", cmd_stop, "stop a run (ordered shutdown)")
     cmd.add_argument("run_id")
@@ -152,8 +170,8 @@ def _profile_and_sweep_commands(add: Add) -> None:
         cmd_sweep,
         "a grid of runs as one sweep, queued under the local-run limit (sweep list, sweep show ID, sweep cancel ID)",
         epilog="e.g. hermes-rl sweep --set learning_rate=1e-4,3e-4 --seeds 2\n"
-        "A locked field (learning_rate, total_steps, lora_rank, ...) gives each configuration a derived\n"
-        "profile; an editable one (group_size, batch_size, environment fields) a run value.",
+        "A training field (learning_rate, total_steps, lora_rank, group_size, batch_size) or an environment\n"
+        "field is each run's own value; a locked backend field (max_token_length, ...) a derived profile.",
     )
     cmd.add_argument(
         "sweep_action", nargs="?", choices=("list", "show", "cancel"), help="list sweeps, show one, or cancel one"

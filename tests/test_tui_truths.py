@@ -1,0 +1,109 @@
+"""Screens that tell the truth: the header follows the selection (a CLI one too) and names the run's
+environment, a starting run's age counts up, the logs status says how many lines are shown, and help
+groups keys by pane."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hermes_rl.core.envs.drafts import select_environment
+from hermes_rl.tui.app import HermesDashboard
+from hermes_rl.tui.panes.logs import LogsPane
+from hermes_rl.tui.widgets.dialogs import HelpScreen
+from tests.fixtures_tui import FIXED_NOW, wait_for, write_run
+
+
+def _header(app) -> str:
+    return str(app.header.render())
+
+
+def test_the_header_names_the_runs_environment_and_follows_a_cli_selection(hermes_home, tui_environments):
+    write_run("aaaa0001", environment="counting", steps=3)
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.selected_run == "aaaa0001", what="run selected")
+            await wait_for(pilot, lambda: "aaaa0001 counting" in _header(app), what="run in the header")
+            assert "none selected" not in _header(app)
+            select_environment("counting")  # as `hermes-rl select counting` does, from another process
+            await wait_for(pilot, lambda: app.header.environment == "counting", what="the CLI's selection")
+            assert "env counting" in _header(app) and app.selected_env == "counting"
+
+    asyncio.run(scenario())
+
+
+def test_a_runs_age_counts_while_nothing_else_changes(hermes_home):
+    now = [FIXED_NOW]
+    write_run("aaaa0001", created_at=FIXED_NOW - 5)
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: now[0])
+        async with app.run_test(size=(160, 48)) as pilot:
+            table = app.query_one("#runs-table")
+            await wait_for(pilot, lambda: table.row_count == 1, what="run listed")
+            age = lambda: str(table.get_row_at(0)[5])  # noqa: E731
+            assert age() == "5s"
+            now[0] += 20
+            await wait_for(pilot, lambda: age() == "25s", timeout=5, what="the age counted on")
+
+    asyncio.run(scenario())
+
+
+class _Lines:
+    def __init__(self, count: int):
+        self.line_count = count
+
+    def lines(self, start: int, end: int) -> list[str]:
+        return [f"line {i}" for i in range(start, min(end, self.line_count))]
+
+
+def test_the_logs_status_counts_the_lines_shown(hermes_home):
+    write_run("aaaa0001", logs={"trainer": "one\ntwo\n", "api": "", "env": ""})
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=(160, 48)) as pilot:
+            logs = app.query_one(LogsPane)
+            status = lambda: str(logs.query_one("#log-status").render())  # noqa: E731
+            await wait_for(pilot, lambda: "lines" in status(), what="log status")
+            logs.view.source = _Lines(12)  # lines reached the view without a growth message
+            logs.view.update_size()
+            await wait_for(pilot, lambda: status().startswith("12 lines"), timeout=5, what="the count")
+
+    asyncio.run(scenario())
+
+
+def test_help_groups_keys_by_pane_not_by_class(hermes_home):
+    write_run("aaaa0001")
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause(0.3)
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+            areas = {row[0] for row in app.screen.rows}
+            assert {"everywhere", "[3] Runs", "[5] Logs"} <= areas, areas
+            assert not any(area.endswith(("Dashboard", "List", "Table", "Pane", "View")) for area in areas), areas
+            by_id = {row[3]: row[0] for row in app.screen.rows}
+            assert by_id["run.start"] == "everywhere" and by_id["logs.follow"] == "[5] Logs"
+
+    asyncio.run(scenario())
+
+
+def test_at_80_by_24_the_runs_pane_shows_status_and_eval(hermes_home):
+    write_run("aaaa0001", steps=30)
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=(80, 24)) as pilot:
+            table = app.query_one("#runs-table")
+            await wait_for(pilot, lambda: table.row_count == 1, what="run listed")
+            await pilot.pause(0.3)
+            labels = [str(column.label) for column in table.columns.values()]
+            assert {"run", "status", "eval"} <= set(labels), labels
+            row = [str(cell) for cell in table.get_row_at(0)]
+            assert "completed" in row and any("↑" in cell or "." in cell for cell in row[3:]), row
+
+    asyncio.run(scenario())
