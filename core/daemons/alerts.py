@@ -479,7 +479,11 @@ class AlertMonitor:
                     if len(recent) < rule.smoothed:
                         continue  # a mean of fewer values than asked is not the smoothed value
                     value = sum(recent) / len(recent)
-                past = value > rule.above if rule.above is not None else value < rule.below
+                if rule.above is not None:
+                    past = value > rule.above
+                else:
+                    assert rule.below is not None  # a metric rule has one of them (AlertRule's check)
+                    past = value < rule.below
                 self.streaks[index] = self.streaks.get(index, 0) + 1 if past else 0
                 if self.streaks[index] >= rule.needed():
                     self._fire(

@@ -147,7 +147,9 @@ def build_run_config(
     refuse_secret_values(values, SECRETS_HINT)
     locked: dict[str, Any] = {name: item.value for name, item in profile.locked.items()}
     # The training values: the run's own (a draft, `start --set`), else the profile's defaults.
-    training = {name: values.get(name, profile.editable_defaults.get(name)) for name in EDITABLE_DEFAULT_FIELDS}
+    training: dict[str, Any] = {
+        name: values.get(name, profile.editable_defaults.get(name)) for name in EDITABLE_DEFAULT_FIELDS
+    }
     folder = run_dir(run_id)
     wandb_name = values.get("wandb_name") or f"{env.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     env_section = {

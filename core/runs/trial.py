@@ -783,9 +783,9 @@ class InferenceTest:
                     # The model never served: each model's row says it failed and why (never "waiting").
                     self._server_failure = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
                     for model in self.target.models:
-                        result = self._served_nothing(model, server)
-                        results.append(result)
-                        yield {"event": "model_result", "test_id": self.test_id, **result.to_dict()}
+                        failed = self._served_nothing(model, server)
+                        results.append(failed)
+                        yield {"event": "model_result", "test_id": self.test_id, **failed.to_dict()}
             for index, model in enumerate(self.target.models if self._server_failure is None else []):
                 if self._cancelled.is_set():
                     break
@@ -796,7 +796,7 @@ class InferenceTest:
                     "index": index,
                     "of": len(self.target.models),
                 }
-                result = None
+                result: ModelResult | None = None
                 for event in self._run_model(model, index):
                     if isinstance(event, ModelResult):
                         result = event
