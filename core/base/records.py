@@ -52,6 +52,8 @@ class _SummaryFields(TypedDict):
     parent_run_id: str | None  # a resumed run: the run it continues
     sweep_id: str | None  # the sweep the run belongs to (core.runs.sweeps)
     profile_changes: dict[str, Any]  # profile values changed for this run only (a sweep's configuration)
+    tokens: dict[str, int] | None  # the trainer's token totals {prefill, sample, train}; None: not counted
+    cost_usd: float | None  # those tokens at the model's price (core.runs.cost); None: price unknown
 
 
 class RunSummary(_SummaryFields, StallFields):
@@ -242,6 +244,7 @@ class StatusReport(TypedDict):
     reward: dict[str, Any] | None  # {value, window, steps}: reward/mean averaged over the last `window` steps
     step_time: dict[str, Any] | None  # {step_s, phases, dominant: {key, label, share}, steps, text}
     plateau: dict[str, Any] | None  # {flat_evals, since_step, best, text} once the eval curve is flat
+    cost: dict[str, Any] | None  # {usd, text, tokens: {prefill, sample, train}, prices_as_of, projected, ...}
     stalled: bool
     stalled_for_s: float | None
     health: HealthVerdict
@@ -263,6 +266,7 @@ class ResultsSummary(TypedDict):
     eval_accuracy: MetricSummary | None
     checkpoint: str | None
     tinker_path: str | None
+    cost: dict[str, Any] | None  # as StatusReport's
     wandb_url: str | None
     log_paths: dict[str, str]
     sample_completions: SampleCompletions | None

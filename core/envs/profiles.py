@@ -114,7 +114,8 @@ LOCKED_FIELDS: dict[str, tuple[str, str]] = {
     "learning_rate": ("float", "Adam learning rate"),
     "max_token_trainer_length": ("int", "longest sequence the trainer trains on"),
 }
-EDITABLE_DEFAULT_FIELDS = ("group_size", "batch_size")
+EDITABLE_DEFAULT_FIELDS = ("group_size", "batch_size", "budget_usd")
+_EDITABLE_KINDS = {"budget_usd": "float"}  # the others are whole numbers
 # The most a profile file may set each number to (every one must also be > 0): past these a run cannot
 # train (an Adam learning rate above 1 wrecks the weights at the first step) or a counter overflows.
 PROFILE_MAXIMUM: dict[str, float] = {
@@ -126,6 +127,7 @@ PROFILE_MAXIMUM: dict[str, float] = {
     "max_token_trainer_length": 1_000_000,
     "group_size": 4096,
     "batch_size": 1_000_000,
+    "budget_usd": 1_000_000.0,
 }
 _PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _OVERRIDE_KEYS = [
@@ -303,7 +305,7 @@ def validate_profile_values(data: dict, where: str, source: str | None = None) -
         if key in ("description", "default_environment"):
             out[key] = coerce_value(field_where, "str", raw, nullable=key == "default_environment")
             continue
-        kind = LOCKED_FIELDS[key][0] if key in LOCKED_FIELDS else "int"
+        kind = LOCKED_FIELDS[key][0] if key in LOCKED_FIELDS else _EDITABLE_KINDS.get(key, "int")
         value = coerce_value(field_where, kind, raw)
         if kind in ("int", "float") and value <= 0:
             raise BadInput(f"{field_where} must be greater than 0, got {_shown(raw)}")
