@@ -51,6 +51,7 @@ class _SummaryFields(TypedDict):
     reason: str | None
     parent_run_id: str | None  # a resumed run: the run it continues
     sweep_id: str | None  # the sweep the run belongs to (core.runs.sweeps)
+    sweep_index: int | None  # its member index in that sweep
     profile_changes: dict[str, Any]  # profile values changed for this run only (a sweep's configuration)
     tokens: dict[str, int] | None  # the trainer's token totals {prefill, sample, train}; None: not counted
     cost_usd: float | None  # those tokens at the model's price (core.runs.cost); None: price unknown
