@@ -30,7 +30,7 @@ from hermes_rl.core.base.paths import cli_command
 from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, STEP_PHASES, STEP_TIME, RunStatus
 
 from . import backend
-from .format import UntrustedTextFilter, error_line
+from .format import UntrustedTextFilter, cost_cell, error_line
 from .keymap import keymap_path, load_keymap
 from .palette import HermesCommands
 from .panes.config_editor import ConfigPane
@@ -618,6 +618,8 @@ class HermesDashboard(App):
             self.header.run_line = f"{self.selected_run} {run.get('environment') or ''} {run.get('status', '')}" + (
                 f" step {step}/{total}" if step is not None else ""
             )
+            if run.get("tokens"):  # docs/cost.md
+                self.header.run_line += f" cost {cost_cell(run)}"
         self.header.update_text()
 
     @live_handler

@@ -164,3 +164,12 @@ def set_subtitle(widget, text: str) -> None:
     """Set a border subtitle only when it changes (setting it repaints the widget)."""
     if widget.border_subtitle != text:
         widget.border_subtitle = text
+
+
+def cost_cell(run: dict) -> str:
+    """A run's cost in a table: "$0.0123", "?" (tokens counted, no price for its model) or "—"."""
+    from hermes_rl.core.base.prices import usd_text
+
+    if run.get("cost_usd") is not None:
+        return usd_text(run["cost_usd"])
+    return "?" if run.get("tokens") else "—"

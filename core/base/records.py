@@ -53,6 +53,8 @@ class _SummaryFields(TypedDict):
     sweep_id: str | None  # the sweep the run belongs to (core.runs.sweeps)
     sweep_index: int | None  # its member's place in that sweep (how a sweep queue adopts the run)
     profile_changes: dict[str, Any]  # profile values changed for this run only (a sweep's configuration)
+    tokens: dict[str, int] | None  # the trainer's token totals {prefill, sample, train}; None: not counted
+    cost_usd: float | None  # those tokens at the model's price (core.runs.cost); None: price unknown
 
 
 class RunSummary(_SummaryFields, StallFields):
@@ -254,6 +256,7 @@ class StatusReport(TypedDict):
     reward: dict[str, Any] | None  # {value, window, steps}: reward/mean averaged over the last `window` steps
     step_time: dict[str, Any] | None  # {step_s, phases, dominant: {key, label, share}, steps, text}
     plateau: dict[str, Any] | None  # {flat_evals, since_step, best, text} once the eval curve is flat
+    cost: dict[str, Any] | None  # {usd, text, tokens: {prefill, sample, train}, prices_as_of, projected, ...}
     stalled: bool
     stalled_for_s: float | None
     health: HealthVerdict
@@ -275,6 +278,7 @@ class ResultsSummary(TypedDict):
     eval_accuracy: MetricSummary | None
     checkpoint: str | None
     tinker_path: str | None
+    cost: dict[str, Any] | None  # as StatusReport's
     wandb_url: str | None
     log_paths: dict[str, str]
     sample_completions: SampleCompletions | None

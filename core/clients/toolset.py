@@ -290,9 +290,14 @@ def _keep_runs_warm() -> None:
 
 
 @_tool
-def rl_start_training(resume_run_id: str | None = None, workers: dict | None = None) -> dict:
+def rl_start_training(resume_run_id: str | None = None, workers: dict | None = None, estimate: bool = False) -> dict:
     from .. import runs
 
+    if estimate:  # what the run would cost; nothing starts
+        from ..runs.cost import estimate_start
+
+        selection = _selection()
+        return estimate_start(selection["environment"], selection["profile"])
     _keep_runs_warm()
     if resume_run_id is not None:
         if workers:
@@ -472,6 +477,27 @@ _SAMPLES = (
     "{group, prompt, text (cut at 160 characters), reward, advantage, finish}}, or null before any is recorded"
 )
 
+_COST = (
+    "{usd (null: price unknown), text, tokens: {prefill, sample, train}, prices_as_of, price, cpu_s, "
+    "projected: {usd, steps, text} at the measured rate} (docs/cost.md)"
+)
+_ESTIMATE = {  # rl_start_training(estimate=true)
+    "usd": "expected USD, null when the model has no price",
+    "text": "str",
+    "tokens": "{prefill, sample, train} for the whole run",
+    "per_step": "{prefill, sample, train}",
+    "steps": "int",
+    "assumptions": "list of what the estimate assumes",
+    "model": "str",
+    "price": "{prefill, sample, train (USD per million tokens), as_of, source} or null",
+    "prices_as_of": "date or null",
+    "price_source": "str or null",
+    "cpu_s": "null",
+    "environment": "str",
+    "profile": "str",
+    "backend": "str",
+    "budget_usd": "the run's budget_usd or null",
+}
 _STATUS_FULL = {
     "run_id": "str",
     "status": "starting|running|stopping|stopped|completed|failed|lost",
@@ -490,6 +516,7 @@ _STATUS_FULL = {
     "step_time": "{step_s, phases (time/... seconds), dominant: {key, label, share}, steps, text} over the last "
     "steps, e.g. 'step 0.11 s: 64% waiting for rollouts'; null before the first step",
     "plateau": "{flat_evals, since_step, best, text} once eval accuracy has been flat for 3 evals, else null",
+    "cost": _COST,
     "stalled": "true when a running run wrote no metric row and no line in its trainer's log for "
     "HERMES_RL_STALL_S seconds (default 900)",
     "stalled_for_s": "seconds without progress when stalled, else null",
@@ -578,6 +605,7 @@ TOOLS: tuple[Tool, ...] = (
         "backend. resume_run_id instead continues an ended run from its last saved state.",
         {
             "resume_run_id": {**_RUN_ID, "description": "optional: ended run to continue"},
+            "estimate": {"type": "boolean", "description": "true: only the expected tokens and USD; starts nothing"},
             "workers": {
                 "type": "object",
                 "description": "optional: {replicas, launcher: local|slurm, slurm: {partition, time, cpus_per_worker, "
@@ -597,6 +625,7 @@ TOOLS: tuple[Tool, ...] = (
             "notices": "list of notes on the backend choice (e.g. no TINKER_API_KEY: local)",
             "tips": "list of next steps",
         },
+        returns_alt=_ESTIMATE,
     ),
     Tool(
         "rl_check_status",
@@ -658,6 +687,7 @@ TOOLS: tuple[Tool, ...] = (
             "or null when the environment never evaluated",
             "checkpoint": "local checkpoint/weights path or null",
             "tinker_path": "tinker:// path of the weights on Tinker cloud or null",
+            "cost": _COST,
             "wandb_url": "W&B run URL when online, else null",
             "log_paths": "{process name: log file path}",
             "sample_completions": _SAMPLES,

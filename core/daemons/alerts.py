@@ -25,6 +25,8 @@ A metric rule fires by default once the value is past the line in DEFAULT_FOR_ST
 row: one batch's reward is noisy, and a single one past the line is no news. An eval/ metric (each
 value already a mean over the eval set) fires on one value (`for_steps: 1`).
 
+A run with a budget (budget_usd; docs/cost.md) also alerts once at 80 % of it, with no rule needed.
+
 Each event is delivered once, by the run's own supervisor (no client needs to be open): a line in
 `$HERMES_HOME/rl/alerts.jsonl` (an open dashboard shows it as a toast and rings the bell), a desktop
 notification through `notify-send` where it exists, and a JSON POST to the webhook. Delivery runs in
@@ -365,6 +367,21 @@ def make_event(kind: str, run: dict, message: str, *, event_id: str, rule: Rule 
 
 # -- the supervisor's side ---------------------------------------------------------------------
 
+BUDGET_ALERT_AT = 0.8  # the share of a run's budget_usd that fires its budget alert
+
+
+def run_budget(run: dict) -> float | None:
+    """The run's budget_usd (config.yaml's tinker.budget_usd), or None."""
+    path = run.get("config_path")
+    if not path:
+        return None
+    try:
+        config = read_yaml(Path(path), max_bytes=4 << 20, what="run config")
+    except HermesError:
+        return None
+    value = ((config or {}).get("tinker") or {}).get("budget_usd") if isinstance(config, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
 
 class _MetricTail:
     """The newest value of each numeric metric in one JSONL file, read incrementally."""
@@ -414,6 +431,7 @@ class AlertMonitor:
         self.last_step: int | None = None  # the trainer's newest step
         self.stalled: set[int] = set()  # rules whose current stall has been told
         self.next_check = 0.0
+        self.budget_usd = run_budget(run)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.worker: threading.Thread | None = None
         self.reload()
@@ -461,10 +479,29 @@ class AlertMonitor:
             return
         self.next_check = now + CHECK_INTERVAL_S
         self.reload()
-        if not self.config.rules:
+        if not self.config.rules and not self.budget_usd:
             return  # nothing to watch for: no file is read
-        self._check_metrics(self._read_rows())
+        rows = self._read_rows()
+        self._check_budget(rows)
+        self._check_metrics(rows)
         self._check_stall(self.config.rules)
+
+    def _check_budget(self, rows: list[dict]) -> None:
+        """A run with a budget: one alert once the trainer's budget/used reaches BUDGET_ALERT_AT (no rule
+        needed; the trainer itself stops the run at 100 %)."""
+        for row in rows:
+            used = row.get("budget/used")
+            if isinstance(used, (int, float)) and not isinstance(used, bool) and used >= BUDGET_ALERT_AT:
+                self._fire(
+                    f"{self.run.get('run_id')}:budget:{BUDGET_ALERT_AT:g}",
+                    "budget",
+                    Rule("budget"),
+                    f"{used:.0%} of the ${self.budget_usd:g} budget spent at step {row.get('step')}"
+                    + (f" (${row['cost/usd']:.4f})" if isinstance(row.get("cost/usd"), (int, float)) else ""),
+                    value=float(used),
+                    step=row.get("step"),
+                )
+                return
 
     def _check_metrics(self, rows: list[dict]) -> None:
         metric_rules = [(i, r) for i, r in enumerate(self.config.rules) if r.on == "metric"]
@@ -540,7 +577,9 @@ class AlertMonitor:
             return
         with contextlib.suppress(Exception):  # an alert never keeps a run's end from being recorded
             self.reload()
-            self._check_metrics(self._read_rows())
+            rows = self._read_rows()
+            self._check_budget(rows)  # a run that spent its budget between two checks
+            self._check_metrics(rows)
         for index, rule in enumerate(self.config.rules):
             if rule.on == kind:
                 message = f"{reason} (step {self.last_step})" if self.last_step is not None else reason

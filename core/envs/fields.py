@@ -121,6 +121,15 @@ TRAINER_FIELDS: dict[str, dict] = {
         "maximum": 1000,
         "description": "End the run (completed, final checkpoint saved) once eval is flat for N evals (0: never)",
     },
+    "budget_usd": {
+        "type": "float",
+        "default": None,
+        "nullable": True,
+        "minimum": 0.0,
+        "exclusive_minimum": True,
+        "maximum": 1_000_000.0,
+        "description": "Stop the run (checkpoint saved) once its cost reaches this many USD (none: no budget)",
+    },
 }
 # How the environment workers are launched (config.yaml's `workers:`; core.runs.workers). The Slurm
 # settings themselves (partition, time, CPUs, memory) come with the start (CLI flags, rl_start_training).
@@ -198,11 +207,13 @@ def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldI
                 FieldInfo(
                     name=name,
                     type=spec["type"],
-                    default=spec["default"],
+                    default=profile.editable_defaults.get(name, spec["default"]),
                     description=spec["description"],
                     choices=spec.get("choices"),
+                    nullable=spec.get("nullable", False),
                     minimum=spec.get("minimum"),
                     maximum=spec.get("maximum"),
+                    exclusive_minimum=spec.get("exclusive_minimum", False),
                     section=section,
                 )
             )

@@ -135,7 +135,11 @@ TRAINING_FIELDS: dict[str, tuple[str, str]] = {
     "group_size": ("int", "completions sampled per prompt"),
     "batch_size": ("int", "completions per training step"),
 }
-EDITABLE_DEFAULT_FIELDS = tuple(TRAINING_FIELDS)
+# Limit field -> (type, what it is): per run like the training values, a profile gives the default.
+LIMIT_FIELDS: dict[str, tuple[str, str]] = {
+    "budget_usd": ("float", "stop the run (checkpoint saved) once its cost reaches this many USD"),
+}
+EDITABLE_DEFAULT_FIELDS = (*TRAINING_FIELDS, *LIMIT_FIELDS)
 # The most a profile file may set each number to (every one must also be > 0): past these a run cannot
 # train (an Adam learning rate above 1 wrecks the weights at the first step) or a counter overflows.
 PROFILE_MAXIMUM: dict[str, float] = {
@@ -147,6 +151,7 @@ PROFILE_MAXIMUM: dict[str, float] = {
     "max_token_trainer_length": 1_000_000,
     "group_size": 4096,
     "batch_size": 1_000_000,
+    "budget_usd": 1_000_000.0,
 }
 _PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _OVERRIDE_KEYS = [
@@ -324,7 +329,7 @@ def validate_profile_values(data: dict, where: str, source: str | None = None) -
         if key in ("description", "default_environment"):
             out[key] = coerce_value(field_where, "str", raw, nullable=key == "default_environment")
             continue
-        kind = (LOCKED_FIELDS.get(key) or TRAINING_FIELDS[key])[0]
+        kind = (LOCKED_FIELDS.get(key) or TRAINING_FIELDS.get(key) or LIMIT_FIELDS[key])[0]
         value = coerce_value(field_where, kind, raw)
         if kind in ("int", "float") and value <= 0:
             raise BadInput(f"{field_where} must be greater than 0, got {_shown(raw)}")

@@ -61,6 +61,7 @@ def compare_runs(run_ids: list[str]) -> dict:
     """The runs' identity, the config values that differ, and per headline metric each run's
     first/best/last. BadInput for fewer than two runs or a repeated id; NotFound for an unknown run."""
     from ..readers.metrics import RunMetrics
+    from .cost import run_cost
     from .store import get_run
 
     ids = [validate_run_id(r) for r in run_ids]
@@ -87,6 +88,7 @@ def compare_runs(run_ids: list[str]) -> dict:
                 "seed": run.get("seed"),
                 "sweep_id": (run.get("sweep") or {}).get("id"),
                 "reward": trailing_mean(reader.series(Metric.REWARD_MEAN), REWARD_WINDOW),
+                "cost": run_cost(run),
             }
         )
         for key in HEADLINE_METRICS:

@@ -332,6 +332,7 @@ def html_report(run_id: str) -> str:
     from .. import runs
     from ..readers.metrics import metric_keys, metric_summary
     from .compare import config_values
+    from .cost import cost_card
     from .report import running_time_s, wandb_url
     from .results import checkpoint_paths
 
@@ -354,6 +355,7 @@ def html_report(run_id: str) -> str:
         if accuracy
         else ("eval accuracy", "–"),
         (f"reward/mean, mean of last {len(tail)} steps", _num(sum(tail) / len(tail), 3) if tail else "–"),
+        ("cost", cost_card(run)),
     ]
     card_html = "".join(f'<div class="card"><span class="muted">{_e(k)}</span><b>{_e(v)}</b></div>' for k, v in cards)
 

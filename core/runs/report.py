@@ -224,6 +224,17 @@ def progress_fields(run: RunView) -> ProgressFields:
         return {"reward": None, "step_time": None, "plateau": None}
 
 
+def _cost(run: RunView) -> dict[str, Any] | None:
+    """The run's cost (core.runs.cost.run_cost); None with the reason logged when prices.yaml is unusable
+    (a bad price file must not hide a run's status)."""
+    from .cost import run_cost
+
+    try:
+        return run_cost(run)
+    except HermesError as exc:
+        return {"usd": None, "text": f"price unknown: {exc.message}", "tokens": None, "prices_as_of": None}
+
+
 def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float | None = None) -> StatusReport:
     """The status report of a run view already read (runs.get_run)."""
     stalled = run.get("stalled") is True
@@ -241,6 +252,7 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
         "running_time_s": running_time_s(run, now),
         "metrics": metrics_summary(run, latest),
         **progress_fields(run),
+        "cost": _cost(run),
         "stalled": stalled,
         "stalled_for_s": _finite(run.get("stalled_for_s")) if stalled else None,
         "health": health,
@@ -280,6 +292,7 @@ def results_summary(run_id: str) -> ResultsSummary:
         "eval_accuracy": results.get("eval_accuracy"),
         "checkpoint": results.get("checkpoint"),
         "tinker_path": results.get("tinker_path"),
+        "cost": _cost(run),
         "wandb_url": wandb_url(run),
         "log_paths": log_paths(run),
         "sample_completions": sample_completions(run_id),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, NotRequired, TypedDict
 
+from ..base import prices
 from ..base.errors import BadInput, HermesError
 from ..base.fsutil import open_regular
 from ..base.paths import run_dir, validate_run_id
@@ -89,6 +90,7 @@ class HermesSection(TypedDict):
     environment_file: str
     environment_class: str
     profile: str
+    price: dict | None  # core.base.prices.Price.to_dict() of the base model at launch; None: unknown
 
 
 class WorkersSection(TypedDict):
@@ -200,6 +202,8 @@ def build_run_config(
         "wandb_run_name": wandb_name,
         "stop_on_plateau": values.get("stop_on_plateau", 0),
     }
+    if training.get("budget_usd") is not None:
+        tinker["budget_usd"] = training["budget_usd"]  # type: ignore[typeddict-unknown-key]
     if seed is not None:
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
             raise BadInput(f"seed must be a whole number from 0 to {2**31 - 1}, got {seed!r}")
@@ -224,6 +228,8 @@ def build_run_config(
             "environment_file": env.file,
             "environment_class": env.class_name,
             "profile": profile.name,
+            # the price the trainer holds the budget to (core.base.prices; None: unknown, no budget stop)
+            "price": price.to_dict() if (price := prices.lookup(locked["base_model"])) else None,
         },
         "workers": workers,  # type: ignore[typeddict-item]
     }

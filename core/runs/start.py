@@ -475,7 +475,7 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
             "url": None,
             "enabled": bool(env_section["use_wandb"]),
         }
-        notices = [n for n in (notice,) if n]
+        notices = [n for n in (notice, budget_notice(run_config)) if n]
         run = _launch_prepared(
             run_id,
             folder,
@@ -500,6 +500,14 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
         _discard_unstarted(folder)
         raise
     return {**run, "notices": notices}
+
+
+def budget_notice(config: dict) -> str | None:
+    """Said at start when a budget cannot be kept: the model has no price (docs/cost.md)."""
+    if config["tinker"].get("budget_usd") and not config["hermes"].get("price"):
+        model = config["tinker"]["base_model"]
+        return f"budget_usd is set but {model} has no price: no budget stop (set one in $HERMES_HOME/rl/prices.yaml)"
+    return None
 
 
 def _workers_summary(workers: Mapping[str, Any], env_name: str, mixed: list) -> dict:

@@ -29,10 +29,11 @@ from ..base.stall import progress_logs, stall_fields
 from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from ..daemons import procscan
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
+from .cost import priced, run_model, tokens_of
+from .flow import flow_verdict, startup_seconds
 
 if TYPE_CHECKING:  # for the annotation only: it is imported where a process is sampled
     import psutil
-from .flow import flow_verdict, startup_seconds
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
 
@@ -261,6 +262,8 @@ def _summary(
         "sweep_id": sweep.get("id"),
         "sweep_index": sweep.get("index") if isinstance(sweep.get("index"), int) else None,
         "profile_changes": run.get("profile_changes") or {},
+        "tokens": tokens_of(last),
+        "cost_usd": None,  # priced when listed (list_runs): a price set later applies to old runs too
     }
 
 
@@ -314,12 +317,14 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
             summary["_supervisor"] = run.get("supervisor") or {}
             summary["_activity"] = (run.get("started_at"), last, progress_logs(run.get("processes")))
             summary["_startup"] = startup_seconds(run.get("processes"))
+            summary["_model"] = run_model(entry.name) if summary["tokens"] else None
             with _LIST_LOCK:
                 _LIST_CACHE[key] = (sig, summary)
         summary = dict(summary)
         supervisor = summary.pop("_supervisor")
         started_at, last, log_paths = summary.pop("_activity")
         startup = summary.pop("_startup")
+        summary["cost_usd"] = priced(summary.pop("_model"), summary["tokens"])
         if summary["status"] not in RECORDED_FINAL:
             reason = lost_reason(
                 {

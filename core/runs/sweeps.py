@@ -29,6 +29,7 @@ from ..base.paths import ensure_private_dir, run_dir, sweep_queue_flag, sweeps_d
 from ..base.records import StartedRun
 from ..base.states import Metric
 from ..readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
+from .sweep_budget import check_sweep_budget, member_budget
 
 SWEEP_FILE = "sweep.json"
 MAX_SWEEP_RUNS = 256
@@ -134,10 +135,16 @@ def _validate(env, profile_name: str, config: dict, label: str) -> str | None:
 
 
 def create_sweep(
-    grid: dict[str, list[str]], *, seeds: int | None = None, env_name: str | None = None, profile: str | None = None
+    grid: dict[str, list[str]],
+    *,
+    seeds: int | None = None,
+    env_name: str | None = None,
+    profile: str | None = None,
+    budget_usd: float | None = None,
 ) -> dict:
     """A sweep over `grid` (× `seeds` seeds 0..K-1), every configuration validated, its members queued,
-    and as many started as the local-run limit allows now. Returns the sweep record (with `notices`)."""
+    and as many started as the local-run limit allows now; `budget_usd` covers all its runs together
+    (core.runs.sweep_budget). Returns the sweep record (with `notices`)."""
     from ..envs.discovery import find_environment
     from ..envs.drafts import current_selection
     from ..envs.profiles import check_keys, resolve_profile
@@ -195,6 +202,8 @@ def create_sweep(
         "seeds": [s for s in seed_list if s is not None] or None,
         "members": members,
     }
+    if budget_usd is not None:
+        record["budget_usd"] = check_sweep_budget(budget_usd, grid)
     folder = sweeps_dir() / sweep_id
     atomic_write_json(folder / SWEEP_FILE, record)
     _set_queue_flag(True)
@@ -230,6 +239,8 @@ def _start_member(sweep: dict, member: dict) -> StartedRun:
     from .start import start_run
 
     changes, overrides = _split(member["config"])
+    if sweep.get("budget_usd"):
+        overrides = {**overrides, "budget_usd": member_budget(sweep, member)}
     return start_run(
         sweep["environment"],
         sweep["profile"],
@@ -427,11 +438,13 @@ def _spread(values: list[float]) -> dict | None:
 def sweep_status(sweep_id: str) -> dict:
     """The sweep with each member's run status, and per configuration first/best/last eval accuracy
     and the final reward (trailing mean over REWARD_WINDOW steps), as mean ± std over its seeds."""
+    from .cost import add_costs
     from .store import list_runs
 
     kick_queue()
     sweep = read_sweep(sweep_id)
     by_id = {r["run_id"]: r for r in list_runs()}
+    costs = {rid: {"usd": r.get("cost_usd"), "tokens": r.get("tokens")} for rid, r in by_id.items()}
     eval_key = str(Metric.EVAL_PERCENT_CORRECT)
     per_config: dict[int, dict[str, list[float]]] = {}
     for member in sweep["members"]:
@@ -473,11 +486,13 @@ def sweep_status(sweep_id: str) -> dict:
                 "eval_best": _spread(bucket.get("best", [])),
                 "eval_last": _spread(bucket.get("last", [])),
                 "final_reward": _spread(bucket.get("reward", [])),
+                "cost": add_costs([costs[m["run_id"]] for m in group if m.get("run_id") in costs]),
             }
         )
     sweep["summary"] = summary
     sweep["reward_window"] = REWARD_WINDOW
     sweep["run_ids"] = [m["run_id"] for m in sweep["members"] if m.get("run_id")]
+    sweep["cost"] = add_costs([costs[r] for r in sweep["run_ids"] if r in costs])
     return sweep
 
 

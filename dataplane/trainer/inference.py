@@ -46,6 +46,7 @@ class Policy:
         self.requests = 0
         self.completions = 0  # sequences served, over all requests
         self.in_flight = 0  # requests being sampled now
+        self.tokens = None  # usage.TokenCounter: the prompt and sampled tokens of every request
         # Finish reason of recent completions by their tokens, for the rollout recorder (bounded).
         self._finish: dict[tuple[int, ...], str] = {}
         self._finish_lock = threading.Lock()
@@ -94,6 +95,8 @@ class Policy:
         finally:
             self.in_flight -= 1
         self.completions += len(response.sequences)
+        if self.tokens is not None:
+            self.tokens.add_sample(len(prompt_tokens), [len(seq.tokens) for seq in response.sequences])
         out = []
         for seq in response.sequences:
             tokens = list(seq.tokens)

@@ -29,6 +29,7 @@ from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
 from . import grpo
 from .inference import Policy, start_server
 from .settings import ConfigError, TrainerSettings
+from .usage import Usage
 
 log = logging.getLogger("trainer")
 
@@ -142,6 +143,11 @@ class Trainer:
         self.step_task: asyncio.Future | None = None
         # Time spent between two rows that no row has counted yet (a checkpoint save, the previous row's write).
         self._carried = {"time/checkpoint_s": 0.0, "time/log_s": 0.0}
+        # getattr: tests build a Trainer on a partial settings object
+        run_dir = getattr(settings, "run_dir", None)
+        self.usage = Usage(
+            str(run_dir) if run_dir else None, getattr(settings, "budget_usd", None), getattr(settings, "price", None)
+        )
 
     # ---- setup -------------------------------------------------------------------------
     def _prepare_backend_env(self) -> None:
@@ -207,6 +213,7 @@ class Trainer:
         self.policy = Policy(tokenizer, s.base_model)
         self.policy.set_client(sampling_client, self.step)
         self.policy.step = self.step
+        self.policy.tokens = self.usage.tokens
         if s.rollouts_path is not None:
             from .rollouts import RolloutRecorder
 
@@ -302,6 +309,7 @@ class Trainer:
         row: dict = {}
         if sequences:
             datums = grpo.to_datums(sequences)
+            self.usage.tokens.add("train", sum(len(seq.input_tokens) for seq in sequences))
             if not all(seq.has_sampling_logprobs for seq in sequences):
                 datums = await self._fill_sampling_logprobs(sequences)
             # Submit the update and the snapshot back to back: the server runs them in order,
@@ -371,6 +379,7 @@ class Trainer:
             "batch/sequences": len(sequences),
             "batch/groups": stats.groups,
             "batch/groups_dropped": stats.groups_dropped,
+            **self.usage.row(),
             **row,
         }
         row = {k: _finite(v) for k, v in row.items()}
@@ -393,6 +402,7 @@ class Trainer:
             for seq in sequences
         ]
         out = await self.training_client.forward(probe, "cross_entropy")
+        self.usage.tokens.add("train", sum(len(seq.input_tokens) for seq in sequences))
         for seq, result in zip(sequences, out.loss_fn_outputs):
             lps = result["logprobs"].tolist()
             seq.sampling_logprobs = [lp if c else 0.0 for lp, c in zip(lps, seq.completion_mask)]
@@ -470,6 +480,12 @@ class Trainer:
             if s.save_checkpoint_interval and self.step % s.save_checkpoint_interval == 0 and self.step < s.total_steps:
                 await self.save_checkpoint(f"step-{self.step:06d}")
                 self._carried["time/checkpoint_s"] += time.perf_counter() - t_saved
+            self.budget_reached = self.usage.budget.reached(row)
+            if self.budget_reached:
+                log.info("stopping at step %d: %s", self.step, self.budget_reached)
+                if not pending.done():
+                    pending.cancel()
+                break
             flat = self.eval_plateau()
             if flat is not None:
                 log.info(
@@ -499,10 +515,13 @@ class Trainer:
 
     _pending: asyncio.Future | None = None
     stopped_on_plateau: dict | None = None  # the plateau that ended the run early (stop_on_plateau)
+    budget_reached: str | None = None  # "budget reached: $X of $Y" when the budget ended the run
     _evals = None  # (reader of env_metrics.jsonl, the eval series so far), made on the first look
 
     def finish_reason(self) -> str | None:
         """How the run ended when that was not its last step; None when it ran to total_steps."""
+        if self.budget_reached:
+            return f"{self.budget_reached} (stopped at step {self.step})"
         flat = self.stopped_on_plateau
         return f"stopped early at step {flat['step']}: {flat['text']} (stop_on_plateau)" if flat else None
 

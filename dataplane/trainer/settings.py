@@ -74,6 +74,8 @@ class TrainerSettings:
     stop_on_plateau: int = 0  # end the run once eval has been flat for this many evals (0: never)
     resume_state: str | None = None  # a save_state path (tinker://...) to continue from
     resume_step: int = 0  # the step that state was saved at
+    budget_usd: float | None = None  # stop the run (checkpoint saved) once its cost reaches this
+    price: dict | None = None  # USD per million tokens {prefill, sample, train} resolved at launch
 
 
 # --- config.yaml, as one model -----------------------------------------------------------------
@@ -128,6 +130,7 @@ class TinkerSection(_Section):
     wandb_run_name: str | None = None
     seed: Any = None  # used when it is a whole number
     stop_on_plateau: WholeNumber = Field(0, ge=0, le=1000)
+    budget_usd: Number | None = Field(None, gt=0.0)
 
 
 class BackendSection(_Section):
@@ -160,6 +163,7 @@ class HermesSection(_Section):
     rollouts_path: str | None = None
     record_rollouts: bool = True
     wandb: WandbSection = Field(default_factory=WandbSection)
+    price: dict[str, Any] | None = None  # core.base.prices.Price.to_dict() of the run's model, when known
 
 
 class RunConfigFile(_Section):
@@ -328,4 +332,6 @@ def settings_from_dict(raw: dict, config_path: Path) -> TrainerSettings:
         stop_on_plateau=tinker.stop_on_plateau,
         resume_state=hermes.resume.state_path if hermes.resume else None,
         resume_step=hermes.resume.step if hermes.resume else 0,
+        budget_usd=tinker.budget_usd,
+        price=hermes.price,
     )

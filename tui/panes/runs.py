@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Static
 from hermes_rl.core.base.formatting import cell_duration, lineage
 from hermes_rl.core.base.states import REWARD_WINDOW, run_style
 
-from ..format import eval_cell, number, set_subtitle, spark, timestamp
+from ..format import cost_cell, eval_cell, number, set_subtitle, spark, timestamp
 from ..widgets.filter_box import FilterBox
 from ..widgets.tables import Column, NavTable, sort_bindings
 
@@ -98,6 +98,7 @@ class RunsPane(Vertical):
                 Column("eval", "eval", drop=1),
                 Column(f"reward ({REWARD_WINDOW})", "reward", drop=1),
                 Column("reward trend", "spark", drop=3, width=12),
+                Column("cost", "cost", drop=7),  # docs/cost.md; the first to give way
             ]
         )
         yield table
@@ -159,6 +160,7 @@ class RunsPane(Vertical):
             "step": lambda r: r.get("step"),
             "eval": lambda r: r.get("eval_last"),
             "reward": lambda r: r.get("reward"),
+            "cost": lambda r: r.get("cost_usd"),
         }
         if self.table.sort_column is None:
             return group_sweeps(rows)
@@ -198,6 +200,7 @@ class RunsPane(Vertical):
                         eval_cell(run.get("eval_first"), run.get("eval_last")),
                         number(run.get("reward"), 3),
                         Text(spark(self.sparks.get(run["run_id"], []), 12), style="cyan"),
+                        cost_cell(run),
                     ],
                 )
             )

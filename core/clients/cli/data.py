@@ -9,6 +9,7 @@ from typing import Any
 
 from ...base.errors import BadInput
 from ...base.formatting import human_number, metric_text, value_text
+from .cost import cost_line
 from .output import one_line, rich_console, safe, say, styled
 from .sweeps import print_sweep
 
@@ -32,6 +33,8 @@ def cmd_results(args) -> Any:
         )
     for key, value in sorted(results["final_metrics"].items()):
         console.print(f"  {safe(key):<28} {safe(metric_text(key, value))}")
+    if cost_line(results.get("cost")):
+        console.print(safe(cost_line(results["cost"])))
     if results.get("checkpoint"):
         console.print(f"checkpoint: {safe(results['checkpoint'])}")
     if results.get("tinker_path"):
@@ -104,6 +107,7 @@ def cmd_compare(args) -> Any:
         f"reward (mean of last {out['reward_window']})",
         *(human_number((r.get("reward") or {}).get("value")) for r in out["runs"]),
     )
+    runs.add_row("cost", *(safe((r.get("cost") or {}).get("text") or "-") for r in out["runs"]))
     console.print(runs)
     if out["config_differences"]:
         table = Table("config that differs", *map(safe, ids), box=None, header_style="bold")

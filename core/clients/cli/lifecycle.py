@@ -24,6 +24,7 @@ from ...base.formatting import (
 from ...base.paths import cli_command
 from ...base.states import FINAL
 from ...readers.logs import sanitize_terminal
+from .cost import cmd_estimate, cost_cell, cost_line
 from .output import Exit, next_steps, parse_assignments, rich_console, safe, styled
 from .watch import watch
 
@@ -59,11 +60,14 @@ def _workers(args) -> dict | None:
 def cmd_start(args) -> Any:
     from ... import runs
 
+    overrides = parse_assignments(args.set) or {}
+    if args.budget_usd is not None:
+        overrides["budget_usd"] = args.budget_usd
+    if args.estimate:
+        return cmd_estimate(args, overrides or None)
     # Ctrl-C inside start_run stops and removes the run; once it returned, the run is announced whatever
     # happens next, so an interrupted start never leaves a run training unseen.
-    run = runs.start_run(
-        args.env, profile=args.profile, overrides=parse_assignments(args.set) or None, workers=_workers(args)
-    )
+    run = runs.start_run(args.env, profile=args.profile, overrides=overrides or None, workers=_workers(args))
     run_id = run["run_id"]
     try:
         if args.json and not args.watch:
@@ -125,6 +129,7 @@ def cmd_runs(args) -> Any:
         "step",
         f"reward (mean of last {window})",
         "eval",
+        "cost",
         "reason",
         box=None,
         header_style="bold",
@@ -146,6 +151,7 @@ def cmd_runs(args) -> Any:
             safe(step),
             human_number(run.get("reward")),
             "-" if run.get("eval_last") is None else f"{run['eval_last']:.2f}",
+            cost_cell(run),
             safe(run.get("reason") or ""),
         )
     rich_console().print(table)
@@ -175,6 +181,8 @@ def cmd_status(args) -> Any:
             f"  step {safe(metrics['step'])}/{safe(metrics['total_steps'] or '-')}  "
             f"reward {reward_text}  loss {human_number(metrics['loss'], 4)}"
         )
+    if cost := cost_line(status.get("cost")):
+        console.print(f"  {safe(cost)}")
     if step_time := status.get("step_time"):
         console.print(f"  {safe(step_time['text'])} (mean of the last {step_time['steps']})")
     if plateau := status.get("plateau"):

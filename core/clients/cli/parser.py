@@ -10,6 +10,7 @@ from typing import Callable
 from ...base.names import ascii_float, ascii_int
 from ...runs.ordering import SORT_KEYS
 from .alerts import ALERTS_EPILOG, cmd_alerts
+from .cost import add_cost_arguments
 from .data import cmd_compare, cmd_metrics, cmd_report, cmd_results, cmd_rollouts
 from .environments import cmd_config, cmd_envs, cmd_profile, cmd_select, envs_help
 from .frontends import cmd_dashboard, cmd_demo, cmd_mcp
@@ -101,6 +102,7 @@ def _run_commands(add: Add) -> None:
     )
     cmd.add_argument("--weight", type=ascii_float, help="the main environment's weight in the batch mix (default 1)")
     cmd.add_argument("--min-batch-allocation", type=ascii_float, help="the main environment's least share of a batch")
+    add_cost_arguments(cmd)
     cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
     cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
@@ -180,6 +182,7 @@ def _profile_and_sweep_commands(add: Add) -> None:
     cmd.add_argument("--stop", action="store_true", help="cancel: also stop the sweep's active runs")
     cmd.add_argument("--set", action="append", metavar="FIELD=V1,V2")
     cmd.add_argument("--seeds", type=ascii_int, metavar="K", help="K runs (seeds 0..K-1) per configuration")
+    add_cost_arguments(cmd, estimate=False)
     cmd.add_argument("--env")
     cmd.add_argument("--profile")
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from ...base.errors import BadInput
 from ...base.formatting import human_age, human_number
+from .cost import tokens_text
 from .output import rich_console, safe
 
 
@@ -30,7 +31,7 @@ def print_sweep(sweep: dict) -> None:
     )
     window = sweep.get("reward_window")
     table = Table(
-        "configuration", "runs", "eval first", "eval best", "eval last", "reward", box=None, header_style="bold"
+        "configuration", "runs", "eval first", "eval best", "eval last", "reward", "cost", box=None, header_style="bold"
     )
     # On a narrow terminal the configuration and the run ids stay whole (one run per line); numbers wrap.
     rows = sweep.get("summary") or []
@@ -46,8 +47,13 @@ def print_sweep(sweep: dict) -> None:
             _spread_text(row["eval_best"]),
             _spread_text(row["eval_last"]),
             _spread_text(row["final_reward"]),
+            safe((row.get("cost") or {}).get("text") or "-"),
         )
     console.print(table)
+    total = sweep.get("cost")
+    if total:
+        budget = f" of a {sweep['budget_usd']:g} USD budget" if sweep.get("budget_usd") else ""
+        console.print(f"cost: {safe(total['text'])}{budget} ({tokens_text(total['tokens'])})")
     for member in sweep["members"]:
         if member.get("error"):
             console.print(f"[red]run {member['index']} could not start:[/] {safe(member['error'])}")
@@ -98,8 +104,10 @@ def cmd_sweep(args) -> Any:
         raise BadInput(
             f"unexpected {args.sweep_id!r}", hint="hermes-rl sweep --set FIELD=V1,V2, sweep list or sweep show ID"
         )
-    values = sweeps.parse_grid(args.set)
-    sweep = sweeps.create_sweep(values, seeds=args.seeds, env_name=args.env, profile=args.profile)
+    grid = sweeps.parse_grid(args.set)
+    sweep = sweeps.create_sweep(
+        grid, seeds=args.seeds, env_name=args.env, profile=args.profile, budget_usd=args.budget_usd
+    )
     if args.json:
         return sweep
     console = rich_console()

@@ -1,0 +1,248 @@
+"""What a run costs: tokens measured by its trainer, priced by core.base.prices, before, during and after.
+
+- `run_cost(run)` — a run's cost so far from its newest metrics row (the trainer's `tokens/<kind>_total`
+  and `usage/cpu_s`), and at the measured rate, what its remaining steps will cost;
+- `cost_of(model, tokens)` — tokens priced (usd None and "price unknown" where the model has no price);
+- `estimate(...)` — before a run: tokens and USD from its config (steps × batch × prompt and completion
+  lengths), with the assumptions spelled out;
+- `add_costs(costs)` — a sum over runs (a sweep's total), unknown as soon as one part is unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import prices
+from ..base.prices import KINDS, usd_text
+
+DEFAULT_PROMPT_TOKENS = 256  # the estimate's prompt length when nothing better is known (said so)
+
+
+def tokens_of(row: dict | None) -> dict[str, int] | None:
+    """The run's token totals from its newest trainer row; None when its trainer records none (older runs)."""
+    row = row or {}
+    if not any(f"tokens/{kind}_total" in row for kind in KINDS):
+        return None
+    return {kind: int(row.get(f"tokens/{kind}_total") or 0) for kind in KINDS}
+
+
+def cost_of(model: str | None, tokens: dict[str, int] | None, *, cpu_s: float | None = None) -> dict[str, Any]:
+    """{usd, text, tokens, model, price, prices_as_of, price_source, cpu_s}: `tokens` at `model`'s price;
+    usd is None (text "price unknown") when the model has no price or no tokens were recorded."""
+    price = prices.lookup(model)
+    usd = price.usd(tokens) if price is not None and tokens is not None else None
+    if tokens is None:
+        text = "no token counts"
+    else:
+        text = usd_text(usd)
+    return {
+        "usd": None if usd is None else round(usd, 6),
+        "text": text,
+        "tokens": tokens,
+        "model": model,
+        "price": price.to_dict() if price else None,
+        "prices_as_of": price.as_of if price else None,
+        "price_source": price.source if price else None,
+        "cpu_s": cpu_s,
+    }
+
+
+def priced(model: str | None, tokens: dict[str, int] | None) -> float | None:
+    """USD of `tokens` at `model`'s price; None when either is unknown or the price file is unusable
+    (a listing names no error per row: status says what is wrong with the file)."""
+    from ..base.errors import HermesError
+
+    if tokens is None:
+        return None
+    try:
+        price = prices.lookup(model)
+    except HermesError:
+        return None
+    return None if price is None else round(price.usd(tokens), 6)
+
+
+def run_model(run_id: str) -> str | None:
+    """The model a run trains (config.yaml's tinker.base_model)."""
+    from .runconfig import read_run_config
+
+    tinker = read_run_config(run_id).get("tinker")
+    model = tinker.get("base_model") if isinstance(tinker, dict) else None
+    return str(model) if model else None
+
+
+def run_cost(run: dict, model: str | None = None) -> dict[str, Any]:
+    """A run's cost so far (cost_of) from its newest metrics row, plus `projected`: at the measured rate,
+    what all of its steps will cost ({usd, tokens, steps, text}; None before the first step and after
+    the last)."""
+    last = run.get("last_metric") or {}
+    tokens = tokens_of(last)
+    model = model if model is not None else run_model(run["run_id"])
+    cpu = last.get("usage/cpu_s")
+    out = cost_of(model, tokens, cpu_s=cpu if isinstance(cpu, (int, float)) else None)
+    out["projected"] = _projected(run, last, tokens, out["usd"])
+    return out
+
+
+def _projected(run: dict, last: dict, tokens: dict | None, usd: float | None) -> dict | None:
+    step, total = last.get("step"), run.get("total_steps")
+    first = ((run.get("resumed_from") or {}).get("step")) or 0
+    if tokens is None or not isinstance(step, int) or not isinstance(total, int) or not first < step < total:
+        return None  # nothing measured yet, or nothing left to project
+    done = step - first
+    scale = (total - first) / done
+    projected_usd = None if usd is None else round(usd * scale, 6)
+    return {
+        "usd": projected_usd,
+        "tokens": {kind: round(tokens[kind] * scale) for kind in KINDS},
+        "steps": total,
+        "text": f"at this rate: {usd_text(projected_usd)} for {total - first} steps",
+    }
+
+
+def add_costs(costs: list[dict]) -> dict[str, Any]:
+    """The sum of several runs' costs: tokens always, usd only when every run's is known."""
+    known = [c for c in costs if c.get("tokens") is not None]
+    tokens = {kind: sum(int(c["tokens"][kind]) for c in known) for kind in KINDS}
+    usd = None
+    if costs and all(c.get("usd") is not None for c in costs):
+        usd = round(sum(float(c["usd"]) for c in costs), 6)
+    dates = sorted({c["prices_as_of"] for c in costs if c.get("prices_as_of")})
+    return {
+        "usd": usd,
+        "text": usd_text(usd) if costs else "no runs",
+        "tokens": tokens,
+        "runs": len(costs),
+        "prices_as_of": dates[-1] if dates else None,
+    }
+
+
+def cost_card(run: dict) -> str:
+    """The report's cost card: "$0.0123 (1.1k prefill, 1.6k sample, 5.3k train tokens; prices as of …)"."""
+    from ..base.errors import HermesError
+
+    try:
+        cost = run_cost(run)
+    except HermesError as exc:
+        return f"price unknown: {exc.message}"
+    tokens = cost["tokens"]
+    if tokens is None:
+        return "no token counts"
+    counts = ", ".join(f"{tokens[kind]:,} {kind}" for kind in KINDS)
+    dated = f"; prices as of {cost['prices_as_of']}" if cost.get("prices_as_of") else ""
+    return f"{cost['text']} ({counts} tokens{dated})"
+
+
+# -- before a run ---------------------------------------------------------------------------------------
+
+
+def _reference_run(environment: str | None, model: str | None) -> dict | None:
+    """The newest run of the same environment and model whose trainer counted tokens: its measured
+    tokens per trained sequence are a better guess than any default."""
+    from .runconfig import read_run_config
+    from .store import get_run, list_runs
+
+    for summary in list_runs():
+        if summary.get("environment") != environment or not summary.get("step"):
+            continue
+        config = read_run_config(summary["run_id"])
+        if str((config.get("tinker") or {}).get("base_model")) != str(model):
+            continue
+        run = get_run(summary["run_id"], sample=False)
+        last = run.get("last_metric") or {}
+        tokens = tokens_of(last)
+        first = ((run.get("resumed_from") or {}).get("step")) or 0
+        batch = (config.get("env") or {}).get("batch_size")
+        if tokens and tokens["train"] and isinstance(batch, int) and (last.get("step") or 0) > first:
+            steps = last["step"] - first
+            per_seq = {kind: tokens[kind] / (steps * batch) for kind in KINDS}
+            return {"run_id": summary["run_id"], "per_sequence": per_seq}
+    return None
+
+
+def estimate(
+    values: dict,
+    *,
+    environment: str | None = None,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    use_history: bool = True,
+) -> dict[str, Any]:
+    """Expected tokens and USD of a run with these values (total_steps, batch_size, group_size,
+    max_token_length, base_model), and the assumptions made. Per step: one sample request per group
+    (batch_size / group_size prompts prefilled), batch_size completions sampled, batch_size sequences
+    (prompt + completion) trained. Lengths: given ones, else measured per sequence in the newest run of
+    the same environment and model, else a prompt of DEFAULT_PROMPT_TOKENS and completions of
+    max_token_length (an upper bound)."""
+    steps, batch, group = int(values["total_steps"]), int(values["batch_size"]), int(values["group_size"])
+    model = values.get("base_model")
+    assumptions = [
+        f"{steps} steps × {batch} sequences ({batch // group} groups of {group}) per step",
+    ]
+    given = prompt_tokens is not None or completion_tokens is not None
+    reference = _reference_run(environment, model) if use_history and not given else None
+    if reference is not None:
+        per = reference["per_sequence"]
+        per_step = {
+            "prefill": per["prefill"] * batch,
+            "sample": per["sample"] * batch,
+            "train": per["train"] * batch,
+        }
+        assumptions.append(
+            f"tokens per sequence as measured in run {reference['run_id']} (same environment and model): "
+            f"{per['prefill']:.1f} prefilled, {per['sample']:.1f} sampled, {per['train']:.1f} trained "
+            "(its evals and dropped groups included)"
+        )
+    else:
+        prompt = prompt_tokens if prompt_tokens is not None else DEFAULT_PROMPT_TOKENS
+        completion = completion_tokens if completion_tokens is not None else int(values["max_token_length"])
+        per_step = {
+            "prefill": batch / group * prompt,
+            "sample": batch * completion,
+            "train": batch * (prompt + completion),
+        }
+        assumptions.append(
+            f"prompts of {prompt} tokens"
+            + (" (given)" if prompt_tokens is not None else " (assumed; --prompt-tokens to set)")
+            + f", completions of {completion} tokens"
+            + (" (given)" if completion_tokens is not None else " (max_token_length: an upper bound)")
+        )
+        assumptions.append("evals and groups an environment drops (all answers scored alike) add sampling not counted")
+    tokens = {kind: round(per_step[kind] * steps) for kind in KINDS}
+    out = cost_of(model, tokens)
+    out.update(steps=steps, per_step={k: round(v) for k, v in per_step.items()}, assumptions=assumptions)
+    if out["price"] is None:
+        out["assumptions"].append(f"no price for {model}: set one in {prices.prices_path()}")
+    return out
+
+
+def estimate_start(
+    env_name: str | None = None,
+    profile: str | None = None,
+    overrides: dict | None = None,
+    *,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+) -> dict[str, Any]:
+    """The estimate of the run `start_run` with these arguments would start (nothing is started, no key
+    is needed): the same environment, profile and values, resolved and validated the same way."""
+    from ..base.errors import NotFound
+    from ..envs.discovery import find_environment
+    from ..envs.drafts import current_selection, resolve_run_values
+    from ..envs.profiles import resolve_profile
+
+    selection = current_selection()
+    env_name = env_name or selection.get("environment")
+    chosen, _notice = resolve_profile(profile or selection.get("profile"))
+    env_name = env_name or chosen.default_environment
+    if not env_name:
+        raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`")
+    env = find_environment(env_name)
+    values = resolve_run_values(env, chosen, overrides)
+    locked = {name: item.value for name, item in chosen.locked.items()}
+    merged = {**locked, **values}
+    out = estimate(merged, environment=env.id, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    budget = merged.get("budget_usd")
+    out.update(environment=env.id, profile=chosen.name, backend=chosen.backend, budget_usd=budget)
+    if budget and out["usd"] is not None and out["usd"] > budget:
+        out["assumptions"].append(f"the budget (${budget:.2f}) stops it before the end")
+    return out
