@@ -94,9 +94,12 @@ def _parse(data: Any, path: Path) -> dict[str, Price]:
         if missing:
             raise BadInput(f"{path}: {model} lacks {', '.join(missing)}", hint="give all three prices")
         as_of = entry.get("as_of")
+        prefill, sample, train = (_number(model, kind, entry[kind], path) for kind in KINDS)
         out[model] = Price(
             model,
-            *(_number(model, kind, entry[kind], path) for kind in KINDS),
+            prefill,
+            sample,
+            train,
             as_of=str(as_of) if as_of is not None else None,
             source=f"your {path}",
         )

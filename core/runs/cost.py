@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..base import prices
@@ -70,7 +71,7 @@ def run_model(run_id: str) -> str | None:
     return str(model) if model else None
 
 
-def run_cost(run: dict, model: str | None = None) -> dict[str, Any]:
+def run_cost(run: Mapping[str, Any], model: str | None = None) -> dict[str, Any]:
     """A run's cost so far (cost_of) from its newest metrics row, plus `projected`: at the measured rate,
     what all of its steps will cost ({usd, tokens, steps, text}; None before the first step and after
     the last)."""
@@ -83,7 +84,7 @@ def run_cost(run: dict, model: str | None = None) -> dict[str, Any]:
     return out
 
 
-def _projected(run: dict, last: dict, tokens: dict | None, usd: float | None) -> dict | None:
+def _projected(run: Mapping[str, Any], last: dict, tokens: dict | None, usd: float | None) -> dict | None:
     step, total = last.get("step"), run.get("total_steps")
     first = ((run.get("resumed_from") or {}).get("step")) or 0
     if tokens is None or not isinstance(step, int) or not isinstance(total, int) or not first < step < total:
@@ -116,7 +117,7 @@ def add_costs(costs: list[dict]) -> dict[str, Any]:
     }
 
 
-def cost_card(run: dict) -> str:
+def cost_card(run: Mapping[str, Any]) -> str:
     """The report's cost card: "$0.0123 (1.1k prefill, 1.6k sample, 5.3k train tokens; prices as of …)"."""
     from ..base.errors import HermesError
 

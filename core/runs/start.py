@@ -502,7 +502,7 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
     return {**run, "notices": notices}
 
 
-def budget_notice(config: dict) -> str | None:
+def budget_notice(config: Mapping[str, Any]) -> str | None:
     """Said at start when a budget cannot be kept: the model has no price (docs/cost.md)."""
     if config["tinker"].get("budget_usd") and not config["hermes"].get("price"):
         model = config["tinker"]["base_model"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import Any
 
 from ...base.formatting import human_duration
@@ -41,7 +42,7 @@ def cost_line(cost: dict | None) -> str | None:
     return "; ".join(parts)
 
 
-def cost_cell(run: dict) -> str:
+def cost_cell(run: Mapping[str, Any]) -> str:
     """A runs-list cell: "$0.0123", "?" (tokens counted, no price) or "-" (nothing counted)."""
     if run.get("cost_usd") is not None:
         return usd_text(run["cost_usd"])

@@ -104,9 +104,9 @@ def cmd_sweep(args) -> Any:
         raise BadInput(
             f"unexpected {args.sweep_id!r}", hint="hermes-rl sweep --set FIELD=V1,V2, sweep list or sweep show ID"
         )
-    grid = sweeps.parse_grid(args.set)
+    values = sweeps.parse_grid(args.set)
     sweep = sweeps.create_sweep(
-        grid, seeds=args.seeds, env_name=args.env, profile=args.profile, budget_usd=args.budget_usd
+        values, seeds=args.seeds, env_name=args.env, profile=args.profile, budget_usd=args.budget_usd
     )
     if args.json:
         return sweep
