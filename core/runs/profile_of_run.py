@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..base.errors import BadInput
 from ..envs.profile_derive import DERIVABLE_FIELDS, create_profile, source_values
-from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, Profile, get_profile
+from ..envs.profiles import TRAINING_FIELDS, Profile, get_profile
 
 # Where each profile value lands in config.yaml: runs recorded before run.json held `profile_values`
 # are read from there.
@@ -39,9 +39,10 @@ def run_profile_values(run_id: str) -> dict:
             value = (config.get(section) or {}).get(name)
             if value is not None:
                 values[key] = value
-    # the training values are the run's own (editable), which a derived profile takes as defaults
+    # the training values are the run's own (editable), which a derived profile takes as defaults; its
+    # budget is not carried over (a sweep member's is a share of its sweep's)
     config = read_run_config(run_id)
-    for key in EDITABLE_DEFAULT_FIELDS:
+    for key in TRAINING_FIELDS:
         section, name = CONFIG_PLACES[key]
         value = (config.get(section) or {}).get(name)
         if value is not None:
