@@ -249,6 +249,7 @@ class StatusReport(TypedDict):
     log_paths: dict[str, str]
     sample_completions: SampleCompletions | None
     tips: list[str]
+    audit: dict[str, Any]  # {verdict, reasons, signals}: is it learning, and if not why (core.base.audit)
 
 
 class ResultsSummary(TypedDict):
@@ -266,6 +267,7 @@ class ResultsSummary(TypedDict):
     wandb_url: str | None
     log_paths: dict[str, str]
     sample_completions: SampleCompletions | None
+    audit: dict[str, Any]  # {verdict, reasons, signals} (core.base.audit)
 
 
 # -- environments and their config ---------------------------------------------------------------

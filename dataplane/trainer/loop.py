@@ -29,6 +29,7 @@ from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
 from . import grpo
 from .inference import Policy, start_server
 from .settings import ConfigError, TrainerSettings
+from .signals import SignalTracker
 
 log = logging.getLogger("trainer")
 
@@ -136,6 +137,7 @@ class Trainer:
         self.tinker_path: str | None = None
         self.wandb: WandbLogger | None = None
         self.rollouts = None  # RolloutRecorder when the run records rollouts
+        self.signals: SignalTracker | None = None  # made once the policy exists
         self.started_at = time.time()
         self.outcome = "errored"  # "success" | "errored" | "interrupted", for the Tinker session
         self.saved_step = 0  # the step of the newest save_state (what a resume continues from)
@@ -207,6 +209,7 @@ class Trainer:
         self.policy = Policy(tokenizer, s.base_model)
         self.policy.set_client(sampling_client, self.step)
         self.policy.step = self.step
+        self.signals = SignalTracker(s.batch_size, self.policy.sampled)
         if s.rollouts_path is not None:
             from .rollouts import RolloutRecorder
 
@@ -295,6 +298,7 @@ class Trainer:
         s = self.settings
         t0 = time.perf_counter()
         sequences, stats = grpo.build_sequences(batch, s.max_token_trainer_length)
+        signal_row = self.signals.row(batch, self.step) if self.signals is not None else {}
         t_logged = time.perf_counter()
         if self.rollouts is not None:
             self.rollouts.record(self.step + 1, batch)
@@ -372,6 +376,7 @@ class Trainer:
             "batch/groups": stats.groups,
             "batch/groups_dropped": stats.groups_dropped,
             **row,
+            **signal_row,  # whether the batch could teach anything (signals.py, docs/audit.md)
         }
         row = {k: _finite(v) for k, v in row.items()}
         t_write = time.perf_counter()

@@ -1,0 +1,199 @@
+"""Is it learning, and if not, why: the trainer's per-step signals (dataplane/trainer/signals.py) and the
+audit's verdict on them (core/base/audit.py), on synthetic rows and /batch payloads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hermes_rl.core.base.audit import audit, audit_lines
+from hermes_rl.core.daemons.audit import audit_run_dir
+from hermes_rl.dataplane.trainer.signals import SignalTracker
+
+pytestmark = pytest.mark.fast
+
+
+def _row(step: int, reward: float, **signals) -> dict:
+    base = {
+        "step": step,
+        "reward/mean": reward,
+        "batch/groups": 4,
+        "batch/sequences": 32,
+        "advantages/std": 0.3,
+        "signals/groups_zero_variance": 0,
+        "signals/batch_fill": 1.0,
+        "signals/truncated_share": 0.0,
+        "signals/completion_tokens_mean": 5.0,
+        "signals/entropy": 0.8,
+    }
+    return {**base, **{f"signals/{k}": v for k, v in signals.items()}}
+
+
+def _run(rewards, **signals) -> list[dict]:
+    return [_row(i + 1, r, **signals) for i, r in enumerate(rewards)]
+
+
+def _evals(*values, every: int = 10) -> list[dict]:
+    return [{"step": i * every, "eval/percent_correct": v} for i, v in enumerate(values)]
+
+
+def test_a_rising_reward_is_learning():
+    rows = _run([0.2 + 0.02 * i for i in range(30)])
+    result = audit(rows, rows, _evals(0.2, 0.5, 0.9), _evals(0.2, 0.5, 0.9))
+    assert result["verdict"] == "learning", result
+    assert "reward 0.29 → 0.69" in result["reasons"][0] and "greedy eval 0.20 → 0.90" in result["reasons"][0]
+
+
+def test_a_flat_reward_is_flat_and_says_what_to_try():
+    rows = _run([0.3, 0.32, 0.29, 0.31] * 6)
+    result = audit(rows, rows)
+    assert result["verdict"] == "flat"
+    assert "is flat" in result["reasons"][0] and "learning_rate" in result["reasons"][0]
+
+
+def test_too_few_steps_is_unknown():
+    rows = _run([0.1, 0.5])
+    assert audit(rows, rows)["verdict"] == "unknown"
+    assert audit([], [])["verdict"] == "unknown"
+    assert audit([], [])["signals"]["zero_variance_share"] is None
+
+
+def test_groups_that_all_score_alike_are_no_signal_with_the_numbers():
+    rows = _run([0.0] * 12, groups_zero_variance=4)
+    result = audit(rows, rows)
+    assert result["verdict"] == "no_signal"
+    assert result["signals"]["zero_variance_share"] == 1.0
+    assert result["reasons"][0].startswith("100 % of 40 groups scored alike")
+    assert "every answer is wrong" in result["reasons"][0] and "group_size" in result["reasons"][0]
+
+
+def test_groups_the_environment_dropped_for_scoring_alike_are_no_signal_before_any_step():
+    result = audit([], [], dropped={"same_scores": 7})
+    assert result["verdict"] == "no_signal"
+    assert result["signals"]["groups_dropped_same_scores"] == 7
+    assert "(7 dropped by the environment for it)" in result["reasons"][0]
+    # one dropped group is not yet a pattern
+    assert audit([], [], dropped={"same_scores": 1})["verdict"] == "unknown"
+
+
+def test_a_run_whose_groups_mostly_teach_nothing_is_warned_about_but_can_still_learn():
+    rows = _run([0.1 + 0.03 * i for i in range(20)], groups_zero_variance=3)
+    result = audit(rows, rows)
+    assert result["verdict"] == "learning"
+    assert any(r.startswith("75 % of groups scored alike") for r in result["reasons"])
+
+
+def test_truncated_completions_are_suspect():
+    rows = _run([0.2 + 0.01 * i for i in range(12)], truncated_share=0.8, completion_tokens_mean=64.0)
+    result = audit(rows, rows)
+    assert result["verdict"] == "suspect"
+    assert result["signals"]["truncated_share"] == pytest.approx(0.8)
+    assert any("80 % of completions end at the token limit" in r for r in result["reasons"])
+
+
+def test_completions_growing_past_twice_their_first_length_are_suspect():
+    rows = [_row(i + 1, 0.2 + 0.02 * i, completion_tokens_mean=10.0 + 3 * i) for i in range(20)]
+    result = audit(rows, rows)
+    assert result["verdict"] == "suspect"
+    assert result["signals"]["length_drift"] > 2
+    assert any("completions grew" in r for r in result["reasons"])
+
+
+def test_one_reward_part_carrying_the_reward_while_eval_falls_is_suspect():
+    """README's SmolLM2 demo: reward 0.04 → 0.25 from the partial credit while greedy eval falls 0.04 → 0."""
+    rows = _run([0.04 + 0.01 * i for i in range(22)])
+    env = [{"step": i, "reward/wordy": 0.22, "reward/exact": 0.01} for i in range(20)] + _evals(0.04, 0.02, 0.0)
+    result = audit(rows, rows, env, env)
+    assert result["verdict"] == "suspect", result
+    assert result["signals"]["reward_components"] == {"wordy": 0.22, "exact": 0.01}
+    reasons = " ".join(result["reasons"])
+    assert "reward rose 0.08 → 0.20 while greedy eval fell 0.04 → 0.00" in reasons
+    assert "reward part 'wordy' carries 96 % of the reward" in reasons
+
+
+def test_a_dominant_reward_part_that_eval_follows_is_fine():
+    rows = _run([0.2 + 0.02 * i for i in range(22)])
+    env = [{"step": i, "reward/exact": 0.6, "reward/near_miss": 0.05} for i in range(20)] + _evals(0.2, 0.6)
+    result = audit(rows, rows, env, env)
+    assert result["verdict"] == "learning"
+    assert any("greedy eval follows" in r for r in result["reasons"])
+
+
+def test_entropy_collapse_without_a_reward_gain_is_suspect():
+    rows = [_row(i + 1, 0.3, entropy=0.9 if i < 3 else 0.02) for i in range(15)]
+    result = audit(rows, rows)
+    assert result["verdict"] == "suspect"
+    assert any("entropy collapsed 0.900 → 0.020" in r for r in result["reasons"])
+
+
+def test_empty_batches_are_no_signal_and_old_rows_without_signals_still_audit():
+    old = [
+        {"step": i + 1, "reward/mean": 0.0, "batch/groups": 2, "batch/groups_dropped": 2, "batch/sequences": 0}
+        for i in range(8)
+    ]
+    result = audit(old, old)
+    assert result["verdict"] == "no_signal"
+    assert result["signals"]["empty_batches"] == 8
+
+
+def test_the_audit_of_a_run_folder_reads_metrics_env_metrics_and_dropped_groups(tmp_path):
+    rows = _run([0.0] * 3, groups_zero_variance=3)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "rew')
+    (tmp_path / "env_metrics.jsonl").write_text(json.dumps({"step": 1, "reward/exact": 0.0}) + "\n")
+    problem = {"message": "Scores are the same in a group, skipping...", "level": "warning", "count": 40}
+    (tmp_path / "health.json").write_text(json.dumps({"processes": {"env": {"problems": [problem]}}}))
+    result = audit_run_dir(tmp_path)
+    assert result["verdict"] == "no_signal"
+    assert result["signals"]["steps"] == 3 and result["signals"]["groups_dropped_same_scores"] == 40
+    assert result["signals"]["zero_variance_share"] == pytest.approx(49 / 52, abs=1e-4)  # of 12 trained groups 9 alike, + 40 dropped
+    lines = audit_lines(result)
+    assert lines[0].startswith("audit: no_signal  (groups alike 94 % · truncated 0 % · 5.0 tokens")
+    assert audit_run_dir(tmp_path / "missing")["verdict"] == "unknown"
+
+
+# -- the trainer's per-step signals -------------------------------------------------------------------
+
+
+class _Served:
+    """What the trainer's inference server remembers of the completions it served."""
+
+    def __init__(self, known: dict[tuple[int, ...], tuple[str, int]]):
+        self.known = known
+
+    def __call__(self, tokens):
+        return self.known.get(tuple(tokens), (None, None))
+
+
+def _group(completions, scores, prompt=(1, 2, 3)):
+    tokens = [list(prompt) + list(c) for c in completions]
+    masks = [[-100] * len(prompt) + list(c) for c in completions]
+    logprobs = [[1.0] * len(prompt) + [-0.5] * len(c) for c in completions]
+    return {"tokens": tokens, "masks": masks, "scores": scores, "inference_logprobs": logprobs}
+
+
+def test_the_trainer_signals_of_a_batch():
+    served = _Served({(7, 8): ("stop", 4), (9, 9, 9, 9): ("length", 3), (5,): ("stop", 5)})
+    tracker = SignalTracker(batch_size=8, sampled=served)
+    batch = [
+        _group([(7, 8), (9, 9, 9, 9)], [1.0, 0.0]),  # one right, one cut at the limit
+        _group([(5,), (6, 6)], [0.0, 0.0]),  # both wrong: no signal
+    ]
+    row = tracker.row(batch, policy_version=5)
+    assert row["signals/groups_zero_variance"] == 1 and row["signals/zero_variance_share"] == 0.5
+    assert row["signals/completions"] == 4 and row["signals/batch_fill"] == 0.5  # a short batch
+    assert row["signals/truncated_share"] == pytest.approx(1 / 3)  # of the three whose end is known
+    assert row["signals/completion_tokens_mean"] == pytest.approx(9 / 4)
+    assert row["signals/length_drift"] == pytest.approx(1.0)
+    assert row["signals/entropy"] == pytest.approx(0.5)  # the sampled tokens' mean -logprob, prompt aside
+    assert row["signals/advantage_abs_mean"] == pytest.approx(0.25)
+    assert row["signals/staleness_mean"] == pytest.approx(1.0) and row["signals/staleness_max"] == 2
+    longer = tracker.row([_group([(1,) * 9, (2,) * 9], [1.0, 0.0])], policy_version=6)
+    assert longer["signals/length_drift"] == pytest.approx(9 / ((9 / 4 + 9) / 2))
+
+
+def test_an_override_finish_reason_counts_without_the_server():
+    group = _group([(7, 8)], [1.0])
+    group["overrides"] = [{"finish_reason": "length"}]
+    row = SignalTracker(batch_size=1).row([group], policy_version=0)
+    assert row["signals/truncated_share"] == 1.0 and row["signals/staleness_mean"] is None
