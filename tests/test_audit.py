@@ -4,14 +4,13 @@ audit's verdict on them (core/base/audit.py), on synthetic rows and /batch paylo
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from hermes_rl.core.base.audit import audit, audit_lines
 from hermes_rl.core.daemons.audit import audit_run_dir
 from hermes_rl.dataplane.trainer.signals import SignalTracker
-
-pytestmark = pytest.mark.fast
 
 
 def _row(step: int, reward: float, **signals) -> dict:
@@ -92,6 +91,13 @@ def test_truncated_completions_are_suspect():
     assert any("80 % of completions end at the token limit" in r for r in result["reasons"])
 
 
+def test_groups_alike_because_every_completion_is_cut_say_so():
+    rows = _run([0.0] * 12, groups_zero_variance=4, truncated_share=1.0, completion_tokens_mean=1.0)
+    result = audit(rows, rows)
+    assert result["verdict"] == "no_signal"
+    assert "100 % of completions are cut at the token limit before they can answer" in result["reasons"][0]
+
+
 def test_completions_growing_past_twice_their_first_length_are_suspect():
     rows = [_row(i + 1, 0.2 + 0.02 * i, completion_tokens_mean=10.0 + 3 * i) for i in range(20)]
     result = audit(rows, rows)
@@ -146,7 +152,9 @@ def test_the_audit_of_a_run_folder_reads_metrics_env_metrics_and_dropped_groups(
     result = audit_run_dir(tmp_path)
     assert result["verdict"] == "no_signal"
     assert result["signals"]["steps"] == 3 and result["signals"]["groups_dropped_same_scores"] == 40
-    assert result["signals"]["zero_variance_share"] == pytest.approx(49 / 52, abs=1e-4)  # of 12 trained groups 9 alike, + 40 dropped
+    assert result["signals"]["zero_variance_share"] == pytest.approx(
+        49 / 52, abs=1e-4
+    )  # of 12 trained groups 9 alike, + 40 dropped
     lines = audit_lines(result)
     assert lines[0].startswith("audit: no_signal  (groups alike 94 % · truncated 0 % · 5.0 tokens")
     assert audit_run_dir(tmp_path / "missing")["verdict"] == "unknown"
@@ -197,3 +205,70 @@ def test_an_override_finish_reason_counts_without_the_server():
     group["overrides"] = [{"finish_reason": "length"}]
     row = SignalTracker(batch_size=1).row([group], policy_version=0)
     assert row["signals/truncated_share"] == 1.0 and row["signals/staleness_mean"] is None
+
+
+# -- the alert ------------------------------------------------------------------------------------------
+
+_FLAT_TRAINER = """
+import json, sys, time
+rows = [{"step": i + 1, "reward/mean": 0.0, "batch/groups": 2, "batch/sequences": 0,
+         "signals/groups_zero_variance": 2} for i in range(3)]
+with open(sys.argv[1], "a") as handle:
+    handle.write("".join(json.dumps(r) + "\\n" for r in rows))
+time.sleep(3600)
+"""
+
+
+def test_a_running_run_that_turns_no_signal_raises_the_audit_alert_once(specs, hermes_home):
+    from hermes_rl.core import runs
+    from tests.fixtures_core import PY, wait_status, wait_until
+    from tests.test_alerts import Hook, write_rules
+
+    hook = Hook()
+    try:
+        write_rules(hermes_home, f"webhook:\n  url: {hook.url}\nrules:\n  - on: audit\n")
+        trainer = specs.ProcessSpec(
+            name="trainer",
+            argv=[PY, "-c", _FLAT_TRAINER, "{run_dir}/metrics.jsonl"],
+            completes_run=True,
+            completion_file="{run_dir}/done",
+        )
+        run = runs.launch([trainer], environment="toy", profile="local")
+        wait_status(run["run_id"], ("running",))
+        wait_until(lambda: hook.received, 30, what="the audit alert's post")
+        time.sleep(12)  # another audit is taken: the same verdict is not told again
+        events = hook.events()
+        assert [e["event"] for e in events] == ["audit"]
+        assert events[0]["verdict"] == "no_signal"
+        assert events[0]["message"].startswith("audit no_signal: 100 % of 6 groups scored alike")
+        runs.stop_run(run["run_id"])
+    finally:
+        hook.close()
+
+
+# -- where it is shown ----------------------------------------------------------------------------------
+
+
+def test_status_status_json_results_and_the_html_report_carry_the_audit(hermes_home, capsys):
+    from hermes_rl.core.clients import cli, toolset
+    from hermes_rl.core.runs import export
+    from tests.fixtures_tui import write_run
+
+    write_run("a1b2c3d4", status="completed", steps=40, total_steps=40)
+    assert cli.main(["status", "a1b2c3d4", "--json"]) in (0, None)
+    audit_json = json.loads(capsys.readouterr().out)["audit"]
+    assert audit_json["verdict"] == "learning"
+    assert set(audit_json) == {"verdict", "reasons", "signals"}
+    assert {"zero_variance_share", "truncated_share", "mean_completion_tokens", "entropy", "reward_components"} <= set(
+        audit_json["signals"]
+    )
+    assert cli.main(["status", "a1b2c3d4"]) in (0, None)
+    text = capsys.readouterr().out
+    assert (
+        "audit: learning  (groups alike" in text
+        and "over 40 steps reward 0.43 → 0.83, greedy eval 0.25 → 1.00 (8 evals): rose" in text
+    )
+    assert toolset.rl_get_results("a1b2c3d4")["audit"]["verdict"] == "learning"
+    assert toolset.rl_check_status("a1b2c3d4")["audit"]["verdict"] == "learning"
+    page = export.html_report("a1b2c3d4")
+    assert "Audit: is it learning?" in page and '<span class="status">learning</span>' in page

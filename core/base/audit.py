@@ -212,9 +212,12 @@ def _trend_words(s: dict, reward_rise: float | None, eval_rise: float | None, wh
 def _no_signal(s: dict, reasons: list[str]) -> bool:
     share = s["zero_variance_share"]
     if share is not None and share >= NO_SIGNAL_SHARE and s["groups_seen"] >= MIN_GROUPS:
-        reward = s["reward_last"]
+        reward, truncated = s["reward_last"], s["truncated_share"]
         why = (
-            "every answer is wrong: the task is too hard for the model (or its answers miss the format the "
+            f"{_pct(truncated)} of completions are cut at the token limit before they can answer: raise "
+            "max_token_length (or the environment's reply limit)"
+            if truncated is not None and truncated >= TRUNCATED_SUSPECT
+            else "every answer is wrong: the task is too hard for the model (or its answers miss the format the "
             "reward expects: see them with hermes-rl rollouts RUN)"
             if reward is not None and reward <= 0.05
             else "the model solves every prompt: the task is too easy now"

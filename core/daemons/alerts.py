@@ -8,13 +8,14 @@ Rules live in `$HERMES_HOME/rl/alerts.yaml` (read again when the file changes):
       secret_env: HERMES_RL_ALERT_SECRET        # optional: the body is signed, X-Hermes-Signature: sha256=HMAC
       timeout_s: 5                              # the whole request, at most 30
     rules:
-      - on: failed                    # failed | stalled | completed | metric
+      - on: failed                    # failed | stalled | completed | metric | audit
       - on: stalled
         after_s: 600                  # default: HERMES_RL_STALL_S (900)
       - on: metric
         metric: eval/percent_correct
         above: 0.9                    # or below:
         channels: [dashboard, webhook]    # default: dashboard, desktop, webhook
+      - on: audit                     # the run's audit turns no_signal or suspect (docs/audit.md)
 
 Each event is delivered once, by the run's own supervisor (no client needs to be open): a line in
 `$HERMES_HOME/rl/alerts.jsonl` (an open dashboard shows it as a toast and rings the bell), a desktop
@@ -50,7 +51,9 @@ from ..base.secrets import get_key, redact, secret_values
 from ..base.stall import progress_logs, stall_fields
 from ..base.states import RunStatus
 
-KINDS = ("failed", "stalled", "completed", "metric")
+KINDS = ("failed", "stalled", "completed", "metric", "audit")
+AUDIT_INTERVAL_S = 10.0  # how often a running run's audit is taken (it reads at most ~1 MB)
+AUDIT_ALERTS = ("no_signal", "suspect")
 CHANNELS = ("dashboard", "desktop", "webhook")
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 30.0
@@ -426,6 +429,30 @@ class AlertMonitor:
             return  # nothing to watch for: no file is read
         self._check_metrics(self._read_rows())
         self._check_stall(self.config.rules)
+        self._check_audit(now)
+
+    next_audit = 0.0
+
+    def _check_audit(self, now: float) -> None:
+        """`on: audit` rules: once per run and verdict, when the audit turns no_signal or suspect."""
+        rules = [(i, r) for i, r in enumerate(self.config.rules) if r.on == "audit"]
+        if not rules or now < self.next_audit or self.run.get("status") != RunStatus.RUNNING:
+            return
+        self.next_audit = now + AUDIT_INTERVAL_S
+        from .audit import audit_run_dir  # the verdict's rule, only for runs with an audit rule
+
+        result = audit_run_dir(self.dir)
+        if result["verdict"] not in AUDIT_ALERTS:
+            return
+        for index, rule in rules:
+            self._fire(
+                f"{self.run.get('run_id')}:audit:{index}:{result['verdict']}",
+                "audit",
+                rule,
+                f"audit {result['verdict']}: {(result['reasons'] or [''])[0]}",
+                verdict=result["verdict"],
+                reasons=result["reasons"],
+            )
 
     def _check_metrics(self, rows: list[dict]) -> None:
         metric_rules = [(i, r) for i, r in enumerate(self.config.rules) if r.on == "metric"]
