@@ -272,3 +272,34 @@ def test_status_status_json_results_and_the_html_report_carry_the_audit(hermes_h
     assert toolset.rl_check_status("a1b2c3d4")["audit"]["verdict"] == "learning"
     page = export.html_report("a1b2c3d4")
     assert "Audit: is it learning?" in page and '<span class="status">learning</span>' in page
+
+
+# -- reasons that say what happened ----------------------------------------------------------------------
+
+
+def test_a_process_that_fails_with_plain_words_puts_them_in_the_runs_reason(specs):
+    """A model preparation that prints `cannot prepare smollm2: ...` and exits 2 (dataplane/models.py) no
+    longer ends the run with only `model exited with code 2`."""
+    from hermes_rl.core import runs
+    from tests.fixtures_core import PY, wait_status
+
+    said = "import sys; print('smollm2: downloading (10%)'); print('\\x1b[31mcannot prepare smollm2:\\x1b[0m "
+    said += "the gguf package is missing: pip install gguf', file=sys.stderr); sys.exit(2)"
+    model = specs.ProcessSpec(name="model", argv=[PY, "-c", said], required=False)
+    run = runs.launch(
+        [model, specs.sleeper("tinker", depends_on=[("model", "completed")])], environment="toy", profile="local"
+    )
+    run = wait_status(run["run_id"], "failed")
+    assert run["reason"] == (
+        "model exited with code 2: cannot prepare smollm2: the gguf package is missing: pip install gguf"
+    )
+
+
+def test_the_last_line_counts_only_as_a_message():
+    from hermes_rl.core.base.failures import exit_failure_line, last_line
+
+    assert last_line("step 1\nTraceback (most recent call last): simulated failure\n") is None
+    assert last_line("error:\n    indented detail\n") is None
+    assert last_line("") is None
+    assert exit_failure_line("ValueError: bad\nbye\n") == "ValueError: bad"  # an exception line comes first
+    assert exit_failure_line("loading\nno GPU found, giving up\n") == "no GPU found, giving up"

@@ -58,6 +58,7 @@ class RunSummary(_SummaryFields, StallFields):
     """One row of runs.list_runs()."""
 
     health: HealthVerdict
+    audit: dict[str, Any]  # {verdict, reason}: the audit's verdict and first reason (core.base.audit)
 
 
 class ProcessRecord(TypedDict):
@@ -130,6 +131,7 @@ class RunView(_RunFields, StallFields):
     supervisor_log: str
     run_dir: str
     health: HealthVerdict
+    audit: dict[str, Any]  # {verdict, reasons, signals} (core.base.audit)
     recorded_status: NotRequired[str]  # a lost run: the status run.json still holds
     survivors: NotRequired[list[dict[str, Any]]]  # a lost run: its processes still running
 

@@ -10,6 +10,7 @@ a short run does. Here rather than in core.runs because the supervisor's alerts 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,38 @@ def audit_run_dir(run_dir: str | os.PathLike) -> dict[str, Any]:
         _rows(env, tail=True, limit=TAIL_BYTES),
         dropped_groups(folder),
     )
+
+
+_CACHE: dict[str, tuple[tuple, dict[str, Any]]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _sig(path: Path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def cached_audit(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """audit_run_dir, taken again only when one of the files it reads changed (a runs listing and the
+    dashboard ask every second; a live run's files change once a step)."""
+    folder = Path(run_dir)
+    sig = tuple(_sig(folder / name) for name in ("metrics.jsonl", "env_metrics.jsonl", HEALTH_FILE))
+    key = str(folder)
+    with _CACHE_LOCK:
+        known = _CACHE.get(key)
+    if known and known[0] == sig:
+        return known[1]
+    result = audit_run_dir(folder)
+    with _CACHE_LOCK:
+        if len(_CACHE) > 1000:  # runs come and go: a listing of many runs keeps the newest
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = (sig, result)
+    return result
+
+
+def brief(result: dict[str, Any]) -> dict[str, Any]:
+    """What a runs listing carries of an audit: {verdict, reason} (its first reason)."""
+    return {"verdict": result["verdict"], "reason": (result["reasons"] or [None])[0]}

@@ -199,9 +199,9 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
 
 def run_audit(run: RunView) -> dict[str, Any]:
     """{verdict, reasons, signals} of the run's learning signals (core.base.audit; docs/audit.md)."""
-    from ..daemons.audit import audit_run_dir
+    from ..daemons.audit import cached_audit
 
-    return audit_run_dir(run.get("run_dir") or "/nonexistent")
+    return run.get("audit") or cached_audit(run.get("run_dir") or "/nonexistent")
 
 
 # -- the two reports ----------------------------------------------------------------------------------
