@@ -343,6 +343,9 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     health = (run.get("health") or {}).get("state")
     if health not in (None, "ok"):  # work stopped flowing, or most items fail: reported at once, as a failure is
         state += f"+{health}"
+    verdict = (run.get("audit") or {}).get("verdict")
+    if verdict in ("no_signal", "suspect"):  # the audit turned (docs/audit.md): reported at once too
+        state += f"+{verdict}"
     final = status in FINAL
     decision = status_limits.decide(run_id, state, interval_s=interval, final=final, now=now)
     if not decision.full:
