@@ -471,6 +471,13 @@ _SAMPLES = (
     "{group, prompt, text (cut at 160 characters), reward, advantage, finish}}, or null before any is recorded"
 )
 
+_AUDIT = (
+    "{verdict: learning|flat|no_signal|suspect|unknown, reasons (one line each, with the numbers and what to do), "
+    "signals {zero_variance_share, truncated_share, mean_completion_tokens, length_drift, entropy, staleness, "
+    "advantage_spread, kl_start, reward_components, reward_first/last, eval_first/last, ...}}: is it learning, "
+    "and if not why (docs/audit.md)"
+)
+
 _STATUS_FULL = {
     "run_id": "str",
     "status": "starting|running|stopping|stopped|completed|failed|lost",
@@ -500,6 +507,7 @@ _STATUS_FULL = {
     "sample_completions": _SAMPLES,
     "next_check_in_s": "seconds until the next full report unless the state changes (0 for finished runs)",
     "tips": "list of next steps",
+    "audit": _AUDIT + "; a turn to no_signal or suspect is reported at once",
 }
 
 TOOLS: tuple[Tool, ...] = (
@@ -660,6 +668,7 @@ TOOLS: tuple[Tool, ...] = (
             "wandb_url": "W&B run URL when online, else null",
             "log_paths": "{process name: log file path}",
             "sample_completions": _SAMPLES,
+            "audit": _AUDIT,
         },
     ),
     Tool(

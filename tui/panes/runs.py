@@ -97,7 +97,7 @@ class RunsPane(Vertical):
                 Column("eval", "eval", drop=1),
                 Column(f"reward ({REWARD_WINDOW})", "reward", drop=1),
                 Column("reward trend", "spark", drop=3, width=12),
-                Column("audit", "audit", drop=2, width=9),  # is it learning (tui/audit_view.py)
+                Column("audit", "audit", drop=7, width=9),  # is it learning (tui/audit_view.py)
             ]
         )
         yield table
