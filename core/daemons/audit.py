@@ -16,7 +16,7 @@ from typing import Any
 
 from ..base.audit import audit
 from ..base.fsutil import open_regular, parse_jsonl_line, read_json
-from .health_monitor import HEALTH_FILE
+from .log_watch import HEALTH_FILE
 
 HEAD_BYTES = 128 << 10
 TAIL_BYTES = 512 << 10

@@ -265,6 +265,7 @@ def _unreadable_summary(run_id: str, reason: str) -> dict:
     summary = _summary(run_id, record, None)
     summary.update(stall_fields(summary["status"], None, None, (), None))
     summary["health"] = flow_verdict(summary, None)
+    summary["audit"] = {"verdict": "unknown", "reason": None}
     return summary
 
 
