@@ -58,6 +58,10 @@ class ToyAdditionEnv(BaseEnv):
         self.rng = random.Random()
         self.correct_buffer: list[float] = []
         self.score_buffer: list[float] = []
+        # The reward by part (env_metrics.jsonl `reward/<part>`, read by the audit): the exact answer, and
+        # the partial credit (wordy_credit with chat, else near_miss_credit) when the config pays any.
+        self.partial_name = "wordy" if config.chat else "near_miss"
+        self.component_buffer: dict[str, list[float]] = {}
         self.metrics_path = env_metrics.resolve_path(config.env_metrics_path)
         self.inference_url = server_configs[0].base_url if isinstance(server_configs, list) and server_configs else None
         self.baseline_eval: asyncio.Task | None = None
@@ -150,6 +154,8 @@ class ToyAdditionEnv(BaseEnv):
             group["scores"].append(score)
             self.correct_buffer.append(1.0 if score == 1.0 else 0.0)
             self.score_buffer.append(score)
+            self.component_buffer.setdefault("exact", []).append(1.0 if score == 1.0 else 0.0)
+            self.component_buffer.setdefault(self.partial_name, []).append(score if 0.0 < score < 1.0 else 0.0)
         if len(group["tokens"]) != self.config.group_size:
             return None, []
         return group, []
@@ -187,6 +193,11 @@ class ToyAdditionEnv(BaseEnv):
         if self.correct_buffer:
             wandb_metrics["train/percent_correct"] = sum(self.correct_buffer) / len(self.correct_buffer)
             wandb_metrics["train/score_mean"] = sum(self.score_buffer) / len(self.score_buffer)
+            partial = self.config.wordy_credit if self.config.chat else self.config.near_miss_credit
+            for name, values in self.component_buffer.items():
+                if values and (name == "exact" or partial > 0):
+                    wandb_metrics[f"reward/{name}"] = sum(values) / len(values)
+            self.component_buffer = {}
             step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
             env_metrics.append(self.metrics_path, step, wandb_metrics, environment=self.name)
             self.correct_buffer, self.score_buffer = [], []

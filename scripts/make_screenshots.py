@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -136,6 +137,21 @@ async def panes() -> None:
     await shoot("help", ["question_mark"], clock=fixed_clock)
     await shoot("test_inference", ["t"], run_id=None, clock=fixed_clock)
     await shoot("stop_confirm", [], run_id=None, clock=fixed_clock, before=lambda pilot: _confirm(pilot))
+    await shoot("same_prompt", [], clock=fixed_clock, before=_same_prompt)
+    # the audit of a run whose environment dropped every group for scoring alike (docs/audit.md)
+    problem = {"message": "Scores are the same in a group, skipping...", "level": "warning", "count": 48}
+    (run_dir("5ee5ee5e") / "health.json").write_text(
+        f'{{"processes": {{"env": {{"problems": [{json.dumps(problem)}]}}}}}}'
+    )
+    await shoot("audit", [], run_id="5ee5ee5e", clock=fixed_clock)
+
+
+async def _same_prompt(pilot):
+    """The same-prompt view (p in the rollouts view) of a prompt the recorded run sampled at four steps."""
+    from hermes_rl.tui.panes.prompt_history import PromptHistoryScreen
+
+    pilot.app.push_screen(PromptHistoryScreen("a1b2c3d4", "Q: 4+1=\nA:"))
+    await wait_for(pilot, lambda: getattr(pilot.app.screen, "out", None) is not None)
 
 
 async def _confirm(pilot):

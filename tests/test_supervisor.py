@@ -306,7 +306,8 @@ def test_port_taken_before_spawn_is_replaced_and_dependants_are_told(specs):
         server = specs.ProcessSpec(name="api", argv=[PY, proc_path("http_server.py"), "--port", str(port)])
         run = runs.launch([server], environment="toy", profile="local")
         run = wait_status(run["run_id"], "failed")
-        assert run["reason"] == "api exited with code 1"
+        # the reason carries the words the server printed last (core.base.failures.last_line)
+        assert run["reason"].startswith(f"api exited with code 1: cannot bind 127.0.0.1:{port}: ")
         assert "cannot bind" in run["detail"]
     finally:
         holder.close()

@@ -212,3 +212,36 @@ def test_a_long_run_lists_a_window_of_steps_that_follows_the_cursor_and_stays_pu
             assert "steps 1–301" in str(view.query_one("#rollouts-title").render())
 
     asyncio.run(scenario())
+
+
+@pytest.mark.timeout(120)
+def test_p_on_a_completion_shows_its_prompt_at_every_step_it_was_sampled(recorded_run):
+    from hermes_rl.tui.panes.prompt_history import PromptHistoryScreen
+    from hermes_rl.tui.widgets.rowlist import RowList
+
+    async def scenario():
+        app = HermesDashboard(clock=fixed_clock)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.selected_run == RUN, what="selection")
+            await pilot.press("o")
+            screen = app.screen
+            steps = screen.query_one(StepsList)
+            await wait_for(pilot, lambda: steps.row_count == 12, what="the recorded steps")
+            prompt = screen.reader.groups(screen.selected_step())[0]["prompt"]
+            await pilot.press("l", "p")  # to the completions (the first group's prompt row), same prompt
+            await wait_for(pilot, lambda: isinstance(app.screen, PromptHistoryScreen), what="the same-prompt view")
+            history = app.screen
+            rows = history.query_one(RowList)
+            await wait_for(pilot, lambda: rows.row_count > 0, what="its groups")
+            out = history.out
+            assert out["prompt"] == prompt and out["matches"] >= 1
+            assert [g["step"] for g in out["groups"]] == sorted(g["step"] for g in out["groups"])
+            assert rows.values("step")[0] == str(out["groups"][0]["step"])
+            app.save_screenshot("prompt_history.svg", str(run_dir(RUN)))
+            await pilot.press("z")  # only the groups that scored alike
+            await wait_for(pilot, lambda: history.zero_variance and history.out is not out, what="the alike filter")
+            assert all(g["zero_variance"] for g in history.out["groups"])
+            await pilot.press("escape")
+            assert isinstance(app.screen, RolloutsScreen)
+
+    asyncio.run(scenario())

@@ -628,6 +628,7 @@ class HermesDashboard(App):
             return
         self.pane(ProcessesPane).show(message.run)
         self.pane(LogsPane).sync_processes(message.run)
+        self.pane(MetricsPane).show_audit(message.run.get("audit"))
 
     @live_handler
     def on_live_updater_metrics_updated(self, message: LiveUpdater.MetricsUpdated) -> None:

@@ -292,3 +292,10 @@ def scored_completions(rollouts_path: str, limit: int = 10_000) -> list[dict]:
     from hermes_rl.core.runs import sampling
 
     return sampling.scored_completions(rollouts_path, limit)
+
+
+def prompt_history(run_id: str, prompt: str, **kwargs) -> dict:
+    """One prompt's groups across training (core.readers.prompt_history)."""
+    from hermes_rl.core.readers.prompt_history import prompt_history as history
+
+    return history(run_id, prompt, **kwargs)

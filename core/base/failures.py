@@ -76,6 +76,25 @@ def failure_line(text: str) -> str | None:
     return exception_line(text) or error_log_line(text)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def last_line(text: str) -> str | None:
+    """The line a process printed last (colour codes removed) when it reads as a message: a process that
+    reports its failure in plain words (`cannot prepare smollm2: ...`) and exits non-zero says it there.
+    None for an indented line or a traceback's header (part of something else)."""
+    lines = [raw for raw in text.splitlines()[-50:] if raw.strip()]
+    if not lines or lines[-1][:1].isspace():
+        return None
+    line = " ".join(_ANSI.sub("", lines[-1]).split())
+    return None if not line or line.startswith("Traceback (most recent call last)") else line[:300]
+
+
+def exit_failure_line(text: str) -> str | None:
+    """Why a process that exited non-zero by itself failed: failure_line, else its last line."""
+    return failure_line(text) or last_line(text)
+
+
 def exception_type(line: str | None) -> str:
     return (line or "").split(":", 1)[0].rsplit(".", 1)[-1]
 

@@ -352,6 +352,9 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     health = (run.get("health") or {}).get("state")
     if health not in (None, "ok"):  # work stopped flowing, or most items fail: reported at once, as a failure is
         state += f"+{health}"
+    verdict = (run.get("audit") or {}).get("verdict")
+    if verdict in ("no_signal", "suspect"):  # the audit turned (docs/audit.md): reported at once too
+        state += f"+{verdict}"
     final = status in FINAL
     decision = status_limits.decide(run_id, state, interval_s=interval, final=final, now=now)
     if not decision.full:
@@ -498,6 +501,13 @@ _ESTIMATE = {  # rl_start_training(estimate=true)
     "backend": "str",
     "budget_usd": "the run's budget_usd or null",
 }
+_AUDIT = (
+    "{verdict: learning|flat|no_signal|suspect|unknown, reasons (one line each, with the numbers and what to do), "
+    "signals {zero_variance_share, truncated_share, mean_completion_tokens, length_drift, entropy, staleness, "
+    "advantage_spread, kl_start, reward_components, reward_first/last, eval_first/last, ...}}: is it learning, "
+    "and if not why (docs/audit.md)"
+)
+
 _STATUS_FULL = {
     "run_id": "str",
     "status": "starting|running|stopping|stopped|completed|failed|lost",
@@ -528,6 +538,7 @@ _STATUS_FULL = {
     "sample_completions": _SAMPLES,
     "next_check_in_s": "seconds until the next full report unless the state changes (0 for finished runs)",
     "tips": "list of next steps",
+    "audit": _AUDIT + "; a turn to no_signal or suspect is reported at once",
 }
 
 TOOLS: tuple[Tool, ...] = (
@@ -691,6 +702,7 @@ TOOLS: tuple[Tool, ...] = (
             "wandb_url": "W&B run URL when online, else null",
             "log_paths": "{process name: log file path}",
             "sample_completions": _SAMPLES,
+            "audit": _AUDIT,
         },
     ),
     Tool(

@@ -8,7 +8,7 @@ Rules live in `$HERMES_HOME/rl/alerts.yaml` (read again when the file changes):
       secret_env: HERMES_RL_ALERT_SECRET        # optional: the body is signed, X-Hermes-Signature: sha256=HMAC
       timeout_s: 5                              # the whole request, at most 30
     rules:
-      - on: failed                    # failed | stalled | completed | metric
+      - on: failed                    # failed | stalled | completed | metric | audit
       - on: stalled
         after_s: 600                  # default: HERMES_RL_STALL_S (900)
       - on: metric
@@ -20,6 +20,7 @@ Rules live in `$HERMES_HOME/rl/alerts.yaml` (read again when the file changes):
         below: 0.2
         for_steps: 10                 # past the line in 10 values in a row (default below)
         # smoothed: 20                # or: the mean of the last 20 values crosses it
+      - on: audit                     # the run's audit turns no_signal or suspect (docs/audit.md)
 
 A metric rule fires by default once the value is past the line in DEFAULT_FOR_STEPS (3) values in a
 row: one batch's reward is noisy, and a single one past the line is no news. An eval/ metric (each
@@ -62,7 +63,9 @@ from ..base.secrets import get_key, redact, secret_values
 from ..base.stall import progress_logs, stall_fields
 from ..base.states import RunStatus
 
-KINDS = ("failed", "stalled", "completed", "metric")
+KINDS = ("failed", "stalled", "completed", "metric", "audit")
+AUDIT_INTERVAL_S = 10.0  # how often a running run's audit is taken (it reads at most ~1 MB)
+AUDIT_ALERTS = ("no_signal", "suspect")
 CHANNELS = ("dashboard", "desktop", "webhook")
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 30.0
@@ -485,6 +488,30 @@ class AlertMonitor:
         self._check_budget(rows)
         self._check_metrics(rows)
         self._check_stall(self.config.rules)
+        self._check_audit(now)
+
+    next_audit = 0.0
+
+    def _check_audit(self, now: float) -> None:
+        """`on: audit` rules: once per run and verdict, when the audit turns no_signal or suspect."""
+        rules = [(i, r) for i, r in enumerate(self.config.rules) if r.on == "audit"]
+        if not rules or now < self.next_audit or self.run.get("status") != RunStatus.RUNNING:
+            return
+        self.next_audit = now + AUDIT_INTERVAL_S
+        from .audit import audit_run_dir  # the verdict's rule, only for runs with an audit rule
+
+        result = audit_run_dir(self.dir)
+        if result["verdict"] not in AUDIT_ALERTS:
+            return
+        for index, rule in rules:
+            self._fire(
+                f"{self.run.get('run_id')}:audit:{index}:{result['verdict']}",
+                "audit",
+                rule,
+                f"audit {result['verdict']}: {(result['reasons'] or [''])[0]}",
+                verdict=result["verdict"],
+                reasons=result["reasons"],
+            )
 
     def _check_budget(self, rows: list[dict]) -> None:
         """A run with a budget: one alert once the trainer's budget/used reaches BUDGET_ALERT_AT (no rule

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..base.failures import exception_line, failure_hint, failure_line
+from ..base.failures import exception_line, exit_failure_line, failure_hint, failure_line
 from ..base.fsutil import atomic_write_json, open_append_fd, open_regular
 from ..base.paths import ensure_private_dir, process_log_path
 from ..base.polling import poll_until
@@ -265,7 +265,9 @@ class Proc:
         """`reason` with the line its log says it failed on (and a hint), and that line."""
         output = self.attempt_output()
         # A process a signal ended was not ended by what it logged last: only a traceback counts then.
-        line = failure_line(output) if (self.exit_code or 0) >= 0 else exception_line(output)
+        code = self.exit_code or 0
+        # A non-zero exit says its failure last, as an exception, an error log line or plain words.
+        line = (exit_failure_line if code > 0 else failure_line)(output) if code >= 0 else exception_line(output)
         if line:
             hint = failure_hint(line)
             reason = f"{reason}: {redact(line)}" + (f" ({hint})" if hint else "")

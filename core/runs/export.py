@@ -327,6 +327,20 @@ pre{white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,Menlo,
 """
 
 
+def _audit_section(run: dict) -> str:
+    """The audit: verdict, one line per reason, the signals (core.base.audit; docs/audit.md)."""
+    from ..base.audit import signal_summary
+    from .report import run_audit
+
+    result = run_audit(run)
+    reasons = "".join(f"<li>{_e(r)}</li>" for r in result["reasons"])
+    return (
+        f'<p><span class="status">{_e(result["verdict"])}</span> {_e(signal_summary(result["signals"]))}</p>'
+        + (f"<ul>{reasons}</ul>" if reasons else "")
+        + "<p class='muted'>What each signal means and what to do: docs/audit.md.</p>"
+    )
+
+
 def html_report(run_id: str) -> str:
     """The run's report as one HTML page (see the module's docstring). NotFound for an unknown run."""
     from .. import runs
@@ -420,6 +434,7 @@ def html_report(run_id: str) -> str:
 <p class="muted">{_e(run.get("environment"))} on the {_e(run.get("profile"))} profile{subtitle}</p>
 <div class="cards">{card_html}</div>
 {facts_html}
+<h2>Audit: is it learning?</h2>{_audit_section(run)}
 <h2>Metrics</h2>
 <p class="muted">Faint: every logged value; bold: its exponential moving average (smoothing {SMOOTH_WEIGHT},
 as W&amp;B's); an evaluation, a series of fewer than {SMOOTH_MIN_POINTS} values or one logged at under half of

@@ -198,6 +198,13 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
     return out
 
 
+def run_audit(run: RunView) -> dict[str, Any]:
+    """{verdict, reasons, signals} of the run's learning signals (core.base.audit; docs/audit.md)."""
+    from ..daemons.audit import cached_audit
+
+    return run.get("audit") or cached_audit(run.get("run_dir") or "/nonexistent")
+
+
 # -- the two reports ----------------------------------------------------------------------------------
 
 
@@ -260,6 +267,7 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
         "log_paths": log_paths(run),
         "sample_completions": sample_completions(run["run_id"]),
         "tips": tips(run, steps),
+        "audit": run_audit(run),
     }
 
 
@@ -296,4 +304,5 @@ def results_summary(run_id: str) -> ResultsSummary:
         "wandb_url": wandb_url(run),
         "log_paths": log_paths(run),
         "sample_completions": sample_completions(run_id),
+        "audit": run_audit(run),
     }

@@ -28,6 +28,8 @@ from ..base.records import RunSummary, RunView
 from ..base.stall import progress_logs, stall_fields
 from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from ..daemons import procscan
+from ..daemons.audit import brief as audit_brief
+from ..daemons.audit import cached_audit
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
 from .cost import priced, run_model, tokens_of
 from .flow import flow_verdict, startup_seconds
@@ -272,6 +274,7 @@ def _unreadable_summary(run_id: str, reason: str) -> dict:
     summary = _summary(run_id, record, None)
     summary.update(stall_fields(summary["status"], None, None, (), None))
     summary["health"] = flow_verdict(summary, None)
+    summary["audit"] = {"verdict": "unknown", "reason": None}
     return summary
 
 
@@ -338,6 +341,7 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
                 summary["status"], summary["reason"] = RunStatus.LOST.value, reason
         summary.update(stall_fields(summary["status"], started_at, last, log_paths, stall_after_s))
         summary["health"] = flow_verdict({**summary, "run_dir": key}, last, startup_s=startup)
+        summary["audit"] = audit_brief(cached_audit(key))  # is it learning (core.base.audit)
         out.append(summary)
     prefix = str(root) + os.sep
     with _LIST_LOCK:
@@ -435,6 +439,7 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
     view["logs"] = {p["name"]: p.get("log") for p in processes}
     view["supervisor_log"] = str(folder / "supervisor.log")
     view["run_dir"] = str(folder)
+    view["audit"] = cached_audit(folder)
     if lost:
         view["status"] = RunStatus.LOST.value
         view["recorded_status"] = run.get("status")

@@ -48,17 +48,23 @@ class Policy:
         self.in_flight = 0  # requests being sampled now
         self.tokens = None  # usage.TokenCounter: the prompt and sampled tokens of every request
         # Finish reason of recent completions by their tokens, for the rollout recorder (bounded).
-        self._finish: dict[tuple[int, ...], str] = {}
+        self._finish: dict[tuple[int, ...], tuple[str, int]] = {}  # tokens -> (finish reason, policy version)
         self._finish_lock = threading.Lock()
 
     def finish_reason(self, tokens: list[int]) -> str | None:
         """How the completion with these tokens ended ("stop" or "length"), if served recently."""
         with self._finish_lock:
-            return self._finish.get(tuple(tokens))
+            known = self._finish.get(tuple(tokens))
+        return known[0] if known else None
 
-    def _remember_finish(self, tokens: list[int], reason: str) -> None:
+    def sampled(self, tokens: list[int]) -> tuple[str | None, int | None]:
+        """(finish reason, the policy step whose weights sampled it) of a recent completion, else (None, None)."""
         with self._finish_lock:
-            self._finish[tuple(tokens)] = reason
+            return self._finish.get(tuple(tokens)) or (None, None)
+
+    def _remember_finish(self, tokens: list[int], reason: str, version: int = 0) -> None:
+        with self._finish_lock:
+            self._finish[tuple(tokens)] = (reason, version)
             while len(self._finish) > FINISH_MEMORY:
                 del self._finish[next(iter(self._finish))]
 
@@ -70,7 +76,7 @@ class Policy:
     async def sample(self, prompt_tokens: list[int], n: int, params: dict) -> list[dict]:
         from tinker import types
 
-        client = self.sampling_client
+        client, version = self.sampling_client, self.step
         if client is None:
             raise web.HTTPServiceUnavailable(text='{"error": "policy not ready"}', content_type="application/json")
         stop = params.get("stop")
@@ -102,7 +108,7 @@ class Policy:
             tokens = list(seq.tokens)
             logprobs = list(seq.logprobs or [0.0] * len(tokens))
             finish = "length" if str(seq.stop_reason) == "length" else "stop"
-            self._remember_finish(tokens, finish)
+            self._remember_finish(tokens, finish, version)
             out.append(
                 {
                     "tokens": tokens,

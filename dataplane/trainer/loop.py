@@ -30,6 +30,7 @@ from . import grpo
 from .inference import Policy, start_server
 from .settings import ConfigError, TrainerSettings
 from .usage import Usage
+from .signals import SignalTracker
 
 log = logging.getLogger("trainer")
 
@@ -137,6 +138,7 @@ class Trainer:
         self.tinker_path: str | None = None
         self.wandb: WandbLogger | None = None
         self.rollouts = None  # RolloutRecorder when the run records rollouts
+        self.signals: SignalTracker | None = None  # made once the policy exists
         self.started_at = time.time()
         self.outcome = "errored"  # "success" | "errored" | "interrupted", for the Tinker session
         self.saved_step = 0  # the step of the newest save_state (what a resume continues from)
@@ -214,6 +216,7 @@ class Trainer:
         self.policy.set_client(sampling_client, self.step)
         self.policy.step = self.step
         self.policy.tokens = self.usage.tokens
+        self.signals = SignalTracker(s.batch_size, self.policy.sampled)
         if s.rollouts_path is not None:
             from .rollouts import RolloutRecorder
 
@@ -302,6 +305,7 @@ class Trainer:
         s = self.settings
         t0 = time.perf_counter()
         sequences, stats = grpo.build_sequences(batch, s.max_token_trainer_length)
+        signal_row = self.signals.row(batch, self.step) if self.signals is not None else {}
         t_logged = time.perf_counter()
         if self.rollouts is not None:
             self.rollouts.record(self.step + 1, batch)
@@ -381,6 +385,7 @@ class Trainer:
             "batch/groups_dropped": stats.groups_dropped,
             **self.usage.row(),
             **row,
+            **signal_row,  # whether the batch could teach anything (signals.py, docs/audit.md)
         }
         row = {k: _finite(v) for k, v in row.items()}
         t_write = time.perf_counter()

@@ -16,6 +16,7 @@ from textual.widgets import Footer, Static
 from hermes_rl.core.base.states import Metric
 
 from .. import backend
+from ..audit_view import panel
 from ..format import metric_scale, number, set_subtitle, spark, trend, trend_style
 from ..widgets.charts import ChartGrid
 from ..widgets.rowlist import RowList
@@ -81,6 +82,9 @@ class MetricsPane(Vertical):
             ("", "trend", 1),
             ("step", "step", None),
         ]
+        audit = Static("", id="metrics-audit")  # is it learning, and if not why (tui/audit_view.py)
+        audit.display = False
+        yield audit
         yield MetricsTable(columns, scrolls=True, max_auto_width=METRIC_NAME_WIDTH, id="metrics-table")
         yield ChartGrid(id="metrics-grid", classes="hidden")
 
@@ -123,6 +127,13 @@ class MetricsPane(Vertical):
         self.wall = not self.wall
         if self.zoomed:
             self._show_grid()
+
+    def show_audit(self, audit: dict | None) -> None:
+        """The selected run's audit above its metrics (hidden until the run has one)."""
+        line = self.query_one("#metrics-audit", Static)
+        line.display = bool(audit)
+        if audit:
+            line.update(panel(audit))
 
     @property
     def table(self) -> MetricsTable:

@@ -26,6 +26,7 @@ from textual.widgets import Footer, Input, Static
 from .. import backend
 from ..format import number, safe
 from ..widgets.rowlist import RowList
+from .prompt_history import PromptHistoryScreen
 
 STEPS_SHOWN = 40  # steps listed before the list is laid out; then as many as fit
 EDGE_ROWS = 3  # a chosen step this close to the window's edge moves the window (when there is more)
@@ -108,6 +109,7 @@ class RolloutsScreen(Screen):
         Binding("escape,q", "close", "Close", id="rollouts.close"),
         Binding("f", "cycle_filter", "Reward filter", id="rollouts.filter"),
         Binding("slash", "search", "Search text", id="rollouts.search"),
+        Binding("p", "same_prompt", "Same prompt", id="rollouts.same_prompt"),
         Binding("left,h", "focus_steps", "Steps", show=False, id="rollouts.steps"),
         Binding("right,l", "focus_completions", "Completions", show=False, id="rollouts.completions"),
     ]
@@ -463,6 +465,16 @@ class RolloutsScreen(Screen):
         self._request("steps")
         if self.query_text and self._search_result[0] != self._criteria():
             self.poll()  # the search runs in the worker, now rather than at the next tick
+
+    def action_same_prompt(self) -> None:
+        """The highlighted group's prompt at every step it was sampled (tui/panes/prompt_history.py)."""
+        key, step = self.query_one(CompletionsTable).selected_key(), self.selected_step()
+        if not key or step is None:
+            return
+        groups = self.reader.groups(step)
+        index = int(key[1:].split(".")[0])
+        if index < len(groups):
+            self.app.push_screen(PromptHistoryScreen(self.run_id, groups[index]["prompt"]))
 
     def action_focus_steps(self) -> None:
         self.query_one(StepsList).focus()

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 from hermes_rl.core.base.formatting import cell_duration, lineage
 from hermes_rl.core.base.states import REWARD_WINDOW, run_style
 
+from ..audit_view import reason_line, verdict_cell
 from ..format import cost_cell, eval_cell, number, set_subtitle, spark, timestamp
 from ..widgets.filter_box import FilterBox
 from ..widgets.tables import Column, NavTable, sort_bindings
@@ -98,6 +99,7 @@ class RunsPane(Vertical):
                 Column("eval", "eval", drop=1),
                 Column(f"reward ({REWARD_WINDOW})", "reward", drop=1),
                 Column("reward trend", "spark", drop=3, width=12),
+                Column("audit", "audit", drop=6, width=9),  # is it learning (tui/audit_view.py)
                 Column("cost", "cost", drop=7),  # docs/cost.md; the first to give way
             ]
         )
@@ -123,14 +125,20 @@ class RunsPane(Vertical):
     def _show_health(self) -> None:
         """The highlighted run's health reason and tip under the table (hidden when work flows)."""
         key = self.table.selected_key()
-        health = next((r.get("health") or {} for r in self.runs if r.get("run_id") == key), {})
+        run = next((r for r in self.runs if r.get("run_id") == key), {})
+        health = run.get("health") or {}
         line = self.query_one("#runs-health", Static)
+        audit = reason_line(run.get("audit"))
         if health.get("reason"):
             text = Text(f"⚠ {health['reason']}", style="bold orange1")
             if health.get("tip"):
                 text.append(f"\n  tip: {health['tip']}", style="orange1")
+            if audit is not None:
+                text.append("\n").append_text(audit)
             line.update(text)
-        line.display = bool(health.get("reason"))
+        elif audit is not None:
+            line.update(audit)
+        line.display = bool(health.get("reason")) or audit is not None
 
     @property
     def table(self) -> RunsTable:
@@ -200,6 +208,7 @@ class RunsPane(Vertical):
                         eval_cell(run.get("eval_first"), run.get("eval_last")),
                         number(run.get("reward"), 3),
                         Text(spark(self.sparks.get(run["run_id"], []), 12), style="cyan"),
+                        verdict_cell(run.get("audit")),
                         cost_cell(run),
                     ],
                 )

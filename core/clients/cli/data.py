@@ -50,6 +50,10 @@ def cmd_rollouts(args) -> Any:
     from ...readers.rollouts import read_rollouts
 
     runs.get_run(args.run_id, sample=False)  # an unknown run is NotFound, not "no rollouts"
+    if args.prompt is not None:  # the same prompt across training (core.readers.prompt_history)
+        from .prompt import prompt_rollouts
+
+        return prompt_rollouts(args, rich_console(), safe)
     order = "best" if args.best else "worst" if args.worst else None
     out = read_rollouts(args.run_id, step=args.step, order=order, limit=args.limit, environment=args.env)
     if args.json:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...base.audit import audit_lines
 from ...base.errors import BadInput, HermesError
 from ...base.formatting import (
     exit_text,
@@ -187,6 +188,8 @@ def cmd_status(args) -> Any:
         console.print(f"  {safe(step_time['text'])} (mean of the last {step_time['steps']})")
     if plateau := status.get("plateau"):
         console.print(f"  [yellow]{safe(plateau['text'])}[/]")
+    for line in audit_lines(status.get("audit")):  # is it learning, and if not why (docs/audit.md)
+        console.print(f"  {safe(line)}")
     if status["stalled"]:
         console.print(f"  [yellow]stalled for {human_duration(status['stalled_for_s'])}[/]")
     if status.get("wandb_url"):

@@ -132,6 +132,9 @@ def _data_commands(add: Add) -> None:
     side.add_argument("--worst", action="store_true", help="lowest reward first")
     cmd.add_argument("--limit", type=ascii_int, metavar="K", help="at most K completions")
     cmd.add_argument("--env", help="only this environment's groups (a run training several)")
+    cmd.add_argument("--prompt", metavar="TEXT", help="every step's group whose prompt holds TEXT (paged)")
+    cmd.add_argument("--offset", type=ascii_int, default=0, help="with --prompt: groups to skip (paging)")
+    cmd.add_argument("--zero-variance", action="store_true", help="with --prompt: only groups that all scored alike")
     cmd = add(
         "test-inference",
         cmd_test_inference,

@@ -1,0 +1,352 @@
+"""Is it learning, and if not, why: the audit of a run's learning signals (docs/audit.md).
+
+`audit(...)` turns what a run recorded (the trainer's metrics rows with their `signals/...` keys, the
+environments' env_metrics rows, the groups the environments dropped for scoring alike) into
+`{verdict, reasons, signals}`. One rule for every client (status, the agent tools, the dashboard, the
+HTML report, the alerts). Pure: the caller reads the files (core.daemons.audit).
+
+Verdicts, first that applies:
+- no_signal: at least NO_SIGNAL_SHARE of the recent groups scored alike (or were dropped for it), or
+  the recent batches were empty: GRPO has nothing to learn from, whatever the curves look like
+- suspect: the reward rises while greedy eval falls; completions run into the token limit or grow
+  LENGTH_DRIFT_MAX times their first length; one part of a multi-part reward carries it while eval
+  does not follow; the entropy collapsed while the reward stayed flat
+- unknown: fewer than MIN_STEPS trained steps (and no sign of the above)
+- learning: reward or greedy eval rose by at least RISE between the run's first and last steps
+- flat: neither rose
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+VERDICTS = ("learning", "flat", "no_signal", "suspect", "unknown")
+WINDOW = 10  # steps averaged at each end of the run
+MIN_STEPS = 5
+MIN_GROUPS = 2  # groups seen before "no signal" can be said
+NO_SIGNAL_SHARE = 0.9
+WARN_ZERO_SHARE = 0.5
+RISE = 0.05  # a reward or eval gain smaller than this is noise on a small batch
+EVAL_FALL = 0.02
+TRUNCATED_WARN = 0.2
+TRUNCATED_SUSPECT = 0.5
+LENGTH_DRIFT_MAX = 2.0
+ENTROPY_COLLAPSE = 0.25  # recent entropy under this share of the first steps' (and under ENTROPY_FLOOR)
+ENTROPY_FLOOR = 0.1
+DOMINANT_SHARE = 0.8
+STALE_WARN = 2.0
+
+_OWN_REWARD_KEYS = {"reward/mean"}
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _col(rows: list[dict], key: str, fallback=None) -> list[float]:
+    out = []
+    for row in rows:
+        value = _num(row.get(key))
+        if value is None and fallback is not None:
+            value = fallback(row)
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def _entropy_of(row: dict) -> float | None:
+    """Older rows without signals/entropy: the sampler's mean logprob of the trained tokens."""
+    lp = _num(row.get("logprobs/mean"))
+    return -lp if lp is not None else None
+
+
+def _tokens_of(row: dict) -> float | None:
+    tokens, sequences = _num(row.get("train/completion_tokens")), _num(row.get("batch/sequences"))
+    return tokens / sequences if tokens is not None and sequences else None
+
+
+def _pct(share: float | None) -> str:
+    return "unknown" if share is None else f"{100 * share:.0f} %"
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "unknown" if value is None else f"{value:.{digits}f}"
+
+
+def _components(env_rows: list[dict]) -> dict[str, float]:
+    """Mean of each reward part an environment logs (`reward/<name>`) over its recent rows."""
+    seen: dict[str, list[float]] = {}
+    for row in env_rows:
+        for key, value in row.items():
+            if key.startswith("reward/") and key not in _OWN_REWARD_KEYS and _num(value) is not None:
+                seen.setdefault(key[len("reward/") :], []).append(float(value))
+    return {name: round(sum(v[-WINDOW:]) / len(v[-WINDOW:]), 4) for name, v in seen.items()}
+
+
+def collect_signals(
+    head: list[dict], tail: list[dict], env_head: list[dict], env_tail: list[dict], dropped: dict[str, int]
+) -> dict[str, Any]:
+    """The signals of a run from the first and last trainer rows, the first and last env rows and the
+    groups the environments dropped ({"same_scores": n, "too_long": n})."""
+    steps = max((int(r["step"]) for r in tail if isinstance(r.get("step"), int)), default=0)
+    recent = tail[-WINDOW:]
+    width = max(1, min(WINDOW, steps // 2)) if steps else WINDOW
+    zv = _col(tail, "signals/groups_zero_variance", lambda r: _num(r.get("batch/groups_dropped")))
+    groups = _col(tail, "batch/groups")
+    zv_recent = _col(recent, "signals/groups_zero_variance", lambda r: _num(r.get("batch/groups_dropped")))
+    groups_recent = _col(recent, "batch/groups")
+    same = int(dropped.get("same_scores") or 0)
+    if same:
+        total = sum(groups) + same
+        share = (sum(zv) + same) / total if total else None
+        seen_groups = total
+    else:
+        share = sum(zv_recent) / sum(groups_recent) if sum(groups_recent) else None
+        seen_groups = sum(groups_recent)
+    sequences = _col(recent, "batch/sequences")
+    fill = _col(recent, "signals/batch_fill")
+    entropy_first = _mean(_col(head[:3], "signals/entropy", _entropy_of))
+    entropy = _mean(_col(recent, "signals/entropy", _entropy_of))
+    tokens_first = _mean(_col(head[:3], "signals/completion_tokens_mean", _tokens_of))
+    tokens = _mean(_col(recent, "signals/completion_tokens_mean", _tokens_of))
+    rewards_head = _col(head[:width], "reward/mean")
+    rewards_tail = _col(tail[-width:], "reward/mean")
+    evals = [
+        (int(r["step"]), float(r["eval/percent_correct"]))
+        for r in [*env_head, *env_tail]
+        if isinstance(r.get("step"), int) and _num(r.get("eval/percent_correct")) is not None
+    ]
+    evals = sorted(dict(evals).items())
+    kl = _mean(_col(recent, "signals/kl_start"))
+    return {
+        "steps": steps,
+        "groups_seen": int(seen_groups),
+        "zero_variance_share": None if share is None else round(share, 4),
+        "groups_dropped_same_scores": same,
+        "groups_dropped_too_long": int(dropped.get("too_long") or 0),
+        "empty_batches": sum(1 for s in sequences if s == 0),
+        "short_batches": sum(1 for f in fill if f < 1.0),
+        "recent_steps": len(recent),
+        "staleness": _mean(_col(recent, "signals/staleness_mean")),
+        "truncated_share": _mean(_col(recent, "signals/truncated_share")),
+        "mean_completion_tokens": None if tokens is None else round(tokens, 2),
+        "first_completion_tokens": None if tokens_first is None else round(tokens_first, 2),
+        "length_drift": round(tokens / tokens_first, 3) if tokens and tokens_first else None,
+        "entropy": None if entropy is None else round(entropy, 4),
+        "first_entropy": None if entropy_first is None else round(entropy_first, 4),
+        "kl_start": kl,  # None: the backend does not report it cheaply (unknown)
+        "advantage_spread": _mean(_col(recent, "advantages/std")),
+        "reward_first": _mean(rewards_head),
+        "reward_last": _mean(rewards_tail),
+        "eval_first": evals[0][1] if evals else None,
+        "eval_last": evals[-1][1] if evals else None,
+        "evals": len(evals),
+        "reward_components": _components(env_tail),
+    }
+
+
+def _rise(first: float | None, last: float | None) -> float | None:
+    return None if first is None or last is None else last - first
+
+
+def verdict_of(signals: dict[str, Any]) -> tuple[str, list[str]]:
+    """(verdict, reasons) from collect_signals' dict (see the module's rule)."""
+    s = signals
+    reasons: list[str] = []
+    steps = s["steps"]
+    share = s["zero_variance_share"]
+    reward_rise = _rise(s["reward_first"], s["reward_last"])
+    eval_rise = _rise(s["eval_first"], s["eval_last"]) if s["evals"] >= 2 else None
+    learning = (reward_rise is not None and reward_rise >= RISE) or (eval_rise is not None and eval_rise >= RISE)
+    no_signal = _no_signal(s, reasons)
+    suspect = _suspect(s, reward_rise, eval_rise, reasons)
+    if not no_signal and share is not None and share >= WARN_ZERO_SHARE:
+        reasons.append(
+            f"{_pct(share)} of groups scored alike: only the rest teach anything; a larger group_size or "
+            "temperature gives a group more chances to differ"
+        )
+    truncated = s["truncated_share"]
+    if truncated is not None and TRUNCATED_WARN <= truncated < TRUNCATED_SUSPECT:
+        reasons.append(
+            f"{_pct(truncated)} of completions end at the token limit: raise max_token_length (or the "
+            "environment's reply limit) or ask for shorter answers"
+        )
+    if s["staleness"] is not None and s["staleness"] >= STALE_WARN:
+        reasons.append(
+            f"samples are {s['staleness']:.1f} policy versions old when trained: lower max_batches_offpolicy "
+            "or speed up the environment"
+        )
+    if no_signal:
+        return "no_signal", reasons
+    if suspect:
+        return "suspect", reasons
+    if steps < MIN_STEPS:
+        reasons.insert(0, f"only {steps} trained step(s): too few to tell (the audit needs {MIN_STEPS})")
+        return "unknown", reasons
+    if learning:
+        reasons.insert(0, _trend_words(s, reward_rise, eval_rise, "rose"))
+        return "learning", reasons
+    reasons.insert(
+        0,
+        _trend_words(s, reward_rise, eval_rise, "is flat")
+        + ": more steps, a higher learning_rate, or an easier task; check the reward with hermes-rl test-inference",
+    )
+    return "flat", reasons
+
+
+def _trend_words(s: dict, reward_rise: float | None, eval_rise: float | None, what: str) -> str:
+    text = f"over {s['steps']} steps reward {_f(s['reward_first'])} → {_f(s['reward_last'])}"
+    if eval_rise is not None:
+        text += f", greedy eval {_f(s['eval_first'])} → {_f(s['eval_last'])} ({s['evals']} evals)"
+    return f"{text}: {what}" if what == "rose" else f"{text} {what}"
+
+
+def _no_signal(s: dict, reasons: list[str]) -> bool:
+    share = s["zero_variance_share"]
+    if share is not None and share >= NO_SIGNAL_SHARE and s["groups_seen"] >= MIN_GROUPS:
+        reward, truncated = s["reward_last"], s["truncated_share"]
+        why = (
+            f"{_pct(truncated)} of completions are cut at the token limit before they can answer: raise "
+            "max_token_length (or the environment's reply limit)"
+            if truncated is not None and truncated >= TRUNCATED_SUSPECT
+            else "every answer is wrong: the task is too hard for the model (or its answers miss the format the "
+            "reward expects: see them with hermes-rl rollouts RUN)"
+            if reward is not None and reward <= 0.05
+            else "the model solves every prompt: the task is too easy now"
+            if reward is not None and reward >= 0.95
+            else "each group's answers score the same"
+        )
+        dropped = s["groups_dropped_same_scores"]
+        said = f" ({dropped:,} dropped by the environment for it)" if dropped else ""
+        reasons.append(
+            f"{_pct(share)} of {s['groups_seen']:,} groups scored alike{said}, so GRPO has nothing to learn: {why}; "
+            "raise group_size or temperature, use an easier task, or check the reward"
+        )
+        return True
+    recent = s["recent_steps"]
+    if recent >= MIN_GROUPS and s["empty_batches"] >= NO_SIGNAL_SHARE * recent:
+        reasons.append(
+            f"{s['empty_batches']} of the last {recent} batches had nothing to train (every group dropped): "
+            "read hermes-rl logs RUN --process env for why its groups are dropped"
+        )
+        return True
+    return False
+
+
+def _suspect(s: dict, reward_rise: float | None, eval_rise: float | None, reasons: list[str]) -> bool:
+    found = False
+    if reward_rise is not None and reward_rise >= RISE and eval_rise is not None and eval_rise <= -EVAL_FALL:
+        reasons.append(
+            f"reward rose {_f(s['reward_first'])} → {_f(s['reward_last'])} while greedy eval fell "
+            f"{_f(s['eval_first'])} → {_f(s['eval_last'])}: the policy learns what the reward pays, not the task; "
+            "check which part of the reward pays (reward_components) and tighten it"
+        )
+        found = True
+    truncated = s["truncated_share"]
+    if truncated is not None and truncated >= TRUNCATED_SUSPECT:
+        reasons.append(
+            f"{_pct(truncated)} of completions end at the token limit: scores of cut answers mislead the update; "
+            "raise max_token_length (or the environment's reply limit) or ask for shorter answers"
+        )
+        found = True
+    drift = s["length_drift"]
+    if drift is not None and drift >= LENGTH_DRIFT_MAX and s["steps"] >= MIN_STEPS:
+        reasons.append(
+            f"completions grew {drift:.1f}× (from {_f(s['first_completion_tokens'], 1)} to "
+            f"{_f(s['mean_completion_tokens'], 1)} tokens): the reward may pay for length; check it"
+        )
+        found = True
+    found |= _dominant_part(s, reward_rise, eval_rise, reasons)
+    entropy, first = s["entropy"], s["first_entropy"]
+    if (
+        entropy is not None
+        and first
+        and entropy < ENTROPY_COLLAPSE * first
+        and entropy < ENTROPY_FLOOR
+        and not (reward_rise is not None and reward_rise >= RISE)
+    ):
+        reasons.append(
+            f"entropy collapsed {first:.3f} → {entropy:.3f} nats/token without a reward gain: the policy stopped "
+            "exploring; lower the learning_rate or raise the temperature"
+        )
+        found = True
+    return found
+
+
+def _dominant_part(s: dict, reward_rise: float | None, eval_rise: float | None, reasons: list[str]) -> bool:
+    parts = {k: v for k, v in s["reward_components"].items() if v > 0}
+    total = sum(parts.values())
+    if len(parts) < 2:  # a part that never pays is no part of the reward
+        return False
+    name, value = max(parts.items(), key=lambda item: item[1])
+    share = value / total
+    if share < DOMINANT_SHARE:
+        return False
+    text = ", ".join(f"{k} {v:.2f}" for k, v in sorted(parts.items(), key=lambda item: -item[1]))
+    eval_follows = eval_rise is not None and eval_rise >= RISE
+    if eval_follows:
+        reasons.append(f"reward part {name!r} carries {_pct(share)} of the reward ({text}); greedy eval follows")
+        return False
+    reasons.append(
+        f"reward part {name!r} carries {_pct(share)} of the reward ({text}) while greedy eval "
+        + ("does not rise" if eval_rise is not None else "is unknown")
+        + f": make sure {name!r} is what you want learned, or lower its weight"
+    )
+    return True
+
+
+def audit(
+    head: list[dict],
+    tail: list[dict],
+    env_head: list[dict] = (),  # type: ignore[assignment]
+    env_tail: list[dict] = (),  # type: ignore[assignment]
+    dropped: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """{verdict, reasons, signals} of a run (see the module's rule)."""
+    signals = collect_signals(list(head), list(tail), list(env_head), list(env_tail), dropped or {})
+    verdict, reasons = verdict_of(signals)
+    return {"verdict": verdict, "reasons": reasons, "signals": signals}
+
+
+def headline(result: dict | None) -> str:
+    """One line for a listing or a status header: `no_signal: 94 % of groups scored alike ...`."""
+    if not result:
+        return "audit unknown"
+    first = (result.get("reasons") or [""])[0]
+    return f"{result.get('verdict')}" + (f": {first}" if first else "")
+
+
+def signal_summary(signals: dict[str, Any] | None) -> str:
+    """The headline signals in one line: `groups alike 94 % · truncated 0 % · 5.2 tokens · entropy 0.61`."""
+    s = signals or {}
+    parts = [
+        f"groups alike {_pct(s.get('zero_variance_share'))}",
+        f"truncated {_pct(s.get('truncated_share'))}",
+        f"{_f(s.get('mean_completion_tokens'), 1)} tokens"
+        + (f" ({s['length_drift']:.1f}× first)" if s.get("length_drift") else ""),
+        f"entropy {_f(s.get('entropy'))}",
+        f"adv spread {_f(s.get('advantage_spread'), 3)}",
+    ]
+    if s.get("staleness") is not None:
+        parts.append(f"staleness {s['staleness']:.1f}")
+    parts.append(f"KL {_f(s.get('kl_start'), 3)}")
+    parts.extend(f"{name} {value:.2f}" for name, value in (s.get("reward_components") or {}).items())
+    return " · ".join(parts)
+
+
+def audit_lines(result: dict | None) -> list[str]:
+    """What `hermes-rl status` prints: the verdict, the signals in a line, one line per reason."""
+    if not result:
+        return ["audit: unknown"]
+    return [
+        f"audit: {result.get('verdict')}  ({signal_summary(result.get('signals'))})",
+        *(f"  - {reason}" for reason in result.get("reasons") or []),
+    ]
