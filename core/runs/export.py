@@ -327,7 +327,7 @@ pre{white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,Menlo,
 """
 
 
-def _audit_section(run: dict) -> str:
+def _audit_section(run: RunView) -> str:
     """The audit: verdict, one line per reason, the signals (core.base.audit; docs/audit.md)."""
     from ..base.audit import signal_summary
     from .report import run_audit

@@ -29,8 +29,8 @@ from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
 from . import grpo
 from .inference import Policy, start_server
 from .settings import ConfigError, TrainerSettings
-from .usage import Usage
 from .signals import SignalTracker
+from .usage import Usage
 
 log = logging.getLogger("trainer")
 

@@ -20,7 +20,7 @@ def prompt_rollouts(args, console, safe) -> Any:
         f"{out['matches']} group(s) over {out['steps']} step(s)"
         + (f"; showing {out['offset'] + 1}-{out['offset'] + len(out['groups'])}" if out["groups"] else "")
     )
-    by_group = {}
+    by_group: dict[tuple, list[dict]] = {}
     for row in out["rows"]:
         by_group.setdefault((row["step"], row["group"]), []).append(row)
     for group in out["groups"]:
