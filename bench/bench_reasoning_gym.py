@@ -5,7 +5,8 @@
 
 The run is the documented command (docs/reasoning_gym.md) with total_steps from a derived profile:
 
-    hermes-rl profile new rg-bench --from smollm2 --set total_steps=STEPS --set group_size=8 --set batch_size=8
+    hermes-rl profile new rg-bench-… --from smollm2 --set total_steps=STEPS --set group_size=G --set batch_size=B \
+        [--set learning_rate=LR]
     hermes-rl start --env reasoning_gym --profile rg-bench --set task=TASK [--set ...]
 
 It stops the run after --minutes of training if it has not ended, then prints reward/mean and
@@ -84,6 +85,9 @@ def main() -> int:
     parser.add_argument("--task", default="chain_sum")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--minutes", type=float, default=10.0, help="stop the run after this long")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--learning-rate", type=float, help="over smollm2's (a locked field: the derived profile's)")
     parser.add_argument("--set", action="append", default=[], help="more environment fields, FIELD=VALUE")
     parser.add_argument("--home", type=Path, help="$HERMES_HOME for the run (default: a temporary one)")
     parser.add_argument("--report", type=Path, help="only the figures of an existing run folder")
@@ -94,9 +98,12 @@ def main() -> int:
     home = args.home or Path(tempfile.mkdtemp(prefix="bench-rg-"))
     env = {**os.environ, "HERMES_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     cli = [sys.executable, "-m", "hermes_rl.core.clients.cli"]
-    profile = f"rg-bench-{args.steps}"
+    profile = f"rg-bench-{args.steps}-{args.group_size}x{args.batch_size // args.group_size}"
+    sets = ["total_steps", str(args.steps), "group_size", str(args.group_size), "batch_size", str(args.batch_size)]
+    if args.learning_rate:
+        profile += f"-lr{args.learning_rate:.0e}".replace("+", "")
+        sets += ["learning_rate", str(args.learning_rate)]
     if not (home / "rl" / "profiles" / f"{profile}.yaml").exists():
-        sets = ["total_steps", str(args.steps), "group_size", "8", "batch_size", "8"]
         subprocess.run(
             [*cli, "profile", "new", profile, "--from", "smollm2"]
             + [x for k, v in zip(sets[::2], sets[1::2]) for x in ("--set", f"{k}={v}")],

@@ -32,6 +32,7 @@ INSTRUCTIONS = {
 }
 _TAG_RE = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)
 _INT_RE = re.compile(r"-?\d+")
+_QUOTES = "`*\"' "
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -136,13 +137,23 @@ def answer_kind(expected: str) -> str:
     return "word" if expected and len(expected.split()) == 1 else "text"
 
 
+def _after_marker(line: str) -> str | None:
+    """What follows the line's last `=`, ` is ` or `:` (where a stated answer sits), None without one."""
+    cut = max(line.rfind("="), line.rfind(" is "), line.rfind(":"))
+    if cut < 0:
+        return None
+    return line[cut:].removeprefix("=").removeprefix(" is ").removeprefix(":")
+
+
 def extract_answer(reply: str, answer_format: str, kind: str = "text") -> tuple[str | None, bool]:
     """(the reply's final answer, or None; whether the reply has the asked format).
 
     answer_tag: the last <answer>…</answer>; well formatted when there is one.
-    first_line: the first non-empty line, as the task's answers look (`kind`): its last integer for a
-    numeric task (`The answer is 8.`; after the last `=` of `8 - 0 = 8`), its last word for a one-word
-    task, else the line; well formatted when the reply is the answer alone on one line (a trailing full stop allowed).
+    first_line: the first non-empty line, read as the task's answers look (`kind`): the line when it is
+    one number / one word alone, else the first number / word after its last `=`, ` is ` or `:`
+    (`8 - 0 = 8`, `The answer is 8.`), none otherwise, so that a reply echoing the question (`The GCD of
+    3 and`, `7 - 4 =`) answers nothing; any other task: the line, or what follows its last `=`.
+    Well formatted: the reply is the answer alone on one line (a trailing full stop allowed).
     """
     if answer_format == "answer_tag":
         matches = _TAG_RE.findall(reply or "")
@@ -151,17 +162,22 @@ def extract_answer(reply: str, answer_format: str, kind: str = "text") -> tuple[
     if not lines:
         return None, False
     line = lines[0].removesuffix(".").strip()
+    bare = line.strip(_QUOTES)
     if kind == "int":
-        # after an equation's last `=` (`7 - 4 =` repeats the question and answers nothing)
-        numbers = _INT_RE.findall(line.rsplit("=", 1)[-1])
-        answer = numbers[-1] if numbers else None
+        if _INT_RE.fullmatch(bare):
+            answer = bare
+        else:
+            numbers = _INT_RE.findall(_after_marker(line) or "")
+            answer = numbers[0] if numbers else None
     elif kind == "word":
-        words = [w.strip("`*\"'.,:;!?()") for w in line.split()]
-        words = [w for w in words if w]
-        answer = words[-1] if words else None
+        if bare and len(bare.split()) == 1:
+            answer = bare
+        else:
+            words = [w.strip(_QUOTES + ".,;!?()") for w in (_after_marker(line) or "").split()]
+            answer = next((w for w in words if w), None)
     else:
-        answer = line.rsplit("=", 1)[-1].strip() if "=" in line else line
-    formatted = answer is not None and len(lines) == 1 and line.strip("`*\"' ") == answer
+        answer = (line.rsplit("=", 1)[-1] if "=" in line else line).strip() or None
+    formatted = answer is not None and len(lines) == 1 and bare == answer
     return answer, formatted
 
 

@@ -64,11 +64,15 @@ def test_the_same_seed_gives_the_same_items_and_another_seed_others():
         ("The answer is 8.", "int", "8", False),  # right, but not the asked format
         ("8 - 0 = 8", "int", "8", False),  # the case: the equation's result, not 1/9 credit
         ("7 - 4 =", "int", None, False),  # repeating the question answers nothing
+        ("The GCD of 3 and", "int", None, False),  # nor does echoing a number of the question
+        ("4 is the answer to", "int", None, False),
+        ("The answer is: 7", "int", "7", False),
         ("Photobooth", "int", None, False),
         ("", "int", None, False),
         ("\n\n", "int", None, False),
         ("htob", "word", "htob", True),
         ('The word is "htob".', "word", "htob", False),
+        ("bob htob", "word", None, False),
         ("8\nbecause", "int", "8", False),  # only the first line counts, and more lines are not the format
     ],
 )
