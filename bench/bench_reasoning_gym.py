@@ -10,7 +10,8 @@ The run is the documented command (docs/reasoning_gym.md) with total_steps from 
     hermes-rl start --env reasoning_gym --profile rg-bench --set task=TASK [--set ...]
 
 It stops the run after --minutes of training if it has not ended, then prints reward/mean and
-reasoning-gym's correctness (train/percent_correct) and format rate over the first and last 10 steps,
+reasoning-gym's correctness (train/percent_correct) and format rate over the first and last 10 steps (halves
+under 20 steps),
 the greedy held-out eval before and after, the curriculum level, wall minutes and the load average
 (sampled every 5 s: the machine's other work slows a step), and a docs/benchmarks.md table row.
 """
@@ -28,14 +29,16 @@ import time
 from pathlib import Path
 
 WINDOW = 10
-DEFAULT_SETS = ["eval_size=16", "max_completion_tokens=8", "steps_per_eval=10", "temperature=0.8"]
+DEFAULT_SETS = ["eval_size=12", "max_completion_tokens=8", "steps_per_eval=5", "temperature=0.8"]
 
 
 def _window(rows: list[dict], key: str, last: bool) -> float | None:
+    """Mean of the first (last) 10 values, or of the first (last) half when there are fewer than 20."""
     values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
     if not values:
         return None
-    return statistics.mean(values[-WINDOW:] if last else values[:WINDOW])
+    size = min(WINDOW, max(1, len(values) // 2))
+    return statistics.mean(values[-size:] if last else values[:size])
 
 
 def _fmt(value: float | None) -> str:
@@ -68,7 +71,8 @@ def report(folder: Path, loads: list[float] | None = None, wall_s: float | None 
     fe_after = evals[-1].get("eval/format_rate") if len(evals) > 1 else None
     load = f"{statistics.mean(loads):.1f} (max {max(loads):.1f})" if loads else "unknown"
     print(f"run {run.get('run_id')} ({task}, profile {run.get('profile')}): {run.get('status')}, {len(metrics)} steps")
-    print(f"  reward/mean first {WINDOW} {_fmt(first)} -> last {WINDOW} {_fmt(last)}")
+    size = min(WINDOW, max(1, len(metrics) // 2))
+    print(f"  reward/mean first {size} steps {_fmt(first)} -> last {size} {_fmt(last)}")
     print(f"  train correct first {_fmt(c_first)} -> last {_fmt(c_last)}; format {_fmt(f_first)} -> {_fmt(f_last)}")
     print("  held-out greedy eval: " + ", ".join(f"step {r['step']}: {r['eval/percent_correct']:.2f}" for r in evals))
     print(f"  highest curriculum level {level}; wall {wall / 60:.1f} min; load average {load}")
@@ -85,9 +89,11 @@ def main() -> int:
     parser.add_argument("--task", default="chain_sum")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--minutes", type=float, default=10.0, help="stop the run after this long")
-    parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--learning-rate", type=float, help="over smollm2's (a locked field: the derived profile's)")
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument(
+        "--learning-rate", type=float, default=3e-4, help="over smollm2's (a locked field: the derived profile's)"
+    )
     parser.add_argument("--set", action="append", default=[], help="more environment fields, FIELD=VALUE")
     parser.add_argument("--home", type=Path, help="$HERMES_HOME for the run (default: a temporary one)")
     parser.add_argument("--report", type=Path, help="only the figures of an existing run folder")
