@@ -1,0 +1,229 @@
+"""reasoning-gym tasks for environments/reasoning_gym_env.py: task mixes, difficulty levels, answer
+extraction, scoring with reasoning-gym's own scorer, and the curriculum. No atroposlib here (tests and the
+task listing import it cheaply); reasoning_gym itself is imported where it is used.
+
+A difficulty *level* maps to a task's generator parameters: level 0 is the configured (easiest) setting;
+each level up grows one parameter of the task's ladder (GROWTH) in turn, up to its cap. A task without a
+ladder here climbs reasoning-gym's own curriculum for it (level L = its global level L - 1), or stays put.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+# task -> steps a level up applies in turn: (parameter, "add" | "mul", amount, cap). Level 0 is the config's
+# setting, kept as easy as SmolLM2-135M needs to get any signal (the issue's measurements).
+GROWTH: dict[str, tuple[tuple[str, str, int, int], ...]] = {
+    "chain_sum": (("max_digits", "add", 1, 4), ("max_terms", "add", 1, 6)),
+    "count_bits": (("max_n", "mul", 2, 2**31 - 1),),
+    "gcd": (("max_value", "mul", 2, 1000),),
+    "spell_backward": (("max_word_len", "add", 1, 10),),
+    "letter_counting": (("max_words", "add", 1, 15),),
+    "basic_arithmetic": (("max_terms", "add", 1, 6), ("max_digits", "add", 1, 4)),
+}
+ANSWER_FORMATS = ("first_line", "answer_tag")
+# What the model is told, per answer format (SmolLM2-135M follows the first far more often than tags).
+INSTRUCTIONS = {
+    "first_line": "Reply with the final answer only, on one line, nothing else.",
+    "answer_tag": "Give only the final answer between <answer> and </answer> tags, nothing else.",
+}
+_TAG_RE = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)
+_INT_RE = re.compile(r"-?\d+")
+_QUOTES = "`*\"' "
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """'chain_sum' or 'chain_sum:3,count_bits:1' -> {task: weight}; ValueError (one line) on bad input."""
+    from reasoning_gym.factory import DATASETS
+
+    mix: dict[str, float] = {}
+    for part in (p.strip() for p in str(text).split(",")):
+        if not part:
+            continue
+        name, _, weight = part.partition(":")
+        name = name.strip()
+        if name not in DATASETS:
+            close = [n for n in sorted(DATASETS) if name and (name in n or n in name)][:5]
+            hint = (
+                f" (did you mean {', '.join(close)}?)"
+                if close
+                else " (`python -m hermes_rl.environments.reasoning_gym_env tasks` lists them)"
+            )
+            raise ValueError(f"unknown reasoning-gym task {name!r}{hint}")
+        if name == "composite":
+            raise ValueError("give a mix as 'task:weight,task:weight' instead of the composite task")
+        try:
+            value = float(weight) if weight.strip() else 1.0
+        except ValueError:
+            raise ValueError(f"weight of {name!r} must be a number, got {weight!r}") from None
+        if not value > 0:
+            raise ValueError(f"weight of {name!r} must be > 0, got {weight!r}")
+        mix[name] = mix.get(name, 0.0) + value
+    if not mix:
+        raise ValueError("task is empty: name a reasoning-gym task, e.g. chain_sum or 'chain_sum:2,gcd:1'")
+    return mix
+
+
+def task_descriptions() -> dict[str, str]:
+    """Every reasoning-gym task -> the first line of its dataset class's docstring."""
+    from reasoning_gym.factory import DATASETS
+
+    out = {}
+    for name, (dataset_cls, _config) in sorted(DATASETS.items()):
+        doc = (dataset_cls.__doc__ or "").strip()
+        out[name] = doc.splitlines()[0].strip() if doc else ""
+    return out
+
+
+def params_at(task: str, base: dict, level: int) -> dict:
+    """The generator parameters of `task` at `level` (level 0: `base` itself)."""
+    params = dict(base)
+    if level <= 0:
+        return params
+    steps = GROWTH.get(task)
+    if steps:
+        for i in range(level):
+            name, op, amount, cap = steps[i % len(steps)]
+            from reasoning_gym.factory import DATASETS
+
+            current = params.get(name, getattr(DATASETS[task][1](), name))
+            params[name] = min(cap, current + amount if op == "add" else current * amount)
+        return params
+    from reasoning_gym.factory import create_curriculum, has_curriculum
+
+    if not has_curriculum(task):
+        return params
+    from reasoning_gym.coaching.base_curriculum import DefaultCurriculumContext, RangeAttributeMode
+
+    curriculum = create_curriculum(task)
+    curriculum.set_global_level(level - 1)
+    config = curriculum.generate_configuration(
+        defaults=params, context=DefaultCurriculumContext(mode=RangeAttributeMode.UPPER_BOUND)
+    )
+    return {k: v for k, v in vars(config).items() if k not in ("seed", "size")}
+
+
+def max_level(task: str, base: dict, limit: int) -> int:
+    """The highest level (≤ limit) that still changes the parameters: the curriculum stops there."""
+    top, previous = 0, params_at(task, base, 0)
+    for level in range(1, limit + 1):
+        current = params_at(task, base, level)
+        if current == previous:
+            break
+        top, previous = level, current
+    return top
+
+
+def task_seed(seed: int, task: str, level: int, salt: str = "train") -> int:
+    """A stable seed per (run seed, task, level, train|eval): the same config gives the same items."""
+    digest = hashlib.sha256(f"{seed}:{task}:{level}:{salt}".encode()).hexdigest()
+    return int(digest[:12], 16)
+
+
+def make_dataset(task: str, params: dict, size: int, seed: int):
+    import reasoning_gym
+
+    return reasoning_gym.create_dataset(task, size=size, seed=seed, **params)
+
+
+def answer_kind(expected: str) -> str:
+    """How a task's answers look, from its reference answer: "int", "word" (one token) or "text"."""
+    expected = str(expected).strip()
+    if _INT_RE.fullmatch(expected):
+        return "int"
+    return "word" if expected and len(expected.split()) == 1 else "text"
+
+
+def _after_marker(line: str) -> str | None:
+    """What follows the line's last `=`, ` is ` or `:` (where a stated answer sits), None without one."""
+    cut = max(line.rfind("="), line.rfind(" is "), line.rfind(":"))
+    if cut < 0:
+        return None
+    return line[cut:].removeprefix("=").removeprefix(" is ").removeprefix(":")
+
+
+def extract_answer(reply: str, answer_format: str, kind: str = "text") -> tuple[str | None, bool]:
+    """(the reply's final answer, or None; whether the reply has the asked format).
+
+    answer_tag: the last <answer>…</answer>; well formatted when there is one.
+    first_line: the first non-empty line, read as the task's answers look (`kind`): the line when it is
+    one number / one word alone, else the first number / word after its last `=`, ` is ` or `:`
+    (`8 - 0 = 8`, `The answer is 8.`), none otherwise, so that a reply echoing the question (`The GCD of
+    3 and`, `7 - 4 =`) answers nothing; any other task: the line, or what follows its last `=`.
+    Well formatted: the reply is the answer alone on one line (a trailing full stop allowed).
+    """
+    if answer_format == "answer_tag":
+        matches = _TAG_RE.findall(reply or "")
+        return (matches[-1].strip(), True) if matches else (None, False)
+    lines = [line.strip() for line in (reply or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return None, False
+    line = lines[0].removesuffix(".").strip()
+    bare = line.strip(_QUOTES)
+    if kind == "int":
+        if _INT_RE.fullmatch(bare):
+            answer = bare
+        else:
+            numbers = _INT_RE.findall(_after_marker(line) or "")
+            answer = numbers[0] if numbers else None
+    elif kind == "word":
+        if bare and len(bare.split()) == 1:
+            answer = bare
+        else:
+            words = [w.strip(_QUOTES + ".,;!?()") for w in (_after_marker(line) or "").split()]
+            answer = next((w for w in words if w), None)
+    else:
+        answer = (line.rsplit("=", 1)[-1] if "=" in line else line).strip() or None
+    formatted = answer is not None and len(lines) == 1 and bare == answer
+    return answer, formatted
+
+
+def score_reply(dataset, entry: dict, reply: str, answer_format: str) -> tuple[float, bool]:
+    """(reasoning-gym's score of the extracted answer, 0.0 when there is none or the scorer fails; format ok)."""
+    answer, formatted = extract_answer(reply, answer_format, answer_kind(entry.get("answer", "")))
+    if answer is None:
+        return 0.0, formatted
+    try:
+        score = float(dataset.score_answer(answer, entry))
+    except Exception:  # a scorer that chokes on a malformed answer scores it 0, never ends the run
+        return 0.0, formatted
+    return (score if 0.0 <= score <= 1.0 else 0.0), formatted
+
+
+@dataclass
+class Curriculum:
+    """Level moves on the mean reward of the last `window` groups: ≥ up → one level harder, ≤ down → one
+    easier; after a move the window starts afresh (the new level's rewards decide the next move)."""
+
+    up: float = 0.7
+    down: float = 0.2
+    window: int = 8
+    top: int = 10
+    level: int = 0
+    rewards: deque = field(default_factory=deque)
+    moves: int = 0
+
+    def record(self, reward: float) -> int:
+        """Add one group's mean reward; returns the move made (+1, -1 or 0)."""
+        self.rewards.append(float(reward))
+        while len(self.rewards) > self.window:
+            self.rewards.popleft()
+        if len(self.rewards) < self.window:
+            return 0
+        mean = sum(self.rewards) / len(self.rewards)
+        move = 0
+        if mean >= self.up and self.level < self.top:
+            move = 1
+        elif mean <= self.down and self.level > 0:
+            move = -1
+        if move:
+            self.level += move
+            self.moves += 1
+            self.rewards.clear()
+        return move
+
+    def recent(self) -> float | None:
+        return sum(self.rewards) / len(self.rewards) if self.rewards else None
