@@ -48,7 +48,7 @@ OLD_API = (
     "uses the old verifiers API (load_environment, verifiers <= 0.3); hermes-rl trains verifiers >= 0.4.0 "
     "tasksets (verifiers.v1): port it with `vf-init` or install a v1 release of it"
 )
-MAX_FAILED_GROUPS = 20  # groups in a row that could not be scored: the taskset is broken, stop saying why
+MAX_FAILED_GROUPS = 8  # groups in a row that could not be scored: the taskset is broken, stop saying why
 
 
 # --- listing -----------------------------------------------------------------------------------------
@@ -543,6 +543,19 @@ class Bridge:
             handle.write(json.dumps(row) + "\n")
         self.pending = []
 
+    def backlogged(self, status: dict) -> bool:
+        """Enough is queued: as BaseEnv.env_manager decides, so a share of each batch this taskset is owed
+        (min_batch_allocation) is still sampled while other environments fill the queue."""
+        queued = int(status.get("queue_size", 0))
+        if queued * self.group_size < self.offpolicy * self.batch_size:
+            return False
+        share = self.env.get("min_batch_allocation")
+        if share is None:
+            return True
+        largest = max(1, int(status.get("max_group_size") or self.group_size))
+        owed = math.ceil(share * self.batch_size * self.offpolicy / largest) * (largest // self.group_size)
+        return owed - int(status.get("self_queue_size", 0)) <= 0
+
     async def serve(self) -> None:
         import aiohttp
 
@@ -557,7 +570,7 @@ class Bridge:
                     self.step = step
                 if step + queued * self.group_size // self.batch_size > self.total_steps:
                     break
-                backlog = queued * self.group_size >= self.offpolicy * self.batch_size
+                backlog = self.backlogged(status)
                 if not backlog and len(running) < self.workers:
                     running.add(asyncio.create_task(self.group()))
                     continue

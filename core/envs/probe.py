@@ -305,6 +305,9 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
 
 def clear_probe_cache(env: EnvInfo | None = None, disk: bool = False) -> None:
     """Forget probe results in memory (one environment's, or all), and on disk too if asked."""
+    if env is not None and env.kind == verifiers_envs.KIND:
+        verifiers_envs.clear_cache(env.python if disk else None)  # its interpreter is asked again
+        return
     with _probe_lock:
         if env is None:
             _probe_memo.clear()
