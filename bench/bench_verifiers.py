@@ -81,16 +81,22 @@ def main() -> int:
     keys = ["time/step_s", *STEP_PHASES]
     load = os.getloadavg()[0]
     print(f"{args.steps} steps each, group {args.group_size}, batch {args.batch_size}, load {load:.1f}")
-    print("| | " + " | ".join(k.removeprefix("time/") for k in keys) + " | reward/mean |")
-    print("| --- |" + " ---: |" * (len(keys) + 1))
+    print("| | " + " | ".join(k.removeprefix("time/") for k in keys) + " | reward/mean | sequences trained |")
+    print("| --- |" + " ---: |" * (len(keys) + 2))
     means = {}
     for name, rows in results.items():
         later = [r for r in rows if r["step"] >= 2] or rows
         means[name] = {k: statistics.mean(r.get(k) or 0.0 for r in later) for k in keys}
         reward = statistics.mean(r.get("reward/mean") or 0.0 for r in later)
-        print(f"| {name} | " + " | ".join(f"{means[name][k]:.2f}" for k in keys) + f" | {reward:.2f} |")
-    atropos, verifiers = (means[n]["time/step_s"] for n in results)
-    print(f"verifiers / atropos time per step: {verifiers / atropos:.2f}x" if atropos else "atropos steps took 0 s")
+        trained = statistics.mean(r.get("batch/sequences") or 0 for r in later)
+        cells = " | ".join(f"{means[name][k]:.2f}" for k in keys)
+        print(f"| {name} | {cells} | {reward:.2f} | {trained:.1f} |")
+    # wait_batch_s is the environment's share of a step (serving a batch); the rest is training, which grows
+    # with the sequences a batch keeps (groups whose rewards all tie are dropped before training)
+    for key in ("time/step_s", "time/wait_batch_s"):
+        atropos, verifiers = (means[n][key] for n in results)
+        ratio = f"{verifiers / atropos:.2f}x" if atropos else "unknown (atropos took 0 s)"
+        print(f"verifiers / atropos {key}: {ratio}")
     return 0
 
 

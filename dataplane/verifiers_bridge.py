@@ -372,9 +372,8 @@ class Bridge:
         self.batch_size = int(self.env["batch_size"])
         self.total_steps = int(self.env["total_steps"])
         self.offpolicy = int(self.env.get("max_batches_offpolicy") or 3)
-        self.workers = max(
-            1, min(int(self.env.get("max_num_workers") or 4), self.batch_size * self.offpolicy // self.group_size)
-        )
+        # groups sampled at once: the profile's max_num_workers, as Atropos' workers (the backlog check paces them)
+        self.workers = max(1, int(self.env.get("max_num_workers") or 4))
         self.temperature = float(self.env.get("temperature", BRIDGE_FIELDS["temperature"][1]))
         # the prompt needs room too: a sequence longer than max_token_length is dropped
         wanted = int(self.env.get("max_tokens", BRIDGE_FIELDS["max_tokens"][1]))
@@ -574,11 +573,12 @@ class Bridge:
                 if not backlog and len(running) < self.workers:
                     running.add(asyncio.create_task(self.group()))
                     continue
-                done, running = await asyncio.wait(running, timeout=0.2) if running else (set(), running)
-                for finished in done:
-                    finished.result()  # a SystemExit from a broken taskset ends the process, with its line
-                if not running:
-                    await asyncio.sleep(0.2)
+                if running:  # until a group is posted (then there is room for another), or a moment has passed
+                    done, running = await asyncio.wait(running, timeout=0.1, return_when=asyncio.FIRST_COMPLETED)
+                    for finished in done:
+                        finished.result()  # a SystemExit from a broken taskset ends the process, with its line
+                else:
+                    await asyncio.sleep(0.1)
             for task in running:
                 task.cancel()
             self.flush_metrics(self.step)
