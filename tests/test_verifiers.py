@@ -7,6 +7,7 @@ a venv of their own (tests/fixtures_verifiers.py): no hub, no network once that 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -24,7 +25,11 @@ from tests.test_e2e_local import no_survivors, wait_final
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "hermes_rl.core.clients.cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "hermes_rl.core.clients.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "250"},  # a wide table: rows are not elided
     )
 
 
