@@ -97,6 +97,8 @@ PROCESS_FIXTURES = frozenset(
         "runnable_checkout",
         "specs",
         "user_envs",
+        "vf_env",
+        "vf_python",
         "warm_probes",
     }
 )

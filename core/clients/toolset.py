@@ -171,7 +171,13 @@ def rl_list_environments() -> dict:
             "file": e.file,
             "description": e.description,
             "source": e.source,
+            "kind": e.kind,
         }
+        if e.kind != "atropos":
+            row["python"] = e.python
+        if e.refused:
+            row["runnable"] = False
+            row["why_not"] = e.refused
         if e.name in shared:
             row["bare_name_selects_this"] = e.id == e.name
         if e.abstract:
@@ -180,7 +186,10 @@ def rl_list_environments() -> dict:
         rows.append(row)
     return {
         "environments": rows,
-        "errors": [{"id": e.id, "name": e.name, "file": e.file, "error": agent_wording(e.error or "")} for e in broken],
+        "errors": [
+            {"id": e.id, "name": e.name, "kind": e.kind, "file": e.file, "error": agent_wording(e.error or "")}
+            for e in broken
+        ],
         "selected": selection["environment"],
         "profile": selection["profile"],
         "tips": tips,

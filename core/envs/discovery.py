@@ -55,6 +55,9 @@ class EnvInfo:
     root: str = ""  # the scanned folder it was found in
     imports: tuple[str, ...] = ()  # top-level modules its file imports absolutely (import roots)
     aliases: tuple[str, ...] = ()  # ids it may have been saved under before (selections, drafts)
+    kind: str = "atropos"  # "atropos" (a BaseEnv file) | "verifiers" (a v1 taskset, core.envs.verifiers_envs)
+    python: str = ""  # a verifiers taskset's interpreter (its own venv); "" for Atropos environments
+    refused: str | None = None  # why a listed taskset cannot train here (it needs a sandbox...)
 
     @property
     def usable(self) -> bool:
@@ -73,6 +76,9 @@ class EnvInfo:
             "error": self.error,
             "duplicate_of": self.duplicate_of,
             "abstract": self.abstract,
+            "kind": self.kind,
+            "python": self.python or None,
+            "refused": self.refused,
         }
 
 
@@ -674,14 +680,27 @@ def _scan_all() -> tuple[list[EnvInfo], list[str]]:
         return list(envs), list(notices)
 
 
+def _with_tasksets() -> tuple[list[EnvInfo], list[str]]:
+    from . import verifiers_envs
+
+    envs, notices = _scan_all()
+    try:
+        tasksets, more = verifiers_envs.discover({env.id for env in envs})
+    except Exception as exc:  # a listing bug must not take the Atropos environments down
+        return envs, notices + [f"verifiers tasksets not listed: {exc!r}"]
+    return envs + tasksets, notices + more
+
+
 def discover_environments() -> list[EnvInfo]:
-    """Every environment in the scanned folders, in scan order. Never raises; re-parses only changed files."""
-    return _scan_all()[0]
+    """Every environment in the scanned folders, in scan order, then the verifiers tasksets of the
+    environment interpreters (core.envs.verifiers_envs). Never raises; re-parses only changed files."""
+    return _with_tasksets()[0]
 
 
 def discovery_notices() -> list[str]:
-    """What the scan's limits left out (folders too deep, too many files), in words."""
-    return _scan_all()[1]
+    """What the scan's limits left out (folders too deep, too many files), and interpreters that could
+    not list their tasksets, in words."""
+    return _with_tasksets()[1]
 
 
 def clear_cache(disk: bool = False) -> None:

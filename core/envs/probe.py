@@ -27,6 +27,7 @@ from ..base.secrets import SECRET_NAMES, redact
 from ..daemons.spawn import run_bounded
 from ..daemons.warm.base import packages_stamp
 from ..daemons.warm.client import ColdStartNeeded, ForkServer
+from . import verifiers_envs
 from .discovery import EnvInfo, ImportRoot, import_root
 
 PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"
@@ -210,7 +211,12 @@ def _check_probeable(env: EnvInfo) -> None:
 
 
 def probe_config(env: EnvInfo, refresh: bool = False) -> dict:
-    """The probe result for an environment, from memory, then disk, then a subprocess (`refresh`: always)."""
+    """The probe result for an environment, from memory, then disk, then a subprocess (`refresh`: always).
+    A verifiers taskset's fields come from its interpreter's cached listing (core.envs.verifiers_envs)."""
+    if env.kind == verifiers_envs.KIND:
+        if refresh:
+            verifiers_envs.clear_cache(env.python)
+        return verifiers_envs.probe_payload(env)
     _check_probeable(env)
     if refresh:
         clear_probe_cache(env, disk=True)
@@ -260,6 +266,8 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
     status: dict[str, str] = {}
     todo: list[tuple[EnvInfo, tuple]] = []
     for env in discover_environments() if envs is None else envs:
+        if env.kind == verifiers_envs.KIND:
+            continue  # listed with its fields already
         try:
             _check_probeable(env)
             signature = _signature(env)
@@ -300,6 +308,9 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
 
 def clear_probe_cache(env: EnvInfo | None = None, disk: bool = False) -> None:
     """Forget probe results in memory (one environment's, or all), and on disk too if asked."""
+    if env is not None and env.kind == verifiers_envs.KIND:
+        verifiers_envs.clear_cache(env.python if disk else None)  # its interpreter is asked again
+        return
     with _probe_lock:
         if env is None:
             _probe_memo.clear()

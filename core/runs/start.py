@@ -53,6 +53,7 @@ from ..daemons.pipeline import (
     validate_specs,
 )
 from ..daemons.runstate import is_recorded_final, read_run_file, record_final
+from ..envs.verifiers_envs import check_trainable
 from .runconfig import CONFIG_FILE, RunConfig, build_run_config, read_run_config, run_config_yaml
 from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
 
@@ -339,6 +340,7 @@ def start_run(
             f"environment {env.id} ({env.class_name}) cannot be run: it is {env.abstract}",
             hint="start an environment that derives from it; `hermes-rl envs` marks bases",
         )
+    check_trainable(env)
     check_keys(chosen)
     _check_installed(chosen.backend)
     values = resolve_run_values(env, chosen, overrides)
@@ -428,6 +430,7 @@ def _mixed_environments(workers: dict, main_env) -> list:
         if other.error or other.abstract:
             why = other.error or f"it is {other.abstract}"
             raise BadInput(f"environment {other.id} cannot be mixed in: {why}", hint=f"fix {other.file}")
+        check_trainable(other)
         prefix = mix_prefix(other.name)
         if other.id == main_env.id or prefix in prefixes:
             raise BadInput(f"environment {other.id} is in the run twice", hint="give each environment once")

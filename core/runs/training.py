@@ -29,6 +29,7 @@ from ..base.paths import models_dir
 from ..base.secrets import LOCAL_TINKER_KEY_ENV, get_key
 from ..daemons.log_watch import REGISTERED
 from ..daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
+from ..envs import verifiers_envs
 from ..envs.discovery import EnvInfo, import_root
 from .runconfig import CONFIG_FILE, RunConfig
 from .workers import LOOPBACK, replica_names
@@ -194,6 +195,10 @@ def training_pipeline(
     for prefix, one_env, one_config, replicas in groups:
         env_file = getattr(one_env, "file", None) or str(one_env)
         env_vars = {**common_env, "HERMES_ENV_METRICS": env_metrics}
+        if getattr(one_env, "kind", "atropos") == verifiers_envs.KIND:
+            for name in replica_names(replicas, prefix):
+                specs.append(_taskset_spec(name, one_env, one_config, env_vars, local, workers))
+            continue
         root = import_root(one_env) if isinstance(one_env, EnvInfo) else None
         if root is not None and root.sys_path:
             # The author's import root first, the user's own PYTHONPATH after it; the working folder is the
@@ -202,6 +207,16 @@ def training_pipeline(
         for name in replica_names(replicas, prefix):
             specs.append(_env_spec(name, python, env_file, one_config, root, env_vars, local, workers))
     return specs
+
+
+def _taskset_spec(name, env: EnvInfo, config_path, env_vars, local, workers) -> ProcessSpec:
+    """A verifiers taskset's worker: the bridge (dataplane/verifiers_bridge.py) run by path under the
+    taskset's own interpreter, registering with run-api as an Atropos environment does (DESIGN §8)."""
+    spec = _env_spec(name, env.python, env.file, config_path, None, env_vars, local, workers)
+    spec.argv = [env.python, verifiers_envs.bridge_path(), "serve", "--config", config_path, "--taskset", env.name]
+    spec.env = {**env_vars, "PYTHONNOUSERSITE": "1"}
+    spec.warm = []  # another interpreter: never a fork of hermes-rl's warm server
+    return spec
 
 
 def _env_spec(name, python, env_file, config_path, root, env_vars, local, workers) -> ProcessSpec:

@@ -223,7 +223,16 @@ def build_app(policy: Policy) -> web.Application:
                     "top_logprobs": None,
                     "text_offset": None,
                 }
-            choices.append({"index": i, **output, "finish_reason": s["finish_reason"], "logprobs": logprobs})
+            # token_ids / prompt_token_ids as vLLM's return_token_ids gives them: the verifiers bridge trains on them.
+            choices.append(
+                {
+                    "index": i,
+                    **output,
+                    "finish_reason": s["finish_reason"],
+                    "logprobs": logprobs,
+                    "token_ids": s["tokens"],
+                }
+            )
         completion = sum(len(s["tokens"]) for s in samples)
         return web.json_response(
             {
@@ -232,6 +241,7 @@ def build_app(policy: Policy) -> web.Application:
                 "created": int(time.time()),
                 "model": policy.model_name,
                 "choices": choices,
+                "prompt_token_ids": prompt,
                 "usage": {
                     "prompt_tokens": len(prompt),
                     "completion_tokens": completion,

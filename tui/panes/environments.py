@@ -91,7 +91,10 @@ class EnvironmentsPane(Vertical):
                 label.append("▶ ", style="bold green")
             if env.error:
                 label.append(safe(key), style="red")
-                label.append("  parse error", style="red dim")
+                label.append(
+                    "  cannot load" if getattr(env, "kind", "atropos") != "atropos" else "  parse error",
+                    style="red dim",
+                )
             else:
                 running = key in self.running or env.name in self.running
                 label.append(safe(key), style="bold green" if running else ("bold" if key == self.selected else ""))
@@ -100,6 +103,8 @@ class EnvironmentsPane(Vertical):
                 label.append(f"  {safe(env.source)}", style="dim")
                 if getattr(env, "abstract", None):
                     label.append("  base", style="yellow dim")
+                if getattr(env, "refused", None):
+                    label.append("  needs a sandbox", style="yellow dim")
             options.add_option(Option(label, id=key))
         target = next((i for i, e in enumerate(visible) if _key(e) == highlighted), 0)
         if visible:
@@ -136,6 +141,10 @@ class EnvironmentsPane(Vertical):
             if env.description:
                 text.append("\n".join(safe(line) for line in env.description.splitlines()) + "\n")
             text.append(f"{safe(short_path(env.file))} ({safe(env.source)})", style="dim")
+            if getattr(env, "kind", "atropos") != "atropos":
+                text.append(f"\nkind: {safe(env.kind)} · interpreter: {safe(short_path(env.python))}", style="dim")
+            if getattr(env, "refused", None):
+                text.append(f"\ncannot train here: {safe(env.refused)}", style="yellow")
             if getattr(env, "abstract", None):
                 text.append(f"\nbase class, not runnable: {safe(env.abstract)}", style="yellow")
             if getattr(env, "duplicate_of", None):

@@ -16,6 +16,8 @@ def _env_note(env) -> str:
         return f"[red]cannot be read: {safe(env.error)}[/]"
     if env.abstract:
         return f"[yellow]base, not runnable ({safe(env.abstract)})[/]"
+    if env.refused:
+        return f"[yellow]cannot train here: {safe(env.refused)}[/]"
     return ""
 
 
@@ -26,7 +28,7 @@ def cmd_envs(args) -> Any:
     if args.json:
         rows = []
         for env in envs:
-            root = import_root(env) if env.usable else None
+            root = import_root(env) if env.usable and env.kind == "atropos" else None
             rows.append({**env.to_dict(), "import_root": {"root": root.root, "why": root.why} if root else None})
         return rows
     from rich.table import Table
@@ -34,6 +36,7 @@ def cmd_envs(args) -> Any:
     shared = {env.name for env in envs if env.duplicate_of}
     table = Table(box=None, header_style="bold")
     table.add_column("id", max_width=40, overflow="fold")
+    table.add_column("kind", no_wrap=True)
     table.add_column("class", no_wrap=True)
     table.add_column("description", ratio=2)
     table.add_column("file", ratio=1, overflow="fold")
@@ -43,7 +46,8 @@ def cmd_envs(args) -> Any:
             label += " [dim](bare name)[/]"
         note = _env_note(env)
         text = safe(env.description or "")
-        table.add_row(label, safe(env.class_name or "-"), f"{note} {text}".strip(), safe(short_path(env.file)))
+        where = env.python if env.kind != "atropos" else env.file
+        table.add_row(label, env.kind, safe(env.class_name or "-"), f"{note} {text}".strip(), safe(short_path(where)))
     console = rich_console()
     console.print(table)
     for notice in discovery_notices():
@@ -66,6 +70,9 @@ ENVS_HELP = """Where environments are found, in this order (the first of a name 
   3. a tinker-atropos checkout: ${TINKER_ATROPOS_VAR} (the checkout, its tinker_atropos/ or its
      environments/ folder), else a tinker-atropos/ folder beside this project
   4. ${ENV_PATH_VAR}: more folders, separated by '{sep}'
+  5. verifiers v1 tasksets (kind verifiers): the installed packages depending on verifiers, and verifiers'
+     built-in tasksets, in each interpreter of $HERMES_RL_ENV_PYTHON (separated by '{sep}') and in this
+     one when verifiers is importable here; asked once per install change (docs/verifiers.md)
 Every *.py below a root is read (never imported); hidden folders, caches, virtualenvs, site-packages
 and node_modules are skipped, 8 levels at most.
 

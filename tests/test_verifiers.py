@@ -1,0 +1,180 @@
+"""verifiers v1 tasksets beside Atropos environments (docs/verifiers.md): listed from their own interpreter
+($HERMES_RL_ENV_PYTHON), configured from their TasksetConfig, refused with one line when they cannot train
+here, and trained end to end through the bridge (dataplane/verifiers_bridge.py) on the local profile, alone,
+multi-turn, and mixed with an Atropos environment. The tasksets are tests/data/vf_tasksets, pip-installed in
+a venv of their own (tests/fixtures_verifiers.py): no hub, no network once that venv exists."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hermes_rl.core import runs
+from hermes_rl.core.base.errors import BadInput, NotFound
+from hermes_rl.core.base.fsutil import read_jsonl
+from hermes_rl.core.base.paths import run_dir
+from hermes_rl.core.envs import discovery, drafts, verifiers_envs
+from hermes_rl.core.readers import rollouts
+from tests.fixtures_model import use_tiny_model
+from tests.test_e2e_local import no_survivors, wait_final
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hermes_rl.core.clients.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "250"},  # a wide table: rows are not elided
+    )
+
+
+def test_envs_lists_tasksets_beside_atropos_by_kind_with_fields_and_reasons(vf_env):
+    listed = _cli("envs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["id"]: row for row in json.loads(listed.stdout)}
+    assert rows["toy_addition"]["kind"] == "atropos"
+    digits = rows["hermes-vf-digits"]
+    assert digits["kind"] == "verifiers" and digits["class_name"] == "DigitsTaskset"
+    assert digits["description"].startswith("Repeat one digit") and digits["python"] == str(vf_env)
+    assert digits["error"] is None and digits["refused"] is None
+    assert rows["hermes-vf-guess"]["kind"] == "verifiers" and rows["hermes-vf-guess"]["error"] is None
+    # a package that fails to import is listed with its reason, never a traceback
+    assert "hermes_vf_no_such_module" in rows["hermes-vf-broken"]["error"]
+    # an old-API package: one line naming the version needed
+    assert "verifiers >= 0.4.0" in rows["hermes-vf-oldapi"]["error"]
+    assert "container" in rows["hermes-vf-boxed"]["refused"]
+    assert "external service" in rows["nemo_gym"]["refused"]
+
+    # the table marks each row's kind
+    table = _cli("envs")
+    assert "verifiers" in table.stdout and "atropos" in table.stdout and "hermes-vf-digits" in table.stdout
+
+
+def test_listing_is_cached_until_the_interpreter_changes(vf_env, monkeypatch):
+    first = {e.id for e in discovery.discover_environments() if e.kind == "verifiers"}
+    assert "hermes-vf-digits" in first
+    verifiers_envs.clear_cache()  # memory only: the next process reads the disk cache, never the bridge
+
+    def no_bridge(python):
+        raise AssertionError("the bridge was asked again although nothing was installed")
+
+    monkeypatch.setattr(verifiers_envs, "_ask", no_bridge)
+    assert {e.id for e in discovery.discover_environments() if e.kind == "verifiers"} == first
+
+
+def test_ids_did_you_mean_and_a_missing_interpreter(vf_env, monkeypatch):
+    env = discovery.find_environment("hermes-vf-digits")
+    assert env.kind == "verifiers" and env.python == str(vf_env)
+    assert discovery.find_environment("hermes_vf_digits").id == "hermes-vf-digits"  # its module name
+    with pytest.raises(NotFound) as missing:
+        discovery.find_environment("hermes-vf-digit")
+    assert "hermes-vf-digits" in missing.value.hint
+    monkeypatch.setenv(verifiers_envs.ENV_PYTHON_VAR, "/nonexistent/bin/python")
+    assert any("/nonexistent/bin/python" in n for n in discovery.discovery_notices())
+
+
+def test_taskset_config_fields_are_typed_validated_and_saved(vf_env):
+    view = drafts.get_config("hermes-vf-digits", "local")
+    fields = {row["name"]: row for row in view.editable}
+    assert fields["max_digit"]["type"] == "int" and fields["max_digit"]["default"] == 4
+    assert fields["max_digit"]["maximum"] == 9
+    assert fields["max_tokens"]["type"] == "int"
+    with pytest.raises(BadInput, match="max_digit must be <= 9"):
+        drafts.set_field("max_digit", 12, "hermes-vf-digits", "local")
+    with pytest.raises(BadInput, match="unknown field"):
+        drafts.set_field("max_digits", 3, "hermes-vf-digits", "local")
+    drafts.set_field("max_digit", 7, "hermes-vf-digits", "local")
+    values = drafts.resolve_run_values(discovery.find_environment("hermes-vf-digits"), _profile("local"))
+    assert values["max_digit"] == 7
+
+
+def _profile(name: str):
+    from hermes_rl.core.envs.profiles import resolve_profile
+
+    return resolve_profile(name)[0]
+
+
+def test_start_refuses_sandboxed_old_api_and_broken_tasksets_in_one_line(vf_env):
+    with pytest.raises(BadInput) as boxed:
+        runs.start_run("hermes-vf-boxed", "local")
+    assert "cannot train here" in boxed.value.message and "container" in boxed.value.message
+    with pytest.raises(BadInput) as old:
+        runs.start_run("hermes-vf-oldapi", "local")
+    assert "verifiers >= 0.4.0" in old.value.message and "\n" not in old.value.message
+    with pytest.raises(BadInput) as broken:
+        runs.start_run("hermes-vf-broken", "local")
+    assert "hermes_vf_no_such_module" in broken.value.message
+    started = _cli("start", "--env", "hermes-vf-boxed", "--profile", "local")
+    assert started.returncode != 0 and "Traceback" not in started.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_single_turn_taskset_trains_on_the_local_profile(vf_env, tiny_model_dir):
+    use_tiny_model(tiny_model_dir, total_steps=3)
+    run = runs.start_run("hermes-vf-digits", "local", {"group_size": 4, "batch_size": 8, "max_tokens": 6})
+    final = wait_final(run["run_id"], 360)
+    assert final["status"] == "completed", final.get("reason")
+    folder = run_dir(run["run_id"])
+    assert [r["step"] for r in read_jsonl(folder / "metrics.jsonl")] == [1, 2, 3]
+    env_rows = [r for r in read_jsonl(folder / "env_metrics.jsonl") if r.get("environment") == "hermes-vf-digits"]
+    # both reward functions, each measured (the trainer's reward is their weighted sum)
+    assert env_rows and all("reward/exact" in r and "reward/contains" in r for r in env_rows), env_rows
+    recorded = rollouts.read_rollouts(run["run_id"], step=3)
+    assert recorded["completions"] and all("Say the digit" in c["prompt"] for c in recorded["completions"])
+    assert all(0.0 <= c["reward"] <= 1.25 for c in recorded["completions"])
+    assert no_survivors(runs.get_run(run["run_id"], sample=False))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_multi_turn_taskset_trains_with_whole_episodes_in_rollouts(vf_env, tiny_model_dir):
+    use_tiny_model(tiny_model_dir, total_steps=2)
+    run = runs.start_run("hermes-vf-guess", "local", {"group_size": 4, "batch_size": 8, "max_tokens": 3})
+    final = wait_final(run["run_id"], 360)
+    assert final["status"] == "completed", final.get("reason")
+    env_rows = [r for r in read_jsonl(run_dir(run["run_id"]) / "env_metrics.jsonl") if "verifiers/turns" in r]
+    assert env_rows and max(r["verifiers/turns"] for r in env_rows) > 1.0, env_rows
+    # an episode's later turns are in the recorded text: the environment's replies between the guesses
+    texts = [c["prompt"] + c["text"] for c in rollouts.read_rollouts(run["run_id"])["completions"]]
+    assert any("Try" in text for text in texts), texts[:3]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_an_atropos_environment_and_a_taskset_train_in_one_run(vf_env, tiny_model_dir):
+    use_tiny_model(tiny_model_dir, total_steps=4)
+    # the mixed-in taskset runs with its own draft; half of every batch is each one's
+    drafts.set_fields({"group_size": 4, "batch_size": 8, "max_tokens": 6}, "hermes-vf-digits", "local")
+    mix = {"environment": "hermes-vf-digits", "weight": 1.0, "min_batch_allocation": 0.5}
+    run = runs.start_run(
+        "toy_addition",
+        "local",
+        {"group_size": 4, "batch_size": 8},
+        workers={"min_batch_allocation": 0.5, "environments": [mix]},
+    )
+    final = wait_final(run["run_id"], 360)
+    assert final["status"] == "completed", final.get("reason")
+    names = {p["name"] for p in final["processes"]}
+    assert {"env", "env-hermes_vf_digits"} <= names, names
+    for name, prompt in (("toy_addition", "+"), ("hermes-vf-digits", "Say the digit")):
+        recorded = rollouts.read_rollouts(run["run_id"], environment=name)  # NotFound if it trained none
+        assert all(prompt in c["prompt"] for c in recorded["completions"]), name
+    env_rows = read_jsonl(run_dir(run["run_id"]) / "env_metrics.jsonl")
+    assert any(r.get("environment") == "hermes-vf-digits" and "reward/exact" in r for r in env_rows)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_taskset_whose_reward_raises_fails_the_run_with_the_reason(vf_env, tiny_model_dir):
+    use_tiny_model(tiny_model_dir, total_steps=2)
+    run = runs.start_run("hermes-vf-raises", "local", {"group_size": 2, "batch_size": 2, "max_tokens": 2})
+    final = wait_final(run["run_id"], 360)
+    assert final["status"] == "failed"
+    logs = "".join(p.read_text(errors="replace") for p in run_dir(run["run_id"]).rglob("*.log"))
+    assert "this reward always fails" in logs
