@@ -304,6 +304,9 @@ class EnvironmentEntry(TypedDict):
     error: str | None
     duplicate_of: str | None  # file of the environment the bare name resolves to, when that is another one
     abstract: str | None  # why it is a base class, not an environment to run
+    kind: str  # "atropos" (a BaseEnv file) | "verifiers" (a v1 taskset)
+    python: str | None  # a verifiers taskset's interpreter (its own venv); None for Atropos environments
+    refused: str | None  # why a listed taskset cannot train here (it needs a sandbox...)
 
 
 class FieldRow(TypedDict):
