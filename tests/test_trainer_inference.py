@@ -59,7 +59,9 @@ def test_completions_shape():
             "top_logprobs": None,
             "text_offset": None,
         },
+        "token_ids": [104, 105],  # as vLLM's return_token_ids gives them (the verifiers bridge trains on them)
     }
+    assert data["prompt_token_ids"] == [ord("a"), ord("b")]
     assert data["usage"] == {"prompt_tokens": 2, "completion_tokens": 4, "total_tokens": 6}
 
 
@@ -79,6 +81,7 @@ def test_chat_completions_shape():
                     {"token": "i", "logprob": -0.2, "bytes": None, "top_logprobs": []},
                 ]
             },
+            "token_ids": [104, 105],
         }
     ]
     prompt = len("user: x\nassistant:")

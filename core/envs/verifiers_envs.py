@@ -222,5 +222,5 @@ def check_trainable(env) -> None:
     if getattr(env, "refused", None):
         raise BadInput(
             f"verifiers taskset {env.id!r} cannot train here: {env.refused}",
-            hint="hermes-rl serves tasksets through plain chat; sandboxed and tool-server tasksets need prime-rl",
+            hint="tasksets are served through plain chat here; sandboxed and tool-server tasksets need prime-rl",
         )
