@@ -563,11 +563,14 @@ class Bridge:
             running: set[asyncio.Task] = set()
             while True:
                 status = await self._json("GET", f"{self.api}/status-env", json={"env_id": self.env_id})
-                step, queued = int(status.get("current_step", 0)), int(status.get("queue_size", 0))
+                step = int(status.get("current_step", 0))
                 if step != self.step:
                     self.flush_metrics(self.step)
                     self.step = step
-                if step + queued * self.group_size // self.batch_size > self.total_steps:
+                # Done when the trainer is: Atropos' own rule (step + queued groups past total_steps) counts
+                # every environment's groups, so in a mixed run another environment's backlog would end this
+                # one while the trainer still waits for its share (backlogged() bounds what it queues).
+                if step >= self.total_steps:
                     break
                 backlog = self.backlogged(status)
                 if not backlog and len(running) < self.workers:
