@@ -69,3 +69,69 @@ def test_jwt_exchange_needs_the_api_key_and_expired_tokens_are_refused(server):
     assert refused.status_code == 401 and "invalid_token" in refused.headers["www-authenticate"]
     forged = Credential("tml-another-server-key-0123456789").mint()
     assert httpx.get(runs, headers={"X-API-Key": forged}, timeout=30).status_code == 401
+
+
+def _toy_step(trainer) -> None:
+    tokenizer = trainer.get_tokenizer()
+    ids = tokenizer.encode("Q: 3+4=\nA: 7\n")
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(ids[:-1]),
+        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)},
+    )
+    trainer.forward_backward([datum], "cross_entropy").result(timeout=60)
+    trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+
+
+def test_training_checkpoint_downloads_as_tinker_cookbook_asks(service, server, trainer, tmp_path):
+    """tinker-cookbook 0.6.1's weights.download of tinker://RUN/weights/NAME, call for call: load the
+    checkpoint into a new training run, export it age-encrypted to a fresh key, fetch the signed URLs,
+    renew the TTL, download and decrypt, delete the export."""
+    import urllib.request
+
+    pyrage = pytest.importorskip("pyrage")
+    from safetensors.numpy import load_file
+
+    _toy_step(trainer)
+    saved = trainer.save_state("trained").result(timeout=60).path
+    identity = pyrage.x25519.Identity.generate()
+    loaded = service.create_training_client_from_state(saved, user_metadata={"created_by": "test"}).result(timeout=60)
+    export = loaded.save_weights_external(
+        "download", ttl_seconds=3600, age_encryption_recipients=[str(identity.to_public())]
+    ).result(timeout=60)
+    rest = tinker.RestClient(base_url=server.url, api_key=server.api_key)
+    urls = rest.get_external_weights_urls(export.path).result(timeout=30).urls
+    assert sorted(urls) == ["adapter_config.json.age", "adapter_model.safetensors.age"]  # every file encrypted
+    rest.set_checkpoint_ttl_from_tinker_path(export.path, 3600).result(timeout=30)
+    for name, url in urls.items():
+        fetched = tmp_path / name
+        urllib.request.urlretrieve(url, str(fetched))
+        pyrage.decrypt_file(str(fetched), str(tmp_path / name.removesuffix(".age")), [identity])
+    rest.delete_checkpoint_from_tinker_path(export.path).result(timeout=30)
+    # The decrypted adapter is the trained one: it equals a plain export of the same weights.
+    plain = trainer.save_weights_external("plain").result(timeout=60).path
+    plain_file = rest.get_external_weights_urls(plain).result(timeout=30).urls["adapter_model.safetensors"]
+    expected = load_file(plain_file[len("file://") :])
+    got = load_file(str(tmp_path / "adapter_model.safetensors"))
+    assert set(got) == set(expected) and all(np.array_equal(got[k], expected[k]) for k in got)
+    assert '"peft_type": "LORA"' in (tmp_path / "adapter_config.json").read_text()
+    # Another key cannot read the export, and the encrypted export is not loadable here.
+    with pytest.raises(pyrage.DecryptError):
+        pyrage.decrypt_file(
+            str(tmp_path / "adapter_model.safetensors.age"), str(tmp_path / "x"), [pyrage.x25519.Identity.generate()]
+        )
+    with pytest.raises(tinker.RequestFailedError, match="not an age X25519 recipient"):
+        loaded.save_weights_external("bad", age_encryption_recipients=["age1xyz"]).result(timeout=60)
+
+
+def test_tinker_cookbook_weights_download(service, server, trainer, tmp_path):
+    """The cookbook itself, where it is importable (it is not a dependency: its own pins downgrade
+    transformers; `pip install --no-deps tinker-cookbook` is enough for its weights module)."""
+    weights = pytest.importorskip("tinker_cookbook.weights")
+    _toy_step(trainer)
+    saved = trainer.save_state("for-cookbook").result(timeout=60).path
+    out = weights.download(tinker_path=saved, output_dir=str(tmp_path / "adapter"), base_url=server.url)
+    assert sorted(p.name for p in (tmp_path / "adapter").iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ]
+    assert out == str(tmp_path / "adapter")
