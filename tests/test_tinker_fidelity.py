@@ -135,3 +135,52 @@ def test_tinker_cookbook_weights_download(service, server, trainer, tmp_path):
         "adapter_model.safetensors",
     ]
     assert out == str(tmp_path / "adapter")
+
+
+def _learner_logprobs(trainer, prompt: list[int], completion: list[int]) -> np.ndarray:
+    """The training forward pass's logprobs of `completion` after `prompt` (what an importance ratio's
+    numerator is)."""
+    ids = prompt + completion
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(ids[:-1]),
+        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)},
+    )
+    out = trainer.forward([datum], "cross_entropy").result(timeout=60)
+    return out.loss_fn_outputs[0]["logprobs"].to_numpy()[len(prompt) - 1 :]
+
+
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_importance_ratio_is_one_on_policy_at_any_temperature(trainer, temperature):
+    """Sampled logprobs are the untempered model's: equal to compute_logprobs and to the learner's,
+    so the ratio exp(learner - sampler) is 1 on-policy (it was exp(0.51) per token at T = 0.5)."""
+    _toy_step(trainer)
+    tokenizer = trainer.get_tokenizer()
+    prompt = tokenizer.encode("Q: 3+4=\nA:")
+    sampler = trainer.save_weights_and_get_sampling_client().result(timeout=60)
+    params = types.SamplingParams(max_tokens=8, temperature=temperature, seed=3)
+    sampled = sampler.sample(types.ModelInput.from_ints(prompt), 4, params).result(timeout=60).sequences
+    assert any(seq.tokens for seq in sampled)
+    for seq in sampled:
+        behaviour = np.array(seq.logprobs)
+        scored = sampler.compute_logprobs(types.ModelInput.from_ints(prompt + list(seq.tokens))).result(timeout=60)
+        np.testing.assert_allclose(behaviour, np.array(scored[len(prompt) :], dtype=float), atol=1e-4)
+        ratio = np.exp(_learner_logprobs(trainer, prompt, list(seq.tokens)) - behaviour)
+        np.testing.assert_allclose(ratio, 1.0, atol=1e-3)
+
+
+def test_trainer_policy_rescored_logprobs_give_ratio_one(trainer):
+    """The trainer's inference server with rescore_tempered (what it does against Tinker cloud, whose
+    sampler may report tempered logprobs): the logprobs an environment gets back give ratio 1."""
+    import asyncio
+
+    from hermes_rl.dataplane.trainer.inference import Policy
+
+    _toy_step(trainer)
+    tokenizer = trainer.get_tokenizer()
+    prompt = tokenizer.encode("Q: 1+2=\nA:")
+    policy = Policy(tokenizer, "tiny", rescore_tempered=True)
+    policy.set_client(trainer.save_weights_and_get_sampling_client().result(timeout=60), 1)
+    samples = asyncio.run(policy.sample(prompt, 3, {"temperature": 0.5, "max_tokens": 6, "seed": 5}))
+    for sample in samples:
+        ratio = np.exp(_learner_logprobs(trainer, prompt, sample["tokens"]) - np.array(sample["logprobs"]))
+        np.testing.assert_allclose(ratio, 1.0, atol=1e-3)
