@@ -53,6 +53,7 @@ from ..daemons.pipeline import (
     validate_specs,
 )
 from ..daemons.runstate import is_recorded_final, read_run_file, record_final
+from ..daemons.slurm_site import preflight as slurm_preflight
 from ..envs.verifiers_envs import check_trainable
 from .runconfig import CONFIG_FILE, RunConfig, build_run_config, read_run_config, run_config_yaml
 from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
@@ -346,6 +347,8 @@ def start_run(
     values = resolve_run_values(env, chosen, overrides)
     fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
     workers = resolve_workers(workers, values)
+    if workers["launcher"] == "slurm":
+        slurm_preflight(workers["slurm"])  # the cluster would take the workers: checked before anything starts
     notice = "; ".join(n for n in (notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
         _check_local_capacity()  # refused before building anything; checked again as the run is recorded

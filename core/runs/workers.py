@@ -25,6 +25,7 @@ import socket
 
 from ..base.errors import BadInput
 from ..daemons.launchers import LAUNCHERS, slurm_settings
+from ..daemons.slurm_site import with_site_settings
 
 LOOPBACK = "127.0.0.1"
 MAX_REPLICAS = 64
@@ -66,7 +67,8 @@ def resolve_workers(data: dict | None, values: dict | None = None) -> dict:
     if not isinstance(address, str):
         raise BadInput(f"address must be an IP address or host name, got {address!r}")
     address = bound_address(address)
-    slurm = slurm_settings(data.get("slurm")).to_json() if launcher == "slurm" else {}
+    # the site's settings ($HERMES_HOME/rl/slurm.yaml) under this start's
+    slurm = slurm_settings(with_site_settings(data.get("slurm"))).to_json() if launcher == "slurm" else {}
     weight = _weight(data.get("weight", 1.0), "weight")
     share = _share(data.get("min_batch_allocation"), "min_batch_allocation")
     environments = [_mixed(item, i) for i, item in enumerate(_list(data.get("environments")))]
