@@ -113,7 +113,10 @@ def test_setup_hook_runs_and_a_users_stop_is_a_cancellation(slurm_cluster, run_p
     # A running job has no pid here: its health is its state, as squeue last said, never "gone".
     assert proc["slurm_state"] == "RUNNING" and proc["health"] == "ready" and proc["alive"], proc
     status = subprocess.run(
-        [sys.executable, "-m", "hermes_rl.core.clients.cli", "status", run_id], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "hermes_rl.core.clients.cli", "status", run_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     assert "gone" not in status, status
     final = runs.stop_run(run_id, wait=60)

@@ -81,5 +81,3 @@ def _call(argv: list[str]):
         return slurm_call(argv)
     except LauncherError as exc:
         raise BadInput(f"cannot check the Slurm settings: {exc}") from None
-
-

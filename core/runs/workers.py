@@ -8,7 +8,8 @@ config.yaml's `workers:` section, checked here once:
       replicas: 1                # environment processes, each registering with run-api on its own
       address: 127.0.0.1         # what run-api and the trainer's inference server bind, and the
                                  # workers' URLs name; a Slurm run defaults to this host's address
-      slurm: {partition, time, cpus_per_worker, mem_per_worker, sbatch_args}
+      slurm: {partition, time, cpus_per_worker, mem_per_worker, account, qos, gres, constraint, signal,
+              setup, wrapper, python, sbatch_args}   # over $HERMES_HOME/rl/slurm.yaml (daemons.slurm_site)
       weight: 1.0                # the run's own environment in the batch mix (Atropos inference_weight)
       min_batch_allocation: null # its least share of every batch (0-1), Atropos' min_batch_allocation
       environments:              # more environments beside it, each with its own config file
