@@ -54,6 +54,7 @@ from ..daemons.pipeline import (
 )
 from ..daemons.runstate import is_recorded_final, read_run_file, record_final
 from ..daemons.slurm_site import preflight as slurm_preflight
+from ..daemons.slurm_site import with_site_settings
 from ..envs.verifiers_envs import check_trainable
 from .runconfig import CONFIG_FILE, RunConfig, build_run_config, read_run_config, run_config_yaml
 from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
@@ -628,6 +629,9 @@ def resume_run(parent_id: str) -> StartedRun:
         raise BadInput(f"environment {env.name} cannot be used: {env.error}", hint=f"fix {env.file}")
     profile, notice = resolve_profile(parent["profile"])
     check_keys(profile)
+    workers = config.get("workers") or {}
+    if workers.get("launcher") == "slurm":
+        slurm_preflight(with_site_settings(workers.get("slurm")))  # the cluster may have changed since
     earlier = [r["run_id"] for r in list_runs() if r.get("parent_run_id") == parent_id]
     # Everything resume reads is checked before the new run exists: a refusal leaves nothing behind.
     saved = _saved_state_folder(parent_id, parent_folder, state) if profile.backend == "local" else None
