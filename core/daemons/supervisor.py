@@ -291,9 +291,10 @@ class Supervisor:
 
     def on_exit(self, proc: Proc, code: int) -> None:
         self.readiness.cancel(proc)
+        stop_words = getattr(proc.handle, "stop_words", describe_exit)  # a Slurm job: cancelled, in Slurm's words
         proc.ended(code)
         if self.stopping or proc.restarting:
-            self.set_proc_state(proc, ProcState.STOPPED, f"{proc.name} stopped ({describe_exit(code)})", exit_code=code)
+            self.set_proc_state(proc, ProcState.STOPPED, f"{proc.name} stopped ({stop_words(code)})", exit_code=code)
             return
         outcome, words = proc.exit_outcome()
         if outcome == "failed":

@@ -53,6 +53,8 @@ from ..daemons.pipeline import (
     validate_specs,
 )
 from ..daemons.runstate import is_recorded_final, read_run_file, record_final
+from ..daemons.slurm_site import preflight as slurm_preflight
+from ..daemons.slurm_site import with_site_settings
 from ..envs.verifiers_envs import check_trainable
 from .runconfig import CONFIG_FILE, RunConfig, build_run_config, read_run_config, run_config_yaml
 from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
@@ -346,6 +348,8 @@ def start_run(
     values = resolve_run_values(env, chosen, overrides)
     fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
     workers = resolve_workers(workers, values)
+    if workers["launcher"] == "slurm":
+        slurm_preflight(workers["slurm"])  # the cluster would take the workers: checked before anything starts
     notice = "; ".join(n for n in (notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
         _check_local_capacity()  # refused before building anything; checked again as the run is recorded
@@ -625,6 +629,9 @@ def resume_run(parent_id: str) -> StartedRun:
         raise BadInput(f"environment {env.name} cannot be used: {env.error}", hint=f"fix {env.file}")
     profile, notice = resolve_profile(parent["profile"])
     check_keys(profile)
+    workers = config.get("workers") or {}
+    if workers.get("launcher") == "slurm":
+        slurm_preflight(with_site_settings(workers.get("slurm")))  # the cluster may have changed since
     earlier = [r["run_id"] for r in list_runs() if r.get("parent_run_id") == parent_id]
     # Everything resume reads is checked before the new run exists: a refusal leaves nothing behind.
     saved = _saved_state_folder(parent_id, parent_folder, state) if profile.backend == "local" else None

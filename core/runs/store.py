@@ -30,6 +30,7 @@ from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from ..daemons import procscan
 from ..daemons.audit import brief as audit_brief
 from ..daemons.audit import cached_audit
+from ..daemons.launchers import recorded_job_running
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
 from .cost import priced, run_model, tokens_of
 from .flow import flow_verdict, startup_seconds
@@ -418,8 +419,9 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
     for proc in run.get("processes") or []:
         proc = dict(proc)
         pid, created = proc.get("pid"), proc.get("create_time")
-        alive = proc.get("state") in PROC_NOT_ENDED and procscan.is_same_process(
-            pid, created, proc.get("start_ticks"), marker=(procscan.MARKER, folder)
+        alive = proc.get("state") in PROC_NOT_ENDED and (
+            (lost is None and recorded_job_running(proc))  # a Slurm job: no pid here; squeue's last word
+            or procscan.is_same_process(pid, created, proc.get("start_ticks"), marker=(procscan.MARKER, folder))
         )
         proc["alive"] = alive
         proc["health"] = _health(proc, alive)

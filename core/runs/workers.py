@@ -8,7 +8,8 @@ config.yaml's `workers:` section, checked here once:
       replicas: 1                # environment processes, each registering with run-api on its own
       address: 127.0.0.1         # what run-api and the trainer's inference server bind, and the
                                  # workers' URLs name; a Slurm run defaults to this host's address
-      slurm: {partition, time, cpus_per_worker, mem_per_worker, sbatch_args}
+      slurm: {partition, time, cpus_per_worker, mem_per_worker, account, qos, gres, constraint, signal,
+              setup, wrapper, python, sbatch_args}   # over $HERMES_HOME/rl/slurm.yaml (daemons.slurm_site)
       weight: 1.0                # the run's own environment in the batch mix (Atropos inference_weight)
       min_batch_allocation: null # its least share of every batch (0-1), Atropos' min_batch_allocation
       environments:              # more environments beside it, each with its own config file
@@ -25,6 +26,7 @@ import socket
 
 from ..base.errors import BadInput
 from ..daemons.launchers import LAUNCHERS, slurm_settings
+from ..daemons.slurm_site import with_site_settings
 
 LOOPBACK = "127.0.0.1"
 MAX_REPLICAS = 64
@@ -66,7 +68,8 @@ def resolve_workers(data: dict | None, values: dict | None = None) -> dict:
     if not isinstance(address, str):
         raise BadInput(f"address must be an IP address or host name, got {address!r}")
     address = bound_address(address)
-    slurm = slurm_settings(data.get("slurm")).to_json() if launcher == "slurm" else {}
+    # the site's settings ($HERMES_HOME/rl/slurm.yaml) under this start's
+    slurm = slurm_settings(with_site_settings(data.get("slurm"))).to_json() if launcher == "slurm" else {}
     weight = _weight(data.get("weight", 1.0), "weight")
     share = _share(data.get("min_batch_allocation"), "min_batch_allocation")
     environments = [_mixed(item, i) for i, item in enumerate(_list(data.get("environments")))]

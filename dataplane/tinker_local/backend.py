@@ -21,7 +21,15 @@ import torch
 from hermes_rl.core.base.names import is_name
 
 from . import catalog
-from .checkpoints import NAME_RE, checkpoint_path, read_checkpoint, read_moments, write_checkpoint
+from .checkpoints import (
+    NAME_RE,
+    age_recipients,
+    checkpoint_path,
+    encrypt_export,
+    read_checkpoint,
+    read_moments,
+    write_checkpoint,
+)
 from .engine import LORA_ALPHA, Adapter, CausalLM, SampleSpec
 from .wire import (
     ForwardBackwardRequest,
@@ -418,13 +426,16 @@ class Backend:
 
     def save_weights_external(self, request: dict) -> dict:
         """The adapter in peft format (adapter_model.safetensors + adapter_config.json) under
-        CHECKPOINT_DIR/<model>/external_weights/NAME; no encryption locally."""
-        if request.get("age_encryption_recipients"):
-            raise UserError("save_weights_external: age_encryption_recipients is not available locally (no encryption)")
+        CHECKPOINT_DIR/<model>/external_weights/NAME; with age_encryption_recipients each file is
+        age-encrypted to them (NAME.age), as tinker-cookbook's weights.download asks."""
+        requested = request.get("age_encryption_recipients")
+        recipients = age_recipients(requested) if requested else []  # refused before anything is written
         model = self.model(str(request.get("model_id")))
         name = str(request.get("path") or "")
         path = self._save_checkpoint(model, "external_weights", name, overwrite=False, optimizer=False)
         folder = self.checkpoint_path(path)
+        if recipients:
+            encrypt_export(folder, recipients)
         self._record_ttl(model, "external_weights", name, request.get("ttl_seconds"))
         size = sum(item.stat().st_size for item in folder.iterdir() if item.is_file())
         return {"type": "save_weights_external", "path": path, "size_bytes": size}

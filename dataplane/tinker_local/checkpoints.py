@@ -31,6 +31,35 @@ NAME_RE = CHECKPOINT_NAME_RE
 CHECKPOINT_KINDS = {kind: kind for kind in CHECKPOINT_SUBFOLDERS}
 ADAPTER_FILE = "adapter_model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
+AGE_SUFFIX = ".age"
+SERVER_FILES = frozenset({"state.json", "meta.json"})  # this server's bookkeeping, not part of an export
+
+
+def age_recipients(recipients: object) -> list:
+    """The age X25519 recipients (pyrage) of `save_weights_external(age_encryption_recipients=...)`;
+    anything else is the caller's error (UserError). pyrage is the age implementation tinker-cookbook
+    decrypts with."""
+    import pyrage  # only an encrypted export needs it
+
+    if not isinstance(recipients, list) or not all(isinstance(r, str) for r in recipients):
+        raise UserError("save_weights_external: age_encryption_recipients must be a list of age1... keys")
+    try:
+        return [pyrage.x25519.Recipient.from_str(recipient) for recipient in recipients]
+    except pyrage.RecipientError as exc:
+        raise UserError(
+            f"save_weights_external: an age_encryption_recipients key is not an age X25519 recipient (age1...): {exc}"
+        ) from exc
+
+
+def encrypt_export(directory: Path, recipients: list) -> None:
+    """Age-encrypt an external export's files in place (NAME -> NAME.age, the plain file removed), as
+    Tinker does for age_encryption_recipients; state.json stays for the catalog."""
+    import pyrage
+
+    for path in sorted(directory.iterdir()):
+        if path.is_file() and path.name not in SERVER_FILES:
+            pyrage.encrypt_file(str(path), str(path) + AGE_SUFFIX, recipients)
+            path.unlink()
 
 
 def checkpoint_folder(checkpoint_dir: Path, model_id: str, kind: str, name: str) -> Path:
@@ -92,6 +121,8 @@ def read_checkpoint(directory: Path, device) -> tuple[Adapter, int, dict]:
     from safetensors.torch import load_file  # imports torch: see the module's docstring
 
     if not (directory / ADAPTER_FILE).exists():
+        if (directory / (ADAPTER_FILE + AGE_SUFFIX)).exists():
+            raise UserError(f"{directory.name} is an age-encrypted export: only its recipients can read it")
         raise UserError(f"no checkpoint in {directory}")
     state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
     tensors = load_file(str(directory / ADAPTER_FILE), device=str(device))

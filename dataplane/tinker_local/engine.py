@@ -487,9 +487,11 @@ class CausalLM:
 
         Each prompt is prefilled once (without padding, batched with prompts of its length) and its
         keys/values copied, left-padded, to its samples' rows; decoding then runs one token per step
-        for every unfinished row, and rows that finish leave the batch. The returned logprob of a
-        sampled token is under the temperature-scaled distribution it was drawn from (top-k/top-p
-        truncation aside); at temperature 1 it equals the training forward pass's logprob. `decode(tokens) -> str` is
+        for every unfinished row, and rows that finish leave the batch. Tokens are drawn from the
+        temperature-scaled, top-k/top-p truncated distribution, but every logprob returned (of the
+        sampled token and its top-k) is the untempered model's, as compute_logprobs and the training
+        forward pass report it: so an importance ratio is 1 on-policy at any temperature (docs/tinker_local.md,
+        "Logprobs and temperature"). `decode(tokens) -> str` is
         needed only for stop strings. The adapter is merged into the weights once (merged_weights).
         """
         weights = self.w if adapter is None else self.merged_weights(adapter, scale)
@@ -538,9 +540,10 @@ class CausalLM:
             chosen = self._choose(dist, greedy, top_k[live], top_p[live], generator)
             chosen_cpu = chosen.cpu()
             tokens[live, step] = chosen_cpu
-            token_logprobs[live, step] = dist.gather(-1, chosen[:, None])[:, 0].cpu()
+            raw = torch.log_softmax(last, dim=-1)  # the model's own distribution: what logprobs report
+            token_logprobs[live, step] = raw.gather(-1, chosen[:, None])[:, 0].cpu()
             if topk_sample:
-                values, indices = dist.topk(topk_sample, dim=-1)
+                values, indices = raw.topk(topk_sample, dim=-1)
                 topk_ids[live, step], topk_values[live, step] = indices.cpu(), values.cpu()
             lengths[live] += 1
             hit = stop_table[live, chosen_cpu]
@@ -656,16 +659,17 @@ class CausalLM:
     def _prompt_alt_tokens(
         self, spec: SampleSpec, logits: torch.Tensor, result: SampleResult, generator: torch.Generator | None
     ) -> None:
-        """k independent draws per prompt position after the first, at the request's temperature."""
+        """k independent draws per prompt position after the first, at the request's temperature; their
+        logprobs are the untempered model's, like every logprob this engine reports."""
         k = spec.prompt_alt_tokens_k
         rows = logits[:-1]
+        raw = torch.log_softmax(rows, dim=-1)
         if spec.temperature <= 0:
-            dist = torch.log_softmax(rows, dim=-1)
-            ids = dist.argmax(-1, keepdim=True).expand(-1, k)
+            ids = raw.argmax(-1, keepdim=True).expand(-1, k)
         else:
-            dist = torch.log_softmax(rows / spec.temperature, dim=-1)
-            ids = torch.multinomial(dist.exp(), k, replacement=True, generator=generator)
-        result.alt_tokens = (ids.tolist(), dist.gather(-1, ids).tolist())
+            tempered = torch.log_softmax(rows / spec.temperature, dim=-1)
+            ids = torch.multinomial(tempered.exp(), k, replacement=True, generator=generator)
+        result.alt_tokens = (ids.tolist(), raw.gather(-1, ids).tolist())
 
     @staticmethod
     def _prompt_scores(spec: SampleSpec, logits: torch.Tensor, result: SampleResult) -> None:

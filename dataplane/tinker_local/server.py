@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import os
 import traceback
@@ -20,6 +19,7 @@ from fastapi.responses import JSONResponse
 
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV as CREDENTIAL_ENV
 
+from .auth import Credential, RequireCredential
 from .context import NO_RETRY, RequestError, ServerContext
 from .model_config import read_model_config
 from .routes import checkpoints, futures, sampling, service, sessions, training
@@ -28,7 +28,6 @@ from .worker import Worker
 log = logging.getLogger("tinker_local")
 
 SMALL_MODEL_PARAMETERS = 10_000_000  # below this a model runs on one thread
-OPEN_PATHS = frozenset({"/healthz", "/api/v1/healthz"})  # readiness probes: they change and reveal nothing
 
 
 def check_api_key(api_key: object) -> str | None:
@@ -37,33 +36,6 @@ def check_api_key(api_key: object) -> str | None:
     if not isinstance(api_key, str) or not api_key.startswith("tml-") or len(api_key) < 24:
         return f"{CREDENTIAL_ENV} must be set to a key starting tml- of at least 24 characters"
     return None
-
-
-class RequireCredential:
-    """Every request but the readiness probes must carry the server's credential as X-API-Key.
-
-    A plain ASGI middleware: FastAPI's `@app.middleware("http")` wraps every request and response in
-    extra tasks and streams, which on a tiny model cost more CPU than the model's own work."""
-
-    def __init__(self, app, expected: bytes):
-        self.app = app
-        self.expected = expected
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
-            given = next((value for name, value in scope["headers"] if name == b"x-api-key"), b"")
-            if not hmac.compare_digest(given, self.expected):
-                refusal = JSONResponse(
-                    {
-                        "error": "missing or wrong API key: send this server's credential as X-API-Key",
-                        "category": "user",
-                    },
-                    status_code=401,
-                    headers=NO_RETRY,
-                )
-                await refusal(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def model_threads(parameters: int, requested: int = 0) -> int:
@@ -97,6 +69,7 @@ def create_app(
         raise ValueError(problem)
     model_dir = Path(model_dir).resolve()
     ctx = ServerContext(model_dir, read_model_config(model_dir))
+    credential = Credential(api_key)
 
     def load_backend():
         import torch  # on the worker thread: the app answers /healthz while torch and the model load
@@ -126,10 +99,11 @@ def create_app(
         yield
 
     app = FastAPI(title="tinker-local", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
-    app.add_middleware(RequireCredential, expected=api_key.encode())
+    app.add_middleware(RequireCredential, credential=credential)
     _answer_errors(app)
     for area in (service, sessions, training, sampling, futures, checkpoints):
         app.include_router(area.router(ctx))
+    app.include_router(service.auth_router(credential))
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
     async def not_implemented(path: str, request: Request):

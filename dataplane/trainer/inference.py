@@ -38,8 +38,13 @@ class BadRequest(Exception):
 class Policy:
     """What the handlers need from the trainer: the current sampling client, tokenizer and step."""
 
-    def __init__(self, tokenizer, model_name: str):
+    def __init__(self, tokenizer, model_name: str, rescore_tempered: bool = False):
         self.tokenizer = tokenizer
+        # Whether a sample at a temperature other than 1 has its logprobs recomputed untempered
+        # (compute_logprobs on the client that sampled it): Tinker cloud's sampler may report the
+        # tempered distribution's, while the learner's are always untempered, so the importance ratio
+        # would not be 1 on-policy. The local server reports untempered ones already (no extra pass).
+        self.rescore_tempered = rescore_tempered
         self.model_name = model_name
         self.sampling_client = None
         self.step = 0
@@ -101,12 +106,14 @@ class Policy:
         finally:
             self.in_flight -= 1
         self.completions += len(response.sequences)
+        logprobs_of = [list(seq.logprobs or [0.0] * len(seq.tokens)) for seq in response.sequences]
+        if self.rescore_tempered and sampling.temperature != 1.0:
+            logprobs_of = await self._untempered_logprobs(client, prompt_tokens, response.sequences)
         if self.tokens is not None:
             self.tokens.add_sample(len(prompt_tokens), [len(seq.tokens) for seq in response.sequences])
         out = []
-        for seq in response.sequences:
+        for seq, logprobs in zip(response.sequences, logprobs_of, strict=True):
             tokens = list(seq.tokens)
-            logprobs = list(seq.logprobs or [0.0] * len(tokens))
             finish = "length" if str(seq.stop_reason) == "length" else "stop"
             self._remember_finish(tokens, finish, version)
             out.append(
@@ -118,6 +125,19 @@ class Policy:
                 }
             )
         return out
+
+    @staticmethod
+    async def _untempered_logprobs(client, prompt_tokens: list[int], sequences) -> list[list[float]]:
+        """Each completion token's logprob under the untempered policy that sampled it (one prefill each)."""
+        from tinker import types
+
+        async def one(tokens: list[int]) -> list[float]:
+            if not tokens:
+                return []
+            scored = await client.compute_logprobs(types.ModelInput.from_ints(prompt_tokens + tokens))
+            return [float(lp) if lp is not None else 0.0 for lp in scored[-len(tokens) :]]
+
+        return list(await asyncio.gather(*(one(list(seq.tokens)) for seq in sequences)))
 
 
 def _as_int(value, name: str, default: int) -> int:

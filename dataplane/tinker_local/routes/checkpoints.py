@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from .. import catalog
+from ..checkpoints import SERVER_FILES
 from ..context import RequestError, ServerContext, body_json, catalog_call, int_param
 
 log = logging.getLogger("tinker_local")
@@ -113,9 +114,14 @@ def _one_checkpoint(routes: APIRouter, ctx: ServerContext) -> None:
 
     @checkpoint_route("/external_weights_urls", "GET")
     async def external_weights_urls(model_id: str, kind: str, name: str) -> dict:
-        """file:// URLs: the files are on this machine already."""
+        """file:// URLs of the export's files (not the server's state.json and meta.json): the files are
+        on this machine already."""
         ready = await ctx.backend()
         folder = await catalog_call(lambda: catalog.find_checkpoint(ready.checkpoint_dir, model_id, kind, name))
-        files = {p.name: p.resolve().as_uri() for p in sorted(folder.iterdir()) if p.is_file() and p.suffix != ".tmp"}
+        files = {
+            p.name: p.resolve().as_uri()
+            for p in sorted(folder.iterdir())
+            if p.is_file() and p.suffix != ".tmp" and p.name not in SERVER_FILES
+        }
         expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 10 * 365 * 86400))
         return {"urls": files, "expires": expires}

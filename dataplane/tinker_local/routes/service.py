@@ -1,5 +1,6 @@
 """Endpoints about the server itself: readiness (/healthz, open without a key), the SDK's client
-config and feature flags, telemetry (accepted, dropped) and the served model's capabilities."""
+config and feature flags, the API key's exchange for a JWT, telemetry (accepted, dropped) and the
+served model's capabilities."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import time
 
 from fastapi import APIRouter
 
+from ..auth import TOKEN_PATH, Credential
 from ..context import ServerContext
 
-# The SDK's feature flags, answered to /client/config: plain API-key auth, no JWT exchange,
-# fwd/bwd chunks of one call sent in order, per-request retrieve_future polling.
+# The SDK's feature flags, answered to /client/config: the API key exchanged for a JWT (as on Tinker
+# cloud, so RestClient.whoami() has its claims: tinker_local.auth), fwd/bwd chunks of one call sent
+# in order, per-request retrieve_future polling.
 CLIENT_CONFIG = {
-    "pjwt_auth_enabled": False,
+    "pjwt_auth_enabled": True,
     "credential_default_source": "api_key",
     "parallel_fwdbwd_chunks": False,
     "proto_compress_fwdbwd": False,
@@ -66,5 +69,16 @@ def router(ctx: ServerContext) -> APIRouter:
                 }
             ]
         }
+
+    return routes
+
+
+def auth_router(credential: Credential) -> APIRouter:
+    """The SDK's credential exchange: the API key (checked by auth.RequireCredential) for a JWT."""
+    routes = APIRouter()
+
+    @routes.post(TOKEN_PATH)
+    async def auth_token() -> dict:
+        return {"jwt": credential.mint()}
 
     return routes
