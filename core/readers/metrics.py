@@ -349,6 +349,8 @@ def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key
     `history` merged rows, evenly spaced by step, first and last included), "series" (metric_summary
     of `series_key`)}. One streaming pass per file; a run's metrics may be hundreds of MB."""
     folder = Path(folder)
+    if metrics_bytes(folder) > DIGEST_BYTES:
+        return _digest_summary(folder, history, series_key)
     paths = [str(folder / TRAINER_FILE), str(folder / ENV_FILE)]
     heads = [s for s in (_first_step(p, False) for p in paths) if s is not None]
     tails = [s for s in (_first_step(p, True) for p in paths) if s is not None]
@@ -414,6 +416,27 @@ def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key
     return summary
 
 
+def _digest_summary(folder: Path, history: int, series_key: str | None) -> dict:
+    """run_metrics_summary of a long run from its digest: the history rows are the rows at the block
+    starts nearest evenly spaced steps (within BLOCK_ROWS steps of them), read back at their offsets."""
+    from .metrics_digest import MetricsDigest
+
+    digest = MetricsDigest(folder).update()
+    steps_done = digest.steps_done()
+    summary: dict = {"steps_done": steps_done or 0, "final": digest.final(), "history": [], "series": None}
+    firsts = [b[0][1] for b in (digest.trainer["blocks"], digest.env["blocks"]) if b]
+    if steps_done is None or not firsts:
+        return summary
+    low, count = min(firsts), max(1, history)
+    targets = [low + round(i * (steps_done - low) / max(1, count - 1)) for i in range(count)]
+    summary["history"] = digest.rows_near(targets)
+    series = digest.key_summary(series_key) if series_key else None
+    if series is not None and series_key not in HIGHER_IS_BETTER:
+        series.update(best=None, best_step=None)
+    summary["series"] = series
+    return summary
+
+
 def recent_rows(path: str | os.PathLike, count: int, max_bytes: int = 256 << 10) -> list[dict]:
     """The last `count` rows of a JSONL file that carry a step, from at most its last `max_bytes`."""
     path = Path(path)
@@ -439,3 +462,26 @@ def headline_reward(folder: str | os.PathLike, window: int = REWARD_WINDOW) -> d
     """trailing_mean of reward/mean over a run's last `window` trainer steps (its metrics file's tail)."""
     rows = recent_rows(Path(folder) / TRAINER_FILE, window)
     return trailing_mean(metric_series(rows, str(Metric.REWARD_MEAN)), window)
+
+
+# Past this many bytes of metrics, views read the run's digest (metrics_digest.py) instead of every row.
+DIGEST_BYTES = 16 << 20
+
+
+def metrics_bytes(folder: str | os.PathLike) -> int:
+    total = 0
+    for name in (TRAINER_FILE, ENV_FILE):
+        try:
+            total += os.stat(os.path.join(folder, name)).st_size
+        except OSError:
+            pass
+    return total
+
+
+def downsampled(folder: str | os.PathLike, keys: list[str], points: int = 600) -> dict[str, list[tuple[int, float]]]:
+    """{key: (step, value) series} of a run in at most about `points` points per key, each block's minimum
+    and maximum kept (metrics_digest.MetricsDigest.series): what a chart of a run of any length needs."""
+    from .metrics_digest import MetricsDigest
+
+    digest = MetricsDigest(folder).update()
+    return {key: digest.series(key, points) for key in keys}

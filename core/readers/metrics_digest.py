@@ -1,0 +1,276 @@
+"""A digest of a run's metrics files, kept beside them (.metrics_digest.json) and extended as they grow,
+so that a view of a long run reads what its screen needs and never all rows: a chart a downsampled
+series that keeps every block's extremes, a results summary the first/best/last of each metric and a
+few rows read back at their byte offsets, an export the key names before it streams the rows.
+
+Per file, rows are grouped in blocks of BLOCK_ROWS: each block keeps the byte offset and step of its
+first row and, per numeric metric, the step and value of its minimum and its maximum; per metric the
+file keeps its first, last and best (largest) value and their steps. Environment rows also count under
+`KEY@ENVIRONMENT`. Like the readers (metrics.py), a digest reads only what was appended since it was
+last taken; a file truncated or replaced is digested again from its start. The files stay the truth:
+the digest is a cache, rebuilt when missing, unreadable or of another version, and when its folder is
+not writable it is kept in memory only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from ..base.fsutil import atomic_write_text, iter_jsonl_spans, open_regular, parse_jsonl_line
+
+DIGEST_FILE = ".metrics_digest.json"
+VERSION = 1
+BLOCK_ROWS = 256
+FILES = ("metrics.jsonl", "env_metrics.jsonl")
+_SKIP = {"step", "time", "source", "env", "environment"}
+
+
+def _finite(value) -> float | None:
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if type(value) is int:
+        return float(value)
+    return None
+
+
+def _empty_file() -> dict:
+    return {"inode": None, "offset": 0, "rows": 0, "blocks": [], "keys": {}, "environments": []}
+
+
+class _FileDigest:
+    """The digest of one JSONL file (a plain dict, as stored), extended by `update`."""
+
+    def __init__(self, path: Path, state: dict):
+        self.path = path
+        self.state = state
+
+    def update(self) -> bool:
+        """Digest what was appended; True when anything changed."""
+        state = self.state
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            if state["offset"]:
+                self.state = _empty_file()
+                return True
+            return False
+        inode = [st.st_dev, st.st_ino]
+        if state["inode"] not in (None, inode) or st.st_size < state["offset"]:
+            state = self.state = _empty_file()  # truncated or replaced: its rows before are gone
+        state["inode"] = inode
+        if st.st_size == state["offset"]:
+            return False
+        blocks, keys, environments = state["blocks"], state["keys"], state["environments"]
+        block = blocks[-1] if blocks and blocks[-1][4] < BLOCK_ROWS else None
+        rows = state["rows"]
+        for start, end, row in iter_jsonl_spans(self.path, state["offset"]):
+            state["offset"] = end
+            step = row.get("step")
+            if type(step) is float and math.isfinite(step):
+                step = int(step)
+            if type(step) is not int:
+                continue
+            rows += 1
+            if block is None:
+                block = [start, step, step, {}, 0]  # offset, first step, last step, {key: extremes}, rows
+                blocks.append(block)
+            block[2] = max(block[2], step)
+            block[4] += 1
+            environment = row.get("environment")
+            if isinstance(environment, str) and environment and environment not in environments:
+                environments.append(environment)
+            extremes = block[3]
+            for key, raw in row.items():
+                if key in _SKIP:
+                    if key == "time" and _finite(raw) is not None:
+                        keys["time"] = [step, raw]
+                    continue
+                value = _finite(raw)
+                if value is None:
+                    continue
+                for name in (key, f"{key}@{environment}") if isinstance(environment, str) and environment else (key,):
+                    _extend(extremes, keys, sys.intern(name), step, value)
+            if block[4] >= BLOCK_ROWS:
+                block = None
+        state["rows"] = rows
+        return True
+
+
+def _extend(extremes: dict, keys: dict, key: str, step: int, value: float) -> None:
+    held = extremes.get(key)
+    if held is None:
+        extremes[key] = [step, value, step, value]
+    else:
+        if value < held[1]:
+            held[0], held[1] = step, value
+        if value > held[3]:
+            held[2], held[3] = step, value
+    summary = keys.get(key)
+    if summary is None:
+        keys[key] = [step, value, step, value, step, value]  # first, last, best (largest)
+        return
+    if step < summary[0]:
+        summary[0], summary[1] = step, value
+    if step >= summary[2]:
+        summary[2], summary[3] = step, value
+    if value > summary[5]:
+        summary[4], summary[5] = step, value
+
+
+class MetricsDigest:
+    """The digest of a run folder's metrics.jsonl and env_metrics.jsonl; `update()` then read."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.path = self.folder / DIGEST_FILE
+        stored = self._load()
+        self.files = [_FileDigest(self.folder / name, stored.get(name) or _empty_file()) for name in FILES]
+
+    def _load(self) -> dict:
+        try:
+            with open_regular(self.path) as handle:
+                stored = json.loads(handle.read())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(stored, dict) or stored.get("version") != VERSION or stored.get("block_rows") != BLOCK_ROWS:
+            return {}
+        return stored
+
+    def update(self) -> MetricsDigest:
+        changed = [f.update() for f in self.files]
+        if any(changed):
+            stored = {"version": VERSION, "block_rows": BLOCK_ROWS}
+            stored.update({name: f.state for name, f in zip(FILES, self.files, strict=True)})
+            # a cache: a folder the reader cannot write (another user's run) keeps it in memory only
+            with contextlib.suppress(Exception):
+                atomic_write_text(self.path, json.dumps(stored, separators=(",", ":")))
+        return self
+
+    @property
+    def trainer(self) -> dict:
+        return self.files[0].state
+
+    @property
+    def env(self) -> dict:
+        return self.files[1].state
+
+    def environments(self) -> list[str]:
+        return list(self.env["environments"])
+
+    def keys(self) -> list[str]:
+        """Numeric metric keys of both files (`KEY@ENVIRONMENT` only when rows name several environments)."""
+        several = len(self.environments()) > 1
+        out: set[str] = set()
+        for state in (self.trainer, self.env):
+            out.update(k for k in state["keys"] if k != "time" and (several or "@" not in k))
+        return sorted(out)
+
+    def steps_done(self) -> int | None:
+        lasts = [b[-1][2] for b in (self.trainer["blocks"], self.env["blocks"]) if b]
+        return max(lasts) if lasts else None
+
+    def key_summary(self, key: str) -> dict | None:
+        """{first, best, best_step, last, last_step} of one metric over both files (best: the largest)."""
+        found = [s["keys"][key] for s in (self.trainer, self.env) if key in s["keys"]]
+        if not found:
+            return None
+        first = min(((f[0], f[1]) for f in found), key=lambda x: x[0])
+        last = max(((f[2], f[3]) for f in found), key=lambda x: x[0])
+        best = max(((f[4], f[5]) for f in found), key=lambda x: x[1])
+        return {"first": first[1], "best": best[1], "best_step": best[0], "last": last[1], "last_step": last[0]}
+
+    def final(self) -> dict:
+        """The latest value of every metric (an environment's over the trainer's at the same step), plus
+        step and time: what metrics.last_values gives over every row."""
+        latest: dict[str, tuple[int, int, float]] = {}
+        several = len(self.environments()) > 1
+        for phase, state in enumerate((self.trainer, self.env)):
+            for key, summary in state["keys"].items():
+                if key == "time" or ("@" in key and not several):
+                    continue
+                old = latest.get(key)
+                if old is None or (summary[2], phase) >= old[:2]:
+                    latest[key] = (summary[2], phase, summary[3])
+        out: dict = {key: value for key, (_s, _p, value) in latest.items()}
+        steps = self.steps_done()
+        if steps is not None:
+            out["step"] = steps
+            time_of = self.trainer["keys"].get("time") or self.env["keys"].get("time")
+            if time_of and time_of[0] == steps:
+                out["time"] = time_of[1]
+        return out
+
+    def series(self, key: str, points: int = 600) -> list[tuple[int, float]]:
+        """A downsampled (step, value) series of `key` in at most about `points` points: the blocks are
+        grouped in points/2 buckets and each keeps the step and value of its minimum and its maximum,
+        so no spike or dip of the whole series is lost however long the run."""
+        state = self.env if key not in self.trainer["keys"] else self.trainer
+        blocks = [b for b in state["blocks"] if key in b[3]]
+        if not blocks:
+            return []
+        buckets = max(1, points // 2)
+        per = max(1, math.ceil(len(blocks) / buckets))
+        out: list[tuple[int, float]] = []
+        for index in range(0, len(blocks), per):
+            group = [b[3][key] for b in blocks[index : index + per]]
+            low = min(group, key=lambda e: e[1])
+            high = max(group, key=lambda e: e[3])
+            pair = sorted({(low[0], low[1]), (high[2], high[3])})
+            out.extend(pair)
+        return out
+
+    def rows_near(self, targets: list[int]) -> list[dict]:
+        """Merged rows (trainer and environment row of one step) at the steps of the trainer's block starts
+        nearest each target step, read back at their offsets: a sampled history without reading all rows."""
+        anchor = self.trainer if self.trainer["blocks"] else self.env
+        blocks = anchor["blocks"]
+        if not blocks:
+            return []
+        starts = [b[1] for b in blocks] + [blocks[-1][2]]  # the block starts, and the last row's step
+        chosen: dict[int, list] = {}
+        for target in targets:
+            at = bisect.bisect_left(starts, target)
+            index = min((i for i in (at - 1, at) if 0 <= i < len(starts)), key=lambda i: abs(starts[i] - target))
+            chosen[starts[index]] = blocks[min(index, len(blocks) - 1)]
+        out = []
+        for step, block in sorted(chosen.items()):
+            row = {"step": step}
+            if anchor is self.trainer:
+                found = _read_step(self.folder / FILES[0], block[0], step, 1 if step == block[1] else BLOCK_ROWS)
+                row.update({k: v for k, v in (found or {}).items() if k != "step"})
+            env_block = _block_of(self.env["blocks"], step)
+            if env_block is not None:
+                found = _read_step(self.folder / FILES[1], env_block[0], step, BLOCK_ROWS)
+                for key, value in (found or {}).items():
+                    if key != "step" and not (key == "time" and "time" in row):
+                        row[key] = value
+            out.append(row)
+        return out
+
+
+def _block_of(blocks: list, step: int) -> list | None:
+    index = bisect.bisect_right([b[1] for b in blocks], step) - 1
+    return blocks[index] if 0 <= index < len(blocks) and blocks[index][2] >= step else None
+
+
+def _read_step(path: Path, offset: int, step: int, limit: int) -> dict | None:
+    """The row of `step` among the `limit` lines from `offset` (None when not there)."""
+    try:
+        with open_regular(path) as handle:
+            handle.seek(offset)
+            for _ in range(limit):
+                line = handle.readline()
+                if not line.endswith(b"\n"):
+                    return None
+                row = parse_jsonl_line(line)
+                if row is not None and row.get("step") == step:
+                    return row
+    except OSError:
+        return None
+    return None
