@@ -223,6 +223,11 @@ class MetricsDigest:
             high = max(group, key=lambda e: e[3])
             pair = sorted({(low[0], low[1]), (high[2], high[3])})
             out.extend(pair)
+        first_step, first, last_step, last = state["keys"][key][:4]
+        if out[0][0] != first_step:  # where the series starts and ends, whatever its extremes
+            out.insert(0, (first_step, first))
+        if out[-1][0] != last_step:
+            out.append((last_step, last))
         return out
 
     def rows_near(self, targets: list[int]) -> list[dict]:
