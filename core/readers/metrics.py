@@ -188,7 +188,7 @@ class RunMetrics:
         keys = digest.keys()
         if not keys:
             return False
-        points = max(64, self.max_rows // (2 * len(keys)))
+        points = max(64, self.max_rows // (2 * len(keys)) - 2)  # half of max_rows: thinning would drop extremes
         for key in keys:
             interned = sys.intern(key)
             for step, value in digest.series(key, points):
@@ -202,7 +202,8 @@ class RunMetrics:
         self.last_time = float(time_of[1]) if time_of else None
         # the last rows are read whole (a sparkline, a trailing mean and last values need every one of them)
         for tail, state in ((self.trainer, digest.trainer), (self.env, digest.env)):
-            start = state["offset"] - SEED_TAIL_BYTES
+            row_bytes = state["offset"] / max(1, state["rows"])  # a quarter of max_rows at most
+            start = state["offset"] - min(SEED_TAIL_BYTES, int(row_bytes * self.max_rows / 4))
             tail.offset = _line_start_after(tail.path, start) if start > 0 else 0
         return True
 

@@ -187,12 +187,11 @@ class MetricsDigest:
 
     def final(self) -> dict:
         """The latest value of every metric (an environment's over the trainer's at the same step), plus
-        step and time: what metrics.last_values gives over every row."""
+        step and time: what metrics.run_metrics_summary gives over every row."""
         latest: dict[str, tuple[int, int, float]] = {}
-        several = len(self.environments()) > 1
         for phase, state in enumerate((self.trainer, self.env)):
             for key, summary in state["keys"].items():
-                if key == "time" or ("@" in key and not several):
+                if key == "time" or "@" in key:  # the merged keys only, as run_metrics_summary's
                     continue
                 old = latest.get(key)
                 if old is None or (summary[2], phase) >= old[:2]:
@@ -231,30 +230,29 @@ class MetricsDigest:
         return out
 
     def rows_near(self, targets: list[int]) -> list[dict]:
-        """Merged rows (trainer and environment row of one step) at the steps of the trainer's block starts
-        nearest each target step, read back at their offsets: a sampled history without reading all rows."""
-        anchor = self.trainer if self.trainer["blocks"] else self.env
-        blocks = anchor["blocks"]
+        """Merged rows (trainer and environment row of one step): per target step, the first row at or
+        after it, read from its block's offset (at most BLOCK_ROWS lines each): a sampled history
+        without reading all rows."""
+        anchor = FILES[0] if self.trainer["blocks"] else FILES[1]
+        blocks = (self.trainer if anchor == FILES[0] else self.env)["blocks"]
         if not blocks:
             return []
-        starts = [b[1] for b in blocks] + [blocks[-1][2]]  # the block starts, and the last row's step
-        chosen: dict[int, list] = {}
+        starts = [b[1] for b in blocks]
+        chosen: dict[int, dict] = {}
         for target in targets:
-            at = bisect.bisect_left(starts, target)
-            index = min((i for i in (at - 1, at) if 0 <= i < len(starts)), key=lambda i: abs(starts[i] - target))
-            chosen[starts[index]] = blocks[min(index, len(blocks) - 1)]
+            block = blocks[max(0, bisect.bisect_right(starts, target) - 1)]
+            found = _read_step(self.folder / anchor, block[0], max(target, block[1]), BLOCK_ROWS, at_least=True)
+            if found is not None:
+                chosen.setdefault(found["step"], found)
         out = []
-        for step, block in sorted(chosen.items()):
-            row = {"step": step}
-            if anchor is self.trainer:
-                found = _read_step(self.folder / FILES[0], block[0], step, 1 if step == block[1] else BLOCK_ROWS)
-                row.update({k: v for k, v in (found or {}).items() if k != "step"})
-            env_block = _block_of(self.env["blocks"], step)
+        for step, found in sorted(chosen.items()):
+            row = dict(found)
+            env_block = _block_of(self.env["blocks"], step) if anchor == FILES[0] else None
             if env_block is not None:
-                found = _read_step(self.folder / FILES[1], env_block[0], step, BLOCK_ROWS)
-                for key, value in (found or {}).items():
-                    if key != "step" and not (key == "time" and "time" in row):
-                        row[key] = value
+                for found in _rows_of_step(self.folder / FILES[1], env_block[0], step, 2 * BLOCK_ROWS):
+                    for key, value in found.items():  # every environment's row of the step, in file order
+                        if key != "step" and not (key == "time" and "time" in row):
+                            row[key] = value
             out.append(row)
         return out
 
@@ -264,8 +262,32 @@ def _block_of(blocks: list, step: int) -> list | None:
     return blocks[index] if 0 <= index < len(blocks) and blocks[index][2] >= step else None
 
 
-def _read_step(path: Path, offset: int, step: int, limit: int) -> dict | None:
-    """The row of `step` among the `limit` lines from `offset` (None when not there)."""
+def _rows_of_step(path: Path, offset: int, step: int, limit: int) -> list[dict]:
+    """The rows of `step` among the `limit` lines from `offset` (several environments log one each)."""
+    out: list[dict] = []
+    try:
+        with open_regular(path) as handle:
+            handle.seek(offset)
+            for _ in range(limit):
+                line = handle.readline()
+                if not line.endswith(b"\n"):
+                    break
+                row = parse_jsonl_line(line)
+                if row is None or type(row.get("step")) is not int:
+                    continue
+                if row["step"] == step:
+                    out.append(row)
+                elif out and row["step"] > step:
+                    break
+    except OSError:
+        return out
+    return out
+
+
+def _read_step(path: Path, offset: int, step: int, limit: int, at_least: bool = False) -> dict | None:
+    """The row of `step` (with `at_least`: the first at or after it, else the last read) among the
+    `limit` lines from `offset`; None when not there."""
+    last = None
     try:
         with open_regular(path) as handle:
             handle.seek(offset)
@@ -274,8 +296,11 @@ def _read_step(path: Path, offset: int, step: int, limit: int) -> dict | None:
                 if not line.endswith(b"\n"):
                     return None
                 row = parse_jsonl_line(line)
-                if row is not None and row.get("step") == step:
+                if row is None or type(row.get("step")) is not int:
+                    continue
+                if row["step"] == step or (at_least and row["step"] > step):
                     return row
+                last = row
     except OSError:
         return None
-    return None
+    return last if at_least else None
