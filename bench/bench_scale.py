@@ -10,7 +10,9 @@ figure beside its goal and the load average:
 
 - `hermes-rl runs` with the summary index cold (deleted) and warm, and filtered (`--status`, `--env`);
 - `hermes-rl results` and `hermes-rl metrics --format csv` of the long run (wall time and peak RSS);
-- the downsampled series a chart reads (core.readers.metrics.downsampled), cold and warm, time and RSS.
+- what the dashboard reads on opening the long run (RunMetrics: a downsampled history from the run's
+  digest, .metrics_digest.json, and the last rows whole), time and RSS; `results` with the digest
+  deleted first (built once) and then warm.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -122,19 +123,6 @@ def build_long_run(run_id: str, rows: int) -> Path:
     return folder
 
 
-def timed(argv: list[str], env: dict, stdout=subprocess.DEVNULL) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of a fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, stdout=stdout, stderr=subprocess.PIPE, check=False)
-    wall = time.perf_counter() - start
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-400:]}")
-    # ru_maxrss of children is the largest of any child so far: measure with a fresh helper
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, (peak if peak > before else float("nan")) / 1024
-
-
 def rss_of(argv: list[str], env: dict, stdout=subprocess.DEVNULL) -> tuple[float, float]:
     """Wall and peak RSS of one command, measured by a wrapper process of its own (ru_maxrss of
     children only grows, so each measurement runs under a fresh parent)."""
@@ -152,12 +140,14 @@ def rss_of(argv: list[str], env: dict, stdout=subprocess.DEVNULL) -> tuple[float
     return float(wall), float(rss)
 
 
-SERIES_PROBE = (
+# What the dashboard's metrics pane and charts read on opening a run (tui/live.py: RunMetrics), then
+# every chart's series: wall time and peak RSS of a fresh process.
+READER_PROBE = (
     "import sys,time,resource;t=time.perf_counter();"
-    "from hermes_rl.core.readers.metrics import downsampled;"
-    "s=downsampled(sys.argv[1],['reward/mean','train/loss','eval/percent_correct'],points=600);"
+    "from hermes_rl.core.readers.metrics import RunMetrics;"
+    "m=RunMetrics(sys.argv[1]);m.poll();s={k:m.series(k) for k in m.keys()};"
     "print(f'{time.perf_counter()-t:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024:.0f} '"
-    "f'{sum(len(v) for v in s.values())}')"
+    "f'{len(m.rows)}')"
 )
 
 
@@ -201,19 +191,23 @@ def main() -> None:
         ):
             wall, rss = rss_of([HERMES, "runs", *extra], env)
             line(f"runs{label}: {n} runs, index warm", f"{wall:.2f} s {rss:.0f} MB", "<= 0.5 s")
-        wall, rss = rss_of([HERMES, "results", long_id], env)
-        line(f"results: {args.rows}-row run", f"{wall:.2f} s {rss:.0f} MB", "<= 2 s")
-        with open(os.devnull, "wb") as sink:
-            wall, rss = rss_of([HERMES, "metrics", long_id, "--format", "csv"], env, stdout=sink)
-        line(f"metrics --format csv: {args.rows}-row run", f"{wall:.1f} s {rss:.0f} MB", "bounded RSS")
-        for label in ("cold", "warm"):
+        digest = run_dir(long_id) / ".metrics_digest.json"
+        digest.unlink(missing_ok=True)
+        for label in ("digest cold (built)", "digest warm"):
+            wall, rss = rss_of([HERMES, "results", long_id], env)
+            line(f"results: {args.rows}-row run, {label}", f"{wall:.2f} s {rss:.0f} MB", "<= 2 s")
+        for label in ("digest warm",):
             out = subprocess.run(
-                [sys.executable, "-c", SERIES_PROBE, str(run_dir(long_id))], env=env, capture_output=True, text=True
+                [sys.executable, "-c", READER_PROBE, str(run_dir(long_id))], env=env, capture_output=True, text=True
             )
             if out.returncode:
                 raise SystemExit(out.stderr[-400:])
-            took, rss_mb, points = out.stdout.split()
-            line(f"chart series ({points} points, 3 keys), offsets {label}", f"{float(took):.2f} s {rss_mb} MB", "<= 2 s, 300 MB")
+            took, rss_mb, rows = out.stdout.split()
+            figure = f"{float(took):.2f} s {rss_mb} MB"
+            line(f"dashboard metrics reader ({rows} rows), {label}", figure, "<= 2 s, 300 MB")
+        with open(os.devnull, "wb") as sink:
+            wall, rss = rss_of([HERMES, "metrics", long_id, "--format", "csv"], env, stdout=sink)
+        line(f"metrics --format csv: {args.rows}-row run", f"{wall:.1f} s {rss:.0f} MB", "bounded RSS")
     finally:
         if not args.keep:
             shutil.rmtree(home, ignore_errors=True)

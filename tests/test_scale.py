@@ -233,3 +233,11 @@ def test_the_streamed_export_equals_the_full_one(environments, fmt):
     export.stream_metrics("0000d011", keys, fmt, out)
     assert out.getvalue() == export.format_metrics(columns, rows, fmt)
     assert last_values(rows)["step"] == 701
+
+
+def test_a_long_lived_client_sees_a_finished_run_changed_after_the_recheck_interval(three_runs, monkeypatch):
+    runs.list_runs()
+    with open(run_dir("000000a1") / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps({"step": 9, "reward/mean": 0.5}) + "\n")
+    monkeypatch.setattr(store, "FINAL_RECHECK_S", 0.0)
+    assert {r["run_id"]: r["step"] for r in runs.list_runs()}["000000a1"] == 9

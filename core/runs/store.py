@@ -8,6 +8,7 @@ import json
 import math
 import os
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -226,6 +227,10 @@ def lost_reason(run: dict) -> str | None:
 _LIST_CACHE: dict[str, tuple[str, dict]] = {}
 _LIST_LOCK = threading.Lock()
 _PERSISTED: dict[str, set[str]] = {}  # runs folder -> the run ids its index holds (as this process knows)
+# A long-lived client (the dashboard lists every second) checks a finished run's files at most this
+# often: its idle CPU does not grow with the runs that are not live. A fresh process always checks.
+FINAL_RECHECK_S = 10.0
+_CHECKED: dict[str, float] = {}  # run folder -> time.monotonic() its finished summary was last checked
 _SIG_FILES = ("/run.json", "/metrics.jsonl", "/env_metrics.jsonl")
 
 
@@ -267,6 +272,7 @@ def forget_listing_cache() -> None:
     with _LIST_LOCK:
         _LIST_CACHE.clear()
         _PERSISTED.clear()
+        _CHECKED.clear()
 
 
 def _summary(
@@ -399,16 +405,23 @@ def list_runs(
     statuses = {status} if isinstance(status, str) else set(status or ())
     needle = text.lower() if text else None
     out, changed, stale, seen = [], {}, set(), set()
+    now = time.monotonic()
     for entry in entries:
         key = entry.path  # plain strings here: pathlib joins cost more than the stats on a warm listing
         seen.add(entry.name)
         with _LIST_LOCK:
             cached = _LIST_CACHE.get(key)
-        sig = _signature(key, live=not cached or cached[1]["status"] not in RECORDED_FINAL)
+        final = cached is not None and cached[1]["status"] in RECORDED_FINAL
+        if final and now - _CHECKED.get(key, -FINAL_RECHECK_S) < FINAL_RECHECK_S:
+            sig = cached[0]  # type: ignore[index]  # final implies cached
+        else:
+            sig = _signature(key, live=not final)
         if sig is None:
             continue
         if cached and cached[0] == sig:
             summary = cached[1]
+            if final:
+                _CHECKED[key] = now
         else:
             try:
                 summary = _build_summary(entry.name, key, cached[1] if cached else None)
@@ -443,6 +456,7 @@ def _forget(root: str, seen: set[str], persisted: set[str], changed: dict, stale
     with _LIST_LOCK:
         for key in [k for k in _LIST_CACHE if k.startswith(prefix) and k[len(prefix) :] not in seen]:
             del _LIST_CACHE[key]
+            _CHECKED.pop(key, None)
     gone = (persisted - seen) | (stale & persisted)
     if (changed or gone) and summary_index().save(changed, gone):
         with _LIST_LOCK:
