@@ -344,13 +344,24 @@ def _build_summary(run_id: str, key: str, previous: dict | None) -> dict:
 
 def _finish(run_id: str, key: str, cached: dict, stall_after_s: float | None) -> dict:
     """The listed summary: the cached one plus what changes with time (lost, stalled, health, price)."""
-    summary = dict(cached)
+    if cached["status"] in RECORDED_FINAL:  # nothing here changes with time: thousands of these per listing
+        listed = cached.get("_listed")
+        if listed is None:
+            listed = cached["_listed"] = _finish_live(run_id, key, cached, stall_after_s)
+        summary = dict(listed)
+        summary["cost_usd"] = priced(cached["_model"], summary["tokens"])  # a price set later applies
+        return summary
+    return _finish_live(run_id, key, cached, stall_after_s)
+
+
+def _finish_live(run_id: str, key: str, cached: dict, stall_after_s: float | None) -> dict:
+    summary = {k: v for k, v in cached.items() if k != "_listed"}
     supervisor = summary.pop("_supervisor")
     started_at, last, log_paths = summary.pop("_activity")
     startup = summary.pop("_startup")
     summary["audit"] = summary.pop("_audit")
     summary["cost_usd"] = priced(summary.pop("_model"), summary["tokens"])
-    if summary["status"] in RECORDED_FINAL:  # nothing here changes with time: thousands of these per listing
+    if summary["status"] in RECORDED_FINAL:
         summary.update(_IDLE)
         summary["health"] = flow_verdict(summary, None)
         return summary
