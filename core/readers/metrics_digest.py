@@ -145,7 +145,7 @@ class MetricsDigest:
     def update(self) -> MetricsDigest:
         changed = [f.update() for f in self.files]
         if any(changed):
-            stored = {"version": VERSION, "block_rows": BLOCK_ROWS}
+            stored: dict[str, object] = {"version": VERSION, "block_rows": BLOCK_ROWS}
             stored.update({name: f.state for name, f in zip(FILES, self.files, strict=True)})
             # a cache: a folder the reader cannot write (another user's run) keeps it in memory only
             with contextlib.suppress(Exception):

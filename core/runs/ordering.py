@@ -19,7 +19,8 @@ def sort_runs(summaries: Sequence[Mapping[str, Any]], key: str = "created") -> l
     if key == "created":
         return newest
     field = "eval_last" if key == "eval" else "reward"
-    have, lack = [], []  # one pass: `s not in have` compared whole dicts, quadratic in the runs
+    have: list[Mapping[str, Any]] = []
+    lack: list[Mapping[str, Any]] = []  # one pass: `s not in have` compared whole dicts, quadratic in the runs
     for s in newest:
         (have if isinstance(s.get(field), (int, float)) else lack).append(s)
     return sorted(have, key=lambda s: s[field], reverse=True) + lack
