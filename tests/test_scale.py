@@ -241,3 +241,14 @@ def test_a_long_lived_client_sees_a_finished_run_changed_after_the_recheck_inter
         handle.write(json.dumps({"step": 9, "reward/mean": 0.5}) + "\n")
     monkeypatch.setattr(store, "FINAL_RECHECK_S", 0.0)
     assert {r["run_id"]: r["step"] for r in runs.list_runs()}["000000a1"] == 9
+
+
+def test_an_export_of_steps_written_out_of_order_still_equals_the_full_one():
+    folder = write_long_run("0000d012", 50, spikes={})
+    with open(folder / "env_metrics.jsonl", "a") as handle:  # a writer that started again at step 40
+        for step in range(40, 46):
+            handle.write(json.dumps({"step": step, "environment": "toy", "train/percent_correct": 2.0}) + "\n")
+    columns, rows = export.metrics_table("0000d012")
+    out = io.StringIO()
+    export.stream_metrics("0000d012", None, "csv", out)
+    assert out.getvalue() == export.format_metrics(columns, rows, "csv") and len(rows) == 50

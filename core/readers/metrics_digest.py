@@ -25,7 +25,7 @@ from pathlib import Path
 from ..base.fsutil import atomic_write_text, iter_jsonl_spans, open_regular, parse_jsonl_line
 
 DIGEST_FILE = ".metrics_digest.json"
-VERSION = 1
+VERSION = 3
 BLOCK_ROWS = 256
 FILES = ("metrics.jsonl", "env_metrics.jsonl")
 _SKIP = {"step", "time", "source", "env", "environment"}
@@ -40,7 +40,18 @@ def _finite(value) -> float | None:
 
 
 def _empty_file() -> dict:
-    return {"inode": None, "offset": 0, "rows": 0, "blocks": [], "keys": {}, "environments": []}
+    # derived: the KEY@ENVIRONMENT names made here (a metric's own name may hold an @ too)
+    return {
+        "inode": None,
+        "offset": 0,
+        "rows": 0,
+        "blocks": [],
+        "keys": {},
+        "environments": [],
+        "derived": [],
+        "ordered": True,
+        "last_step": None,
+    }
 
 
 class _FileDigest:
@@ -69,6 +80,7 @@ class _FileDigest:
         blocks, keys, environments = state["blocks"], state["keys"], state["environments"]
         block = blocks[-1] if blocks and blocks[-1][4] < BLOCK_ROWS else None
         rows = state["rows"]
+        derived = set(state["derived"])
         for start, end, row in iter_jsonl_spans(self.path, state["offset"]):
             state["offset"] = end
             step = row.get("step")
@@ -77,6 +89,9 @@ class _FileDigest:
             if type(step) is not int:
                 continue
             rows += 1
+            if state["last_step"] is not None and step < state["last_step"]:
+                state["ordered"] = False  # a step written again (a resumed writer): exports merge in memory
+            state["last_step"] = step
             if block is None:
                 block = [start, step, step, {}, 0]  # offset, first step, last step, {key: extremes}, rows
                 blocks.append(block)
@@ -94,11 +109,15 @@ class _FileDigest:
                 value = _finite(raw)
                 if value is None:
                     continue
-                for name in (key, f"{key}@{environment}") if isinstance(environment, str) and environment else (key,):
-                    _extend(extremes, keys, sys.intern(name), step, value)
+                _extend(extremes, keys, sys.intern(key), step, value)
+                if isinstance(environment, str) and environment:
+                    own = sys.intern(f"{key}@{environment}")
+                    derived.add(own)
+                    _extend(extremes, keys, own, step, value)
             if block[4] >= BLOCK_ROWS:
                 block = None
         state["rows"] = rows
+        state["derived"] = sorted(derived)
         return True
 
 
@@ -160,6 +179,10 @@ class MetricsDigest:
     def env(self) -> dict:
         return self.files[1].state
 
+    def ordered(self) -> bool:
+        """Whether both files list their steps in order (never a step lower than the one before)."""
+        return bool(self.trainer["ordered"] and self.env["ordered"])
+
     def environments(self) -> list[str]:
         return list(self.env["environments"])
 
@@ -168,7 +191,8 @@ class MetricsDigest:
         several = len(self.environments()) > 1
         out: set[str] = set()
         for state in (self.trainer, self.env):
-            out.update(k for k in state["keys"] if k != "time" and (several or "@" not in k))
+            derived = set(state["derived"])
+            out.update(k for k in state["keys"] if k != "time" and (several or k not in derived))
         return sorted(out)
 
     def steps_done(self) -> int | None:
@@ -190,8 +214,9 @@ class MetricsDigest:
         step and time: what metrics.run_metrics_summary gives over every row."""
         latest: dict[str, tuple[int, int, float]] = {}
         for phase, state in enumerate((self.trainer, self.env)):
+            derived = set(state["derived"])
             for key, summary in state["keys"].items():
-                if key == "time" or "@" in key:  # the merged keys only, as run_metrics_summary's
+                if key == "time" or key in derived:  # the merged keys only, as run_metrics_summary's
                     continue
                 old = latest.get(key)
                 if old is None or (summary[2], phase) >= old[:2]:

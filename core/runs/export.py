@@ -99,8 +99,8 @@ def format_metrics(columns: list[str], rows: list[dict], fmt: str) -> str:
 def stream_metrics(run_id: str, keys: list[str] | None, fmt: str, out: TextIO) -> tuple[int, int]:
     """metrics_table written as format_metrics writes it, row by row: memory bounded whatever the run's
     length (the key names come from the run's digest, readers.metrics_digest). (rows, columns) written.
-    Rows are merged by step as the files go; both files list steps in order (a step written out of order
-    is a row of its own here, where metrics_table merges it)."""
+    Rows are merged by step as the files go; a run whose files hold a step out of order (rare: a writer
+    that started again) is merged in memory by metrics_table."""
     from .. import runs
     from ..readers.metrics import ordered_keys
     from ..readers.metrics_digest import MetricsDigest
@@ -121,6 +121,10 @@ def stream_metrics(run_id: str, keys: list[str] | None, fmt: str, out: TextIO) -
     else:
         wanted = known
     columns = ["step", "time", *wanted]
+    if not digest.ordered():  # steps written out of order are merged as metrics_table merges them: in memory
+        columns, rows = metrics_table(run_id, keys)
+        out.write(format_metrics(columns, rows, fmt))
+        return len(rows), len(columns)
     count = 0
     if fmt == "json":
         out.write("[")
