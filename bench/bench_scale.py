@@ -10,7 +10,8 @@ figure beside its goal and the load average:
 
 - `hermes-rl runs` with the summary index cold (deleted) and warm, and filtered (`--status`, `--env`);
 - `hermes-rl results` and `hermes-rl metrics --format csv` of the long run (wall time and peak RSS);
-- what the dashboard reads on opening the long run (RunMetrics: a downsampled history from the run's
+- the dashboard (headless) opening the long run: seconds until its metrics pane shows them, peak RSS;
+  and what it reads on opening the long run (RunMetrics: a downsampled history from the run's
   digest, .metrics_digest.json, and the last rows whole), time and RSS; `results` with the digest
   deleted first (built once) and then warm.
 """
@@ -151,6 +152,44 @@ READER_PROBE = (
 )
 
 
+# The dashboard itself (headless, Textual's run_test) over a $HERMES_HOME holding only the long run (so
+# it is the run selected at start): seconds until the metrics pane shows its rows, and peak RSS.
+DASHBOARD_PROBE = """
+import asyncio, resource, sys, time
+t0 = time.perf_counter()
+from hermes_rl.tui.app import HermesDashboard
+from hermes_rl.tui.panes.metrics import MetricsPane
+shown = []
+
+class Probe(HermesDashboard):
+    def on_live_updater_metrics_updated(self, message):
+        super().on_live_updater_metrics_updated(message)
+        if message.trainer_step and not shown:
+            shown.append((time.perf_counter() - t0, len(message.rows)))
+
+async def main():
+    app = Probe()
+    async with app.run_test(size=(160, 48)) as pilot:
+        while not shown and time.perf_counter() - t0 < 120:
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)  # the pane paints what it was given
+asyncio.run(main())
+took, rows = shown[0] if shown else (float("nan"), 0)
+print(f"{took:.2f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} {rows}")
+"""
+
+
+def dashboard_home(home: Path, run_id: str) -> Path:
+    """A second $HERMES_HOME whose only run is the long one (hard links: no copy of 295 MB)."""
+    other = home / "dashboard_home"
+    folder = other / "rl" / "runs" / run_id
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=0o700)
+        for name in ("run.json", "metrics.jsonl", "env_metrics.jsonl"):
+            os.link(home / "rl" / "runs" / run_id / name, folder / name)
+    return other
+
+
 def line(label: str, figure: str, goal: str) -> None:
     load = os.getloadavg()[0]
     print(f"{label:<52} {figure:>22}   goal {goal:<14} load {load:.2f}", flush=True)
@@ -205,6 +244,22 @@ def main() -> None:
             took, rss_mb, rows = out.stdout.split()
             figure = f"{float(took):.2f} s {rss_mb} MB"
             line(f"dashboard metrics reader ({rows} rows), {label}", figure, "<= 2 s, 300 MB")
+        other = dashboard_home(home, long_id)
+        for label in ("digest cold (built)", "digest warm"):
+            if "cold" in label:
+                (other / "rl" / "runs" / long_id / ".metrics_digest.json").unlink(missing_ok=True)
+            out = subprocess.run(
+                [sys.executable, "-c", DASHBOARD_PROBE],
+                env=dict(env, HERMES_HOME=str(other)),
+                capture_output=True,
+                text=True,
+            )
+            if out.returncode:
+                raise SystemExit(out.stderr[-600:])
+            took, rss_mb, rows = out.stdout.split()[-3:]
+            line(
+                f"dashboard: metrics shown ({rows} rows), {label}", f"{float(took):.2f} s {rss_mb} MB", "<= 2 s, 300 MB"
+            )
         with open(os.devnull, "wb") as sink:
             wall, rss = rss_of([HERMES, "metrics", long_id, "--format", "csv"], env, stdout=sink)
         line(f"metrics --format csv: {args.rows}-row run", f"{wall:.1f} s {rss:.0f} MB", "bounded RSS")
