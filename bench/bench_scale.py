@@ -228,8 +228,9 @@ def main() -> None:
             (", --env gsm8k --sort reward", ["--env", "gsm8k", "--sort", "reward"]),
             (", --all (every row printed)", ["--all"]),
         ):
-            wall, rss = rss_of([HERMES, "runs", *extra], env)
-            line(f"runs{label}: {n} runs, index warm", f"{wall:.2f} s {rss:.0f} MB", "<= 0.5 s")
+            tries = sorted(rss_of([HERMES, "runs", *extra], env) for _ in range(5))
+            wall, rss = tries[2]  # the median of 5: the machine is shared
+            line(f"runs{label}: {n} runs, index warm (median of 5)", f"{wall:.2f} s {rss:.0f} MB", "<= 0.5 s")
         digest = run_dir(long_id) / ".metrics_digest.json"
         digest.unlink(missing_ok=True)
         for label in ("digest cold (built)", "digest warm"):

@@ -347,7 +347,11 @@ def _finish(run_id: str, key: str, cached: dict, stall_after_s: float | None) ->
     if cached["status"] in RECORDED_FINAL:  # nothing here changes with time: thousands of these per listing
         listed = cached.get("_listed")
         if listed is None:
-            listed = cached["_listed"] = _finish_live(run_id, key, cached, stall_after_s)
+            listed = {k: v for k, v in cached.items() if k[0] != "_"}
+            listed["audit"] = cached["_audit"]
+            listed.update(_IDLE)
+            listed["health"] = flow_verdict(listed, None)  # a run not running: no verdict
+            cached["_listed"] = listed
         summary = dict(listed)
         summary["cost_usd"] = priced(cached["_model"], summary["tokens"])  # a price set later applies
         return summary
