@@ -344,28 +344,13 @@ def _build_summary(run_id: str, key: str, previous: dict | None) -> dict:
 
 def _finish(run_id: str, key: str, cached: dict, stall_after_s: float | None) -> dict:
     """The listed summary: the cached one plus what changes with time (lost, stalled, health, price)."""
-    if cached["status"] in RECORDED_FINAL:  # nothing here changes with time: thousands of these per listing
-        listed = cached.get("_listed")
-        if listed is None:
-            listed = {k: v for k, v in cached.items() if k[0] != "_"}
-            listed["audit"] = cached["_audit"]
-            listed.update(_IDLE)
-            listed["health"] = flow_verdict(listed, None)  # a run not running: no verdict
-            cached["_listed"] = listed
-        summary = dict(listed)
-        summary["cost_usd"] = priced(cached["_model"], summary["tokens"])  # a price set later applies
-        return summary
-    return _finish_live(run_id, key, cached, stall_after_s)
-
-
-def _finish_live(run_id: str, key: str, cached: dict, stall_after_s: float | None) -> dict:
-    summary = {k: v for k, v in cached.items() if k != "_listed"}
+    summary = dict(cached)
     supervisor = summary.pop("_supervisor")
     started_at, last, log_paths = summary.pop("_activity")
     startup = summary.pop("_startup")
     summary["audit"] = summary.pop("_audit")
     summary["cost_usd"] = priced(summary.pop("_model"), summary["tokens"])
-    if summary["status"] in RECORDED_FINAL:
+    if summary["status"] in RECORDED_FINAL:  # nothing here changes with time: thousands of these per listing
         summary.update(_IDLE)
         summary["health"] = flow_verdict(summary, None)
         return summary
