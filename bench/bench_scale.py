@@ -10,6 +10,7 @@ figure beside its goal and the load average:
 
 - `hermes-rl runs` with the summary index cold (deleted) and warm, and filtered (`--status`, `--env`);
 - `hermes-rl results` and `hermes-rl metrics --format csv` of the long run (wall time and peak RSS);
+- the dashboard (headless) over all the runs: first listing, idle CPU, a cursor move in the runs pane;
 - the dashboard (headless) opening the long run: seconds until its metrics pane shows them, peak RSS;
   and what it reads on opening the long run (RunMetrics: a downsampled history from the run's
   digest, .metrics_digest.json, and the last rows whole), time and RSS; `results` with the digest
@@ -179,6 +180,37 @@ print(f"{took:.2f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0
 """
 
 
+# The dashboard over all the runs: seconds to the first runs listing, then its idle CPU over 10 s and
+# the time of a cursor move in the runs pane (20 presses of "down").
+DASHBOARD_RUNS_PROBE = """
+import asyncio, time
+t0 = time.perf_counter()
+from hermes_rl.tui.app import HermesDashboard
+shown = []
+
+class Probe(HermesDashboard):
+    def on_live_updater_runs_updated(self, message):
+        super().on_live_updater_runs_updated(message)
+        if not shown:
+            shown.append(time.perf_counter() - t0)
+
+async def main():
+    app = Probe()
+    async with app.run_test(size=(160, 48)) as pilot:
+        while not shown and time.perf_counter() - t0 < 120:
+            await pilot.pause(0.05)
+        await pilot.pause(1.0)
+        c0, w0 = time.process_time(), time.perf_counter()
+        await pilot.pause(10)
+        cpu = (time.process_time() - c0) / (time.perf_counter() - w0) * 100
+        t = time.perf_counter()
+        for _ in range(20):
+            await pilot.press("down")
+        print(f"{shown[0]:.2f} {cpu:.1f} {(time.perf_counter() - t) / 20 * 1000:.0f}")
+asyncio.run(main())
+"""
+
+
 def dashboard_home(home: Path, run_id: str) -> Path:
     """A second $HERMES_HOME whose only run is the long one (hard links: no copy of 295 MB)."""
     other = home / "dashboard_home"
@@ -231,6 +263,12 @@ def main() -> None:
             tries = sorted(rss_of([HERMES, "runs", *extra], env) for _ in range(5))
             wall, rss = tries[2]  # the median of 5: the machine is shared
             line(f"runs{label}: {n} runs, index warm (median of 5)", f"{wall:.2f} s {rss:.0f} MB", "<= 0.5 s")
+        out = subprocess.run([sys.executable, "-c", DASHBOARD_RUNS_PROBE], env=env, capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(out.stderr[-600:])
+        first, cpu, key = out.stdout.split()[-3:]
+        line(f"dashboard, {n} runs: first listing", f"{float(first):.2f} s", "-")
+        line(f"dashboard, {n} runs: idle CPU / cursor move", f"{cpu} % / {key} ms", "no growth")
         digest = run_dir(long_id) / ".metrics_digest.json"
         digest.unlink(missing_ok=True)
         for label in ("digest cold (built)", "digest warm"):
