@@ -343,7 +343,15 @@ def _build_summary(run_id: str, key: str, previous: dict | None) -> dict:
 
 
 def _finish(run_id: str, key: str, cached: dict, stall_after_s: float | None) -> dict:
-    """The listed summary: the cached one plus what changes with time (lost, stalled, health, price)."""
+    """The listed summary: the cached one plus what changes with time (lost, stalled, health, price).
+    A finished run's is made once and kept (only its price is taken again): a long-lived client lists
+    thousands every few seconds. Its first caller gets the kept dict itself (listings are read, not
+    changed), so a fresh process pays one copy per run, not two."""
+    listed = cached.get("_listed")
+    if listed is not None:
+        summary = dict(listed)
+        summary["cost_usd"] = priced(cached["_model"], summary["tokens"])  # a price set later applies
+        return summary
     summary = dict(cached)
     supervisor = summary.pop("_supervisor")
     started_at, last, log_paths = summary.pop("_activity")
@@ -353,6 +361,8 @@ def _finish(run_id: str, key: str, cached: dict, stall_after_s: float | None) ->
     if summary["status"] in RECORDED_FINAL:  # nothing here changes with time: thousands of these per listing
         summary.update(_IDLE)
         summary["health"] = flow_verdict(summary, None)
+        summary.pop("_listed", None)
+        cached["_listed"] = summary
         return summary
     reason = lost_reason(
         {"run_id": run_id, "status": summary["status"], "supervisor": supervisor, "created_at": summary["created_at"]}
