@@ -252,3 +252,16 @@ def test_an_export_of_steps_written_out_of_order_still_equals_the_full_one():
     out = io.StringIO()
     export.stream_metrics("0000d012", None, "csv", out)
     assert out.getvalue() == export.format_metrics(columns, rows, "csv") and len(rows) == 50
+
+
+def test_a_digest_of_the_wrong_shape_is_built_again():
+    folder = write_long_run("0000d013", 300, spikes={7: 4.0})
+    MetricsDigest(folder).update()
+    stored = json.loads((folder / DIGEST_FILE).read_text())
+    stored["metrics.jsonl"]["blocks"] = [["not", "a", "block"]]
+    stored["env_metrics.jsonl"] = {"offset": "x"}
+    (folder / DIGEST_FILE).write_text(json.dumps(stored))
+    with open(folder / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps({"step": 301, "reward/mean": 0.5}) + "\n")
+    digest = MetricsDigest(folder).update()
+    assert digest.steps_done() == 301 and (7, 4.0) in digest.series("reward/mean")

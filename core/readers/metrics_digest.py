@@ -54,6 +54,18 @@ def _empty_file() -> dict:
     }
 
 
+_SHAPE = {"offset": int, "rows": int, "blocks": list, "keys": dict, "environments": list, "derived": list}
+
+
+def _checked(state: object) -> dict:
+    """A stored file digest of the right shape, else an empty one (the file is digested again)."""
+    if not isinstance(state, dict) or any(not isinstance(state.get(k), t) for k, t in _SHAPE.items()):
+        return _empty_file()
+    if not isinstance(state.get("ordered"), bool) or not isinstance(state.get("inode"), (list, type(None))):
+        return _empty_file()
+    return state
+
+
 class _FileDigest:
     """The digest of one JSONL file (a plain dict, as stored), extended by `update`."""
 
@@ -149,7 +161,7 @@ class MetricsDigest:
         self.folder = Path(folder)
         self.path = self.folder / DIGEST_FILE
         stored = self._load()
-        self.files = [_FileDigest(self.folder / name, stored.get(name) or _empty_file()) for name in FILES]
+        self.files = [_FileDigest(self.folder / name, _checked(stored.get(name))) for name in FILES]
 
     def _load(self) -> dict:
         try:
@@ -162,7 +174,13 @@ class MetricsDigest:
         return stored
 
     def update(self) -> MetricsDigest:
-        changed = [f.update() for f in self.files]
+        changed = []
+        for digest in self.files:
+            try:
+                changed.append(digest.update())
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError):  # a damaged digest: again
+                digest.state = _empty_file()
+                changed.append(digest.update())
         if any(changed):
             stored: dict[str, object] = {"version": VERSION, "block_rows": BLOCK_ROWS}
             stored.update({name: f.state for name, f in zip(FILES, self.files, strict=True)})
