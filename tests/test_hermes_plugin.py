@@ -138,7 +138,7 @@ def test_handlers_take_args_and_context_and_return_json_text(hermes_home):
     hermes_plugin.register(ctx)
     handlers = {c["name"]: c["handler"] for c in ctx.calls}
     out = handlers["rl_list_runs"]({}, task_id="t1", user_task="x")
-    assert isinstance(out, str) and json.loads(out) == {"runs": [], "count": 0}
+    assert isinstance(out, str) and json.loads(out) == {"runs": [], "count": 0, "total": 0}
     err = json.loads(handlers["rl_check_status"]({"run_id": "../../x"}, task_id="t1"))
     assert "invalid run id" in err["error"] and "hint" in err
     assert "missing required argument" in json.loads(handlers["rl_get_results"]({}))["error"]

@@ -99,7 +99,7 @@ def test_stdio_server_answers_a_client_and_stdout_is_only_protocol(how, hermes_h
     assert init.serverInfo.name == "hermes-rl"
     assert init.instructions == skill_text()  # the workflow guide Hermes gets as the skill rl:training
     assert [t.name for t in tools.tools] == [s["function"]["name"] for s in TOOL_SCHEMAS]
-    assert _json(runs) == {"runs": [], "count": 0}
+    assert _json(runs) == {"runs": [], "count": 0, "total": 0}
     assert "environments" in _json(envs)
     if how == "stray prints":
         stderr = (hermes_home / "server_stderr.txt").read_text()
@@ -156,7 +156,7 @@ def test_raw_stdout_lines_are_all_json_rpc(argv, hermes_home):
         proc.stderr.close()
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest.splitlines() if line.strip())
     assert len(answers[2]["result"]["tools"]) == 10
-    assert json.loads(answers[3]["result"]["content"][0]["text"]) == {"runs": [], "count": 0}
+    assert json.loads(answers[3]["result"]["content"][0]["text"]) == {"runs": [], "count": 0, "total": 0}
 
 
 def _warm_bases(home: Path) -> dict[int, tuple[str, str]]:

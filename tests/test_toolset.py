@@ -125,7 +125,7 @@ def test_agent_tools_doc_lists_the_keys_every_tool_returns():
 def test_call_tool_rejects_unknown_tools_and_arguments_clearly():
     assert "unknown tool" in call_tool("rl_nope", {})["error"]
     out = call_tool("rl_list_runs", {"verbose": True})
-    assert "unknown argument" in out["error"] and "accepted: none" in out["hint"]
+    assert "unknown argument" in out["error"] and "accepted: status, environment" in out["hint"]
     out = call_tool("rl_check_status", {})
     assert "missing required argument 'run_id'" in out["error"]
     out = call_tool("rl_test_inference", {"num_steps": "3"})
@@ -173,7 +173,7 @@ def test_run_ids_that_escape_their_folder_are_rejected(tool, bad, hermes_home):
 def test_an_unexpected_exception_becomes_a_json_error_without_traceback(monkeypatch):
     from hermes_rl.core import runs
 
-    def explode():
+    def explode(**_filters):
         raise RuntimeError('disk on fire\n  File "x.py", line 1')
 
     monkeypatch.setattr(runs, "list_runs", explode)
@@ -461,7 +461,7 @@ def test_unknown_run_is_a_clear_error_for_every_run_tool(hermes_home):
     for tool in ("rl_check_status", "rl_stop_training", "rl_get_results"):
         out = call_tool(tool, {"run_id": "0badc0de"})
         assert "0badc0de" in out["error"], (tool, out)
-    assert call_tool("rl_list_runs") == {"runs": [], "count": 0}
+    assert call_tool("rl_list_runs") == {"runs": [], "count": 0, "total": 0}
 
 
 def test_wandb_url_only_when_online(hermes_home, run_cleanup):

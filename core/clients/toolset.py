@@ -420,11 +420,20 @@ def rl_get_results(run_id: str) -> ResultsSummary:
 
 
 @_tool
-def rl_list_runs() -> dict:
+def rl_list_runs(
+    status: str | None = None,
+    environment: str | None = None,
+    sweep: str | None = None,
+    text: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> dict:
     from .. import runs
 
-    summaries = runs.list_runs()
-    return {"runs": summaries, "count": len(summaries)}
+    statuses = [s.strip() for s in status.split(",") if s.strip()] if status else None
+    summaries = runs.list_runs(status=statuses, environment=environment, sweep=sweep, text=text)
+    page = summaries[offset : offset + limit]
+    return {"runs": page, "count": len(page), "total": len(summaries)}
 
 
 # Set by a client that can give up on a call (the MCP server on a cancelled request): a tool that
@@ -718,10 +727,19 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_list_runs",
         rl_list_runs,
-        "List every run on disk, newest first, finished ones and those started from the dashboard or CLI too.",
+        "List runs on disk, newest first (from the dashboard or CLI too), a page at a time.",
+        {
+            "status": {"type": "string", "description": "commas: any of"},
+            "environment": {"type": "string"},
+            "sweep": {"type": "string"},
+            "text": {"type": "string", "description": "in id, reason..."},
+            "limit": {"type": "integer", "minimum": 1, "default": 50},
+            "offset": {"type": "integer", "minimum": 0},
+        },
         returns={
             "runs": f"list of {_fields(RunSummary)}",
-            "count": "int",
+            "count": "int: runs in this page",
+            "total": "int: runs matching",
         },
     ),
     Tool(

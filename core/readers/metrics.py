@@ -27,6 +27,11 @@ _NOT_METRICS = {Metric.STEP, Metric.TIME, "source", "env", "environment"}
 # Rows a live reader keeps. Past this the older half is thinned (every other row dropped), so a reader
 # of a days-long run stays bounded in memory and per-update work while charts keep the curve's shape.
 MAX_ROWS = 10_000
+# Past this many bytes of metrics, views read the run's digest (metrics_digest.py) instead of every row;
+# a reader asked for more rows than DIGEST_SEED_MAX_ROWS (an export: every row) reads them all.
+DIGEST_BYTES = 16 << 20
+DIGEST_SEED_MAX_ROWS = 1_000_000
+SEED_TAIL_BYTES = 256 << 10
 
 
 class JsonlTail:
@@ -117,6 +122,9 @@ class RunMetrics:
 
     def __init__(self, folder: str | os.PathLike, max_rows: int = MAX_ROWS, tail_bytes: int | None = None):
         folder = Path(folder)
+        self.folder = folder
+        # a first read of a long run starts from its digest (a downsampled history) and reads on from there
+        self._seed = tail_bytes is None and max_rows < DIGEST_SEED_MAX_ROWS
         self.trainer = JsonlTail(folder / TRAINER_FILE, tail_bytes)
         self.env = JsonlTail(folder / ENV_FILE, tail_bytes)
         self.max_rows = max(2, max_rows)
@@ -133,6 +141,10 @@ class RunMetrics:
 
     def poll(self) -> bool:
         """Read what was appended; True when anything changed."""
+        seeded = False
+        if self._seed:
+            self._seed = False
+            seeded = metrics_bytes(self.folder) > DIGEST_BYTES and self._seed_from_digest()
         trainer_rows = self.trainer.poll()
         env_rows = self.env.poll()
         resets = self.trainer.resets + self.env.resets
@@ -152,7 +164,7 @@ class RunMetrics:
             self._keys.clear()
             self.trainer.offset = self.env.offset = 0
             trainer_rows, env_rows = self.trainer.poll(), self.env.poll()
-        changed = False
+        changed = seeded
         for row in trainer_rows:
             changed |= self._merge(row, from_env=False)
             step = _step(row)
@@ -165,6 +177,35 @@ class RunMetrics:
             while len(self._by_step) > self.max_rows:
                 self._thin()
         return changed
+
+    def _seed_from_digest(self) -> bool:
+        """Rows of the digest's downsampled series (each key's block minima and maxima, few enough for
+        max_rows), then the readers go on from where the digest ends: a long run opens in bounded time
+        and memory, its charts keeping their spikes. False when there is nothing to seed from."""
+        from .metrics_digest import MetricsDigest
+
+        digest = MetricsDigest(self.folder).update()
+        keys = digest.keys()
+        if not keys:
+            return False
+        points = max(64, self.max_rows // (2 * len(keys)) - 2)  # half of max_rows: thinning would drop extremes
+        for key in keys:
+            interned = sys.intern(key)
+            for step, value in digest.series(key, points):
+                self._by_step.setdefault(step, {"step": step})[interned] = value
+            self._keys.add(interned)
+        self._sorted_rows = None
+        self.environments = digest.environments()
+        blocks = digest.trainer["blocks"]
+        self.trainer_step = blocks[-1][2] if blocks else None
+        time_of = digest.trainer["keys"].get("time")
+        self.last_time = float(time_of[1]) if time_of else None
+        # the last rows are read whole (a sparkline, a trailing mean and last values need every one of them)
+        for tail, state in ((self.trainer, digest.trainer), (self.env, digest.env)):
+            row_bytes = state["offset"] / max(1, state["rows"])  # a quarter of max_rows at most
+            start = state["offset"] - min(SEED_TAIL_BYTES, int(row_bytes * self.max_rows / 4))
+            tail.offset = _line_start_after(tail.path, start) if start > 0 else 0
+        return True
 
     def _new_environments(self, rows: list[dict]) -> bool:
         added = False
@@ -234,6 +275,32 @@ class RunMetrics:
 
     def last(self) -> dict:
         return last_values(self.rows)
+
+
+row_step = _step
+
+
+def merge_row(merged: dict, row: dict, *, from_env: bool, several: bool) -> None:
+    """Merge one file row into the merged row of its step as RunMetrics does (the stream export's rule)."""
+    environment = row.get("environment") if from_env and several else None
+    for key, value in row.items():
+        if key == "step":
+            continue
+        if isinstance(environment, str) and key not in _NOT_METRICS and _number(value) is not None:
+            merged[f"{key}@{environment}"] = value
+        if key == "time":
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if not from_env or "time" not in merged:
+                    merged["time"] = value
+            continue
+        merged[key] = value
+
+
+def ordered_keys(keys) -> list[str]:
+    """Metric keys as metric_keys orders them: headline keys first, then the rest alphabetically."""
+    present = set(keys)
+    head = [str(k) for k in HEADLINE_METRICS if k in present]
+    return head + sorted(present - set(head))
 
 
 def metric_keys(rows) -> list[str]:
@@ -349,6 +416,8 @@ def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key
     `history` merged rows, evenly spaced by step, first and last included), "series" (metric_summary
     of `series_key`)}. One streaming pass per file; a run's metrics may be hundreds of MB."""
     folder = Path(folder)
+    if metrics_bytes(folder) > DIGEST_BYTES:
+        return _digest_summary(folder, history, series_key)
     paths = [str(folder / TRAINER_FILE), str(folder / ENV_FILE)]
     heads = [s for s in (_first_step(p, False) for p in paths) if s is not None]
     tails = [s for s in (_first_step(p, True) for p in paths) if s is not None]
@@ -414,6 +483,27 @@ def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key
     return summary
 
 
+def _digest_summary(folder: Path, history: int, series_key: str | None) -> dict:
+    """run_metrics_summary of a long run from its digest: the history rows are the rows at the block
+    starts nearest evenly spaced steps (within BLOCK_ROWS steps of them), read back at their offsets."""
+    from .metrics_digest import MetricsDigest
+
+    digest = MetricsDigest(folder).update()
+    steps_done = digest.steps_done()
+    summary: dict = {"steps_done": steps_done or 0, "final": digest.final(), "history": [], "series": None}
+    firsts = [b[0][1] for b in (digest.trainer["blocks"], digest.env["blocks"]) if b]
+    if steps_done is None or not firsts:
+        return summary
+    low, count = min(firsts), max(1, history)
+    targets = [low + round(i * (steps_done - low) / max(1, count - 1)) for i in range(count)]
+    summary["history"] = digest.rows_near(targets)
+    series = digest.key_summary(series_key) if series_key else None
+    if series is not None and series_key not in HIGHER_IS_BETTER:
+        series.update(best=None, best_step=None)
+    summary["series"] = series
+    return summary
+
+
 def recent_rows(path: str | os.PathLike, count: int, max_bytes: int = 256 << 10) -> list[dict]:
     """The last `count` rows of a JSONL file that carry a step, from at most its last `max_bytes`."""
     path = Path(path)
@@ -439,3 +529,22 @@ def headline_reward(folder: str | os.PathLike, window: int = REWARD_WINDOW) -> d
     """trailing_mean of reward/mean over a run's last `window` trainer steps (its metrics file's tail)."""
     rows = recent_rows(Path(folder) / TRAINER_FILE, window)
     return trailing_mean(metric_series(rows, str(Metric.REWARD_MEAN)), window)
+
+
+def metrics_bytes(folder: str | os.PathLike) -> int:
+    total = 0
+    for name in (TRAINER_FILE, ENV_FILE):
+        try:
+            total += os.stat(os.path.join(folder, name)).st_size
+        except OSError:
+            pass
+    return total
+
+
+def downsampled(folder: str | os.PathLike, keys: list[str], points: int = 600) -> dict[str, list[tuple[int, float]]]:
+    """{key: (step, value) series} of a run in at most about `points` points per key, each block's minimum
+    and maximum kept (metrics_digest.MetricsDigest.series): what a chart of a run of any length needs."""
+    from .metrics_digest import MetricsDigest
+
+    digest = MetricsDigest(folder).update()
+    return {key: digest.series(key, points) for key in keys}

@@ -26,13 +26,20 @@ from .store import list_runs as _list_runs
 from .training import keep_runs_warm
 
 
-def list_runs(*, stall_after_s: float | None = None):
-    """store.list_runs, and a waiting sweep queue advanced (sweeps.kick_queue): every client that lists
-    runs sees free slots, so a sweep whose creating command was killed goes on."""
+def list_runs(
+    *,
+    stall_after_s: float | None = None,
+    status: str | list[str] | None = None,
+    environment: str | None = None,
+    sweep: str | None = None,
+    text: str | None = None,
+):
+    """store.list_runs (filters included), and a waiting sweep queue advanced (sweeps.kick_queue): every
+    client that lists runs sees free slots, so a sweep whose creating command was killed goes on."""
     from .sweeps import kick_queue
 
     kick_queue()
-    return _list_runs(stall_after_s=stall_after_s)
+    return _list_runs(stall_after_s=stall_after_s, status=status, environment=environment, sweep=sweep, text=text)
 
 
 __all__ = [

@@ -18,12 +18,13 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ..base.errors import BadInput, HermesError
 from ..base.formatting import human_duration
-from ..base.fsutil import epoch_seconds
+from ..base.fsutil import epoch_seconds, iter_jsonl
 from ..base.paths import run_dir
 from ..base.records import RunView
 from ..base.states import HEADLINE_METRICS, Metric
@@ -43,13 +44,15 @@ EVAL_TABLE_ROWS = 200  # a longer eval history is shown evenly thinned (`hermes-
 # -- metrics ----------------------------------------------------------------------------------
 
 
-def _all_metrics(run_id: str):
-    """A RunMetrics over every row of the run's metrics files (nothing thinned)."""
+def _all_metrics(run_id: str, bounded: bool = False):
+    """A RunMetrics over every row of the run's metrics files (nothing thinned); `bounded`: at most
+    MAX_ROWS rows, a long run's from its digest (every block's extremes kept)."""
     from .. import runs
-    from ..readers.metrics import RunMetrics
+    from ..readers.metrics import DIGEST_BYTES, MAX_ROWS, RunMetrics, metrics_bytes
 
     runs.get_run(run_id, sample=False)  # NotFound for an unknown run, before any file is read
-    metrics = RunMetrics(run_dir(run_id), max_rows=sys.maxsize)
+    long = bounded and metrics_bytes(run_dir(run_id)) > DIGEST_BYTES
+    metrics = RunMetrics(run_dir(run_id), max_rows=MAX_ROWS if long else sys.maxsize)
     metrics.poll()
     return metrics
 
@@ -91,6 +94,80 @@ def format_metrics(columns: list[str], rows: list[dict], fmt: str) -> str:
     for row in rows:
         writer.writerow([number_cell(row.get(c)) for c in columns])
     return out.getvalue()
+
+
+def stream_metrics(run_id: str, keys: list[str] | None, fmt: str, out: TextIO) -> tuple[int, int]:
+    """metrics_table written as format_metrics writes it, row by row: memory bounded whatever the run's
+    length (the key names come from the run's digest, readers.metrics_digest). (rows, columns) written.
+    Rows are merged by step as the files go; a run whose files hold a step out of order (rare: a writer
+    that started again) is merged in memory by metrics_table."""
+    from .. import runs
+    from ..readers.metrics import ordered_keys
+    from ..readers.metrics_digest import MetricsDigest
+
+    if fmt not in FORMATS:
+        raise BadInput(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    runs.get_run(run_id, sample=False)  # NotFound for an unknown run, before any file is read
+    digest = MetricsDigest(run_dir(run_id)).update()
+    known = ordered_keys(digest.keys())
+    if keys:
+        wanted = list(dict.fromkeys(k.strip() for k in keys if k.strip()))
+        unknown = [k for k in wanted if k not in known]
+        if unknown:
+            raise BadInput(
+                f"run {run_id} has no metric {', '.join(map(repr, unknown))}"[:300],
+                hint=f"its metrics: {', '.join(known)}"[:600] if known else "it has logged no metrics yet",
+            )
+    else:
+        wanted = known
+    columns = ["step", "time", *wanted]
+    if not digest.ordered():  # steps written out of order are merged as metrics_table merges them: in memory
+        columns, rows = metrics_table(run_id, keys)
+        out.write(format_metrics(columns, rows, fmt))
+        return len(rows), len(columns)
+    count = 0
+    if fmt == "json":
+        out.write("[")
+        for row in merged_rows(run_dir(run_id), digest.environments()):
+            out.write(("," if count else "") + json.dumps({c: row.get(c) for c in columns}, separators=(",", ":")))
+            count += 1
+        out.write("]\n")
+        return count, len(columns)
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
+    writer.writerow([inert_cell(c) for c in columns])
+    for row in merged_rows(run_dir(run_id), digest.environments()):
+        writer.writerow([number_cell(row.get(c)) for c in columns])
+        count += 1
+    return count, len(columns)
+
+
+def merged_rows(folder: Path, environments: list[str]) -> Iterator[dict]:
+    """Trainer and environment rows merged by step as RunMetrics merges them (the trainer's time wins,
+    an environment's values follow the trainer's; KEY@ENVIRONMENT keys when there are several), streamed."""
+    from ..readers.metrics import ENV_FILE, TRAINER_FILE, merge_row
+
+    several = len(environments) > 1
+    streams = [_stepped(folder / TRAINER_FILE), _stepped(folder / ENV_FILE)]
+    heads = [next(stream, None) for stream in streams]
+    pending: dict[int, dict] = {}
+    while heads[0] is not None or heads[1] is not None:
+        # the stream whose next step is smaller goes first; at a tie the trainer's row is merged first
+        side = 0 if heads[1] is None or (heads[0] is not None and heads[0][0] <= heads[1][0]) else 1
+        step, row = heads[side]  # type: ignore[misc]  # the side chosen has a row
+        merge_row(pending.setdefault(step, {"step": step}), row, from_env=bool(side), several=several)
+        heads[side] = next(streams[side], None)
+        low = min((h[0] for h in heads if h is not None), default=None)
+        for done in sorted(s for s in pending if low is None or s < low):
+            yield pending.pop(done)
+
+
+def _stepped(path: Path) -> Iterator[tuple[int, dict]]:
+    from ..readers.metrics import row_step
+
+    for _end, row in iter_jsonl(path):
+        step = row_step(row)
+        if step is not None:
+            yield step, row
 
 
 # A spreadsheet runs a cell starting with one of these as a formula (=HYPERLINK(…), +cmd|…, @SUM…).
@@ -352,7 +429,7 @@ def html_report(run_id: str) -> str:
 
     run = runs.get_run(run_id, sample=False)
     checkpoint, tinker_path = checkpoint_paths(run_id)
-    metrics = _all_metrics(run_id)
+    metrics = _all_metrics(run_id, bounded=True)  # charts thin to CHART_POINTS anyway
     rows = metrics.rows
     keys = metric_keys(rows)
     status = str(run.get("status"))

@@ -19,5 +19,8 @@ def sort_runs(summaries: Sequence[Mapping[str, Any]], key: str = "created") -> l
     if key == "created":
         return newest
     field = "eval_last" if key == "eval" else "reward"
-    have = [s for s in newest if isinstance(s.get(field), (int, float))]
-    return sorted(have, key=lambda s: s[field], reverse=True) + [s for s in newest if s not in have]
+    have: list[Mapping[str, Any]] = []
+    lack: list[Mapping[str, Any]] = []  # one pass: `s not in have` compared whole dicts, quadratic in the runs
+    for s in newest:
+        (have if isinstance(s.get(field), (int, float)) else lack).append(s)
+    return sorted(have, key=lambda s: s[field], reverse=True) + lack

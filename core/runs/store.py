@@ -8,6 +8,7 @@ import json
 import math
 import os
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -20,6 +21,7 @@ from ..base.paths import (
     RUN_ID_RE,
     hermes_home,
     process_log_path,
+    rl_dir,
     run_dir,
     runs_dir,
     validate_run_id,
@@ -34,6 +36,7 @@ from ..daemons.launchers import recorded_job_running
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
 from .cost import priced, run_model, tokens_of
 from .flow import flow_verdict, startup_seconds
+from .index import INDEX_FILE, SummaryIndex
 
 if TYPE_CHECKING:  # for the annotation only: it is imported where a process is sampled
     import psutil
@@ -219,18 +222,58 @@ def lost_reason(run: dict) -> str | None:
     return f"its supervisor (pid {sup.get('pid')}) is gone and the run never reached a final state"
 
 
-# run folder -> (signature of its files, summary); a summary is rebuilt only when run.json or a
-# metrics file changed (mtime/size), so a warm listing of 1,000 runs costs three stats per run.
-_LIST_CACHE: dict[str, tuple[tuple, dict]] = {}
+# run folder -> (signature of its files, summary); a summary is rebuilt only when run.json, a metrics
+# file or health.json changed (mtime/size), so a warm listing of 10,000 runs costs four stats per run.
+# A fresh process starts from the summary index (index.py), which keeps finished runs' summaries.
+_LIST_CACHE: dict[str, tuple[str, dict]] = {}
 _LIST_LOCK = threading.Lock()
+_PERSISTED: dict[str, set[str]] = {}  # runs folder -> the run ids its index holds (as this process knows)
+# A long-lived client (the dashboard lists every second) checks a finished run's files at most this
+# often: its idle CPU does not grow with the runs that are not live. A fresh process always checks.
+FINAL_RECHECK_S = 10.0
+_CHECKED: dict[str, float] = {}  # run folder -> time.monotonic() its finished summary was last checked
+_SIG_FILES = ("/run.json", "/metrics.jsonl", "/env_metrics.jsonl")
 
 
-def _stat_sig(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
+def _signature(folder: str, live: bool = True) -> str | None:
+    """The (mtime, size) of the files a summary is computed from, as one string; None without run.json.
+    health.json (the dropped groups an audit counts) only for a live run: only its supervisor writes it."""
+    parts = []
+    for name in (*_SIG_FILES, "/health.json") if live else _SIG_FILES:
+        try:
+            st = os.stat(folder + name)
+        except OSError:
+            if name == "/run.json":
+                return None
+            parts.append("-")
+            continue
+        parts.append(f"{st.st_mtime_ns}:{st.st_size}")
+    return "|".join(parts)
+
+
+def summary_index() -> SummaryIndex:
+    return SummaryIndex(rl_dir() / INDEX_FILE, _ROW_KEYS)
+
+
+def _seed_from_index(root: str) -> set[str]:
+    """Once per process and runs folder, the index's rows become the in-memory cache; the run ids it holds."""
+    with _LIST_LOCK:
+        known = _PERSISTED.get(root)
+    if known is not None:
+        return known
+    rows = summary_index().load()
+    with _LIST_LOCK:
+        for run_id, entry in rows.items():
+            _LIST_CACHE.setdefault(root + os.sep + run_id, entry)
+        return _PERSISTED.setdefault(root, set(rows))
+
+
+def forget_listing_cache() -> None:
+    """Drop what this process holds of run summaries (the next listing reads the index again)."""
+    with _LIST_LOCK:
+        _LIST_CACHE.clear()
+        _PERSISTED.clear()
+        _CHECKED.clear()
 
 
 def _summary(
@@ -279,10 +322,86 @@ def _unreadable_summary(run_id: str, reason: str) -> dict:
     return summary
 
 
-def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
-    """Summaries of every run, newest first. A run whose run.json fails validation (or leads outside
-    $HERMES_HOME) is listed with status `unreadable` and the reason; it never hides the others.
-    Active runs also carry last_activity_at / stalled / stalled_for_s (see stall_threshold)."""
+# What an index row holds: a summary's keys and the private ones _finish reads.
+_ROW_KEYS = (*_summary("00000000", {}, None), "_supervisor", "_activity", "_startup", "_model", "_audit")
+_IDLE = {"last_activity_at": None, "stalled": False, "stalled_for_s": None}
+
+
+def _build_summary(run_id: str, key: str, previous: dict | None) -> dict:
+    """A run's summary from its files, with the private fields _finish turns into the per-call ones.
+    Raises FileNotFoundError (run.json went away) or UnreadableRun."""
+    run = _load_record(run_id, Path(key))
+    last = last_jsonl_row(key + "/metrics.jsonl")
+    # a live run's env_metrics.jsonl grows every step: its first eval, once seen, is not looked for again
+    evals = eval_endpoints(key, known_first=previous.get("eval_first") if previous else None)
+    summary = _summary(run_id, run, last, evals, headline_reward(key))
+    summary["_supervisor"] = run.get("supervisor") or {}
+    summary["_activity"] = (run.get("started_at"), last, progress_logs(run.get("processes")))
+    summary["_startup"] = startup_seconds(run.get("processes"))
+    summary["_model"] = run_model(run_id) if summary["tokens"] else None
+    summary["_audit"] = audit_brief(cached_audit(key))  # is it learning (core.base.audit)
+    return summary
+
+
+def _finish(run_id: str, key: str, cached: dict, stall_after_s: float | None) -> dict:
+    """The listed summary: the cached one plus what changes with time (lost, stalled, health, price).
+    A finished run's is made once and kept (only its price is taken again): a long-lived client lists
+    thousands every few seconds. Its first caller gets the kept dict itself (listings are read, not
+    changed), so a fresh process pays one copy per run, not two."""
+    listed = cached.get("_listed")
+    if listed is not None:
+        summary = dict(listed)
+        summary["cost_usd"] = priced(cached["_model"], summary["tokens"])  # a price set later applies
+        return summary
+    summary = dict(cached)
+    supervisor = summary.pop("_supervisor")
+    started_at, last, log_paths = summary.pop("_activity")
+    startup = summary.pop("_startup")
+    summary["audit"] = summary.pop("_audit")
+    summary["cost_usd"] = priced(summary.pop("_model"), summary["tokens"])
+    if summary["status"] in RECORDED_FINAL:  # nothing here changes with time: thousands of these per listing
+        summary.update(_IDLE)
+        summary["health"] = flow_verdict(summary, None)
+        summary.pop("_listed", None)
+        cached["_listed"] = summary
+        return summary
+    reason = lost_reason(
+        {"run_id": run_id, "status": summary["status"], "supervisor": supervisor, "created_at": summary["created_at"]}
+    )
+    if reason:
+        summary["status"], summary["reason"] = RunStatus.LOST.value, reason
+    summary.update(stall_fields(summary["status"], started_at, last, log_paths, stall_after_s))
+    summary["health"] = flow_verdict({**summary, "run_dir": key}, last, startup_s=startup)
+    return summary
+
+
+def _matches(summary: dict, status, environment, sweep, text) -> bool:
+    if status and summary["status"] not in status:
+        return False
+    if environment and summary.get("environment") != environment:
+        return False
+    if sweep and summary.get("sweep_id") != sweep:
+        return False
+    if text:
+        fields = ("run_id", "environment", "profile", "status", "reason", "sweep_id")
+        return any(text in str(summary.get(f) or "").lower() for f in fields)
+    return True
+
+
+def list_runs(
+    *,
+    stall_after_s: float | None = None,
+    status: str | list[str] | None = None,
+    environment: str | None = None,
+    sweep: str | None = None,
+    text: str | None = None,
+) -> list[RunSummary]:
+    """Summaries of every run, newest first; with filters, those of the runs with that status (or one of
+    those), environment, sweep id, or `text` in their id, environment, profile, status, reason or sweep
+    (case-insensitive). A run whose run.json fails validation (or leads outside $HERMES_HOME) is listed
+    with status `unreadable` and the reason; it never hides the others. Active runs also carry
+    last_activity_at / stalled / stalled_for_s (see stall_threshold). Finished runs' summaries come from
+    the summary index while their files are unchanged (index.py)."""
     root = runs_dir()
     try:
         entries = [e for e in os.scandir(root) if is_name(RUN_ID_RE, e.name)]
@@ -292,64 +411,68 @@ def list_runs(*, stall_after_s: float | None = None) -> list[RunSummary]:
         raise HermesError(
             f"cannot read the runs folder {root}: {exc.strerror}", hint="check that $HERMES_HOME is a readable folder"
         ) from None
-    out = []
-    seen = set()
+    root_text = str(root)
+    persisted = _seed_from_index(root_text)
+    statuses = {status} if isinstance(status, str) else set(status or ())
+    needle = text.lower() if text else None
+    out, changed, stale, seen = [], {}, set(), set()
+    now = time.monotonic()
     for entry in entries:
         key = entry.path  # plain strings here: pathlib joins cost more than the stats on a warm listing
-        seen.add(key)
-        run_json = key + "/run.json"
-        metrics = key + "/metrics.jsonl"
-        sig = (_stat_sig(run_json), _stat_sig(metrics), _stat_sig(key + "/env_metrics.jsonl"))
-        if sig[0] is None:
-            continue
+        seen.add(entry.name)
         with _LIST_LOCK:
             cached = _LIST_CACHE.get(key)
+        final = cached is not None and cached[1]["status"] in RECORDED_FINAL
+        if final and now - _CHECKED.get(key, -FINAL_RECHECK_S) < FINAL_RECHECK_S:
+            sig = cached[0]  # type: ignore[index]  # final implies cached
+        else:
+            sig = _signature(key, live=not final)
+        if sig is None:
+            continue
         if cached and cached[0] == sig:
             summary = cached[1]
+            if final:
+                _CHECKED[key] = now
         else:
             try:
-                run = _load_record(entry.name, Path(key))
+                summary = _build_summary(entry.name, key, cached[1] if cached else None)
             except FileNotFoundError:
                 continue
             except UnreadableRun as exc:
-                out.append(_unreadable_summary(entry.name, exc.reason))
+                summary = _unreadable_summary(entry.name, exc.reason)
+                if _matches(summary, statuses, environment, sweep, needle):
+                    out.append(summary)
+                stale.add(entry.name)
                 continue
-            last = last_jsonl_row(metrics)
-            # a live run's env_metrics.jsonl grows every step: its first eval, once seen, is not looked for again
-            evals = eval_endpoints(key, known_first=cached[1].get("eval_first") if cached else None)
-            summary = _summary(entry.name, run, last, evals, headline_reward(key))
-            summary["_supervisor"] = run.get("supervisor") or {}
-            summary["_activity"] = (run.get("started_at"), last, progress_logs(run.get("processes")))
-            summary["_startup"] = startup_seconds(run.get("processes"))
-            summary["_model"] = run_model(entry.name) if summary["tokens"] else None
+            if summary["status"] in RECORDED_FINAL:
+                if sig.count("|") == len(_SIG_FILES):  # taken before the build: a later write invalidates it
+                    sig = sig.rsplit("|", 1)[0]  # a finished run's: without health.json's part
+                # what only a live run's lost/stall/flow checks read is left out: a smaller row loads faster
+                changed[entry.name] = (sig, dict(summary, _supervisor={}, _activity=(None, None, ())))
+            else:
+                stale.add(entry.name)
             with _LIST_LOCK:
                 _LIST_CACHE[key] = (sig, summary)
-        summary = dict(summary)
-        supervisor = summary.pop("_supervisor")
-        started_at, last, log_paths = summary.pop("_activity")
-        startup = summary.pop("_startup")
-        summary["cost_usd"] = priced(summary.pop("_model"), summary["tokens"])
-        if summary["status"] not in RECORDED_FINAL:
-            reason = lost_reason(
-                {
-                    "run_id": entry.name,
-                    "status": summary["status"],
-                    "supervisor": supervisor,
-                    "created_at": summary["created_at"],
-                }
-            )
-            if reason:
-                summary["status"], summary["reason"] = RunStatus.LOST.value, reason
-        summary.update(stall_fields(summary["status"], started_at, last, log_paths, stall_after_s))
-        summary["health"] = flow_verdict({**summary, "run_dir": key}, last, startup_s=startup)
-        summary["audit"] = audit_brief(cached_audit(key))  # is it learning (core.base.audit)
-        out.append(summary)
-    prefix = str(root) + os.sep
-    with _LIST_LOCK:
-        for key in [k for k in _LIST_CACHE if k not in seen and k.startswith(prefix)]:
-            del _LIST_CACHE[key]
+        summary = _finish(entry.name, key, summary, stall_after_s)
+        if _matches(summary, statuses, environment, sweep, needle):
+            out.append(summary)
+    _forget(root_text, seen, persisted, changed, stale)
     out.sort(key=lambda s: (s.get("created_at") or 0, s["run_id"]), reverse=True)
     return cast(list[RunSummary], out)  # _summary's keys plus the stall fields and health added above
+
+
+def _forget(root: str, seen: set[str], persisted: set[str], changed: dict, stale: set[str]) -> None:
+    """Drop the summaries of runs gone from the folder, from memory and the index; write the new ones."""
+    prefix = root + os.sep
+    with _LIST_LOCK:
+        for key in [k for k in _LIST_CACHE if k.startswith(prefix) and k[len(prefix) :] not in seen]:
+            del _LIST_CACHE[key]
+            _CHECKED.pop(key, None)
+    gone = (persisted - seen) | (stale & persisted)
+    if (changed or gone) and summary_index().save(changed, gone):
+        with _LIST_LOCK:
+            persisted.difference_update(gone)
+            persisted.update(changed)
 
 
 # psutil.Process objects per (pid, create_time): cpu_percent(None) then measures the CPU used since

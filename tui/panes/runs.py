@@ -19,6 +19,8 @@ from ..widgets.filter_box import FilterBox
 from ..widgets.tables import Column, NavTable, sort_bindings
 
 AGE_TICK_S = 1.0  # how often the age column is recounted between live updates
+YOUNG_S = 86400.0  # runs younger than this are recounted every tick, the others every YOUNG_EVERY_TICKS
+YOUNG_EVERY_TICKS = 60
 
 SORTS = {
     "status": ("S", "status"),
@@ -112,6 +114,8 @@ class RunsPane(Vertical):
         # The live worker posts the runs when they change; a run that is starting changes nothing for
         # seconds, so its age is counted here (a frozen "0s" over a 25 s start is not so).
         self._ages_shown: list[str] = []
+        self._young: list[tuple[int, float]] = []  # (index in runs, created_at) of the runs under YOUNG_S
+        self._age_ticks = 0
         self.set_interval(AGE_TICK_S, self._tick_ages)
 
     def _ages(self) -> list[str]:
@@ -119,7 +123,16 @@ class RunsPane(Vertical):
         return [cell_duration(now - c) if (c := timestamp(r.get("created_at"))) else "—" for r in self.runs]
 
     def _tick_ages(self) -> None:
-        if self.runs and self._ages() != self._ages_shown:
+        # Every second only the runs younger than a day (their age shows seconds, minutes or hours); all
+        # of them once a minute: thousands of old runs would otherwise cost the idle dashboard CPU.
+        self._age_ticks += 1
+        if not self.runs:
+            return
+        if self._age_ticks % YOUNG_EVERY_TICKS and len(self._ages_shown) == len(self.runs):
+            now = self.clock()
+            if all(cell_duration(now - created) == self._ages_shown[i] for i, created in self._young):
+                return
+        if self._ages() != self._ages_shown:
             self.render_rows()
 
     def _show_health(self) -> None:
@@ -177,6 +190,9 @@ class RunsPane(Vertical):
     def render_rows(self) -> None:
         now = self.clock()
         self._ages_shown = self._ages()
+        self._young = [
+            (i, c) for i, r in enumerate(self.runs) if (c := timestamp(r.get("created_at"))) and now - c < YOUNG_S
+        ]
         rows = []
         resumed = lineage(self.runs)
         for run in self._visible():

@@ -3,7 +3,10 @@ Thin wrappers over core.runs and core.readers."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -139,20 +142,27 @@ def cmd_metrics(args) -> Any:
     from ...runs import export
 
     keys = [k for item in args.keys or [] for k in item.split(",")]
-    columns, rows = export.metrics_table(args.run_id, keys)
-    text = export.format_metrics(columns, rows, "json" if args.json else args.format)
-    if args.output:
-        from ...base.fsutil import atomic_write_text
-
-        try:
-            atomic_write_text(Path(args.output), text)
-        except OSError as exc:
-            raise BadInput(
-                f"cannot write {args.output}: {exc.strerror or exc}", hint="choose a writable path"
-            ) from None
-        say(f"{len(rows)} rows × {len(columns)} columns → {args.output}", err=True)
-    else:
-        sys.stdout.write(text)
+    fmt = "json" if args.json else args.format
+    if not args.output:  # streamed: a run of a million steps exports in bounded memory
+        export.stream_metrics(args.run_id, keys, fmt, sys.stdout)
+        return None
+    target = Path(args.output)
+    try:  # written beside the target, then renamed: a reader never sees half a file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise BadInput(f"cannot write {args.output}: {exc.strerror or exc}", hint="choose a writable path") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            rows, columns = export.stream_metrics(args.run_id, keys, fmt, handle)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise BadInput(f"cannot write {args.output}: {exc.strerror or exc}", hint="choose a writable path") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    say(f"{rows} rows × {columns} columns → {args.output}", err=True)
     return None
 
 

@@ -14,18 +14,16 @@ from ...base.audit import audit_lines
 from ...base.errors import BadInput, HermesError
 from ...base.formatting import (
     exit_text,
-    human_age,
     human_duration,
     human_number,
     human_size,
-    lineage,
     process_id_text,
     process_place_text,
 )
 from ...base.paths import cli_command
 from ...base.states import FINAL
 from ...readers.logs import sanitize_terminal
-from .cost import cmd_estimate, cost_cell, cost_line
+from .cost import cmd_estimate, cost_line
 from .output import Exit, next_steps, parse_assignments, rich_console, safe, styled
 from .watch import watch
 
@@ -105,57 +103,6 @@ def cmd_resume(args) -> Any:
     console.print(f"  watch: {cli_command()} status {run_id}   stop: {cli_command()} stop {run_id}")
     if args.watch:
         return watch(run_id, json_output=args.json)
-    return None
-
-
-def cmd_runs(args) -> Any:
-    from ... import runs
-    from ...runs.ordering import sort_runs
-
-    summaries = sort_runs(runs.list_runs(), args.sort)
-    if args.json:
-        return summaries
-    if not summaries:
-        rich_console().print("no runs yet: hermes-rl start")
-        return None
-    from rich.table import Table
-
-    window = summaries[0].get("reward_window")
-    table = Table(
-        "run",
-        "status",
-        "environment",
-        "profile",
-        "age",
-        "step",
-        f"reward (mean of last {window})",
-        "eval",
-        "cost",
-        "reason",
-        box=None,
-        header_style="bold",
-    )
-    # On a narrow terminal the reason gives way, never the id or the status a user acts on.
-    for column, width in ((table.columns[0], 8), (table.columns[1], 12)):
-        column.no_wrap, column.min_width = True, width
-    resumed = lineage(summaries)
-    for run in summaries:
-        step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
-        sweep = f"sweep {run['sweep_id']}" if run.get("sweep_id") else None
-        changes = " ".join(f"{k}={v}" for k, v in (run.get("profile_changes") or {}).items())
-        table.add_row(
-            safe(run["run_id"]),
-            styled(run.get("status")),
-            safe(" ".join(filter(None, (run.get("environment"), resumed.get(run["run_id"]), sweep)))),
-            safe(" ".join(filter(None, (run.get("profile") or "", changes)))),
-            human_age(run.get("created_at")),
-            safe(step),
-            human_number(run.get("reward")),
-            "-" if run.get("eval_last") is None else f"{run['eval_last']:.2f}",
-            cost_cell(run),
-            safe(run.get("reason") or ""),
-        )
-    rich_console().print(table)
     return None
 
 

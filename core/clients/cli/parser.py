@@ -15,7 +15,8 @@ from .data import cmd_compare, cmd_metrics, cmd_report, cmd_results, cmd_rollout
 from .environments import cmd_config, cmd_envs, cmd_profile, cmd_select, envs_help
 from .frontends import cmd_dashboard, cmd_demo, cmd_mcp
 from .inference import cmd_sample, cmd_test_inference
-from .lifecycle import cmd_logs, cmd_resume, cmd_runs, cmd_start, cmd_status, cmd_stop
+from .lifecycle import cmd_logs, cmd_resume, cmd_start, cmd_status, cmd_stop
+from .runs_list import cmd_runs
 from .sweeps import cmd_sweep
 
 Add = Callable[..., argparse.ArgumentParser]  # build_parser's add(name, handler, help_text, epilog=None)
@@ -108,6 +109,12 @@ def _run_commands(add: Add) -> None:
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
     cmd = add("runs", cmd_runs, "list runs, newest first")
     cmd.add_argument("--sort", choices=SORT_KEYS, default="created", help="order (eval, reward: best first)")
+    cmd.add_argument("--status", help="only runs with this status (commas: any of several)")
+    cmd.add_argument("--env", help="only runs of this environment")
+    cmd.add_argument("--sweep", help="only the runs of this sweep id")
+    cmd.add_argument("--search", help="only runs whose id, environment, profile, status, reason or sweep has this text")
+    cmd.add_argument("--limit", type=ascii_int, help="at most this many runs (default 50; --json: all)")
+    cmd.add_argument("--all", action="store_true", help="every run")
     cmd = add("status", cmd_status, "a run's state, processes and last metrics")
     cmd.add_argument("run_id")
     cmd = add("logs", cmd_logs, "print (or follow) a run's process logs (--json: JSON lines with --follow)")

@@ -1,0 +1,349 @@
+"""A digest of a run's metrics files, kept beside them (.metrics_digest.json) and extended as they grow,
+so that a view of a long run reads what its screen needs and never all rows: a chart a downsampled
+series that keeps every block's extremes, a results summary the first/best/last of each metric and a
+few rows read back at their byte offsets, an export the key names before it streams the rows.
+
+Per file, rows are grouped in blocks of BLOCK_ROWS: each block keeps the byte offset and step of its
+first row and, per numeric metric, the step and value of its minimum and its maximum; per metric the
+file keeps its first, last and best (largest) value and their steps. Environment rows also count under
+`KEY@ENVIRONMENT`. Like the readers (metrics.py), a digest reads only what was appended since it was
+last taken; a file truncated or replaced is digested again from its start. The files stay the truth:
+the digest is a cache, rebuilt when missing, unreadable or of another version, and when its folder is
+not writable it is kept in memory only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from ..base.fsutil import atomic_write_text, iter_jsonl_spans, open_regular, parse_jsonl_line
+
+DIGEST_FILE = ".metrics_digest.json"
+VERSION = 3
+BLOCK_ROWS = 256
+FILES = ("metrics.jsonl", "env_metrics.jsonl")
+_SKIP = {"step", "time", "source", "env", "environment"}
+
+
+def _finite(value) -> float | None:
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if type(value) is int:
+        return float(value)
+    return None
+
+
+def _empty_file() -> dict:
+    # derived: the KEY@ENVIRONMENT names made here (a metric's own name may hold an @ too)
+    return {
+        "inode": None,
+        "offset": 0,
+        "rows": 0,
+        "blocks": [],
+        "keys": {},
+        "environments": [],
+        "derived": [],
+        "ordered": True,
+        "last_step": None,
+    }
+
+
+_SHAPE = {"offset": int, "rows": int, "blocks": list, "keys": dict, "environments": list, "derived": list}
+
+
+def _checked(state: object) -> dict:
+    """A stored file digest of the right shape, else an empty one (the file is digested again)."""
+    if not isinstance(state, dict) or any(not isinstance(state.get(k), t) for k, t in _SHAPE.items()):
+        return _empty_file()
+    if not isinstance(state.get("ordered"), bool) or not isinstance(state.get("inode"), (list, type(None))):
+        return _empty_file()
+    return state
+
+
+class _FileDigest:
+    """The digest of one JSONL file (a plain dict, as stored), extended by `update`."""
+
+    def __init__(self, path: Path, state: dict):
+        self.path = path
+        self.state = state
+
+    def update(self) -> bool:
+        """Digest what was appended; True when anything changed."""
+        state = self.state
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            if state["offset"]:
+                self.state = _empty_file()
+                return True
+            return False
+        inode = [st.st_dev, st.st_ino]
+        if state["inode"] not in (None, inode) or st.st_size < state["offset"]:
+            state = self.state = _empty_file()  # truncated or replaced: its rows before are gone
+        state["inode"] = inode
+        if st.st_size == state["offset"]:
+            return False
+        blocks, keys, environments = state["blocks"], state["keys"], state["environments"]
+        block = blocks[-1] if blocks and blocks[-1][4] < BLOCK_ROWS else None
+        rows = state["rows"]
+        derived = set(state["derived"])
+        for start, end, row in iter_jsonl_spans(self.path, state["offset"]):
+            state["offset"] = end
+            step = row.get("step")
+            if type(step) is float and math.isfinite(step):
+                step = int(step)
+            if type(step) is not int:
+                continue
+            rows += 1
+            if state["last_step"] is not None and step < state["last_step"]:
+                state["ordered"] = False  # a step written again (a resumed writer): exports merge in memory
+            state["last_step"] = step
+            if block is None:
+                block = [start, step, step, {}, 0]  # offset, first step, last step, {key: extremes}, rows
+                blocks.append(block)
+            block[2] = max(block[2], step)
+            block[4] += 1
+            environment = row.get("environment")
+            if isinstance(environment, str) and environment and environment not in environments:
+                environments.append(environment)
+            extremes = block[3]
+            for key, raw in row.items():
+                if key in _SKIP:
+                    if key == "time" and _finite(raw) is not None:
+                        keys["time"] = [step, raw]
+                    continue
+                value = _finite(raw)
+                if value is None:
+                    continue
+                _extend(extremes, keys, sys.intern(key), step, value)
+                if isinstance(environment, str) and environment:
+                    own = sys.intern(f"{key}@{environment}")
+                    derived.add(own)
+                    _extend(extremes, keys, own, step, value)
+            if block[4] >= BLOCK_ROWS:
+                block = None
+        state["rows"] = rows
+        state["derived"] = sorted(derived)
+        return True
+
+
+def _extend(extremes: dict, keys: dict, key: str, step: int, value: float) -> None:
+    held = extremes.get(key)
+    if held is None:
+        extremes[key] = [step, value, step, value]
+    else:
+        if value < held[1]:
+            held[0], held[1] = step, value
+        if value > held[3]:
+            held[2], held[3] = step, value
+    summary = keys.get(key)
+    if summary is None:
+        keys[key] = [step, value, step, value, step, value]  # first, last, best (largest)
+        return
+    if step < summary[0]:
+        summary[0], summary[1] = step, value
+    if step >= summary[2]:
+        summary[2], summary[3] = step, value
+    if value > summary[5]:
+        summary[4], summary[5] = step, value
+
+
+class MetricsDigest:
+    """The digest of a run folder's metrics.jsonl and env_metrics.jsonl; `update()` then read."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.path = self.folder / DIGEST_FILE
+        stored = self._load()
+        self.files = [_FileDigest(self.folder / name, _checked(stored.get(name))) for name in FILES]
+
+    def _load(self) -> dict:
+        try:
+            with open_regular(self.path) as handle:
+                stored = json.loads(handle.read())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(stored, dict) or stored.get("version") != VERSION or stored.get("block_rows") != BLOCK_ROWS:
+            return {}
+        return stored
+
+    def update(self) -> MetricsDigest:
+        changed = []
+        for digest in self.files:
+            try:
+                changed.append(digest.update())
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError):  # a damaged digest: again
+                digest.state = _empty_file()
+                changed.append(digest.update())
+        if any(changed):
+            stored: dict[str, object] = {"version": VERSION, "block_rows": BLOCK_ROWS}
+            stored.update({name: f.state for name, f in zip(FILES, self.files, strict=True)})
+            # a cache: a folder the reader cannot write (another user's run) keeps it in memory only
+            with contextlib.suppress(Exception):
+                atomic_write_text(self.path, json.dumps(stored, separators=(",", ":")))
+        return self
+
+    @property
+    def trainer(self) -> dict:
+        return self.files[0].state
+
+    @property
+    def env(self) -> dict:
+        return self.files[1].state
+
+    def ordered(self) -> bool:
+        """Whether both files list their steps in order (never a step lower than the one before)."""
+        return bool(self.trainer["ordered"] and self.env["ordered"])
+
+    def environments(self) -> list[str]:
+        return list(self.env["environments"])
+
+    def keys(self) -> list[str]:
+        """Numeric metric keys of both files (`KEY@ENVIRONMENT` only when rows name several environments)."""
+        several = len(self.environments()) > 1
+        out: set[str] = set()
+        for state in (self.trainer, self.env):
+            derived = set(state["derived"])
+            out.update(k for k in state["keys"] if k != "time" and (several or k not in derived))
+        return sorted(out)
+
+    def steps_done(self) -> int | None:
+        lasts = [b[-1][2] for b in (self.trainer["blocks"], self.env["blocks"]) if b]
+        return max(lasts) if lasts else None
+
+    def key_summary(self, key: str) -> dict | None:
+        """{first, best, best_step, last, last_step} of one metric over both files (best: the largest)."""
+        found = [s["keys"][key] for s in (self.trainer, self.env) if key in s["keys"]]
+        if not found:
+            return None
+        first = min(((f[0], f[1]) for f in found), key=lambda x: x[0])
+        last = max(((f[2], f[3]) for f in found), key=lambda x: x[0])
+        best = max(((f[4], f[5]) for f in found), key=lambda x: x[1])
+        return {"first": first[1], "best": best[1], "best_step": best[0], "last": last[1], "last_step": last[0]}
+
+    def final(self) -> dict:
+        """The latest value of every metric (an environment's over the trainer's at the same step), plus
+        step and time: what metrics.run_metrics_summary gives over every row."""
+        latest: dict[str, tuple[int, int, float]] = {}
+        for phase, state in enumerate((self.trainer, self.env)):
+            derived = set(state["derived"])
+            for key, summary in state["keys"].items():
+                if key == "time" or key in derived:  # the merged keys only, as run_metrics_summary's
+                    continue
+                old = latest.get(key)
+                if old is None or (summary[2], phase) >= old[:2]:
+                    latest[key] = (summary[2], phase, summary[3])
+        out: dict = {key: value for key, (_s, _p, value) in latest.items()}
+        steps = self.steps_done()
+        if steps is not None:
+            out["step"] = steps
+            time_of = self.trainer["keys"].get("time") or self.env["keys"].get("time")
+            if time_of and time_of[0] == steps:
+                out["time"] = time_of[1]
+        return out
+
+    def series(self, key: str, points: int = 600) -> list[tuple[int, float]]:
+        """A downsampled (step, value) series of `key` in at most about `points` points: the blocks are
+        grouped in points/2 buckets and each keeps the step and value of its minimum and its maximum,
+        so no spike or dip of the whole series is lost however long the run."""
+        state = self.env if key not in self.trainer["keys"] else self.trainer
+        blocks = [b for b in state["blocks"] if key in b[3]]
+        if not blocks:
+            return []
+        buckets = max(1, points // 2)
+        per = max(1, math.ceil(len(blocks) / buckets))
+        out: list[tuple[int, float]] = []
+        for index in range(0, len(blocks), per):
+            group = [b[3][key] for b in blocks[index : index + per]]
+            low = min(group, key=lambda e: e[1])
+            high = max(group, key=lambda e: e[3])
+            pair = sorted({(low[0], low[1]), (high[2], high[3])})
+            out.extend(pair)
+        first_step, first, last_step, last = state["keys"][key][:4]
+        if out[0][0] != first_step:  # where the series starts and ends, whatever its extremes
+            out.insert(0, (first_step, first))
+        if out[-1][0] != last_step:
+            out.append((last_step, last))
+        return out
+
+    def rows_near(self, targets: list[int]) -> list[dict]:
+        """Merged rows (trainer and environment row of one step): per target step, the first row at or
+        after it, read from its block's offset (at most BLOCK_ROWS lines each): a sampled history
+        without reading all rows."""
+        anchor = FILES[0] if self.trainer["blocks"] else FILES[1]
+        blocks = (self.trainer if anchor == FILES[0] else self.env)["blocks"]
+        if not blocks:
+            return []
+        starts = [b[1] for b in blocks]
+        chosen: dict[int, dict] = {}
+        for target in targets:
+            block = blocks[max(0, bisect.bisect_right(starts, target) - 1)]
+            found = _read_step(self.folder / anchor, block[0], max(target, block[1]), BLOCK_ROWS, at_least=True)
+            if found is not None:
+                chosen.setdefault(found["step"], found)
+        out = []
+        for step, found in sorted(chosen.items()):
+            row = dict(found)
+            env_block = _block_of(self.env["blocks"], step) if anchor == FILES[0] else None
+            if env_block is not None:
+                for found in _rows_of_step(self.folder / FILES[1], env_block[0], step, 2 * BLOCK_ROWS):
+                    for key, value in found.items():  # every environment's row of the step, in file order
+                        if key != "step" and not (key == "time" and "time" in row):
+                            row[key] = value
+            out.append(row)
+        return out
+
+
+def _block_of(blocks: list, step: int) -> list | None:
+    index = bisect.bisect_right([b[1] for b in blocks], step) - 1
+    return blocks[index] if 0 <= index < len(blocks) and blocks[index][2] >= step else None
+
+
+def _rows_of_step(path: Path, offset: int, step: int, limit: int) -> list[dict]:
+    """The rows of `step` among the `limit` lines from `offset` (several environments log one each)."""
+    out: list[dict] = []
+    try:
+        with open_regular(path) as handle:
+            handle.seek(offset)
+            for _ in range(limit):
+                line = handle.readline()
+                if not line.endswith(b"\n"):
+                    break
+                row = parse_jsonl_line(line)
+                if row is None or type(row.get("step")) is not int:
+                    continue
+                if row["step"] == step:
+                    out.append(row)
+                elif out and row["step"] > step:
+                    break
+    except OSError:
+        return out
+    return out
+
+
+def _read_step(path: Path, offset: int, step: int, limit: int, at_least: bool = False) -> dict | None:
+    """The row of `step` (with `at_least`: the first at or after it, else the last read) among the
+    `limit` lines from `offset`; None when not there."""
+    last = None
+    try:
+        with open_regular(path) as handle:
+            handle.seek(offset)
+            for _ in range(limit):
+                line = handle.readline()
+                if not line.endswith(b"\n"):
+                    return None
+                row = parse_jsonl_line(line)
+                if row is None or type(row.get("step")) is not int:
+                    continue
+                if row["step"] == step or (at_least and row["step"] > step):
+                    return row
+                last = row
+    except OSError:
+        return None
+    return last if at_least else None

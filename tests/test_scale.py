@@ -1,0 +1,267 @@
+"""Scale (issue #45) at small sizes: the run summary index (rebuilt after a crash, a corrupt file or a
+run changed behind it; run folders added or removed by hand), listing filters and pages, the metrics
+digest (downsampling keeps the extremes, grows with the files, rebuilt after a truncation), a long
+run opened from its digest, results from it, and the streamed export equal to the full one."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+import shutil
+import sqlite3
+import time
+
+import pytest
+
+from hermes_rl.core import runs
+from hermes_rl.core.base.fsutil import atomic_write_json
+from hermes_rl.core.base.paths import rl_dir, run_dir
+from hermes_rl.core.clients.toolset import call_tool
+from hermes_rl.core.readers import metrics as metrics_mod
+from hermes_rl.core.readers.metrics import RunMetrics, downsampled, last_values, run_metrics_summary
+from hermes_rl.core.readers.metrics_digest import BLOCK_ROWS, DIGEST_FILE, MetricsDigest
+from hermes_rl.core.runs import export, store
+from hermes_rl.core.runs.index import INDEX_FILE
+
+
+def make_run(run_id: str, *, created_at: float, status="completed", steps=5, environment="toy", **fields):
+    folder = run_dir(run_id)
+    folder.mkdir(parents=True, mode=0o700)
+    record = {"run_id": run_id, "environment": environment, "profile": "local", "status": status}
+    record.update(created_at=created_at, started_at=created_at + 1, total_steps=steps, processes=[], **fields)
+    atomic_write_json(folder / "run.json", record)
+    with open(folder / "metrics.jsonl", "w") as handle:
+        for step in range(1, steps + 1):
+            handle.write(json.dumps({"step": step, "time": created_at + step, "reward/mean": step / 10}) + "\n")
+    return folder
+
+
+def fresh_process_listing(**filters):
+    """list_runs as a new process sees it: nothing held in memory, only the folders and the index."""
+    store.forget_listing_cache()
+    return runs.list_runs(**filters)
+
+
+def index_rows() -> dict[str, str]:
+    db = sqlite3.connect(rl_dir() / INDEX_FILE)
+    try:
+        return dict(db.execute("SELECT run_id, sig FROM runs").fetchall())
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def three_runs():
+    now = time.time()
+    make_run("000000a1", created_at=now - 30, steps=3)
+    make_run("000000b2", created_at=now - 20, steps=7, status="failed", reason="trainer exited with code 1")
+    make_run("000000c3", created_at=now - 10, steps=2, environment="gsm8k", sweep={"id": "sw01", "index": 0})
+    return ["000000c3", "000000b2", "000000a1"]
+
+
+def test_the_index_holds_finished_runs_and_a_fresh_listing_reads_it(three_runs, monkeypatch):
+    listed = fresh_process_listing()
+    assert [r["run_id"] for r in listed] == three_runs
+    assert set(index_rows()) == set(three_runs)
+
+    def unreachable(*_args):
+        raise AssertionError("a run with unchanged files was summarised again")
+
+    monkeypatch.setattr(store, "_build_summary", unreachable)
+    again = fresh_process_listing()
+    assert again == listed  # every key, from the index alone
+
+
+def test_a_deleted_or_corrupt_index_is_rebuilt_from_the_run_folders(three_runs):
+    expected = fresh_process_listing()
+    (rl_dir() / INDEX_FILE).unlink()
+    assert fresh_process_listing() == expected
+    assert set(index_rows()) == set(three_runs)
+    (rl_dir() / INDEX_FILE).write_bytes(b"this is not a database" * 100)  # a crash mid-write, a bad disk
+    assert fresh_process_listing() == expected
+    assert set(index_rows()) == set(three_runs)
+    db = sqlite3.connect(rl_dir() / INDEX_FILE)  # a row damaged inside a valid database
+    db.execute("UPDATE runs SET summary = '{torn' WHERE run_id = '000000a1'")
+    db.commit()
+    db.close()
+    assert fresh_process_listing() == expected
+
+
+def test_a_run_changed_behind_the_index_is_summarised_again(three_runs):
+    fresh_process_listing()
+    with open(run_dir("000000a1") / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps({"step": 4, "reward/mean": 0.9}) + "\n")
+    record = json.loads((run_dir("000000b2") / "run.json").read_text())
+    atomic_write_json(run_dir("000000b2") / "run.json", dict(record, reason="edited by hand"))
+    by_id = {r["run_id"]: r for r in fresh_process_listing()}
+    assert by_id["000000a1"]["step"] == 4 and by_id["000000a1"]["reward_mean"] == 0.9
+    assert by_id["000000b2"]["reason"] == "edited by hand"
+
+
+def test_run_folders_removed_or_added_by_hand_are_seen(three_runs):
+    fresh_process_listing()
+    shutil.rmtree(run_dir("000000b2"))
+    shutil.copytree(run_dir("000000a1"), run_dir("0000abcd"))
+    record = json.loads((run_dir("0000abcd") / "run.json").read_text())
+    atomic_write_json(run_dir("0000abcd") / "run.json", dict(record, run_id="0000abcd", created_at=time.time()))
+    listed = fresh_process_listing()
+    assert [r["run_id"] for r in listed] == ["0000abcd", "000000c3", "000000a1"]
+    assert set(index_rows()) == {"0000abcd", "000000c3", "000000a1"}
+    # the same in a long-lived client (the dashboard): no restart needed
+    shutil.rmtree(run_dir("000000c3"))
+    assert [r["run_id"] for r in runs.list_runs()] == ["0000abcd", "000000a1"]
+    assert "000000c3" not in index_rows()
+
+
+def test_a_live_run_is_never_taken_from_the_index(three_runs):
+    make_run(
+        "0000face", created_at=time.time() - 3600, status="running", supervisor={"pid": 999999, "create_time": 1.0}
+    )
+    listed = {r["run_id"]: r for r in fresh_process_listing()}
+    assert listed["0000face"]["status"] == "lost"  # its supervisor is gone: decided at every listing
+    assert "0000face" not in index_rows()
+
+
+def test_listing_filters_and_the_agent_tool_pages(three_runs):
+    assert [r["run_id"] for r in runs.list_runs(status="failed")] == ["000000b2"]
+    assert [r["run_id"] for r in runs.list_runs(status=["failed", "completed"])] == three_runs
+    assert [r["run_id"] for r in runs.list_runs(environment="gsm8k")] == ["000000c3"]
+    assert [r["run_id"] for r in runs.list_runs(sweep="sw01")] == ["000000c3"]
+    assert [r["run_id"] for r in runs.list_runs(text="CODE 1")] == ["000000b2"]
+    page = call_tool("rl_list_runs", {"limit": 2, "offset": 1})
+    assert [r["run_id"] for r in page["runs"]] == three_runs[1:] and page["count"] == 2 and page["total"] == 3
+    only = call_tool("rl_list_runs", {"status": "completed,failed", "text": "toy"})
+    assert only["total"] == 2
+
+
+# -- long runs ----------------------------------------------------------------------------------
+
+
+def write_long_run(run_id: str, steps: int, *, spikes: dict[int, float], environments=("toy",)) -> object:
+    folder = make_run(run_id, created_at=time.time() - steps, steps=0)
+    rng = random.Random(7)
+    with open(folder / "metrics.jsonl", "w") as trainer, open(folder / "env_metrics.jsonl", "w") as env:
+        for step in range(1, steps + 1):
+            reward = spikes.get(step, 0.5 + 0.1 * math.sin(step / 50) + rng.uniform(-0.05, 0.05))
+            trainer.write(
+                json.dumps({"step": step, "time": 1e9 + step, "reward/mean": reward, "loss": 1 / step}) + "\n"
+            )
+            for name in environments:
+                row = {"step": step, "environment": name, "train/percent_correct": (step % 97) / 97}
+                if step % 10 == 0:
+                    row["eval/percent_correct"] = (step % 89) / 89
+                env.write(json.dumps(row) + "\n")
+    return folder
+
+
+def test_downsampling_keeps_the_extremes_of_every_series():
+    spikes = {1234: 9.5, 4321: -7.25, 9999: 3.0}
+    folder = write_long_run("0000d00d", 10_000, spikes=spikes)
+    series = downsampled(folder, ["reward/mean", "eval/percent_correct"], points=40)
+    reward = series["reward/mean"]
+    assert len(reward) <= 44 and (1234, 9.5) in reward and (4321, -7.25) in reward
+    assert reward[0][0] == 1 and reward[-1][0] == 10_000  # where the series starts and ends
+    evals = [v for _s, v in series["eval/percent_correct"]]
+    assert max(evals) == 1.0 * 88 / 89 and min(evals) == 0.0
+    assert (folder / DIGEST_FILE).exists()
+
+
+def test_the_digest_grows_with_the_files_and_is_rebuilt_after_a_truncation():
+    folder = write_long_run("0000d00e", 3 * BLOCK_ROWS, spikes={})
+    digest = MetricsDigest(folder).update()
+    assert digest.steps_done() == 3 * BLOCK_ROWS and digest.trainer["rows"] == 3 * BLOCK_ROWS
+    with open(folder / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps({"step": 3 * BLOCK_ROWS + 1, "reward/mean": 42.0}) + "\n")
+        handle.write('{"step": 99999, "reward/me')  # being written: not read yet
+    again = MetricsDigest(folder).update()  # a new reader, from the stored digest
+    assert again.steps_done() == 3 * BLOCK_ROWS + 1 and max(v for _s, v in again.series("reward/mean")) == 42.0
+    (folder / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/mean": 0.25}) + "\n")
+    (folder / "env_metrics.jsonl").unlink()
+    rebuilt = MetricsDigest(folder).update()
+    assert rebuilt.steps_done() == 1 and rebuilt.series("reward/mean") == [(1, 0.25)]
+    (folder / DIGEST_FILE).write_text("{garbage")
+    assert MetricsDigest(folder).update().steps_done() == 1
+
+
+def test_a_long_run_opens_from_its_digest_in_bounded_rows(monkeypatch):
+    folder = write_long_run("0000d00f", 20_000, spikes={777: 12.0, 15_000: -3.0})
+    full = RunMetrics(folder, max_rows=10**9)
+    full.poll()
+    monkeypatch.setattr(metrics_mod, "DIGEST_BYTES", 1 << 10)  # this run counts as long
+    reader = RunMetrics(folder, max_rows=2_000)
+    reader.poll()
+    assert len(reader.rows) <= 2_000 + 1_000  # the downsampled history, and the tail's rows whole
+    values = [v for _s, v in reader.series("reward/mean")]
+    assert 12.0 in values and -3.0 in values
+    assert reader.trainer_step == full.trainer_step == 20_000
+    assert reader.rows[-1] == full.rows[-1] and reader.series("reward/mean", 50) == full.series("reward/mean", 50)
+    assert reader.last() == full.last()
+    with open(folder / "metrics.jsonl", "a") as handle:  # it goes on reading as the run writes
+        handle.write(json.dumps({"step": 20_001, "reward/mean": 0.75}) + "\n")
+    assert reader.poll() and reader.trainer_step == 20_001
+
+
+def test_results_of_a_long_run_come_from_its_digest(monkeypatch):
+    folder = write_long_run("0000d010", 6_000, spikes={4000: 5.0}, environments=("a", "b"))
+    streamed = run_metrics_summary(folder, 50, series_key="eval/percent_correct")
+    monkeypatch.setattr(metrics_mod, "DIGEST_BYTES", 1 << 10)
+    digested = run_metrics_summary(folder, 50, series_key="eval/percent_correct")
+    assert digested["steps_done"] == streamed["steps_done"] == 6_000
+    assert digested["final"] == streamed["final"]
+    assert digested["series"] == streamed["series"]
+    history = digested["history"]
+    assert len(history) == 50 and history[0]["step"] == 1 and history[-1]["step"] == 6_000
+    assert history[-1] == streamed["history"][-1]
+    assert all(abs(a["step"] - b["step"]) <= BLOCK_ROWS for a, b in zip(history, streamed["history"], strict=True))
+
+
+@pytest.mark.parametrize("environments", [("toy",), ("a", "b")])
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_the_streamed_export_equals_the_full_one(environments, fmt):
+    folder = write_long_run("0000d011", 700, spikes={3: float("nan")}, environments=environments)
+    with open(folder / "metrics.jsonl", "a") as handle:
+        handle.write("garbage\n" + json.dumps({"step": 701, "reward/mean": 1.5, "note": "=cmd|x"}) + "\n")
+    columns, rows = export.metrics_table("0000d011")
+    out = io.StringIO()
+    assert export.stream_metrics("0000d011", None, fmt, out) == (len(rows), len(columns))
+    assert out.getvalue() == export.format_metrics(columns, rows, fmt)
+    keys = ["reward/mean", "eval/percent_correct"]
+    columns, rows = export.metrics_table("0000d011", keys)
+    out = io.StringIO()
+    export.stream_metrics("0000d011", keys, fmt, out)
+    assert out.getvalue() == export.format_metrics(columns, rows, fmt)
+    assert last_values(rows)["step"] == 701
+
+
+def test_a_long_lived_client_sees_a_finished_run_changed_after_the_recheck_interval(three_runs, monkeypatch):
+    runs.list_runs()
+    with open(run_dir("000000a1") / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps({"step": 9, "reward/mean": 0.5}) + "\n")
+    monkeypatch.setattr(store, "FINAL_RECHECK_S", 0.0)
+    assert {r["run_id"]: r["step"] for r in runs.list_runs()}["000000a1"] == 9
+
+
+def test_an_export_of_steps_written_out_of_order_still_equals_the_full_one():
+    folder = write_long_run("0000d012", 50, spikes={})
+    with open(folder / "env_metrics.jsonl", "a") as handle:  # a writer that started again at step 40
+        for step in range(40, 46):
+            handle.write(json.dumps({"step": step, "environment": "toy", "train/percent_correct": 2.0}) + "\n")
+    columns, rows = export.metrics_table("0000d012")
+    out = io.StringIO()
+    export.stream_metrics("0000d012", None, "csv", out)
+    assert out.getvalue() == export.format_metrics(columns, rows, "csv") and len(rows) == 50
+
+
+def test_a_digest_of_the_wrong_shape_is_built_again():
+    folder = write_long_run("0000d013", 300, spikes={7: 4.0})
+    MetricsDigest(folder).update()
+    stored = json.loads((folder / DIGEST_FILE).read_text())
+    stored["metrics.jsonl"]["blocks"] = [["not", "a", "block"]]
+    stored["env_metrics.jsonl"] = {"offset": "x"}
+    (folder / DIGEST_FILE).write_text(json.dumps(stored))
+    with open(folder / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps({"step": 301, "reward/mean": 0.5}) + "\n")
+    digest = MetricsDigest(folder).update()
+    assert digest.steps_done() == 301 and (7, 4.0) in digest.series("reward/mean")
