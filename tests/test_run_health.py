@@ -296,3 +296,30 @@ def test_no_step_reason_says_whether_the_environment_drops_its_groups_or_waits_o
     verdict = flow_verdict(run, None, startup_s=10.0, now=now)
     assert verdict["state"] == "no_progress" and words in verdict["reason"], verdict
     assert verdict["api"] == {"current_step": 0, "queue_size": 0}
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    "trainer_status, load, cause",
+    [
+        # 8-token completions on an overloaded machine: the load is the cause, never "long completions"
+        ({"completions": 64, "completion_tokens": 512, "sample_s": 40.0, "in_flight": 8}, 6.0, "overloaded"),
+        ({"completions": 64, "completion_tokens": 512, "sample_s": 40.0, "in_flight": 8}, 0.5, "completions are short"),
+        ({"completions": 8, "completion_tokens": 4000, "sample_s": 100.0, "in_flight": 8}, 0.5, "long completions"),
+        ({"completions": 0, "in_flight": 8}, 0.5, "no completion has finished yet"),
+    ],
+)
+def test_a_slow_policy_tip_names_the_cause_it_measured(trainer_status, load, cause):
+    """The tip for a policy still answering says what was measured (mean completion length, tokens/s, the
+    load on the cores) and names the cause those figures show."""
+    from hermes_rl.core.runs.flow import slow_policy_tip
+
+    tip = slow_policy_tip({"trainer": {"status": "ok", **trainer_status}}, "3fa2c91b", load=load, cores=2)
+    assert cause in tip, tip
+    assert f"load {load:.1f} on 2 core(s)" in tip
+    if trainer_status.get("completion_tokens"):
+        mean = trainer_status["completion_tokens"] / trainer_status["completions"]
+        assert f"completions average {mean:.0f} tokens" in tip
+        assert f"{trainer_status['completion_tokens'] / trainer_status['sample_s']:.0f} tokens/s" in tip
+    if cause != "long completions":
+        assert "long completions" not in tip

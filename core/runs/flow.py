@@ -105,6 +105,41 @@ def _policy_count(status: dict, key: str) -> int:
     return total
 
 
+LONG_COMPLETION_TOKENS = 128  # a mean completion at least this long is what makes sampling slow on a CPU
+OVERLOAD = 1.5  # a load average past this many times the cores: other work competes with the policy
+
+
+def slow_policy_tip(status: dict, run_id: str, *, load: float, cores: int) -> str:
+    """Why the policy is slow, from what was measured: the completions' mean length and the policy's
+    tokens per second (the trainer's /health), the machine's load; the cause named is the one they show."""
+    served, tokens = _policy_count(status, "completions"), _policy_count(status, "completion_tokens")
+    seconds = sum(
+        float(a["sample_s"])
+        for a in status.values()
+        if isinstance(a, dict) and isinstance(a.get("sample_s"), (int, float))
+    )
+    mean = tokens / served if served and tokens else None
+    measured = [f"completions average {mean:.0f} tokens" if mean is not None else "completion lengths unknown yet"]
+    if tokens and seconds > 0:
+        measured.append(f"the policy samples {tokens / seconds:.0f} tokens/s")
+    measured.append(f"load {load:.1f} on {cores} core(s)")
+    if load > OVERLOAD * cores:
+        cause = (
+            "the machine is overloaded: other work competes with the policy (fewer runs at once, "
+            "HERMES_RL_MAX_LOCAL_RUNS, or fewer other programs)"
+        )
+    elif mean is not None and mean >= LONG_COMPLETION_TOKENS:
+        cause = (
+            "long completions are slow on a CPU: a smaller max_token_length (a derived profile) or a shorter "
+            "reply asked by the environment speeds each step"
+        )
+    elif mean is not None:
+        cause = "the completions are short, so sampling itself is slow here"
+    else:
+        cause = "no completion has finished yet"
+    return f"{', '.join(measured)}: {cause}; hermes-rl logs {run_id} --process tinker"
+
+
 def _group_size(run: dict) -> int:
     """The run's group size (its config.yaml), or 8 when it cannot be read."""
     from .runconfig import read_run_config
@@ -219,10 +254,7 @@ def flow_verdict(
                     f"running, {what} in {idle:.0f} s: the policy is still answering {in_flight:,} request(s) of the "
                     f"environment ({served:,} completions served so far); no process logged a problem"
                 ),
-                "tip": (
-                    "long completions are slow on a CPU: a smaller max_token_length (a derived profile) or a shorter "
-                    f"reply asked by the environment speeds each step; hermes-rl logs {run_id} --process tinker"
-                ),
+                "tip": slow_policy_tip(status, run_id, load=os.getloadavg()[0], cores=os.cpu_count() or 1),
             }
         )
     else:

@@ -2,7 +2,8 @@
 
 Endpoints (127.0.0.1 only):
   GET  /health                 200 once a sampling client exists, else 503: {"status": "ok", "step": N,
-                               "model": ..., "requests": R, "completions": C, "in_flight": I} (the supervisor
+                               "model": ..., "requests": R, "completions": C, "in_flight": I,
+                               "completion_tokens": T, "sample_s": S} (the supervisor
                                records it in health.json: a run whose environment got completions but delivered
                                no scored group, or waits on long ones, says so)
   POST /generate               SGLang's native form, what Atropos' managed server (server_type sglang) calls
@@ -51,6 +52,8 @@ class Policy:
         self.requests = 0
         self.completions = 0  # sequences served, over all requests
         self.in_flight = 0  # requests being sampled now
+        self.completion_tokens = 0  # tokens sampled for the environments, in all
+        self.sample_s = 0.0  # seconds requests spent sampling (overlapping requests each count)
         self.tokens = None  # usage.TokenCounter: the prompt and sampled tokens of every request
         # Finish reason of recent completions by their tokens, for the rollout recorder (bounded).
         self._finish: dict[tuple[int, ...], tuple[str, int]] = {}  # tokens -> (finish reason, policy version)
@@ -99,13 +102,16 @@ class Policy:
         )
         self.requests += 1
         self.in_flight += 1
+        started = time.perf_counter()
         try:
             response = await client.sample(
                 prompt=types.ModelInput.from_ints(prompt_tokens), num_samples=int(n), sampling_params=sampling
             )
         finally:
             self.in_flight -= 1
+            self.sample_s += time.perf_counter() - started
         self.completions += len(response.sequences)
+        self.completion_tokens += sum(len(seq.tokens) for seq in response.sequences)
         logprobs_of = [list(seq.logprobs or [0.0] * len(seq.tokens)) for seq in response.sequences]
         if self.rescore_tempered and sampling.temperature != 1.0:
             logprobs_of = await self._untempered_logprobs(client, prompt_tokens, response.sequences)
@@ -186,6 +192,8 @@ def build_app(policy: Policy) -> web.Application:
                 "requests": policy.requests,
                 "completions": policy.completions,
                 "in_flight": policy.in_flight,
+                "completion_tokens": policy.completion_tokens,
+                "sample_s": round(policy.sample_s, 3),
             }
         )
 
