@@ -4,7 +4,8 @@ in the same run (Chromium's own start-up, the baseline).
 
     .venv/bin/python bench/bench_report.py [--steps 800 20000 100000] [--repeats 3]
 
-Each run folder is written in a temporary $HERMES_HOME: every step a trainer row (10 metrics) and an
+Each run folder is written in a temporary $HERMES_HOME: every step a trainer row (45 metrics, as many as
+the trainer logs now: signals/, tokens/, time/...; `--metrics N` changes it) and an
 environment row, an eval every 10 steps, the rollouts a real 12-step toy_addition run recorded, and
 its config. Needs Debian's chromium (apt-get install -y chromium).
 """
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REAL_ROLLOUTS = ROOT / "tests" / "data" / "rollouts_toy_addition.jsonl"
 
 
-def write_run(run_id: str, steps: int) -> None:
+def write_run(run_id: str, steps: int, metrics: int = 45) -> None:
     from hermes_rl.core.base.fsutil import atomic_write_json
     from hermes_rl.core.base.paths import ensure_private_dir, run_dir
 
@@ -58,7 +59,7 @@ def write_run(run_id: str, steps: int) -> None:
                 "time": start + 30 * step,
                 "reward/mean": 0.3 + 0.6 * (1 - math.exp(-step / 80)) + noise,
             }
-            row |= {f"train/m{i}": math.cos(step / (20 + i)) for i in range(9)}
+            row |= {f"train/m{i}": math.cos(step / (20 + i)) for i in range(metrics - 1)}
             trainer.write(json.dumps(row) + "\n")
             env_row = {"step": step, "train/percent_correct": min(1.0, step / steps + noise)}
             if step % 10 == 0:
@@ -93,6 +94,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, nargs="+", default=[800, 20000, 100000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--metrics", type=int, default=45, help="metrics per trainer row")
     args = parser.parse_args()
     if shutil.which("chromium") is None:
         print("chromium is not installed: apt-get install -y chromium", file=sys.stderr)
@@ -109,7 +111,7 @@ def main() -> int:
         print(f"{'steps':>8} {'size':>9} {'write (s)':>10} {'render (s)':>11} {'render / empty':>15}")
         for index, steps in enumerate(args.steps):
             run_id = f"{index + 1:08x}"
-            write_run(run_id, steps)
+            write_run(run_id, steps, args.metrics)
             writes, page = [], None
             for _ in range(args.repeats):
                 began = time.perf_counter()

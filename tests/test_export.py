@@ -156,7 +156,30 @@ def test_a_long_runs_report_thins_its_eval_table_and_charts_but_keeps_the_ends(h
     assert "200 of 300 evaluations" in evals and "hermes-rl metrics 0badc0de --keys eval/percent_correct" in evals
     reward_chart = page.split('aria-label="reward/mean"')[1].split("</svg>")[0]
     points = re.findall(r'class="raw" points="([^"]+)"', reward_chart)[0].split()
-    assert len(points) == export.CHART_POINTS
+    assert export.CHART_POINTS - 4 <= len(points) <= export.CHART_POINTS
+
+
+def test_a_report_of_a_run_logging_dozens_of_metrics_stays_small_and_keeps_each_spike(hermes_home):
+    """A trainer logs ~45 metrics a step now (signals/, tokens/, time/): every chart at 600 points made an
+    800-step run's page 382 KB. The page stays under 200 KB, and a one-step spike in a minor metric is
+    still drawn (its bucket's highest point), not thinned away."""
+    import math
+
+    folder = write_run("5ca1ab1e", status="completed", steps=1, total_steps=800)
+    rows = []
+    for step in range(1, 801):
+        row = {"step": step, "reward/mean": 0.5 + 0.3 * math.sin(step / 40)}
+        row |= {f"signals/m{i:02d}": math.cos(step / (15 + i)) + 0.001 * step for i in range(44)}
+        row["signals/m07"] = 50.0 if step == 333 else row["signals/m07"]
+        rows.append(json.dumps(row))
+    (folder / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+    page = export.html_report("5ca1ab1e")
+    assert len(page.encode()) < 200_000, len(page.encode())
+    spiky = page.split('aria-label="signals/m07"')[1].split("</svg>")[0]
+    assert ">50<" in spiky or ">50.0<" in spiky, "the axis reaches the spike"
+    raw = [p.split(",") for p in re.findall(r'class="raw" points="([^"]+)"', spiky)[0].split()]
+    top = min(float(y) for _, y in raw)  # SVG y grows downwards: the spike is the smallest y
+    assert top <= 27.0, top  # drawn at the top of the plot (top margin 26)
 
 
 def test_the_dashboards_palette_writes_the_selected_runs_report(failed_run):

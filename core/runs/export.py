@@ -30,7 +30,12 @@ from ..base.records import RunView
 from ..base.states import HEADLINE_METRICS, Metric
 
 FORMATS = ("csv", "json")
-CHART_POINTS = 600  # points drawn per series at most (evenly thinned): a 100k-step run stays a small page
+CHART_POINTS = 600  # points drawn per headline series at most: a 100k-step run stays a small page
+# Points for all the other charts together: a run logs dozens of metrics (signals/, tokens/, time/...), and
+# 600 points each made a 45-metric run's page 382 KB. Each gets its share, never below SMALL_CHART_MIN.
+SMALL_CHARTS_POINTS = 4000
+SMALL_CHART_MIN = 60
+MARKED_POINTS = 80  # an unsmoothed series of at most this many points is drawn with a dot on each
 SMOOTH_WEIGHT = (
     0.6  # the moving average over each chart's drawn values: the past's weight, as W&B's and the dashboard's
 )
@@ -217,6 +222,23 @@ def _thin(points: list, limit: int = CHART_POINTS) -> list:
     return [points[round(i * stride)] for i in range(limit)]
 
 
+def _extremes(points: list[tuple[int, float]], limit: int) -> list[tuple[int, float]]:
+    """At most about `limit` of a series' points: per bucket its lowest and highest (in step order), the
+    first and the last kept, so a spike or a collapse stays on the chart however long the run."""
+    if len(points) <= limit:
+        return points
+    buckets = max(1, (limit - 2) // 2)
+    size = (len(points) - 2) / buckets
+    out = [points[0]]
+    for b in range(buckets):
+        chunk = points[1 + round(b * size) : 1 + round((b + 1) * size)]
+        if chunk:
+            low, high = min(chunk, key=lambda p: p[1]), max(chunk, key=lambda p: p[1])
+            out.extend(sorted({low, high}))
+    out.append(points[-1])
+    return out
+
+
 def _ema(points: list[tuple[int, float]], weight: float = SMOOTH_WEIGHT) -> list[tuple[int, float]]:
     out, average = [], None
     for step, value in points:
@@ -244,13 +266,15 @@ def smoothable(title: str, points: list[tuple[int, float]]) -> bool:
     return len(points) * 2 >= span
 
 
-def svg_chart(title: str, points: list[tuple[int, float]], width: int = 560, height: int = 200) -> str:
+def svg_chart(
+    title: str, points: list[tuple[int, float]], width: int = 560, height: int = 200, limit: int = CHART_POINTS
+) -> str:
     """A line chart of (step, value) as inline SVG: the raw values faint, their moving average bold
     (dense per-step series only: smoothable), the value range on the left and the step range below."""
     left, right, top, bottom = 64, 12, 26, 28
     plot_w, plot_h = width - left - right, height - top - bottom
-    raw = _thin(points)
-    smooth = _ema(raw) if smoothable(title, points) else []
+    raw = _extremes(points, limit)
+    smooth = _ema(_thin(points, limit)) if smoothable(title, points) else []
     steps = [s for s, _ in points]
     values = [v for _, v in points]
     low, high = min(values), max(values)
@@ -280,7 +304,8 @@ def svg_chart(title: str, points: list[tuple[int, float]], width: int = 560, hei
         for f in (0, 0.25, 0.5, 0.75, 1)
     )
     last_value = values[-1]
-    marks = "" if smooth else "".join(dot(s, v, "mark", 2.5) for s, v in raw)
+    # a dot per point where points are few (evaluations): hundreds of dots only weigh the page down
+    marks = "" if smooth or len(raw) > MARKED_POINTS else "".join(dot(s, v, "mark", 2.5) for s, v in raw)
     return (
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-label="{_e(title)}" xmlns="http://www.w3.org/2000/svg">'
@@ -452,8 +477,10 @@ def html_report(run_id: str) -> str:
 
     headline = [str(k) for k in HEADLINE_METRICS if str(k) in keys]
     ordered = headline + [k for k in keys if k not in headline]
+    small = [k for k in ordered if k not in headline and series.get(k)]
+    small_limit = max(SMALL_CHART_MIN, SMALL_CHARTS_POINTS // max(1, len(small)))
     charts = "".join(
-        svg_chart(key, series[key], *((560, 200) if key in headline else (368, 150)))
+        svg_chart(key, series[key]) if key in headline else svg_chart(key, series[key], 368, 150, small_limit)
         for key in ordered
         if series.get(key)
     )
