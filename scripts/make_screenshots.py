@@ -52,13 +52,15 @@ async def settle(pilot, run_id: str | None, log_lines: int = 20) -> None:
         await wait_for(pilot, lambda: app.pane(LogsPane).view.line_count >= log_lines)
 
 
-async def shoot(name: str, keys: list, run_id: str | None = "a1b2c3d4", before=None, clock=None) -> None:
+async def shoot(
+    name: str, keys: list, run_id: str | None = "a1b2c3d4", before=None, clock=None, size: tuple = SIZE
+) -> None:
     from textual.widgets import Input
 
     from hermes_rl.tui.app import HermesDashboard
 
     app = HermesDashboard(clock=clock or time.time, stall_after_s=0)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         await settle(pilot, run_id)
         if before is not None:
             await before(pilot)
@@ -123,6 +125,9 @@ async def panes() -> None:
         await wait_for(pilot, lambda: pilot.app.pane(LogsPane).view.match_line is not None)
 
     await shoot("dashboard", [], clock=fixed_clock)
+    await shoot("dashboard_80x24", [], clock=fixed_clock, size=(80, 24))  # what degrades first, at each size
+    await shoot("dashboard_200x60", [], clock=fixed_clock, size=(200, 60))
+    await shoot("compare_80x24", ["3", "space", "G", "space", "c"], clock=fixed_clock, size=(80, 24))
     await shoot("environments", ["1", "z"], run_id=None, clock=fixed_clock)
     await shoot(
         "config_editor", ["2", "enter", "ctrl+u", "1", "escape", "z"], run_id=None, before=select_env, clock=fixed_clock

@@ -107,3 +107,32 @@ def test_at_80_by_24_the_runs_pane_shows_status_and_eval(hermes_home):
             assert "completed" in row and any("↑" in cell or "." in cell for cell in row[3:]), row
 
     asyncio.run(scenario())
+
+
+def test_compare_shows_whole_numbers_at_80_columns_and_at_160(hermes_home):
+    """Side by side, the config and metric tables clipped 'first → best → last' at 80 columns: under
+    120 they stack, so every cell of the metric table fits its width at either size."""
+    from textual.widgets import DataTable
+
+    from hermes_rl.tui.panes.compare import CompareScreen
+    from tests.fixtures_tui import write_run_config
+
+    write_run("a1b2c3d4", steps=20, created_at=FIXED_NOW - 7200)
+    write_run("0badc0de", status="failed", steps=7, created_at=FIXED_NOW - 86400)
+    write_run_config("a1b2c3d4", 8, 5e-4)
+    write_run_config("0badc0de", 4, 1e-3)
+
+    async def scenario(size):
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=size) as pilot:
+            table = app.query_one("#runs-table")
+            await wait_for(pilot, lambda: table.row_count == 2, what="runs listed")
+            await pilot.press("3", "space", "G", "space", "c")
+            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare")
+            metrics = app.screen.query_one("#compare-metrics", DataTable)
+            await wait_for(pilot, lambda: metrics.row_count > 2, what="metric rows")
+            await pilot.pause(0.3)
+            assert metrics.virtual_size.width <= metrics.content_region.width, (size, metrics.virtual_size)
+
+    asyncio.run(scenario((80, 24)))
+    asyncio.run(scenario((160, 48)))

@@ -16,6 +16,7 @@ from .. import backend
 from ..format import number
 from .metrics import SMOOTHING, smooth
 
+NARROW = 120  # below this many columns the config and metric tables stack instead of sharing a row
 COLOURS = ("cyan", "magenta", "green", "orange", "blue", "red", "yellow", "white")
 
 
@@ -51,6 +52,10 @@ class CompareScreen(ModalScreen):
     def on_mount(self) -> None:
         self.query_one("#compare-title", Static).update(f"comparing {', '.join(self.run_ids)}…")
         self._load()
+
+    def on_resize(self, _event) -> None:
+        # Side by side the two tables clip their numbers under NARROW columns: there they stack.
+        self.query_one("#compare-box").set_class(self.size.width < NARROW, "narrow")
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False, description="cannot compare the runs")
     def _load(self) -> None:
