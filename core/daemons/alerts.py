@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BadInput, HermesError
-from ..base.fsutil import append_jsonl, iter_jsonl, parse_jsonl_line, read_yaml
+from ..base.fsutil import append_jsonl, iter_jsonl, open_regular, parse_jsonl_line, read_yaml
 from ..base.http_deadline import request_within
 from ..base.paths import rl_dir
 from ..base.secrets import get_key, redact, secret_values
@@ -396,7 +396,7 @@ class _MetricTail:
 
     def read(self) -> list[dict]:
         try:
-            with open(self.path, "rb") as handle:
+            with open_regular(self.path) as handle:
                 size = handle.seek(0, os.SEEK_END)
                 if size < self.offset:
                     self.offset = 0
@@ -655,7 +655,7 @@ def read_alert_log(offset: int) -> tuple[list[dict], int]:
     path = alert_log()
     rows = []
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             if size < offset:
                 offset = 0
