@@ -84,7 +84,8 @@ def test_a_fifo_in_a_live_run_never_wedges_its_supervisor(where):
         env = proc_record(runs.get_run(run_id, sample=False), "env")
         os.kill(env["pid"], signal.SIGKILL)
         noticed = wait_for(lambda: proc_record(runs.get_run(run_id, sample=False), "env").get("restarts", 0) >= 1, 20)
-        assert noticed, f"the supervisor did not see its env die: {runs.get_run(run_id, sample=False)}"
+        now = runs.get_run(run_id, sample=False)
+        assert noticed, f"the supervisor did not see its env die: run {now['status']}, env {proc_record(now, 'env')}"
         stopped = cli("stop", run_id)
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         assert runs.get_run(run_id, sample=False)["status"] == "stopped"
