@@ -9,6 +9,8 @@ from __future__ import annotations
 import secrets as _secrets
 import signal
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from ..base.clock import remaining_s
 from ..base.errors import Conflict, HermesError, NotFound
@@ -98,12 +100,12 @@ def still_alive(run: dict) -> list[str]:
     return alive
 
 
-def stop_not_done(run: dict, wait: float) -> HermesError | None:
+def stop_not_done(run: Mapping[str, Any], wait: float) -> HermesError | None:
     """None when the run is recorded final; else the error a stop that did not stop reports: what is
     still alive. A client must never report success while the run goes on."""
     if run.get("status") in RECORDED_FINAL:
         return None
-    alive = still_alive(run)
+    alive = still_alive(dict(run))
     status = run.get("status")
     shown = ", ".join(alive[:8]) + (f" and {len(alive) - 8} more" if len(alive) > 8 else "")
     text = f"run {run.get('run_id')} did not stop within {wait:g} s: it is still {status}"
