@@ -248,4 +248,3 @@ def test_every_state_file_opens_through_fsutil():
         + "\n".join(offending)
     )
     assert not set(ALLOWED) - seen, f"stale ALLOWED entries: {sorted(set(ALLOWED) - seen)}"
-
