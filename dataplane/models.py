@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import file_lock
+from hermes_rl.core.base.fsutil import file_lock, read_regular_text, write_regular_text
 
 from . import tiny_model
 from .tinker_local.model_config import ModelError, read_model_config
@@ -45,7 +45,7 @@ ProgressFn = tiny_model.ProgressFn
 
 def is_prepared(model_dir: Path) -> bool:
     try:
-        marker = json.loads((Path(model_dir) / PREPARED_MARKER).read_text(encoding="utf-8"))
+        marker = json.loads(read_regular_text(Path(model_dir) / PREPARED_MARKER))
     except (OSError, ValueError):
         return False
     return isinstance(marker, dict) and marker.get("version") == PREPARE_VERSION
@@ -139,7 +139,7 @@ def convert_gguf(
     if config.get("tie_word_embeddings"):
         state.pop("lm_head.weight", None)  # the same tensor as the embeddings
     save_file({name: tensor.contiguous() for name, tensor in state.items()}, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps(config, indent=2, default=str), encoding="utf-8")
+    write_regular_text(folder / "config.json", json.dumps(config, indent=2, default=str))
     tokenizer.model_max_length = config["max_position_embeddings"]
     tokenizer.save_pretrained(folder)
     spec = read_model_config(folder)  # what we wrote is servable
@@ -151,7 +151,7 @@ def convert_gguf(
         "parameters": sum(t.numel() for t in state.values()),
         "prepare_seconds": round(time.time() - started, 1),
     }
-    (folder / PREPARED_MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
+    write_regular_text(folder / PREPARED_MARKER, json.dumps(marker, indent=2))
     report("done", 1.0)
     return marker
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hermes_rl.core.base.fsutil import file_lock
+from hermes_rl.core.base.fsutil import file_lock, read_regular_text, write_regular_text
 
 # Bump when anything below changes what gets built; older folders are rebuilt.
 BUILD_VERSION = 2
@@ -94,14 +94,14 @@ ProgressFn = Callable[[str, float], None]  # (stage description, fraction of the
 def is_complete(model_dir: Path) -> bool:
     """True when `model_dir` holds a finished build of the current version."""
     try:
-        marker = json.loads((Path(model_dir) / MARKER_NAME).read_text(encoding="utf-8"))
+        marker = json.loads(read_regular_text(Path(model_dir) / MARKER_NAME))
     except (OSError, ValueError):
         return False
     return isinstance(marker, dict) and marker.get("version") == BUILD_VERSION
 
 
 def read_marker(model_dir: Path) -> dict:
-    return json.loads((Path(model_dir) / MARKER_NAME).read_text(encoding="utf-8"))
+    return json.loads(read_regular_text(Path(model_dir) / MARKER_NAME))
 
 
 def ensure_model(out_dir: Path, progress: ProgressFn | None = None, recipe: WarmStart = DEFAULT_WARM_START) -> Path:
@@ -178,7 +178,7 @@ def build_into(folder: Path, progress: ProgressFn | None = None, recipe: WarmSta
         "warm_start": warm,
     }
     # Written last: its presence means the folder is complete.
-    (folder / MARKER_NAME).write_text(json.dumps(marker, indent=2), encoding="utf-8")
+    write_regular_text(folder / MARKER_NAME, json.dumps(marker, indent=2))
     report("done", 1.0)
     return marker
 

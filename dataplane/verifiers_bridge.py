@@ -19,12 +19,14 @@ import argparse
 import asyncio
 import contextlib
 import enum
+import errno
 import importlib
 import importlib.metadata
 import json
 import math
 import os
 import re
+import stat
 import sys
 import time
 import types
@@ -32,6 +34,36 @@ import typing
 from pathlib import Path
 
 PROMPT_MASK = -100
+
+
+def _regular_fd(path: str | os.PathLike, flags: int) -> int:
+    """core.base.fsutil.regular_fd, repeated here (this file runs without hermes-rl): a descriptor on a
+    regular file, opened without blocking, so a FIFO in a state file's place fails instead of hanging."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _append_row(path: str | os.PathLike, row: dict) -> None:
+    """One JSON line appended in one write (O_APPEND: concurrent writers never interleave)."""
+    fd = _regular_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW)
+    try:
+        os.write(fd, (json.dumps(row) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _read_text(path: str | os.PathLike) -> str:
+    with os.fdopen(_regular_fd(path, os.O_RDONLY), encoding="utf-8") as handle:
+        return handle.read()
+
+
 BRIDGE_FIELDS = {  # the bridge's own settings, beside the taskset's: (type, default, bounds, description)
     "temperature": ("float", 1.0, (0.0, 2.0), "Sampling temperature of training rollouts"),
     "max_tokens": ("int", 128, (1, 65536), "Tokens the policy may generate per turn (at most max_token_length - 32)"),
@@ -441,8 +473,7 @@ class Bridge:
                 "process": os.environ.get("HERMES_RL_PROCESS"),
                 "environment": self.name,
             }
-            with open(Path(folder) / "env_ids.jsonl", "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(row) + "\n")
+            _append_row(Path(folder) / "env_ids.jsonl", row)
 
     async def chat(self, messages: list[dict], n: int) -> tuple[list[int], list[dict]]:
         body = {
@@ -538,8 +569,7 @@ class Bridge:
             values = [r[key] for r in self.pending if key in r]
             name = "train/reward_mean" if key == "reward" else "verifiers/turns" if key == "turns" else key
             row[name] = sum(values) / len(values)
-        with open(self.metrics_path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
+        _append_row(self.metrics_path, row)
         self.pending = []
 
     def backlogged(self, status: dict) -> bool:
@@ -676,8 +706,7 @@ def main(argv: list[str]) -> int:
         return 0
     import yaml
 
-    with open(args.config, encoding="utf-8") as handle:
-        config = yaml.safe_load(handle)
+    config = yaml.safe_load(_read_text(args.config))
     asyncio.run(Bridge(config, args.taskset).serve())
     return 0
 

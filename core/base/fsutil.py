@@ -14,7 +14,7 @@ import stat
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator
 
 from .errors import BadInput, HermesError
 from .paths import make_private_dirs
@@ -63,20 +63,60 @@ class NotRegularFile(OSError):
     """A state file that is a FIFO, socket, device or folder: reading it could block forever or never end."""
 
 
-def open_regular(path: str | os.PathLike, mode: str = "rb", encoding: str | None = None):
-    """Open a file for reading only if it is a regular file, without ever blocking on it.
+_MODES = {  # open() mode -> (flags, the fdopen mode)
+    "r": (os.O_RDONLY, "r"),
+    "rb": (os.O_RDONLY, "rb"),
+    "a": (os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a"),
+    "ab": (os.O_WRONLY | os.O_APPEND | os.O_CREAT, "ab"),
+    "w": (os.O_WRONLY | os.O_CREAT, "w"),
+    "wb": (os.O_WRONLY | os.O_CREAT, "wb"),
+}
 
-    O_NONBLOCK makes opening a FIFO return at once (a plain open() waits for a writer that never
-    comes); fstat on the opened descriptor then refuses anything but a regular file, so a file swapped
-    between a check and the open cannot slip through. Raises OSError (NotRegularFile naming the kind)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+
+def regular_fd(
+    path: str | os.PathLike, flags: int = os.O_RDONLY, *, follow: bool = True, truncate: bool = False
+) -> int:
+    """The one way a state file is opened: a descriptor on a regular file, got without ever blocking.
+
+    O_NONBLOCK makes opening a FIFO return at once (a plain open() waits for a writer, or a reader, that
+    never comes); fstat on the opened descriptor then refuses anything but a regular file, so a file
+    swapped between a check and the open cannot slip through; only then is O_NONBLOCK cleared (and a
+    file opened for writing truncated, when asked). `follow=False` adds O_NOFOLLOW: a writer never writes
+    through a symlink planted in its file's place. Files are created 0600. Raises OSError
+    (NotRegularFile naming the kind)."""
+    flags |= os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags & ~os.O_TRUNC, 0o600)
     try:
         kind = stat.S_IFMT(os.fstat(fd).st_mode)
         if kind != stat.S_IFREG:
             what = _FILE_KINDS.get(kind, "not a regular file")
             raise NotRegularFile(errno.EINVAL, f"not a regular file ({what})", str(path))
         os.set_blocking(fd, True)
-        return os.fdopen(fd, mode, encoding=encoding) if "b" not in mode else os.fdopen(fd, mode)
+        if truncate or flags & os.O_TRUNC:
+            os.ftruncate(fd, 0)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_regular(
+    path: str | os.PathLike, mode: str = "rb", encoding: str | None = None, *, follow: bool | None = None
+) -> IO[Any]:
+    """open() for state files: a regular file only, opened without blocking (see regular_fd).
+
+    Modes r, rb, a, ab, w, wb (w truncates once the file is known to be regular). Writers do not follow
+    a symlink in the file's place unless `follow` says so; readers do (a home or a config file may be a
+    link; the callers that must not follow check the resolved path)."""
+    if mode not in _MODES:
+        raise ValueError(f"open_regular: unsupported mode {mode!r}")
+    flags, fdmode = _MODES[mode]
+    writes = flags != os.O_RDONLY
+    fd = regular_fd(path, flags, follow=not writes if follow is None else follow, truncate=mode in ("w", "wb"))
+    try:
+        if "b" in mode:
+            return os.fdopen(fd, fdmode)
+        return os.fdopen(fd, fdmode, encoding=encoding or "utf-8")
     except BaseException:
         os.close(fd)
         raise
@@ -85,16 +125,13 @@ def open_regular(path: str | os.PathLike, mode: str = "rb", encoding: str | None
 def open_append_fd(path: str | os.PathLike, access: int = os.O_WRONLY) -> int:
     """An O_APPEND descriptor (created 0600) on a regular file, opened without blocking: a FIFO planted
     in a log's or a JSONL file's place fails at once (ENXIO without a reader, else NotRegularFile)."""
-    fd = os.open(path, access | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-    try:
-        kind = stat.S_IFMT(os.fstat(fd).st_mode)
-        if kind != stat.S_IFREG:
-            raise NotRegularFile(errno.EINVAL, f"not a regular file ({_FILE_KINDS.get(kind, kind)})", str(path))
-        os.set_blocking(fd, True)
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+    return regular_fd(path, access | os.O_APPEND | os.O_CREAT)
+
+
+def write_regular_text(path: str | os.PathLike, text: str) -> None:
+    """Write a whole small file in place (created 0600), refusing a FIFO, device or symlink there."""
+    with open_regular(path, "w") as handle:
+        handle.write(text)
 
 
 def read_regular_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
@@ -269,7 +306,7 @@ def file_lock(path: Path) -> Iterator[None]:
     lock_path = Path(str(path) + ".lock")
     try:
         make_private_dirs(lock_path.parent)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = regular_fd(lock_path, os.O_RDWR | os.O_CREAT)  # a FIFO there fails, never blocks
     except OSError as exc:
         raise HermesError(
             f"cannot write {path}: {exc.strerror}", hint="check that $HERMES_HOME is a writable folder and not full"

@@ -401,6 +401,9 @@ def rl_stop_training(run_id: str) -> dict:
 
     before = runs.get_run(run_id, sample=False)
     run = runs.stop_run(run_id)
+    problem = runs.stop_not_done(run, runs.STOP_WAIT_S)
+    if problem is not None:
+        raise problem  # the agent is told what still runs, never that it stopped
     return {
         "run_id": run_id,
         "status": run.get("status"),

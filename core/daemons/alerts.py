@@ -30,10 +30,14 @@ A run with a budget (budget_usd; docs/cost.md) also alerts once at 80 % of it, w
 
 Each event is delivered once, by the run's own supervisor (no client needs to be open): a line in
 `$HERMES_HOME/rl/alerts.jsonl` (an open dashboard shows it as a toast and rings the bell), a desktop
-notification through `notify-send` where it exists, and a JSON POST to the webhook. Delivery runs in
-one worker thread so a slow webhook never holds the supervisor's loop; every request has a deadline.
-What was delivered, and how each channel fared, goes to `<run>/alerts.jsonl`; the webhook's secret and
-URL path never reach a log, only its scheme and host.
+notification through `notify-send` where it exists, and a JSON POST to the webhook (delivered: a 2xx
+answer; a redirect is not followed and is not a delivery). Each channel has its own worker thread and
+queue, so a webhook that never answers holds neither the supervisor's loop nor the dashboard line and
+the desktop notice; every request has a deadline. What was delivered, and how each channel fared, goes
+to `<run>/alerts.jsonl` (one line per event, `delivered: false` when a channel failed); what is still
+queued or unanswered when the supervisor exits is recorded there as not delivered, with why, and as an
+`alert_undelivered` event of the run. The webhook's secret and URL path never reach a log, only its
+scheme and host.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BadInput, HermesError
-from ..base.fsutil import append_jsonl, iter_jsonl, parse_jsonl_line, read_yaml
+from ..base.fsutil import append_jsonl, iter_jsonl, open_regular, parse_jsonl_line, read_yaml
 from ..base.http_deadline import request_within
 from ..base.paths import rl_dir
 from ..base.secrets import get_key, redact, secret_values
@@ -307,7 +311,11 @@ def post_webhook(hook: Webhook, payload: dict) -> str:
         return f"not delivered: no answer within {hook.timeout_s:g} s"
     except (OSError, http.client.HTTPException) as exc:
         return f"not delivered: {type(exc).__name__}: {exc}"
-    return f"delivered (HTTP {status})" if status and status < 400 else f"refused (HTTP {status})"
+    if status and 200 <= status < 300:
+        return f"delivered (HTTP {status})"
+    if status and 300 <= status < 400:  # a redirect is not followed (it could lead anywhere): not delivered
+        return f"not delivered: HTTP {status} redirect (redirects are not followed)"
+    return f"refused (HTTP {status})"
 
 
 def notify_desktop(title: str, text: str, urgent: bool) -> str:
@@ -327,27 +335,75 @@ def notify_desktop(title: str, text: str, urgent: bool) -> str:
     return "delivered"
 
 
-def deliver(event: dict, channels: tuple[str, ...], config: AlertConfig) -> dict[str, str]:
-    """Send one event through its channels; {channel: outcome}. The dashboard's line is written last,
-    with the other channels' outcomes in it."""
-    outcomes: dict[str, str] = {}
-    hidden = _hidden(config)
-    event = {**event, "message": redact(str(event.get("message")), hidden)}  # a reason may quote anything
-    if "webhook" in channels:
+def send_channel(channel: str, event: dict, config: AlertConfig) -> str:
+    """Deliver one (redacted) event through one channel; the outcome in words."""
+    if channel == "webhook":
         if config.webhook is None:
-            outcomes["webhook"] = "skipped: no webhook in alerts.yaml"
-        else:
-            outcomes["webhook"] = redact(post_webhook(config.webhook, event), hidden)
-    if "desktop" in channels:
+            return "skipped: no webhook in alerts.yaml"
+        return post_webhook(config.webhook, event)
+    if channel == "desktop":
         urgent = event.get("event") in ("failed", "stalled")
-        outcomes["desktop"] = notify_desktop(f"hermes-rl: {event.get('title')}", str(event.get("message")), urgent)
-    if "dashboard" in channels:
-        try:
-            append_jsonl(alert_log(), {**event, "channels": outcomes})
-            outcomes["dashboard"] = "delivered"
-        except (OSError, HermesError) as exc:
-            outcomes["dashboard"] = f"not delivered: {exc}"
-    return outcomes
+        return notify_desktop(f"hermes-rl: {event.get('title')}", str(event.get("message")), urgent)
+    try:
+        append_jsonl(alert_log(), event)
+    except (OSError, HermesError) as exc:
+        return f"not delivered: {exc}"
+    return "delivered"
+
+
+def redacted(event: dict, config: AlertConfig) -> dict:
+    return {**event, "message": redact(str(event.get("message")), _hidden(config))}  # a reason may quote anything
+
+
+def delivered(outcome: str) -> bool:
+    return outcome.startswith(("delivered", "skipped"))
+
+
+def deliver(event: dict, channels: tuple[str, ...], config: AlertConfig) -> dict[str, str]:
+    """Send one event through its channels, one after the other, the local ones first; {channel: outcome}.
+    For `alerts test`; a run's supervisor delivers through one worker per channel (AlertMonitor)."""
+    event = redacted(event, config)
+    hidden = _hidden(config)
+    order = [c for c in ("dashboard", "desktop", "webhook") if c in channels]
+    return {channel: redact(send_channel(channel, event, config), hidden) for channel in order}
+
+
+class ChannelWorker:
+    """One channel's own thread and queue: a channel that hangs (a webhook that never answers) holds
+    only its own queue, never the others' deliveries nor the supervisor's loop."""
+
+    def __init__(self, channel: str, done):
+        self.channel = channel
+        self.done = done  # (event, channel, outcome) once a delivery ended
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.current: dict | None = None  # the event being delivered now
+
+    def put(self, event: dict, config: AlertConfig) -> None:
+        self.queue.put((event, config))
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, daemon=True, name=f"hermes-rl-alerts-{self.channel}")
+            self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            event, config = item
+            self.current = event
+            try:
+                outcome = redact(send_channel(self.channel, event, config), _hidden(config))
+            except Exception as exc:  # noqa: BLE001 - a channel's bug is its outcome, never the worker's end
+                outcome = f"not delivered: {type(exc).__name__}: {exc}"
+            self.current = None
+            self.done(event, self.channel, outcome)
+
+    def finish(self, deadline: float) -> None:
+        """Let what is queued go out until `deadline` (monotonic), then leave the thread behind."""
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def make_event(kind: str, run: dict, message: str, *, event_id: str, rule: Rule | None, **fields) -> dict:
@@ -396,7 +452,7 @@ class _MetricTail:
 
     def read(self) -> list[dict]:
         try:
-            with open(self.path, "rb") as handle:
+            with open_regular(self.path) as handle:
                 size = handle.seek(0, os.SEEK_END)
                 if size < self.offset:
                     self.offset = 0
@@ -435,8 +491,10 @@ class AlertMonitor:
         self.stalled: set[int] = set()  # rules whose current stall has been told
         self.next_check = 0.0
         self.budget_usd = run_budget(run)
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.worker: threading.Thread | None = None
+        self.workers = {channel: ChannelWorker(channel, self._delivered) for channel in CHANNELS}
+        self.pending: dict[str, tuple[dict, tuple[str, ...], dict[str, str]]] = {}  # id -> event, channels, outcomes
+        self.lock = threading.Lock()
+        self.closed = False
         self.reload()
 
     def reload(self) -> None:
@@ -455,27 +513,32 @@ class AlertMonitor:
             self._record({"id": None, "event": "config_error", "message": str(exc), "time": time.time()}, {})
 
     def _record(self, event: dict, outcomes: dict) -> None:
+        failed = [c for c, outcome in outcomes.items() if not delivered(outcome)]
+        row = {**event, "channels": outcomes, "delivered": not failed, **({"undelivered": failed} if failed else {})}
         with contextlib.suppress(OSError, HermesError):
-            append_jsonl(self.dir / RUN_ALERTS, {**event, "channels": outcomes})
+            append_jsonl(self.dir / RUN_ALERTS, row)
 
     def _fire(self, event_id: str, kind: str, rule: Rule, message: str, **fields) -> None:
         if event_id in self.fired:
             return
         self.fired.add(event_id)
-        event = make_event(kind, self.run, message, event_id=event_id, rule=rule, **fields)
-        self.queue.put((event, rule.channels, self.config))
-        if self.worker is None:
-            self.worker = threading.Thread(target=self._deliver_all, daemon=True, name="hermes-rl-alerts")
-            self.worker.start()
+        event = redacted(make_event(kind, self.run, message, event_id=event_id, rule=rule, **fields), self.config)
+        with self.lock:
+            self.pending[event_id] = (event, rule.channels, {})
+        for channel in rule.channels:
+            self.workers[channel].put(event, self.config)
 
-    def _deliver_all(self) -> None:
-        while True:
-            item = self.queue.get()
-            if item is None:
+    def _delivered(self, event: dict, channel: str, outcome: str) -> None:
+        """A channel's worker is done with an event: once every channel is, the run records how each fared."""
+        with self.lock:
+            entry = self.pending.get(event["id"])
+            if self.closed or entry is None:
+                return  # close() has recorded it as not delivered already
+            entry[2][channel] = outcome
+            if set(entry[2]) != set(entry[1]):
                 return
-            event, channels, config = item
-            outcomes = deliver(event, channels, config)
-            self._record(event, outcomes)
+            del self.pending[event["id"]]
+        self._record(event, entry[2])
 
     def tick(self, now: float) -> None:
         if now < self.next_check:
@@ -621,11 +684,35 @@ class AlertMonitor:
                 )
 
     def close(self, timeout_s: float = DRAIN_S) -> None:
-        """Let pending deliveries finish (at most timeout_s in all), then stop the worker."""
-        if self.worker is None:
-            return
-        self.queue.put(None)
-        self.worker.join(timeout_s)
+        """Let pending deliveries finish (at most timeout_s in all, the channels in parallel), then record
+        what is still queued or unanswered as not delivered, and why: nothing is dropped silently."""
+        deadline = time.monotonic() + timeout_s
+        for worker in self.workers.values():
+            worker.finish(deadline)
+        with self.lock:
+            self.closed = True
+            left, self.pending = self.pending, {}
+        for event, channels, outcomes in left.values():
+            missing = [c for c in channels if c not in outcomes]
+            for channel in missing:
+                outcomes[channel] = (
+                    f"not delivered: no answer within the {timeout_s:g} s left at the run's end"
+                    if self.workers[channel].current is event
+                    else f"not delivered: still queued behind a slow {channel} delivery at the run's end"
+                )
+            self._record(event, {c: outcomes[c] for c in channels})
+            with contextlib.suppress(OSError, HermesError):
+                append_jsonl(
+                    self.dir / "events.jsonl",
+                    {
+                        "time": time.time(),
+                        "event": "alert_undelivered",
+                        "alert_id": event.get("id"),
+                        "alert": event.get("event"),
+                        "channels": {c: outcomes[c] for c in missing},
+                        "message": f"alert {event.get('title')} not delivered through {', '.join(missing)}",
+                    },
+                )
 
 
 def send_test(config: AlertConfig | None = None) -> dict:
@@ -655,7 +742,7 @@ def read_alert_log(offset: int) -> tuple[list[dict], int]:
     path = alert_log()
     rows = []
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             if size < offset:
                 offset = 0

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BadInput
+from ..base.fsutil import write_regular_text
 from ..base.names import is_ascii_digits, is_name
 from . import procscan
 from .spawn import describe_exit, spawn_group
@@ -480,7 +481,7 @@ class SlurmTracker:
         script = self.run_dir / "slurm" / f"{name}.sbatch"
         script.parent.mkdir(mode=0o700, exist_ok=True)
         # exec: the worker itself is the batch step's process, so scancel's SIGTERM reaches it.
-        script.write_text(settings.script(argv, sys.executable), encoding="utf-8")
+        write_regular_text(script, settings.script(argv, sys.executable))
         os.chmod(script, 0o700)
         command = [
             "sbatch",

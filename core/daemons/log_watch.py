@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ..base.failures import logged_problem, problem_key
-from ..base.fsutil import atomic_write_json
+from ..base.fsutil import atomic_write_json, open_regular
 from .readiness import http_get
 
 HEALTH_FILE = "health.json"
@@ -49,7 +49,7 @@ class LogProblems:
     def update(self, now: float) -> bool:
         """Read what the log gained; True when something was counted."""
         try:
-            with open(self.path, "rb") as handle:
+            with open_regular(self.path) as handle:
                 size = handle.seek(0, os.SEEK_END)
                 if self.offset is None or size < self.offset:  # first look, or the log was truncated
                     self.offset, self.partial = max(0, size - TAIL_BYTES), b""

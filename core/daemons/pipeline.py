@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator, overload
 
 from ..base.errors import BadInput
-from ..base.fsutil import atomic_write_json, atomic_write_text, file_lock, read_json, read_regular_text
+from ..base.fsutil import atomic_write_json, atomic_write_text, file_lock, open_regular, read_json, read_regular_text
 from ..base.names import is_name
 from ..base.paths import PROCESS_NAME_RE, PROJECT_ROOT, ensure_private_dir, rl_dir
 from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
@@ -437,7 +437,7 @@ def rebind_files(run_dir: str | os.PathLike, argv: list[str], old: int, new: int
         path = os.path.realpath(arg) if os.sep in arg else ""
         if not path.startswith(root + os.sep) or not os.path.isfile(path):
             continue
-        with open(path, encoding="utf-8") as handle:
+        with open_regular(path, "r") as handle:
             text = handle.read()
         moved = rebind_text(text, old, new)
         if moved != text:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..base.failures import exception_line, exit_failure_line, failure_hint, failure_line
-from ..base.fsutil import atomic_write_json, open_append_fd, open_regular
+from ..base.fsutil import atomic_write_json, open_append_fd, open_regular, read_regular_text
 from ..base.paths import ensure_private_dir, process_log_path
 from ..base.polling import poll_until
 from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
@@ -228,7 +228,7 @@ class Proc:
         `finish_reason`, e.g. the trainer stopping early on an eval plateau)."""
         if self.spec.completion_file:
             try:
-                said = json.loads(self.completion_path().read_text()).get("finish_reason")
+                said = json.loads(read_regular_text(self.completion_path(), 1 << 20)).get("finish_reason")
             except (OSError, ValueError, AttributeError):
                 said = None
             if isinstance(said, str) and said.strip():

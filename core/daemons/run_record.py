@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..base.fsutil import append_jsonl, atomic_write_json
+from ..base.fsutil import append_jsonl, atomic_write_json, open_regular
 from ..base.secrets import redact
 from ..base.states import RECORDED_FINAL, ProcState, RunStatus
 from .runstate import record_final
@@ -117,7 +117,7 @@ class RunRecord:
     def reserve_space(self) -> None:
         """Hold some disk space in the run folder, freed to record the run's end on a full disk."""
         with contextlib.suppress(OSError):
-            with open(self.dir / SPACE_RESERVE, "wb") as handle:
+            with open_regular(self.dir / SPACE_RESERVE, "wb") as handle:
                 handle.write(b"\0" * SPACE_RESERVE_BYTES)
 
     def record_final(self, status: RunStatus, reason: str) -> None:

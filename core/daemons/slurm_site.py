@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ..base.errors import BadInput
-from ..base.fsutil import read_yaml
+from ..base.fsutil import read_yaml, write_regular_text
 from ..base.paths import rl_dir
 from .launchers import LauncherError, slurm_call, slurm_settings
 
@@ -54,7 +54,7 @@ def preflight(data: dict) -> None:
         _check_partition(settings.partition)
     with tempfile.TemporaryDirectory(prefix="hermes-slurm-") as folder:
         script = Path(folder) / "preflight.sbatch"
-        script.write_text(settings.script(["true"], ""), encoding="utf-8")
+        write_regular_text(script, settings.script(["true"], ""))
         argv = ["sbatch", "--test-only", "--nodes=1", "--ntasks=1", *settings.sbatch_options(), str(script)]
         done = _call(argv)
     if done.returncode != 0:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..base.fsutil import open_regular
 from ..base.paths import sweep_queue_flag
 from .procscan import MARKER, PROCESS_MARKER, SUPERVISOR_MARKER, marked_processes, signal_group, terminate
 
@@ -193,7 +194,7 @@ def start_sweep_queue() -> str | None:
         return None
     env = {k: v for k, v in os.environ.items() if k not in (MARKER, PROCESS_MARKER, SUPERVISOR_MARKER)}
     try:
-        with open(flag.parent / "queue.log", "ab") as log:
+        with open_regular(flag.parent / "queue.log", "ab") as log:
             spawn_group(
                 [sys.executable, "-m", "hermes_rl.core.runs.sweeps", "start-queued"],
                 tied=False,

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..base.errors import BadInput, MissingKey, NotFound
 from ..base.formatting import shown_value
-from ..base.fsutil import read_yaml
+from ..base.fsutil import read_regular_text, read_yaml
 from ..base.names import ascii_float, ascii_int, is_name
 from ..base.paths import hermes_home, models_dir, profiles_dir
 from ..base.secrets import get_key
@@ -432,7 +432,7 @@ def build_profile(
 def _folder_context(overrides: dict) -> int | None:
     """The context of a local model folder a profile names (its config.json), else None (unknown)."""
     try:
-        config = json.loads((Path(str(overrides["base_model"])).expanduser() / "config.json").read_text("utf-8"))
+        config = json.loads(read_regular_text(Path(str(overrides["base_model"])).expanduser() / "config.json"))
         return int(config["max_position_embeddings"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -485,7 +485,7 @@ def model_context(profile: Profile) -> tuple[int | None, str]:
     if folder is None or not (folder / "config.json").is_file():
         return None, "the model's config is not on this machine"
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = json.loads(read_regular_text(folder / "config.json"))
     except (OSError, ValueError):
         return None, f"{folder / 'config.json'} is unreadable"
     for section in (config, config.get("text_config") or {}):

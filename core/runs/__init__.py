@@ -8,7 +8,7 @@ state is reported `lost`, with whatever of its processes survived, and can still
    store      reading run folders: list_runs, get_run, run_events, lost detection
    start      launch (any pipeline), start_run (the real training run), resume_run (continue an ended
               run from its saved state), the supervisor's start
-   control    stop_run, restart_process
+   control    stop_run (stop_not_done: what a stop left alive), restart_process
    results    get_results: final metrics, history sample, checkpoint
    runconfig  the run's configuration (config.yaml) as data
    training   the real training run's process specs
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..base.errors import Conflict, NotFound
 from ..base.stall import stall_threshold
-from .control import restart_process, stop_run
+from .control import STOP_WAIT_S, restart_process, still_alive, stop_not_done, stop_run
 from .results import get_results
 from .start import launch, resume_run, start_run
 from .store import get_run, run_events
@@ -55,5 +55,8 @@ __all__ = [
     "run_events",
     "stall_threshold",
     "start_run",
+    "STOP_WAIT_S",
+    "still_alive",
+    "stop_not_done",
     "stop_run",
 ]

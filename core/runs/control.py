@@ -9,6 +9,8 @@ from __future__ import annotations
 import secrets as _secrets
 import signal
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from ..base.clock import remaining_s
 from ..base.errors import Conflict, HermesError, NotFound
@@ -30,6 +32,7 @@ from .store import (
 )
 
 POLL_FIRST_S = 0.02  # the first re-read of run.json; later ones back off to polling's cap
+STOP_WAIT_S = 15.0  # how long a stop waits for the run to be recorded final
 SURVIVOR_GRACE_S = 3.0  # how long a recorded-final run's last processes get to exit by themselves
 
 
@@ -55,7 +58,7 @@ def _wait_registered(run_id: str, wait: float) -> dict:
     return poll_until(registered, wait, first=POLL_FIRST_S) or read_run(run_id)
 
 
-def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> RunView:
+def stop_run(run_id: str, *, wait: float = STOP_WAIT_S, force: bool = False) -> RunView:
     """Stop a starting, running or lost run; returns get_run() after it (status stopping if `wait` ran out).
 
     A running supervisor gets SIGTERM and stops its processes in reverse order. A lost run's surviving
@@ -86,6 +89,37 @@ def stop_run(run_id: str, *, wait: float = 15.0, force: bool = False) -> RunView
         _stop_lost(run)
     _end_survivors(run_id)
     return get_run(run_id, sample=False)
+
+
+def still_alive(run: dict) -> list[str]:
+    """What of a run lives now, in words: its supervisor and each process carrying its marker, with pids."""
+    alive = []
+    if supervisor_alive(run):
+        alive.append(f"supervisor (pid {run['supervisor']['pid']})")
+    alive += [f"{s.name or '?'} (pid {s.pid})" for s in survivors(run)]
+    return alive
+
+
+def stop_not_done(run: Mapping[str, Any], wait: float) -> HermesError | None:
+    """None when the run is recorded final; else the error a stop that did not stop reports: what is
+    still alive. A client must never report success while the run goes on."""
+    if run.get("status") in RECORDED_FINAL:
+        return None
+    alive = still_alive(dict(run))
+    status = run.get("status")
+    shown = ", ".join(alive[:8]) + (f" and {len(alive) - 8} more" if len(alive) > 8 else "")
+    text = f"run {run.get('run_id')} did not stop within {wait:g} s: it is still {status}"
+    text += f"; still alive: {shown}" if alive else "; no process of it is alive now"
+    if status == RunStatus.STOPPING:
+        hint = "its supervisor is stopping its processes in order; check again with `hermes-rl status`"
+    elif alive and alive[0].startswith("supervisor"):
+        hint = (
+            "its supervisor did not act on the stop request; `kill -9` its pid and its watchdog ends the run's "
+            "processes and records the run failed"
+        )
+    else:
+        hint = "run `hermes-rl stop` again, or end the processes named above"
+    return HermesError(text, hint=hint)
 
 
 def _end_survivors(run_id: str) -> None:

@@ -494,7 +494,7 @@ def start_logged(
 ) -> LocalProcess:
     """`argv` in a session of its own (a fork of `warm` where it can be one), both streams to `log_path`
     (truncated, private)."""
-    with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as log:
+    with open_regular(log_path, "wb") as log:
         return start_local(argv, cwd=cwd, env=env, log_fd=log.fileno(), log=log_path, warm=warm, session=True)
 
 
@@ -530,7 +530,7 @@ class PolicyServer:
         self.proc = start_logged(self.argv, self.env, self.log_path, os.getcwd(), warm)
         started, stage = time.monotonic(), ""
         while not cancelled.is_set():
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            text = read_regular_text(self.log_path, errors="replace")
             ready = [line for line in text.splitlines() if line.startswith(OFFLINE_READY_PREFIX)]
             if ready:
                 self.base_url = ready[0][len(OFFLINE_READY_PREFIX) :].strip()

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hermes_rl.core.base.fsutil import read_regular_text
 from hermes_rl.core.base.names import is_name
 
 from . import catalog
@@ -374,7 +375,7 @@ class Backend:
             directory = self.checkpoint_path(str(model_path))
             if not (directory / "adapter_model.safetensors").exists():
                 raise UserError(f"no checkpoint at {model_path}")
-            base_model = json.loads((directory / "state.json").read_text(encoding="utf-8"))["base_model"]
+            base_model = json.loads(read_regular_text(directory / "state.json"))["base_model"]
             sampler = Sampler(sampler_id, base_model, str(model_path), None)
         else:
             sampler = Sampler(sampler_id, self.canonical_base_model(request.get("base_model")), None, None)

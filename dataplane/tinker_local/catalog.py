@@ -15,6 +15,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from hermes_rl.core.base.fsutil import read_regular_text, write_regular_text
+
 from .checkpoints import checkpoint_folder
 from .wire import UserError, number
 
@@ -33,7 +35,7 @@ def _iso(seconds: float) -> str:
 
 def _read_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_regular_text(path))
     except (OSError, ValueError):
         return {}
 
@@ -139,7 +141,7 @@ def update_meta(checkpoint_dir: Path, model_id: str, kind: str, name: str, **cha
     folder = find_checkpoint(checkpoint_dir, model_id, kind, name)
     meta = _read_json(folder / META_FILE) | changes
     tmp = folder / f".{META_FILE}.tmp"
-    tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    write_regular_text(tmp, json.dumps(meta, indent=2))
     tmp.replace(folder / META_FILE)
     return meta
 

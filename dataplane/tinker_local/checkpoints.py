@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hermes_rl.core.base.fsutil import read_regular_text, write_regular_text
 from hermes_rl.core.base.names import is_name
 from hermes_rl.core.base.paths import CHECKPOINT_KINDS as CHECKPOINT_SUBFOLDERS
 from hermes_rl.core.base.paths import CHECKPOINT_NAME_RE, checkpoint_subpath
@@ -97,7 +98,7 @@ def write_checkpoint(directory: Path, model, base_model: str, optimizer: bool) -
     tmp = directory.with_name(f".{directory.name}.tmp-{time.monotonic_ns()}")
     tmp.mkdir(parents=True)
     save_file(peft_state_dict(model.params), str(tmp / ADAPTER_FILE))
-    (tmp / "adapter_config.json").write_text(json.dumps(peft_config(base_model, model)), encoding="utf-8")
+    write_regular_text(tmp / "adapter_config.json", json.dumps(peft_config(base_model, model)))
     state = {
         "model_id": model.model_id,
         "base_model": model.base_model,
@@ -110,7 +111,7 @@ def write_checkpoint(directory: Path, model, base_model: str, optimizer: bool) -
     if optimizer and model.adam_m:
         moments = {f"m.{k}": v for k, v in model.adam_m.items()} | {f"v.{k}": v for k, v in model.adam_v.items()}
         save_file({k: v.cpu().contiguous() for k, v in moments.items()}, str(tmp / OPTIMIZER_FILE))
-    (tmp / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
+    write_regular_text(tmp / "state.json", json.dumps(state, indent=2))
     if directory.exists():
         shutil.rmtree(directory)
     tmp.rename(directory)
@@ -124,7 +125,7 @@ def read_checkpoint(directory: Path, device) -> tuple[Adapter, int, dict]:
         if (directory / (ADAPTER_FILE + AGE_SUFFIX)).exists():
             raise UserError(f"{directory.name} is an age-encrypted export: only its recipients can read it")
         raise UserError(f"no checkpoint in {directory}")
-    state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
+    state = json.loads(read_regular_text(directory / "state.json"))
     tensors = load_file(str(directory / ADAPTER_FILE), device=str(device))
     return from_peft_state_dict(tensors), int(state["rank"]), state
 

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_rl.core.base.fsutil import read_regular_text
+
 # model_type -> what differs from Llama. Mistral and Qwen2 are Llama with (optional) q/k/v biases and
 # a sliding window; Qwen3 adds an RMSNorm over each head's queries and keys.
 SUPPORTED_ARCHITECTURES = {"llama": {}, "mistral": {}, "qwen2": {}, "qwen3": {"qk_norm": True}}
@@ -72,7 +74,7 @@ def read_model_config(model_dir: Path) -> ModelSpec:
     if not config_path.is_file():
         raise ModelError(f"{model_dir} is not a model folder: it has no config.json")
     try:
-        cfg = json.loads(config_path.read_text(encoding="utf-8"))
+        cfg = json.loads(read_regular_text(config_path))
     except (OSError, ValueError) as exc:
         raise ModelError(f"{config_path} cannot be read: {exc}") from exc
     model_type = cfg.get("model_type")
@@ -116,7 +118,7 @@ def read_model_config(model_dir: Path) -> ModelSpec:
     generation = model_dir / "generation_config.json"
     if generation.is_file():
         try:
-            eos += [t for t in _eos_ids(json.loads(generation.read_text(encoding="utf-8")).get("eos_token_id"))]
+            eos += [t for t in _eos_ids(json.loads(read_regular_text(generation)).get("eos_token_id"))]
         except (OSError, ValueError):
             pass
     return ModelSpec(

@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from hermes_rl.core.base.fsutil import open_regular
 from hermes_rl.core.readers.rollouts import ROLLOUTS_FILE
 
 log = logging.getLogger("trainer.rollouts")
@@ -132,8 +133,7 @@ class RolloutRecorder:
                 if self.capped:
                     continue
                 if handle is None:
-                    fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-                    handle = os.fdopen(fd, "a", encoding="utf-8")
+                    handle = open_regular(self.path, "a")
                 handle.write(self._lines(step, when, groups))
                 handle.flush()
         except Exception as exc:  # rollouts are a view of training, never a reason to stop it

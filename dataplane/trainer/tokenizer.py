@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hermes_rl.core.base.fsutil import read_regular_text
+
 
 class FolderTokenizer:
     def __init__(self, folder: Path):
@@ -22,11 +24,9 @@ class FolderTokenizer:
         config = {}
         config_path = folder / "tokenizer_config.json"
         if config_path.exists():
-            config = json.loads(config_path.read_text(encoding="utf-8"))
+            config = json.loads(read_regular_text(config_path))
         template_path = folder / "chat_template.jinja"
-        self.chat_template = (
-            template_path.read_text(encoding="utf-8") if template_path.exists() else config.get("chat_template")
-        )
+        self.chat_template = read_regular_text(template_path) if template_path.exists() else config.get("chat_template")
         self.eos_token = config.get("eos_token")
         self._template = None
 

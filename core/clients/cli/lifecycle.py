@@ -310,6 +310,9 @@ def cmd_stop(args) -> Any:
     from ... import runs
 
     run = runs.stop_run(args.run_id)
+    problem = runs.stop_not_done(run, runs.STOP_WAIT_S)
+    if problem is not None:
+        raise problem  # exit 1: a stop that did not stop is never reported as done
     if args.json:
         return run
     rich_console().print(

@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 
+from ...base.fsutil import open_regular
 from ..procscan import MARKER
 from ..spawn import spawn_group
 from .room import ARGV_ROOM, ENV_ROOM, ROOM_ENV, env_block, env_room, show_as
@@ -192,7 +193,7 @@ def serve_base(path: str, listening: int, preload: list[str]) -> int:
         stamp = packages_stamp()
         gc.collect()
         gc.freeze()  # forks then skip the imported objects in their collections: no copy of those pages for it
-        with open(_ready_file(path), "w"):
+        with open_regular(_ready_file(path), "w"):
             pass
         selector = selectors.DefaultSelector()
         selector.register(listener, selectors.EVENT_READ)

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from ...base.fsutil import open_regular
 from ..procscan import signal_group
 from ..spawn import CHILD_TOKEN, BoundedRun, end_bounded_child, spawn_group
 from .base import BorrowedServer, borrow
@@ -435,7 +436,7 @@ class WarmStarts:
 
 def _head(path: str, limit: int) -> bytes:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             return handle.read(limit)
     except OSError:
         return b""

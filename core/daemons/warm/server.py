@@ -31,7 +31,7 @@ import time
 import traceback
 import weakref
 
-from ...base.fsutil import leave_no_temporary_folders_on_sigterm, temporary_directories
+from ...base.fsutil import leave_no_temporary_folders_on_sigterm, regular_fd, temporary_directories
 from ..procscan import signal_group
 from ..spawn import child_preexec
 from .room import env_room, show_as
@@ -51,11 +51,11 @@ def _child(request: dict, server_pid: int, inherited: list[int], shown: int) -> 
                 os.close(fd)
         null = os.open(os.devnull, os.O_RDONLY)
         if request.get("log"):  # a run's process log: both streams, appended
-            out = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            out = regular_fd(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, follow=False)
             err = os.dup(out)
         else:
-            out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            out = regular_fd(request["stdout"], os.O_WRONLY | os.O_CREAT, follow=False, truncate=True)
+            err = regular_fd(request["stderr"], os.O_WRONLY | os.O_CREAT, follow=False, truncate=True)
         for fd, target in ((null, 0), (out, 1), (err, 2)):
             os.dup2(fd, target)
             os.close(fd)
