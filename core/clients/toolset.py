@@ -566,7 +566,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "rl_list_environments",
         rl_list_environments,
-        "List the trainable RL environments (Atropos BaseEnv classes) and the current selection. "
+        "List the trainable RL environments (Atropos BaseEnvs, verifiers tasksets) and the current selection. "
         "Start here; the workflow is in the skill rl:training.",
         returns={
             "environments": "list of {id, name, class_name, file, description, source}; when several share a "
@@ -640,8 +640,7 @@ TOOLS: tuple[Tool, ...] = (
             "estimate": {"type": "boolean", "description": "true: only the expected tokens and USD; starts nothing"},
             "workers": {
                 "type": "object",
-                "description": "optional: {replicas, launcher: local|slurm, slurm: {partition, time, cpus_per_worker, "
-                "mem_per_worker, account, qos, gres, constraint, signal}, "
+                "description": "optional: {replicas, launcher: local|slurm, slurm: {partition, time, account, qos, gres...}, "
                 "environments: [{environment, weight, min_batch_allocation, replicas}]}",
             },
         },
@@ -732,10 +731,10 @@ TOOLS: tuple[Tool, ...] = (
         rl_list_runs,
         "List runs on disk, newest first (from the dashboard or CLI too), a page at a time.",
         {
-            "status": {"type": "string", "description": "commas: any of"},
+            "status": {"type": "string", "description": "e.g. running,failed"},
             "environment": {"type": "string"},
             "sweep": {"type": "string"},
-            "text": {"type": "string", "description": "in id, reason..."},
+            "text": {"type": "string", "description": "found in id, reason..."},
             "limit": {"type": "integer", "minimum": 1, "default": 50},
             "offset": {"type": "integer", "minimum": 0},
         },
