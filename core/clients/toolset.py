@@ -641,7 +641,8 @@ TOOLS: tuple[Tool, ...] = (
             "workers": {
                 "type": "object",
                 "description": "optional: {replicas, launcher: local|slurm, "
-                "slurm: {partition, time, account, qos, gres...}, environments: [{environment, weight, min_batch_allocation, replicas}]}",
+                "slurm: {partition, time, account, qos, gres...}, "
+                "environments: [{environment, weight, min_batch_allocation, replicas}]}",
             },
         },
         returns={
