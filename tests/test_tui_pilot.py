@@ -290,19 +290,15 @@ def test_navigation_filter_sort_chart_and_notifications(hermes_home, synthetic_r
             await pilot.press("l", "s", "right")
             assert app.screen.log_y and app.screen.key != key
             await pilot.press("escape")
-            # A run that fails while we watch raises a notification.
-            write_run(
-                "5ee5ee5e",
-                status="failed",
-                steps=3,
-                profile="tinker",
-                environment="gsm8k",
-                created_at=fixed_clock() - 600,
-                reason="env exited 2",
-            )
+            # A run that fails while we watch raises a notification (a running run that ends: a final state
+            # is never rewritten, and the listing re-reads finished runs only every FINAL_RECHECK_S).
+            live = dict(steps=3, profile="tinker", environment="gsm8k", created_at=fixed_clock() - 60)
+            write_run("f00dfeed", status="running", **live)
+            await wait_for(pilot, lambda: any(r["run_id"] == "f00dfeed" for r in app.runs), what="running run listed")
+            write_run("f00dfeed", status="failed", reason="env exited 2", **live)
             await wait_for(
                 pilot,
-                lambda: any("5ee5ee5e" in n.message and "failed" in n.message for n in app._notifications),
+                lambda: any("f00dfeed" in n.message and "failed" in n.message for n in app._notifications),
                 what="failure notification",
             )
 
