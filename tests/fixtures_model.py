@@ -3,8 +3,8 @@
     def test_x(tiny_model_dir): ...                 # Path of a built model folder
     def test_y(tinker_local): tinker_local.url ...  # a fresh server for this test; TINKER_* env set
 
-`start_tinker_local(model_dir, checkpoint_dir)` is the same thing as a context manager, for
-tests that want one server per module.
+`start_tinker_local(model_dir, checkpoint_dir)` is the same thing as a context manager, and
+`tinker_local_module` one server for a whole test module.
 """
 
 from __future__ import annotations
@@ -125,3 +125,20 @@ def tinker_local(tiny_model_dir, tmp_path, monkeypatch) -> Iterator[LocalTinker]
         for name, value in server.env().items():
             monkeypatch.setenv(name, value)
         yield server
+
+
+@pytest.fixture(scope="module")
+def tinker_local_module(tiny_model_dir, tmp_path_factory) -> Iterator[LocalTinker]:
+    """One local Tinker server for a whole test module, its TINKER_* variables set in os.environ while the
+    module runs (and put back after): what a module of SDK tests shares."""
+    with start_tinker_local(tiny_model_dir, tmp_path_factory.mktemp("tinker") / "checkpoints") as running:
+        saved = {name: os.environ.get(name) for name in running.env()}
+        os.environ.update(running.env())
+        try:
+            yield running
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -17,8 +16,6 @@ import httpx
 import numpy as np
 import pytest
 import torch
-
-from tests.fixtures_model import start_tinker_local
 
 tinker = pytest.importorskip("tinker")
 from tinker import types  # noqa: E402
@@ -29,18 +26,8 @@ TOY_PROMPT = "Q: 3+4=\nA:"
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model_dir, tmp_path_factory):
-    with start_tinker_local(tiny_model_dir, tmp_path_factory.mktemp("tinker") / "checkpoints") as running:
-        saved = {name: os.environ.get(name) for name in running.env()}
-        os.environ.update(running.env())
-        try:
-            yield running
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+def server(tinker_local_module):
+    return tinker_local_module
 
 
 def rest_client(server) -> tinker.RestClient:

@@ -5,13 +5,9 @@ other than 1 (the untempered model's, equal to `compute_logprobs` and the learne
 
 from __future__ import annotations
 
-import os
-
 import httpx
 import numpy as np
 import pytest
-
-from tests.fixtures_model import start_tinker_local
 
 tinker = pytest.importorskip("tinker")
 from tinker import types  # noqa: E402
@@ -20,18 +16,8 @@ pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model_dir, tmp_path_factory):
-    with start_tinker_local(tiny_model_dir, tmp_path_factory.mktemp("tinker") / "checkpoints") as running:
-        saved = {name: os.environ.get(name) for name in running.env()}
-        os.environ.update(running.env())
-        try:
-            yield running
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+def server(tinker_local_module):
+    return tinker_local_module
 
 
 @pytest.fixture

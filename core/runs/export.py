@@ -73,18 +73,23 @@ def metrics_table(run_id: str, keys: list[str] | None = None) -> tuple[list[str]
 
     rows = _all_rows(run_id)
     known = metric_keys(rows)
-    if keys:
-        wanted = list(dict.fromkeys(k.strip() for k in keys if k.strip()))
-        unknown = [k for k in wanted if k not in known]
-        if unknown:
-            raise BadInput(
-                f"run {run_id} has no metric {', '.join(map(repr, unknown))}"[:300],
-                hint=f"its metrics: {', '.join(known)}"[:600] if known else "it has logged no metrics yet",
-            )
-    else:
-        wanted = known
+    wanted = _wanted_keys(run_id, keys, known)
     columns = ["step", "time", *wanted]
     return columns, [{c: row.get(c) for c in columns} for row in rows]
+
+
+def _wanted_keys(run_id: str, keys: list[str] | None, known: list[str]) -> list[str]:
+    """The metric columns asked for (every known one when none): BadInput naming unknown ones."""
+    if not keys:
+        return known
+    wanted = list(dict.fromkeys(k.strip() for k in keys if k.strip()))
+    unknown = [k for k in wanted if k not in known]
+    if unknown:
+        raise BadInput(
+            f"run {run_id} has no metric {', '.join(map(repr, unknown))}"[:300],
+            hint=f"its metrics: {', '.join(known)}"[:600] if known else "it has logged no metrics yet",
+        )
+    return wanted
 
 
 def format_metrics(columns: list[str], rows: list[dict], fmt: str) -> str:
@@ -115,16 +120,7 @@ def stream_metrics(run_id: str, keys: list[str] | None, fmt: str, out: TextIO) -
     runs.get_run(run_id, sample=False)  # NotFound for an unknown run, before any file is read
     digest = MetricsDigest(run_dir(run_id)).update()
     known = ordered_keys(digest.keys())
-    if keys:
-        wanted = list(dict.fromkeys(k.strip() for k in keys if k.strip()))
-        unknown = [k for k in wanted if k not in known]
-        if unknown:
-            raise BadInput(
-                f"run {run_id} has no metric {', '.join(map(repr, unknown))}"[:300],
-                hint=f"its metrics: {', '.join(known)}"[:600] if known else "it has logged no metrics yet",
-            )
-    else:
-        wanted = known
+    wanted = _wanted_keys(run_id, keys, known)
     columns = ["step", "time", *wanted]
     if not digest.ordered():  # steps written out of order are merged as metrics_table merges them: in memory
         columns, rows = metrics_table(run_id, keys)
