@@ -265,3 +265,45 @@ def test_a_digest_of_the_wrong_shape_is_built_again():
         handle.write(json.dumps({"step": 301, "reward/mean": 0.5}) + "\n")
     digest = MetricsDigest(folder).update()
     assert digest.steps_done() == 301 and (7, 4.0) in digest.series("reward/mean")
+
+
+class _App:
+    """What the dashboard's live loop posts to, kept."""
+
+    def __init__(self):
+        self.batches = []
+
+    def post_message(self, message):
+        self.batches.append(message)
+
+
+def test_the_dashboard_reads_only_its_live_runs_between_listings(three_runs, monkeypatch):
+    from hermes_rl.tui import backend as tui_backend
+    from hermes_rl.tui.live import LiveUpdater
+
+    make_run("0000beef", created_at=time.time(), status="running")  # its supervisor registering (not lost)
+    listings, refreshed = [], []
+    real_list, real_refresh = tui_backend.list_runs, tui_backend.refresh_runs
+    monkeypatch.setattr(tui_backend, "list_runs", lambda **kw: listings.append(1) or real_list(**kw))
+    monkeypatch.setattr(tui_backend, "refresh_runs", lambda ids, **kw: refreshed.append(ids) or real_refresh(ids, **kw))
+    live = LiveUpdater(_App())
+    live._watching = True  # file events announce new and finished runs (the watcher thread is not started here)
+
+    def shown() -> dict[str, dict]:
+        live._last_list = live._last_runs_post = 0.0  # the next cycle lists, and posts what changed
+        live.app.batches.clear()
+        live.cycle()
+        posted = [m for batch in live.app.batches for m in batch.updates if isinstance(m, LiveUpdater.RunsUpdated)]
+        return {r["run_id"]: r for r in posted[-1].runs} if posted else {}
+
+    assert set(shown()) == {"0000beef", *three_runs} and len(listings) == 1
+    with open(run_dir("0000beef") / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps({"step": 6, "reward/mean": 0.9}) + "\n")
+    assert shown()["0000beef"]["step"] == 6  # the live run, read again
+    assert len(listings) == 1 and refreshed == [["0000beef"]]  # ... alone: three finished runs not looked at
+    make_run("0000f00d", created_at=time.time())
+    live.poke()  # what the watcher does when a run folder appears
+    assert "0000f00d" in shown() and len(listings) == 2
+    live._watching = False  # no file events (no inotify): every listing reads every run
+    shown()
+    assert len(listings) == 3

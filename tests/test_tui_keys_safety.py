@@ -1,14 +1,16 @@
-"""Keys never start work by accident: `s` asks first (showing what will start), text meant for a
-modal, a screen or the palette never reaches the dashboard's global bindings, and `:` opens the
-palette from every pane."""
+"""Keys never start work by accident: `s` asks first (showing what will start and what it would
+cost), text meant for a modal, a screen or the palette never reaches the dashboard's global
+bindings, and `:` opens the palette from every pane."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from textual.command import CommandPalette
 
+from hermes_rl.core.base.prices import prices_path
 from hermes_rl.tui import backend
 from hermes_rl.tui.app import PANES, HermesDashboard
 from hermes_rl.tui.panes.inference import InferenceScreen
@@ -56,6 +58,14 @@ def test_keys_typed_on_the_inference_screen_never_start_a_run(hermes_home, start
     asyncio.run(scenario())
 
 
+async def confirm_text_with(pilot, app, needle: str) -> str:
+    def text() -> str:
+        return " ".join(str(w.render()) for w in app.screen.query("Static"))
+
+    await wait_for(pilot, lambda: needle in text(), timeout=60, what=needle)
+    return text()
+
+
 def test_s_asks_before_starting_and_says_what_will_start(hermes_home, started, tui_environments):
     async def scenario():
         app = HermesDashboard(clock=fixed_clock, live=False)
@@ -67,9 +77,20 @@ def test_s_asks_before_starting_and_says_what_will_start(hermes_home, started, t
             text = " ".join(str(w.render()) for w in app.screen.query("Static"))
             assert "Start a run of counting?" in text
             assert "profile local" in text and "total_steps 800" in text and "learning_rate 0.0001" in text
+            # the cost estimate arrives beside the question; the local model has no price: no dollars made up
+            text = await confirm_text_with(pilot, app, "for 800 steps")
+            assert "expected price unknown for 800 steps" in text and "no price for" in text
             await pilot.press("n")
             await pilot.pause(0.3)
             assert not started
+            prices_path().parent.mkdir(parents=True, exist_ok=True)
+            prices_path().write_text('"*": {prefill: 1000, sample: 1000, train: 1000, as_of: "2026-12-01"}\n')
+            await pilot.press("s")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirm")
+            text = await confirm_text_with(pilot, app, "for 800 steps")
+            assert re.search(r"expected \$[0-9.]+ for 800 steps \(prefill .* tokens, prices as of 2026-12-01\)", text)
+            await pilot.press("n")
+            await pilot.pause(0.3)
             await pilot.press("s")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirm")
             await pilot.press("y")

@@ -30,7 +30,7 @@ from hermes_rl.core.base.paths import cli_command
 from hermes_rl.core.base.states import FINAL, RECORDED_FINAL, STEP_PHASES, STEP_TIME, RunStatus
 
 from . import backend
-from .format import UntrustedTextFilter, cost_cell, error_line
+from .format import UntrustedTextFilter, cost_cell, error_line, estimate_summary
 from .keymap import keymap_path, load_keymap
 from .palette import HermesCommands
 from .panes.config_editor import ConfigPane
@@ -431,7 +431,20 @@ class HermesDashboard(App):
             if yes:
                 self.save_config(then_start=True)
 
-        self.push_screen(ConfirmScreen(f"Start a run of {env}?", self._start_summary(pane, env)), answered)
+        pending = pane.unsaved()[0] if pane.view is not None and pane.view.environment == env else {}
+
+        def estimated() -> str:  # what the run would cost: the values _start resolves (edits saved first)
+            return estimate_summary(backend.estimate_start(env, None, pending))
+
+        self.push_screen(
+            ConfirmScreen(
+                f"Start a run of {env}?",
+                self._start_summary(pane, env),
+                more=estimated,
+                more_waiting="estimating its tokens and cost…",
+            ),
+            answered,
+        )
 
     def _start_summary(self, pane: ConfigPane, env: str) -> str:
         """What `s` would start: the profile and the training values (unsaved edits included)."""

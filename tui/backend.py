@@ -18,6 +18,12 @@ def list_runs(stall_after_s: float | None = None) -> list[dict]:
     return runs.list_runs(stall_after_s=stall_after_s)
 
 
+def refresh_runs(run_ids: list[str], stall_after_s: float | None = None) -> dict[str, dict | None]:
+    from hermes_rl.core import runs
+
+    return dict(runs.refresh_runs(run_ids, stall_after_s=stall_after_s))
+
+
 def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = None) -> dict:
     from hermes_rl.core import runs
 
@@ -47,6 +53,12 @@ def start_run(env_name: str | None, profile: str | None, overrides: dict | None 
 
     runs.keep_runs_warm()  # the runs this dashboard starts after this one fork their warm servers from it
     return runs.start_run(env_name, profile, overrides)
+
+
+def estimate_start(env_name: str | None, profile: str | None, overrides: dict | None = None) -> dict:
+    from hermes_rl.core.runs.cost import estimate_start
+
+    return estimate_start(env_name, profile, overrides)
 
 
 def resume_run(run_id: str) -> dict:

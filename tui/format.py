@@ -173,3 +173,19 @@ def cost_cell(run: dict) -> str:
     if run.get("cost_usd") is not None:
         return usd_text(run["cost_usd"])
     return "?" if run.get("tokens") else "—"
+
+
+def estimate_summary(est: dict) -> str:
+    """The start dialog's cost line (core.runs.cost.estimate_start): "expected $0.43 for 800 steps
+    (prefill 1.2M · sample 3.4M · train 5.6M tokens, prices as of 2025-10-01)", its length assumption, and
+    what a missing price needs."""
+    from hermes_rl.core.base.prices import tokens_text
+
+    dated = f", prices as of {est['prices_as_of']}" if est.get("prices_as_of") else ""
+    lines = [f"expected {est['text']} for {est['steps']} steps ({tokens_text(est['tokens'])}{dated})"]
+    lines += [a for a in est.get("assumptions", [])[1:2]]  # where the lengths come from (measured or assumed)
+    if est.get("price") is None:
+        lines.append(f"no price for {est.get('model')}: the run shows its tokens and CPU time, not dollars")
+    if est.get("budget_usd"):
+        lines.append(f"budget ${est['budget_usd']:g}: the run stops cleanly when its cost reaches it")
+    return "\n".join(lines)

@@ -21,6 +21,7 @@ from pathlib import Path
 from textual.message import Message
 
 from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, runs_dir
+from hermes_rl.core.base.states import FINAL
 
 from . import backend
 from .textual_compat import shutting_down
@@ -29,7 +30,11 @@ SPARK_RUNS = 30  # reward sparklines for the newest runs only
 SPARK_POINTS = 12  # values in a runs-table sparkline
 SPARK_ROWS = 200  # rows a sparkline reader keeps (reward/mean may be missing from some rows)
 SPARK_TAIL_BYTES = 256 * 1024  # where a sparkline reader starts: near the end of a long run's files
-LIST_EVERY_S = 2.0  # list_runs() at least this often even without file events (statuses of other runs)
+LIST_EVERY_S = 2.0  # the live runs refreshed at least this often even without file events
+# Every run listed again at least this often, and whenever the watcher is down: file events announce new,
+# finished and removed runs, so between listings only the live ones are read (idle CPU does not grow
+# with the finished runs on disk); the full listing is the net for an event lost.
+FULL_LIST_EVERY_S = 30.0
 RUNS_EVERY_S = 3.0  # a run's step/reward/sparkline in the runs table: at most this often (status at once)
 
 
@@ -222,6 +227,9 @@ class LiveUpdater:
         self._runs_dirty = True
         self._envs_dirty = False
         self._last_list = 0.0
+        self._last_full_list = 0.0
+        self._runs: list[dict] | None = None  # the last listing, live runs refreshed in place
+        self._watching = False  # file events announce new and finished runs
         self._last_sample = 0.0
         self._last_runs: list[dict] | None = None
         self._last_stalled: set[str] = set()
@@ -305,9 +313,17 @@ class LiveUpdater:
         # New metric rows change the runs table too (step, reward): list in the same cycle, one frame.
         new_metrics = view is not None and view.metrics.poll()
         if self._runs_dirty or new_metrics or now - self._last_list >= LIST_EVERY_S:
+            full = (
+                self._runs_dirty
+                or not self._watching
+                or self._runs is None
+                or now - self._last_full_list >= FULL_LIST_EVERY_S
+            )
             self._runs_dirty = False
             self._last_list = now
-            self._list_runs()
+            if full:
+                self._last_full_list = now
+            self._list_runs(full)
         self._poll_alerts()
         if view is None:
             return
@@ -336,12 +352,14 @@ class LiveUpdater:
         if grown:
             self._post(self.LogsGrew(view.run_id, tuple(grown)))
 
-    def _list_runs(self) -> None:
+    def _list_runs(self, full: bool = True) -> None:
         try:
-            runs = backend.list_runs(stall_after_s=self.stall_after_s)
+            runs = self._listing(full)
             threshold = backend.stall_threshold(self.stall_after_s)
         except Exception:
             return
+        if runs is None:
+            return  # no live run, nothing announced: the runs table stands as it is
         stalled = {r["run_id"] for r in runs if r.get("stalled")}
         # last_activity_at moves with every log line: only what the runs pane shows decides "changed".
         # So does the health verdict's clock (no_step_for_s): its state decides, its words follow on the next post.
@@ -370,6 +388,21 @@ class LiveUpdater:
         self._last_runs, self._last_stalled, self._last_sparks = shown, stalled, sparks
         self._last_structure, self._last_runs_post, self._last_queued = structure, now, queued
         self._post(self.RunsUpdated(runs, stalled, sparks, threshold, queued))
+
+    def _listing(self, full: bool) -> list[dict] | None:
+        """Every run (full), or the last listing with its live runs read again; None when there is no
+        live run to read. A live run gone from disk brings the full listing."""
+        if not full and self._runs is not None:
+            live = [r["run_id"] for r in self._runs if r.get("status") not in FINAL]
+            if not live:
+                return None
+            fresh = backend.refresh_runs(live, stall_after_s=self.stall_after_s)
+            if all(fresh.values()):
+                runs = [fresh.get(r["run_id"]) or r for r in self._runs]
+                self._runs = runs
+                return runs
+        self._runs = backend.list_runs(stall_after_s=self.stall_after_s)
+        return self._runs
 
     def _poll_alerts(self) -> None:
         try:
@@ -425,6 +458,7 @@ class LiveUpdater:
         def watch() -> None:
             from watchfiles import watch as watch_files
 
+            self._watching = True
             try:
                 for changes in watch_files(
                     *paths,
@@ -447,8 +481,9 @@ class LiveUpdater:
                     if prompt:
                         self.wake.set()
             except Exception:
-                # No inotify (or the folder vanished): the loop still polls at sample_hz.
+                # No inotify (or the folder vanished): the loop still polls at sample_hz, listing every run.
                 pass
+            self._watching = False
 
         self._watch_thread = threading.Thread(target=watch, name="hermes-rl-watch", daemon=True)
         self._watch_thread.start()

@@ -142,6 +142,21 @@ def lookup(model: str | None) -> Price | None:
     return _match(user, str(model)) or user.get("*") or _match(BUILTIN_PRICES, str(model))
 
 
+def tokens_text(tokens: dict | None) -> str:
+    """ "prefill 1.2k · sample 3.4M · train 5.6M tokens", or "no token counts"."""
+    if not tokens:
+        return "no token counts"
+    return " · ".join(f"{kind} {_count_text(tokens.get(kind))}" for kind in KINDS) + " tokens"
+
+
+def _count_text(value: object) -> str:
+    n = float(value or 0)  # type: ignore[arg-type]
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= limit:
+            return f"{n / limit:.1f}{suffix}"
+    return str(int(n))
+
+
 def usd_text(usd: float | None) -> str:
     """A dollar figure for people: "$4.12", "$0.0031", or "price unknown"."""
     if usd is None:

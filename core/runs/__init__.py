@@ -21,7 +21,7 @@ from ..base.stall import stall_threshold
 from .control import STOP_WAIT_S, restart_process, still_alive, stop_not_done, stop_run
 from .results import get_results
 from .start import launch, resume_run, start_run
-from .store import get_run, run_events
+from .store import get_run, refresh_runs, run_events
 from .store import list_runs as _list_runs
 from .training import keep_runs_warm
 
@@ -50,6 +50,7 @@ __all__ = [
     "keep_runs_warm",
     "launch",
     "list_runs",
+    "refresh_runs",
     "restart_process",
     "resume_run",
     "run_events",

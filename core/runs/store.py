@@ -415,50 +415,84 @@ def list_runs(
     persisted = _seed_from_index(root_text)
     statuses = {status} if isinstance(status, str) else set(status or ())
     needle = text.lower() if text else None
-    out, changed, stale, seen = [], {}, set(), set()
+    out: list[dict] = []
+    changed: dict[str, tuple[str, dict]] = {}
+    stale: set[str] = set()
+    seen: set[str] = set()
     now = time.monotonic()
     for entry in entries:
-        key = entry.path  # plain strings here: pathlib joins cost more than the stats on a warm listing
         seen.add(entry.name)
-        with _LIST_LOCK:
-            cached = _LIST_CACHE.get(key)
-        final = cached is not None and cached[1]["status"] in RECORDED_FINAL
-        if final and now - _CHECKED.get(key, -FINAL_RECHECK_S) < FINAL_RECHECK_S:
-            sig = cached[0]  # type: ignore[index]  # final implies cached
-        else:
-            sig = _signature(key, live=not final)
-        if sig is None:
-            continue
-        if cached and cached[0] == sig:
-            summary = cached[1]
-            if final:
-                _CHECKED[key] = now
-        else:
-            try:
-                summary = _build_summary(entry.name, key, cached[1] if cached else None)
-            except FileNotFoundError:
-                continue
-            except UnreadableRun as exc:
-                summary = _unreadable_summary(entry.name, exc.reason)
-                if _matches(summary, statuses, environment, sweep, needle):
-                    out.append(summary)
-                stale.add(entry.name)
-                continue
-            if summary["status"] in RECORDED_FINAL:
-                if sig.count("|") == len(_SIG_FILES):  # taken before the build: a later write invalidates it
-                    sig = sig.rsplit("|", 1)[0]  # a finished run's: without health.json's part
-                # what only a live run's lost/stall/flow checks read is left out: a smaller row loads faster
-                changed[entry.name] = (sig, dict(summary, _supervisor={}, _activity=(None, None, ())))
-            else:
-                stale.add(entry.name)
-            with _LIST_LOCK:
-                _LIST_CACHE[key] = (sig, summary)
-        summary = _finish(entry.name, key, summary, stall_after_s)
-        if _matches(summary, statuses, environment, sweep, needle):
+        # plain strings here: pathlib joins cost more than the stats on a warm listing
+        summary = _listed(entry.name, entry.path, now, stall_after_s, changed, stale)
+        if summary is not None and _matches(summary, statuses, environment, sweep, needle):
             out.append(summary)
     _forget(root_text, seen, persisted, changed, stale)
     out.sort(key=lambda s: (s.get("created_at") or 0, s["run_id"]), reverse=True)
     return cast(list[RunSummary], out)  # _summary's keys plus the stall fields and health added above
+
+
+def _listed(
+    run_id: str, key: str, now: float, stall_after_s: float | None, changed: dict, stale: set[str]
+) -> dict | None:
+    """One run's listed summary from the cache while its files are unchanged, else built again (None: its
+    folder has no run.json). New finished summaries go into `changed` (for the index), runs the index must
+    not keep into `stale`."""
+    with _LIST_LOCK:
+        cached = _LIST_CACHE.get(key)
+    final = cached is not None and cached[1]["status"] in RECORDED_FINAL
+    if final and now - _CHECKED.get(key, -FINAL_RECHECK_S) < FINAL_RECHECK_S:
+        sig = cached[0]  # type: ignore[index]  # final implies cached
+    else:
+        sig = _signature(key, live=not final)
+    if sig is None:
+        return None
+    if cached and cached[0] == sig:
+        summary = cached[1]
+        if final:
+            _CHECKED[key] = now
+    else:
+        try:
+            summary = _build_summary(run_id, key, cached[1] if cached else None)
+        except FileNotFoundError:
+            return None
+        except UnreadableRun as exc:
+            stale.add(run_id)
+            return _unreadable_summary(run_id, exc.reason)
+        if summary["status"] in RECORDED_FINAL:
+            if sig.count("|") == len(_SIG_FILES):  # taken before the build: a later write invalidates it
+                sig = sig.rsplit("|", 1)[0]  # a finished run's: without health.json's part
+            # what only a live run's lost/stall/flow checks read is left out: a smaller row loads faster
+            changed[run_id] = (sig, dict(summary, _supervisor={}, _activity=(None, None, ())))
+        else:
+            stale.add(run_id)
+        with _LIST_LOCK:
+            _LIST_CACHE[key] = (sig, summary)
+    return _finish(run_id, key, summary, stall_after_s)
+
+
+def refresh_runs(run_ids: list[str], *, stall_after_s: float | None = None) -> dict[str, RunSummary | None]:
+    """The listed summaries of these runs alone (None: gone), by list_runs' cache and rules. A client that
+    learns of new and finished runs from file events (the dashboard) refreshes only its live runs between
+    listings, so its idle CPU does not grow with the runs that are not live."""
+    root = str(runs_dir())
+    persisted = _seed_from_index(root)
+    changed: dict = {}
+    stale: set[str] = set()
+    now = time.monotonic()
+    out = {
+        run_id: (
+            cast(RunSummary, _listed(run_id, root + os.sep + run_id, now, stall_after_s, changed, stale))
+            if is_name(RUN_ID_RE, run_id)
+            else None
+        )
+        for run_id in run_ids
+    }
+    gone = stale & persisted
+    if (changed or gone) and summary_index().save(changed, gone):
+        with _LIST_LOCK:
+            persisted.difference_update(gone)
+            persisted.update(changed)
+    return out
 
 
 def _forget(root: str, seen: set[str], persisted: set[str], changed: dict, stale: set[str]) -> None:

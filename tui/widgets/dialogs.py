@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -17,17 +18,39 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),
     ]
 
-    def __init__(self, question: str, detail: str = ""):
+    def __init__(self, question: str, detail: str = "", *, more=None, more_waiting: str = ""):
+        """`more`: a slow text (the start dialog's cost estimate) computed in a thread once shown; until
+        then `more_waiting` stands in its place. The answer never waits for it."""
         super().__init__()
         self.question = question
         self.detail = detail
+        self.more = more
+        self.more_waiting = more_waiting
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
             yield Static(Text(self.question, style="bold"), id="confirm-question")
             if self.detail:
                 yield Static(Text(self.detail, style="dim"))
+            if self.more is not None:
+                yield Static(Text(self.more_waiting, style="dim italic"), id="confirm-more")
             yield Static(Text.from_markup("[b]y[/b]/enter: yes    [b]n[/b]/esc: no"), id="confirm-keys")
+
+    def on_mount(self) -> None:
+        if self.more is not None:
+            self._fill_more()
+
+    @work(thread=True, exit_on_error=False)
+    def _fill_more(self) -> None:
+        try:
+            text = Text(self.more())
+        except Exception as exc:  # a bad draft or price file: said here, the answer is still the user's
+            text = Text(f"no estimate: {exc}", style="orange1")
+        self.app.call_from_thread(self._show_more, text)
+
+    def _show_more(self, text: Text) -> None:
+        if self.is_attached:
+            self.query_one("#confirm-more", Static).update(text)
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)

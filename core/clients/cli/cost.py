@@ -8,21 +8,7 @@ from typing import Any
 
 from ...base.formatting import human_duration
 from ...base.names import ascii_float, ascii_int
-from ...base.prices import usd_text
-
-
-def tokens_text(tokens: dict | None) -> str:
-    if not tokens:
-        return "no token counts"
-    return " · ".join(f"{kind} {_count(tokens.get(kind))}" for kind in ("prefill", "sample", "train")) + " tokens"
-
-
-def _count(value: Any) -> str:
-    n = float(value or 0)
-    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if n >= limit:
-            return f"{n / limit:.1f}{suffix}"
-    return str(int(n))
+from ...base.prices import tokens_text, usd_text
 
 
 def cost_line(cost: dict | None) -> str | None:

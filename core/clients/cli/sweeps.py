@@ -7,7 +7,7 @@ from typing import Any
 
 from ...base.errors import BadInput
 from ...base.formatting import human_age, human_number
-from .cost import tokens_text
+from ...base.prices import tokens_text
 from .output import rich_console, safe
 
 
