@@ -5,8 +5,10 @@ crashing and being restarted into the same failure; and with transformers 5's ch
 token ids where atroposlib 0.4 expects them (compat.chat_template_returns_ids); and, once it has
 registered with run-api, its env_id noted in the run folder's env_ids.jsonl beside the process and
 environment names (run-api's batches name environments only by that id); and with the run's policy
-server given to an environment whose config_init names several (one_policy_server). Everything else is the file
-run as `python FILE ...` (a file in a package as its package module, core.envs.envload)."""
+server given to an environment whose config_init names several (one_policy_server); and with an
+environment owed a share of each batch counting only its own queued groups
+(count_own_groups_with_a_share). Everything else is the file run as `python FILE ...` (a file in a
+package as its package module, core.envs.envload)."""
 
 from __future__ import annotations
 
@@ -108,6 +110,27 @@ def one_policy_server() -> None:
     BaseEnv.cli = classmethod(cli)
 
 
+def count_own_groups_with_a_share() -> None:
+    """An environment owed a share of every batch (min_batch_allocation) counts its own queued groups, not
+    every environment's, in BaseEnv.env_manager's rules. Its end rule (current step + queued groups' batches
+    past total_steps) otherwise counts a mixed-in environment's groups as its own and ends early; run-api
+    then keeps waiting for this environment's share of the last batches, and the run hangs."""
+    try:
+        from atroposlib.envs.base import BaseEnv
+    except ImportError:
+        return
+    original = BaseEnv.get_status
+
+    async def get_status(self):
+        await original(self)
+        status = getattr(self, "status_dict", None)
+        if getattr(self.config, "min_batch_allocation", None) is not None and isinstance(status, dict):
+            if isinstance(status.get("self_queue_size"), int):
+                status["queue_size"] = status["self_queue_size"]
+
+    BaseEnv.get_status = get_status
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit("usage: python -m hermes_rl.dataplane.env_launch ENV_FILE [ARGS...]")
@@ -120,6 +143,7 @@ def main() -> None:
         pass
     record_registrations()
     one_policy_server()
+    count_own_groups_with_a_share()
     env_file = sys.argv[1]
     sys.argv = sys.argv[1:]
     run_environment(env_file)  # loaded as the config probe loads it: relative imports behave the same

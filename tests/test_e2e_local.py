@@ -17,6 +17,7 @@ from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.base.states import STEP_PHASES
 from hermes_rl.core.envs.profiles import PROFILE_VALUES
 from hermes_rl.core.readers import rollouts
+from hermes_rl.core.readers.metrics_digest import DIGEST_FILE
 from tests.fixtures_model import use_tiny_model
 
 DESIGN_KEYS = (
@@ -83,6 +84,10 @@ def test_short_local_run_completes_with_metrics_env_metrics_and_checkpoint(tiny_
 
     rows = read_jsonl(folder / "metrics.jsonl")
     assert [r["step"] for r in rows] == list(range(1, 13))
+    # the trainer kept the metrics digest: a first look at the run reads no row it has already digested
+    digest = json.loads((folder / DIGEST_FILE).read_text())
+    assert digest["metrics.jsonl"]["rows"] == 12
+    assert digest["metrics.jsonl"]["offset"] == (folder / "metrics.jsonl").stat().st_size
     for row in rows:
         assert all(key in row for key in DESIGN_KEYS), row
         assert row["train/learning_rate"] == pytest.approx(

@@ -145,11 +145,6 @@ def test_a_multi_turn_taskset_trains_with_whole_episodes_in_rollouts(vf_env, tin
     assert any("Try" in text for text in texts), texts[:3]
 
 
-@pytest.mark.skip(
-    reason="known hang (issue 40): in a mixed run with min_batch_allocation both the Atropos environment and the "
-    "taskset stop producing once run-api's queue, counted across environments, looks full, and the trainer waits "
-    "at step 3 of 4 for the taskset's share"
-)
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_an_atropos_environment_and_a_taskset_train_in_one_run(vf_env, tiny_model_dir):

@@ -27,6 +27,7 @@ from hermes_rl.core.base.paths import tinker_checkpoint_subpath
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
 
 from . import grpo
+from .digest_keeper import DigestKeeper
 from .inference import Policy, start_server
 from .settings import ConfigError, TrainerSettings
 from .signals import SignalTracker
@@ -139,6 +140,7 @@ class Trainer:
         self.wandb: WandbLogger | None = None
         self.rollouts = None  # RolloutRecorder when the run records rollouts
         self.signals: SignalTracker | None = None  # made once the policy exists
+        self.digest = DigestKeeper(settings.run_dir)
         self.started_at = time.time()
         self.outcome = "errored"  # "success" | "errored" | "interrupted", for the Tinker session
         self.saved_step = 0  # the step of the newest save_state (what a resume continues from)
@@ -481,6 +483,7 @@ class Trainer:
                 f"{row['train/loss']:.4f}" if row.get("train/loss") is not None else "n/a",
                 row["time/step_s"],
             )
+            self.digest.tick()
             t_saved = time.perf_counter()
             self._carried["time/log_s"] += t_saved - t_logged
             if s.save_checkpoint_interval and self.step % s.save_checkpoint_interval == 0 and self.step < s.total_steps:
@@ -501,6 +504,7 @@ class Trainer:
                 if not pending.done():
                     pending.cancel()
                 break
+        self.digest.update()
         tinker_path = await self.save_checkpoint("final")
         local = self.local_checkpoint_path(tinker_path, "final")
         results = {
