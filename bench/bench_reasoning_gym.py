@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 WINDOW = 10
-DEFAULT_SETS = ["eval_size=12", "max_completion_tokens=8", "steps_per_eval=5", "temperature=0.8"]
+DEFAULT_SETS = ["eval_size=24", "max_completion_tokens=8", "steps_per_eval=5", "temperature=0.8"]
 
 
 def _window(rows: list[dict], key: str, last: bool) -> float | None:
@@ -75,10 +75,12 @@ def report(folder: Path, loads: list[float] | None = None, wall_s: float | None 
     print(f"  reward/mean first {size} steps {_fmt(first)} -> last {size} {_fmt(last)}")
     print(f"  train correct first {_fmt(c_first)} -> last {_fmt(c_last)}; format {_fmt(f_first)} -> {_fmt(f_last)}")
     print("  held-out greedy eval: " + ", ".join(f"step {r['step']}: {r['eval/percent_correct']:.2f}" for r in evals))
+    bar = evals[0].get("eval/constant_answer_baseline") if evals else None
+    print(f"  always one answer would score {_fmt(bar)} on the held-out items (the bar eval must pass)")
     print(f"  highest curriculum level {level}; wall {wall / 60:.1f} min; load average {load}")
     print(
         f"| {task} | {len(metrics)} | {_fmt(first)} → {_fmt(last)} | {_fmt(c_first)} → {_fmt(c_last)} | "
-        f"{_fmt(f_first)} → {_fmt(f_last)} | {_fmt(e_before)} → {_fmt(e_after)} | "
+        f"{_fmt(f_first)} → {_fmt(f_last)} | {_fmt(e_before)} → {_fmt(e_after)} (bar {_fmt(bar)}) | "
         f"{_fmt(fe_before)} → {_fmt(fe_after)} | "
         f"{level} | {wall / 60:.1f} | {load} |"
     )

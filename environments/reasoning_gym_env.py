@@ -62,6 +62,10 @@ class ReasoningGymConfig(BaseEnvConfig):
         default="",
         description='JSON {task: {parameter: value}} over the fields above, any task ({"gcd": {"max_numbers": 3}})',
     )
+    balance_answers: bool = Field(
+        default=True,
+        description="Spread each dataset's answers evenly, so always giving the most common one is not rewarded",
+    )
     curriculum: bool = Field(default=True, description="Move each task's difficulty level with its recent correctness")
     curriculum_up: float = Field(default=0.7, gt=0.0, le=1.0, description="Mean correctness that raises the level")
     curriculum_down: float = Field(default=0.2, ge=0.0, lt=1.0, description="Mean correctness that lowers it")
@@ -131,6 +135,7 @@ class ReasoningGymEnv(BaseEnv):
         self.eval_questions: set[str] = set()
         self.buffers: dict[str, list[float]] = {"score": [], "correct": [], "format": [], "reward": []}
         self.baseline_eval: asyncio.Task | None = None
+        self.constant_baseline = 0.0  # eval/constant_answer_baseline, set with the eval items
 
     @classmethod
     def config_init(cls) -> tuple[ReasoningGymConfig, list[APIServerConfig]]:
@@ -170,7 +175,9 @@ class ReasoningGymEnv(BaseEnv):
         if key not in self.datasets:
             params = tasks.params_at(task, self.config.base_params(task), level)
             seed = tasks.task_seed(self.config.seed, task, level)
-            self.datasets[key] = tasks.make_dataset(task, params, self.config.dataset_size, seed)
+            self.datasets[key] = tasks.make_dataset(
+                task, params, self.config.dataset_size, seed, balance=self.config.balance_answers
+            )
             log.info("reasoning_gym: %s level %d: %s", task, level, params)
         return self.datasets[key]
 
@@ -181,11 +188,18 @@ class ReasoningGymEnv(BaseEnv):
         for task, weight in self.mix.items():
             count = max(1, round(self.config.eval_size * weight / total))
             params = self.config.base_params(task)
-            held = tasks.make_dataset(task, params, count, tasks.task_seed(self.config.seed, task, 0, "eval"))
+            seed = tasks.task_seed(self.config.seed, task, 0, "eval")
+            held = tasks.make_dataset(task, params, count, seed, balance=self.config.balance_answers)
             for entry in held:
                 self.eval_items.append((task, entry, held))
                 self.eval_questions.add(entry["question"])
-        log.info("reasoning_gym: mix %s, %d held-out eval items", self.mix, len(self.eval_items))
+        self.constant_baseline = tasks.constant_answer_share(entry for _, entry, _ in self.eval_items)
+        log.info(
+            "reasoning_gym: mix %s, %d held-out eval items (always one answer would score %.2f)",
+            self.mix,
+            len(self.eval_items),
+            self.constant_baseline,
+        )
 
     def next_entry(self, task: str, level: int) -> dict:
         data = self.dataset(task, level)
@@ -292,6 +306,8 @@ class ReasoningGymEnv(BaseEnv):
             "eval/percent_correct": sum(s == 1.0 for s, _ in results) / len(results),
             "eval/answer_score": sum(s for s, _ in results) / len(results),
             "eval/format_rate": sum(f for _, f in results) / len(results),
+            # what a policy that always gives the eval items' most common answer would score: the bar to pass
+            "eval/constant_answer_baseline": self.constant_baseline,
         }
         if len(self.mix) > 1:
             for name in self.mix:

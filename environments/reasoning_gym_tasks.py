@@ -10,8 +10,9 @@ ladder here climbs reasoning-gym's own curriculum for it (level L = its global l
 from __future__ import annotations
 
 import hashlib
+import random
 import re
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 # task -> steps a level up applies in turn: (parameter, "add" | "mul", amount, cap). Level 0 is the config's
@@ -123,10 +124,56 @@ def task_seed(seed: int, task: str, level: int, salt: str = "train") -> int:
     return int(digest[:12], 16)
 
 
-def make_dataset(task: str, params: dict, size: int, seed: int):
+POOL_FACTOR, MIN_POOL = 4, 1000  # a balanced dataset is drawn from a pool this many times its size (at least)
+
+
+def make_dataset(task: str, params: dict, size: int, seed: int, balance: bool = False):
     import reasoning_gym
 
-    return reasoning_gym.create_dataset(task, size=size, seed=seed, **params)
+    if not balance:
+        return reasoning_gym.create_dataset(task, size=size, seed=seed, **params)
+    pool = reasoning_gym.create_dataset(task, size=max(size * POOL_FACTOR, MIN_POOL), seed=seed, **params)
+    return BalancedDataset(pool, size, seed)
+
+
+class BalancedDataset:
+    """A reasoning-gym dataset whose answers are spread as evenly as its pool allows: items taken in turn
+    from each answer value of a pool POOL_FACTOR times the size (MIN_POOL at least), then shuffled
+    (seeded). On some tasks' easy levels one answer dominates (84 % of letter_counting's 1–2 word items
+    are "1", a third of gcd's ≤ 12 are "2"): a policy that always gives it would score like one that
+    learned the task. Everything else (the scorer, the generator's config) is the pool's."""
+
+    def __init__(self, pool, size: int, seed: int):
+        buckets: dict[str, deque] = {}
+        for index in range(len(pool)):
+            entry = pool[index]
+            buckets.setdefault(str(entry.get("answer")), deque()).append(entry)
+        queues = list(buckets.values())
+        items: list[dict] = []
+        while queues and len(items) < size:
+            for queue in queues[: size - len(items)]:
+                items.append(queue.popleft())
+            queues = [q for q in queues if q]
+        random.Random(seed).shuffle(items)
+        self.items, self.pool = items, pool
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.items[index]
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __getattr__(self, name: str):
+        return getattr(self.pool, name)
+
+
+def constant_answer_share(entries) -> float:
+    """What always giving one answer would score on these items: the share of their most common answer."""
+    counts = Counter(str(e.get("answer")) for e in entries)
+    return max(counts.values()) / sum(counts.values()) if counts else 0.0
 
 
 def answer_kind(expected: str) -> str:

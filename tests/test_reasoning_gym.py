@@ -243,3 +243,22 @@ def test_the_environment_is_discovered_with_its_description_and_lists_tasks():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "* chain_sum" in out.stdout and "Generates simple arithmetic tasks" in out.stdout
+
+
+def test_answers_are_spread_so_always_giving_the_commonest_one_is_no_shortcut():
+    """letter_counting's easiest items are "1" 84 % of the time: a policy answering "1" to everything would
+    look like one that learned to count. Balanced datasets spread the answers; the eval says its bar."""
+    easy = {"min_words": 1, "max_words": 2}
+    skewed = tasks.make_dataset("letter_counting", easy, 400, 5)
+    spread = tasks.make_dataset("letter_counting", easy, 400, 5, balance=True)
+    assert tasks.constant_answer_share(skewed) > 0.75
+    assert tasks.constant_answer_share(spread) < 0.5 and len(spread) == 400
+    assert [e["question"] for e in spread] == [
+        e["question"] for e in tasks.make_dataset("letter_counting", easy, 400, 5, balance=True)
+    ]  # seeded
+    entry = spread[7]
+    assert spread.score_answer(str(entry["answer"]), entry) == 1.0  # reasoning-gym's own scorer still scores
+    env = make_env(task="letter_counting", eval_size=24)
+    asyncio.run(env.setup())
+    assert [e for _, e, _ in env.eval_items] and env.constant_baseline <= 0.5
+    assert env.constant_baseline == tasks.constant_answer_share(e for _, e, _ in env.eval_items)
