@@ -109,7 +109,7 @@ def test_the_trainer_stops_on_a_plateau_only_when_asked(tmp_path):
     from hermes_rl.dataplane.trainer.loop import Trainer
 
     path = tmp_path / "env_metrics.jsonl"
-    trainer = Trainer(SimpleNamespace(stop_on_plateau=2, env_metrics_path=path))
+    trainer = Trainer(SimpleNamespace(stop_on_plateau=2, env_metrics_path=path, run_dir=tmp_path))
     assert trainer.eval_plateau() is None  # no file yet
     with open(path, "w") as handle:
         for step, value in ((4, 0.3), (8, 0.8)):
@@ -124,7 +124,7 @@ def test_the_trainer_stops_on_a_plateau_only_when_asked(tmp_path):
     assert trainer.finish_reason() is None  # not stopped yet: the run's reason stays "trainer finished"
     trainer.stopped_on_plateau = {**flat, "step": 16}
     assert trainer.finish_reason() == f"stopped early at step 16: {flat['text']} (stop_on_plateau)"
-    assert Trainer(SimpleNamespace(stop_on_plateau=0, env_metrics_path=path)).eval_plateau() is None
+    assert Trainer(SimpleNamespace(stop_on_plateau=0, env_metrics_path=path, run_dir=tmp_path)).eval_plateau() is None
 
 
 def test_stop_on_plateau_is_an_editable_setting_that_reaches_the_trainer(tmp_path):
