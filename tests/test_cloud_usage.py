@@ -146,3 +146,7 @@ def test_status_shows_the_cloud_figure_beside_the_count_and_how_they_differ(tmp_
     )
     assert main(["status", "c10d0001", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cost"]["cloud"]["differs"] is None
+    # `status --cloud` asks first; a run whose trainer recorded no session says so in one line
+    assert main(["status", "c10d0001", "--cloud"]) != 0
+    err = capsys.readouterr().err
+    assert "tinker_session.json does not exist" in err and "Traceback" not in err, err
