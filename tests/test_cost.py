@@ -233,6 +233,13 @@ def test_a_local_run_counts_its_tokens_and_stops_at_its_budget(tiny_model_dir, c
     expected = (tokens["prefill"] * 100 + tokens["sample"] * 300 + tokens["train"] * 200) / 1e6
     assert status_cost["usd"] == pytest.approx(expected, abs=1e-6) and expected >= 0.3
     assert status_cost["prices_as_of"] == "2026-12-05"
+    # the local server's own usage report, read by the trainer at the end of the run (dataplane.cloud_usage):
+    # every trained token agrees; the server saw at least the sampling of the trainer's last row (the
+    # environments may sample after it)
+    cloud = status_cost["cloud"]
+    assert cloud["source"] == "local" and cloud["tokens"]["train"] == tokens["train"], cloud
+    assert cloud["tokens"]["prefill"] >= tokens["prefill"] and cloud["tokens"]["sample"] >= tokens["sample"]
+    assert cloud["usd"] is None  # the local server has no rate card
     # stopped early: at the rate measured, what its 60 steps would have cost
     assert status_cost["projected"]["steps"] == 60 and status_cost["projected"]["usd"] > status_cost["usd"]
     assert main(["runs"]) == 0

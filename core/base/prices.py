@@ -146,10 +146,10 @@ def tokens_text(tokens: dict | None) -> str:
     """ "prefill 1.2k · sample 3.4M · train 5.6M tokens", or "no token counts"."""
     if not tokens:
         return "no token counts"
-    return " · ".join(f"{kind} {_count_text(tokens.get(kind))}" for kind in KINDS) + " tokens"
+    return " · ".join(f"{kind} {count_text(tokens.get(kind))}" for kind in KINDS) + " tokens"
 
 
-def _count_text(value: object) -> str:
+def count_text(value: object) -> str:
     n = float(value or 0)  # type: ignore[arg-type]
     for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if n >= limit:

@@ -10,13 +10,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from ..base import prices
-from ..base.prices import KINDS, usd_text
+from ..base.prices import KINDS, count_text, usd_text
 
 DEFAULT_PROMPT_TOKENS = 256  # the estimate's prompt length when nothing better is known (said so)
+CLOUD_USAGE_FILE = "cloud_usage.json"  # what Tinker reported the run used (dataplane.cloud_usage)
 
 
 def tokens_of(row: dict | None) -> dict[str, int] | None:
@@ -81,7 +83,101 @@ def run_cost(run: Mapping[str, Any], model: str | None = None) -> dict[str, Any]
     cpu = last.get("usage/cpu_s")
     out = cost_of(model, tokens, cpu_s=cpu if isinstance(cpu, (int, float)) else None)
     out["projected"] = _projected(run, last, tokens, out["usd"])
+    out["cloud"] = cloud_cost(run["run_id"], tokens, out["usd"])
     return out
+
+
+# -- what Tinker reports -------------------------------------------------------------------------------
+
+CLOUD_LAG_NOTE = "cloud data lags up to a few hours"
+SOURCE_NAMES = {"cloud": "Tinker cloud", "local": "the local Tinker server"}
+
+
+def cloud_cost(run_id: str, tokens: dict[str, int] | None, usd: float | None) -> dict[str, Any] | None:
+    """What Tinker reported the run used (cloud_usage.json, written by dataplane.cloud_usage), beside what
+    hermes-rl counted: {usd, tokens, checked_at, source, cost_data_through, differs}. `differs` says how
+    they differ (None when they agree; a figure either side lacks is not compared). None without a report."""
+    from ..base.fsutil import read_json
+    from ..base.paths import run_dir
+
+    try:
+        report = read_json(run_dir(run_id) / CLOUD_USAGE_FILE)
+        reported = {kind: int(report["tokens"][kind]) for kind in KINDS}
+        checked_at = float(report["checked_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    cloud_usd = report.get("usd") if isinstance(report.get("usd"), (int, float)) else None
+    source = str(report.get("source") or "cloud")
+    return {
+        "usd": cloud_usd,
+        "tokens": reported,
+        "checked_at": checked_at,
+        "source": source,
+        "cost_data_through": report.get("cost_data_through"),
+        "differs": differences(reported, cloud_usd, tokens, usd, source, checked_at),
+    }
+
+
+def _delta(theirs: float, ours: float) -> str:
+    if ours == 0:
+        return "hermes-rl counted none"
+    return f"{(theirs - ours) / ours * 100:+.1f} %".replace("-", "−")
+
+
+def differences(
+    reported: dict[str, int],
+    cloud_usd: float | None,
+    tokens: dict[str, int] | None,
+    usd: float | None,
+    source: str,
+    checked_at: float,
+) -> str | None:
+    """ "Tinker cloud reports 12.3k train tokens, hermes-rl counted 12.1k (+1.6 %); cloud data lags up to a
+    few hours (checked 14:02)" — None when every figure both sides have agrees."""
+    if tokens is None:
+        return None
+    parts = [
+        f"{kind} {count_text(reported[kind])} vs {count_text(tokens[kind])} ({_delta(reported[kind], tokens[kind])})"
+        for kind in KINDS
+        if reported[kind] != tokens[kind]
+    ]
+    if cloud_usd is not None and usd is not None and abs(cloud_usd - usd) > max(1e-6, 0.005 * usd):
+        parts.append(f"{usd_text(cloud_usd)} vs {usd_text(usd)} ({_delta(cloud_usd, usd)})")
+    if not parts:
+        return None
+    checked = time.strftime("%H:%M", time.localtime(checked_at))
+    lag = f"{CLOUD_LAG_NOTE}; " if source == "cloud" else ""
+    name = SOURCE_NAMES.get(source, source)
+    return f"{name} reports {'; '.join(parts)} (its figure vs hermes-rl's count); {lag}checked {checked}"
+
+
+def refresh_cloud_usage(run_id: str, timeout_s: float = 60.0) -> None:
+    """Ask Tinker for the run's usage now (`python -m hermes_rl.dataplane.cloud_usage`, a process of its own:
+    core does not import the SDK), with TINKER_API_KEY from the environment or $HERMES_HOME/.env. Its
+    one-line reason is a HermesError."""
+    import os
+    import subprocess
+    import sys
+
+    from ..base.errors import HermesError
+    from ..base.paths import run_dir
+    from ..base.secrets import secret_env
+
+    folder = run_dir(run_id)
+    if not folder.is_dir():
+        from ..base.errors import NotFound
+
+        raise NotFound(f"no run {run_id}")
+    env = {**os.environ, **secret_env(["TINKER_API_KEY"])}
+    argv = [sys.executable, "-m", "hermes_rl.dataplane.cloud_usage", str(folder), "--timeout", str(timeout_s)]
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s + 30)
+    except subprocess.TimeoutExpired:
+        raise HermesError(f"the usage check did not end within {timeout_s + 30:g} s") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        reason = lines[-1].removeprefix("cloud usage: ") if lines else f"the usage check exited {done.returncode}"
+        raise HermesError(reason)
 
 
 def _projected(run: Mapping[str, Any], last: dict, tokens: dict | None, usd: float | None) -> dict | None:

@@ -32,6 +32,7 @@ from .checkpoints import (
     write_checkpoint,
 )
 from .engine import LORA_ALPHA, Adapter, CausalLM, SampleSpec
+from .usage import UsageLedger
 from .wire import (
     ForwardBackwardRequest,
     UserError,
@@ -114,6 +115,7 @@ class Backend:
         self._snapshots: dict[str, list[str]] = {}  # owner model id -> snapshot sampler ids, oldest first
         self._loaded: OrderedDict[str, tuple[Adapter, float]] = OrderedDict()  # checkpoint path -> adapter
         self._inflight: dict[str, Adapter] = {}  # training model id -> the weights its inflight samplers use
+        self.usage = UsageLedger()  # tokens processed per session and hour (billing usage events)
 
     # ------------------------------------------------------------------ names
 
@@ -243,6 +245,7 @@ class Backend:
                     total.backward()
                 model.pending_backward += 1
         metrics = {"loss:sum": float(total.detach())}
+        self.usage.add(model.session_id, model.base_model, "training", sum(len(seq) for seq in sequences))
         return encode_forward_backward_output(outputs, metrics)
 
     def _loss_inputs(self, loss_fn: str, inputs: dict[str, np.ndarray], length: int, index: int):
@@ -619,10 +622,18 @@ class Backend:
                 outputs = self.lm.sample(specs, adapter, scale, decode=self.tokenizer.decode, generator=generator)
                 for i, output in zip(chunk, outputs, strict=True):
                     spec = batch[i][1]
+                    self._count_sample(sampler, spec, output)
                     results[i] = encode_sample_response(
                         output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs, spec.target_prompt_csr
                     )
         return results  # type: ignore[return-value]
+
+    def _count_sample(self, sampler: Sampler, spec: SampleSpec, output) -> None:
+        """One request's prompt (prefilled once, whatever num_samples) and every token it generated, for the
+        session that owns the sampler (ids are "<session>:sample:<n>"; the session-less "base" has none)."""
+        session_id = sampler.sampler_id.split(":sample:")[0] if ":sample:" in sampler.sampler_id else None
+        self.usage.add(session_id, sampler.base_model, "sampling_prefill", len(spec.prompt))
+        self.usage.add(session_id, sampler.base_model, "sampling_sample", sum(len(s.tokens) for s in output.sequences))
 
     def _memory_chunks(self, indices: list[int], specs: list[SampleSpec]) -> list[list[int]]:
         """Consecutive runs of requests whose KV cache fits in SAMPLE_CACHE_BYTES (at least one request each)."""

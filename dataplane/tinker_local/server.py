@@ -22,7 +22,7 @@ from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV as CREDENTIAL_ENV
 from .auth import Credential, RequireCredential
 from .context import NO_RETRY, RequestError, ServerContext
 from .model_config import read_model_config
-from .routes import checkpoints, futures, sampling, service, sessions, training
+from .routes import billing, checkpoints, futures, sampling, service, sessions, training
 from .worker import Worker
 
 log = logging.getLogger("tinker_local")
@@ -101,7 +101,7 @@ def create_app(
     app = FastAPI(title="tinker-local", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.add_middleware(RequireCredential, credential=credential)
     _answer_errors(app)
-    for area in (service, sessions, training, sampling, futures, checkpoints):
+    for area in (service, sessions, training, sampling, futures, checkpoints, billing):
         app.include_router(area.router(ctx))
     app.include_router(service.auth_router(credential))
 

@@ -11,6 +11,7 @@ without results.json, so the run is not counted as completed); 1 = any error (lo
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -26,6 +27,7 @@ from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
 from hermes_rl.core.base.paths import tinker_checkpoint_subpath
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
 
+from .. import cloud_usage
 from . import grpo
 from .digest_keeper import DigestKeeper
 from .inference import Policy, start_server
@@ -210,6 +212,7 @@ class Trainer:
                     f"Tinker rejected TINKER_API_KEY ({type(exc).__name__}); check the key in $HERMES_HOME/.env"
                 ) from None
             raise
+        self._record_session()
         from .tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(s.base_model, self.training_client)
@@ -554,6 +557,33 @@ class Trainer:
                 series.append((step, float(value)))
         return plateau(series, self.settings.stop_on_plateau)
 
+    def _record_session(self) -> None:
+        """The Tinker session's id in tinker_session.json: where Tinker's own usage report is looked up
+        (dataplane.cloud_usage). Never fatal: the run does not need it."""
+        s = self.settings
+        try:
+            session_id = self.training_client.holder.get_session_id()
+            cloud_usage.record_session(s.run_dir, session_id, s.base_url, local=s.backend == "local")
+        except Exception as exc:
+            log.warning("could not record the Tinker session id: %s", exc)
+
+    async def _local_usage(self) -> None:
+        """On the local backend, the server's usage report (cloud_usage.json) while the server still runs:
+        it ends with the run and its key is never stored. Never fatal."""
+        if self.settings.backend != "local" or self.service_client is None:
+            return
+        check = functools.partial(
+            cloud_usage.check,
+            self.settings.run_dir,
+            base_url=self.settings.base_url,
+            api_key=os.environ.get("TINKER_API_KEY"),
+            timeout_s=5.0,
+        )
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, check)
+        except Exception as exc:
+            log.warning("could not read the local server's usage report: %s", exc)
+
     async def _tinker_reachable(self, timeout: float = 0.5) -> bool:
         """Whether the configured Tinker server (backend.base_url) accepts a TCP connection within
         `timeout`; True when none is configured (the SDK's default, Tinker cloud, is not probed)."""
@@ -589,6 +619,7 @@ class Trainer:
             # close until our timeout, holding up the stop of the whole run for nothing.
             log.warning("Tinker server at %s does not answer: session not closed", self.settings.base_url)
         elif self.service_client is not None:
+            await self._local_usage()  # after the inference server stopped: nothing samples any more
             # Ends the Tinker session (and its heartbeats) with how the run went.
             try:
                 await asyncio.wait_for(asyncio.ensure_future(self.service_client.close(self.outcome)), 5)

@@ -23,7 +23,7 @@ from ...base.formatting import (
 from ...base.paths import cli_command
 from ...base.states import FINAL
 from ...readers.logs import sanitize_terminal
-from .cost import cmd_estimate, cost_line
+from .cost import cloud_line, cmd_estimate, cost_line
 from .output import Exit, next_steps, parse_assignments, rich_console, safe, styled
 from .watch import watch
 
@@ -109,6 +109,10 @@ def cmd_resume(args) -> Any:
 def cmd_status(args) -> Any:
     from ...runs import report
 
+    if getattr(args, "cloud", False):
+        from ...runs.cost import refresh_cloud_usage
+
+        refresh_cloud_usage(args.run_id)  # a HermesError (no key, no billing role, unreachable) is one line
     status = report.status_report(args.run_id, steps=next_steps())
     if args.json:
         return status
@@ -131,6 +135,8 @@ def cmd_status(args) -> Any:
         )
     if cost := cost_line(status.get("cost")):
         console.print(f"  {safe(cost)}")
+    if cloud := cloud_line(status.get("cost")):
+        console.print(f"  {safe(cloud)}")
     if step_time := status.get("step_time"):
         console.print(f"  {safe(step_time['text'])} (mean of the last {step_time['steps']})")
     if plateau := status.get("plateau"):

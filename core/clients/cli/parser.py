@@ -117,6 +117,9 @@ def _run_commands(add: Add) -> None:
     cmd.add_argument("--all", action="store_true", help="every run")
     cmd = add("status", cmd_status, "a run's state, processes and last metrics")
     cmd.add_argument("run_id")
+    cmd.add_argument(
+        "--cloud", action="store_true", help="first ask Tinker what the run used (needs a billing role; docs/cost.md)"
+    )
     cmd = add("logs", cmd_logs, "print (or follow) a run's process logs (--json: JSON lines with --follow)")
     cmd.add_argument("run_id")
     cmd.add_argument("--process")
