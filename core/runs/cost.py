@@ -132,8 +132,8 @@ def differences(
     source: str,
     checked_at: float,
 ) -> str | None:
-    """ "Tinker cloud reports 12.3k train tokens, hermes-rl counted 12.1k (+1.6 %); cloud data lags up to a
-    few hours (checked 14:02)" — None when every figure both sides have agrees."""
+    """ "train 12.3k vs 12.1k (+1.6 %) (the report's figure vs hermes-rl's count); cloud data lags up to a
+    few hours; checked 14:02" — None when every figure both sides have agrees."""
     if tokens is None:
         return None
     parts = [
@@ -147,8 +147,7 @@ def differences(
         return None
     checked = time.strftime("%H:%M", time.localtime(checked_at))
     lag = f"{CLOUD_LAG_NOTE}; " if source == "cloud" else ""
-    name = SOURCE_NAMES.get(source, source)
-    return f"{name} reports {'; '.join(parts)} (its figure vs hermes-rl's count); {lag}checked {checked}"
+    return f"{'; '.join(parts)} (the report's figure vs hermes-rl's count); {lag}checked {checked}"
 
 
 def refresh_cloud_usage(run_id: str, timeout_s: float = 60.0) -> None:

@@ -36,11 +36,15 @@ def cloud_line(cost: dict | None) -> str | None:
         return None
     import time
 
-    name = "the local Tinker server" if cloud.get("source") == "local" else "Tinker cloud"
+    from ...runs.cost import SOURCE_NAMES
+
+    name = SOURCE_NAMES.get(cloud.get("source") or "cloud", "Tinker cloud")
     usd = usd_text(cloud["usd"]) if cloud.get("usd") is not None else "no USD estimate"
     checked = time.strftime("%Y-%m-%d %H:%M", time.localtime(cloud["checked_at"]))
     head = f"{name} reports {usd} ({tokens_text(cloud.get('tokens'))}; checked {checked})"
-    return f"{head}: differs: {cloud['differs']}" if cloud.get("differs") else f"{head}: agrees with hermes-rl's count"
+    if cloud.get("differs"):
+        return f"{head}: it differs: {cloud['differs']}"
+    return f"{head}: agrees with hermes-rl's count"
 
 
 def cost_cell(run: Mapping[str, Any]) -> str:
