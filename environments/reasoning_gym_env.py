@@ -189,7 +189,8 @@ class ReasoningGymEnv(BaseEnv):
             count = max(1, round(self.config.eval_size * weight / total))
             params = self.config.base_params(task)
             seed = tasks.task_seed(self.config.seed, task, 0, "eval")
-            held = tasks.make_dataset(task, params, count, seed, balance=self.config.balance_answers)
+            # the task's own answer distribution: eval measures the task, and logs what a constant answer scores
+            held = tasks.make_dataset(task, params, count, seed)
             for entry in held:
                 self.eval_items.append((task, entry, held))
                 self.eval_questions.add(entry["question"])

@@ -33,6 +33,7 @@ INSTRUCTIONS = {
 }
 _TAG_RE = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)
 _INT_RE = re.compile(r"-?\d+")
+_STATED_INT_RE = re.compile(r"\s*(-?\d+)(?![\w(])")
 _QUOTES = "`*\"' "
 
 
@@ -197,9 +198,10 @@ def extract_answer(reply: str, answer_format: str, kind: str = "text") -> tuple[
 
     answer_tag: the last <answer>…</answer>; well formatted when there is one.
     first_line: the first non-empty line, read as the task's answers look (`kind`): the line when it is
-    one number / one word alone, else the first number / word after its last `=`, ` is ` or `:`
-    (`8 - 0 = 8`, `The answer is 8.`), none otherwise, so that a reply echoing the question (`The GCD of
-    3 and`, `7 - 4 =`) answers nothing; any other task: the line, or what follows its last `=`.
+    one number / one word alone, else the number / first word that opens what follows its last `=`,
+    ` is ` or `:` (`8 - 0 = 8`, `The answer is 8.`), none otherwise, so that a reply echoing the question
+    (`The GCD of 3 and`, `7 - 4 =`, `GCD = GCD(38`) answers nothing; any other task: the line, or what
+    follows its last `=`.
     Well formatted: the reply is the answer alone on one line (a trailing full stop allowed).
     """
     if answer_format == "answer_tag":
@@ -213,9 +215,9 @@ def extract_answer(reply: str, answer_format: str, kind: str = "text") -> tuple[
     if kind == "int":
         if _INT_RE.fullmatch(bare):
             answer = bare
-        else:
-            numbers = _INT_RE.findall(_after_marker(line) or "")
-            answer = numbers[0] if numbers else None
+        else:  # the number must open what follows the marker: `GCD = GCD(38` states no answer, it echoes
+            stated = _STATED_INT_RE.match(_after_marker(line) or "")
+            answer = stated.group(1) if stated else None
     elif kind == "word":
         if bare and len(bare.split()) == 1:
             answer = bare

@@ -65,6 +65,8 @@ def test_the_same_seed_gives_the_same_items_and_another_seed_others():
         ("8 - 0 = 8", "int", "8", False),  # the issue's case: the equation's result, not 1/9 credit
         ("7 - 4 =", "int", None, False),  # repeating the question answers nothing
         ("The GCD of 3 and", "int", None, False),  # nor does echoing a number of the question
+        ("GCD = GCD(38", "int", None, False),  # ... after a marker: the number must be what it states
+        ("= 8, which", "int", "8", False),
         ("4 is the answer to", "int", None, False),
         ("The answer is: 7", "int", "7", False),
         ("Photobooth", "int", None, False),
@@ -247,7 +249,7 @@ def test_the_environment_is_discovered_with_its_description_and_lists_tasks():
 
 def test_answers_are_spread_so_always_giving_the_commonest_one_is_no_shortcut():
     """letter_counting's easiest items are "1" 84 % of the time: a policy answering "1" to everything would
-    look like one that learned to count. Balanced datasets spread the answers; the eval says its bar."""
+    look like one that learned to count. Balanced training datasets spread the answers; the eval says its bar."""
     easy = {"min_words": 1, "max_words": 2}
     skewed = tasks.make_dataset("letter_counting", easy, 400, 5)
     spread = tasks.make_dataset("letter_counting", easy, 400, 5, balance=True)
@@ -258,7 +260,8 @@ def test_answers_are_spread_so_always_giving_the_commonest_one_is_no_shortcut():
     ]  # seeded
     entry = spread[7]
     assert spread.score_answer(str(entry["answer"]), entry) == 1.0  # reasoning-gym's own scorer still scores
+    # eval keeps the task's own answers (it measures the task) and says what always answering "1" scores there
     env = make_env(task="letter_counting", eval_size=24)
     asyncio.run(env.setup())
-    assert [e for _, e, _ in env.eval_items] and env.constant_baseline <= 0.5
-    assert env.constant_baseline == tasks.constant_answer_share(e for _, e, _ in env.eval_items)
+    held = [e for _, e, _ in env.eval_items]
+    assert len(held) == 24 and env.constant_baseline == tasks.constant_answer_share(held) > 0.5
