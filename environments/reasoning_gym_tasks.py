@@ -33,7 +33,7 @@ INSTRUCTIONS = {
 }
 _TAG_RE = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)
 _INT_RE = re.compile(r"-?\d+")
-_STATED_INT_RE = re.compile(r"\s*(-?\d+)(?![\w(])")
+_STATED_INT_RE = re.compile(r"\A\s*(-?\d+)(?![\w(])")
 _QUOTES = "`*\"' "
 
 
@@ -216,7 +216,7 @@ def extract_answer(reply: str, answer_format: str, kind: str = "text") -> tuple[
         if _INT_RE.fullmatch(bare):
             answer = bare
         else:  # the number must open what follows the marker: `GCD = GCD(38` states no answer, it echoes
-            stated = _STATED_INT_RE.match(_after_marker(line) or "")
+            stated = _STATED_INT_RE.search(_after_marker(line) or "")
             answer = stated.group(1) if stated else None
     elif kind == "word":
         if bare and len(bare.split()) == 1:
