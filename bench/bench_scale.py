@@ -222,6 +222,14 @@ def dashboard_home(home: Path, run_id: str) -> Path:
     return other
 
 
+def probe(code: str, env: dict, *args: str) -> list[str]:
+    """The last three words a probe (one of the programs above, run in a fresh interpreter) prints."""
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(out.stderr[-600:])
+    return out.stdout.split()[-3:]
+
+
 def line(label: str, figure: str, goal: str) -> None:
     load = os.getloadavg()[0]
     print(f"{label:<52} {figure:>22}   goal {goal:<14} load {load:.2f}", flush=True)
@@ -266,15 +274,7 @@ def main() -> None:
         other = dashboard_home(home, long_id)
         idle = {}
         for count, where in ((1, other), (n, home)):  # the baseline: the same dashboard over one finished run
-            out = subprocess.run(
-                [sys.executable, "-c", DASHBOARD_RUNS_PROBE],
-                env=dict(env, HERMES_HOME=str(where)),
-                capture_output=True,
-                text=True,
-            )
-            if out.returncode:
-                raise SystemExit(out.stderr[-600:])
-            first, cpu, key = out.stdout.split()[-3:]
+            first, cpu, key = probe(DASHBOARD_RUNS_PROBE, dict(env, HERMES_HOME=str(where)))
             idle[count] = float(cpu)
             line(f"dashboard, {count} run(s): first listing", f"{float(first):.2f} s", "-")
             line(f"dashboard, {count} run(s): idle CPU / cursor move", f"{cpu} % / {key} ms", "no growth")
@@ -285,26 +285,13 @@ def main() -> None:
             wall, rss = rss_of([HERMES, "results", long_id], env)
             line(f"results: {args.rows}-row run, {label}", f"{wall:.2f} s {rss:.0f} MB", "<= 2 s")
         for label in ("digest warm (as the trainer keeps it)",):
-            out = subprocess.run(
-                [sys.executable, "-c", READER_PROBE, str(run_dir(long_id))], env=env, capture_output=True, text=True
-            )
-            if out.returncode:
-                raise SystemExit(out.stderr[-400:])
-            took, rss_mb, rows = out.stdout.split()
+            took, rss_mb, rows = probe(READER_PROBE, env, str(run_dir(long_id)))
             figure = f"{float(took):.2f} s {rss_mb} MB"
             line(f"dashboard metrics reader ({rows} rows), {label}", figure, "<= 2 s, 300 MB")
         for label in ("digest cold (built)", "digest warm (as the trainer keeps it)"):
             if "cold" in label:
                 (other / "rl" / "runs" / long_id / ".metrics_digest.json").unlink(missing_ok=True)
-            out = subprocess.run(
-                [sys.executable, "-c", DASHBOARD_PROBE],
-                env=dict(env, HERMES_HOME=str(other)),
-                capture_output=True,
-                text=True,
-            )
-            if out.returncode:
-                raise SystemExit(out.stderr[-600:])
-            took, rss_mb, rows = out.stdout.split()[-3:]
+            took, rss_mb, rows = probe(DASHBOARD_PROBE, dict(env, HERMES_HOME=str(other)))
             line(
                 f"dashboard: metrics shown ({rows} rows), {label}", f"{float(took):.2f} s {rss_mb} MB", "<= 2 s, 300 MB"
             )
