@@ -139,6 +139,11 @@ def test_status_shows_the_cloud_figure_beside_the_count_and_how_they_differ(tmp_
     assert "prefill" not in cloud["differs"] and "$" not in cloud["differs"]
     assert main(["status", "c10d0001"]) == 0
     assert "Tinker cloud reports no USD estimate" in capsys.readouterr().out
+    # the HTML report's cost card says the same, so a shared report carries Tinker's own figure
+    from hermes_rl.core.runs.export import html_report
+
+    page = html_report("c10d0001")
+    assert "Tinker cloud reports no USD estimate" in page and "train 1.1k vs 1.0k (+10.0 %)" in page
     # the same counts on both sides: they agree
     atomic_write_json(
         run_dir("c10d0001") / "cloud_usage.json",

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..base import prices
-from ..base.prices import KINDS, count_text, usd_text
+from ..base.prices import KINDS, count_text, tokens_text, usd_text
 
 DEFAULT_PROMPT_TOKENS = 256  # the estimate's prompt length when nothing better is known (said so)
 CLOUD_USAGE_FILE = "cloud_usage.json"  # what Tinker reported the run used (dataplane.cloud_usage)
@@ -118,6 +118,20 @@ def cloud_cost(run_id: str, tokens: dict[str, int] | None, usd: float | None) ->
     }
 
 
+def cloud_text(cloud: Mapping[str, Any] | None) -> str | None:
+    """ "Tinker cloud reports $2.19 (prefill 1.3k · sample 2.1k · train 7.2k tokens; checked 2026-12-05 14:02):
+    agrees with hermes-rl's count" or how it differs; None when no report was read (`status RUN --cloud`)."""
+    if not cloud:
+        return None
+    name = SOURCE_NAMES.get(cloud.get("source") or "cloud", "Tinker cloud")
+    usd = usd_text(cloud["usd"]) if cloud.get("usd") is not None else "no USD estimate"
+    checked = time.strftime("%Y-%m-%d %H:%M", time.localtime(cloud["checked_at"]))
+    head = f"{name} reports {usd} ({tokens_text(cloud.get('tokens'))}; checked {checked})"
+    if cloud.get("differs"):
+        return f"{head}: it differs: {cloud['differs']}"
+    return f"{head}: agrees with hermes-rl's count"
+
+
 def _delta(theirs: float, ours: float) -> str:
     if ours == 0:
         return "hermes-rl counted none"
@@ -213,7 +227,8 @@ def add_costs(costs: list[dict]) -> dict[str, Any]:
 
 
 def cost_card(run: Mapping[str, Any]) -> str:
-    """The report's cost card: "$0.0123 (1.1k prefill, 1.6k sample, 5.3k train tokens; prices as of …)"."""
+    """The report's cost card: "$0.0123 (1.1k prefill, 1.6k sample, 5.3k train tokens; prices as of …)", then
+    what Tinker reported (cloud_text) when `status RUN --cloud` has read it."""
     from ..base.errors import HermesError
 
     try:
@@ -225,7 +240,8 @@ def cost_card(run: Mapping[str, Any]) -> str:
         return "no token counts"
     counts = ", ".join(f"{tokens[kind]:,} {kind}" for kind in KINDS)
     dated = f"; prices as of {cost['prices_as_of']}" if cost.get("prices_as_of") else ""
-    return f"{cost['text']} ({counts} tokens{dated})"
+    cloud = cloud_text(cost.get("cloud"))
+    return f"{cost['text']} ({counts} tokens{dated})" + (f". {cloud}" if cloud else "")
 
 
 # -- before a run ---------------------------------------------------------------------------------------

@@ -28,25 +28,6 @@ def cost_line(cost: dict | None) -> str | None:
     return "; ".join(parts)
 
 
-def cloud_line(cost: dict | None) -> str | None:
-    """ "Tinker cloud reports $2.19 (prefill 1.3k · sample 2.1k · train 7.2k tokens; checked 14:02): agrees
-    with hermes-rl's count" or how it differs — None when no report was read (`status RUN --cloud`)."""
-    cloud = (cost or {}).get("cloud")
-    if not cloud:
-        return None
-    import time
-
-    from ...runs.cost import SOURCE_NAMES
-
-    name = SOURCE_NAMES.get(cloud.get("source") or "cloud", "Tinker cloud")
-    usd = usd_text(cloud["usd"]) if cloud.get("usd") is not None else "no USD estimate"
-    checked = time.strftime("%Y-%m-%d %H:%M", time.localtime(cloud["checked_at"]))
-    head = f"{name} reports {usd} ({tokens_text(cloud.get('tokens'))}; checked {checked})"
-    if cloud.get("differs"):
-        return f"{head}: it differs: {cloud['differs']}"
-    return f"{head}: agrees with hermes-rl's count"
-
-
 def cost_cell(run: Mapping[str, Any]) -> str:
     """A runs-list cell: "$0.0123", "?" (tokens counted, no price) or "-" (nothing counted)."""
     if run.get("cost_usd") is not None:

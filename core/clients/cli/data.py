@@ -12,7 +12,8 @@ from typing import Any
 
 from ...base.errors import BadInput
 from ...base.formatting import human_number, metric_text, value_text
-from .cost import cloud_line, cost_line
+from ...runs.cost import cloud_text
+from .cost import cost_line
 from .output import one_line, rich_console, safe, say, styled
 from .sweeps import print_sweep
 
@@ -38,8 +39,8 @@ def cmd_results(args) -> Any:
         console.print(f"  {safe(key):<28} {safe(metric_text(key, value))}")
     if cost_line(results.get("cost")):
         console.print(safe(cost_line(results["cost"])))
-    if cloud_line(results.get("cost")):
-        console.print(safe(cloud_line(results["cost"])))
+    if cloud := cloud_text((results.get("cost") or {}).get("cloud")):
+        console.print(safe(cloud))
     if results.get("checkpoint"):
         console.print(f"checkpoint: {safe(results['checkpoint'])}")
     if results.get("tinker_path"):

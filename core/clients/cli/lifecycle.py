@@ -23,7 +23,8 @@ from ...base.formatting import (
 from ...base.paths import cli_command
 from ...base.states import FINAL
 from ...readers.logs import sanitize_terminal
-from .cost import cloud_line, cmd_estimate, cost_line
+from ...runs.cost import cloud_text
+from .cost import cmd_estimate, cost_line
 from .output import Exit, next_steps, parse_assignments, rich_console, safe, styled
 from .watch import watch
 
@@ -135,7 +136,7 @@ def cmd_status(args) -> Any:
         )
     if cost := cost_line(status.get("cost")):
         console.print(f"  {safe(cost)}")
-    if cloud := cloud_line(status.get("cost")):
+    if cloud := cloud_text((status.get("cost") or {}).get("cloud")):
         console.print(f"  {safe(cloud)}")
     if step_time := status.get("step_time"):
         console.print(f"  {safe(step_time['text'])} (mean of the last {step_time['steps']})")
