@@ -136,3 +136,25 @@ def test_compare_shows_whole_numbers_at_80_columns_and_at_160(hermes_home):
 
     asyncio.run(scenario((80, 24)))
     asyncio.run(scenario((160, 48)))
+
+
+def test_the_config_form_survives_rebuilds_in_quick_succession(hermes_home, tui_environments):
+    """A load landing while the previous form still mounts (a CLI selection right after the dashboard's own)
+    replaced a Select mid-mount and crashed the app; now the newest form is shown, whole."""
+    from hermes_rl.tui import backend
+    from hermes_rl.tui.panes.config_editor import ConfigPane
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=(160, 48)) as pilot:
+            pane = app.query_one(ConfigPane)
+            view = backend.get_config("counting")
+            assert any(row.get("type") == "enum" for row in view.editable), "the form needs a Select to test"
+            for delay in (0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05) * 3:
+                pane.show(view)
+                await asyncio.sleep(delay)
+            await wait_for(pilot, lambda: len(pane.query(".field-row")) == len(view.editable), what="one whole form")
+            await pilot.pause(0.2)
+            assert len(pane.query(".field-row")) == len(view.editable)
+
+    asyncio.run(scenario())

@@ -10,6 +10,7 @@ Locked fields are shown dimmed with their value and why the profile locks them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING
 
@@ -106,6 +107,8 @@ class ConfigPane(Vertical):
         self._loading: str | None = None  # the environment the latest load is for
         self.cursor = 0  # the current field (index into rows)
         self._label_width = 0  # the longest label's
+        # One rebuild of the fields at a time: removing a Select while it mounts breaks Textual's Select.
+        self._fields_lock = asyncio.Lock()
 
     def compose(self) -> ComposeResult:
         yield Static("select an environment (enter in [1])", id="config-head")
@@ -169,8 +172,9 @@ class ConfigPane(Vertical):
     def show_error(self, name: str, message: str) -> None:
         self.view = None
         self.rows = []
+        self._generation += 1
         self.query_one("#config-head", Static).update(Text(f"{name}: {message}", style="red"))
-        self.query_one("#config-fields").remove_children()
+        self._replace_fields([], self._generation)
 
     def show(self, view) -> None:
         """Rebuild the form for a ConfigView (after a load or a save)."""
@@ -188,8 +192,6 @@ class ConfigPane(Vertical):
         for line in ([view.notice] if view.notice else []) + list(view.warnings or []):
             head.append(f"\n⚠ {line}", style="yellow")
         self.query_one("#config-head", Static).update(head)
-        box = self.query_one("#config-fields", FieldList)
-        box.remove_children()
         widgets = []
         self._label_width = max((len(self._label_text(row, unsaved=True)) for row in self.rows), default=0) + 1
         self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
@@ -205,7 +207,17 @@ class ConfigPane(Vertical):
                 text.append(f"🔒 {row['name']} = {shown_locked(row['value'])}", style="dim")
                 text.append(f"  — {row['reason']}", style="dim italic")
                 widgets.append(Static(text, classes="locked-row"))
-        box.mount_all(widgets)
+        self._replace_fields(widgets, gen)
+
+    @work(group="config-fields", exit_on_error=False)
+    async def _replace_fields(self, widgets: list, gen: int) -> None:
+        """The form's fields become `widgets`, once the previous rebuild is done; a newer rebuild wins."""
+        async with self._fields_lock:
+            if gen != self._generation:
+                return
+            box = self.query_one("#config-fields", FieldList)
+            await box.remove_children()
+            await box.mount_all(widgets)
         self.call_after_refresh(self._fit_labels)
         self.call_after_refresh(self._show_cursor)
 
