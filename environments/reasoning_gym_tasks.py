@@ -232,7 +232,13 @@ def extract_answer(reply: str, answer_format: str, kind: str = "text") -> tuple[
 
 def score_reply(dataset, entry: dict, reply: str, answer_format: str) -> tuple[float, bool]:
     """(reasoning-gym's score of the extracted answer, 0.0 when there is none or the scorer fails; format ok)."""
-    answer, formatted = extract_answer(reply, answer_format, answer_kind(entry.get("answer", "")))
+    expected = str(entry.get("answer", ""))
+    kind = answer_kind(expected)
+    answer, formatted = extract_answer(reply, answer_format, kind)
+    if formatted and kind == "text" and answer_format == "first_line":
+        # Any one line passes as "the answer alone" for free text, so the format credit would go to every reply
+        # (no signal): the reference's shape, its number of words, is the format asked.
+        formatted = len(str(answer).split()) == len(expected.split())
     if answer is None:
         return 0.0, formatted
     try:

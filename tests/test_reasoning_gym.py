@@ -89,6 +89,20 @@ def test_answer_tags_are_extracted_and_their_absence_is_a_format_miss():
     assert tasks.extract_answer("<answer>12", "answer_tag") == (None, False)
 
 
+def test_free_text_replies_earn_format_credit_only_in_the_answers_shape():
+    """For a free-text answer ("go, hundred") any one line would pass as the answer alone, and every reply of a
+    group would get the format credit: no signal. The reply must have the reference's number of words."""
+    import reasoning_gym
+
+    dataset = reasoning_gym.create_dataset("word_sequence_reversal", size=4, seed=1, min_words=2, max_words=2)
+    entry = dataset[0]
+    first, second = [w.strip() for w in entry["answer"].split(",")]
+    assert tasks.score_reply(dataset, entry, f"{first}, {second}", "first_line") == (1.0, True)
+    assert tasks.score_reply(dataset, entry, f"{second}, {first}", "first_line") == (0.0, True)  # shape, not order
+    assert tasks.score_reply(dataset, entry, "The list of words is reversed", "first_line")[1] is False
+    assert tasks.score_reply(dataset, entry, first, "first_line")[1] is False
+
+
 def test_answer_kinds_follow_the_reference_answer():
     assert [tasks.answer_kind(a) for a in ("-4", "12", "htob", "a b", "")] == ["int", "int", "word", "text", "text"]
 
