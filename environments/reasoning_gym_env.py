@@ -58,6 +58,9 @@ class ReasoningGymConfig(BaseEnvConfig):
     gcd_max_value: int = Field(default=12, ge=2, description="gcd: largest number (level 0)")
     spell_backward_max_word_len: int = Field(default=4, ge=3, le=10, description="spell_backward: longest word")
     letter_counting_max_words: int = Field(default=2, ge=1, le=15, description="letter_counting: most words")
+    word_sequence_reversal_max_words: int = Field(
+        default=2, ge=2, le=25, description="word_sequence_reversal: most words to reverse (level 0)"
+    )
     task_params: str = Field(
         default="",
         description='JSON {task: {parameter: value}} over the fields above, any task ({"gcd": {"max_numbers": 3}})',
@@ -101,6 +104,7 @@ class ReasoningGymConfig(BaseEnvConfig):
             "gcd": {"min_value": 1, "max_value": self.gcd_max_value},
             "spell_backward": {"min_word_len": 3, "max_word_len": self.spell_backward_max_word_len},
             "letter_counting": {"min_words": 1, "max_words": self.letter_counting_max_words},
+            "word_sequence_reversal": {"min_words": 2, "max_words": self.word_sequence_reversal_max_words},
         }.get(task, {})
         extra = json.loads(self.task_params).get(task, {}) if self.task_params.strip() else {}
         return {**typed, **extra}

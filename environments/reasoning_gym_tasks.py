@@ -24,6 +24,8 @@ GROWTH: dict[str, tuple[tuple[str, str, int, int], ...]] = {
     "spell_backward": (("max_word_len", "add", 1, 10),),
     "letter_counting": (("max_words", "add", 1, 15),),
     "basic_arithmetic": (("max_terms", "add", 1, 6), ("max_digits", "add", 1, 4)),
+    # reasoning-gym's own curriculum jumps from a few words to 10-25 at its first level
+    "word_sequence_reversal": (("max_words", "add", 1, 8),),
 }
 ANSWER_FORMATS = ("first_line", "answer_tag")
 # What the model is told, per answer format (SmolLM2-135M follows the first far more often than tags).

@@ -103,6 +103,22 @@ def test_free_text_replies_earn_format_credit_only_in_the_answers_shape():
     assert tasks.score_reply(dataset, entry, first, "first_line")[1] is False
 
 
+def test_word_reversal_grows_one_word_a_level_from_the_configs_two():
+    """reasoning-gym's own curriculum jumps from two words to 10-25 at its first level, past what a small model
+    (and 8 reply tokens) can follow: this task's levels add one word at a time."""
+    from hermes_rl.environments.reasoning_gym_env import ReasoningGymConfig
+
+    base = ReasoningGymConfig(task="word_sequence_reversal").base_params("word_sequence_reversal")
+    assert base == {"min_words": 2, "max_words": 2}
+    assert [tasks.params_at("word_sequence_reversal", base, level)["max_words"] for level in (1, 2, 6, 9)] == [
+        3,
+        4,
+        8,
+        8,
+    ]
+    assert tasks.max_level("word_sequence_reversal", base, 10) == 6
+
+
 def test_answer_kinds_follow_the_reference_answer():
     assert [tasks.answer_kind(a) for a in ("-4", "12", "htob", "a b", "")] == ["int", "int", "word", "text", "text"]
 

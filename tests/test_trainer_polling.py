@@ -8,11 +8,10 @@ import asyncio
 import time
 from pathlib import Path
 
-import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from hermes_rl.dataplane.trainer.loop import Trainer
+from hermes_rl.dataplane.trainer.run_api import RunApi
 from hermes_rl.dataplane.trainer.settings import TrainerSettings
 
 
@@ -48,16 +47,16 @@ def test_an_empty_batch_is_polled_less_and_less_often_and_a_batch_is_still_taken
         app = web.Application()
         app.router.add_get("/batch", batch)
         async with TestServer(app) as server:
-            trainer = Trainer(settings(str(server.make_url("")).rstrip("/")))
-            trainer.http = aiohttp.ClientSession()
+            s = settings(str(server.make_url("")).rstrip("/"))
+            api = RunApi(s.api_url, s.batch_poll_s, s.batch_poll_max_s)  # as the trainer makes it
             try:
-                waiting = asyncio.create_task(trainer.next_batch())
+                waiting = asyncio.create_task(api.next_batch())
                 await asyncio.sleep(4.0)
                 ready_at.append(time.monotonic())
                 got = await asyncio.wait_for(waiting, 5)
                 return got, time.monotonic()
             finally:
-                await trainer.http.close()
+                await api.close()
 
     got, taken_at = asyncio.run(go())
     assert got == [{"tokens": [[1]]}]

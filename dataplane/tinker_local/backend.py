@@ -32,6 +32,7 @@ from .checkpoints import (
     write_checkpoint,
 )
 from .engine import LORA_ALPHA, Adapter, CausalLM, SampleSpec
+from .sample_request import check_tokens, memory_chunks, parse_spec
 from .usage import UsageLedger
 from .wire import (
     ForwardBackwardRequest,
@@ -56,8 +57,6 @@ LOSS_CONFIG_DEFAULTS: dict[str, dict[str, float]] = {
 }
 SNAPSHOTS_KEPT_PER_MODEL = 32
 LOADED_CHECKPOINTS_KEPT = 16
-MAX_SAMPLES_PER_REQUEST = 1024
-SAMPLE_CACHE_BYTES = 2 * 1024**3  # the KV cache one sampling batch may use
 
 
 @dataclass
@@ -203,8 +202,8 @@ class Backend:
             target, extra = self._loss_inputs(request.loss_fn, datum.inputs, len(datum.tokens), index)
             if len(datum.tokens) == 0:
                 raise UserError(f"datum {index}: model_input is empty")
-            self._check_tokens(datum.tokens, f"datum {index} model_input")
-            self._check_tokens(target.reshape(-1).tolist(), f"datum {index} target_tokens")
+            check_tokens(datum.tokens, f"datum {index} model_input", self.lm.vocab_size)
+            check_tokens(target.reshape(-1).tolist(), f"datum {index} target_tokens", self.lm.vocab_size)
             sequences.append(datum.tokens)
             targets.append(torch.from_numpy(np.array(target, dtype=np.int64)))
             extras.append(extra)
@@ -272,10 +271,6 @@ class Backend:
                 )
             extra[name] = torch.from_numpy(np.array(value, dtype=np.float32))
         return target, extra
-
-    def _check_tokens(self, tokens, what: str) -> None:
-        if tokens and (min(tokens) < 0 or max(tokens) >= self.lm.vocab_size):
-            raise UserError(f"{what}: token ids must be in [0, {self.lm.vocab_size})")
 
     def optim_step(self, request: dict) -> dict:
         model = self.model(str(request.get("model_id")))
@@ -491,7 +486,8 @@ class Backend:
     # ------------------------------------------------------------------ sampling
 
     def parse_sample(self, request: dict) -> tuple[Sampler, SampleSpec]:
-        """Validate an asample request; raises UserError. Cheap: runs on the HTTP thread too."""
+        """The sampler an asample request names and its validated spec (sample_request.parse_spec); raises
+        UserError. Cheap: runs on the HTTP thread too."""
         sampler_id = request.get("sampling_session_id")
         if sampler_id:
             sampler = self.sampler(str(sampler_id))
@@ -501,110 +497,7 @@ class Backend:
             )
         else:
             sampler = Sampler("base", self.canonical_base_model(request.get("base_model")), None, None)
-        if request.get("record_stability_info"):
-            raise UserError(
-                "record_stability_info is not available locally: tinker-local records no stability "
-                "information (it serves no stable_reinforce loss)"
-            )
-        prompt: list[int] = []
-        for chunk in (request.get("prompt") or {}).get("chunks") or []:
-            if chunk.get("type", "encoded_text") != "encoded_text":
-                raise UserError("only text prompts are supported by tinker-local")
-            prompt.extend(number(t, "prompt token", 0, 2**31 - 1, integer=True) for t in chunk.get("tokens") or [])
-        if not prompt:
-            raise UserError("the prompt is empty")
-        self._check_tokens(prompt, "prompt")
-        params = request.get("sampling_params") or {}
-        num_samples = number(request.get("num_samples", 1), "num_samples", 1, MAX_SAMPLES_PER_REQUEST, integer=True)
-        room = self.lm.max_positions - len(prompt)
-        if room < 1:
-            raise UserError(f"the prompt has {len(prompt)} tokens; the model's context is {self.lm.max_positions}")
-        max_tokens = params.get("max_tokens")
-        max_tokens = (
-            room if max_tokens is None else number(max_tokens, "sampling_params.max_tokens", 1, room, integer=True)
-        )
-        stop = params.get("stop")
-        stop_ids, stop_strings = set(self.lm.eos_token_ids), ()
-        if stop is not None:
-            items = [stop] if isinstance(stop, str) else list(stop)
-            if not items:
-                stop_ids = set()  # [] disables every stop, EOS included
-            elif all(isinstance(item, str) for item in items):
-                stop_strings = tuple(item for item in items if item)
-            elif all(isinstance(item, int) and not isinstance(item, bool) for item in items):
-                stop_ids |= set(items)
-            else:
-                raise UserError("sampling_params.stop must be a string, a list of strings or a list of token ids")
-        temperature = number(params.get("temperature", 1.0), "sampling_params.temperature", 0, 100)
-        top_p = number(params.get("top_p", 1.0), "sampling_params.top_p", 0, 1, low_open=True)
-        top_k = number(params.get("top_k", -1), "sampling_params.top_k", -1, 2**31 - 1, integer=True)
-        if top_k == 0:
-            raise UserError("sampling_params.top_k must be -1 (no limit) or at least 1, got 0")
-        last_n = request.get("prompt_logprobs_last_n")
-        if last_n is not None:
-            if len(prompt) < 2:
-                raise UserError("prompt_logprobs_last_n needs a prompt of 2+ tokens")
-            last_n = number(last_n, "prompt_logprobs_last_n", 1, len(prompt) - 1, integer=True)
-        target_ids, target_csr = self._target_prompt_ids(request.get("target_prompt_logprobs"), len(prompt))
-        alt_k = number(request.get("prompt_alt_tokens_k") or 0, "prompt_alt_tokens_k", 0, 2**31 - 1, integer=True)
-        if alt_k and (len(prompt) < 2 or not 0 < alt_k <= MAX_SAMPLES_PER_REQUEST):
-            raise UserError(
-                f"prompt_alt_tokens_k needs a prompt of 2+ tokens and 1..{MAX_SAMPLES_PER_REQUEST} draws, got {alt_k}"
-            )
-        spec = SampleSpec(
-            prompt=prompt,
-            num_samples=num_samples,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            stop_token_ids=frozenset(stop_ids),
-            stop_strings=stop_strings,
-            seed=None
-            if params.get("seed") is None
-            else number(params["seed"], "sampling_params.seed", -(2**63), 2**64 - 1, integer=True),
-            prompt_logprobs=bool(request.get("prompt_logprobs")),
-            prompt_logprobs_last_n=last_n,
-            topk_prompt_logprobs=number(
-                request.get("topk_prompt_logprobs") or 0, "topk_prompt_logprobs", 0, 1024, integer=True
-            ),
-            topk_sample_logprobs=number(
-                request.get("topk_sample_logprobs") or 0, "topk_sample_logprobs", 0, 1024, integer=True
-            ),
-            target_prompt_ids=target_ids,
-            target_prompt_csr=target_csr,
-            prompt_alt_tokens_k=alt_k,
-        )
-        return sampler, spec
-
-    def _target_prompt_ids(self, tensor: dict | None, prompt_length: int):
-        """A target_prompt_logprobs TensorData (dense or CSR, int64 [len(prompt) - 1, K]) as dense rows
-        with -1 where nothing is requested, plus the CSR layout to answer in."""
-        if tensor is None:
-            return None, None
-        shape = list(tensor.get("shape") or [])
-        if len(shape) != 2 or shape[0] != prompt_length - 1 or shape[0] < 1 or shape[1] < 1:
-            raise UserError(
-                f"target_prompt_logprobs must have shape [len(prompt) - 1, K] = [{prompt_length - 1}, K], got {shape}"
-            )
-        values = [int(v) for v in tensor.get("data") or []]
-        crow, cols = tensor.get("sparse_crow_indices"), tensor.get("sparse_col_indices")
-        if crow is not None:
-            crow, cols = [int(c) for c in crow], [int(c) for c in cols or []]
-            if len(crow) != shape[0] + 1 or len(cols) != len(values) or crow[-1] != len(values):
-                raise UserError("target_prompt_logprobs: malformed sparse CSR tensor")
-            dense = np.full(shape, -1, dtype=np.int64)
-            for row in range(shape[0]):
-                dense[row, cols[crow[row] : crow[row + 1]]] = values[crow[row] : crow[row + 1]]
-        else:
-            if len(values) != shape[0] * shape[1]:
-                raise UserError(f"target_prompt_logprobs: {len(values)} values do not fill shape {shape}")
-            dense = np.asarray(values, dtype=np.int64).reshape(shape)
-        requested = dense[dense >= 0]
-        if requested.size and int(requested.max()) >= self.lm.vocab_size:
-            raise UserError(f"target_prompt_logprobs: token ids must be in [0, {self.lm.vocab_size}) or -1")
-        rows = tuple(tuple(int(v) for v in row) for row in dense.tolist())
-        return rows, (None if crow is None else (crow, cols))
+        return sampler, parse_spec(request, self.lm)
 
     def sample(self, batch: list[tuple[Sampler, SampleSpec]]) -> list[bytes]:
         """Requests for the same sampler and without seeds run as one batch."""
@@ -617,7 +510,7 @@ class Backend:
             sampler, first = batch[indices[0]]
             adapter, scale = self._sampler_adapter(sampler)
             generator = torch.Generator().manual_seed(first.seed) if first.seed is not None else None
-            for chunk in self._memory_chunks(indices, [batch[i][1] for i in indices]):
+            for chunk in memory_chunks(indices, [batch[i][1] for i in indices], self.lm):
                 specs = [batch[i][1] for i in chunk]
                 outputs = self.lm.sample(specs, adapter, scale, decode=self.tokenizer.decode, generator=generator)
                 for i, output in zip(chunk, outputs, strict=True):
@@ -634,21 +527,6 @@ class Backend:
         session_id = sampler.sampler_id.split(":sample:")[0] if ":sample:" in sampler.sampler_id else None
         self.usage.add(session_id, sampler.base_model, "sampling_prefill", len(spec.prompt))
         self.usage.add(session_id, sampler.base_model, "sampling_sample", sum(len(s.tokens) for s in output.sequences))
-
-    def _memory_chunks(self, indices: list[int], specs: list[SampleSpec]) -> list[list[int]]:
-        """Consecutive runs of requests whose KV cache fits in SAMPLE_CACHE_BYTES (at least one request each)."""
-        per_token = self.lm.n_layers * 2 * self.lm.n_kv * self.lm.head_dim * self.lm.w["model.norm.weight"].itemsize
-        chunks: list[list[int]] = []
-        used = 0
-        for index, spec in zip(indices, specs, strict=True):
-            need = spec.num_samples * (len(spec.prompt) + spec.max_tokens) * per_token
-            if chunks and used + need <= SAMPLE_CACHE_BYTES:
-                chunks[-1].append(index)
-                used += need
-            else:
-                chunks.append([index])
-                used = need
-        return chunks
 
 
 # ---------------------------------------------------------------------- checkpoint format

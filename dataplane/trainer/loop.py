@@ -20,8 +20,6 @@ import threading
 import time
 import traceback
 
-import aiohttp
-
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
 from hermes_rl.core.base.paths import tinker_checkpoint_subpath
@@ -31,6 +29,7 @@ from .. import cloud_usage
 from . import grpo
 from .digest_keeper import DigestKeeper
 from .inference import Policy, start_server
+from .run_api import RunApi
 from .settings import ConfigError, TrainerSettings
 from .signals import SignalTracker
 from .usage import Usage
@@ -137,7 +136,7 @@ class Trainer:
         self.training_client = None
         self.policy: Policy | None = None
         self.runner = None
-        self.http: aiohttp.ClientSession | None = None
+        self.api: RunApi | None = None
         self.tinker_path: str | None = None
         self.wandb: WandbLogger | None = None
         self.rollouts = None  # RolloutRecorder when the run records rollouts
@@ -237,72 +236,29 @@ class Trainer:
             time.time() - t0,
         )
 
-        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         await self.register()
         self.runner = await start_server(self.policy, s.inference_host, s.inference_port)
         log.info("inference server on http://%s:%d (health: /health)", s.inference_host, s.inference_port)
         self.wandb = WandbLogger(s)
 
     async def register(self) -> None:
-        """Register with run-api, then take one (empty) /batch: run-api only lets environments
-        register once the trainer has asked for a batch."""
         s = self.settings
-        payload = {
-            "wandb_group": s.wandb_group or "",
-            "wandb_project": s.wandb_project,
-            "batch_size": s.batch_size,
-            "max_token_len": s.max_token_length,
-            "checkpoint_dir": str(s.checkpoint_dir),
-            "save_checkpoint_interval": s.save_checkpoint_interval,
-            "starting_step": self.step,
-            "num_steps": s.total_steps,
-        }
-        deadline = time.time() + 60
-        while True:
-            try:
-                async with self.http.post(f"{s.api_url}/register", json=payload) as resp:
-                    resp.raise_for_status()
-                    await resp.json()
-                break
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                if time.time() > deadline:
-                    raise RuntimeError(f"run-api at {s.api_url} did not accept /register within 60 s: {exc}") from exc
-                await asyncio.sleep(0.2)
-        data = await self._get_json("/batch")
-        if data.get("batch"):
-            self._early_batch = data["batch"]
+        self.api = RunApi(s.api_url, s.batch_poll_s, s.batch_poll_max_s)
+        await self.api.register(
+            {
+                "wandb_group": s.wandb_group or "",
+                "wandb_project": s.wandb_project,
+                "batch_size": s.batch_size,
+                "max_token_len": s.max_token_length,
+                "checkpoint_dir": str(s.checkpoint_dir),
+                "save_checkpoint_interval": s.save_checkpoint_interval,
+                "starting_step": self.step,
+                "num_steps": s.total_steps,
+            }
+        )
         log.info("registered with run-api at %s (batch_size %d, %d steps)", s.api_url, s.batch_size, s.total_steps)
 
-    async def _get_json(self, path: str) -> dict:
-        async with self.http.get(f"{self.settings.api_url}{path}") as resp:
-            resp.raise_for_status()
-            return await resp.json()
-
     # ---- steps -------------------------------------------------------------------------
-    _early_batch = None
-
-    async def next_batch(self) -> list[dict]:
-        if self._early_batch:
-            batch, self._early_batch = self._early_batch, None
-            return batch
-        failures = 0
-        interval = self.settings.batch_poll_s
-        while True:
-            try:
-                data = await self._get_json("/batch")
-                failures = 0
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                failures += 1
-                if failures >= 50:  # ~10 s of a dead run-api: the run cannot go on
-                    raise RuntimeError(f"run-api at {self.settings.api_url} unreachable: {exc}") from exc
-                await asyncio.sleep(0.2)
-                continue
-            batch = data.get("batch")
-            if batch:
-                return batch
-            await asyncio.sleep(interval)
-            interval = min(interval * 1.5, self.settings.batch_poll_max_s)
-
     async def train_step(self, batch: list[dict], waited_s: float) -> dict:
         """One GRPO update on `batch`; its row holds the step's phases as time/… seconds (PHASE_KEYS),
         which add up to the wall time since the previous row (time/step_s)."""
@@ -465,15 +421,17 @@ class Trainer:
         s.run_dir.mkdir(parents=True, exist_ok=True)
         s.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         await self.setup()
+        api = self.api
+        assert api is not None  # setup registered
         log.info("training %d steps", s.total_steps)
-        self._pending = pending = asyncio.ensure_future(self.next_batch())
+        self._pending = pending = asyncio.ensure_future(api.next_batch())
         while self.step < s.total_steps:
             wait_start = time.perf_counter()
             batch = await pending
             waited = time.perf_counter() - wait_start
             # Fetch the next batch while this one trains.
             if self.step + 1 < s.total_steps:
-                self._pending = pending = asyncio.ensure_future(self.next_batch())
+                self._pending = pending = asyncio.ensure_future(api.next_batch())
             # Shielded: a stop lets the step finish, so the saved state and the step count agree.
             self.step_task = asyncio.ensure_future(self.train_step(batch, waited))
             row = await asyncio.shield(self.step_task)
@@ -606,8 +564,8 @@ class Trainer:
             self._pending.cancel()
         if self.runner is not None:
             await self.runner.cleanup()
-        if self.http is not None:
-            await self.http.close()
+        if self.api is not None:
+            await self.api.close()
         if self.wandb is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.wandb.finish)
         if self.rollouts is not None:
