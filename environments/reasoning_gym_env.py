@@ -49,6 +49,11 @@ class ReasoningGymConfig(BaseEnvConfig):
     format_credit: float = Field(
         default=0.1, ge=0.0, lt=1.0, description="Share of the reward for the asked format (the rest: correctness)"
     )
+    partial_credit: bool = Field(
+        default=True,
+        description="Reward reasoning-gym's partial scores (most tasks: the answer inside a longer reply, by length);"
+        " false: only a full score earns the correctness part",
+    )
     max_completion_tokens: int = Field(default=16, ge=1, le=4096, description="Tokens the policy may generate")
     temperature: float = Field(default=1.0, gt=0.0, le=2.0, description="Sampling temperature for training rollouts")
     # Level 0 of the curated tasks, as easy as SmolLM2-135M needs (docs/reasoning_gym.md).
@@ -244,8 +249,9 @@ class ReasoningGymEnv(BaseEnv):
     def reward(self, dataset, entry: dict, reply: str) -> tuple[float, float, bool]:
         """(reward, reasoning-gym's score, format ok)."""
         score, formatted = tasks.score_reply(dataset, entry, reply, self.config.answer_format)
+        earned = score if self.config.partial_credit or score >= 1.0 else 0.0
         credit = self.config.format_credit
-        return (1.0 - credit) * score + credit * float(formatted), score, formatted
+        return (1.0 - credit) * earned + credit * float(formatted), score, formatted
 
     async def collect_trajectories(self, item):
         task, level, entry = item["task"], item["level"], item["entry"]

@@ -216,6 +216,22 @@ def test_format_credit_is_its_own_reward_component():
     assert env.reward(dataset, entry, "Photobooth") == (0.0, 0.0, False)
 
 
+def test_partial_credit_can_be_turned_off_where_it_is_a_shortcut():
+    """reasoning-gym's default scorer credits an answer found inside a longer reply by length: for two words to
+    reverse, repeating the question's list twice ("hundred, go, hundred, go" holds "go, hundred") earns 0.46,
+    a shortcut SmolLM2 found. With partial_credit off only the exact answer earns the correctness part."""
+    for partial in (True, False):
+        env = make_env(task="word_sequence_reversal", format_credit=0.1, partial_credit=partial)
+        dataset = env.dataset("word_sequence_reversal", 0)
+        entry = dataset[0]
+        first, second = [w.strip() for w in entry["answer"].split(",")]
+        twice = f"{second}, {first}, {second}, {first}"
+        reward, score, formatted = env.reward(dataset, entry, twice)
+        assert score == pytest.approx(len(entry["answer"]) / len(twice)) and not formatted
+        assert score > 0.3 and reward == (pytest.approx(0.9 * score) if partial else 0.0)
+        assert env.reward(dataset, entry, entry["answer"])[0] == pytest.approx(1.0)
+
+
 def test_held_out_eval_items_are_never_trained_on():
     env = make_env(task="gcd", eval_size=20, dataset_size=60)
     asyncio.run(env.setup())
