@@ -247,7 +247,18 @@ def score_reply(dataset, entry: dict, reply: str, answer_format: str) -> tuple[f
         score = float(dataset.score_answer(answer, entry))
     except Exception:  # a scorer that chokes on a malformed answer scores it 0, never ends the run
         return 0.0, formatted
-    return (score if 0.0 <= score <= 1.0 else 0.0), formatted
+    score = score if 0.0 <= score <= 1.0 else 0.0
+    if formatted and score < 1.0 and echoes(answer, str(entry.get("question", ""))):
+        # Copying part of the question back is not an answer: paid for its format, SmolLM2 settles on it (the list
+        # it should reverse, the number it should take the gcd of) and every reply of a group scores alike.
+        formatted = False
+    return score, formatted
+
+
+def echoes(answer: str, question: str) -> bool:
+    """Whether the answer is a span of the question, whole words, any case (`from, the` in `…words: from, the`)."""
+    answer = answer.strip()
+    return bool(answer) and re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", question, re.IGNORECASE) is not None
 
 
 @dataclass

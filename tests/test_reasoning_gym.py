@@ -98,7 +98,7 @@ def test_free_text_replies_earn_format_credit_only_in_the_answers_shape():
     entry = dataset[0]
     first, second = [w.strip() for w in entry["answer"].split(",")]
     assert tasks.score_reply(dataset, entry, f"{first}, {second}", "first_line") == (1.0, True)
-    assert tasks.score_reply(dataset, entry, f"{second}, {first}", "first_line") == (0.0, True)  # shape, not order
+    assert tasks.score_reply(dataset, entry, "alpha, beta", "first_line") == (0.0, True)  # the shape, wrong words
     assert tasks.score_reply(dataset, entry, "The list of words is reversed", "first_line")[1] is False
     assert tasks.score_reply(dataset, entry, first, "first_line")[1] is False
 
@@ -117,6 +117,28 @@ def test_word_reversal_grows_one_word_a_level_from_the_configs_two():
         8,
     ]
     assert tasks.max_level("word_sequence_reversal", base, 10) == 6
+
+
+def test_copying_the_question_back_earns_no_format_credit():
+    """An echo of the question's list (word reversal) or of one of its numbers (gcd) is not an answer: paid for
+    its format, a small model settles on it and every group scores alike. The right answer keeps its credit even
+    where it is in the question."""
+    import reasoning_gym
+
+    words = reasoning_gym.create_dataset("word_sequence_reversal", size=4, seed=1, min_words=2, max_words=2)
+    entry = words[0]
+    first, second = [w.strip() for w in entry["answer"].split(",")]
+    assert tasks.score_reply(words, entry, f"{second}, {first}", "first_line") == (0.0, False)
+    assert tasks.score_reply(words, entry, f"{second.upper()}, {first}", "first_line") == (0.0, False)
+    gcd = reasoning_gym.create_dataset("gcd", size=40, seed=1, min_value=1, max_value=12)
+    import re
+
+    pairs = [(e, re.search(r"numbers: (\d+), (\d+)", e["question"]).groups()) for e in gcd]
+    item, number = next((e, a) for e, (a, _b) in pairs if a != e["answer"])  # a number of the question, not its gcd
+    assert tasks.echoes(number, item["question"]) and number != item["answer"]
+    assert tasks.score_reply(gcd, item, number, "first_line") == (0.0, False)
+    assert tasks.score_reply(gcd, item, item["answer"], "first_line") == (1.0, True)
+    assert not tasks.echoes("1", "the gcd of 12 and 18") and tasks.echoes("12", "the gcd of 12 and 18")
 
 
 def test_answer_kinds_follow_the_reference_answer():
