@@ -35,6 +35,7 @@ INSTRUCTIONS = {
 }
 _TAG_RE = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)
 _INT_RE = re.compile(r"-?\d+")
+_WORD_RE = re.compile(r"\w+")
 _STATED_INT_RE = re.compile(r"\A\s*(-?\d+)(?![\w(])")
 _QUOTES = "`*\"' "
 
@@ -239,8 +240,9 @@ def score_reply(dataset, entry: dict, reply: str, answer_format: str) -> tuple[f
     answer, formatted = extract_answer(reply, answer_format, kind)
     if formatted and kind == "text" and answer_format == "first_line":
         # Any one line passes as "the answer alone" for free text, so the format credit would go to every reply
-        # (no signal): the reference's shape, its number of words, is the format asked.
-        formatted = len(str(answer).split()) == len(expected.split())
+        # (no signal): the reference's shape, its number of words, is the format asked. Words, not
+        # whitespace-split pieces: SmolLM2 found that `- Aqua` passes for two.
+        formatted = len(_WORD_RE.findall(str(answer))) == len(_WORD_RE.findall(expected))
     if answer is None:
         return 0.0, formatted
     try:

@@ -101,6 +101,7 @@ def test_free_text_replies_earn_format_credit_only_in_the_answers_shape():
     assert tasks.score_reply(dataset, entry, "alpha, beta", "first_line") == (0.0, True)  # the shape, wrong words
     assert tasks.score_reply(dataset, entry, "The list of words is reversed", "first_line")[1] is False
     assert tasks.score_reply(dataset, entry, first, "first_line")[1] is False
+    assert tasks.score_reply(dataset, entry, "- Aqua", "first_line")[1] is False  # one word and a dash
 
 
 def test_word_reversal_grows_one_word_a_level_from_the_configs_two():
