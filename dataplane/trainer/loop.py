@@ -11,7 +11,6 @@ without results.json, so the run is not counted as completed); 1 = any error (lo
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import signal
@@ -20,13 +19,10 @@ import threading
 import time
 import traceback
 
-from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
-from hermes_rl.core.base.paths import tinker_checkpoint_subpath
 from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
 
-from .. import cloud_usage
-from . import grpo
+from . import grpo, tinker_link
 from .digest_keeper import DigestKeeper
 from .inference import Policy, start_server
 from .run_api import RunApi
@@ -211,7 +207,7 @@ class Trainer:
                     f"Tinker rejected TINKER_API_KEY ({type(exc).__name__}); check the key in $HERMES_HOME/.env"
                 ) from None
             raise
-        self._record_session()
+        tinker_link.record_session(s, self.training_client)
         from .tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(s.base_model, self.training_client)
@@ -384,7 +380,7 @@ class Trainer:
         state = {
             "state_path": result.path,
             "step": self.step,
-            "local_path": self.local_checkpoint_path(result.path, name),
+            "local_path": tinker_link.local_checkpoint_path(self.settings, result.path),
             "backend": self.settings.backend,
             "saved_at": time.time(),
         }
@@ -397,24 +393,13 @@ class Trainer:
         """On a stop: let a step in progress finish (its update is on the server already), then
         save the state unless the newest save has it. With the Tinker server gone (the run is failing
         because it died) there is nothing to save to: the SDK would only retry until the timeout."""
-        if not await self._tinker_reachable():
+        if not await tinker_link.reachable(self.settings.base_url):
             log.warning("Tinker server at %s does not answer: no state saved at stop", self.settings.base_url)
             return
         if self.step_task is not None and not self.step_task.done():
             await asyncio.wait_for(asyncio.shield(self.step_task), STOP_SAVE_TIMEOUT_S)
         if self.training_client is not None and self.step > self.saved_step:
             await asyncio.wait_for(self.save_checkpoint(f"stop-{self.step:06d}"), STOP_SAVE_TIMEOUT_S)
-
-    def local_checkpoint_path(self, tinker_path: str | None, name: str) -> str | None:
-        """Where the local server put a checkpoint: its tinker:// path under the run's checkpoint
-        folder, by the server's layout (paths.tinker_checkpoint_subpath)."""
-        if self.settings.backend != "local" or not tinker_path:
-            return None
-        try:
-            folder = self.settings.checkpoint_dir / tinker_checkpoint_subpath(tinker_path)
-        except BadInput:
-            return None
-        return str(folder) if folder.is_dir() else None
 
     async def run(self) -> int:
         s = self.settings
@@ -467,7 +452,7 @@ class Trainer:
                 break
         self.digest.update()
         tinker_path = await self.save_checkpoint("final")
-        local = self.local_checkpoint_path(tinker_path, "final")
+        local = tinker_link.local_checkpoint_path(s, tinker_path)
         results = {
             "final_checkpoint": local or tinker_path,
             "tinker_path": tinker_path,
@@ -515,50 +500,6 @@ class Trainer:
                 series.append((step, float(value)))
         return plateau(series, self.settings.stop_on_plateau)
 
-    def _record_session(self) -> None:
-        """The Tinker session's id in tinker_session.json: where Tinker's own usage report is looked up
-        (dataplane.cloud_usage). Never fatal: the run does not need it."""
-        s = self.settings
-        try:
-            session_id = self.training_client.holder.get_session_id()
-            cloud_usage.record_session(s.run_dir, session_id, s.base_url, local=s.backend == "local")
-        except Exception as exc:
-            log.warning("could not record the Tinker session id: %s", exc)
-
-    async def _local_usage(self) -> None:
-        """On the local backend, the server's usage report (cloud_usage.json) while the server still runs:
-        it ends with the run and its key is never stored. Never fatal."""
-        if self.settings.backend != "local" or self.service_client is None:
-            return
-        check = functools.partial(
-            cloud_usage.check,
-            self.settings.run_dir,
-            base_url=self.settings.base_url,
-            api_key=os.environ.get("TINKER_API_KEY"),
-            timeout_s=5.0,
-        )
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, check)
-        except Exception as exc:
-            log.warning("could not read the local server's usage report: %s", exc)
-
-    async def _tinker_reachable(self, timeout: float = 0.5) -> bool:
-        """Whether the configured Tinker server (backend.base_url) accepts a TCP connection within
-        `timeout`; True when none is configured (the SDK's default, Tinker cloud, is not probed)."""
-        from urllib.parse import urlsplit
-
-        url = self.settings.base_url
-        if not url:
-            return True
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            _reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
-        except (OSError, asyncio.TimeoutError):
-            return False
-        writer.close()
-        return True
-
     async def close(self) -> None:
         if self._pending is not None and not self._pending.done():
             self._pending.cancel()
@@ -572,12 +513,13 @@ class Trainer:
             await asyncio.get_running_loop().run_in_executor(None, self.rollouts.close)
             if self.rollouts.skipped_batches:
                 log.info("rollouts: %d batches skipped while the writer was busy", self.rollouts.skipped_batches)
-        if self.service_client is not None and not await self._tinker_reachable():
+        if self.service_client is not None and not await tinker_link.reachable(self.settings.base_url):
             # The server is gone (its process died, the run is failing): the SDK would retry the
             # close until our timeout, holding up the stop of the whole run for nothing.
             log.warning("Tinker server at %s does not answer: session not closed", self.settings.base_url)
         elif self.service_client is not None:
-            await self._local_usage()  # after the inference server stopped: nothing samples any more
+            # After the inference server stopped: nothing samples any more.
+            await tinker_link.read_local_usage(self.settings)
             # Ends the Tinker session (and its heartbeats) with how the run went.
             try:
                 await asyncio.wait_for(asyncio.ensure_future(self.service_client.close(self.outcome)), 5)
