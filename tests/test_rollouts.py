@@ -4,6 +4,7 @@ tokenizer; the end-to-end run in test_e2e_local.py checks a real trainer writes 
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import threading
@@ -62,6 +63,28 @@ def test_recorder_writes_decoded_groups_with_advantages_and_finish(tokenizer):
     assert line["completions"][0]["finish"] == "stop"
     assert line["completions"][0]["tokens"] == len(completion_ids)
     assert (path.stat().st_mode & 0o777) == 0o600
+
+
+def test_a_multi_turn_episode_is_recorded_whole_with_the_environments_turns(tokenizer):
+    """The environment's replies sit between the policy's turns, masked out of training: the recorded
+    text still holds them (a reader follows the episode), the prompt is only what it started from, and
+    the token count is what was trained."""
+    path = folder() / "multi.jsonl"
+    enc = functools.partial(tokenizer.encode, add_special_tokens=False)
+    prompt, turns, replies = enc("Guess 0..3:"), [enc(" 1"), enc(" 2")], [enc(" No. Try higher.")]
+    tokens = prompt + turns[0] + replies[0] + turns[1]
+    masks = [-100] * len(prompt) + turns[0] + [-100] * len(replies[0]) + turns[1]
+    recorder = RolloutRecorder(path, tokenizer)
+    recorder.record(
+        1, [{"tokens": [tokens, prompt + turns[0]], "masks": [masks, masks[: len(prompt) + 1]], "scores": [1.0, 0.0]}]
+    )
+    recorder.close()
+    (line,) = [json.loads(raw) for raw in path.read_text().splitlines()]
+    assert line["prompt"] == "Guess 0..3:"
+    whole, single = line["completions"]
+    assert "Try higher" in whole["text"] and whole["text"].index(" 1") < whole["text"].index(" 2")
+    assert whole["tokens"] == len(turns[0]) + len(turns[1])
+    assert single["text"] == " 1" and "Try" not in single["text"]
 
 
 def test_past_the_full_bound_each_step_keeps_a_fixed_sample_plus_its_best_and_worst(tokenizer):

@@ -141,8 +141,9 @@ def test_a_multi_turn_taskset_trains_with_whole_episodes_in_rollouts(vf_env, tin
     env_rows = [r for r in read_jsonl(run_dir(run["run_id"]) / "env_metrics.jsonl") if "verifiers/turns" in r]
     assert env_rows and max(r["verifiers/turns"] for r in env_rows) > 1.0, env_rows
     # an episode's later turns are in the recorded text: the environment's replies between the guesses
-    texts = [c["prompt"] + c["text"] for c in rollouts.read_rollouts(run["run_id"])["completions"]]
+    texts = [c["text"] for step in (1, 2) for c in rollouts.read_rollouts(run["run_id"], step=step)["completions"]]
     assert any("Try" in text for text in texts), texts[:3]
+    assert not any("Guess my number" in text for text in texts)  # the prompt is not repeated as a reply
 
 
 @pytest.mark.slow

@@ -54,6 +54,11 @@ def select_groups(step: int, groups: list[dict], sample: int) -> list[int]:
     return sorted(keep)
 
 
+def _prompt_length(masks: list[int]) -> int:
+    """Tokens before the first trained one: the prompt the episode started from."""
+    return next((i for i, m in enumerate(masks) if m != PROMPT_MASK), len(masks))
+
+
 def _eos_ids(tokenizer) -> set[int]:
     ids = getattr(tokenizer, "eos_token_id", None)
     if isinstance(ids, int):
@@ -174,13 +179,17 @@ class RolloutRecorder:
             return None
         mean = sum(scores) / len(scores)
         overrides = group.get("overrides") or [None] * len(tokens_list)
-        prompt_ids = [t for t, m in zip(tokens_list[0], masks_list[0]) if m == PROMPT_MASK]
+        prompt_ids = tokens_list[0][: _prompt_length(masks_list[0])]
         completions = []
         for tokens, masks, score, override in zip(tokens_list, masks_list, scores, overrides):
             ids = [int(t) for t, m in zip(tokens, masks) if m != PROMPT_MASK]
+            episode = [int(t) for t in tokens[_prompt_length(masks) :]]
+            # A multi-turn episode holds the environment's turns (untrained) between the policy's: the text
+            # is the whole episode, with the chat template's markers so a reader sees who said what.
+            multi_turn = len(episode) != len(ids)
             completions.append(
                 {
-                    "text": _cut(self.tokenizer.decode(ids, skip_special_tokens=True)),
+                    "text": _cut(self.tokenizer.decode(episode, skip_special_tokens=not multi_turn)),
                     "reward": score,
                     "advantage": score - mean,
                     "tokens": len(ids),
