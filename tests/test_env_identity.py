@@ -220,7 +220,7 @@ def test_max_token_length_past_the_models_context_is_refused_naming_both(tmp_pat
 
 OFFLINE_AFTER_A_WHILE = """
 import time
-time.sleep(32)  # longer than a loaded machine's slow start
+time.sleep(3)  # a while in: restarts are judged by what failed, not by how soon
 from datasets import load_dataset
 load_dataset("hermes-rl-fixture/not-cached-anywhere")
 """
@@ -241,7 +241,7 @@ def test_an_offline_dataset_failure_under_cpu_load_is_not_restarted(tmp_path, he
         env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"},
         restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=0.2),
     )
-    burn = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
+    burn = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
     burners = [subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", burn]) for _ in range(2)]
     try:
         launched = time.time()

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -124,3 +124,5 @@ class HelpScreen(ModalScreen):
             yield Static(Text("Keys", style="bold"))
             yield Static(table)
             yield Static(Text(self.keymap_note, style="dim"))
+        # Its own footer (how to close it): the dashboard's, seen through the modal, changes with focus.
+        yield Footer()
