@@ -26,6 +26,7 @@ from hermes_rl.environments import env_metrics
 from hermes_rl.environments import reasoning_gym_tasks as tasks
 
 log = logging.getLogger("reasoning_gym")
+EVAL_REPLIES_LOGGED = 4  # per eval, in the env's log
 
 
 def default_model_dir() -> str:
@@ -293,7 +294,7 @@ class ReasoningGymEnv(BaseEnv):
             return
         stop = ["\n"] if self.config.answer_format == "first_line" else ["</answer>\n"]
 
-        async def one(entry: dict, dataset) -> tuple[float, bool]:
+        async def one(entry: dict, dataset) -> tuple[float, bool, str]:
             prompt = self.prompt_for(entry["question"])
             completion = await self.server.completion(
                 prompt=prompt,
@@ -303,8 +304,9 @@ class ReasoningGymEnv(BaseEnv):
                 stop=stop,
                 split="eval",
             )
-            _, score, formatted = self.reward(dataset, entry, completion.choices[0].text)
-            return score, formatted
+            reply = completion.choices[0].text
+            _, score, formatted = self.reward(dataset, entry, reply)
+            return score, formatted, reply
 
         # The step whose weights answer: asked before the requests (training goes on meanwhile).
         step = await asyncio.to_thread(env_metrics.trainer_step, self.inference_url, self.curr_step)
@@ -313,16 +315,26 @@ class ReasoningGymEnv(BaseEnv):
         except Exception as exc:  # an eval failure is logged, never fatal to training
             log.warning("evaluation failed: %s", exc)
             return
+        # What the greedy policy answers, in the env log: the figures alone do not say why eval is low.
+        for (_, entry, _), (score, _, reply) in list(zip(self.eval_items, results))[:EVAL_REPLIES_LOGGED]:
+            log.info(
+                "eval step %s: %r -> %r (expected %r, score %.2f)",
+                step,
+                " ".join(entry["question"].split())[:120],
+                reply,
+                entry["answer"],
+                score,
+            )
         metrics = {
-            "eval/percent_correct": sum(s == 1.0 for s, _ in results) / len(results),
-            "eval/answer_score": sum(s for s, _ in results) / len(results),
-            "eval/format_rate": sum(f for _, f in results) / len(results),
+            "eval/percent_correct": sum(s == 1.0 for s, _, _ in results) / len(results),
+            "eval/answer_score": sum(s for s, _, _ in results) / len(results),
+            "eval/format_rate": sum(f for _, f, _ in results) / len(results),
             # what a policy that always gives the eval items' most common answer would score: the bar to pass
             "eval/constant_answer_baseline": self.constant_baseline,
         }
         if len(self.mix) > 1:
             for name in self.mix:
-                mine = [s for (task, _, _), (s, _) in zip(self.eval_items, results) if task == name]
+                mine = [s for (task, _, _), (s, _, _) in zip(self.eval_items, results) if task == name]
                 metrics[f"eval/{name}/percent_correct"] = sum(s == 1.0 for s in mine) / len(mine)
         env_metrics.append(self.metrics_path, step, metrics, environment=self.name)
 

@@ -67,6 +67,34 @@ def test_smollm2_profile_trains_gsm8k_offline(prepared_smollm2):
     assert no_survivors(runs.get_run(run["run_id"], sample=False))
 
 
+@pytest.mark.timeout(1200)
+def test_smollm2_trains_a_reasoning_gym_task_offline_with_rewards_and_a_held_out_eval(prepared_smollm2):
+    """The issue's demo path, short: chain_sum of two one-digit terms on SmolLM2, generated offline."""
+    _link(prepared_smollm2)
+    profiles_dir().mkdir(parents=True, exist_ok=True)
+    (profiles_dir() / "smollm2.yaml").write_text("total_steps: 3\ngroup_size: 8\nbatch_size: 8\n")
+    fields = {"task": "chain_sum", "eval_size": 4, "steps_per_eval": 2, "max_completion_tokens": 8, "temperature": 0.8}
+    run = runs.start_run("reasoning_gym", "smollm2", fields)
+    final = wait_final(run["run_id"], 1100)
+    folder = run_dir(run["run_id"])
+    assert final["status"] == "completed", (final.get("reason"), _log_tails(final))
+    assert [r["step"] for r in read_jsonl(folder / "metrics.jsonl")] == [1, 2, 3]
+    groups = read_jsonl(folder / "rollouts.jsonl")
+    replies = [c for g in groups for c in g["completions"]]
+    assert len(replies) >= 24 and all("State the final answer" in g["prompt"] for g in groups)
+    # format credit or a right sum: SmolLM2 earns something on one-digit sums (0.18 a reply over 10 steps)
+    assert any(c["reward"] > 0 for c in replies), [c["text"] for c in replies]
+    env_rows = read_jsonl(folder / "env_metrics.jsonl")
+    train = [r for r in env_rows if "train/percent_correct" in r]
+    assert train and all({"train/reward_format", "curriculum/level"} <= r.keys() for r in train), env_rows
+    evals = [r for r in env_rows if "eval/percent_correct" in r]
+    assert evals and evals[0]["step"] == 0, evals  # the baseline, before the first step
+    assert 0.0 < evals[0]["eval/constant_answer_baseline"] <= 1.0
+    env_log = next(Path(p["log"]) for p in final["processes"] if p["name"].startswith("env"))
+    assert "reasoning_gym: eval step 0: " in env_log.read_text(errors="replace")  # what greedy answered
+    assert no_survivors(runs.get_run(run["run_id"], sample=False))
+
+
 @pytest.mark.timeout(900)
 def test_inference_test_answers_with_smollm2_and_no_keys(prepared_smollm2, monkeypatch):
     from hermes_rl.core.runs.trial import InferenceTest
