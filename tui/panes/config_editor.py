@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -218,6 +219,11 @@ class ConfigPane(Vertical):
             box = self.query_one("#config-fields", FieldList)
             await box.remove_children()
             await box.mount_all(widgets)
+            # mount_all waits for the rows only; the Selects inside them mount after, and a rebuild that
+            # removed one meanwhile broke it: hold the lock until every descendant is mounted (2 s at most).
+            deadline = time.monotonic() + 2.0
+            while not all(w.is_mounted for w in box.query("*")) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
         self.call_after_refresh(self._fit_labels)
         self.call_after_refresh(self._show_cursor)
 
