@@ -10,10 +10,17 @@ ladder here climbs reasoning-gym's own curriculum for it (level L = its global l
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 import re
+import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
+
+log = logging.getLogger("reasoning_gym")
+# A generator that has not returned its items by then is said to be slow in the env log: some settings never
+# finish (base_conversion with min_base == max_base draws a second base until it differs, forever).
+SLOW_GENERATION_S = 30.0
 
 # task -> steps a level up applies in turn: (parameter, "add" | "mul", amount, cap). Level 0 is the config's
 # setting, kept as easy as SmolLM2-135M needs to get any signal (the measurements).
@@ -131,13 +138,34 @@ def task_seed(seed: int, task: str, level: int, salt: str = "train") -> int:
 POOL_FACTOR, MIN_POOL = 4, 1000  # a balanced dataset is drawn from a pool this many times its size (at least)
 
 
-def make_dataset(task: str, params: dict, size: int, seed: int, balance: bool = False):
+def make_dataset(
+    task: str, params: dict, size: int, seed: int, balance: bool = False, warn_after: float = SLOW_GENERATION_S
+):
     import reasoning_gym
 
-    if not balance:
-        return reasoning_gym.create_dataset(task, size=size, seed=seed, **params)
-    pool = reasoning_gym.create_dataset(task, size=max(size * POOL_FACTOR, MIN_POOL), seed=seed, **params)
-    return BalancedDataset(pool, size, seed)
+    # reasoning-gym generates items when they are read: read the first (the whole pool when balancing) under
+    # a timer that names the task and its parameters if it hangs, rather than a run that stalls in silence.
+    timer = threading.Timer(
+        warn_after,
+        lambda: log.warning(
+            "reasoning-gym's %s generator has not returned its items in %.0f s with %s: some settings never "
+            "finish (base_conversion with min_base == max_base loops forever); check task_params",
+            task,
+            warn_after,
+            params,
+        ),
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        if not balance:
+            dataset = reasoning_gym.create_dataset(task, size=size, seed=seed, **params)
+            dataset[0]
+            return dataset
+        pool = reasoning_gym.create_dataset(task, size=max(size * POOL_FACTOR, MIN_POOL), seed=seed, **params)
+        return BalancedDataset(pool, size, seed)
+    finally:
+        timer.cancel()
 
 
 class BalancedDataset:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -334,3 +335,41 @@ def test_answers_are_spread_so_always_giving_the_commonest_one_is_no_shortcut():
     asyncio.run(env.setup())
     held = [e for _, e, _ in env.eval_items]
     assert len(held) == 24 and env.constant_baseline == tasks.constant_answer_share(held) > 0.5
+
+
+def test_a_generator_that_never_finishes_is_named_in_the_log_with_its_parameters():
+    """reasoning-gym's base_conversion with one base draws a second, different base forever: the env would
+    stall in setup with nothing said. The log names the task and its parameters (the process is killed here)."""
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from hermes_rl.environments import reasoning_gym_tasks as t\n"
+        "t.make_dataset('base_conversion', {'min_base': 2, 'max_base': 2}, 4, 0, warn_after=0.5)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "generator has not returned" in line:
+                break
+        assert proc.poll() is None, "".join(lines)  # still generating
+        assert "base_conversion" in line and "'min_base': 2, 'max_base': 2" in line and "task_params" in line
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_quick_generator_says_nothing():
+    import logging
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("reasoning_gym").addHandler(handler)
+    try:
+        dataset = tasks.make_dataset("chain_sum", EASY["chain_sum"], 8, 0, warn_after=1.0)
+        assert len(dataset) == 8
+        time.sleep(1.2)  # past warn_after: the timer was cancelled once the items came
+    finally:
+        logging.getLogger("reasoning_gym").removeHandler(handler)
+    assert not [r for r in records if "has not returned" in r.getMessage()]
