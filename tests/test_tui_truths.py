@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from hermes_rl.core.envs.drafts import select_environment
 from hermes_rl.tui.app import HermesDashboard
 from hermes_rl.tui.panes.logs import LogsPane
@@ -15,6 +17,23 @@ from tests.fixtures_tui import FIXED_NOW, wait_for, write_run
 
 def _header(app) -> str:
     return str(app.header.render())
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2])
+def test_quitting_while_the_config_form_builds_ends_cleanly(hermes_home, tui_environments, delay):
+    """A selection rebuilds the config form; quitting (or another rebuild) while its choice fields mount
+    removed them mid-mount, and Textual's Select raised NoMatches out of the dashboard (CI: the test below)."""
+    write_run("aaaa0001", environment="counting", steps=3)
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.selected_run == "aaaa0001", what="run selected")
+            select_environment("counting")
+            await wait_for(pilot, lambda: app.header.environment == "counting", what="the CLI's selection")
+            await asyncio.sleep(delay)  # somewhere in the form's build
+
+    asyncio.run(scenario())  # run_test re-raises what ended the app
 
 
 def test_the_header_names_the_runs_environment_and_follows_a_cli_selection(hermes_home, tui_environments):

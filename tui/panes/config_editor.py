@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -108,7 +107,7 @@ class ConfigPane(Vertical):
         self._loading: str | None = None  # the environment the latest load is for
         self.cursor = 0  # the current field (index into rows)
         self._label_width = 0  # the longest label's
-        # One rebuild of the fields at a time: removing a Select while it mounts breaks Textual's Select.
+        # One rebuild of the fields at a time (a newer one wins; FieldSelect survives its removal mid-mount).
         self._fields_lock = asyncio.Lock()
 
     def compose(self) -> ComposeResult:
@@ -219,11 +218,6 @@ class ConfigPane(Vertical):
             box = self.query_one("#config-fields", FieldList)
             await box.remove_children()
             await box.mount_all(widgets)
-            # mount_all waits for the rows only; the Selects inside them mount after, and a rebuild that
-            # removed one meanwhile broke it: hold the lock until every descendant is mounted (2 s at most).
-            deadline = time.monotonic() + 2.0
-            while not all(w.is_mounted for w in box.query("*")) and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
         self.call_after_refresh(self._fit_labels)
         self.call_after_refresh(self._show_cursor)
 
@@ -250,13 +244,15 @@ class ConfigPane(Vertical):
     def _field_row(self, index: int, row: dict, gen: int) -> Vertical:
         from textual.widgets import Select, Switch  # only once a config is shown, not for the first frame
 
+        from ..widgets.field_select import FieldSelect
+
         kind, value = row.get("type"), row.get("value")
         wid = f"field-{gen}-{index}"
         if kind == "bool":
             editor = Switch(value=bool(value), id=wid, classes="field-input")
         elif kind == "enum" and row.get("choices"):
             choices = row["choices"]
-            editor = Select(
+            editor = FieldSelect(
                 [(str(c), c) for c in choices],
                 value=value if value in choices else Select.BLANK,
                 allow_blank=value not in choices,
@@ -400,10 +396,11 @@ class ConfigPane(Vertical):
         if not inputs:
             return
         editor = inputs[min(self.cursor, len(inputs) - 1)]
-        kind = type(editor).__name__
-        if kind == "Switch":
+        from textual.widgets import Select, Switch
+
+        if isinstance(editor, Switch):
             editor.toggle()
-        elif kind == "Select":
+        elif isinstance(editor, Select):
             editor.focus()
             editor.action_show_overlay()
         else:
