@@ -323,3 +323,36 @@ def test_a_slow_policy_tip_names_the_cause_it_measured(trainer_status, load, cau
         assert f"{trainer_status['completion_tokens'] / trainer_status['sample_s']:.0f} tokens/s" in tip
     if cause != "long completions":
         assert "long completions" not in tip
+
+
+@pytest.mark.fast
+def test_a_starting_run_names_the_problem_of_the_process_it_waits_on(tmp_path):
+    """An environment stuck in its setup (a task generator that never finishes) logs a warning long before
+    its readiness timeout: the starting run's reason says it, and a problem of a ready process does not."""
+    from hermes_rl.core.base.fsutil import atomic_write_json
+    from hermes_rl.core.runs.flow import flow_verdict
+
+    stuck = "reasoning_gym: reasoning-gym's base_conversion generator has not returned its items in 30 s"
+    record = {
+        "time": time.time(),
+        "processes": {
+            "trainer": {
+                "errors": 1,
+                "warnings": 0,
+                "problems": [{"message": "ready, then a hiccup", "level": "error", "count": 1}],
+            },
+            "env": {"errors": 0, "warnings": 1, "problems": [{"message": stuck, "level": "warning", "count": 1}]},
+        },
+    }
+    atomic_write_json(tmp_path / "health.json", record)
+    procs = [{"name": "trainer", "state": "ready"}, {"name": "env", "state": "starting"}]
+    run = {"status": "starting", "run_id": "abcd1234", "run_dir": str(tmp_path), "processes": procs}
+    verdict = flow_verdict(run, None)
+    assert verdict["state"] is None and verdict["process"] == "env"
+    assert stuck in verdict["reason"]
+    assert verdict["reason"].startswith("starting, env not ready yet: logged 1 × ")
+    assert "hermes-rl logs abcd1234 --process env" in verdict["tip"]
+    assert set(verdict["problems"]) == {"trainer", "env"}
+
+    procs[1]["state"] = "ready"  # every process ready: nothing to say before the run's flow begins
+    assert flow_verdict(run, None)["reason"] is None

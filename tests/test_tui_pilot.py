@@ -306,6 +306,40 @@ def test_navigation_filter_sort_chart_and_notifications(hermes_home, synthetic_r
 
 
 @pytest.mark.timeout(120)
+def test_a_starting_run_shows_the_problem_of_the_process_it_waits_on(hermes_home):
+    """An environment stuck in its setup logs a warning and never becomes ready (its readiness timeout is
+    minutes away): the runs pane marks the run and says what that process logged, not a bare `starting`."""
+    from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
+
+    stuck = (
+        "import time; print('2026-12-06 10:00:00,000 WARNING reasoning_gym: the base_conversion generator has not "
+        "returned its items in 30 s', flush=True); time.sleep(3600)"
+    )
+    spec = ProcessSpec(name="env", argv=[PY, "-c", stuck], readiness=Readiness("log", pattern="^ready", timeout_s=300))
+    run_id = runs.launch([spec], environment="counting", profile="local")["run_id"]
+    try:
+
+        async def scenario():
+            app = HermesDashboard()
+            async with app.run_test(size=(160, 40)) as pilot:
+                pane = app.pane(RunsPane)
+                line = app.query_one("#runs-health")
+                await wait_for(
+                    pilot,
+                    lambda: "env not ready yet" in str(line.render()) and "base_conversion" in str(line.render()),
+                    timeout=30,
+                    what="the waiting process's problem under the runs table",
+                )
+                row = str(pane.table.get_row(run_id))
+                assert "⚠" in row and "starting" in row, row
+                assert "hermes-rl logs" in str(line.render())  # the tip
+
+        asyncio.run(scenario())
+    finally:
+        runs.stop_run(run_id)
+
+
+@pytest.mark.timeout(120)
 def test_stall_warning_in_header_for_a_silent_running_run(hermes_home, specs, capfd):
     run = runs.launch([specs.sleeper("trainer")], environment="counting", profile="local")
     run_id = run["run_id"]

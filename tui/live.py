@@ -362,8 +362,13 @@ class LiveUpdater:
             return  # no live run, nothing announced: the runs table stands as it is
         stalled = {r["run_id"] for r in runs if r.get("stalled")}
         # last_activity_at moves with every log line: only what the runs pane shows decides "changed".
-        # So does the health verdict's clock (no_step_for_s): its state decides, its words follow on the next post.
-        shown = [{k: v for k, v in r.items() if k not in ("last_activity_at", "stalled_for_s", "health")} for r in runs]
+        # So does the health verdict's clock (no_step_for_s): its state and whether it has a reason decide (a
+        # starting run's reason comes with no state), its words follow on the next post.
+        shown = [
+            {k: v for k, v in r.items() if k not in ("last_activity_at", "stalled_for_s", "health")}
+            | {"health": ((r.get("health") or {}).get("state"), bool((r.get("health") or {}).get("reason")))}
+            for r in runs
+        ]
         sparks = self._reward_sparks(runs)
         queued = backend.queued_sweep_runs()
         if (
@@ -375,9 +380,9 @@ class LiveUpdater:
             return
         # A new run, a status or a stall shows at once; progress of a running run (a step every
         # second) repaints the runs table and the header every few seconds, not with every step.
-        structure = [
-            (r["run_id"], r.get("status"), r.get("reason"), (r.get("health") or {}).get("state")) for r in runs
-        ] + [queued]
+        structure = [(r["run_id"], r.get("status"), r.get("reason"), s["health"]) for r, s in zip(runs, shown)] + [
+            queued
+        ]
         now = time.monotonic()
         if (
             structure == self._last_structure

@@ -551,7 +551,8 @@ _STATUS_FULL = {
     "stalled": "true when a running run wrote no metric row and no line in its trainer's log for "
     "HERMES_RL_STALL_S seconds (default 900)",
     "stalled_for_s": "seconds without progress when stalled, else null",
-    "health": "{state: ok|no_progress|failing (null unless running), reason, tip, process, no_step_for_s, "
+    "health": "{state: ok|no_progress|failing (null unless running), reason (a starting run: the problem its "
+    "unready process logged), tip, process, no_step_for_s, "
     "threshold_s, groups_delivered, api (run-api's /status), problems (per process: error and warning counts, "
     "most frequent messages)}; a change of state is reported at once",
     "wandb_url": "the W&B run URL when W&B is online, else null",

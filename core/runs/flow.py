@@ -15,6 +15,9 @@ grouped and counted, and run-api's /status). Two verdicts carry a reason and a t
   from the policy and run-api received no scored group, the reason says the environment drops what it scores.
 - `failing`: a process (not run-api) logged at least FAILING_MIN_ERRORS error lines and more errors
   than run-api received scored groups: most of an environment's items fail, steps or not.
+
+A starting run has no verdict state, but when a process that is not ready yet logged a problem, the reason
+names it (`starting, env not ready yet: logged …`) instead of a bare `starting` until its readiness timeout.
 """
 
 from __future__ import annotations
@@ -155,6 +158,35 @@ def _api_words(status: dict) -> str:
     return "run-api's status unknown"
 
 
+def _problem_counts(processes: dict) -> dict:
+    """Per process that logged any: its error and warning counts and its three commonest problems."""
+    return {
+        name: {"errors": p.get("errors", 0), "warnings": p.get("warnings", 0), "top": (p.get("problems") or [])[:3]}
+        for name, p in processes.items()
+        if p.get("errors") or p.get("warnings")
+    }
+
+
+def _starting_verdict(run: dict, verdict: HealthVerdict) -> HealthVerdict:
+    """A starting run has no flow yet (state stays None), but a process not ready yet that logged a problem
+    is the likely reason it waits (a dataset generator that never finishes, a download refused offline): say
+    so, rather than a bare `starting` until its readiness timeout, minutes later."""
+    waiting = {p.get("name") for p in run.get("processes") or [] if p.get("state") == "starting"}
+    processes = (read_health_record(run.get("run_dir") or "") if run.get("run_dir") else {}).get("processes") or {}
+    top = _top_problem({name: p for name, p in processes.items() if name in waiting})
+    if top:
+        name, problem = top
+        verdict.update(
+            {
+                "process": name,
+                "reason": f"starting, {name} not ready yet: logged {problem['count']:,} × {_quote(problem['message'])}",
+                "tip": problem_tip(problem["message"], process=name, run_id=run.get("run_id") or "RUN"),
+                "problems": _problem_counts(processes),
+            }
+        )
+    return verdict
+
+
 def flow_verdict(
     run: dict, last_metric: dict | None, *, startup_s: float | None = None, now: float | None = None
 ) -> HealthVerdict:
@@ -171,6 +203,8 @@ def flow_verdict(
         "api": None,
         "problems": {},
     }
+    if run.get("status") == RunStatus.STARTING:
+        return _starting_verdict(run, verdict)
     if run.get("status") != RunStatus.RUNNING:
         return verdict
     run_id = run.get("run_id") or "RUN"
@@ -180,11 +214,7 @@ def flow_verdict(
     delivered = sum(int(p.get("delivered") or 0) for p in processes.values())
     verdict["groups_delivered"] = delivered
     verdict["api"] = status.get("api") if isinstance(status.get("api"), dict) else None
-    verdict["problems"] = {
-        name: {"errors": p.get("errors", 0), "warnings": p.get("warnings", 0), "top": (p.get("problems") or [])[:3]}
-        for name, p in processes.items()
-        if p.get("errors") or p.get("warnings")
-    }
+    verdict["problems"] = _problem_counts(processes)
     ready_at = epoch_seconds(run.get("started_at"))
     created = epoch_seconds(run.get("created_at"))
     last = last_metric or {}

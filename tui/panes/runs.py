@@ -202,7 +202,8 @@ class RunsPane(Vertical):
                 icon, colour, status = "⚠", "orange1", f"{status} (stalled)"
             elif (run.get("health") or {}).get("reason"):
                 icon, colour = "⚠", "orange1"
-                status = f"{status} ({run['health']['state'].replace('_', ' ')})"
+                state = run["health"].get("state")  # None: a starting run waiting on a process that logged a problem
+                status = f"{status} ({state.replace('_', ' ')})" if state else status
             if run["run_id"] in self.marked:
                 icon, colour = "◆", "bold magenta"
             created = timestamp(run.get("created_at"))
