@@ -376,6 +376,38 @@ def test_rate_limit_reports_a_failure_at_once_and_never_limits_typos(hermes_home
     assert call_tool("rl_check_status", {"run_id": run_id})["rate_limited"] is False  # final: always full
 
 
+@pytest.mark.timeout(90)
+def test_a_starting_runs_new_problem_is_reported_at_once(hermes_home, run_cleanup):
+    """An environment stuck in its setup: the agent asked once while it was quiet, and its warning, logged
+    since, is not held back until the next check is due."""
+    from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
+
+    stuck = (
+        "import time; time.sleep(3); print('2026-12-06 10:00:00,000 WARNING reasoning_gym: the base_conversion "
+        "generator has not returned its items in 30 s', flush=True); time.sleep(3600)"
+    )
+    spec = ProcessSpec(
+        name="env", argv=[sys.executable, "-c", stuck], readiness=Readiness("log", pattern="^ready", timeout_s=300)
+    )
+    run_id = launch_run([spec])
+    run_cleanup.append(run_id)
+    first = call_tool("rl_check_status", {"run_id": run_id})
+    assert first["status"] == "starting" and first["rate_limited"] is False and not first["health"]["reason"]
+    deadline = time.monotonic() + 40
+    while True:
+        checked = call_tool("rl_check_status", {"run_id": run_id})
+        if not checked["rate_limited"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert checked["rate_limited"] is False and checked["report_reason"] == "state changed", checked
+    assert checked["previous_state"] == "starting" and checked["status"] == "starting"
+    assert (
+        checked["reason"].startswith("starting, env not ready yet: logged 1 × ")
+        and "base_conversion" in checked["reason"]
+    )
+    assert "hermes-rl logs" in checked["tips"][0]
+
+
 @pytest.mark.timeout(60)
 def test_interval_is_configurable_by_env_and_parameter(hermes_home, run_cleanup, monkeypatch):
     run_id = launch_run([sleeper_spec()])

@@ -361,6 +361,10 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     health = (run.get("health") or {}).get("state")
     if health not in (None, "ok"):  # work stopped flowing, or most items fail: reported at once, as a failure is
         state += f"+{health}"
+    elif health is None and (run.get("health") or {}).get(
+        "reason"
+    ):  # a starting run's unready process logged a problem
+        state += "+waiting"
     verdict = (run.get("audit") or {}).get("verdict")
     if verdict in ("no_signal", "suspect"):  # the audit turned (docs/audit.md): reported at once too
         state += f"+{verdict}"
@@ -554,7 +558,7 @@ _STATUS_FULL = {
     "health": "{state: ok|no_progress|failing (null unless running), reason (a starting run: the problem its "
     "unready process logged), tip, process, no_step_for_s, "
     "threshold_s, groups_delivered, api (run-api's /status), problems (per process: error and warning counts, "
-    "most frequent messages)}; a change of state is reported at once",
+    "most frequent messages)}; a change of state, or a starting run's new reason, is reported at once",
     "wandb_url": "the W&B run URL when W&B is online, else null",
     "log_paths": "{process name: log file path}",
     "sample_completions": _SAMPLES,
