@@ -116,7 +116,9 @@ def test_rollouts_are_told_apart_by_the_environment_that_registered_their_env_id
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_a_run_of_two_environments_trains_both_and_shows_each_ones_metrics(tiny_model_dir, run_processes_cleanup):
-    use_tiny_model(tiny_model_dir, total_steps=40)
+    # Room to spare: the test stops the run once both environments reported; with 40 steps a loaded machine
+    # finished the run before the second environment, started last, logged its first metrics.
+    use_tiny_model(tiny_model_dir, total_steps=400)
     (rl_dir() / "environments").mkdir(parents=True, exist_ok=True)
     (rl_dir() / "environments" / "toy_doubles.py").write_text(SECOND_ENV)
     run = runs.start_run(
