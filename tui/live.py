@@ -148,6 +148,11 @@ class RunView:
             reader.close()
 
 
+def _health_key(health: dict) -> tuple:
+    """What of a run's health verdict the runs pane shows: its state and whether it has a reason."""
+    return health.get("state"), bool(health.get("reason"))
+
+
 class LiveUpdater:
     """The loop and what it posts. Everything one cycle found arrives as one `Batch`."""
 
@@ -366,7 +371,7 @@ class LiveUpdater:
         # starting run's reason comes with no state), its words follow on the next post.
         shown = [
             {k: v for k, v in r.items() if k not in ("last_activity_at", "stalled_for_s", "health")}
-            | {"health": ((r.get("health") or {}).get("state"), bool((r.get("health") or {}).get("reason")))}
+            | {"health": _health_key(r.get("health") or {})}
             for r in runs
         ]
         sparks = self._reward_sparks(runs)

@@ -358,12 +358,10 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
     now = time.time()
     status = run.get("status")
     state = f"{status}+stalled" if run.get("stalled") is True else str(status)
-    health = (run.get("health") or {}).get("state")
-    if health not in (None, "ok"):  # work stopped flowing, or most items fail: reported at once, as a failure is
-        state += f"+{health}"
-    elif health is None and (run.get("health") or {}).get(
-        "reason"
-    ):  # a starting run's unready process logged a problem
+    flow = run.get("health") or {}
+    if flow.get("state") not in (None, "ok"):  # work stopped flowing, or most items fail: at once, as a failure is
+        state += f"+{flow['state']}"
+    elif flow.get("reason"):  # no state but a reason: a starting run's unready process logged a problem
         state += "+waiting"
     verdict = (run.get("audit") or {}).get("verdict")
     if verdict in ("no_signal", "suspect"):  # the audit turned (docs/audit.md): reported at once too

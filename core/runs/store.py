@@ -323,7 +323,15 @@ def _unreadable_summary(run_id: str, reason: str) -> dict:
 
 
 # What an index row holds: a summary's keys and the private ones _finish reads.
-_ROW_KEYS = (*_summary("00000000", {}, None), "_supervisor", "_activity", "_startup", "_waiting", "_model", "_audit")
+_ROW_KEYS = (
+    *_summary("00000000", {}, None),
+    "_supervisor",
+    "_activity",
+    "_startup",
+    "_process_states",
+    "_model",
+    "_audit",
+)
 _IDLE = {"last_activity_at": None, "stalled": False, "stalled_for_s": None}
 
 
@@ -338,8 +346,8 @@ def _build_summary(run_id: str, key: str, previous: dict | None) -> dict:
     summary["_supervisor"] = run.get("supervisor") or {}
     summary["_activity"] = (run.get("started_at"), last, progress_logs(run.get("processes")))
     summary["_startup"] = startup_seconds(run.get("processes"))
-    # the processes a starting run waits on: their logged problems are its health reason (flow_verdict)
-    summary["_waiting"] = [{"name": p.get("name"), "state": p.get("state")} for p in run.get("processes") or []]
+    # which processes a starting run still waits on: their logged problems are its health reason (flow_verdict)
+    summary["_process_states"] = [{"name": p.get("name"), "state": p.get("state")} for p in run.get("processes") or []]
     summary["_model"] = run_model(run_id) if summary["tokens"] else None
     summary["_audit"] = audit_brief(cached_audit(key))  # is it learning (core.base.audit)
     return summary
@@ -359,7 +367,7 @@ def _finish(run_id: str, key: str, cached: dict, stall_after_s: float | None) ->
     supervisor = summary.pop("_supervisor")
     started_at, last, log_paths = summary.pop("_activity")
     startup = summary.pop("_startup")
-    waiting = summary.pop("_waiting")
+    process_states = summary.pop("_process_states")
     summary["audit"] = summary.pop("_audit")
     summary["cost_usd"] = priced(summary.pop("_model"), summary["tokens"])
     if summary["status"] in RECORDED_FINAL:  # nothing here changes with time: thousands of these per listing
@@ -374,7 +382,7 @@ def _finish(run_id: str, key: str, cached: dict, stall_after_s: float | None) ->
     if reason:
         summary["status"], summary["reason"] = RunStatus.LOST.value, reason
     summary.update(stall_fields(summary["status"], started_at, last, log_paths, stall_after_s))
-    summary["health"] = flow_verdict({**summary, "run_dir": key, "processes": waiting}, last, startup_s=startup)
+    summary["health"] = flow_verdict({**summary, "run_dir": key, "processes": process_states}, last, startup_s=startup)
     return summary
 
 
