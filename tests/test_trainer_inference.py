@@ -92,7 +92,60 @@ def test_chat_completions_shape():
 def test_bad_requests_are_400():
     assert _post("/v1/completions", {"prompt": 3})[0] == 400
     assert _post("/v1/chat/completions", {"messages": [], "n": 1})[0] == 400
-    assert _post("/v1/chat/completions", {"messages": [{"role": "user"}], "stream": True})[0] == 400
+
+
+def test_a_streamed_chat_is_read_by_the_openai_sdk_and_its_tokens_are_handed_out_once_per_session():
+    """verifiers' programs stream; what they were given is collected by the trace id they send."""
+    openai = pytest.importorskip("openai")
+    policy = FakePolicy(CharTokenizer(), "tiny")
+    policy.sampling_client = object()
+
+    async def go():
+        async with TestClient(TestServer(build_app(policy))) as client:
+            sdk = openai.AsyncOpenAI(base_url=str(client.make_url("/v1")), api_key="k", max_retries=0)
+            stream = await sdk.chat.completions.create(
+                model="tiny",
+                messages=[{"role": "user", "content": "x"}],
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_headers={"X-Session-ID": "trace-1"},
+            )
+            chunks = [chunk async for chunk in stream]
+            await sdk.close()
+            taken = await (await client.post("/v1/hermes/sampled", json={"sessions": ["trace-1", "other"]})).json()
+            again = await (await client.post("/v1/hermes/sampled", json={"sessions": ["trace-1"]})).json()
+            return chunks, taken, again
+
+    chunks, taken, again = asyncio.run(go())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "hi" and [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage.completion_tokens == 2
+    turn = taken["sessions"]["trace-1"][0]
+    assert turn["prompt_ids"] == [ord(c) for c in "user: x\nassistant:"]
+    assert (turn["completion_ids"], turn["logprobs"]) == ([104, 105], [-0.1, -0.2])
+    assert taken["sessions"]["other"] == [] and again["sessions"]["trace-1"] == []
+
+
+def test_max_tokens_is_clamped_to_the_context_and_a_prompt_that_fills_it_says_so():
+    from types import SimpleNamespace
+
+    class Client:
+        async def sample(self, prompt, num_samples, sampling_params):
+            self.max_tokens = sampling_params.max_tokens
+            seq = SimpleNamespace(tokens=[104], logprobs=[-0.1], stop_reason="length")
+            return SimpleNamespace(sequences=[seq] * num_samples)
+
+    policy = Policy(CharTokenizer(), "tiny", context_tokens=10)
+    policy.sampling_client = client = Client()
+
+    async def go(prompt: str):
+        async with TestClient(TestServer(build_app(policy))) as http:
+            response = await http.post("/v1/completions", json={"prompt": prompt, "max_tokens": 50})
+            return response.status, await response.json()
+
+    assert asyncio.run(go("abcd"))[0] == 200 and client.max_tokens == 6
+    status, data = asyncio.run(go("a" * 12))
+    assert status == 400 and "the prompt is 12 tokens and the model's context 10" in data["error"]["message"]
 
 
 def test_health_counts_requests_in_flight_and_completions_served():

@@ -8,20 +8,28 @@ Endpoints (127.0.0.1 only):
                                no scored group, or waits on long ones, says so)
   POST /generate               SGLang's native form, what Atropos' managed server (server_type sglang) calls
   POST /v1/completions         OpenAI completions, with logprobs
-  POST /v1/chat/completions    OpenAI chat completions, with logprobs
+  POST /v1/chat/completions    OpenAI chat completions, with logprobs; `stream: true` answers in server-sent
+                               events (what verifiers' programs and vf-eval send)
   GET  /v1/models
+  POST /v1/hermes/sampled      {"sessions": [id, ...]} -> {"sessions": {id: [turn, ...]}}: the token ids and
+                               logprobs sampled for each request that carried `X-Session-ID: id` (verifiers
+                               sends its trace id), each turn handed out once, so a verifiers episode trains on
+                               exactly the tokens it was given
 
 Every request samples once through the *current* Tinker sampling client with
-num_samples=n, so a whole GRPO group costs one round trip to the Tinker server.
+num_samples=n, so a whole GRPO group costs one round trip to the Tinker server. A request's max_tokens is
+clamped to the room its prompt leaves in the model's context; a prompt that leaves none is a 400 that says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from typing import Any, Callable
 
 from aiohttp import web
@@ -30,6 +38,27 @@ log = logging.getLogger("trainer.inference")
 
 
 FINISH_MEMORY = 8192
+SESSION_HEADER = "X-Session-ID"  # verifiers' per-rollout header: the trace id, the same on every turn
+SESSION_MEMORY = 4096  # sessions whose sampled turns are kept until asked for (oldest forgotten first)
+SESSION_TURNS = 1024  # turns kept per session (a runaway episode cannot grow the trainer without bound)
+
+
+class SampledTurns:
+    """The tokens sampled for each session's requests, in order, until the environment collects them."""
+
+    def __init__(self) -> None:
+        self._sessions: OrderedDict[str, list[dict]] = OrderedDict()
+
+    def add(self, session: str, turn: dict) -> None:
+        turns = self._sessions.setdefault(session, [])
+        self._sessions.move_to_end(session)
+        if len(turns) < SESSION_TURNS:
+            turns.append(turn)
+        while len(self._sessions) > SESSION_MEMORY:
+            self._sessions.popitem(last=False)
+
+    def take(self, sessions: list[str]) -> dict[str, list[dict]]:
+        return {s: self._sessions.pop(s, []) for s in sessions}
 
 
 class BadRequest(Exception):
@@ -39,8 +68,11 @@ class BadRequest(Exception):
 class Policy:
     """What the handlers need from the trainer: the current sampling client, tokenizer and step."""
 
-    def __init__(self, tokenizer, model_name: str, rescore_tempered: bool = False):
+    def __init__(self, tokenizer, model_name: str, rescore_tempered: bool = False, context_tokens: int | None = None):
         self.tokenizer = tokenizer
+        # Prompt plus reply may not exceed this (the longest sequence the trainer trains on); None: no clamp.
+        self.context_tokens = context_tokens
+        self.sampled_turns = SampledTurns()
         # Whether a sample at a temperature other than 1 has its logprobs recomputed untempered
         # (compute_logprobs on the client that sampled it): Tinker cloud's sampler may report the
         # tempered distribution's, while the learner's are always untempered, so the importance ratio
@@ -90,10 +122,18 @@ class Policy:
         stop = params.get("stop")
         if isinstance(stop, str):
             stop = [stop]
-        max_tokens = params.get("max_tokens") or params.get("max_new_tokens") or 64
+        max_tokens = int(params.get("max_tokens") or params.get("max_new_tokens") or 64)
+        if self.context_tokens is not None:
+            room = self.context_tokens - len(prompt_tokens)
+            if room < 1:
+                raise BadRequest(
+                    f"the prompt is {len(prompt_tokens)} tokens and the model's context {self.context_tokens}: "
+                    "no room for a reply (shorten the prompt, or raise max_token_trainer_length)"
+                )
+            max_tokens = min(max_tokens, room)
         temperature = params.get("temperature")
         sampling = types.SamplingParams(
-            max_tokens=int(max_tokens),
+            max_tokens=max_tokens,
             temperature=1.0 if temperature is None else float(temperature),
             top_p=float(params.get("top_p") if params.get("top_p") is not None else 1.0),
             top_k=int(params.get("top_k") if params.get("top_k") is not None else -1),
@@ -128,6 +168,7 @@ class Policy:
                     "logprobs": logprobs,
                     "text": self.tokenizer.decode(tokens, skip_special_tokens=True),
                     "finish_reason": finish,
+                    "step": version,
                 }
             )
         return out
@@ -296,14 +337,60 @@ def build_app(policy: Policy) -> web.Application:
     @routes.post("/v1/chat/completions")
     async def chat_completions(request: web.Request):
         data = await body(request)
-        if data.get("stream"):
-            raise BadRequest("stream is not supported")
         tokens = encode(_chat_prompt(policy.tokenizer, data.get("messages")))
         n = _as_int(data.get("n"), "n", 1)
         params = dict(data)
         if params.get("max_tokens") is None and params.get("max_completion_tokens") is not None:
             params["max_tokens"] = params["max_completion_tokens"]
-        return openai_response(tokens, await policy.sample(tokens, n, params), chat=True)
+        samples = await policy.sample(tokens, n, params)
+        session = request.headers.get(SESSION_HEADER)
+        if session:
+            for s in samples:
+                policy.sampled_turns.add(
+                    session,
+                    {
+                        "prompt_ids": tokens,
+                        "completion_ids": s["tokens"],
+                        "logprobs": s["logprobs"],
+                        "finish_reason": s["finish_reason"],
+                        "step": s.get("step"),
+                    },
+                )
+        if data.get("stream"):
+            return await stream_chat(request, tokens, samples, data)
+        return openai_response(tokens, samples, chat=True)
+
+    async def stream_chat(request: web.Request, prompt: list[int], samples: list[dict], data: dict):
+        """The same completion as server-sent events, as OpenAI streams it: each choice's content in one
+        delta, then its finish reason, then usage when asked for (`stream_options.include_usage`)."""
+        completion = json.loads(openai_response(prompt, samples, chat=True).text)
+        head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        events = []
+        for choice in completion["choices"]:
+            delta = {"role": "assistant", "content": choice["message"]["content"]}
+            events.append(
+                head | {"choices": [{"index": choice["index"], "delta": delta, "logprobs": choice["logprobs"]}]}
+            )
+            events.append(
+                head | {"choices": [{"index": choice["index"], "delta": {}, "finish_reason": choice["finish_reason"]}]}
+            )
+        if (data.get("stream_options") or {}).get("include_usage"):
+            events.append(head | {"choices": [], "usage": completion["usage"]})
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        for event in events:
+            await response.write(f"data: {json.dumps(event)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    @routes.post("/v1/hermes/sampled")
+    async def sampled(request: web.Request):
+        data = await body(request)
+        sessions = data.get("sessions")
+        if not isinstance(sessions, list) or not all(isinstance(x, str) for x in sessions):
+            raise BadRequest("sessions must be a list of session ids")
+        return web.json_response({"sessions": policy.sampled_turns.take(sessions)})
 
     @web.middleware
     async def errors(request: web.Request, handler: Callable) -> Any:
