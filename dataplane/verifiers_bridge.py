@@ -22,6 +22,7 @@ import enum
 import errno
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import math
 import os
@@ -148,12 +149,15 @@ def _bounds(info: object) -> dict:
     return out
 
 
-def _fields(config_type: type) -> list[dict]:
-    """The taskset config's own fields, then the bridge's; a required field has no default (None)."""
+def _fields(config_type: type, env_type: type | None = None) -> list[dict]:
+    """The taskset config's own fields, the environment's own settings (its EnvConfig's fields beyond
+    verifiers' and its seats), then the bridge's; a required field has no default (None)."""
     rows = []
-    for name, info in config_type.model_fields.items():
-        if name in SHARED_FIELDS:
-            continue
+    own = [(name, info) for name, info in config_type.model_fields.items() if name not in SHARED_FIELDS]
+    if env_type is not None:
+        taken = {name for name, _ in own}
+        own += [(n, env_type.model_fields[n]) for n in env_settings_fields(env_type) if n not in taken]
+    for name, info in own:
         required = info.is_required()
         rows.append(
             {
@@ -165,7 +169,10 @@ def _fields(config_type: type) -> list[dict]:
                 "in_base": False,
             }
         )
+    taken = {row["name"] for row in rows}
     for name, (kind, default, (low, high), text) in BRIDGE_FIELDS.items():
+        if name in taken:  # the taskset's own field of that name wins (alphabet-sort's max_turns)
+            continue
         rows.append(
             {
                 "name": name,
@@ -212,17 +219,80 @@ def refusal(taskset_cls: type, module: types.ModuleType) -> str | None:
     """Why this taskset cannot train here (it needs a sandbox, a tool server or a harness program), or None."""
     import verifiers.v1 as vf
 
+    for builtin, needs in BUILTIN_TASKSETS.items():
+        base = _builtin_class(builtin) if needs else None
+        if base is not None and issubclass(taskset_cls, base):
+            return f"it is a {builtin} taskset ({base.__name__}), which {needs}"
     task_type = taskset_cls.task_type()
     if getattr(task_type, "NEEDS_CONTAINER", False):
         return f"its tasks need a container ({task_type.__name__}.NEEDS_CONTAINER)"
     for owner, base in ((taskset_cls, vf.Taskset), (task_type, vf.Task)):
         if getattr(owner.toolsets, "__func__", None) is not getattr(base.toolsets, "__func__", None):
-            return f"{owner.__name__} declares tool servers (toolsets): MCP servers the chat bridge does not run"
+            return f"{owner.__name__} declares tool servers (toolsets): MCP servers hermes-rl does not run"
     for name in getattr(module, "__all__", []) or []:
         obj = getattr(module, name, None)
         if isinstance(obj, type) and issubclass(obj, vf.Harness) and obj is not vf.Harness:
             return f"it brings its own harness ({obj.__name__}), a program that needs a runtime sandbox"
     return None
+
+
+def _builtin_class(name: str) -> type | None:
+    """A refused built-in taskset's class, when its module imports (its extras may be missing)."""
+    try:
+        from verifiers.v1.utils import loaders
+
+        return loaders.taskset_class(name)
+    except BaseException:  # noqa: BLE001 - not installed here: nothing can subclass it either
+        return None
+
+
+# Signs of the old verifiers API (<= 0.3) in a package's source: its entry point, or its env classes.
+_OLD_API = re.compile(
+    r"^\s*def load_environment\b|\bverifiers\.envs\b|\bvf\.(SingleTurnEnv|MultiTurnEnv|ToolEnv)\b", re.M
+)
+_USES_VERIFIERS = re.compile(r"^\s*(import verifiers|from verifiers)\b", re.M)
+SOURCE_SCAN_FILES = 40  # a package's top-level .py files read for these signs (a taskset is small)
+SOURCE_SCAN_BYTES = 256 * 1024
+
+
+def _package_source(module_name: str) -> str:
+    """The text of a top-level module's own files (its __init__ and the .py files beside it), bounded,
+    found without importing it."""
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return ""
+    origin = getattr(spec, "origin", None) if spec else None
+    if not origin or not origin.endswith(".py"):
+        return ""
+    files = [Path(origin)]
+    if Path(origin).name == "__init__.py":
+        files += sorted(p for p in Path(origin).parent.glob("*.py") if p.name != "__init__.py")
+    texts = []
+    for path in files[:SOURCE_SCAN_FILES]:
+        try:
+            with open(path, "rb") as handle:
+                texts.append(handle.read(SOURCE_SCAN_BYTES).decode("utf-8", "replace"))
+        except OSError:
+            continue
+    return "\n".join(texts)
+
+
+def _top_level_modules(dist: importlib.metadata.Distribution) -> list[str]:
+    """The modules a distribution installs, from its own record of files (top_level.txt, else its files);
+    an editable install records none of its modules, so its name, as pip normalises it, is the guess."""
+    names: list[str] = []
+    top = dist.read_text("top_level.txt")
+    if top:
+        names = [line.strip() for line in top.splitlines() if line.strip() and not line.startswith("_")]
+    for file in dist.files or []:
+        parts = file.parts
+        if len(parts) == 2 and parts[1] == "__init__.py" and not parts[0].endswith((".dist-info", ".egg-info")):
+            names.append(parts[0])
+        elif len(parts) == 1 and parts[0].endswith(".py") and not parts[0].startswith("_"):
+            names.append(parts[0][:-3])
+    guess = (dist.metadata["Name"] or "").replace("-", "_").replace(".", "_").lower()
+    return list(dict.fromkeys(names or [guess]))
 
 
 def describe_taskset(taskset_id: str, module_name: str, dist: str | None, version: str | None) -> dict:
@@ -240,14 +310,18 @@ def describe_taskset(taskset_id: str, module_name: str, dist: str | None, versio
         "error": None,
         "refused": None,
         "multi_turn": False,
+        "seats": [],
     }
+    if dist != "verifiers" and _OLD_API.search(_package_source(module_name)):
+        row["error"] = OLD_API  # even when it cannot import under verifiers 0.4 (verifiers.envs is gone)
+        return row
     try:
         module = importlib.import_module(module_name)
     except BaseException as exc:  # a broken package: listed with its reason, never a traceback
         row["error"] = f"cannot import {module_name}: {type(exc).__name__}: {_first_line(str(exc))}"[:500]
         return row
     row["file"] = str(getattr(module, "__file__", "") or "")
-    row["description"] = _first_line(module.__doc__)
+    row["description"] = _first_line(module.__doc__)[:500]
     try:
         import verifiers.v1 as vf
         from verifiers.v1.envs.single_agent import SingleAgentEnv
@@ -255,27 +329,85 @@ def describe_taskset(taskset_id: str, module_name: str, dist: str | None, versio
 
         cls = loaders._plugin_class(module, vf.Taskset, "taskset")
     except BaseException as exc:
-        row["error"] = (
-            OLD_API if hasattr(module, "load_environment") else f"{type(exc).__name__}: {_first_line(str(exc))}"[:500]
-        )
+        harness = _exported(module, vf.Harness) if "vf" in locals() else None
+        if harness is not None:
+            row["error"] = (
+                f"a verifiers harness ({harness.__name__}), not a taskset: it plays tasksets, and has no tasks "
+                "to train on"
+            )
+        elif hasattr(module, "load_environment"):
+            row["error"] = OLD_API
+        else:
+            row["error"] = f"{type(exc).__name__}: {_first_line(str(exc))}"[:500]
         return row
+    vf_id = taskset_id if dist == "verifiers" else module_name  # verifiers finds a taskset by its module
     try:
         config_type = loaders.concrete_type(cls, vf.TasksetConfig, origin=vf.Taskset) or vf.TasksetConfig
-        row.update(class_name=cls.__name__, config_class=config_type.__name__, fields=_fields(config_type))
-        row["description"] = _first_line(cls.__doc__) or row["description"]
+        env_type = loaders.env_config_type(vf_id)
+        row.update(class_name=cls.__name__, config_class=config_type.__name__)
+        row["fields"] = _fields(config_type, env_type)
+        row["description"] = (_first_line(cls.__doc__) or row["description"])[:500]
         row["refused"] = refusal(cls, module)
-        row["multi_turn"] = loaders.environment_class(taskset_id) is not SingleAgentEnv
+        row["multi_turn"] = loaders.environment_class(vf_id) is not SingleAgentEnv
+        row["seats"] = list(_agent_fields(env_type))
     except BaseException as exc:
         row["error"] = f"{type(exc).__name__}: {_first_line(str(exc))}"[:500]
     return row
+
+
+def _exported(module: types.ModuleType, base: type) -> type | None:
+    for obj in vars(module).values():
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, base)
+            and obj is not base
+            and obj.__module__.startswith(module.__name__)
+        ):
+            return obj
+    return None
+
+
+def verifiers_id(taskset_id: str) -> str:
+    """The id verifiers' loaders find a listed taskset by: its module (found from its distribution's files)."""
+    if taskset_id in BUILTIN_TASKSETS:
+        return taskset_id
+    try:
+        dist = importlib.metadata.distribution(taskset_id)
+    except importlib.metadata.PackageNotFoundError:
+        return taskset_id
+    return next((m for m in _top_level_modules(dist) if importlib.util.find_spec(m)), taskset_id)
 
 
 def _depends_on_verifiers(dist: importlib.metadata.Distribution) -> bool:
     return any(re.match(r"verifiers(?![A-Za-z0-9_.-])", req.strip(), re.I) for req in dist.requires or [])
 
 
+SMALL_DISTRIBUTION = 400  # files: a package this small that imports verifiers is read for a taskset
+
+
+def _candidates() -> list[tuple[importlib.metadata.Distribution, str]]:
+    """(distribution, module) of every installed package that may hold a taskset: those that depend on
+    verifiers, and small ones whose own source imports it without declaring it (gsm8k, reverse-text)."""
+    out = []
+    seen: set[str] = set()
+    for dist in sorted(importlib.metadata.distributions(), key=lambda d: (d.metadata["Name"] or "").lower()):
+        name = dist.metadata["Name"] or ""
+        key = name.lower().replace("_", "-")
+        if not name or key in seen or key == "verifiers":
+            continue
+        seen.add(key)
+        declared = _depends_on_verifiers(dist)
+        if not declared and len(dist.files or []) > SMALL_DISTRIBUTION:
+            continue
+        for module in _top_level_modules(dist):
+            if declared or _USES_VERIFIERS.search(_package_source(module)):
+                out.append((dist, module))
+                break
+    return out
+
+
 def list_tasksets() -> dict:
-    """Every installed distribution depending on verifiers, and verifiers' built-in tasksets."""
+    """Every installed package that holds a taskset (or says why it cannot), and verifiers' built-ins."""
     try:
         version = importlib.metadata.version("verifiers")
     except importlib.metadata.PackageNotFoundError:
@@ -287,14 +419,9 @@ def list_tasksets() -> dict:
         v1_error = f"needs verifiers >= 0.4.0 (verifiers.v1); this interpreter has verifiers {version}"
     else:
         v1_error = None
-    seen: set[str] = set()
-    for dist in sorted(importlib.metadata.distributions(), key=lambda d: (d.metadata["Name"] or "").lower()):
-        name = dist.metadata["Name"] or ""
+    for dist, module in _candidates():
+        name = dist.metadata["Name"]
         key = name.lower().replace("_", "-")
-        if not name or key in seen or key == "verifiers" or not _depends_on_verifiers(dist):
-            continue
-        seen.add(key)
-        module = name.replace("-", "_").replace(".", "_").lower()
         if v1_error:
             rows.append(
                 {
@@ -310,6 +437,7 @@ def list_tasksets() -> dict:
                     "fields": [],
                     "refused": None,
                     "multi_turn": False,
+                    "seats": [],
                 }
             )
             continue
@@ -322,11 +450,13 @@ def list_tasksets() -> dict:
     return {"ok": True, "verifiers": version, "tasksets": rows}
 
 
-# --- serving -----------------------------------------------------------------------------------------
+# --- serving ---------------------------------------------------------------------------------------
+
+ENDPOINT_KEY_VAR = "HERMES_RL_ENDPOINT_KEY"  # the run's endpoint credential, read by verifiers' model client
 
 
-class Episode:
-    """One completion's tokens, masks and sampling logprobs, grown turn by turn."""
+class TokenSequence:
+    """One seat's trained sequence, built from the turns the endpoint sampled for its trace, in order."""
 
     def __init__(self) -> None:
         self.tokens: list[int] = []
@@ -335,7 +465,7 @@ class Episode:
         self.turns = 0
 
     def add_turn(self, prompt_ids: list[int], completion_ids: list[int], logprobs: list[float]) -> None:
-        """A turn's prompt continues the episode so far when the chat template re-renders it unchanged:
+        """A turn's prompt continues the sequence so far when the chat template re-renders it unchanged:
         then only the new prompt tokens are added and every earlier completion stays trainable; otherwise
         this turn's prompt (with the earlier turns as context) starts the sequence afresh."""
         seen = len(self.tokens)
@@ -349,48 +479,77 @@ class Episode:
         self.logprobs += [1.0] * len(new) + lps
         self.turns += 1
 
+    @classmethod
+    def of_turns(cls, turns: list[dict]) -> TokenSequence:
+        sequence = cls()
+        for turn in turns:
+            sequence.add_turn(turn["prompt_ids"], turn["completion_ids"], turn.get("logprobs") or [])
+        return sequence
 
-def _messages(task) -> list[dict]:
-    data = task.data
-    out = [{"role": "system", "content": data.system_prompt}] if data.system_prompt else []
-    if isinstance(data.prompt, str):
-        out.append({"role": "user", "content": data.prompt})
-    else:
-        out += [
-            m.model_dump(mode="json", exclude_none=True) if hasattr(m, "model_dump") else dict(m)
-            for m in data.prompt or []
-        ]
-    return out
+    @property
+    def trained_tokens(self) -> int:
+        return sum(1 for m in self.masks if m != PROMPT_MASK)
 
 
-def _trace(task, messages: list[dict]):
-    """A verifiers Trace holding the conversation, so the taskset's reward functions read it as usual."""
+def _agent_fields(config_type: type) -> dict[str, object]:
+    """The env config's seats: its AgentConfig fields, by name, with their declared defaults."""
     import verifiers.v1 as vf
-    from pydantic import TypeAdapter
-    from verifiers.v1.graph import MessageNode
-    from verifiers.v1.trace import AgentInfo, TraceTask
-    from verifiers.v1.types import Message
 
-    adapter = TypeAdapter(Message)
-    nodes = []
-    for i, message in enumerate(messages):
-        nodes.append(
-            MessageNode(
-                parent=i - 1 if i else None,
-                message=adapter.validate_python(message),
-                sampled=bool(message.get("_sampled")),
-            )
+    return {
+        name: info.default
+        for name, info in config_type.model_fields.items()
+        if isinstance(info.default, vf.AgentConfig)
+    }
+
+
+def env_settings_fields(env_config_type: type) -> list[str]:
+    """The environment's own settings (code-golf's `attempts`, kuhn-poker's `invalid_retries`): its
+    EnvConfig fields beyond verifiers' own and its seats."""
+    import verifiers.v1 as vf
+
+    base = set(vf.EnvConfig.model_fields)
+    seats = set(_agent_fields(env_config_type))
+    return [name for name in env_config_type.model_fields if name not in base and name not in seats]
+
+
+def seat_refusal(harness) -> str | None:
+    """Why a seat's harness cannot play here, or None: hermes-rl runs seats in verifiers' subprocess
+    runtime, on this machine, so a harness that needs a container, or runs the model's code, is refused."""
+    if getattr(harness, "NEEDS_CONTAINER", False):
+        return f"its harness {harness.config.id!r} needs a container runtime"
+    if getattr(harness, "EXECUTES_CODE", False):
+        return (
+            f"its harness {harness.config.id!r} runs the model's commands, which the subprocess runtime would "
+            "do on this machine unsandboxed"
         )
-    return vf.Trace(
-        task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
-        agent=AgentInfo(config=vf.AgentConfig()),
-        nodes=nodes,
-    )
+    return None
+
+
+def _image_prompt(task) -> bool:
+    """Whether a task's prompt holds an image (a text-only policy cannot read it)."""
+    prompt = task.data.prompt
+    if isinstance(prompt, str) or not prompt:
+        return False
+    for message in prompt:
+        content = getattr(message, "content", None)
+        if content is None and isinstance(message, dict):
+            content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            kind = getattr(part, "type", None) or (part.get("type") if isinstance(part, dict) else None)
+            if kind in ("image_url", "image", "input_image"):
+                return True
+    return False
 
 
 class Bridge:
+    """A taskset's episodes run by verifiers itself — its Env, the seats' harness (null: verifiers' chat
+    program), its subprocess runtime and interception server — against the run's OpenAI-compatible
+    endpoint; each seat's trace trains on exactly the tokens the endpoint sampled for it."""
+
     def __init__(self, config: dict, taskset_id: str) -> None:
         import verifiers.v1 as vf
+        from verifiers.v1.clients import EvalClientConfig, ModelContext
+        from verifiers.v1.types import SamplingConfig
         from verifiers.v1.utils import loaders
 
         self.env = config["env"]
@@ -406,40 +565,72 @@ class Bridge:
         self.offpolicy = int(self.env.get("max_batches_offpolicy") or 3)
         # groups sampled at once: the profile's max_num_workers, as Atropos' workers (the backlog check paces them)
         self.workers = max(1, int(self.env.get("max_num_workers") or 4))
-        self.temperature = float(self.env.get("temperature", BRIDGE_FIELDS["temperature"][1]))
-        # the prompt needs room too: a sequence longer than max_token_length is dropped
-        wanted = int(self.env.get("max_tokens", BRIDGE_FIELDS["max_tokens"][1]))
-        self.max_tokens = max(1, min(wanted, int(self.env["max_token_length"]) - 32))
-        self.max_turns = int(self.env.get("max_turns", BRIDGE_FIELDS["max_turns"][1]))
         self.metrics_path = self.env.get("env_metrics_path") or os.environ.get("HERMES_ENV_METRICS")
-        cls = loaders.taskset_class(taskset_id)
-        module = loaders.import_taskset(taskset_id)
+
+        vf_id = verifiers_id(taskset_id)
+        module = loaders.import_taskset(vf_id)
+        cls = loaders.taskset_class(vf_id)
         reason = refusal(cls, module)
         if reason:
             raise SystemExit(f"VerifiersRefused: taskset {taskset_id!r} cannot train here: {reason}")
-        config_type = loaders.concrete_type(cls, vf.TasksetConfig, origin=vf.Taskset) or vf.TasksetConfig
-        settings = {k: v for k, v in self.env.items() if k in config_type.model_fields and k not in SHARED_FIELDS}
-        self.taskset = cls(config_type.model_validate({**settings, "id": taskset_id}))
-        self.env_class = loaders.environment_class(taskset_id)
-        from verifiers.v1.envs.single_agent import SingleAgentEnv
+        taskset_type = loaders.concrete_type(cls, vf.TasksetConfig, origin=vf.Taskset) or vf.TasksetConfig
+        env_type = loaders.env_config_type(vf_id)
 
-        self.multi_turn = self.env_class is not SingleAgentEnv
-        self.vf_env = None
-        if self.multi_turn:
-            env_config_type = loaders.env_config_type(taskset_id)
-            self.vf_env = self.env_class(env_config_type.model_validate({"taskset": {"id": taskset_id, **settings}}))
-        self._tasks = iter(self.taskset)
+        def own(name: str):  # the bridge's setting, unless the taskset has a field of that name
+            clash = name in taskset_type.model_fields or name in env_settings_fields(env_type)
+            return BRIDGE_FIELDS[name][1] if clash else self.env.get(name, BRIDGE_FIELDS[name][1])
+
+        self.temperature = float(own("temperature"))
+        # the prompt needs room too: a sequence longer than max_token_length is dropped
+        self.max_tokens = max(1, min(int(own("max_tokens")), int(self.env["max_token_length"]) - 32))
+        self.max_turns = int(own("max_turns"))
+        taskset = {k: v for k, v in self.env.items() if k in taskset_type.model_fields and k not in SHARED_FIELDS}
+        data: dict = {k: self.env[k] for k in env_settings_fields(env_type) if k in self.env}
+        data["taskset"] = {**taskset, "id": vf_id}
+        for seat, default in _agent_fields(env_type).items():
+            # Every seat plays in verifiers' subprocess runtime; an unpinned seat gets the null harness (a
+            # plain chat program; verifiers' own default, bash, would run the model's commands here).
+            pinned = default.harness is not None
+            data[seat] = {"runtime": {"type": "subprocess"}, "max_turns": self.max_turns}
+            if not pinned:
+                data[seat]["harness"] = {"id": "null"}
+        self.vf_env = loaders.environment_class(vf_id)(env_type.model_validate(data))
+        for seat, harness in self.vf_env._harnesses.items():
+            why = seat_refusal(harness)
+            if why:
+                raise SystemExit(f"VerifiersRefused: taskset {taskset_id!r} cannot train here: seat {seat}: {why}")
+        self.seats = list(self.vf_env._harnesses)
+        os.environ.setdefault(ENDPOINT_KEY_VAR, "EMPTY")
+        self.ctx = ModelContext(
+            model=self.model,
+            client=EvalClientConfig(base_url=self.base_url, api_key_var=ENDPOINT_KEY_VAR),
+            sampling=SamplingConfig(temperature=self.temperature, max_tokens=self.max_tokens),
+        )
+        self._tasks = iter(self.vf_env.taskset)
+        first = self.next_task()
+        if _image_prompt(first):
+            raise SystemExit(
+                f"VerifiersRefused: taskset {taskset_id!r} cannot train here: its prompts hold images and the "
+                f"policy ({self.model}) reads text only"
+            )
+        self._first = first
+        # episodes in flight at once: each is a chat program (a Python process) per turn
+        self.episodes = asyncio.Semaphore(max(self.group_size, 2 * (os.cpu_count() or 1)))
         self.env_id: int | None = None
         self.session = None
         self.pending: list[dict] = []
+        self.reasons: dict[str, int] = {}  # why episodes or traces were dropped, counted since the last step
         self.failures = 0
         self.step = 0
 
     def next_task(self):
+        first, self._first = getattr(self, "_first", None), None
+        if first is not None:
+            return first
         try:
             return next(self._tasks)
         except StopIteration:  # a finite taskset: go round again
-            self._tasks = iter(self.taskset)
+            self._tasks = iter(self.vf_env.taskset)
             return next(self._tasks)
 
     # --- HTTP ---
@@ -475,83 +666,93 @@ class Bridge:
             }
             _append_row(Path(folder) / "env_ids.jsonl", row)
 
-    async def chat(self, messages: list[dict], n: int) -> tuple[list[int], list[dict]]:
-        body = {
-            "model": self.model,
-            "messages": [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages],
-            "n": n,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "logprobs": True,
-        }
-        data = await self._json("POST", f"{self.base_url}/chat/completions", json=body)
-        prompt_ids = data.get("prompt_token_ids")
-        if prompt_ids is None:
-            raise RuntimeError(
-                "the inference server returned no prompt_token_ids (it must be the run's trainer server)"
-            )
-        return prompt_ids, data["choices"]
+    async def wait_for_policy(self) -> None:
+        """Until the endpoint answers: the trainer registers with run-api before it serves its policy, and an
+        episode started before then would fail on a refused connection."""
+        health = self.base_url.rsplit("/v1", 1)[0] + "/health"
+        while True:
+            with contextlib.suppress(OSError, asyncio.TimeoutError):
+                async with self.session.get(health, timeout=5) as resp:
+                    if resp.status == 200:
+                        return
+            await asyncio.sleep(0.5)
+
+    async def sampled_turns(self, trace_ids: list[str]) -> dict[str, list[dict]]:
+        headers = {"Authorization": f"Bearer {os.environ.get(ENDPOINT_KEY_VAR, '')}"}
+        data = await self._json(
+            "POST", f"{self.base_url}/hermes/sampled", json={"sessions": trace_ids}, headers=headers
+        )
+        return data["sessions"]
 
     # --- episodes ---
 
-    async def single_turn_group(self, task) -> list[tuple[Episode, object]]:
-        messages = _messages(task)
-        prompt_ids, choices = await self.chat(messages, self.group_size)
-        out = []
-        for choice in choices:
-            episode = Episode()
-            episode.add_turn(
-                prompt_ids,
-                choice["token_ids"],
-                [c["logprob"] for c in (choice.get("logprobs") or {}).get("content") or []],
-            )
-            reply = {"role": "assistant", "content": choice["message"]["content"], "_sampled": True}
-            trace = _trace(task, messages + [reply])
-            await task.score(trace)
-            out.append((episode, trace))
-        return out
+    def drop(self, reason: str) -> None:
+        """Count why an episode or a seat's trace was not trained; the first of each reason is logged."""
+        reason = _first_line(reason)[:300] or "no reason given"
+        if reason not in self.reasons:
+            sys.stderr.write(f"hermes-rl: {self.name}: not trained: {reason}\n")
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
-    async def multi_turn_episode(self, task) -> tuple[Episode, object]:
-        agents = _DirectAgents(self, task)
-        await self.vf_env.run(task, agents)
-        if agents.last is None:
-            raise RuntimeError(f"{type(self.vf_env).__name__}.run() ran no agent")
-        return agents.last.episode, agents.last.trace
+    async def run_episode(self, slot):
+        return await self.vf_env.run_slot(slot, self.ctx, self.episodes)
 
     async def group(self) -> None:
         task = self.next_task()
-        try:
-            if self.multi_turn:
-                results = await asyncio.gather(*(self.multi_turn_episode(task) for _ in range(self.group_size)))
-            else:
-                results = await self.single_turn_group(task)
-        except Exception as exc:
+        episodes = await asyncio.gather(*(self.run_episode(s) for s in self.vf_env.slots(task, self.group_size)))
+        traces = [t for e in episodes for t in e.traces]
+        turns = await self.sampled_turns([t.id for t in traces])  # collected for every trace: none is kept
+        by_seat: dict[str, list[tuple[TokenSequence, object]]] = {}
+        failed = 0
+        for episode in episodes:
+            if not episode.ok:
+                failed += 1
+                error = episode.last_error or next((e for t in episode.traces for e in t.errors), None)
+                self.drop(f"episode failed: {error.type}: {error.message}" if error else "episode failed")
+                continue
+            for trace in episode.traces:
+                if not trace.agent.trainable:
+                    continue
+                sequence = TokenSequence.of_turns(turns.get(trace.id) or [])
+                if sequence.trained_tokens == 0:
+                    self.drop(f"seat {trace.agent.name or 'agent'}: an episode with no sampled tokens")
+                    continue
+                reward = trace.reward
+                if not isinstance(reward, (int, float)) or not math.isfinite(reward):
+                    self.drop(f"seat {trace.agent.name or 'agent'}: reward {reward!r} is not a finite number")
+                    continue
+                by_seat.setdefault(trace.agent.name or "agent", []).append((sequence, trace))
+        if failed == len(episodes):
             self.failures += 1
-            sys.stderr.write(f"hermes-rl: {self.name}: group dropped: {type(exc).__name__}: {_first_line(str(exc))}\n")
             if self.failures >= MAX_FAILED_GROUPS:
                 raise SystemExit(
-                    f"VerifiersTasksetError: {self.name}: {MAX_FAILED_GROUPS} groups in a row failed; last: "
-                    f"{type(exc).__name__}: {_first_line(str(exc))}"
-                ) from None
+                    f"VerifiersTasksetError: {self.name}: {MAX_FAILED_GROUPS} groups in a row had no episode "
+                    f"that finished; last: {next(iter(reversed(self.reasons)), 'unknown')}"
+                )
             return
         self.failures = 0
-        await self.post(results)
+        for seat, members in by_seat.items():
+            await self.post(seat, members)
 
-    async def post(self, results: list[tuple[Episode, object]]) -> None:
+    async def post(self, seat: str, members: list[tuple[TokenSequence, object]]) -> None:
         limit = int(self.env["max_token_length"])
-        kept = [(e, t) for e, t in results if len(e.tokens) <= limit]
+        kept = [(s, t) for s, t in members if len(s.tokens) <= limit]
+        if len(kept) < len(members):
+            self.drop(f"seat {seat}: a sequence longer than max_token_length ({limit})")
         scores = [float(t.reward) for _, t in kept]
-        self.pending += [
-            {"reward": s, "turns": e.turns, **{f"reward/{k}": r.score for k, r in t.rewards.items() if r is not None}}
-            for s, (e, t) in zip(scores, kept)
-        ]
+        for sequence, trace in kept:
+            row: dict = {"reward": float(trace.reward), "turns": sequence.turns}
+            row.update({f"reward/{k}": r.score for k, r in trace.rewards.items() if r is not None})
+            row.update({f"metric/{k}": v for k, v in trace.metrics.items() if isinstance(v, (int, float))})
+            if len(self.seats) > 1:
+                row[f"seat/{seat}/reward"] = float(trace.reward)
+            self.pending.append(row)
         if len(kept) < 2 or (self.env.get("ensure_scores_are_not_same", True) and len(set(scores)) == 1):
             return
         group = {
-            "tokens": [e.tokens for e, _ in kept],
-            "masks": [e.masks for e, _ in kept],
+            "tokens": [s.tokens for s, _ in kept],
+            "masks": [s.masks for s, _ in kept],
             "scores": scores,
-            "inference_logprobs": [e.logprobs for e, _ in kept],
+            "inference_logprobs": [s.logprobs for s, _ in kept],
             "env_id": self.env_id,
             "messages": [
                 [{k: v for k, v in m.items() if k in ("role", "content")} for m in _dump_messages(t)] for _, t in kept
@@ -560,15 +761,23 @@ class Bridge:
         await self._json("POST", f"{self.api}/scored_data", json=group)
 
     def flush_metrics(self, step: int) -> None:
-        if not self.pending or not self.metrics_path:
+        if self.reasons:
+            counted = "; ".join(f"{n} x {reason}" for reason, n in self.reasons.items())
+            sys.stderr.write(f"hermes-rl: {self.name}: step {step}: not trained: {counted}\n")
+        dropped = sum(self.reasons.values())
+        self.reasons = {}
+        if not self.metrics_path or (not self.pending and not dropped):
             self.pending = []
             return
         keys = sorted({k for row in self.pending for k in row})
-        row = {"step": step, "time": time.time(), "environment": self.name}
+        row: dict = {"step": step, "time": time.time(), "environment": self.name}
         for key in keys:
-            values = [r[key] for r in self.pending if key in r]
+            values = [r[key] for r in self.pending if key in r and r[key] is not None]
+            if not values:
+                continue
             name = "train/reward_mean" if key == "reward" else "verifiers/turns" if key == "turns" else key
             row[name] = sum(values) / len(values)
+        row["verifiers/dropped"] = dropped
         _append_row(self.metrics_path, row)
         self.pending = []
 
@@ -588,8 +797,15 @@ class Bridge:
     async def serve(self) -> None:
         import aiohttp
 
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1800)) as self.session:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1800)) as self.session,
+            self.vf_env.serving(),
+            _warm_folder() as folder,
+        ):
+            if any(h.config.id == "null" for h in self.vf_env._harnesses.values()):
+                await _sibling("verifiers_warm").warm_chat_program(folder)
             await self.register()
+            await self.wait_for_policy()
             running: set[asyncio.Task] = set()
             while True:
                 status = await self._json("GET", f"{self.api}/status-env", json={"env_id": self.env_id})
@@ -619,76 +835,30 @@ class Bridge:
                 await self._json("POST", f"{self.api}/disconnect-env", json={"env_id": self.env_id})
 
 
+@contextlib.asynccontextmanager
+async def _warm_folder():
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="hermes-vf-warm-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _sibling(name: str) -> types.ModuleType:
+    """A module beside this file (this file runs by path, outside hermes-rl's package)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def _dump_messages(trace) -> list[dict]:
     return [m.model_dump(mode="json") for m in trace.messages]
-
-
-class _DirectInteraction:
-    """What a multi-turn `Env.run` drives (`interaction.turn(message)`): each turn one chat request."""
-
-    def __init__(self, bridge: Bridge, task) -> None:
-        self.bridge, self.task = bridge, task
-        self.messages = _messages(task)
-        self.episode = Episode()
-        self.trace = _trace(task, self.messages)
-        self.done = False
-
-    async def turn(self, message=None):
-        from verifiers.v1.agent import Segment
-        from verifiers.v1.utils.decorators import invoke_all
-
-        if message is not None:
-            if isinstance(message, str):
-                self.messages.append({"role": "user", "content": message})
-            else:
-                self.messages += [
-                    m.model_dump(mode="json", exclude_none=True) if hasattr(m, "model_dump") else dict(m)
-                    for m in message
-                ]
-        if self.done or self.episode.turns >= self.bridge.max_turns:
-            self.done = True
-            return Segment(messages=[], terminated=True)
-        prompt_ids, choices = await self.bridge.chat(self.messages, 1)
-        choice = choices[0]
-        self.episode.add_turn(
-            prompt_ids, choice["token_ids"], [c["logprob"] for c in (choice.get("logprobs") or {}).get("content") or []]
-        )
-        self.messages.append({"role": "assistant", "content": choice["message"]["content"], "_sampled": True})
-        self.trace = _trace(self.task, self.messages)
-        stops = self.task.hooks("stop")
-        if stops and any(await invoke_all(stops, {"task": self.task.data, "trace": self.trace})):
-            self.done = True
-        return Segment(messages=[self.trace.nodes[-1].message])
-
-
-class _DirectAgent:
-    def __init__(self, owner: _DirectAgents) -> None:
-        self.owner = owner
-
-    @contextlib.asynccontextmanager
-    async def interaction(self, task):
-        interaction = _DirectInteraction(self.owner.bridge, task)
-        self.owner.last = interaction
-        yield interaction
-        await task.score(interaction.trace)
-
-    async def run(self, task):
-        async with self.interaction(task) as interaction:
-            await interaction.turn()
-        return self.owner.last.trace
-
-
-class _DirectAgents:
-    """Every seat of the taskset's Env played by the policy, through direct chat requests."""
-
-    def __init__(self, bridge: Bridge, task) -> None:
-        self.bridge, self.task = bridge, task
-        self.last: _DirectInteraction | None = None
-
-    def __getattr__(self, name: str) -> _DirectAgent:
-        if name.startswith("_") or name in ("bridge", "task", "last"):
-            raise AttributeError(name)
-        return _DirectAgent(self)
 
 
 def main(argv: list[str]) -> int:
@@ -704,8 +874,14 @@ def main(argv: list[str]) -> int:
         os.dup2(2, 1)  # whatever the packages print goes to stderr; stdout carries one JSON line
         os.write(out_fd, (json.dumps(list_tasksets(), default=str) + "\n").encode())
         return 0
+    import logging
+
     import yaml
 
+    # verifiers' own warnings (a failed rollout, a harness note) reach the env log
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    # verifiers' subprocess runtime finds uv on PATH to prepare its chat program: the taskset venv's own first
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     config = yaml.safe_load(_read_text(args.config))
     asyncio.run(Bridge(config, args.taskset).serve())
     return 0

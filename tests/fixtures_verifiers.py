@@ -22,6 +22,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TASKSETS = ROOT / "tests" / "data" / "vf_tasksets"
 VERIFIERS = "verifiers==0.4.0"
+# verifiers' subprocess runtime prepares its chat program with uv (the program's own packages come from the
+# package index once, into uv's cache)
+RUNTIME_TOOLS = ("uv",)
 VENVS_ENV = "HERMES_RL_TEST_VENVS"
 
 
@@ -53,6 +56,8 @@ def ensure_verifiers_venv() -> Path:
             _run([sys.executable, "-m", "venv", str(venv)], 120)
             _run([str(python), "-m", "pip", "install", "-q", VERIFIERS, "wheel", "setuptools"], 900)
             (venv / ".complete").write_text("ok\n")
+        if not all((venv / "bin" / tool).exists() for tool in RUNTIME_TOOLS):
+            _run([str(python), "-m", "pip", "install", "-q", *RUNTIME_TOOLS], 600)
         stamp = _tasksets_stamp()
         if (venv / ".tasksets").exists() and (venv / ".tasksets").read_text() == stamp:
             return python

@@ -40,7 +40,18 @@ _DISTRIBUTIONS = {
     "langdetect": "langdetect",
 }
 # Raised the same way on every attempt: restarting the process cannot help.
-DETERMINISTIC = frozenset({"ModuleNotFoundError", "ImportError", "SyntaxError", "IndentationError"})
+# VerifiersRefused, VerifiersTasksetError: the verifiers bridge's own (a taskset that cannot train here, or whose
+# episodes fail group after group)
+DETERMINISTIC = frozenset(
+    {
+        "ModuleNotFoundError",
+        "ImportError",
+        "SyntaxError",
+        "IndentationError",
+        "VerifiersRefused",
+        "VerifiersTasksetError",
+    }
+)
 
 
 def exception_line(text: str) -> str | None:
