@@ -452,6 +452,7 @@ def list_tasksets() -> dict:
 
 # --- serving ---------------------------------------------------------------------------------------
 
+REPORT_S = 30.0  # while no step comes, what was not trained is counted in the env log this often
 ENDPOINT_KEY_VAR = "HERMES_RL_ENDPOINT_KEY"  # the run's endpoint credential, read by verifiers' model client
 
 
@@ -619,7 +620,9 @@ class Bridge:
         self.env_id: int | None = None
         self.session = None
         self.pending: list[dict] = []
-        self.reasons: dict[str, int] = {}  # why episodes or traces were dropped, counted since the last step
+        self.reasons: dict[str, int] = {}  # why episodes or traces were dropped, counted since the last report
+        self.unreported = 0  # dropped since the last step, in reports already written
+        self.reported_at = time.monotonic()
         self.failures = 0
         self.step = 0
 
@@ -746,7 +749,10 @@ class Bridge:
             if len(self.seats) > 1:
                 row[f"seat/{seat}/reward"] = float(trace.reward)
             self.pending.append(row)
-        if len(kept) < 2 or (self.env.get("ensure_scores_are_not_same", True) and len(set(scores)) == 1):
+        if len(kept) < 2:
+            return
+        if self.env.get("ensure_scores_are_not_same", True) and len(set(scores)) == 1:
+            self.drop(f"seat {seat}: every episode of a group scored {scores[0]:g} (nothing to learn from)")
             return
         group = {
             "tokens": [s.tokens for s, _ in kept],
@@ -760,12 +766,20 @@ class Bridge:
         }
         await self._json("POST", f"{self.api}/scored_data", json=group)
 
-    def flush_metrics(self, step: int) -> None:
+    def say_dropped(self, step: int) -> int:
+        """One line counting what was not trained since the last (at a step, or every REPORT_S while no step
+        comes): the env log says why a run waits, in numbers."""
+        self.reported_at = time.monotonic()
+        dropped = sum(self.reasons.values())
         if self.reasons:
             counted = "; ".join(f"{n} x {reason}" for reason, n in self.reasons.items())
             sys.stderr.write(f"hermes-rl: {self.name}: step {step}: not trained: {counted}\n")
-        dropped = sum(self.reasons.values())
         self.reasons = {}
+        return dropped
+
+    def flush_metrics(self, step: int) -> None:
+        dropped = self.say_dropped(step) + self.unreported
+        self.unreported = 0
         if not self.metrics_path or (not self.pending and not dropped):
             self.pending = []
             return
@@ -818,6 +832,8 @@ class Bridge:
                 # one while the trainer still waits for its share (backlogged() bounds what it queues).
                 if step >= self.total_steps:
                     break
+                if time.monotonic() - self.reported_at > REPORT_S:
+                    self.unreported += self.say_dropped(step)
                 backlog = self.backlogged(status)
                 if not backlog and len(running) < self.workers:
                     running.add(asyncio.create_task(self.group()))
