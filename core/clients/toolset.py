@@ -644,7 +644,8 @@ TOOLS: tuple[Tool, ...] = (
             "workers": {
                 "type": "object",
                 "description": "optional: {replicas, launcher: local|slurm, "
-                "slurm: {partition, time, account, qos, gres...}, "
+                "slurm: {partition, time, account, qos, gres...} (setup, wrapper, python: the user's "
+                "slurm.yaml only), "
                 "environments: [{environment, weight, min_batch_allocation, replicas}]}",
             },
         },

@@ -42,6 +42,7 @@ from ..base.records import RunRecord, StartedRun
 from ..base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
 from ..base.states import ACTIVE, FINAL, RunStatus
 from ..daemons import procscan
+from ..daemons.launchers import without_commands
 from ..daemons.pipeline import (
     ProcessSpec,
     free_ports,
@@ -324,6 +325,8 @@ def start_run(
     from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, check_fit, check_keys, resolve_profile
     from .workers import exposure_warning, resolve_workers
 
+    if isinstance(workers, dict) and workers.get("slurm") is not None:
+        with_site_settings(workers["slurm"])  # a command a start gives is refused before anything else
     selection = current_selection()
     env_name = env_name or selection.get("environment")
     chosen, notice = resolve_profile(profile or selection.get("profile"))
@@ -556,7 +559,11 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> Run
     from .workers import resolve_workers
 
     # Its other environments' config files are the parent's: the resumed run trains the main one.
-    out["workers"] = resolve_workers({**(out.get("workers") or {}), "environments": []})
+    # The commands among its Slurm settings (setup, wrapper, python) are the site's file's now, not the
+    # parent's config.yaml's: they come from the user's own files only (launchers.settings_over_site).
+    parent = out.get("workers") or {}
+    slurm = without_commands("slurm", parent.get("slurm"))
+    out["workers"] = resolve_workers({**parent, "slurm": slurm, "environments": []})
     address = out["workers"]["address"]
     env["rollout_server_url"] = f"http://{address}:{ports['api']}"
     env["env_metrics_path"] = str(folder / "env_metrics.jsonl")
@@ -631,7 +638,8 @@ def resume_run(parent_id: str) -> StartedRun:
     check_keys(profile)
     workers = config.get("workers") or {}
     if workers.get("launcher") == "slurm":
-        slurm_preflight(with_site_settings(workers.get("slurm")))  # the cluster may have changed since
+        # the cluster may have changed since; the commands are the site's file's (see _resumed_config)
+        slurm_preflight(with_site_settings(without_commands("slurm", workers.get("slurm"))))
     earlier = [r["run_id"] for r in list_runs() if r.get("parent_run_id") == parent_id]
     # Everything resume reads is checked before the new run exists: a refusal leaves nothing behind.
     saved = _saved_state_folder(parent_id, parent_folder, state) if profile.backend == "local" else None
