@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..base import prices
+from ..base.errors import BadInput
+from ..base.formatting import shown_value
 from ..base.prices import KINDS, count_text, tokens_text, usd_text
 
 DEFAULT_PROMPT_TOKENS = 256  # the estimate's prompt length when nothing better is known (said so)
@@ -271,6 +273,20 @@ def _reference_run(environment: str | None, model: str | None) -> dict | None:
     return None
 
 
+MAX_ESTIMATE_TOKENS = 10_000_000  # a sequence length to assume, at most
+
+
+def _check_length(name: str, length: object) -> None:
+    """A token length given to an estimate: a whole number from 1 (a negative one made a negative cost)."""
+    if length is None:
+        return
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_ESTIMATE_TOKENS:
+        raise BadInput(
+            f"{name} must be a whole number of tokens from 1 to {MAX_ESTIMATE_TOKENS:,}, got {shown_value(length)}",
+            hint=f"--{name.replace('_', '-')} N: the length to assume",
+        )
+
+
 def estimate(
     values: dict,
     *,
@@ -285,6 +301,8 @@ def estimate(
     (prompt + completion) trained. Lengths: given ones, else measured per sequence in the newest run of
     the same environment and model, else a prompt of DEFAULT_PROMPT_TOKENS and completions of
     max_token_length (an upper bound)."""
+    for name, length in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
+        _check_length(name, length)
     steps, batch, group = int(values["total_steps"]), int(values["batch_size"]), int(values["group_size"])
     model = values.get("base_model")
     assumptions = [

@@ -30,3 +30,53 @@ def test_an_alert_for_n_steps_counts_steps_not_rows(hermes_home):
     rows = [{"step": s, "reward/mean": 0.1} for s in (1, 2, 3)] + [{"step": s, "reward/mean": 0.1} for s in (1, 2)]
     (event,) = _events(monitor, rows)
     assert event["step"] == 3 and event["rule"] == "reward/mean below 0.2 for 3 steps"
+
+
+MODEL_TEXT = "model said \x1b[7mINVERSE\tthen\u2028a new line\u202eesrever and\x1b[31m red"
+
+
+def test_a_reason_with_control_characters_keeps_the_runs_table_whole(hermes_home, capsys, monkeypatch):
+    from hermes_rl.core.clients.cli import main
+    from hermes_rl.core.clients.cli.output import safe
+    from hermes_rl.core.clients.cli.runs_list import _plain
+    from tests.fixtures_tui import write_run
+
+    write_run("f00d0001", status="failed", steps=2, reason=f"trainer failed: {MODEL_TEXT}")
+    write_run("f00d0002", status="completed", steps=2)
+    monkeypatch.setenv("COLUMNS", "4000")
+    assert main(["runs"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) == 3 and "f00d0001" in lines[2] and "INVERSE" in lines[2], out  # one row per run
+    for bad in ("\x1b", "\u2028", "\u202e", "\t"):
+        assert bad not in out, (bad, out)
+    assert safe(MODEL_TEXT).startswith("model said [reverse]INVERSE")  # colours kept, as styles that end
+    assert safe(MODEL_TEXT).endswith("[/reverse color(1)]")
+    _plain(["run", "reason"], [["f00d0001", MODEL_TEXT], ["f00d0002", "-"]])  # `runs --all` past 200 rows
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 3, out
+    for bad in ("\x1b", "\u2028", "\u202e", "\t"):
+        assert bad not in out, (bad, out)
+
+
+def test_a_prompt_that_is_not_utf8_is_a_clear_error(hermes_home, capsys):
+    from hermes_rl.core.clients.cli import main
+    from tests.fixtures_tui import write_run
+
+    write_run("f00d0003", status="completed", steps=2)
+    prompt = b"caf\xe9 \xff".decode("utf-8", "surrogateescape")  # what Python makes of such argv bytes
+    assert main(["rollouts", "f00d0003", "--prompt", prompt]) == 1
+    err = capsys.readouterr().err
+    assert "prompt is not UTF-8 text" in err and "unexpected" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("prompt_tokens", -100), ("completion_tokens", -1), ("prompt_tokens", 0)]
+)
+def test_an_estimate_takes_no_negative_or_zero_token_length(option, value):
+    from hermes_rl.core.base.errors import BadInput
+    from hermes_rl.core.runs.cost import estimate
+
+    values = {"total_steps": 10, "batch_size": 8, "group_size": 4, "max_token_length": 64, "base_model": "m"}
+    with pytest.raises(BadInput, match=f"{option} must be a whole number of tokens from 1"):
+        estimate(values, **{option: value})
