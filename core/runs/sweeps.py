@@ -277,12 +277,14 @@ def start_queued() -> list[str]:
                 if full and sweep.get("backend") == "local":
                     waiting = True
                     continue
-                member.update(state=STARTING, reserved_by=os.getpid(), reserved_at=time.time())
                 try:
-                    _write(sweep)
+                    reserved = _reserve(sweep, member)
                 except (OSError, HermesError):
-                    member.update(state=QUEUED)  # nothing started: it stays queued for the next pass
+                    member.update(state=QUEUED, reserved_by=None, reserved_at=None)  # nothing started: next pass
                     waiting = True
+                    continue
+                if not reserved:  # no local place: it waits, never shown `starting` meanwhile
+                    full = waiting = True
                     continue
                 try:
                     run = _start_member(sweep, member)
@@ -299,6 +301,45 @@ def start_queued() -> list[str]:
                     _write(sweep)
         _set_queue_flag(waiting)
     return started
+
+
+def _reserve(sweep: dict, member: dict) -> bool:
+    """Reserve `member` (`starting`, with this process's pid, written down) when it has a place: a local
+    sweep's member only while the local-run limit has room, counted and taken under the lock every local
+    start takes, and the reservation itself holds that place (start.active_local_runs counts it) until
+    its run is recorded. False: no place now."""
+    from .start import check_local_capacity, local_start_lock
+
+    def take() -> None:
+        member.update(state=STARTING, reserved_by=os.getpid(), reserved_at=time.time())
+        _write(sweep)
+
+    if sweep.get("backend") != "local":
+        take()
+        return True
+    with local_start_lock():
+        try:
+            check_local_capacity()
+        except Conflict:
+            return False
+        take()
+    return True
+
+
+def live_reservations() -> list[tuple[str, int]]:
+    """(sweep id, member index) of each local sweep member reserved by a live process (its run may not
+    be recorded yet): each holds a place under the local-run limit."""
+    import psutil
+
+    out = []
+    for sweep in list_sweeps():
+        if sweep.get("backend") != "local":
+            continue
+        for member in sweep.get("members") or []:
+            pid = member.get("reserved_by")
+            if member.get("state") == STARTING and isinstance(pid, int) and psutil.pid_exists(pid):
+                out.append((sweep["sweep_id"], member.get("index")))
+    return out
 
 
 def _write(sweep: dict) -> None:
