@@ -54,7 +54,6 @@ import math
 import os
 import queue
 import shutil
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -68,6 +67,7 @@ from ..base.paths import rl_dir
 from ..base.secrets import get_key, redact, secret_values
 from ..base.stall import progress_logs, stall_fields
 from ..base.states import RunStatus
+from .spawn import run_bounded
 
 KINDS = ("failed", "stalled", "completed", "metric", "audit")
 AUDIT_INTERVAL_S = 10.0  # how often a running run's audit is taken (it reads at most ~1 MB)
@@ -325,12 +325,13 @@ def notify_desktop(title: str, text: str, urgent: bool) -> str:
     if program is None:
         return "skipped: notify-send is not installed"
     argv = [program, "--app-name=hermes-rl", f"--urgency={'critical' if urgent else 'normal'}", title, text]
+    # a helper in its own session, ended whole (with whatever it forked) when it is done or out of time
     try:
-        done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=NOTIFY_SEND_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = run_bounded(argv, NOTIFY_SEND_TIMEOUT_S, env=dict(os.environ))
+    except OSError as exc:
         return f"not delivered: {type(exc).__name__}"
+    if done.timed_out:
+        return f"not delivered: notify-send did not end within {NOTIFY_SEND_TIMEOUT_S:g} s"
     if done.returncode:
         why = done.stderr.decode(errors="replace").strip().splitlines()
         return f"not delivered: notify-send exited {done.returncode}" + (f" ({why[-1][:120]})" if why else "")

@@ -171,12 +171,12 @@ def refresh_cloud_usage(run_id: str, timeout_s: float = 60.0) -> None:
     core does not import the SDK), with TINKER_API_KEY from the environment or $HERMES_HOME/.env. Its
     one-line reason is a HermesError."""
     import os
-    import subprocess
     import sys
 
     from ..base.errors import HermesError
     from ..base.paths import run_dir
     from ..base.secrets import secret_env
+    from ..daemons.spawn import run_bounded  # a helper in its own session, ended whole
 
     folder = run_dir(run_id)
     if not folder.is_dir():
@@ -185,12 +185,11 @@ def refresh_cloud_usage(run_id: str, timeout_s: float = 60.0) -> None:
         raise NotFound(f"no run {run_id}")
     env = {**os.environ, **secret_env(["TINKER_API_KEY"])}
     argv = [sys.executable, "-m", "hermes_rl.dataplane.cloud_usage", str(folder), "--timeout", str(timeout_s)]
-    try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s + 30)
-    except subprocess.TimeoutExpired:
-        raise HermesError(f"the usage check did not end within {timeout_s + 30:g} s") from None
+    done = run_bounded(argv, timeout_s + 30, env=env)
+    if done.timed_out:
+        raise HermesError(f"the usage check did not end within {timeout_s + 30:g} s")
     if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        lines = [line for line in done.stderr.decode(errors="replace").splitlines() if line.strip()]
         reason = lines[-1].removeprefix("cloud usage: ") if lines else f"the usage check exited {done.returncode}"
         raise HermesError(reason)
 
