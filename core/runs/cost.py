@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..base import prices
-from ..base.errors import BadInput
+from ..base.errors import BadInput, HermesError
 from ..base.formatting import shown_value
 from ..base.prices import KINDS, count_text, tokens_text, usd_text
 
@@ -272,6 +272,26 @@ def _reference_run(environment: str | None, model: str | None) -> dict | None:
     return None
 
 
+def budget_stop_warning(model: str | None, budget_usd: object) -> str | None:
+    """What every place a budget is given says (start, sweep, the start dialog, rl_start_training, the
+    estimate) when it cannot stop anything: the model has no price, so no cost is ever counted against it."""
+    if not budget_usd:
+        return None
+    try:
+        price = prices.lookup(model)
+    except HermesError:  # an unusable price file: the trainer has no price either
+        price = None
+    if price is not None:
+        return None
+    return no_price_budget_text(model)
+
+
+def no_price_budget_text(model: str | None) -> str:
+    return (
+        f"budget_usd is set but {model} has no price: the budget stops nothing (set a price in {prices.prices_path()})"
+    )
+
+
 MAX_ESTIMATE_TOKENS = 10_000_000  # a sequence length to assume, at most
 
 
@@ -372,6 +392,9 @@ def estimate_start(
     out = estimate(merged, environment=env.id, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     budget = merged.get("budget_usd")
     out.update(environment=env.id, profile=chosen.name, backend=chosen.backend, budget_usd=budget)
+    out["budget_warning"] = budget_stop_warning(merged.get("base_model"), budget)
+    if out["budget_warning"]:
+        out["assumptions"].append(out["budget_warning"])
     if budget and out["usd"] is not None and out["usd"] > budget:
         out["assumptions"].append(f"the budget (${budget:.2f}) stops it before the end")
     return out

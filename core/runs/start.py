@@ -539,9 +539,10 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
 
 def budget_notice(config: Mapping[str, Any]) -> str | None:
     """Said at start when a budget cannot be kept: the model has no price (docs/cost.md)."""
+    from .cost import no_price_budget_text
+
     if config["tinker"].get("budget_usd") and not config["hermes"].get("price"):
-        model = config["tinker"]["base_model"]
-        return f"budget_usd is set but {model} has no price: no budget stop (set one in $HERMES_HOME/rl/prices.yaml)"
+        return no_price_budget_text(config["tinker"]["base_model"])  # the words every client says (cost.py)
     return None
 
 

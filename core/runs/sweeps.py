@@ -29,6 +29,7 @@ from ..base.paths import ensure_private_dir, run_dir, sweep_queue_flag, sweeps_d
 from ..base.records import StartedRun
 from ..base.states import Metric
 from ..readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
+from .cost import budget_stop_warning
 from .sweep_budget import check_sweep_budget, member_budget
 
 SWEEP_FILE = "sweep.json"
@@ -119,8 +120,9 @@ def _split(config: dict) -> tuple[dict, dict]:
     return changes, {k: v for k, v in config.items() if k not in LOCKED_FIELDS}
 
 
-def _validate(env, profile_name: str, config: dict, label: str) -> str | None:
-    """Refuse (BadInput naming the configuration) what start_run would refuse; a fit warning is returned."""
+def _validate(env, profile_name: str, config: dict, label: str) -> tuple[str | None, str | None]:
+    """Refuse (BadInput naming the configuration) what start_run would refuse; (a fit warning, the model
+    it trains) are returned."""
     from ..envs.drafts import resolve_run_values
     from ..envs.profile_derive import derive_profile
     from ..envs.profiles import check_fit, get_profile
@@ -129,7 +131,8 @@ def _validate(env, profile_name: str, config: dict, label: str) -> str | None:
     try:
         profile = derive_profile(profile_name, changes) if changes else get_profile(profile_name)
         values = resolve_run_values(env, profile, overrides or None)
-        return check_fit(profile, values)
+        base = profile.locked.get("base_model")
+        return check_fit(profile, values), str(base.value) if base is not None else None
     except BadInput as exc:
         raise BadInput(f"sweep configuration {label}: {exc.message}", hint=exc.hint) from None
 
@@ -173,9 +176,11 @@ def create_sweep(
     notices = [n for n in (notice,) if n]
     for index, config in enumerate(configs):
         label = " ".join(f"{k}={v}" for k, v in config.items())
-        warning = _validate(env, chosen.name, config, label or f"#{index}")
-        if warning and warning not in notices:
-            notices.append(warning)
+        warning, model = _validate(env, chosen.name, config, label or f"#{index}")
+        # a sweep's budget on a model with no price stops nothing: said as a start says it (cost.py)
+        for text in (warning, budget_stop_warning(model, budget_usd)):
+            if text and text not in notices:
+                notices.append(text)
     sweep_id = _new_sweep_id()
     members: list[dict] = []
     for config_index, config in enumerate(configs):
