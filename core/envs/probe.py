@@ -209,9 +209,9 @@ def _cached(env: EnvInfo, signature: tuple) -> dict | None:
             return memo[1]
         raise BadInput(memo[2] or "config probe failed", hint=REFRESH_HINT)
     try:
-        cached = json.loads(read_regular_text(_cache_path(env)))
+        cached = json.loads(read_regular_text(_cache_path(env), follow=False))  # a cache: never through a link
         if cached.get("signature") == json.loads(json.dumps(signature)):
-            if isinstance(cached.get("result"), dict):
+            if _valid_result(cached.get("result")):
                 with _probe_lock:
                     _probe_memo[key] = (signature, cached["result"], None, time.monotonic())
                 return cached["result"]
@@ -222,6 +222,13 @@ def _cached(env: EnvInfo, signature: tuple) -> dict | None:
     except (OSError, ValueError, AttributeError):
         pass
     return None
+
+
+def _valid_result(result: object) -> bool:
+    """A probe result read back from disk, checked like run state: its fields a list of named rows."""
+    if not isinstance(result, dict) or result.get("ok") is not True or not isinstance(result.get("fields"), list):
+        return False
+    return all(isinstance(row, dict) and isinstance(row.get("name"), str) for row in result["fields"])
 
 
 def _remember(env: EnvInfo, signature: tuple, result: dict | None, error: str | None = None) -> None:

@@ -125,3 +125,37 @@ def test_a_digest_follows_no_symlink_and_ignores_wrong_values(tmp_path):
     digest = MetricsDigest(tmp_path).update()
     assert digest.final() == good.final() and digest.key_summary("reward/mean") == good.key_summary("reward/mean")
     assert digest.series("reward/mean") == good.series("reward/mean")
+
+
+def test_caches_are_read_without_following_a_link(hermes_home, tmp_path):
+    from hermes_rl.core.base.fsutil import read_regular_text
+    from hermes_rl.core.envs import discovery
+
+    target = tmp_path / "planted.json"
+    target.write_text('{"version": 0}')
+    link = tmp_path / "cache.json"
+    link.symlink_to(target)
+    with pytest.raises(OSError):
+        read_regular_text(link, follow=False)
+    assert read_regular_text(link) == '{"version": 0}'  # a reader of the user's own files may follow one
+    # the discovery cache: a planted link is not read (its entries would be listed as environments)
+    cache = discovery._disk_cache_path()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    scan = discovery._FileScan(module_doc="forged").to_json()
+    forged = {"version": discovery.CACHE_VERSION, "files": {"/nowhere/forged.py": [0, 0, scan]}}
+    target.write_text(json.dumps(forged))
+    cache.write_text(json.dumps(forged))
+    discovery._load_disk_cache()  # the same file, regular: taken (the test's own check of itself)
+    assert discovery._file_cache.pop("/nowhere/forged.py", None) is not None
+    cache.unlink()
+    cache.symlink_to(target)
+    discovery._load_disk_cache()
+    assert discovery._file_cache.pop("/nowhere/forged.py", None) is None
+
+
+def test_a_probe_result_of_the_wrong_shape_is_not_taken_from_disk():
+    from hermes_rl.core.envs.probe import _valid_result
+
+    assert _valid_result({"ok": True, "fields": [{"name": "task", "type": "str"}]})
+    for bad in ({"ok": True, "fields": "task"}, {"ok": True, "fields": [["task"]]}, {"fields": []}, [], None):
+        assert not _valid_result(bad)
