@@ -160,13 +160,15 @@ def check_values(env: EnvInfo, values: dict) -> None:
         return
     key = (_signature(env), json.dumps(given, sort_keys=True, default=str))
     if key not in _checked_values:
-        payload, result, errors = _run_child(env, ["--check", env.file, env.class_name, key[1]])
-        if not isinstance(payload, dict) or payload.get("crashed"):
-            return  # the module itself fails: the probe and the start say so in their own words
-        refusal = None
-        if payload.get("ok") is not True:
-            field = payload.get("field")
-            refusal = (f"{field}: " if field else "") + str(payload.get("error") or "refused")
+        known, refusal = _stored_check(env, key)
+        if not known:
+            payload, _result, _errors = _run_child(env, ["--check", env.file, env.class_name, key[1]])
+            if not isinstance(payload, dict) or payload.get("crashed"):
+                return  # the module itself fails: the probe and the start say so in their own words
+            if payload.get("ok") is not True:
+                field = payload.get("field")
+                refusal = (f"{field}: " if field else "") + str(payload.get("error") or "refused")[:1000]
+            _store_check(env, key, refusal)
         _checked_values[key] = refusal
     refusal = _checked_values[key]
     if refusal:
@@ -174,6 +176,29 @@ def check_values(env: EnvInfo, values: dict) -> None:
             f"environment {env.name} refuses its settings: {refusal}"[:600],
             hint="fix the value with `hermes-rl config --set FIELD=VALUE` (its own config class checks it)",
         )
+
+
+def _check_path(env: EnvInfo, key: tuple) -> Path:
+    digest = hashlib.sha256(json.dumps([env.file, env.class_name, list(map(str, key))]).encode()).hexdigest()[:32]
+    return probe_cache_dir() / f"check-{digest}.json"
+
+
+def _stored_check(env: EnvInfo, key: tuple) -> tuple[bool, str | None]:
+    """(whether a check of these values for these files is on disk, its refusal): the next start or
+    process does not import the environment again for the same values."""
+    try:
+        stored = json.loads(read_regular_text(_check_path(env, key), follow=False))
+    except (OSError, ValueError):
+        return False, None
+    refusal = stored.get("refusal") if isinstance(stored, dict) else None
+    if not isinstance(stored, dict) or stored.get("key") != key[1] or not isinstance(refusal, (str, type(None))):
+        return False, None
+    return True, refusal
+
+
+def _store_check(env: EnvInfo, key: tuple, refusal: str | None) -> None:
+    with contextlib.suppress(Exception):  # a cache: a read-only home checks again next time
+        atomic_write_text(_check_path(env, key), json.dumps({"key": key[1], "refusal": refusal}) + "\n")
 
 
 def _run_probe(env: EnvInfo) -> dict:
@@ -354,6 +379,7 @@ def clear_probe_cache(env: EnvInfo | None = None, disk: bool = False) -> None:
         verifiers_envs.clear_cache(env.python if disk else None)  # its interpreter is asked again
         return
     with _probe_lock:
+        _checked_values.clear()
         if env is None:
             _probe_memo.clear()
         else:
@@ -364,7 +390,7 @@ def clear_probe_cache(env: EnvInfo | None = None, disk: bool = False) -> None:
         except OSError:
             pass
     elif disk:
-        for path in probe_cache_dir().glob("probe-*.json"):
+        for path in [*probe_cache_dir().glob("probe-*.json"), *probe_cache_dir().glob("check-*.json")]:
             try:
                 path.unlink()
             except OSError:
