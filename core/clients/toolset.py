@@ -644,8 +644,7 @@ TOOLS: tuple[Tool, ...] = (
             "workers": {
                 "type": "object",
                 "description": "optional: {replicas, launcher: local|slurm, "
-                "slurm: {partition, time, account, qos, gres...} (setup, wrapper, python: the user's "
-                "slurm.yaml only), "
+                "slurm: {partition, time, account, qos, gres...}, "
                 "environments: [{environment, weight, min_batch_allocation, replicas}]}",
             },
         },
