@@ -88,3 +88,31 @@ def test_a_setup_line_is_never_an_sbatch_directive():
     script = settings.script([sys.executable, "-m", "worker"], sys.executable)
     assert _directives(script) == [], script
     assert "module load x" in script.splitlines()  # the setup still runs, in order, before the worker
+
+
+# Every launcher setting that is not a command, reviewed: a value its scheduler checks (or an allowlisted
+# option), never a line a shell or the node runs. A new setting fails this test until it is classified
+# here or marked `command_field` in its settings class.
+OPTIONS = {
+    "slurm": {
+        "partition",
+        "time",
+        "cpus_per_worker",
+        "mem_per_worker",
+        "account",
+        "qos",
+        "gres",
+        "constraint",
+        "signal",
+        "sbatch_args",
+    },
+}
+
+
+def test_every_launcher_setting_is_a_command_or_a_reviewed_option():
+    for launcher, settings_class in launchers.LAUNCHER_SETTINGS.items():
+        if settings_class is None:
+            continue
+        names = {item.name for item in dataclasses.fields(settings_class)}
+        assert names - set(launchers.command_keys(settings_class)) == OPTIONS.get(launcher, set()), launcher
+    assert set(launchers.command_keys(launchers.SlurmSettings)) == {"setup", "wrapper", "python"}
