@@ -20,7 +20,7 @@ import sys
 from typing import Literal, Optional
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from hermes_rl.environments import env_metrics
 from hermes_rl.environments import reasoning_gym_tasks as tasks
@@ -96,6 +96,15 @@ class ReasoningGymConfig(BaseEnvConfig):
             if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
                 raise ValueError("task_params must be a JSON object {task: {parameter: value}}")
         return value
+
+    @model_validator(mode="after")
+    def _generator_takes_the_params(self) -> ReasoningGymConfig:
+        """Each task's level-0 parameters as reasoning-gym's own generator config checks them: a setting it
+        refuses is named at `config --set` and `start` (hermes-rl runs these validators there), not a run
+        that fails a minute later."""
+        for task in tasks.parse_mix(self.task):
+            tasks.check_params(task, self.base_params(task))
+        return self
 
     def base_params(self, task: str) -> dict:
         """The task's level-0 generator parameters: the typed fields, then task_params over them."""

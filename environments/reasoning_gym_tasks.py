@@ -9,6 +9,8 @@ ladder here climbs reasoning-gym's own curriculum for it (level L = its global l
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import hashlib
 import logging
 import random
@@ -58,7 +60,9 @@ def parse_mix(text: str) -> dict[str, float]:
         name, _, weight = part.partition(":")
         name = name.strip()
         if name not in DATASETS:
-            close = [n for n in sorted(DATASETS) if name and (name in n or n in name)][:5]
+            close = difflib.get_close_matches(name, sorted(DATASETS), n=3)
+            close += [n for n in sorted(DATASETS) if name and (name in n or n in name) and n not in close]
+            close = close[:5]
             hint = (
                 f" (did you mean {', '.join(close)}?)"
                 if close
@@ -136,6 +140,28 @@ def task_seed(seed: int, task: str, level: int, salt: str = "train") -> int:
 
 
 POOL_FACTOR, MIN_POOL = 4, 1000  # a balanced dataset is drawn from a pool this many times its size (at least)
+
+
+def check_params(task: str, params: dict) -> None:
+    """ValueError (one line) when reasoning-gym's generator for `task` refuses `params`: a parameter it
+    does not have (with "did you mean"), or values its own config check refuses. Only the config is
+    built, no item: what a start checks before anything runs (the run would fail a minute later)."""
+    from reasoning_gym.factory import DATASETS
+
+    config_cls = DATASETS[task][1]
+    known = [f.name for f in dataclasses.fields(config_cls) if f.name not in ("seed", "size")]
+    for name in params:
+        if name not in known:
+            close = difflib.get_close_matches(str(name), known, n=1)
+            guess = f"did you mean {close[0]}? " if close else ""
+            listed = ", ".join(known)
+            raise ValueError(f"reasoning-gym's {task} has no parameter {name!r} ({guess}its parameters: {listed})")
+    try:
+        config = config_cls(**params)
+        if hasattr(config, "validate"):
+            config.validate()
+    except (AssertionError, ValueError, TypeError) as exc:
+        raise ValueError(f"reasoning-gym's {task} refuses {params}: {exc or type(exc).__name__}") from None
 
 
 def make_dataset(

@@ -260,6 +260,6 @@ def test_a_budget_without_a_price_is_said_at_start():
     from hermes_rl.core.runs.start import budget_notice
 
     config = {"tinker": {"base_model": "some/model", "budget_usd": 5.0}, "hermes": {"price": None}}
-    assert "some/model has no price: no budget stop" in budget_notice(config)
+    assert "some/model has no price: the budget stops nothing" in budget_notice(config)
     assert budget_notice({**config, "hermes": {"price": {"prefill": 1, "sample": 1, "train": 1}}}) is None
     assert budget_notice({"tinker": {"base_model": "m"}, "hermes": {"price": None}}) is None

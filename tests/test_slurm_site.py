@@ -48,6 +48,7 @@ def test_site_settings_are_every_slurm_runs_defaults_and_a_start_overrides_them(
     script = settings.script([sys.executable, "-m", "hermes_rl.core.envs.serve"], sys.executable)
     assert script.splitlines() == [
         "#!/bin/bash",
+        ": hermes-rl worker, options on the sbatch command line",  # no #SBATCH line below is a directive
         "module load cuda/12",
         "source /opt/conda/bin/activate rl",
         "exec apptainer exec --nv rl.sif python3 -m hermes_rl.core.envs.serve",  # not this host's venv path

@@ -186,6 +186,8 @@ def estimate_summary(est: dict) -> str:
     lines += [a for a in est.get("assumptions", [])[1:2]]  # where the lengths come from (measured or assumed)
     if est.get("price") is None:
         lines.append(f"no price for {est.get('model')}: the run shows its tokens and CPU time, not dollars")
-    if est.get("budget_usd"):
+    if est.get("budget_warning"):
+        lines.append(est["budget_warning"])
+    elif est.get("budget_usd"):
         lines.append(f"budget ${est['budget_usd']:g}: the run stops cleanly when its cost reaches it")
     return "\n".join(lines)

@@ -134,14 +134,18 @@ def write_regular_text(path: str | os.PathLike, text: str) -> None:
         handle.write(text)
 
 
-def read_regular_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
-    """The bytes of a regular file (at most `limit`); OSError for anything else (see open_regular)."""
-    with open_regular(path) as handle:
+def read_regular_bytes(path: str | os.PathLike, limit: int | None = None, *, follow: bool = True) -> bytes:
+    """The bytes of a regular file (at most `limit`); OSError for anything else (see open_regular).
+    `follow=False`: a symlink in its place is refused too (ELOOP) — what hermes-rl's own caches and
+    indexes are read with, since only hermes-rl writes them and never as a link."""
+    with open_regular(path, follow=follow) as handle:
         return handle.read() if limit is None else handle.read(limit)
 
 
-def read_regular_text(path: str | os.PathLike, limit: int | None = None, errors: str = "strict") -> str:
-    return read_regular_bytes(path, limit).decode("utf-8", errors=errors)
+def read_regular_text(
+    path: str | os.PathLike, limit: int | None = None, errors: str = "strict", *, follow: bool = True
+) -> str:
+    return read_regular_bytes(path, limit, follow=follow).decode("utf-8", errors=errors)
 
 
 def _json_default(value: Any) -> Any:

@@ -18,12 +18,14 @@ Rules live in `$HERMES_HOME/rl/alerts.yaml` (read again when the file changes):
       - on: metric
         metric: reward/mean
         below: 0.2
-        for_steps: 10                 # past the line in 10 values in a row (default below)
+        for_steps: 10                 # past the line in 10 steps in a row (default below)
         # smoothed: 20                # or: the mean of the last 20 values crosses it
       - on: audit                     # the run's audit turns no_signal or suspect (docs/audit.md)
 
-A metric rule fires by default once the value is past the line in DEFAULT_FOR_STEPS (3) values in a
-row: one batch's reward is noisy, and a single one past the line is no news. An eval/ metric (each
+A metric rule fires by default once the value is past the line in DEFAULT_FOR_STEPS (3) steps in a
+row (a step counts once, however many rows — trainer, environments, replicas — carry the metric, and
+any of its values not past the line breaks the streak): one batch's reward is noisy, and a single one
+past the line is no news. An eval/ metric (each
 value already a mean over the eval set) fires on one value (`for_steps: 1`).
 
 A run with a budget (budget_usd; docs/cost.md) also alerts once at 80 % of it, with no rule needed.
@@ -52,7 +54,6 @@ import math
 import os
 import queue
 import shutil
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -66,6 +67,7 @@ from ..base.paths import rl_dir
 from ..base.secrets import get_key, redact, secret_values
 from ..base.stall import progress_logs, stall_fields
 from ..base.states import RunStatus
+from .spawn import run_bounded
 
 KINDS = ("failed", "stalled", "completed", "metric", "audit")
 AUDIT_INTERVAL_S = 10.0  # how often a running run's audit is taken (it reads at most ~1 MB)
@@ -105,11 +107,11 @@ class Rule:
     above: float | None = None
     below: float | None = None
     after_s: float | None = None
-    for_steps: int | None = None  # values in a row past the line (None: default_for_steps)
+    for_steps: int | None = None  # steps in a row past the line (None: default_for_steps)
     smoothed: int | None = None  # or: the mean of this many last values is past the line
 
     def needed(self) -> int:
-        """How many values in a row must be past the line (1 for a smoothed rule: its mean is)."""
+        """How many steps in a row must be past the line (1 for a smoothed rule: its mean is)."""
         if self.smoothed is not None:
             return 1
         if self.for_steps is not None:
@@ -323,12 +325,13 @@ def notify_desktop(title: str, text: str, urgent: bool) -> str:
     if program is None:
         return "skipped: notify-send is not installed"
     argv = [program, "--app-name=hermes-rl", f"--urgency={'critical' if urgent else 'normal'}", title, text]
+    # a helper in its own session, ended whole (with whatever it forked) when it is done or out of time
     try:
-        done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=NOTIFY_SEND_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = run_bounded(argv, NOTIFY_SEND_TIMEOUT_S, env=dict(os.environ))
+    except OSError as exc:
         return f"not delivered: {type(exc).__name__}"
+    if done.timed_out:
+        return f"not delivered: notify-send did not end within {NOTIFY_SEND_TIMEOUT_S:g} s"
     if done.returncode:
         why = done.stderr.decode(errors="replace").strip().splitlines()
         return f"not delivered: notify-send exited {done.returncode}" + (f" ({why[-1][:120]})" if why else "")
@@ -485,7 +488,9 @@ class AlertMonitor:
                 self.fired.add(row["id"])
         self.tails = [_MetricTail(run_dir / "metrics.jsonl"), _MetricTail(run_dir / "env_metrics.jsonl")]
         self.stall_spell = 0
-        self.streaks: dict[int, int] = {}  # metric rule -> values in a row past its line
+        # metric rule -> (steps in a row past its line, the newest of them): a step counts once, however
+        # many rows it has (the trainer's and each environment's, each replica's)
+        self.streaks: dict[int, tuple[int, int | None]] = {}
         self.recent: dict[int, collections.deque] = {}  # smoothed metric rule -> its last values
         self.last_step: int | None = None  # the trainer's newest step
         self.stalled: set[int] = set()  # rules whose current stall has been told
@@ -595,6 +600,8 @@ class AlertMonitor:
 
     def _check_metrics(self, rows: list[dict]) -> None:
         metric_rules = [(i, r) for i, r in enumerate(self.config.rules) if r.on == "metric"]
+        # by step (the trainer's rows are read before the environments'): rows of one step come together
+        rows = sorted(rows, key=lambda r: r["step"] if type(r.get("step")) is int else math.inf)
         for row in rows:  # every row: a value that crosses and comes back between checks is still seen
             for index, rule in metric_rules:
                 value = row.get(rule.metric)
@@ -611,8 +618,15 @@ class AlertMonitor:
                 else:
                     assert rule.below is not None  # a metric rule has one of them (AlertRule's check)
                     past = value < rule.below
-                self.streaks[index] = self.streaks.get(index, 0) + 1 if past else 0
-                if self.streaks[index] >= rule.needed():
+                if not past:
+                    self.streaks[index] = (0, None)
+                    continue
+                count, newest = self.streaks.get(index, (0, None))
+                step = row.get("step") if type(row.get("step")) is int else None
+                if step is None or newest is None or step > newest:  # a step already counted adds nothing
+                    count, newest = count + 1, step if step is not None else newest
+                self.streaks[index] = (count, newest)
+                if count >= rule.needed():
                     self._fire(
                         f"{self.run.get('run_id')}:metric:{index}:{rule.describe()}",
                         "metric",

@@ -23,8 +23,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from ..base.errors import BadInput
@@ -56,6 +56,64 @@ def recorded_job_running(proc: dict) -> bool:
     return proc.get("launcher") == "slurm" and bool(proc.get("job_id")) and proc.get("slurm_state") in SLURM_LIVE_STATES
 
 
+# ---------------------------------------------------------------- settings that are commands
+# A launcher's settings may hold commands: shell lines, a program the worker runs under, the interpreter,
+# an entrypoint or a runtime environment. Those come only from the user's own files (a site's settings,
+# like $HERMES_HOME/rl/slurm.yaml), never from what a start is given (an agent tool, a CLI option, a
+# per-run override): text that steers an agent could otherwise run anything on every node. Each
+# launcher's settings class marks such fields with `command_field`; `settings_over_site` is the one
+# merge of a start's settings over the site's, and refuses them there, so a new launcher inherits it.
+
+
+def command_field(default=None, *, factory=None):
+    """A settings field that is a command: taken from the user's own files only (settings_over_site)."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"command": True})
+    return field(default=default, metadata={"command": True})
+
+
+def command_keys(settings_class: type) -> dict[str, object]:
+    """The fields of a launcher's settings class that are commands, with their defaults."""
+    out: dict[str, object] = {}
+    for item in fields(settings_class):
+        if item.metadata.get("command"):
+            factory = item.default_factory
+            out[item.name] = factory() if factory is not MISSING else item.default
+    return out
+
+
+def settings_over_site(launcher: str, site: Mapping, given: Mapping | None, *, site_file: str) -> dict:
+    """A start's settings for `launcher` over the site's (key by key); BadInput, with the reason, for a
+    command key the start gives unless it only repeats what the site's file already says (so settings
+    resolved once can be resolved again)."""
+    if given is not None and not isinstance(given, Mapping):
+        raise BadInput(f"{launcher} settings must be a mapping of settings, got {str(given)[:60]!r}")
+    given = dict(given or {})
+    settings_class = LAUNCHER_SETTINGS.get(launcher)
+    commands = command_keys(settings_class) if settings_class is not None else {}
+    for key in sorted(set(given) & set(commands)):
+        if given[key] != site.get(key, commands[key]):
+            raise BadInput(
+                f"{launcher}.{key} is a command a worker runs: it comes only from your own {site_file}, "
+                "never from a start's settings (an agent tool, a CLI option, a per-run override)",
+                hint=f"put {key} in {site_file} yourself if the workers need it",
+            )
+    return {**site, **given}
+
+
+def without_commands(launcher: str, data: Mapping | None) -> dict:
+    """`data` without the command keys of `launcher`'s settings (a resumed run takes the site's again)."""
+    settings_class = LAUNCHER_SETTINGS.get(launcher)
+    commands = command_keys(settings_class) if settings_class is not None else {}
+    return {k: v for k, v in (data or {}).items() if k not in commands}
+
+
+# The first line of every generated batch script after its shebang: sbatch reads `#SBATCH` directives
+# only up to the first command, so no line below (a setup line starting with #SBATCH) becomes one.
+# hermes-rl's own options go on sbatch's command line.
+SCRIPT_HEAD = "#!/bin/bash\n: hermes-rl worker, options on the sbatch command line\n"
+
+
 def job_name(run_id: str, process: str) -> str:
     return f"hermes-{run_id}-{process}"
 
@@ -79,9 +137,10 @@ class SlurmSettings:
     # sbatch --signal: what the worker gets before its time limit, so it ends on its own terms
     # ([B:]SIG[@SECONDS]); with `time` set and no signal, B:TERM@60 (DEFAULT_GRACE_SIGNAL).
     signal: str | None = None
-    setup: list[str] = field(default_factory=list)  # shell lines run before the worker: module load, conda activate
-    wrapper: str | None = None  # a command the worker runs under: "apptainer exec --nv img.sif"
-    python: str | None = None  # the nodes' interpreter instead of this host's sys.executable: "python3"
+    # commands (command_field): from the user's own files only
+    setup: list[str] = command_field(factory=list)  # shell lines run before the worker: module load, conda activate
+    wrapper: str | None = command_field()  # a command the worker runs under: "apptainer exec --nv img.sif"
+    python: str | None = command_field()  # the nodes' interpreter instead of this host's sys.executable: "python3"
     sbatch_args: list[str] = field(default_factory=list)  # more sbatch options, as given
 
     def to_json(self) -> dict:
@@ -102,7 +161,11 @@ class SlurmSettings:
         if self.python and argv and argv[0] == interpreter:
             argv = [self.python, *argv[1:]]
         wrapped = [*shlex.split(self.wrapper or ""), *argv]
-        return "#!/bin/bash\n" + "".join(line + "\n" for line in self.setup) + "exec " + shlex.join(wrapped) + "\n"
+        return SCRIPT_HEAD + "".join(line + "\n" for line in self.setup) + "exec " + shlex.join(wrapped) + "\n"
+
+
+# Each launcher's settings class (None: it takes no settings); settings_over_site reads its command fields.
+LAUNCHER_SETTINGS: dict[str, type | None] = {"local": None, "slurm": SlurmSettings}
 
 
 def slurm_settings(data: dict | None) -> SlurmSettings:

@@ -2,7 +2,8 @@
 
 $HERMES_HOME/rl/slurm.yaml holds what every Slurm run on this site needs (account, QoS, GPUs, node
 features, time limit and grace signal, the setup lines a worker runs before it starts), in the keys of a
-run's `slurm:` section (launchers.SlurmSettings); what a start gives wins over it. `preflight` asks the
+run's `slurm:` section (launchers.SlurmSettings); what a start gives wins over it, except the commands
+(setup, wrapper, python), which come from this file only. `preflight` asks the
 cluster, before the run's first process starts, whether the partition exists (sinfo) and a worker job
 with these settings would be accepted (`sbatch --test-only`), so a site problem is one clear error at
 start, not a worker job refused after run-api and the trainer are up.
@@ -16,7 +17,7 @@ from pathlib import Path
 from ..base.errors import BadInput
 from ..base.fsutil import read_yaml, write_regular_text
 from ..base.paths import rl_dir
-from .launchers import LauncherError, slurm_call, slurm_settings
+from .launchers import LauncherError, settings_over_site, slurm_call, slurm_settings
 
 SITE_FILE = "slurm.yaml"
 
@@ -41,8 +42,9 @@ def site_settings() -> dict:
 
 
 def with_site_settings(given: dict | None) -> dict:
-    """A start's `slurm:` settings over the site's."""
-    return {**site_settings(), **dict(given or {})}
+    """A start's `slurm:` settings over the site's; BadInput for a command (setup, wrapper, python) the
+    start gives that the site's file does not say (launchers.settings_over_site)."""
+    return settings_over_site("slurm", site_settings(), given, site_file=str(site_file()))
 
 
 def preflight(data: dict) -> None:

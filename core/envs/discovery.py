@@ -610,7 +610,7 @@ def _load_disk_cache() -> None:
     global _disk_loaded
     _disk_loaded = True
     try:
-        data = json.loads(read_regular_text(_disk_cache_path()))
+        data = json.loads(read_regular_text(_disk_cache_path(), follow=False))  # a cache: never through a link
         if data.get("version") != CACHE_VERSION:
             return
         for path, (mtime, size, scan) in data["files"].items():

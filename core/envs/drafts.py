@@ -28,6 +28,7 @@ from .fields import (
     validate_assignments,
     validate_value,
 )
+from .probe import check_values
 from .profiles import Profile, get_profile, how_to_change_locked, resolve_profile
 
 
@@ -236,6 +237,7 @@ def set_fields(assignments: dict, env_name: str | None = None, profile: str | No
         before = _effective(fields, draft, ignored, env.name, chosen)
         after = {**before, **new_values}
         check_together(after)
+        check_values(env, after)  # the environment's own config class (a reasoning-gym task, its parameters)
         merged = {**draft, **new_values}  # entries this version does not use are kept, not lost
         _write_draft(env.id, merged)
     changed = {
@@ -299,6 +301,7 @@ def resolve_run_values(env: EnvInfo, profile: Profile, overrides: dict | None = 
     if overrides:
         values.update(validate_assignments(overrides, fields, profile, env.name))
     check_together(values)
+    check_values(env, values)  # what its own config class refuses is named here, not in the run a minute later
     if not values.get("wandb_name") or values["wandb_name"] == fields["wandb_name"].default:
         values["wandb_name"] = f"{env.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     refuse_secret_values(values, SECRETS_HINT)

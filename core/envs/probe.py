@@ -32,7 +32,7 @@ from .discovery import EnvInfo, ImportRoot, import_root
 
 PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"
 PROBE_TIMEOUT_S = 60.0  # importing atroposlib alone takes seconds on a busy machine
-PROBE_VERSION = 2  # bump when the probe's output changes, to invalidate disk caches
+PROBE_VERSION = 3  # bump when the probe's output changes, to invalidate disk caches (3: `validated`)
 REFRESH_HINT = "the probe's result is cached until the files or installed packages change; --refresh probes again"
 
 PROBE_MODULE = "hermes_rl.core.envs.probe_child"
@@ -101,9 +101,10 @@ def keep_warm(enabled: bool = True) -> None:
             _warm_server = None
 
 
-def _run_probe(env: EnvInfo) -> dict:
-    """Run core.envs.probe_child (warm when keep_warm is on and the environment allows it); BadInput naming
-    the file on a crash, a timeout or bad output."""
+def _run_child(env: EnvInfo, args: list[str]) -> tuple[Any, Any, str]:
+    """core.envs.probe_child with `args` (in a fork of the warm server when keep_warm is on and the
+    environment allows it): (its JSON answer or None, the finished child, its stderr); BadInput naming the
+    file when it cannot start or does not finish in time."""
     timeout = _probe_timeout()
     where = f"environment {env.id or env.name!r} ({env.file})"
     root = import_root(env)  # the same import root and working folder as the run's env process
@@ -114,21 +115,13 @@ def _run_probe(env: EnvInfo) -> dict:
     if server is not None:
         try:
             result = server.run(
-                PROBE_MODULE,
-                [env.file, env.class_name],
-                timeout,
-                env=child_env,
-                cwd=cwd,
-                stamp=packages_stamp(),
-                folders=list(root.sys_path),
+                PROBE_MODULE, args, timeout, env=child_env, cwd=cwd, stamp=packages_stamp(), folders=list(root.sys_path)
             )
         except ColdStartNeeded:
             result = None
     try:
         if result is None:
-            result = run_bounded(
-                [sys.executable, "-m", PROBE_MODULE, env.file, env.class_name], timeout, cwd=cwd, env=child_env
-            )
+            result = run_bounded([sys.executable, "-m", PROBE_MODULE, *args], timeout, cwd=cwd, env=child_env)
     except OSError as exc:
         raise BadInput(f"cannot start the config probe for {where}: {exc.strerror}") from exc
     if result.timed_out:
@@ -136,9 +129,8 @@ def _run_probe(env: EnvInfo) -> dict:
             f"{where}: config_init() did not finish within {timeout:g} s",
             hint=f"the module or config_init is too slow or hangs; raise {PROBE_TIMEOUT_ENV} if it is just slow",
         )
-    out, err = result.stdout, result.stderr
-    text = redact(out.decode("utf-8", errors="replace"))
-    errors = redact(err.decode("utf-8", errors="replace"))
+    text = redact(result.stdout.decode("utf-8", errors="replace"))
+    errors = redact(result.stderr.decode("utf-8", errors="replace"))
     payload = None
     for line in reversed(text.splitlines()):
         try:
@@ -146,6 +138,74 @@ def _run_probe(env: EnvInfo) -> dict:
             break
         except ValueError:
             continue
+    return payload, result, errors
+
+
+_checked_values: dict[tuple, str | None] = {}  # (signature, values) -> the refusal (None: accepted)
+
+
+def check_values(env: EnvInfo, values: dict) -> None:
+    """BadInput naming the field when the environment's own config class refuses `values` (the values a
+    draft edit or a start would use): its validators ask what it uses (a reasoning-gym task name and its
+    generator's parameters, with "did you mean"), before anything starts rather than in the run's env
+    process a minute later. Asked only when a value differs from config_init's and the config class
+    validates it (the probe says which fields it does): other environments pay nothing."""
+    if env.kind == verifiers_envs.KIND:
+        return
+    probed = probe_config(env)
+    defaults = {row["name"]: row.get("default") for row in probed["fields"] if isinstance(row, dict)}
+    given = {k: v for k, v in values.items() if k in defaults and v != defaults[k]}
+    validated = set(probed.get("validated") or ())
+    if not given or not (probed.get("model_validated") or validated & set(given)):
+        return
+    key = (_signature(env), json.dumps(given, sort_keys=True, default=str))
+    if key not in _checked_values:
+        known, refusal = _stored_check(env, key)
+        if not known:
+            payload, _result, _errors = _run_child(env, ["--check", env.file, env.class_name, key[1]])
+            if not isinstance(payload, dict) or payload.get("crashed"):
+                return  # the module itself fails: the probe and the start say so in their own words
+            if payload.get("ok") is not True:
+                field = payload.get("field")
+                refusal = (f"{field}: " if field else "") + str(payload.get("error") or "refused")[:1000]
+            _store_check(env, key, refusal)
+        _checked_values[key] = refusal
+    refusal = _checked_values[key]
+    if refusal:
+        raise BadInput(
+            f"environment {env.name} refuses its settings: {refusal}"[:600],
+            hint="fix the value with `hermes-rl config --set FIELD=VALUE` (its own config class checks it)",
+        )
+
+
+def _check_path(env: EnvInfo, key: tuple) -> Path:
+    digest = hashlib.sha256(json.dumps([env.file, env.class_name, list(map(str, key))]).encode()).hexdigest()[:32]
+    return probe_cache_dir() / f"check-{digest}.json"
+
+
+def _stored_check(env: EnvInfo, key: tuple) -> tuple[bool, str | None]:
+    """(whether a check of these values for these files is on disk, its refusal): the next start or
+    process does not import the environment again for the same values."""
+    try:
+        stored = json.loads(read_regular_text(_check_path(env, key), follow=False))
+    except (OSError, ValueError):
+        return False, None
+    refusal = stored.get("refusal") if isinstance(stored, dict) else None
+    if not isinstance(stored, dict) or stored.get("key") != key[1] or not isinstance(refusal, (str, type(None))):
+        return False, None
+    return True, refusal
+
+
+def _store_check(env: EnvInfo, key: tuple, refusal: str | None) -> None:
+    with contextlib.suppress(Exception):  # a cache: a read-only home checks again next time
+        atomic_write_text(_check_path(env, key), json.dumps({"key": key[1], "refusal": refusal}) + "\n")
+
+
+def _run_probe(env: EnvInfo) -> dict:
+    """Run core.envs.probe_child for the environment's fields; BadInput naming the file on a crash, a
+    timeout or bad output."""
+    where = f"environment {env.id or env.name!r} ({env.file})"
+    payload, result, errors = _run_child(env, [env.file, env.class_name])
     if isinstance(payload, dict) and payload.get("ok") is True and isinstance(payload.get("fields"), list):
         return payload
     if isinstance(payload, dict) and payload.get("error"):
@@ -174,9 +234,9 @@ def _cached(env: EnvInfo, signature: tuple) -> dict | None:
             return memo[1]
         raise BadInput(memo[2] or "config probe failed", hint=REFRESH_HINT)
     try:
-        cached = json.loads(read_regular_text(_cache_path(env)))
+        cached = json.loads(read_regular_text(_cache_path(env), follow=False))  # a cache: never through a link
         if cached.get("signature") == json.loads(json.dumps(signature)):
-            if isinstance(cached.get("result"), dict):
+            if _valid_result(cached.get("result")):
                 with _probe_lock:
                     _probe_memo[key] = (signature, cached["result"], None, time.monotonic())
                 return cached["result"]
@@ -187,6 +247,13 @@ def _cached(env: EnvInfo, signature: tuple) -> dict | None:
     except (OSError, ValueError, AttributeError):
         pass
     return None
+
+
+def _valid_result(result: object) -> bool:
+    """A probe result read back from disk, checked like run state: its fields a list of named rows."""
+    if not isinstance(result, dict) or result.get("ok") is not True or not isinstance(result.get("fields"), list):
+        return False
+    return all(isinstance(row, dict) and isinstance(row.get("name"), str) for row in result["fields"])
 
 
 def _remember(env: EnvInfo, signature: tuple, result: dict | None, error: str | None = None) -> None:
@@ -312,6 +379,7 @@ def clear_probe_cache(env: EnvInfo | None = None, disk: bool = False) -> None:
         verifiers_envs.clear_cache(env.python if disk else None)  # its interpreter is asked again
         return
     with _probe_lock:
+        _checked_values.clear()
         if env is None:
             _probe_memo.clear()
         else:
@@ -322,7 +390,7 @@ def clear_probe_cache(env: EnvInfo | None = None, disk: bool = False) -> None:
         except OSError:
             pass
     elif disk:
-        for path in probe_cache_dir().glob("probe-*.json"):
+        for path in [*probe_cache_dir().glob("probe-*.json"), *probe_cache_dir().glob("check-*.json")]:
             try:
                 path.unlink()
             except OSError:

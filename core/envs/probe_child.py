@@ -131,8 +131,11 @@ def probe(file: str, class_name: str) -> dict:
         if isinstance(dumped, dict):
             dumped.pop("api_key", None)  # never carry a key out of the probe
             server_rows.append(dumped)
+    validated, model_validated = _validators(config_type)
     return {
         "ok": True,
+        "validated": validated,
+        "model_validated": model_validated,
         "class_name": class_name,
         "env_name": getattr(cls, "name", None) if isinstance(getattr(cls, "name", None), str) else None,
         "config_class": config_type.__name__,
@@ -140,6 +143,43 @@ def probe(file: str, class_name: str) -> dict:
         "fields": fields,
         "servers": server_rows,
     }
+
+
+def _validators(config_type: type) -> tuple[list[str], bool]:
+    """(the fields the environment's own validators check, whether it has model validators): what
+    hermes-rl asks the config class about before a start or a draft edit (check). atroposlib's are left
+    out: a field it validates is checked in the run's own env process as before."""
+    decorators = getattr(config_type, "__pydantic_decorators__", None)
+    if decorators is None:
+        return [], False
+
+    def own(decorator) -> bool:
+        return not str(getattr(decorator, "cls_ref", "")).startswith("atroposlib.")
+
+    fields = sorted(
+        {str(name) for d in decorators.field_validators.values() if own(d) for name in d.info.fields if name != "*"}
+    )
+    star = any(own(d) and "*" in d.info.fields for d in decorators.field_validators.values())
+    return fields, star or any(own(d) for d in decorators.model_validators.values())
+
+
+def check(file: str, class_name: str, values: dict) -> dict:
+    """`values` over config_init()'s config, validated by the environment's own config class (its
+    validators ask whatever it uses: reasoning-gym's task names and generator parameters). {"ok": True},
+    or the first refusal: {"ok": False, "field", "error"} in the validator's words."""
+    module = import_environment(Path(file).resolve())
+    config = getattr(module, class_name).config_init()[0]
+    try:
+        type(config).model_validate({**config.model_dump(), **values})
+    except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError, or what a validator raised
+        errors = getattr(exc, "errors", None)
+        first = errors(include_url=False)[0] if callable(errors) and errors() else None
+        if first is None:
+            return {"ok": False, "field": None, "error": f"{type(exc).__name__}: {exc}"[:1000]}
+        message = str(first.get("msg", "")).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        field = ".".join(str(part) for part in first.get("loc") or ()) or None
+        return {"ok": False, "field": field, "error": message[:1000]}
+    return {"ok": True}
 
 
 def _safe_probe(file: str, class_name: str) -> dict:
@@ -160,13 +200,22 @@ def _emit(out_fd: int, payload: dict) -> None:
 
 def main(argv: list[str]) -> int:
     """FILE CLASS: one result. --batch JSON: [[file, class], ...], one line per environment as each finishes
-    (atroposlib is imported once for all of them: a cache warm-up, see core.envs.probe.warm_config_cache)."""
+    (atroposlib is imported once for all of them: a cache warm-up, see core.envs.probe.warm_config_cache).
+    --check FILE CLASS JSON: values checked by the environment's config class (check)."""
     # The real stdout is kept for our JSON; anything the environment prints (Python or C level) goes to stderr.
     out_fd = os.dup(1)
     os.dup2(2, 1)
     if len(argv) == 2 and argv[0] == "--batch":
         for file, class_name in json.loads(argv[1]):
             _emit(out_fd, {**_safe_probe(file, class_name), "file": file, "class_name": class_name})
+        return 0
+    if len(argv) == 4 and argv[0] == "--check":
+        try:
+            payload = check(argv[1], argv[2], json.loads(argv[3]))
+        except BaseException as exc:  # the module or config_init failed: said as the probe says it
+            traceback.print_exc()
+            payload = {"ok": False, "field": None, "error": f"{type(exc).__name__}: {exc}"[:2000], "crashed": True}
+        _emit(out_fd, payload)
         return 0
     if len(argv) != 2:
         _emit(out_fd, {"ok": False, "error": "usage: python -m hermes_rl.core.envs.probe_child FILE CLASS"})

@@ -38,6 +38,10 @@ _READ_CHUNK = 1024 * 1024
 _CUT_MARK = "… "  # prefix of a line shown from its middle (the end of a huge line)
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# Unicode's own line breaks and direction controls: a line or paragraph separator breaks a table row
+# or a log line in two, and a bidi override or isolate reorders what follows it on screen (text that
+# reads one way and is another). Shown as U+FFFD like the C1 controls.
+_UNICODE_CONTROLS = "\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
 # One escape sequence or control character, in the order a terminal parses them: SGR (kept); CSI (ESC [
 # or 8-bit 0x9b) with any other final byte; OSC, DCS, SOS, PM, APC strings up to their terminator (BEL
 # or ST) or, unterminated, to the end of the line; a two- or three-byte ESC sequence (RIS, charset
@@ -47,9 +51,9 @@ _TERMINAL_RE = re.compile(
     r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])(?:[^\x07\x1b\x9c]|\x1b(?!\\))*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[ -/]*[0-~]?"
-    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]"
+    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f" + _UNICODE_CONTROLS + "]"
 )
-_NEEDS_SANITIZING = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_NEEDS_SANITIZING = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f" + _UNICODE_CONTROLS + "]")
 
 
 # An HTTP access-log line (uvicorn's, aiohttp's): `"GET /batch HTTP/1.1" 200`. Most of a run's log lines

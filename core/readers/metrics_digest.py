@@ -7,9 +7,12 @@ Per file, rows are grouped in blocks of BLOCK_ROWS: each block keeps the byte of
 first row and, per numeric metric, the step and value of its minimum and its maximum; per metric the
 file keeps its first, last and best (largest) value and their steps. Environment rows also count under
 `KEY@ENVIRONMENT`. Like the readers (metrics.py), a digest reads only what was appended since it was
-last taken; a file truncated or replaced is digested again from its start. The files stay the truth:
-the digest is a cache, rebuilt when missing, unreadable or of another version, and when its folder is
-not writable it is kept in memory only.
+last taken; a file truncated, replaced or rewritten is digested again from its start: besides its
+inode and size, a digest keeps a checksum of the first and of the last 4 KB it read (a rewrite of the
+same length or longer is a new file; one that kept both is not told apart). The files stay the truth:
+the digest is a cache, rebuilt when missing, unreadable, of another version or holding a value of the
+wrong type (checked field by field as it is read back); it is read without following a symlink and
+written whole (atomic rename); when its folder is not writable it is kept in memory only.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import json
 import math
 import os
 import sys
+import zlib
 from pathlib import Path
 
-from ..base.fsutil import atomic_write_text, iter_jsonl_spans, open_regular, parse_jsonl_line
+from ..base.fsutil import atomic_write_text, iter_jsonl_spans, open_regular, parse_jsonl_line, regular_fd
 
 DIGEST_FILE = ".metrics_digest.json"
-VERSION = 3
+VERSION = 4  # 4: the content checksums (head, tail)
+FINGERPRINT_BYTES = 4096
 BLOCK_ROWS = 256
 FILES = ("metrics.jsonl", "env_metrics.jsonl")
 _SKIP = {"step", "time", "source", "env", "environment"}
@@ -51,19 +56,73 @@ def _empty_file() -> dict:
         "derived": [],
         "ordered": True,
         "last_step": None,
+        "head": None,  # checksums of the first and the last FINGERPRINT_BYTES before `offset`
+        "tail": None,
     }
 
 
-_SHAPE = {"offset": int, "rows": int, "blocks": list, "keys": dict, "environments": list, "derived": list}
+def _int(value) -> bool:
+    return type(value) is int and value >= -(2**63) and value < 2**63
+
+
+def _num(value) -> bool:
+    return type(value) is int or (type(value) is float and math.isfinite(value))
+
+
+def _pairs(value, width: int) -> bool:
+    """[step, value, step, value, …] of `width` items."""
+    return (
+        type(value) is list
+        and len(value) == width
+        and all(_int(v) if i % 2 == 0 else _num(v) for i, v in enumerate(value))
+    )
+
+
+def _block(value) -> bool:
+    return (
+        type(value) is list
+        and len(value) == 5
+        and all(_int(value[i]) for i in (0, 1, 2, 4))
+        and type(value[3]) is dict
+        and all(type(k) is str and _pairs(v, 4) for k, v in value[3].items())
+    )
 
 
 def _checked(state: object) -> dict:
-    """A stored file digest of the right shape, else an empty one (the file is digested again)."""
-    if not isinstance(state, dict) or any(not isinstance(state.get(k), t) for k, t in _SHAPE.items()):
+    """A stored file digest whose every field has its type (as strictly as run.json is read back), else
+    an empty one: the file is digested again, and no reader meets a wrong value."""
+    if type(state) is not dict or set(state) != set(_empty_file()):
         return _empty_file()
-    if not isinstance(state.get("ordered"), bool) or not isinstance(state.get("inode"), (list, type(None))):
-        return _empty_file()
-    return state
+    checks = (
+        _int(state["offset"]) and state["offset"] >= 0 and _int(state["rows"]),
+        state["inode"] is None or (type(state["inode"]) is list and len(state["inode"]) == 2),
+        state["inode"] is None or all(_int(v) for v in state["inode"]),
+        type(state["blocks"]) is list and all(_block(b) for b in state["blocks"]),
+        type(state["keys"]) is dict,
+        all(type(k) is str and _pairs(v, 2 if k == "time" else 6) for k, v in state["keys"].items()),
+        type(state["environments"]) is list and all(type(e) is str for e in state["environments"]),
+        type(state["derived"]) is list and all(type(e) is str for e in state["derived"]),
+        type(state["ordered"]) is bool and (state["last_step"] is None or _int(state["last_step"])),
+        all(state[k] is None or _int(state[k]) for k in ("head", "tail")),
+    )
+    return state if all(checks) else _empty_file()
+
+
+def _fingerprint(path: Path, offset: int) -> tuple[int, int] | None:
+    """crc32 of the file's first and last FINGERPRINT_BYTES before `offset`; None when unreadable."""
+    try:
+        fd = regular_fd(path)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, min(offset, FINGERPRINT_BYTES), 0)
+        start = max(0, offset - FINGERPRINT_BYTES)
+        tail = os.pread(fd, offset - start, start)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return zlib.crc32(head), zlib.crc32(tail)
 
 
 class _FileDigest:
@@ -84,8 +143,8 @@ class _FileDigest:
                 return True
             return False
         inode = [st.st_dev, st.st_ino]
-        if state["inode"] not in (None, inode) or st.st_size < state["offset"]:
-            state = self.state = _empty_file()  # truncated or replaced: its rows before are gone
+        if state["inode"] not in (None, inode) or st.st_size < state["offset"] or not self._same_content():
+            state = self.state = _empty_file()  # truncated, replaced or rewritten: its rows before are gone
         state["inode"] = inode
         if st.st_size == state["offset"]:
             return False
@@ -130,7 +189,15 @@ class _FileDigest:
                 block = None
         state["rows"] = rows
         state["derived"] = sorted(derived)
+        state["head"], state["tail"] = _fingerprint(self.path, state["offset"]) or (None, None)
         return True
+
+    def _same_content(self) -> bool:
+        """Whether the file still holds what was digested: its first and last 4 KB read before are the same."""
+        offset = self.state["offset"]
+        if not offset:
+            return True
+        return _fingerprint(self.path, offset) == (self.state["head"], self.state["tail"])
 
 
 def _extend(extremes: dict, keys: dict, key: str, step: int, value: float) -> None:
@@ -165,7 +232,7 @@ class MetricsDigest:
 
     def _load(self) -> dict:
         try:
-            with open_regular(self.path) as handle:
+            with open_regular(self.path, follow=False) as handle:  # a cache: never read through a link
                 stored = json.loads(handle.read())
         except (OSError, ValueError):
             return {}

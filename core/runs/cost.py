@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..base import prices
+from ..base.errors import BadInput, HermesError
+from ..base.formatting import shown_value
 from ..base.prices import KINDS, count_text, tokens_text, usd_text
 
 DEFAULT_PROMPT_TOKENS = 256  # the estimate's prompt length when nothing better is known (said so)
@@ -169,12 +171,12 @@ def refresh_cloud_usage(run_id: str, timeout_s: float = 60.0) -> None:
     core does not import the SDK), with TINKER_API_KEY from the environment or $HERMES_HOME/.env. Its
     one-line reason is a HermesError."""
     import os
-    import subprocess
     import sys
 
     from ..base.errors import HermesError
     from ..base.paths import run_dir
     from ..base.secrets import secret_env
+    from ..daemons.spawn import run_bounded  # a helper in its own session, ended whole
 
     folder = run_dir(run_id)
     if not folder.is_dir():
@@ -183,12 +185,11 @@ def refresh_cloud_usage(run_id: str, timeout_s: float = 60.0) -> None:
         raise NotFound(f"no run {run_id}")
     env = {**os.environ, **secret_env(["TINKER_API_KEY"])}
     argv = [sys.executable, "-m", "hermes_rl.dataplane.cloud_usage", str(folder), "--timeout", str(timeout_s)]
-    try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s + 30)
-    except subprocess.TimeoutExpired:
-        raise HermesError(f"the usage check did not end within {timeout_s + 30:g} s") from None
+    done = run_bounded(argv, timeout_s + 30, env=env)
+    if done.timed_out:
+        raise HermesError(f"the usage check did not end within {timeout_s + 30:g} s")
     if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        lines = [line for line in done.stderr.decode(errors="replace").splitlines() if line.strip()]
         reason = lines[-1].removeprefix("cloud usage: ") if lines else f"the usage check exited {done.returncode}"
         raise HermesError(reason)
 
@@ -271,6 +272,40 @@ def _reference_run(environment: str | None, model: str | None) -> dict | None:
     return None
 
 
+def budget_stop_warning(model: str | None, budget_usd: object) -> str | None:
+    """What every place a budget is given says (start, sweep, the start dialog, rl_start_training, the
+    estimate) when it cannot stop anything: the model has no price, so no cost is ever counted against it."""
+    if not budget_usd:
+        return None
+    try:
+        price = prices.lookup(model)
+    except HermesError:  # an unusable price file: the trainer has no price either
+        price = None
+    if price is not None:
+        return None
+    return no_price_budget_text(model)
+
+
+def no_price_budget_text(model: str | None) -> str:
+    return (
+        f"budget_usd is set but {model} has no price: the budget stops nothing (set a price in {prices.prices_path()})"
+    )
+
+
+MAX_ESTIMATE_TOKENS = 10_000_000  # a sequence length to assume, at most
+
+
+def _check_length(name: str, length: object) -> None:
+    """A token length given to an estimate: a whole number from 1 (a negative one made a negative cost)."""
+    if length is None:
+        return
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_ESTIMATE_TOKENS:
+        raise BadInput(
+            f"{name} must be a whole number of tokens from 1 to {MAX_ESTIMATE_TOKENS:,}, got {shown_value(length)}",
+            hint=f"--{name.replace('_', '-')} N: the length to assume",
+        )
+
+
 def estimate(
     values: dict,
     *,
@@ -285,6 +320,8 @@ def estimate(
     (prompt + completion) trained. Lengths: given ones, else measured per sequence in the newest run of
     the same environment and model, else a prompt of DEFAULT_PROMPT_TOKENS and completions of
     max_token_length (an upper bound)."""
+    for name, length in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
+        _check_length(name, length)
     steps, batch, group = int(values["total_steps"]), int(values["batch_size"]), int(values["group_size"])
     model = values.get("base_model")
     assumptions = [
@@ -355,6 +392,9 @@ def estimate_start(
     out = estimate(merged, environment=env.id, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     budget = merged.get("budget_usd")
     out.update(environment=env.id, profile=chosen.name, backend=chosen.backend, budget_usd=budget)
+    out["budget_warning"] = budget_stop_warning(merged.get("base_model"), budget)
+    if out["budget_warning"]:
+        out["assumptions"].append(out["budget_warning"])
     if budget and out["usd"] is not None and out["usd"] > budget:
         out["assumptions"].append(f"the budget (${budget:.2f}) stops it before the end")
     return out

@@ -42,6 +42,7 @@ from ..base.records import RunRecord, StartedRun
 from ..base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
 from ..base.states import ACTIVE, FINAL, RunStatus
 from ..daemons import procscan
+from ..daemons.launchers import without_commands
 from ..daemons.pipeline import (
     ProcessSpec,
     free_ports,
@@ -214,7 +215,7 @@ def _launch_prepared(
     # Every start path (start_run, resume_run, launch) records its run here: counting the active local
     # runs and writing this one's run.json under one lock means a run counts whatever started it, and
     # two starts at once cannot both take the last place.
-    with _local_start_slot(run.get("backend")):
+    with _local_start_slot(run.get("backend"), _member_of(run.get("sweep"))):
         atomic_write_json(folder / "run.json", run)
     append_jsonl(
         folder / "events.jsonl",
@@ -324,6 +325,8 @@ def start_run(
     from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, check_fit, check_keys, resolve_profile
     from .workers import exposure_warning, resolve_workers
 
+    if isinstance(workers, dict) and workers.get("slurm") is not None:
+        with_site_settings(workers["slurm"])  # a command a start gives is refused before anything else
     selection = current_selection()
     env_name = env_name or selection.get("environment")
     chosen, notice = resolve_profile(profile or selection.get("profile"))
@@ -352,7 +355,7 @@ def start_run(
         slurm_preflight(workers["slurm"])  # the cluster would take the workers: checked before anything starts
     notice = "; ".join(n for n in (notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
-        _check_local_capacity()  # refused before building anything; checked again as the run is recorded
+        check_local_capacity(_member_of(sweep))  # refused before building anything; again as it is recorded
     # profile_values: what the run trains with, its own training values (draft, --set) over the profile's
     trained = {**chosen.values(), **{k: values[k] for k in EDITABLE_DEFAULT_FIELDS if values.get(k) is not None}}
     recorded = {"profile_values": trained, "profile_changes": dict(profile_changes or {}), "seed": seed}
@@ -386,35 +389,60 @@ def max_local_runs() -> int:
     )
 
 
+LOCAL_STARTS_LOCK = ".local-starts"  # under runs/: counting the local places and taking one, atomically
+
+
+def _member_of(sweep: object) -> tuple[str, int] | None:
+    """(sweep id, member index) of a start that is a sweep member's (its own reservation holds its place)."""
+    if isinstance(sweep, dict) and isinstance(sweep.get("id"), str) and isinstance(sweep.get("index"), int):
+        return sweep["id"], sweep["index"]
+    return None
+
+
 @contextlib.contextmanager
-def _local_start_slot(backend: str | None):
+def local_start_lock():
+    """Held while the local places are counted and one is taken (a run.json written, a sweep member
+    reserved), so two starters can never both take the last place."""
+    with file_lock(runs_dir() / LOCAL_STARTS_LOCK):
+        yield
+
+
+@contextlib.contextmanager
+def _local_start_slot(backend: str | None, member: tuple[str, int] | None = None):
     if backend not in (None, "local"):
         yield
         return
-    with file_lock(runs_dir() / ".local-starts"):
-        _check_local_capacity()
+    with local_start_lock():
+        check_local_capacity(member)
         yield
 
 
-def active_local_runs() -> list[str]:
-    """Ids of the active runs whose processes train on this machine: the local backend, or a pipeline
-    whose run.json names no backend (a custom pipeline recorded before launch named one)."""
+def active_local_runs(member: tuple[str, int] | None = None) -> list[str]:
+    """Ids of the active runs whose processes train on this machine (the local backend, or a pipeline
+    whose run.json names no backend), and the sweep members reserved to start (a place each, held from
+    their reservation until their run is recorded) but `member`, the caller's own."""
     from .store import list_runs
+    from .sweeps import live_reservations
 
-    active = []
+    active, named = [], set()
     for summary in list_runs():
+        if summary.get("sweep_id") is not None:
+            named.add((summary.get("sweep_id"), summary.get("sweep_index")))
         if summary["status"] in ACTIVE:
             with contextlib.suppress(HermesError):
                 if read_run(summary["run_id"]).get("backend", "local") == "local":
                     active.append(summary["run_id"])
+    for sweep_id, index in live_reservations():
+        if (sweep_id, index) not in named and (sweep_id, index) != member:
+            active.append(f"sweep {sweep_id} member {index} (starting)")
     return active
 
 
-def _check_local_capacity() -> None:
+def check_local_capacity(member: tuple[str, int] | None = None) -> None:
     limit = max_local_runs()
     if not limit:
         return
-    active = active_local_runs()
+    active = active_local_runs(member)
     if len(active) >= limit:
         raise Conflict(
             f"{len(active)} local run(s) already active ({', '.join(active)}); the limit is {limit}",
@@ -511,9 +539,10 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
 
 def budget_notice(config: Mapping[str, Any]) -> str | None:
     """Said at start when a budget cannot be kept: the model has no price (docs/cost.md)."""
+    from .cost import no_price_budget_text
+
     if config["tinker"].get("budget_usd") and not config["hermes"].get("price"):
-        model = config["tinker"]["base_model"]
-        return f"budget_usd is set but {model} has no price: no budget stop (set one in $HERMES_HOME/rl/prices.yaml)"
+        return no_price_budget_text(config["tinker"]["base_model"])  # the words every client says (cost.py)
     return None
 
 
@@ -556,7 +585,11 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> Run
     from .workers import resolve_workers
 
     # Its other environments' config files are the parent's: the resumed run trains the main one.
-    out["workers"] = resolve_workers({**(out.get("workers") or {}), "environments": []})
+    # The commands among its Slurm settings (setup, wrapper, python) are the site's file's now, not the
+    # parent's config.yaml's: they come from the user's own files only (launchers.settings_over_site).
+    parent = out.get("workers") or {}
+    slurm = without_commands("slurm", parent.get("slurm"))
+    out["workers"] = resolve_workers({**parent, "slurm": slurm, "environments": []})
     address = out["workers"]["address"]
     env["rollout_server_url"] = f"http://{address}:{ports['api']}"
     env["env_metrics_path"] = str(folder / "env_metrics.jsonl")
@@ -631,7 +664,8 @@ def resume_run(parent_id: str) -> StartedRun:
     check_keys(profile)
     workers = config.get("workers") or {}
     if workers.get("launcher") == "slurm":
-        slurm_preflight(with_site_settings(workers.get("slurm")))  # the cluster may have changed since
+        # the cluster may have changed since; the commands are the site's file's (see _resumed_config)
+        slurm_preflight(with_site_settings(without_commands("slurm", workers.get("slurm"))))
     earlier = [r["run_id"] for r in list_runs() if r.get("parent_run_id") == parent_id]
     # Everything resume reads is checked before the new run exists: a refusal leaves nothing behind.
     saved = _saved_state_folder(parent_id, parent_folder, state) if profile.backend == "local" else None

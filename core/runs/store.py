@@ -252,7 +252,7 @@ def _signature(folder: str, live: bool = True) -> str | None:
 
 
 def summary_index() -> SummaryIndex:
-    return SummaryIndex(rl_dir() / INDEX_FILE, _ROW_KEYS)
+    return SummaryIndex(rl_dir() / INDEX_FILE, _ROW_KEYS, _valid_row)
 
 
 def _seed_from_index(root: str) -> set[str]:
@@ -333,6 +333,37 @@ _ROW_KEYS = (
     "_audit",
 )
 _IDLE = {"last_activity_at": None, "stalled": False, "stalled_for_s": None}
+_DICT = _kind(lambda v: isinstance(v, dict), "an object", False)
+# What each field of an index row must be, as strictly as run.json's (validate_run_record): a row of the
+# right shape and the wrong types (a hand edit, another version's index) is a miss, summarised again.
+_ROW_FIELDS = {
+    "environment": _TEXT,
+    "profile": _TEXT,
+    "status": _kind(lambda v: v in RECORDED_FINAL, "a final status", False),
+    **{k: _NUMBER for k in ("created_at", "started_at", "ended_at", "reward_mean", "reward", "eval_first")},
+    **{k: _NUMBER for k in ("eval_last", "_startup", "cost_usd")},
+    **{k: _INT for k in ("step", "total_steps", "sweep_index")},
+    "reward_window": _kind(_integer, "an integer", False),
+    "reason": _TEXT,
+    "parent_run_id": _TEXT,
+    "sweep_id": _TEXT,
+    "_model": _TEXT,
+    "profile_changes": _DICT,
+    "_supervisor": _DICT,
+    "tokens": _kind(lambda v: isinstance(v, dict) and all(_integer(n) for n in v.values()), "token counts"),
+    "_activity": _kind(lambda v: isinstance(v, list) and len(v) == 3, "[started, last row, logs]", False),
+    "_process_states": _kind(lambda v: isinstance(v, list) and all(isinstance(p, dict) for p in v), "a list", False),
+    "_audit": _kind(lambda v: isinstance(v, dict) and isinstance(v.get("verdict"), str), "an audit brief", False),
+}
+
+
+def _valid_row(run_id: str, row: dict) -> bool:
+    """Whether an index row may stand for a run's summary: its own run id, every field of its type."""
+    return (
+        row.get("run_id") == run_id
+        and is_name(RUN_ID_RE, run_id)
+        and all(f(row.get(k)) for k, f in _ROW_FIELDS.items())
+    )
 
 
 def _build_summary(run_id: str, key: str, previous: dict | None) -> dict:

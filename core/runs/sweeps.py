@@ -29,6 +29,7 @@ from ..base.paths import ensure_private_dir, run_dir, sweep_queue_flag, sweeps_d
 from ..base.records import StartedRun
 from ..base.states import Metric
 from ..readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
+from .cost import budget_stop_warning
 from .sweep_budget import check_sweep_budget, member_budget
 
 SWEEP_FILE = "sweep.json"
@@ -119,8 +120,9 @@ def _split(config: dict) -> tuple[dict, dict]:
     return changes, {k: v for k, v in config.items() if k not in LOCKED_FIELDS}
 
 
-def _validate(env, profile_name: str, config: dict, label: str) -> str | None:
-    """Refuse (BadInput naming the configuration) what start_run would refuse; a fit warning is returned."""
+def _validate(env, profile_name: str, config: dict, label: str) -> tuple[str | None, str | None]:
+    """Refuse (BadInput naming the configuration) what start_run would refuse; (a fit warning, the model
+    it trains) are returned."""
     from ..envs.drafts import resolve_run_values
     from ..envs.profile_derive import derive_profile
     from ..envs.profiles import check_fit, get_profile
@@ -129,7 +131,8 @@ def _validate(env, profile_name: str, config: dict, label: str) -> str | None:
     try:
         profile = derive_profile(profile_name, changes) if changes else get_profile(profile_name)
         values = resolve_run_values(env, profile, overrides or None)
-        return check_fit(profile, values)
+        base = profile.locked.get("base_model")
+        return check_fit(profile, values), str(base.value) if base is not None else None
     except BadInput as exc:
         raise BadInput(f"sweep configuration {label}: {exc.message}", hint=exc.hint) from None
 
@@ -173,9 +176,11 @@ def create_sweep(
     notices = [n for n in (notice,) if n]
     for index, config in enumerate(configs):
         label = " ".join(f"{k}={v}" for k, v in config.items())
-        warning = _validate(env, chosen.name, config, label or f"#{index}")
-        if warning and warning not in notices:
-            notices.append(warning)
+        warning, model = _validate(env, chosen.name, config, label or f"#{index}")
+        # a sweep's budget on a model with no price stops nothing: said as a start says it (cost.py)
+        for text in (warning, budget_stop_warning(model, budget_usd)):
+            if text and text not in notices:
+                notices.append(text)
     sweep_id = _new_sweep_id()
     members: list[dict] = []
     for config_index, config in enumerate(configs):
@@ -277,12 +282,14 @@ def start_queued() -> list[str]:
                 if full and sweep.get("backend") == "local":
                     waiting = True
                     continue
-                member.update(state=STARTING, reserved_by=os.getpid(), reserved_at=time.time())
                 try:
-                    _write(sweep)
+                    reserved = _reserve(sweep, member)
                 except (OSError, HermesError):
-                    member.update(state=QUEUED)  # nothing started: it stays queued for the next pass
+                    member.update(state=QUEUED, reserved_by=None, reserved_at=None)  # nothing started: next pass
                     waiting = True
+                    continue
+                if not reserved:  # no local place: it waits, never shown `starting` meanwhile
+                    full = waiting = True
                     continue
                 try:
                     run = _start_member(sweep, member)
@@ -299,6 +306,45 @@ def start_queued() -> list[str]:
                     _write(sweep)
         _set_queue_flag(waiting)
     return started
+
+
+def _reserve(sweep: dict, member: dict) -> bool:
+    """Reserve `member` (`starting`, with this process's pid, written down) when it has a place: a local
+    sweep's member only while the local-run limit has room, counted and taken under the lock every local
+    start takes, and the reservation itself holds that place (start.active_local_runs counts it) until
+    its run is recorded. False: no place now."""
+    from .start import check_local_capacity, local_start_lock
+
+    def take() -> None:
+        member.update(state=STARTING, reserved_by=os.getpid(), reserved_at=time.time())
+        _write(sweep)
+
+    if sweep.get("backend") != "local":
+        take()
+        return True
+    with local_start_lock():
+        try:
+            check_local_capacity()
+        except Conflict:
+            return False
+        take()
+    return True
+
+
+def live_reservations() -> list[tuple[str, int]]:
+    """(sweep id, member index) of each local sweep member reserved by a live process (its run may not
+    be recorded yet): each holds a place under the local-run limit."""
+    import psutil
+
+    out = []
+    for sweep in list_sweeps():
+        if sweep.get("backend") != "local":
+            continue
+        for member in sweep.get("members") or []:
+            pid = member.get("reserved_by")
+            if member.get("state") == STARTING and isinstance(pid, int) and psutil.pid_exists(pid):
+                out.append((sweep["sweep_id"], member.get("index")))
+    return out
 
 
 def _write(sweep: dict) -> None:

@@ -174,18 +174,39 @@ def mix_prefix(environment: str) -> str:
 
 
 def bound_address(address: str) -> str:
-    """The IP address a socket given `address` binds, resolved as the socket resolves it (so `0`, `0x0`
-    or a name for 0.0.0.0 are seen for what they are); BadInput for an address that does not resolve
-    or that binds every interface, which no worker can be told to reach and which exposes run-api,
-    which has no authentication, on all of them."""
-    try:
-        infos = socket.getaddrinfo(address, None, socket.AF_UNSPEC, socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        raise BadInput(f"address {address[:100]!r} does not resolve on this machine") from None
-    resolved = str(infos[0][4][0]).split("%", 1)[0]
+    """The IPv4 address a socket given `address` binds, resolved as the socket resolves it (so `0`, `0x0`
+    or a name for 0.0.0.0 are seen for what they are); an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) is
+    the IPv4 address it maps. BadInput for an address that does not resolve, that binds every interface
+    (which no worker can be told to reach and which exposes run-api, which has no authentication, on
+    all of them), or that is IPv6 only (run-api, the inference server and the workers' URLs take IPv4)."""
+    resolved = _resolved(address, socket.AF_INET)
+    if resolved is None:
+        six = _resolved(address, socket.AF_INET6)
+        if six is None:
+            raise BadInput(f"address {address[:100]!r} does not resolve on this machine")
+        ip6 = ipaddress.IPv6Address(six)
+        if ip6.ipv4_mapped is not None:
+            resolved = str(ip6.ipv4_mapped)
+        elif ip6.is_unspecified:
+            resolved = six
+        else:
+            raise BadInput(
+                f"address {address[:100]!r} is the IPv6 address {six}: run-api, the trainer's inference server "
+                "and the workers' URLs take IPv4 addresses only",
+                hint="give this machine's IPv4 address (127.0.0.1 for this machine alone)",
+            )
     if ipaddress.ip_address(resolved).is_unspecified:
         raise BadInput(
             f"address {address[:100]!r} is {resolved}, every interface: it cannot be reached by workers",
             hint="give the address of this machine the workers' nodes reach (its interface on the cluster network)",
         )
     return resolved
+
+
+def _resolved(address: str, family: int) -> str | None:
+    """The first address of `family` that `address` resolves to (None: none), without a scope id."""
+    try:
+        infos = socket.getaddrinfo(address, None, family, socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError):
+        return None
+    return str(infos[0][4][0]).split("%", 1)[0] if infos else None

@@ -36,6 +36,7 @@ class BatchStats:
     groups: int
     groups_dropped: int
     sequences_dropped: int
+    groups_not_finite: int = 0  # dropped for a score that is not a finite number (NaN, ±inf, not a number)
 
 
 def group_advantages(scores: list[float]) -> list[float]:
@@ -50,10 +51,15 @@ def build_sequences(groups: list[dict], max_length: int) -> tuple[list[Sequence]
     advantages: list[float] = []
     dropped_groups = 0
     dropped_sequences = 0
+    not_finite = 0
     for group in groups:
         tokens_list = group.get("tokens") or []
         masks_list = group.get("masks") or []
-        scores = [float(s) for s in (group.get("scores") or [])]
+        scores = finite_scores(group.get("scores"))
+        if scores is None:  # one NaN would make every advantage of the step NaN: the group is refused
+            dropped_groups += 1
+            not_finite += 1
+            continue
         if not tokens_list or len(scores) != len(tokens_list) or len(masks_list) != len(tokens_list):
             dropped_groups += 1
             continue
@@ -91,7 +97,22 @@ def build_sequences(groups: list[dict], max_length: int) -> tuple[list[Sequence]
                     has_sampling_logprobs=have_logprobs,
                 )
             )
-    return sequences, BatchStats(rewards, advantages, len(groups), dropped_groups, dropped_sequences)
+    return sequences, BatchStats(rewards, advantages, len(groups), dropped_groups, dropped_sequences, not_finite)
+
+
+def finite_scores(raw: object) -> list[float] | None:
+    """A group's scores as floats; None when one is not a finite number (NaN, ±inf, text, a bool): the
+    boundary where an environment's numbers enter training, whatever kind of environment sent them."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        return None
+    out = []
+    for score in raw:
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            return None
+        out.append(float(score))
+    return out
 
 
 def to_datums(sequences: list[Sequence]):

@@ -265,6 +265,13 @@ class Trainer:
         s = self.settings
         t0 = time.perf_counter()
         sequences, stats = grpo.build_sequences(batch, s.max_token_trainer_length)
+        if stats.groups_not_finite:
+            log.warning(
+                "step %d: %d group(s) dropped: an environment sent a score that is not a finite number "
+                "(NaN or infinity)",
+                self.step + 1,
+                stats.groups_not_finite,
+            )
         signal_row = self.signals.row(batch, self.step) if self.signals is not None else {}
         t_logged = time.perf_counter()
         if self.rollouts is not None:

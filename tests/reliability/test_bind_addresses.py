@@ -36,3 +36,19 @@ def test_an_address_beyond_loopback_says_what_it_exposes():
 def test_a_name_that_does_not_resolve_is_a_clear_error():
     with pytest.raises(BadInput, match="does not resolve"):
         resolve_workers({"launcher": "local", "address": "no-such-host.invalid"})
+
+
+@pytest.mark.parametrize("spelling", ["::ffff:0.0.0.0", "::ffff:0:0", "0:0:0:0:0:ffff:0.0.0.0"])
+def test_an_ipv4_mapped_unspecified_address_is_every_interface(spelling):
+    with pytest.raises(BadInput, match="every interface"):
+        resolve_workers({"launcher": "local", "address": spelling})
+
+
+def test_an_ipv4_mapped_address_is_its_ipv4_address():
+    assert resolve_workers({"launcher": "local", "address": "::ffff:127.0.0.1"})["address"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("spelling", ["::1", "fe80::1", "2001:db8::5"])
+def test_an_ipv6_address_is_refused_with_the_reason(spelling):
+    with pytest.raises(BadInput, match="IPv6 address .* IPv4 addresses only"):
+        resolve_workers({"launcher": "local", "address": spelling})

@@ -130,7 +130,7 @@ def test_a_start_past_the_local_run_limit_is_refused_clearly(arith_env, hermes_h
             launch_standin()
         assert [p.name for p in _run_folders()] == [run_id]
         monkeypatch.setenv(start.MAX_LOCAL_RUNS_ENV, "2")
-        start._check_local_capacity()  # one active run is within a limit of two
+        start.check_local_capacity()  # one active run is within a limit of two
     finally:
         sup.kill()
         sup.wait()

@@ -132,3 +132,55 @@ def test_listing_runs_advances_a_queue_whose_creator_was_killed(hermes_home):
     sweep_queue_flag().touch()  # what create_sweep leaves when it is killed before starting any member
     runs.list_runs()
     wait_until(lambda: sweeps.read_sweep(SWEEP)["members"][0]["state"] == "failed", timeout=60, what="queue ran")
+
+
+def _starting_run(run_id: str, index: int | None = None) -> None:
+    """A local run just recorded (`starting`, its supervisor not registered yet): it holds a place."""
+    write_run(run_id, status="starting", created_at=time.time(), supervisor={"pid": None})
+    if index is not None:
+        record = json.loads((run_dir(run_id) / "run.json").read_text())
+        record["sweep"] = {"id": SWEEP, "index": index, "config": {"learning_rate": "1e-4"}, "seed": None}
+        (run_dir(run_id) / "run.json").write_text(json.dumps(record))
+
+
+def test_a_reservation_holds_its_place_under_forced_interleaving(hermes_home, monkeypatch):
+    """Under a limit of one: between the queue reserving a member and its run being recorded, another
+    start (any path) is refused; once recorded, the next member is not reserved while it is active."""
+    from hermes_rl.core.base.errors import Conflict
+    from hermes_rl.core.runs import start
+
+    monkeypatch.setenv("HERMES_RL_MAX_LOCAL_RUNS", "1")
+    _sweep([_member(0), _member(1)])
+    starts = []
+
+    def start_member(sweep, member):
+        starts.append(member["index"])
+        # forced: another start takes its turn while this member is reserved and its run not recorded
+        with pytest.raises(Conflict, match=f"sweep {SWEEP} member 0"):
+            start.check_local_capacity()
+        start.check_local_capacity((SWEEP, 0))  # the member's own start is not refused by its reservation
+        _starting_run("eeee0001", member["index"])
+        return {"run_id": "eeee0001"}
+
+    monkeypatch.setattr(sweeps, "_start_member", start_member)
+    assert sweeps.start_queued() == ["eeee0001"]
+    assert starts == [0]
+    members = sweeps.read_sweep(SWEEP)["members"]
+    assert [m["state"] for m in members] == ["started", "queued"]
+
+
+def test_a_member_without_a_place_is_never_shown_starting(hermes_home, monkeypatch):
+    from hermes_rl.core.base.errors import Conflict
+
+    monkeypatch.setenv("HERMES_RL_MAX_LOCAL_RUNS", "1")
+    _starting_run("eeee0002")  # another local run holds the one place
+    _sweep([_member(0)])
+    written = []
+    real_write = sweeps._write
+    monkeypatch.setattr(
+        sweeps, "_write", lambda sweep: written.append(sweep["members"][0]["state"]) or real_write(sweep)
+    )
+    monkeypatch.setattr(sweeps, "_start_member", lambda *a: (_ for _ in ()).throw(Conflict("limit")))
+    assert sweeps.start_queued() == []
+    assert "starting" not in written  # a sweep's status would count it active: two at once under a limit of one
+    assert sweeps.read_sweep(SWEEP)["members"][0]["state"] == "queued"

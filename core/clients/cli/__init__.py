@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Callable
 
-from ...base.errors import HermesError
+from ...base.errors import BadInput, HermesError
 from ...readers.logs import sanitize_terminal
 from .output import EXIT_ERROR, Exit
 from .parser import build_parser
@@ -47,6 +47,22 @@ def _reader_gone() -> int:
     return 0
 
 
+def _check_text_arguments(args) -> None:
+    """BadInput naming the argument whose bytes are not UTF-8 text (Python hands them on as lone
+    surrogates, which fail much later, in whatever encodes them, as an "unexpected error")."""
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    shown = text.encode("utf-8", "backslashreplace").decode("ascii", "replace")[:60]
+                    raise BadInput(
+                        f"{name.replace('_', '-')} is not UTF-8 text: {shown!r}",
+                        hint="pass the text in UTF-8 (check the terminal's or the script's encoding)",
+                    ) from None
+
+
 def _main(argv: list[str] | None, open_dashboard: Callable[[str | None], None] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -54,6 +70,7 @@ def _main(argv: list[str] | None, open_dashboard: Callable[[str | None], None] |
         args = parser.parse_args(["dashboard"])
     args.open_dashboard = open_dashboard
     try:
+        _check_text_arguments(args)
         result = args.handler(args)
     except HermesError as exc:
         if getattr(args, "json", False):

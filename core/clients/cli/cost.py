@@ -48,7 +48,9 @@ def estimate_text(est: dict) -> list[str]:
             f"  price: ${p['prefill']:g} / ${p['sample']:g} / ${p['train']:g} per million prefill / sample / train "
             f"tokens, as of {p.get('as_of') or 'an unknown date'} ({p['source']})"
         )
-    if est.get("budget_usd"):
+    if est.get("budget_warning"):
+        lines.append(f"  budget: {usd_text(est['budget_usd'])}, which stops nothing: {est['budget_warning']}")
+    elif est.get("budget_usd"):
         lines.append(f"  budget: {usd_text(est['budget_usd'])}")
     lines += [f"  assumes {a}" for a in est["assumptions"]]
     lines.append("  nothing was started")

@@ -46,12 +46,21 @@ def next_steps():
 
 def safe(value: Any) -> str:
     """Any text that comes from a run's files or an environment's (reasons, names, notices, config values,
-    paths) as Rich markup that prints it literally: the terminal sanitizer the log views use (SGR colours
-    kept, every other escape sequence removed, controls shown as symbols) and markup brackets escaped,
-    so a crafted run.json can neither act on the terminal nor restyle or break the output."""
+    paths, every table cell) as Rich markup that prints it literally: the terminal sanitizer the log views
+    use (SGR colours kept as styles that end with the text, every other escape sequence removed, controls,
+    Unicode line separators and direction overrides shown as symbols) and markup brackets escaped, so a
+    crafted run.json can neither act on the terminal nor restyle or break the output."""
     from rich.markup import escape
 
-    return escape(sanitize_terminal("" if value is None else str(value)))
+    # tabs as spaces: a table measures a tab as one cell and prints eight, which breaks its rows
+    text = sanitize_terminal("" if value is None else str(value)).expandtabs()
+    if "\x1b" not in text:
+        return escape(text)
+    from rich.text import Text
+
+    # The SGR colours it kept become Rich styles: closed where the text ends (a colour or an inverse left
+    # open restyled the rest of a table and the terminal), and not counted as width in a table's cells.
+    return Text.from_ansi(text).markup
 
 
 def styled(status: Any) -> str:

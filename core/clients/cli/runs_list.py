@@ -9,7 +9,7 @@ from typing import Any
 
 from ...base.formatting import human_age, human_number, lineage
 from ...base.states import run_style
-from ...readers.logs import sanitize_terminal
+from ...readers.logs import plain_text
 from .cost import cost_cell
 from .output import rich_console, safe, styled
 
@@ -37,8 +37,9 @@ def _cells(run, resumed: dict[str, str]) -> list[str]:
 
 
 def _plain(headers: list[str], rows: list[list[str]]) -> None:
-    """Aligned text without markup, for thousands of rows (cells sanitized like every run-sourced text)."""
-    rows = [[sanitize_terminal(cell) for cell in row] for row in rows]
+    """Aligned text without markup, for thousands of rows (cells sanitized like every run-sourced text,
+    colours and tabs too: a plain column has no style to close them, and a tab breaks its alignment)."""
+    rows = [[plain_text(cell).replace("\t", " ") for cell in row] for row in rows]
     for row, source in zip(rows, rows, strict=True):
         icon, _colour = run_style(source[1])
         row[1] = f"{icon} {row[1]}"
