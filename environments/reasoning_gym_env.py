@@ -283,6 +283,7 @@ class ReasoningGymEnv(BaseEnv):
             self.buffers["reward"].append(reward)
         if len(group["tokens"]) != self.config.group_size:
             return None, []
+        group["group_overrides"] = {"expected": str(entry["answer"])}  # rollouts.jsonl shows it (the audit reads it)
         # The curriculum follows correctness only: format credit alone never makes a task harder.
         move = self.curricula[task].record(sum(scores) / len(scores))
         if move:
