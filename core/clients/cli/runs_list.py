@@ -11,7 +11,7 @@ from ...base.formatting import human_age, human_number, lineage
 from ...base.states import run_style
 from ...readers.logs import sanitize_terminal
 from .cost import cost_cell
-from .output import rich_console, safe, styled
+from .output import DOUBTFUL, rich_console, safe, styled_outcome
 
 DEFAULT_LIMIT = 50
 PLAIN_ROWS = 200
@@ -31,6 +31,7 @@ def _cells(run, resumed: dict[str, str]) -> list[str]:
         step,
         human_number(run.get("reward")),
         "-" if run.get("eval_last") is None else f"{run['eval_last']:.2f}",
+        str((run.get("audit") or {}).get("verdict") or "unknown"),  # whether reward and eval can be trusted
         cost_cell(run),
         str(run.get("reason") or ""),
     ]
@@ -41,7 +42,7 @@ def _plain(headers: list[str], rows: list[list[str]]) -> None:
     rows = [[sanitize_terminal(cell) for cell in row] for row in rows]
     for row, source in zip(rows, rows, strict=True):
         icon, _colour = run_style(source[1])
-        row[1] = f"{icon} {row[1]}"
+        row[1] = f"{'⚠' if source[1] == 'completed' and source[8] in DOUBTFUL else icon} {row[1]}"
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers[:-1])]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
     out = [fmt.format(*headers)] + [fmt.format(*row) for row in rows]
@@ -67,7 +68,7 @@ def cmd_runs(args) -> Any:
     shown = summaries if limit is None else summaries[:limit]
     window = summaries[0].get("reward_window")
     headers = ["run", "status", "environment", "profile", "age", "step", f"reward (mean of last {window})"]
-    headers += ["eval", "cost", "reason"]
+    headers += ["eval", "audit", "cost", "reason"]
     resumed = lineage(summaries)
     rows = [_cells(run, resumed) for run in shown]
     if len(rows) > PLAIN_ROWS:
@@ -90,5 +91,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> None:
     for column, width in ((table.columns[0], 8), (table.columns[1], 12)):
         column.no_wrap, column.min_width = True, width
     for row in rows:
-        table.add_row(*[styled(cell) if i == 1 else safe(cell) for i, cell in enumerate(row)])
+        table.add_row(
+            *[styled_outcome(cell, row[8], short=True) if i == 1 else safe(cell) for i, cell in enumerate(row)]
+        )
     rich_console().print(table)
