@@ -113,7 +113,11 @@ def test_dashboard_overview_at_100x30(snap_compare, snapshot_world):
 HEADLINE_COLUMNS = {
     # size: (runs, processes, metrics) columns that must show
     # at 160x48 the runs pane says whether each run learns and what it cost (the trend gives way first)
-    (160, 48): ({"run", "status", "eval", "reward", "audit", "cost"}, {"name", "state", "restarts", "exit"}, {"last", "step"}),
+    (160, 48): (
+        {"run", "status", "eval", "reward", "audit", "cost"},
+        {"name", "state", "restarts", "exit"},
+        {"last", "step"},
+    ),
     (100, 30): ({"run", "status", "eval"}, {"name", "state", "restarts", "exit"}, {"metric", "last"}),
 }
 
