@@ -74,7 +74,7 @@ def test_identical_samples_at_a_low_temperature_say_raise_temperature(tmp_path):
     verdict, reason = _reason(folder)
     assert verdict == "no_signal"
     assert "the samples are identical: 100 % of the last 8 groups repeat one completion" in reason
-    assert "'3+4=' → '5' scored 0.00" in reason or "'2+5=' → '5' scored 0.00" in reason
+    assert "'2+5=' → '5' scored 0.00, expected '7'" in reason
     assert "entropy 0.11 nats/token" in reason and "raise temperature" in reason
     assert "too hard" not in reason and "easier" not in reason
     # without rollouts, a collapsed entropy says the same

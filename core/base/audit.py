@@ -281,13 +281,14 @@ def _trend_words(s: dict, reward_rise: float | None, eval_rise: float | None, wh
     return f"{text}: {what}" if what == "rose" else f"{text} {what}"
 
 
-def _example(ex: dict | None, *, other: bool = False) -> str:
+def _example(ex: dict | None, *, other: bool = False, expected: bool = False) -> str:
     if not ex:
         return ""
     text = f"{ex['prompt']!r} → {ex['completion']!r}"
     if other and ex.get("other") is not None:
         text += f" and {ex['other']!r}"
-    return f"{text} scored {_f(_num(ex.get('reward')))}"
+    text += f" scored {_f(_num(ex.get('reward')))}"
+    return text + (f", expected {ex['expected']!r}" if expected and ex.get("expected") is not None else "")
 
 
 def _alike_cause(s: dict) -> str:
@@ -310,7 +311,7 @@ def _alike_cause(s: dict) -> str:
     if ((identical is not None and identical >= IDENTICAL_SHARE) or low_entropy) and (value or 0) < 0.95:
         seen = (
             f"{_pct(identical)} of the last {s['rollout_groups']} groups repeat one completion"
-            + (f" (e.g. {_example(ex)})" if ex and ex.get("other") is None else "")
+            + (f" (e.g. {_example(ex, expected=True)})" if ex and ex.get("other") is None else "")
             + f", entropy {_f(entropy)} nats/token"
             if identical is not None
             else f"entropy {_f(entropy)} nats/token (no rollouts recorded to compare)"
