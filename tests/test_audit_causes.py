@@ -158,3 +158,17 @@ def test_groups_the_environment_dropped_before_training_say_where_to_look():
     result = audit([], [], dropped={"same_scores": 12})
     assert result["verdict"] == "no_signal"
     assert "the environment dropped these groups before training" in result["reasons"][0]
+
+
+def test_a_run_that_learns_from_few_groups_is_told_when_the_rest_repeat_one_completion(tmp_path):
+    rows = [_row(i + 1, 0.1 + 0.03 * i, alike=3, entropy=0.15) for i in range(20)]
+    groups = [_group(20, "3+4=", ["7"] * GROUP, [1.0] * GROUP)] * 3 + [_group(20, "2+5=", ["7", "6"] * 4, [1, 0] * 4)]
+    result = audit_run_dir(_write(tmp_path, rows, groups=groups))
+    assert result["verdict"] == "learning"
+    assert any(
+        r.startswith(
+            "75 % of groups scored alike: only the rest teach anything; 75 % of the last 4 groups repeat one "
+            "completion (entropy 0.15 nats/token): raise temperature"
+        )
+        for r in result["reasons"]
+    )

@@ -51,6 +51,10 @@ def test_text_runs_and_results_carry_the_verdict(two_runs, capsys):
     assert "audit" in rows["run"]
     assert rows["0dead0ff"][1:3] == ["⚠", "completed"] and "no_signal" in rows["0dead0ff"]
     assert rows["a1b2c3d4"][1:3] == ["✔", "completed"] and "learning" in rows["a1b2c3d4"]
+    # ranked by reward, a reward the audit says cannot be trusted is marked
+    assert cli.main(["runs", "--sort", "reward"]) in (0, None)
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert " 0.000 ? " in rows["0dead0ff"] and " ? " not in rows["a1b2c3d4"]
     assert cli.main(["results", "0dead0ff"]) in (0, None)
     out = capsys.readouterr().out
     assert "run 0dead0ff ⚠ completed, but the audit says no_signal" in out

@@ -241,9 +241,15 @@ def verdict_of(signals: dict[str, Any]) -> tuple[str, list[str]]:
     no_signal = _no_signal(s, reasons)
     suspect = _suspect(s, reward_rise, eval_rise, reasons)
     if not no_signal and share is not None and share >= WARN_ZERO_SHARE:
+        identical = s.get("identical_share")
         reasons.append(
-            f"{_pct(share)} of groups scored alike: only the rest teach anything; a larger group_size or "
-            "temperature gives a group more chances to differ"
+            f"{_pct(share)} of groups scored alike: only the rest teach anything; "
+            + (
+                f"{_pct(identical)} of the last {s['rollout_groups']} groups repeat one completion (entropy "
+                f"{_f(s['entropy'])} nats/token): raise temperature so a group's answers can differ"
+                if identical is not None and identical >= IDENTICAL_SHARE
+                else "a larger group_size or temperature gives a group more chances to differ"
+            )
         )
     truncated = s["truncated_share"]
     if truncated is not None and TRUNCATED_WARN <= truncated < TRUNCATED_SUSPECT:

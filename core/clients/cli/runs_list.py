@@ -17,8 +17,11 @@ DEFAULT_LIMIT = 50
 PLAIN_ROWS = 200
 
 
-def _cells(run, resumed: dict[str, str]) -> list[str]:
-    """One run's cells as plain text (the caller escapes or sanitizes them)."""
+def _cells(run, resumed: dict[str, str], mark: bool = False) -> list[str]:
+    """One run's cells as plain text (the caller escapes or sanitizes them). `mark`: a reward and an eval
+    that the run's audit says cannot be trusted (no_signal, suspect) carry a `?` (a listing ranked by them)."""
+    verdict = str((run.get("audit") or {}).get("verdict") or "unknown")
+    doubt = " ?" if mark and verdict in DOUBTFUL else ""
     step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
     sweep = f"sweep {run['sweep_id']}" if run.get("sweep_id") else None
     changes = " ".join(f"{k}={v}" for k, v in (run.get("profile_changes") or {}).items())
@@ -29,9 +32,9 @@ def _cells(run, resumed: dict[str, str]) -> list[str]:
         " ".join(filter(None, (run.get("profile") or "", changes))),
         human_age(run.get("created_at")),
         step,
-        human_number(run.get("reward")),
-        "-" if run.get("eval_last") is None else f"{run['eval_last']:.2f}",
-        str((run.get("audit") or {}).get("verdict") or "unknown"),  # whether reward and eval can be trusted
+        human_number(run.get("reward")) + (doubt if run.get("reward") is not None else ""),
+        "-" if run.get("eval_last") is None else f"{run['eval_last']:.2f}{doubt}",
+        verdict,  # whether reward and eval can be trusted
         cost_cell(run),
         str(run.get("reason") or ""),
     ]
@@ -70,7 +73,7 @@ def cmd_runs(args) -> Any:
     headers = ["run", "status", "environment", "profile", "age", "step", f"reward (mean of last {window})"]
     headers += ["eval", "audit", "cost", "reason"]
     resumed = lineage(summaries)
-    rows = [_cells(run, resumed) for run in shown]
+    rows = [_cells(run, resumed, mark=args.sort in ("eval", "reward")) for run in shown]
     if len(rows) > PLAIN_ROWS:
         _plain(headers, rows)
     else:
