@@ -1,13 +1,16 @@
 """Is it learning, and if not, why: the audit of a run's learning signals (docs/audit.md).
 
 `audit(...)` turns what a run recorded (the trainer's metrics rows with their `signals/...` keys, the
-environments' env_metrics rows, the groups the environments dropped for scoring alike) into
-`{verdict, reasons, signals}`. One rule for every client (status, the agent tools, the dashboard, the
-HTML report, the alerts). Pure: the caller reads the files (core.daemons.audit).
+environments' env_metrics rows, the groups the environments dropped for scoring alike, the last groups
+recorded in rollouts.jsonl) into `{verdict, reasons, signals}`. One rule for every client (status, the
+agent tools, the dashboard, the HTML report, the alerts). Pure: the caller reads the files (core.daemons.audit).
 
 Verdicts, first that applies:
 - no_signal: at least NO_SIGNAL_SHARE of the recent groups scored alike (or were dropped for it), or
-  the recent batches were empty: GRPO has nothing to learn from, whatever the curves look like
+  the recent batches were empty: GRPO has nothing to learn from, whatever the curves look like. The
+  reason names the cause (_alike_cause): answers cut at the token limit, identical samples, a reward
+  that does not depend on the completion, every answer wrong (too hard, or a missed format), every
+  answer right (too easy)
 - suspect: the reward rises while greedy eval falls; completions run into the token limit or grow
   LENGTH_DRIFT_MAX times their first length; one part of a multi-part reward carries it while eval
   does not follow; the entropy collapsed while the reward stayed flat
@@ -126,14 +129,14 @@ def rollout_signals(groups: list[dict]) -> dict[str, Any]:
     example: dict[str, Any] | None = None
     for group in recent:
         completions = [c for c in group["completions"] if isinstance(c, dict)]
-        rewards = [_num(c.get("reward")) for c in completions]
+        rewards = [r for r in (_num(c.get("reward")) for c in completions) if r is not None]
         texts = [str(c.get("text") or "").strip() for c in completions]
         if len(set(texts)) == 1:
             identical += 1
-        if None in rewards or len(completions) < 2 or max(rewards) - min(rewards) > 1e-9:  # type: ignore[type-var,operator]
+        if len(rewards) < 2 or len(rewards) != len(completions) or max(rewards) - min(rewards) > 1e-9:
             continue
         alike += 1
-        values.add(round(float(rewards[0]), 4))  # type: ignore[arg-type]
+        values.add(round(rewards[0], 4))
         distinct += len(set(texts)) > 1
         expected = group.get("expected")
         if isinstance(expected, (str, int, float)) and str(expected).strip():
