@@ -148,6 +148,30 @@ def test_each_pane_keeps_its_headline_columns(snapshot_world, size):
     asyncio.run(scenario())
 
 
+def test_at_80x24_a_filter_never_hides_the_row_it_selects(snapshot_world):
+    """The filter line above the runs and the highlighted run's audit reason below them (a no_signal run's
+    runs to three lines) leave the table its header and the selected row; the reason is cut to what fits."""
+    import asyncio
+
+    problem = {"message": "Scores are the same in a group, skipping...", "level": "warning", "count": 48}
+    (run_dir("5ee5ee5e") / "health.json").write_text(json.dumps({"processes": {"env": {"problems": [problem]}}}))
+
+    async def scenario():
+        app = make_app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, select_run=None)
+            pane = app.query_one(RunsPane)
+            await pilot.press("3", "slash", *"5ee", "enter")
+            await wait_for_fast(pilot, lambda: pane.table.selected_key() == "5ee5ee5e", what="the filtered run")
+            await wait_for_fast(pilot, lambda: app.query_one("#runs-health").display, what="its audit reason")
+            await pilot.pause(0.3)
+            table = pane.table
+            assert table.row_count == 1 and table.size.height >= 2  # the header and the row
+            assert table.cursor_row - table.scroll_offset.y < table.size.height - 1
+
+    asyncio.run(scenario())
+
+
 def test_environments_pane_filter_and_parse_error(snap_compare, snapshot_world):
     async def run_before(pilot):
         await settle(pilot, select_run=None)
