@@ -93,6 +93,15 @@ def test_every_answer_wrong_shows_one_completion_and_what_the_scorer_expected(tm
     assert "temperature" not in reason
 
 
+def test_different_wrong_answers_paid_only_a_partial_credit_are_every_answer_wrong(tmp_path):
+    """Format credit (0.1) for every well-formed wrong answer: the reward does depend on the completion."""
+    texts = ["12", "9", "1", "6", "8", "10", "0", "3"]
+    verdict, reason = _reason(_alike_run(tmp_path, 0.1, texts, expected="7"))
+    assert verdict == "no_signal"
+    assert "every answer is wrong (each only the partial reward 0.10)" in reason and "too hard" in reason
+    assert "reward function" not in reason
+
+
 def test_answers_that_hold_the_expected_answer_but_score_0_miss_the_format(tmp_path):
     texts = ["The answer is 7.", "7 apples", "it is 7", "I think 7", "7!", "= 7", "so 7", "seven, 7"]
     verdict, reason = _reason(_alike_run(tmp_path, 0.0, texts, expected="7"))

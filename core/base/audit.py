@@ -336,7 +336,13 @@ def _alike_cause(s: dict) -> str:
     if (
         differ
         and value is not None
-        and (0.05 < value < 0.95 or eval_gap or (hits is not None and value >= 0.95 and hits < EXPECTED_HITS))
+        # a partial score shared by different answers is the reward ignoring them, unless the expected answer
+        # says they are all wrong (format credit alone, say): then it is the case below
+        and (
+            (0.05 < value < 0.95 and hits is None)
+            or eval_gap
+            or (hits is not None and value >= 0.95 and hits < EXPECTED_HITS)
+        )
     ):
         because = (
             f", though only {_pct(hits)} of them hold the expected answer {expected!r}"
@@ -350,7 +356,8 @@ def _alike_cause(s: dict) -> str:
             f"completions that all scored {_f(value)} (e.g. {_example(ex, other=True)}){because}; check the reward "
             "function (hermes-rl test-inference --env ENV scores its answers)"
         )
-    if value is not None and value <= 0.05:
+    if value is not None and (value <= 0.05 or (value < 0.95 and hits is not None)):
+        scored = f"reward {_f(value)}" if value <= 0.05 else f"each only the partial reward {_f(value)}"
         if eval_gap:
             return (
                 f"every sample scores {_f(value)} while greedy eval is {_f(eval_last)}: the reward does not measure "
@@ -361,12 +368,12 @@ def _alike_cause(s: dict) -> str:
             shown += f", and the scorer expected {expected!r}"
         if hits is not None and hits >= EXPECTED_HITS:
             return (
-                f"every answer is scored wrong (reward {_f(value)}) though {_pct(hits)} of them hold the expected "
+                f"every answer is scored wrong ({scored}) though {_pct(hits)} of them hold the expected "
                 f"answer{shown}: the answers miss the format the scorer reads; ask for that format in the prompt "
                 "or loosen the scorer"
             )
         return (
-            f"every answer is wrong (reward {_f(value)}){shown}: the task is too hard for the model (if the "
+            f"every answer is wrong ({scored}){shown}: the task is too hard for the model (if the "
             "answers are right but in another format, the prompt must ask for the one the scorer reads); use an "
             "easier task or a lower curriculum level, or a larger model"
         )
