@@ -391,8 +391,10 @@ def _alike_cause(s: dict) -> str:
         )
     if not s.get("rollout_groups") and s["groups_dropped_same_scores"] and not s["steps"]:
         return (
-            "the environment dropped these groups before training, so their answers are not recorded: read "
-            "hermes-rl logs RUN --process env, or raise group_size or temperature so a group's answers can differ"
+            "the environment dropped these groups before training (ensure_scores_are_not_same), so their answers "
+            "are not recorded: see them scored with hermes-rl test-inference --env ENV, or set "
+            "ensure_scores_are_not_same=false to train on and record them; a larger group_size or temperature "
+            "gives a group more chances to differ"
         )
     return (
         f"each group's answers score the same (reward {_f(value)}): raise group_size or temperature so a "
