@@ -7,15 +7,20 @@ registered with run-api, its env_id noted in the run folder's env_ids.jsonl besi
 environment names (run-api's batches name environments only by that id); and with the run's policy
 server given to an environment whose config_init names several (one_policy_server); and with an
 environment owed a share of each batch counting only its own queued groups
-(count_own_groups_with_a_share). Everything else is the file run as `python FILE ...` (a file in a
-package as its package module, core.envs.envload)."""
+(count_own_groups_with_a_share); and with an error the environment raises while it makes or scores an item
+located and counted (locate_environment_errors): atroposlib logs only its message, once per item. Everything
+else is the file run as `python FILE ...` (a file in a package as its package module, core.envs.envload)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import sysconfig
 import time
+import traceback
 from pathlib import Path
+from typing import Any, Callable
 
 from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm
 from hermes_rl.core.envs.envload import run_environment
@@ -131,6 +136,87 @@ def count_own_groups_with_a_share() -> None:
     BaseEnv.get_status = get_status
 
 
+REPEAT_FIRST_S = 1.0  # a repeated error's first count line comes this long after the error's first line
+REPEAT_EVERY_S = 60.0  # and the later ones twice as long apart each time, up to this
+
+
+def _where(exc: BaseException, step: str) -> str:
+    """`at FILE:LINE[ in FUNCTION]` of an exception: the innermost frame of the environment's own code (not
+    an installed package's, nor Python's), else the innermost frame. FILE is the file's name (the first
+    traceback has the whole path): a run's reason quotes the first 120 characters of the line."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__]
+    libraries = tuple(p for p in {sysconfig.get_paths().get(k) for k in ("stdlib", "purelib", "platlib")} if p)
+    own = [f for f in frames if not f.filename.startswith(libraries) and "site-packages" not in f.filename]
+    chosen = own or frames
+    if not chosen:
+        return "at an unknown place"
+    frame = chosen[-1]
+    path = frame.filename.split("site-packages/")[-1] if not own else os.path.basename(frame.filename)
+    return f"at {path}:{frame.lineno}" + (f" in {frame.name}" if frame.name != step else "")
+
+
+class ErrorCounter:
+    """The errors an environment raises while it makes (collect_trajectories) or scores (postprocess_histories)
+    items, logged in atroposlib's words with where they were raised: the first of each (same step, type,
+    file and line) with its traceback, its repeats as one line saying how many it stands for (`Error in STEP
+    (×N since the last line) at …`, which the supervisor's log watch counts as N), REPEAT_FIRST_S after the
+    first, then twice as long each time, at most every_s apart: a run's reason names the error within
+    seconds, and an hour of it is about 70 lines, not one per item."""
+
+    def __init__(self, log: logging.Logger | None = None, every_s: float = REPEAT_EVERY_S):
+        self.log = log or logging.getLogger()  # the root logger, as atroposlib's own line per item
+        self.every_s = every_s
+        self.seen: dict[tuple[str, str], list] = {}  # (step, where) -> [repeats not logged, last line's time, wait]
+
+    def record(self, step: str, exc: BaseException) -> None:
+        where = f"{_where(exc, step)}: {type(exc).__name__}"
+        known = self.seen.get((step, where))
+        now = time.monotonic()
+        if known is None:
+            self.seen[(step, where)] = [0, now, min(REPEAT_FIRST_S, self.every_s)]
+            self.log.error("Error in %s %s: %s", step, where, exc, exc_info=exc)  # its one traceback
+            return
+        known[0] += 1
+        if now - known[1] >= known[2]:
+            # the count first: a log reader keeps a line's first few hundred characters
+            self.log.error("Error in %s (×%d since the last line) %s: %s", step, known[0], where, exc)
+            known[0], known[1], known[2] = 0, now, min(2 * known[2], self.every_s)
+
+
+def locate_environment_errors(counter: ErrorCounter | None = None) -> None:
+    """Wrap each environment's collect_trajectories and postprocess_histories (its own, whatever class
+    defines them) so that an error they raise is logged located and counted (ErrorCounter), then handled
+    as atroposlib's handle_env handles it: the item yields nothing. atroposlib's own line per item, which
+    names no file or line, is then not written."""
+    try:
+        from atroposlib.envs.base import BaseEnv
+    except ImportError:
+        return
+    errors = counter or ErrorCounter()
+    original = BaseEnv.handle_env
+
+    def wrap(env, name: str, failed: Callable[[], Any]) -> None:
+        inner = getattr(env, name)
+
+        async def located(*args, **kwargs):
+            try:
+                return await inner(*args, **kwargs)
+            except Exception as exc:  # what atroposlib's handle_env catches, counted here instead
+                errors.record(name, exc)
+                return failed()
+
+        setattr(env, name, located)
+
+    async def handle_env(self, item_uuid):
+        if not getattr(self, "_hermes_rl_located", False):
+            self._hermes_rl_located = True
+            wrap(self, "collect_trajectories", lambda: (None, []))  # what atroposlib's own except leaves
+            wrap(self, "postprocess_histories", lambda: None)
+        return await original(self, item_uuid)
+
+    BaseEnv.handle_env = handle_env
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit("usage: python -m hermes_rl.dataplane.env_launch ENV_FILE [ARGS...]")
@@ -144,6 +230,7 @@ def main() -> None:
     record_registrations()
     one_policy_server()
     count_own_groups_with_a_share()
+    locate_environment_errors()
     env_file = sys.argv[1]
     sys.argv = sys.argv[1:]
     run_environment(env_file)  # loaded as the config probe loads it: relative imports behave the same

@@ -198,6 +198,9 @@ class GSM8kEnv(BaseEnv):
             self.correct_buffer.append(reward)
         if len(group["tokens"]) != self.config.group_size:
             return None, []
+        group["group_overrides"] = {
+            "expected": str(item["gold_answer"])
+        }  # rollouts.jsonl shows it (the audit reads it)
         return group, []
 
     async def evaluate(self, *args, **kwargs):

@@ -13,6 +13,7 @@ Run: `python environments/reasoning_gym_env.py serve --config CONFIG_YAML`; `...
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import random
@@ -26,6 +27,9 @@ from hermes_rl.environments import env_metrics
 from hermes_rl.environments import reasoning_gym_tasks as tasks
 
 log = logging.getLogger("reasoning_gym")
+FIT_SAMPLE = 32  # items of a level whose answers are measured before the curriculum moves to it
+FIT_SHARE = 0.9  # of them whose answer must fit a reply within the token limit
+FIT_SLACK = 2  # tokens a reply takes beyond the bare answer (a leading space, a marker): no level needs a reply exact
 EVAL_REPLIES_LOGGED = 4  # per eval, in the env's log
 
 
@@ -148,6 +152,8 @@ class ReasoningGymEnv(BaseEnv):
             )
             for name in self.mix
         }
+        for name, curriculum in self.curricula.items():  # never a level whose answers a reply cannot hold
+            curriculum.fits = functools.partial(self.answers_fit, name)
         self.datasets: dict[tuple[str, int], object] = {}
         self.cursor: dict[tuple[str, int], int] = {}
         self.eval_items: list[tuple[str, dict, object]] = []  # (task, entry, its dataset)
@@ -256,6 +262,42 @@ class ReasoningGymEnv(BaseEnv):
         room = self.config.max_token_length - len(self.tokenizer.encode(prompt, add_special_tokens=True)) - 1
         return max(1, min(self.config.max_completion_tokens, room))
 
+    def answer_tokens(self, answer) -> int:
+        """Tokens a reply needs to state this answer in the asked format, with the stop that ends it."""
+        text = f"{answer}\n" if self.config.answer_format == "first_line" else f"<answer>{answer}</answer>\n"
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def answers_fit(self, task: str, level: int) -> bool:
+        """Whether replies within the token limit can hold this level's answers: at least FIT_SHARE of a sample
+        of its items' answers, with FIT_SLACK tokens to spare, fit their prompt's completion budget
+        (max_completion_tokens, and max_token_length past the prompt). A curriculum stops below a level that
+        fails (logged once)."""
+        data = self.dataset(task, level)
+        sample = [data[i] for i in range(min(FIT_SAMPLE, len(data)))]
+        if not sample:
+            return True
+        budget = self.completion_budget
+        needs = [(self.answer_tokens(e["answer"]), budget(self.prompt_for(e["question"]))) for e in sample]
+        share = sum(need + FIT_SLACK <= room for need, room in needs) / len(needs)
+        if share >= FIT_SHARE:
+            return True
+        longest, room = max(needs)
+        log.warning(
+            "reasoning_gym: curriculum %s stays at level %d: level %d's answers need up to %d tokens and only %.0f %% "
+            "fit a reply of %d with %d to spare (max_completion_tokens %d, max_token_length %d); raise them to let "
+            "it climb",
+            task,
+            level - 1,
+            level,
+            longest,
+            100 * share,
+            room,
+            FIT_SLACK,
+            self.config.max_completion_tokens,
+            self.config.max_token_length,
+        )
+        return False
+
     def reward(self, dataset, entry: dict, reply: str) -> tuple[float, float, bool]:
         """(reward, reasoning-gym's score, format ok)."""
         score, formatted = tasks.score_reply(dataset, entry, reply, self.config.answer_format)
@@ -292,6 +334,7 @@ class ReasoningGymEnv(BaseEnv):
             self.buffers["reward"].append(reward)
         if len(group["tokens"]) != self.config.group_size:
             return None, []
+        group["group_overrides"] = {"expected": str(entry["answer"])}  # rollouts.jsonl shows it (the audit reads it)
         # The curriculum follows correctness only: format credit alone never makes a task harder.
         move = self.curricula[task].record(sum(scores) / len(scores))
         if move:

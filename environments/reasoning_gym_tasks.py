@@ -18,6 +18,7 @@ import re
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 log = logging.getLogger("reasoning_gym")
 # A generator that has not returned its items by then is said to be slow in the env log: some settings never
@@ -320,7 +321,9 @@ def echoes(answer: str, question: str) -> bool:
 @dataclass
 class Curriculum:
     """Level moves on the mean reward of the last `window` groups: ≥ up → one level harder, ≤ down → one
-    easier; after a move the window starts afresh (the new level's rewards decide the next move)."""
+    easier; after a move the window starts afresh (the new level's rewards decide the next move). `fits(level)`,
+    when given, says whether a reply within the run's token limit can hold that level's answers: a level it
+    cannot is never reached (the top comes down to the level below, `capped` says so)."""
 
     up: float = 0.7
     down: float = 0.2
@@ -329,6 +332,8 @@ class Curriculum:
     level: int = 0
     rewards: deque = field(default_factory=deque)
     moves: int = 0
+    fits: Callable[[int], bool] | None = None
+    capped: bool = False
 
     def record(self, reward: float) -> int:
         """Add one group's mean reward; returns the move made (+1, -1 or 0)."""
@@ -340,7 +345,10 @@ class Curriculum:
         mean = sum(self.rewards) / len(self.rewards)
         move = 0
         if mean >= self.up and self.level < self.top:
-            move = 1
+            if self.fits is not None and not self.fits(self.level + 1):
+                self.top, self.capped = self.level, True  # its answers do not fit a reply: stay
+            else:
+                move = 1
         elif mean <= self.down and self.level > 0:
             move = -1
         if move:

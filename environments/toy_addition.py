@@ -158,6 +158,7 @@ class ToyAdditionEnv(BaseEnv):
             self.component_buffer.setdefault(self.partial_name, []).append(score if 0.0 < score < 1.0 else 0.0)
         if len(group["tokens"]) != self.config.group_size:
             return None, []
+        group["group_overrides"] = {"expected": str(item["answer"])}  # rollouts.jsonl shows it (the audit reads it)
         return group, []
 
     async def evaluate(self, *args, **kwargs):

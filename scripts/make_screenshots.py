@@ -111,6 +111,11 @@ async def panes() -> None:
         logs={"api": "", "trainer": "", "env": ""},
     )
 
+    # 5ee5ee5e's environment dropped every group for scoring alike: its audit says no_signal in every view
+    problem = {"message": "Scores are the same in a group, skipping...", "level": "warning", "count": 48}
+    (run_dir("5ee5ee5e") / "health.json").write_text(
+        f'{{"processes": {{"env": {{"problems": [{json.dumps(problem)}]}}}}}}'
+    )
     shutil.copyfile(REAL_ROLLOUTS, run_dir("a1b2c3d4") / "rollouts.jsonl")
     write_run_config("a1b2c3d4", 8, 5e-4)
     write_run_config("0badc0de", 4, 1e-3)
@@ -144,10 +149,6 @@ async def panes() -> None:
     await shoot("stop_confirm", [], run_id=None, clock=fixed_clock, before=lambda pilot: _confirm(pilot))
     await shoot("same_prompt", [], clock=fixed_clock, before=_same_prompt)
     # the audit of a run whose environment dropped every group for scoring alike (docs/audit.md)
-    problem = {"message": "Scores are the same in a group, skipping...", "level": "warning", "count": 48}
-    (run_dir("5ee5ee5e") / "health.json").write_text(
-        f'{{"processes": {{"env": {{"problems": [{json.dumps(problem)}]}}}}}}'
-    )
     await shoot("audit", [], run_id="5ee5ee5e", clock=fixed_clock)
 
 

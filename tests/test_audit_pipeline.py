@@ -115,3 +115,22 @@ def test_the_default_task_learns_and_the_audit_says_so(tiny_model_dir, run_clean
     assert signals["truncated_share"] is not None and signals["entropy"] > 0
     assert signals["staleness"] is not None and signals["staleness"] >= 0
     assert set(signals["reward_components"]) == {"exact"}
+
+
+@pytest.mark.timeout(600)
+def test_a_run_at_a_low_temperature_is_told_its_samples_are_identical(tiny_model_dir, run_cleanup):
+    """temperature 0.01: each group is one answer repeated, scored 0 — not a task too hard (toy_addition
+    learns at 1.0). The environment records each group's expected answer, which the reason shows."""
+    use_tiny_model(tiny_model_dir, total_steps=50)
+    launched = time.time()
+    run_id = runs.start_run("toy_addition", "local", {"temperature": 0.01})["run_id"]
+    run_cleanup.append(run_id)
+    status = _wait_for_verdict(run_id, ("no_signal",))
+    _report(f"\nlow-temperature run: launch → no_signal {time.time() - launched:.0f} s; audit {status['audit']}")
+    runs.stop_run(run_id)
+    audit = status["audit"]
+    assert "the samples are identical: 100 % of the last" in audit["reasons"][0], audit
+    assert "raise temperature" in audit["reasons"][0] and "too hard" not in audit["reasons"][0]
+    assert audit["signals"]["identical_share"] == 1.0 and audit["signals"]["entropy"] < 0.2
+    example = audit["signals"]["example"]
+    assert example["prompt"].startswith("Q: ") and example["expected"].isdigit()

@@ -365,3 +365,26 @@ def test_a_quick_generator_says_nothing(caplog):
         assert len(dataset) == 8
         time.sleep(1.2)  # past warn_after: the timer was cancelled once the items came
     assert not [r for r in caplog.records if "has not returned" in r.getMessage()]
+
+
+def test_the_curriculum_never_raises_a_task_past_what_the_token_limit_can_answer(caplog):
+    """README's demo keeps replies to a few tokens: a level whose answers need more is never reached (one
+    token a character stands in for SmolLM2's one token a digit)."""
+    import functools
+
+    def curriculum(max_completion_tokens: int):
+        env = make_env(task="chain_sum", chain_sum_max_digits=1, max_completion_tokens=max_completion_tokens)
+        env.tokenizer = SimpleNamespace(encode=lambda text, add_special_tokens=True: list(text.encode()))
+        c = env.curricula["chain_sum"] = tasks.Curriculum(window=2, top=4)
+        c.fits = functools.partial(env.answers_fit, "chain_sum")
+        return c
+
+    # level 0: sums of two 1-digit numbers, a newline and 2 to spare fit 5 tokens; level 1's 2-digit terms do not
+    short = curriculum(5)
+    with caplog.at_level("WARNING", logger="reasoning_gym"):
+        assert [short.record(1.0) for _ in range(6)] == [0] * 6
+    assert short.level == 0 and short.top == 0 and short.capped
+    warned = [r.getMessage() for r in caplog.records if "stays at level 0" in r.getMessage()]
+    assert len(warned) == 1 and "max_completion_tokens 5" in warned[0]
+    roomy = curriculum(16)
+    assert [roomy.record(1.0) for _ in range(2)] == [0, 1] and roomy.level == 1 and not roomy.capped

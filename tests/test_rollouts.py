@@ -48,6 +48,7 @@ def test_recorder_writes_decoded_groups_with_advantages_and_finish(tokenizer):
     finished = {}
     recorder = RolloutRecorder(path, tokenizer, finish_reason=lambda ids: finished.get(tuple(ids)))
     group = make_group(tokenizer, "Q: 2+3=\nA:", [" 5\n", " 7\n", " 5"], [1.0, 0.5, 0.0])
+    group["group_overrides"] = {"expected": 5}  # what the environment's scorer expected (the audit shows it)
     completion_ids = [t for t, m in zip(group["tokens"][0], group["masks"][0]) if m != -100]
     finished[tuple(completion_ids)] = "stop"
     recorder.record(1, [group])
@@ -55,7 +56,7 @@ def test_recorder_writes_decoded_groups_with_advantages_and_finish(tokenizer):
 
     (line,) = [json.loads(raw) for raw in path.read_text().splitlines()]
     assert line["step"] == 1 and line["group"] == 0 and line["sampled"] is False
-    assert line["prompt"] == "Q: 2+3=\nA:"
+    assert line["prompt"] == "Q: 2+3=\nA:" and line["expected"] == "5"
     texts = [c["text"] for c in line["completions"]]
     assert texts == [" 5\n", " 7\n", " 5"]
     assert [c["reward"] for c in line["completions"]] == [1.0, 0.5, 0.0]

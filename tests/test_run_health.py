@@ -187,7 +187,12 @@ def test_an_environment_raising_on_every_item_is_named_with_its_message(tiny_mod
     status = _reason_soon_after_ready(run_id, launched, "raising env")
     health = status["health"]
     assert health["state"] == "failing" and health["process"] == "env"
-    assert "Error in collect_trajectories: Environment version v3 for ToyTaxi is deprecated" in health["reason"]
+    # located where the worker runs the environment: the file, the line, the exception's type (env_launch.py)
+    assert (
+        "Error in collect_trajectories at raising_env.py:10: RuntimeError: Environment version v3 for ToyTaxi"
+        in health["reason"]
+    )
+    assert "at the file and line the message names" in health["tip"]
     assert health["reason"].startswith("running, env fails on ") and " logged " in health["reason"]
     assert f"hermes-rl logs {run_id} --process env" in health["tip"]
 

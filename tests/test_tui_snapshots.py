@@ -112,7 +112,12 @@ def test_dashboard_overview_at_100x30(snap_compare, snapshot_world):
 
 HEADLINE_COLUMNS = {
     # size: (runs, processes, metrics) columns that must show
-    (160, 48): ({"run", "status", "eval", "reward", "spark"}, {"name", "state", "restarts", "exit"}, {"last", "step"}),
+    # at 160x48 the runs pane says whether each run learns and what it cost (the trend gives way first)
+    (160, 48): (
+        {"run", "status", "eval", "reward", "audit", "cost"},
+        {"name", "state", "restarts", "exit"},
+        {"last", "step"},
+    ),
     (100, 30): ({"run", "status", "eval"}, {"name", "state", "restarts", "exit"}, {"metric", "last"}),
 }
 
@@ -139,6 +144,30 @@ def test_each_pane_keeps_its_headline_columns(snapshot_world, size):
             # the columns shown fit: nothing is cut at the pane's right edge
             for pane_table in (app.query_one(RunsPane).table, procs.table):
                 assert pane_table.virtual_size.width <= pane_table.scrollable_content_region.width
+
+    asyncio.run(scenario())
+
+
+def test_at_80x24_a_filter_never_hides_the_row_it_selects(snapshot_world):
+    """The filter line above the runs and the highlighted run's audit reason below them (a no_signal run's
+    runs to three lines) leave the table its header and the selected row; the reason is cut to what fits."""
+    import asyncio
+
+    problem = {"message": "Scores are the same in a group, skipping...", "level": "warning", "count": 48}
+    (run_dir("5ee5ee5e") / "health.json").write_text(json.dumps({"processes": {"env": {"problems": [problem]}}}))
+
+    async def scenario():
+        app = make_app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, select_run=None)
+            pane = app.query_one(RunsPane)
+            await pilot.press("3", "slash", *"5ee", "enter")
+            await wait_for_fast(pilot, lambda: pane.table.selected_key() == "5ee5ee5e", what="the filtered run")
+            await wait_for_fast(pilot, lambda: app.query_one("#runs-health").display, what="its audit reason")
+            await pilot.pause(0.3)
+            table = pane.table
+            assert table.row_count == 1 and table.size.height >= 2  # the header and the row
+            assert table.cursor_row - table.scroll_offset.y < table.size.height - 1
 
     asyncio.run(scenario())
 

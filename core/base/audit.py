@@ -1,13 +1,16 @@
 """Is it learning, and if not, why: the audit of a run's learning signals (docs/audit.md).
 
 `audit(...)` turns what a run recorded (the trainer's metrics rows with their `signals/...` keys, the
-environments' env_metrics rows, the groups the environments dropped for scoring alike) into
-`{verdict, reasons, signals}`. One rule for every client (status, the agent tools, the dashboard, the
-HTML report, the alerts). Pure: the caller reads the files (core.daemons.audit).
+environments' env_metrics rows, the groups the environments dropped for scoring alike, the last groups
+recorded in rollouts.jsonl) into `{verdict, reasons, signals}`. One rule for every client (status, the
+agent tools, the dashboard, the HTML report, the alerts). Pure: the caller reads the files (core.daemons.audit).
 
 Verdicts, first that applies:
 - no_signal: at least NO_SIGNAL_SHARE of the recent groups scored alike (or were dropped for it), or
-  the recent batches were empty: GRPO has nothing to learn from, whatever the curves look like
+  the recent batches were empty: GRPO has nothing to learn from, whatever the curves look like. The
+  reason names the cause (_alike_cause): answers cut at the token limit, identical samples, a reward
+  that does not depend on the completion, every answer wrong (too hard, or a missed format), every
+  answer right (too easy)
 - suspect: the reward rises while greedy eval falls; completions run into the token limit or grow
   LENGTH_DRIFT_MAX times their first length; one part of a multi-part reward carries it while eval
   does not follow; the entropy collapsed while the reward stayed flat
@@ -19,6 +22,7 @@ Verdicts, first that applies:
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 VERDICTS = ("learning", "flat", "no_signal", "suspect", "unknown")
@@ -36,6 +40,13 @@ ENTROPY_COLLAPSE = 0.25  # recent entropy under this share of the first steps' (
 ENTROPY_FLOOR = 0.1
 DOMINANT_SHARE = 0.8
 STALE_WARN = 2.0
+ROLLOUT_GROUPS = 64  # the most recent recorded groups the cause of alike groups is read from
+IDENTICAL_SHARE = 0.5  # of the alike groups holding one completion repeated: the samples do not explore
+LOW_ENTROPY = 0.2  # nats/token: without rollouts, samples this sure are likely identical
+DISTINCT_SHARE = 0.5  # of the alike groups holding different completions that scored the same
+EXPECTED_HITS = 0.5  # of completions holding the expected answer: a wrong-scored group found it anyway
+EVAL_GAP = 0.5  # greedy eval this far from the sampled reward: the reward does not measure the task
+EXAMPLE_CHARS = 80
 
 _OWN_REWARD_KEYS = {"reward/mean"}
 
@@ -91,11 +102,74 @@ def _components(env_rows: list[dict]) -> dict[str, float]:
     return {name: round(sum(v[-WINDOW:]) / len(v[-WINDOW:]), 4) for name, v in seen.items()}
 
 
+def _clip(text: Any, tail: bool = False) -> str:
+    text = " ".join(str(text or "").split())
+    if len(text) <= EXAMPLE_CHARS:
+        return text
+    return "…" + text[-EXAMPLE_CHARS:] if tail else text[:EXAMPLE_CHARS] + "…"
+
+
+def _holds(text: str, expected: str) -> bool:
+    """Whether a completion holds the expected answer as a whole token (7 is not in 17 or 7.5)."""
+    return re.search(rf"(?<![\w.]){re.escape(expected)}(?![\w]|\.\d)", text) is not None
+
+
+def rollout_signals(groups: list[dict]) -> dict[str, Any]:
+    """What the most recent recorded groups (rollouts.jsonl lines) say about groups that scored alike:
+    how many hold one completion repeated, how many hold different completions that scored the same,
+    whether their completions hold the answer the environment expected (`expected`, when it records it),
+    and one of them as an example."""
+    recent = [
+        g
+        for g in groups[-ROLLOUT_GROUPS:]
+        if isinstance(g, dict) and isinstance(g.get("completions"), list) and len(g["completions"]) >= 2
+    ]
+    alike = identical = distinct = hits = known = 0
+    values: set[float] = set()
+    example: dict[str, Any] | None = None
+    for group in recent:
+        completions = [c for c in group["completions"] if isinstance(c, dict)]
+        rewards = [r for r in (_num(c.get("reward")) for c in completions) if r is not None]
+        texts = [str(c.get("text") or "").strip() for c in completions]
+        if len(set(texts)) == 1:
+            identical += 1
+        if len(rewards) < 2 or len(rewards) != len(completions) or max(rewards) - min(rewards) > 1e-9:
+            continue
+        alike += 1
+        values.add(round(rewards[0], 4))
+        distinct += len(set(texts)) > 1
+        expected = group.get("expected")
+        if isinstance(expected, (str, int, float)) and str(expected).strip():
+            known += len(texts)
+            hits += sum(_holds(t, str(expected).strip()) for t in texts)
+        others = [t for t in texts if t != texts[0]]
+        example = {
+            "prompt": _clip(group.get("prompt"), tail=True),
+            "completion": _clip(texts[0]),
+            "other": _clip(others[0]) if others else None,
+            "reward": rewards[0],
+            "expected": None if expected is None else _clip(expected),
+        }
+    return {
+        "rollout_groups": len(recent),
+        "identical_share": round(identical / len(recent), 4) if recent else None,
+        "alike_distinct_share": round(distinct / alike, 4) if alike else None,
+        "alike_value": next(iter(values)) if len(values) == 1 else None,
+        "expected_hits": round(hits / known, 4) if known else None,
+        "example": example,
+    }
+
+
 def collect_signals(
-    head: list[dict], tail: list[dict], env_head: list[dict], env_tail: list[dict], dropped: dict[str, int]
+    head: list[dict],
+    tail: list[dict],
+    env_head: list[dict],
+    env_tail: list[dict],
+    dropped: dict[str, int],
+    rollouts: list[dict] | None = None,
 ) -> dict[str, Any]:
-    """The signals of a run from the first and last trainer rows, the first and last env rows and the
-    groups the environments dropped ({"same_scores": n, "too_long": n})."""
+    """The signals of a run from the first and last trainer rows, the first and last env rows, the
+    groups the environments dropped ({"same_scores": n, "too_long": n}) and the last recorded groups."""
     steps = max((int(r["step"]) for r in tail if isinstance(r.get("step"), int)), default=0)
     recent = tail[-WINDOW:]
     width = max(1, min(WINDOW, steps // 2)) if steps else WINDOW
@@ -150,6 +224,7 @@ def collect_signals(
         "eval_last": evals[-1][1] if evals else None,
         "evals": len(evals),
         "reward_components": _components(env_tail),
+        **rollout_signals(rollouts or []),
     }
 
 
@@ -169,9 +244,15 @@ def verdict_of(signals: dict[str, Any]) -> tuple[str, list[str]]:
     no_signal = _no_signal(s, reasons)
     suspect = _suspect(s, reward_rise, eval_rise, reasons)
     if not no_signal and share is not None and share >= WARN_ZERO_SHARE:
+        identical = s.get("identical_share")
         reasons.append(
-            f"{_pct(share)} of groups scored alike: only the rest teach anything; a larger group_size or "
-            "temperature gives a group more chances to differ"
+            f"{_pct(share)} of groups scored alike: only the rest teach anything; "
+            + (
+                f"{_pct(identical)} of the last {s['rollout_groups']} groups repeat one completion (entropy "
+                f"{_f(s['entropy'])} nats/token): raise temperature so a group's answers can differ"
+                if identical is not None and identical >= IDENTICAL_SHARE
+                else "a larger group_size or temperature gives a group more chances to differ"
+            )
         )
     truncated = s["truncated_share"]
     if truncated is not None and TRUNCATED_WARN <= truncated < TRUNCATED_SUSPECT:
@@ -209,26 +290,126 @@ def _trend_words(s: dict, reward_rise: float | None, eval_rise: float | None, wh
     return f"{text}: {what}" if what == "rose" else f"{text} {what}"
 
 
+def _example(ex: dict | None, *, other: bool = False, expected: bool = False) -> str:
+    if not ex:
+        return ""
+    text = f"{ex['prompt']!r} → {ex['completion']!r}"
+    if other and ex.get("other") is not None:
+        text += f" and {ex['other']!r}"
+    text += f" scored {_f(_num(ex.get('reward')))}"
+    return text + (f", expected {ex['expected']!r}" if expected and ex.get("expected") is not None else "")
+
+
+def _alike_cause(s: dict) -> str:
+    """Why a run's groups score alike, and what to do about it, from the signals and the last rollouts."""
+    reward, truncated, entropy = s["reward_last"], s["truncated_share"], s["entropy"]
+    ex, evals, eval_last = s.get("example"), s["evals"], s["eval_last"]
+    expected = (ex or {}).get("expected")
+    value = s.get("alike_value")
+    if value is None:
+        value = reward
+    if truncated is not None and truncated >= TRUNCATED_SUSPECT:
+        return (
+            f"{_pct(truncated)} of completions are cut at the token limit "
+            f"({_f(s['mean_completion_tokens'], 1)} tokens on average) before they can answer: raise "
+            "max_token_length (or the environment's reply limit)"
+        )
+    identical = s.get("identical_share")
+    low_entropy = identical is None and entropy is not None and entropy < LOW_ENTROPY
+    # all right and identical is a task too easy: more temperature would only add wrong answers
+    if ((identical is not None and identical >= IDENTICAL_SHARE) or low_entropy) and (value or 0) < 0.95:
+        seen = (
+            f"{_pct(identical)} of the last {s['rollout_groups']} groups repeat one completion"
+            + (f" (e.g. {_example(ex, expected=True)})" if ex and ex.get("other") is None else "")
+            + f", entropy {_f(entropy)} nats/token"
+            if identical is not None
+            else f"entropy {_f(entropy)} nats/token (no rollouts recorded to compare)"
+        )
+        return (
+            f"the samples are identical: {seen}; raise temperature (1.0 samples the policy as it is) so a "
+            "group's answers can differ"
+        )
+    distinct = s.get("alike_distinct_share")
+    hits = s.get("expected_hits")
+    differ = distinct is not None and distinct >= DISTINCT_SHARE
+    eval_gap = evals >= 1 and eval_last is not None and value is not None and abs(eval_last - value) >= EVAL_GAP
+    if (
+        differ
+        and value is not None
+        # a partial score shared by different answers is the reward ignoring them, unless the expected answer
+        # says they are all wrong (format credit alone, say): then it is the case below
+        and (
+            (0.05 < value < 0.95 and hits is None)
+            or eval_gap
+            or (hits is not None and value >= 0.95 and hits < EXPECTED_HITS)
+        )
+    ):
+        because = (
+            f", though only {_pct(hits)} of them hold the expected answer {expected!r}"
+            if hits is not None and value >= 0.95 and hits < EXPECTED_HITS
+            else f", while greedy eval is {_f(eval_last)}"
+            if eval_gap
+            else ""
+        )
+        return (
+            f"the reward does not depend on the completion: {_pct(distinct)} of the alike groups hold different "
+            f"completions that all scored {_f(value)} (e.g. {_example(ex, other=True)}){because}; check the reward "
+            "function (hermes-rl test-inference --env ENV scores its answers)"
+        )
+    if value is not None and (value <= 0.05 or (value < 0.95 and hits is not None)):
+        scored = f"reward {_f(value)}" if value <= 0.05 else f"each only the partial reward {_f(value)}"
+        if eval_gap:
+            return (
+                f"every sample scores {_f(value)} while greedy eval is {_f(eval_last)}: the reward does not measure "
+                "what eval does; check the reward function (hermes-rl test-inference --env ENV)"
+            )
+        shown = f": e.g. {_example(ex)}" if ex else ""
+        if expected is not None:
+            shown += f", and the scorer expected {expected!r}"
+        if hits is not None and hits >= EXPECTED_HITS:
+            return (
+                f"every answer is scored wrong ({scored}) though {_pct(hits)} of them hold the expected "
+                f"answer{shown}: the answers miss the format the scorer reads; ask for that format in the prompt "
+                "or loosen the scorer"
+            )
+        return (
+            f"every answer is wrong ({scored}){shown}: the task is too hard for the model (if the "
+            "answers are right but in another format, the prompt must ask for the one the scorer reads); use an "
+            "easier task or a lower curriculum level, or a larger model"
+        )
+    if value is not None and value >= 0.95:
+        check = (
+            f"; if these different answers are not all right (e.g. {_example(ex, other=True)}), check the reward "
+            "function"
+            if differ and ex and ex.get("other") is not None and hits is None and not evals
+            else ""
+        )
+        return (
+            f"every answer is right (reward {_f(value)}"
+            + (f", greedy eval {_f(eval_last)}" if evals else "")
+            + f"): the task is too easy now; use a harder task or the next curriculum level{check}"
+        )
+    if not s.get("rollout_groups") and s["groups_dropped_same_scores"] and not s["steps"]:
+        return (
+            "the environment dropped these groups before training (ensure_scores_are_not_same), so their answers "
+            "are not recorded: see them scored with hermes-rl test-inference --env ENV, or set "
+            "ensure_scores_are_not_same=false to train on and record them; a larger group_size or temperature "
+            "gives a group more chances to differ"
+        )
+    return (
+        f"each group's answers score the same (reward {_f(value)}): raise group_size or temperature so a "
+        "group's answers can differ"
+    )
+
+
 def _no_signal(s: dict, reasons: list[str]) -> bool:
     share = s["zero_variance_share"]
     if share is not None and share >= NO_SIGNAL_SHARE and s["groups_seen"] >= MIN_GROUPS:
-        reward, truncated = s["reward_last"], s["truncated_share"]
-        why = (
-            f"{_pct(truncated)} of completions are cut at the token limit before they can answer: raise "
-            "max_token_length (or the environment's reply limit)"
-            if truncated is not None and truncated >= TRUNCATED_SUSPECT
-            else "every answer is wrong: the task is too hard for the model (or its answers miss the format the "
-            "reward expects: see them with hermes-rl rollouts RUN)"
-            if reward is not None and reward <= 0.05
-            else "the model solves every prompt: the task is too easy now"
-            if reward is not None and reward >= 0.95
-            else "each group's answers score the same"
-        )
         dropped = s["groups_dropped_same_scores"]
         said = f" ({dropped:,} dropped by the environment for it)" if dropped else ""
         reasons.append(
-            f"{_pct(share)} of {s['groups_seen']:,} groups scored alike{said}, so GRPO has nothing to learn: {why}; "
-            "raise group_size or temperature, use an easier task, or check the reward"
+            f"{_pct(share)} of {s['groups_seen']:,} groups scored alike{said}, so GRPO has nothing to learn: "
+            + _alike_cause(s)
         )
         return True
     recent = s["recent_steps"]
@@ -309,9 +490,11 @@ def audit(
     env_head: list[dict] = (),  # type: ignore[assignment]
     env_tail: list[dict] = (),  # type: ignore[assignment]
     dropped: dict[str, int] | None = None,
+    rollouts: list[dict] | None = None,
 ) -> dict[str, Any]:
-    """{verdict, reasons, signals} of a run (see the module's rule)."""
-    signals = collect_signals(list(head), list(tail), list(env_head), list(env_tail), dropped or {})
+    """{verdict, reasons, signals} of a run (see the module's rule); `rollouts`: its last recorded
+    groups (rollouts.jsonl lines), which tell why groups scored alike."""
+    signals = collect_signals(list(head), list(tail), list(env_head), list(env_tail), dropped or {}, rollouts)
     verdict, reasons = verdict_of(signals)
     return {"verdict": verdict, "reasons": reasons, "signals": signals}
 

@@ -241,9 +241,18 @@ _PROBLEM_TIPS = (
         "groups are longer than max_token_length and are dropped: shorten the prompts or raise max_token_length",
     ),
     (
+        # located by the environment's worker (dataplane/env_launch.py): `Error in STEP at FILE:LINE: TYPE: …`
+        re.compile(
+            r"Error in (?:collect_trajectories|postprocess_histories)(?: \(×\d+ since the last line\))? at \S+:\d+"
+        ),
+        "the environment raises while it makes or scores items, at the file and line the message names: its log "
+        "holds the first such error's traceback (hermes-rl logs RUN --process PROCESS); fix the environment and "
+        "start a new run",
+    ),
+    (
         re.compile(r"Error in collect_trajectories|Error in scoring|Scoring exception"),
-        "the environment raises while it makes or scores items: its log has the traceback "
-        "(hermes-rl logs RUN --process PROCESS); fix the environment and start a new run",
+        "the environment raises while it makes or scores items; its log holds the message only, without a file "
+        "or line (hermes-rl logs RUN --process PROCESS); fix the environment and start a new run",
     ),
     (
         re.compile(r"Failed to send .* after retries|Error registering env"),

@@ -20,6 +20,8 @@ from .log_watch import HEALTH_FILE
 
 HEAD_BYTES = 128 << 10
 TAIL_BYTES = 512 << 10
+ROLLOUT_BYTES = 256 << 10  # the last recorded groups, which tell why groups scored alike
+ROLLOUTS_FILE = "rollouts.jsonl"  # written by the trainer (core.readers.rollouts reads it whole)
 _DROPS = {"same_scores": "Scores are the same in a group", "too_long": "Token length is too long"}
 
 
@@ -67,6 +69,7 @@ def audit_run_dir(run_dir: str | os.PathLike) -> dict[str, Any]:
         _rows(env, tail=False, limit=HEAD_BYTES),
         _rows(env, tail=True, limit=TAIL_BYTES),
         dropped_groups(folder),
+        [row for row in _rows(folder / ROLLOUTS_FILE, tail=True, limit=ROLLOUT_BYTES) if "completions" in row],
     )
 
 
@@ -86,7 +89,7 @@ def cached_audit(run_dir: str | os.PathLike) -> dict[str, Any]:
     """audit_run_dir, taken again only when one of the files it reads changed (a runs listing and the
     dashboard ask every second; a live run's files change once a step)."""
     folder = Path(run_dir)
-    sig = tuple(_sig(folder / name) for name in ("metrics.jsonl", "env_metrics.jsonl", HEALTH_FILE))
+    sig = tuple(_sig(folder / name) for name in ("metrics.jsonl", "env_metrics.jsonl", HEALTH_FILE, ROLLOUTS_FILE))
     key = str(folder)
     with _CACHE_LOCK:
         known = _CACHE.get(key)

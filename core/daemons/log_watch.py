@@ -4,7 +4,8 @@ from the record (is the run making progress?) is core.runs.flow's.
 
 The supervisor calls `LogWatch.tick()` every HEALTH_INTERVAL_S while the run lives. Each tick
 reads what each process log gained since the last tick (from the log's tail at most TAIL_BYTES back,
-never the whole file) and counts its problem lines grouped by message (numbers aside), and it GETs
+never the whole file) and counts its problem lines grouped by message (numbers aside; a line saying
+`(×N since the last line)` counts N), and it GETs
 the `status_url` of the processes that have one (run-api's `/status`: queue size and step). Clients
 turn the record into a verdict with words (core.runs.flow); this module only observes.
 
@@ -31,6 +32,8 @@ READ_BYTES = 1 << 20  # what one tick reads of one log at most (a flood is caugh
 MAX_GROUPS = 50  # distinct problems kept per process (the most frequent)
 REGISTERED = re.compile(r'"POST /register-env[^"]*" 200')
 DELIVERED = re.compile(r'"POST /scored_data(?:_list)?[^"]*" 200')
+# One line standing for several of the same error (an environment's repeats, dataplane/env_launch.py).
+REPEATS = re.compile(r" \(×(\d+) since the last line\)")
 
 
 class LogProblems:
@@ -79,14 +82,17 @@ class LogProblems:
                 continue
             level, message = found
             changed = True
-            self.lines[level] += 1
+            times = 1
+            if repeated := REPEATS.search(message):
+                times, message = int(repeated.group(1)), message[: repeated.start()] + message[repeated.end() :]
+            self.lines[level] += times
             key = problem_key(message)
             group = self.groups.get(key)
             if group is None:
                 if len(self.groups) >= MAX_GROUPS:
                     self._drop_rarest()
                 group = self.groups[key] = {"message": message, "level": level, "count": 0, "first_at": now}
-            group["count"] += 1
+            group["count"] += times
             group["last_at"] = now
             group["message"] = message  # the newest wording
         return changed

@@ -237,9 +237,10 @@ _SIG_FILES = ("/run.json", "/metrics.jsonl", "/env_metrics.jsonl")
 
 def _signature(folder: str, live: bool = True) -> str | None:
     """The (mtime, size) of the files a summary is computed from, as one string; None without run.json.
-    health.json (the dropped groups an audit counts) only for a live run: only its supervisor writes it."""
+    health.json (the dropped groups an audit counts) and rollouts.jsonl (why groups scored alike) only for a
+    live run: only its supervisor and its trainer write them."""
     parts = []
-    for name in (*_SIG_FILES, "/health.json") if live else _SIG_FILES:
+    for name in (*_SIG_FILES, "/health.json", "/rollouts.jsonl") if live else _SIG_FILES:
         try:
             st = os.stat(folder + name)
         except OSError:

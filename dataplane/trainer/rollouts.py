@@ -3,7 +3,8 @@
 One line per group: {"step", "time", "group", "prompt", "completions": [{"text", "reward", "advantage",
 "tokens", "finish"}], "sampled"}. `step` is the step the group trains (the metrics row of that step);
 `advantage` is the GRPO advantage the trainer uses (reward minus the group's mean); `tokens` counts the
-completion's tokens; `finish` is "stop", "length" or null when it cannot be told.
+completion's tokens; `finish` is "stop", "length" or null when it cannot be told; `expected` (when the
+environment puts it in the group's `group_overrides`) is the answer its scorer expected.
 
 Nothing here runs on the training step: `record()` hands the batch to one writer thread through a
 small queue and returns (a batch that finds the queue full is skipped and counted, never waited on).
@@ -203,6 +204,9 @@ class RolloutRecorder:
             "prompt": _cut(self.tokenizer.decode(prompt_ids, skip_special_tokens=False)),
             "completions": completions,
         }
+        shared = group.get("group_overrides")
+        if isinstance(shared, dict) and isinstance(shared.get("expected"), (str, int, float)):
+            record["expected"] = _cut(str(shared["expected"]))  # the answer the environment's scorer expected
         if isinstance(group.get("env_id"), int):
             record["env_id"] = group["env_id"]  # which registered environment made it (run's env_ids.jsonl)
         return record

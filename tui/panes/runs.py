@@ -94,15 +94,17 @@ class RunsPane(Vertical):
                 Column("", "icon"),
                 Column("run", "run"),
                 Column("status", "status"),
+                # Whether the numbers mean learning (audit) and what they cost stay before the trend, age
+                # and environment: at 160x48 the dashboard's runs pane shows both without zoom.
                 Column("environment", "environment", drop=4),
-                Column("profile", "profile", drop=6),
+                Column("profile", "profile", drop=7),  # the first to give way
                 Column("age", "age", drop=5),
                 Column("step", "step", drop=2),
                 Column("eval", "eval", drop=1),
                 Column(f"reward ({REWARD_WINDOW})", "reward", drop=1),
-                Column("reward trend", "spark", drop=3, width=12),
-                Column("audit", "audit", drop=6, width=9),  # is it learning (tui/audit_view.py)
-                Column("cost", "cost", drop=7),  # docs/cost.md; the first to give way
+                Column("reward trend", "spark", drop=6, width=12),
+                Column("audit", "audit", drop=2, width=9),  # is it learning (tui/audit_view.py)
+                Column("cost", "cost", drop=3),  # docs/cost.md
             ]
         )
         yield table

@@ -10,11 +10,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ...base.audit import audit_lines
 from ...base.errors import BadInput
 from ...base.formatting import human_number, metric_text, value_text
 from ...runs.cost import cloud_text
 from .cost import cost_line
-from .output import one_line, rich_console, safe, say, styled
+from .output import one_line, rich_console, safe, say, styled_outcome
 from .sweeps import print_sweep
 
 
@@ -26,9 +27,12 @@ def cmd_results(args) -> Any:
         return results
     console = rich_console()
     console.print(
-        f"run [bold]{safe(results['run_id'])}[/] {styled(results['status'])}"
+        f"run [bold]{safe(results['run_id'])}[/] "
+        + styled_outcome(results["status"], (results.get("audit") or {}).get("verdict"))
         + (f": {safe(results['reason'])}" if results.get("reason") else "")
     )
+    for line in audit_lines(results.get("audit")):  # whether its numbers mean learning (docs/audit.md)
+        console.print(safe(line))
     accuracy = results.get("eval_accuracy")
     if accuracy:
         console.print(

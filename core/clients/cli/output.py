@@ -68,6 +68,18 @@ def styled(status: Any) -> str:
     return f"[{colour}]{icon} {safe(status)}[/]"
 
 
+DOUBTFUL = ("no_signal", "suspect")  # audit verdicts that make a completed run no success (docs/audit.md)
+
+
+def styled_outcome(status: Any, verdict: Any, *, short: bool = False) -> str:
+    """A run's status styled, where a completed run whose audit says no_signal or suspect is no green tick:
+    it trained, but on nothing, or on what the reward pays rather than the task (`short`: for a table
+    whose audit column says which)."""
+    if status == "completed" and verdict in DOUBTFUL:
+        return "[yellow]⚠ completed[/]" if short else f"[yellow]⚠ completed, but the audit says {safe(verdict)}[/]"
+    return styled(status)
+
+
 def parse_assignments(items: list[str] | None) -> dict[str, str]:
     """`--set field=value` pairs; values stay strings so the config library does the typed coercion."""
     assignments: dict[str, str] = {}

@@ -11,14 +11,17 @@ from ...base.formatting import human_age, human_number, lineage
 from ...base.states import run_style
 from ...readers.logs import plain_text
 from .cost import cost_cell
-from .output import rich_console, safe, styled
+from .output import DOUBTFUL, rich_console, safe, styled_outcome
 
 DEFAULT_LIMIT = 50
 PLAIN_ROWS = 200
 
 
-def _cells(run, resumed: dict[str, str]) -> list[str]:
-    """One run's cells as plain text (the caller escapes or sanitizes them)."""
+def _cells(run, resumed: dict[str, str], mark: bool = False) -> list[str]:
+    """One run's cells as plain text (the caller escapes or sanitizes them). `mark`: a reward and an eval
+    that the run's audit says cannot be trusted (no_signal, suspect) carry a `?` (a listing ranked by them)."""
+    verdict = str((run.get("audit") or {}).get("verdict") or "unknown")
+    doubt = " ?" if mark and verdict in DOUBTFUL else ""
     step = f"{run.get('step') if run.get('step') is not None else '-'}/{run.get('total_steps') or '-'}"
     sweep = f"sweep {run['sweep_id']}" if run.get("sweep_id") else None
     changes = " ".join(f"{k}={v}" for k, v in (run.get("profile_changes") or {}).items())
@@ -29,8 +32,9 @@ def _cells(run, resumed: dict[str, str]) -> list[str]:
         " ".join(filter(None, (run.get("profile") or "", changes))),
         human_age(run.get("created_at")),
         step,
-        human_number(run.get("reward")),
-        "-" if run.get("eval_last") is None else f"{run['eval_last']:.2f}",
+        human_number(run.get("reward")) + (doubt if run.get("reward") is not None else ""),
+        "-" if run.get("eval_last") is None else f"{run['eval_last']:.2f}{doubt}",
+        verdict,  # whether reward and eval can be trusted
         cost_cell(run),
         str(run.get("reason") or ""),
     ]
@@ -42,7 +46,7 @@ def _plain(headers: list[str], rows: list[list[str]]) -> None:
     rows = [[plain_text(cell).replace("\t", " ") for cell in row] for row in rows]
     for row, source in zip(rows, rows, strict=True):
         icon, _colour = run_style(source[1])
-        row[1] = f"{icon} {row[1]}"
+        row[1] = f"{'⚠' if source[1] == 'completed' and source[8] in DOUBTFUL else icon} {row[1]}"
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers[:-1])]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
     out = [fmt.format(*headers)] + [fmt.format(*row) for row in rows]
@@ -68,9 +72,9 @@ def cmd_runs(args) -> Any:
     shown = summaries if limit is None else summaries[:limit]
     window = summaries[0].get("reward_window")
     headers = ["run", "status", "environment", "profile", "age", "step", f"reward (mean of last {window})"]
-    headers += ["eval", "cost", "reason"]
+    headers += ["eval", "audit", "cost", "reason"]
     resumed = lineage(summaries)
-    rows = [_cells(run, resumed) for run in shown]
+    rows = [_cells(run, resumed, mark=args.sort in ("eval", "reward")) for run in shown]
     if len(rows) > PLAIN_ROWS:
         _plain(headers, rows)
     else:
@@ -91,5 +95,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> None:
     for column, width in ((table.columns[0], 8), (table.columns[1], 12)):
         column.no_wrap, column.min_width = True, width
     for row in rows:
-        table.add_row(*[styled(cell) if i == 1 else safe(cell) for i, cell in enumerate(row)])
+        table.add_row(
+            *[styled_outcome(cell, row[8], short=True) if i == 1 else safe(cell) for i, cell in enumerate(row)]
+        )
     rich_console().print(table)

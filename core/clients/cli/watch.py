@@ -1,5 +1,6 @@
 """`--watch`: a run's progress until it ends (its phase while starting, then step, reward, eval and an
-ETA), as a live bar on a terminal and as plain lines elsewhere."""
+ETA), as a live bar on a terminal and as plain lines elsewhere; what `status` knows of a problem (a
+failing environment, a process not ready and why) as it changes; at the end the audit's verdict."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from ...base.audit import headline
 from ...base.formatting import human_duration, human_number
 from ...base.paths import cli_command
 from ...base.states import FINAL, ProcState, RunStatus
-from .output import EXIT_ERROR, Exit, next_steps, rich_console, safe, styled
+from .output import DOUBTFUL, EXIT_ERROR, Exit, next_steps, rich_console, safe, styled_outcome
 
 WAITING = (ProcState.PENDING, ProcState.STARTING)  # a process the run still waits for
 
@@ -52,6 +54,24 @@ class _Rate:
 PLAIN_EVERY_S = 10.0  # without a terminal: a progress line this often (and at each change of phase)
 
 
+def _notice(run: Mapping[str, Any]) -> tuple[str, ...]:
+    """What `status` says is wrong with a live run (its health reason and tip), or nothing."""
+    health = run.get("health") or {}
+    if run.get("status") in FINAL or not health.get("reason"):
+        return ()
+    return (str(health["reason"]), *((f"tip: {health['tip']}",) if health.get("tip") else ()))
+
+
+def ending_lines(run_id: str, run: Mapping[str, Any], audit: Mapping[str, Any] | None) -> list[str]:
+    """The run's end and the audit's verdict, as rich markup: a completed run whose audit says no_signal
+    or suspect is no green tick (it trained, but on nothing, or on what the reward pays)."""
+    verdict = (audit or {}).get("verdict")
+    reason = f": {safe(run['reason'])}" if run.get("reason") else ""
+    head = f"run {run_id} {styled_outcome(run['status'], verdict)}{reason}"
+    colour = "yellow" if verdict in DOUBTFUL else "green" if verdict == "learning" else "default"
+    return [head, f"audit: [{colour}]{safe(headline(dict(audit) if audit else None))}[/]"]
+
+
 def watch(run_id: str, json_output: bool = False) -> Any:
     """Progress of a run until it ends: its phase while starting (building the model, starting processes,
     waiting for the first batch), then step, reward, greedy eval accuracy and an ETA. On a terminal a
@@ -79,6 +99,7 @@ def watch(run_id: str, json_output: bool = False) -> Any:
             "reward": human_number(summary.get("reward")),  # the mean of the last reward_window steps
             "eval": "-" if evals is None else f"{evals:.2f}",
             "eta": rate.eta(step, run.get("total_steps"), time.monotonic()),
+            "notice": _notice(run),
         }
 
     try:
@@ -88,7 +109,8 @@ def watch(run_id: str, json_output: bool = False) -> Any:
         return report.status_report(run_id, steps=next_steps()) if json_output else None
     if json_output:
         return report.status_report(run_id, steps=next_steps())
-    console.print(f"run {run_id} {styled(run['status'])}" + (f": {safe(run['reason'])}" if run.get("reason") else ""))
+    for line in ending_lines(run_id, run, report.run_audit(runs.get_run(run_id, sample=False))):
+        console.print(line)
     if run["status"] == RunStatus.COMPLETED:
         results = runs.get_results(run_id)
         if results.get("checkpoint"):
@@ -100,9 +122,13 @@ def _plain_lines(run_id: str, sample: Callable[[], dict]) -> Mapping[str, Any]:
     """A line at each change of phase and every PLAIN_EVERY_S until the run ends; the run at its end."""
     started = time.monotonic()
     shown_phase, shown_at = None, 0.0
+    shown_notice: tuple[str, ...] = ()
     while True:
         now = sample()
         run = now["run"]
+        if now["notice"] and now["notice"] != shown_notice:
+            print("\n".join(f"  {line}" for line in now["notice"]), flush=True)
+        shown_notice = now["notice"]
         if now["phase"] != shown_phase or time.monotonic() - shown_at >= PLAIN_EVERY_S or run["status"] in FINAL:
             elapsed = human_duration(time.monotonic() - started)
             line = f"run {run_id} {now['phase']}"
@@ -136,9 +162,14 @@ def _live_bar(console, run: Mapping[str, Any], sample: Callable[[], dict]) -> Ma
         task = progress.add_task(
             "run", total=run.get("total_steps") or 1, phase=safe(run["status"]), reward="-", eval="-", eta="-"
         )
+        shown_notice: tuple[str, ...] = ()
         while True:
             now = sample()
             run = now["run"]
+            if now["notice"] and now["notice"] != shown_notice:
+                for line in now["notice"]:
+                    progress.console.print(f"  [yellow]{safe(line)}[/]")
+            shown_notice = now["notice"]
             progress.update(
                 task,
                 total=now["total"],

@@ -1,0 +1,183 @@
+"""Why a run is not learning: each cause of docs/audit.md's table, made by a run folder that records it
+(metrics.jsonl, env_metrics.jsonl, rollouts.jsonl as the trainer and the environments write them),
+audited as every client audits a run (core.daemons.audit.audit_run_dir)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hermes_rl.core.base.audit import audit
+from hermes_rl.core.daemons.audit import audit_run_dir
+
+GROUP = 8
+
+
+def _row(step: int, reward: float, alike: int = 4, **signals) -> dict:
+    base = {
+        "step": step,
+        "reward/mean": reward,
+        "batch/groups": 4,
+        "batch/sequences": 32,
+        "advantages/std": 0.0 if alike == 4 else 0.3,
+        "signals/groups_zero_variance": alike,
+        "signals/batch_fill": 1.0,
+        "signals/truncated_share": 0.0,
+        "signals/completion_tokens_mean": 3.0,
+        "signals/entropy": 0.8,
+    }
+    return {**base, **{f"signals/{k}": v for k, v in signals.items()}}
+
+
+def _group(step: int, prompt: str, texts: list[str], rewards: list[float], expected=None) -> dict:
+    record = {
+        "step": step,
+        "group": 0,
+        "prompt": prompt,
+        "completions": [
+            {"text": t, "reward": r, "advantage": r - sum(rewards) / len(rewards), "tokens": 2, "finish": "stop"}
+            for t, r in zip(texts, rewards)
+        ],
+    }
+    if expected is not None:
+        record["expected"] = expected
+    return record
+
+
+def _write(folder: Path, rows: list[dict], env: list[dict] = (), groups: list[dict] = ()) -> Path:  # type: ignore[assignment]
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, lines in (("metrics.jsonl", rows), ("env_metrics.jsonl", env), ("rollouts.jsonl", groups)):
+        if lines:
+            (folder / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return folder
+
+
+def _alike_run(folder: Path, reward: float, texts, *, expected=None, env=(), **signals) -> Path:
+    """Twelve steps whose every group scored `reward` for all of its completions `texts`."""
+    rows = [_row(i + 1, reward, **signals) for i in range(12)]
+    groups = [
+        _group(step, f"{a}+{b}=", list(texts), [reward] * GROUP, expected)
+        for step in range(9, 13)
+        for a, b in ((3, 4), (2, 5))
+    ]
+    return _write(folder, rows, list(env), groups)
+
+
+def _reason(folder: Path) -> tuple[str, str]:
+    result = audit_run_dir(folder)
+    return result["verdict"], result["reasons"][0]
+
+
+def test_identical_samples_at_a_low_temperature_say_raise_temperature(tmp_path):
+    """temperature 0.01: the eight samples of a group are one answer, scored 0; the task is not too hard."""
+    folder = _alike_run(tmp_path, 0.0, ["5"] * GROUP, expected="7", entropy=0.11)
+    verdict, reason = _reason(folder)
+    assert verdict == "no_signal"
+    assert "the samples are identical: 100 % of the last 8 groups repeat one completion" in reason
+    assert "'2+5=' → '5' scored 0.00, expected '7'" in reason
+    assert "entropy 0.11 nats/token" in reason and "raise temperature" in reason
+    assert "too hard" not in reason and "easier" not in reason
+    # without rollouts, a collapsed entropy says the same
+    (folder / "rollouts.jsonl").unlink()
+    verdict, reason = _reason(folder)
+    assert "the samples are identical: entropy 0.11 nats/token" in reason and "raise temperature" in reason
+
+
+def test_every_answer_wrong_shows_one_completion_and_what_the_scorer_expected(tmp_path):
+    texts = ["12", "9", "1", "6", "8", "10", "0", "3"]
+    verdict, reason = _reason(_alike_run(tmp_path, 0.0, texts, expected="7"))
+    assert verdict == "no_signal"
+    assert "every answer is wrong (reward 0.00): e.g. '2+5=' → '12' scored 0.00" in reason
+    assert "the scorer expected '7'" in reason
+    assert "too hard" in reason and "easier task or a lower curriculum level" in reason
+    assert "temperature" not in reason
+
+
+def test_different_wrong_answers_paid_only_a_partial_credit_are_every_answer_wrong(tmp_path):
+    """Format credit (0.1) for every well-formed wrong answer: the reward does depend on the completion."""
+    texts = ["12", "9", "1", "6", "8", "10", "0", "3"]
+    verdict, reason = _reason(_alike_run(tmp_path, 0.1, texts, expected="7"))
+    assert verdict == "no_signal"
+    assert "every answer is wrong (each only the partial reward 0.10)" in reason and "too hard" in reason
+    assert "reward function" not in reason
+
+
+def test_answers_that_hold_the_expected_answer_but_score_0_miss_the_format(tmp_path):
+    texts = ["The answer is 7.", "7 apples", "it is 7", "I think 7", "7!", "= 7", "so 7", "seven, 7"]
+    verdict, reason = _reason(_alike_run(tmp_path, 0.0, texts, expected="7"))
+    assert verdict == "no_signal"
+    assert "every answer is scored wrong (reward 0.00) though 100 % of them hold the expected answer" in reason
+    assert "miss the format the scorer reads" in reason and "too hard" not in reason
+
+
+def test_every_answer_right_is_too_easy_and_points_to_a_harder_task(tmp_path):
+    texts = ["7", "7", "7.", "7", "It is 7", "7", "7", "7"]
+    env = [{"step": 10, "eval/percent_correct": 0.98}, {"step": 12, "eval/percent_correct": 1.0}]
+    verdict, reason = _reason(_alike_run(tmp_path, 1.0, texts, expected="7", env=env))
+    assert verdict == "no_signal"
+    assert "every answer is right (reward 1.00, greedy eval 1.00): the task is too easy now" in reason
+    assert "a harder task or the next curriculum level" in reason
+    assert "easier" not in reason and "reward function" not in reason
+
+
+def test_a_reward_that_ignores_the_completion_says_check_the_reward_function(tmp_path):
+    """A reward function that always returns 1: different answers, most of them wrong, all scored 1."""
+    texts = ["banana", "7", "12", "", "3", "the", "99", "1"]
+    verdict, reason = _reason(_alike_run(tmp_path / "a", 1.0, texts, expected="7"))
+    assert verdict == "no_signal"
+    assert "the reward does not depend on the completion: 100 % of the alike groups hold different" in reason
+    assert "scored 1.00" in reason and "'banana' and '7'" in reason
+    assert "only 12 % of them hold the expected answer '7'" in reason
+    assert "check the reward function" in reason and "too easy" not in reason
+    # no expected answer recorded: greedy eval disagreeing with the reward tells it
+    env = [{"step": 10, "eval/percent_correct": 0.05}]
+    verdict, reason = _reason(_alike_run(tmp_path / "b", 1.0, texts, env=env))
+    assert "the reward does not depend on the completion" in reason and "while greedy eval is 0.05" in reason
+    # a constant reward between right and wrong
+    verdict, reason = _reason(_alike_run(tmp_path / "c", 0.5, texts))
+    assert "different completions that all scored 0.50" in reason and "check the reward function" in reason
+
+
+def test_truncated_completions_say_raise_the_token_limit(tmp_path):
+    verdict, reason = _reason(
+        _alike_run(tmp_path / "a", 0.0, ["6", "8"] * 4, truncated_share=1.0, completion_tokens_mean=2.0)
+    )
+    assert verdict == "no_signal"
+    assert "100 % of completions are cut at the token limit (2.0 tokens on average)" in reason
+    assert "raise max_token_length" in reason
+    rows = [_row(i + 1, 0.2 + 0.01 * i, alike=1, truncated_share=0.7) for i in range(12)]
+    result = audit_run_dir(_write(tmp_path / "b", rows))
+    assert result["verdict"] == "suspect"
+    assert any("70 % of completions end at the token limit" in r and "max_token_length" in r for r in result["reasons"])
+
+
+def test_a_reward_part_carrying_the_reward_while_eval_does_not_follow_is_suspect(tmp_path):
+    rows = [_row(i + 1, 0.04 + 0.01 * i, alike=1) for i in range(22)]
+    env = [{"step": i, "reward/wordy": 0.22, "reward/exact": 0.01} for i in range(20)]
+    env += [{"step": 10, "eval/percent_correct": 0.04}, {"step": 20, "eval/percent_correct": 0.04}]
+    result = audit_run_dir(_write(tmp_path, rows, env))
+    assert result["verdict"] == "suspect"
+    assert any(
+        "reward part 'wordy' carries 96 % of the reward (wordy 0.22, exact 0.01) while greedy eval does not rise" in r
+        for r in result["reasons"]
+    )
+
+
+def test_groups_the_environment_dropped_before_training_say_where_to_look():
+    result = audit([], [], dropped={"same_scores": 12})
+    assert result["verdict"] == "no_signal"
+    assert "the environment dropped these groups before training" in result["reasons"][0]
+
+
+def test_a_run_that_learns_from_few_groups_is_told_when_the_rest_repeat_one_completion(tmp_path):
+    rows = [_row(i + 1, 0.1 + 0.03 * i, alike=3, entropy=0.15) for i in range(20)]
+    groups = [_group(20, "3+4=", ["7"] * GROUP, [1.0] * GROUP)] * 3 + [_group(20, "2+5=", ["7", "6"] * 4, [1, 0] * 4)]
+    result = audit_run_dir(_write(tmp_path, rows, groups=groups))
+    assert result["verdict"] == "learning"
+    assert any(
+        r.startswith(
+            "75 % of groups scored alike: only the rest teach anything; 75 % of the last 4 groups repeat one "
+            "completion (entropy 0.15 nats/token): raise temperature"
+        )
+        for r in result["reasons"]
+    )
