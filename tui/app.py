@@ -454,8 +454,17 @@ class HermesDashboard(App):
         pending, _errors = pane.unsaved()
         values = {**view.values(), **pending}
         shown = [f"{k} {values[k]}" for k in START_SUMMARY_FIELDS if values.get(k) is not None]
-        unsaved = f" · {len(pending)} unsaved edit(s) are saved first" if pending else ""
-        return f"profile {view.profile} · " + " · ".join(shown) + unsaved
+        defaults = {row["name"]: row.get("default") for row in view.editable}
+        edited = sorted(k for k, v in values.items() if k in defaults and v != defaults[k])
+        draft = ""
+        if edited:  # the draft outlives this run: said here, so it is never silently every later run's default
+            unsaved = f"{len(pending)} unsaved, saved first; " if pending else ""
+            draft = (
+                f"\n{len(edited)} value(s) differ from the defaults ({', '.join(edited[:4])}"
+                f"{', …' if len(edited) > 4 else ''}): {unsaved}kept as {env}'s draft, so later runs of it "
+                "start with them too (ctrl+d in [2] resets)"
+            )
+        return f"profile {view.profile} · " + " · ".join(shown) + draft
 
     def _start(self, env: str | None, profile: str | None) -> None:
         self.notify(f"starting {env}…", timeout=2)

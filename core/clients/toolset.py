@@ -220,7 +220,8 @@ def rl_select_environment(name: str) -> dict:
         "tips": [
             "review and change its settings with rl_get_current_config / rl_edit_config, "
             "try it with rl_test_inference, then rl_start_training"
-        ],
+        ]
+        + ([selected["notice"]] if selected.get("notice") else []),
     }
 
 

@@ -26,6 +26,7 @@ from ..base.formatting import shown_value
 from ..base.fsutil import atomic_write_text, read_regular_bytes, read_regular_text
 from ..base.paths import PROJECT_ROOT, rl_dir, user_environments_dir
 from ..base.records import EnvironmentEntry
+from . import envsettings
 
 BASE_ENV = "BaseEnv"
 MAX_FILE_BYTES = 2 * 1024 * 1024  # an environment bigger than this is data, not code
@@ -108,9 +109,8 @@ def environment_dirs() -> list[tuple[str, Path]]:
         ("user", user_environments_dir()),
     ]
     dirs += [("tinker-atropos", d) for d in _tinker_atropos_dirs()]
-    for part in os.environ.get(ENV_PATH_VAR, "").split(os.pathsep):
-        if part.strip():
-            dirs.append(("extra", Path(part.strip()).expanduser()))
+    for part in envsettings.entries("folders")[0]:  # $HERMES_RL_ENV_PATH, else rl/envs.yaml
+        dirs.append(("extra", Path(part).expanduser()))
     seen: set[str] = set()
     unique = []
     for source, directory in dirs:

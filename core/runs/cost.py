@@ -337,18 +337,12 @@ def estimate_start(
 ) -> dict[str, Any]:
     """The estimate of the run `start_run` with these arguments would start (nothing is started, no key
     is needed): the same environment, profile and values, resolved and validated the same way."""
-    from ..base.errors import NotFound
-    from ..envs.discovery import find_environment
-    from ..envs.drafts import current_selection, resolve_run_values
+    from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
     from ..envs.profiles import resolve_profile
 
     selection = current_selection()
-    env_name = env_name or selection.get("environment")
     chosen, _notice = resolve_profile(profile or selection.get("profile"))
-    env_name = env_name or chosen.default_environment
-    if not env_name:
-        raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`")
-    env = find_environment(env_name)
+    env, _fallback = selected_or_default(env_name, selection, chosen)
     values = resolve_run_values(env, chosen, overrides)
     locked = {name: item.value for name, item in chosen.locked.items()}
     merged = {**locked, **values}

@@ -69,7 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _environment_commands(add: Add) -> None:
     """envs, select, config."""
-    add("envs", cmd_envs, "list discovered environments", epilog=envs_help())
+    cmd = add("envs", cmd_envs, "list discovered environments", epilog=envs_help())
+    where = cmd.add_mutually_exclusive_group()
+    where.add_argument(
+        "--add-folder", metavar="DIR", help="save a folder of environments for every client ($HERMES_HOME/rl/envs.yaml)"
+    )
+    where.add_argument(
+        "--add-python", metavar="PATH", help="save an interpreter holding verifiers tasksets for every client"
+    )
+    where.add_argument("--remove", metavar="PATH", help="forget a saved folder or interpreter")
+    where.add_argument("--where", action="store_true", help="show where environments are looked for, and why")
     cmd = add("select", cmd_select, "select the environment (and profile) new runs use")
     cmd.add_argument("env")
     cmd.add_argument("--profile")
@@ -205,7 +214,12 @@ def _front_end_commands(add: Add) -> None:
     add("mcp", cmd_mcp, "serve the rl_* tools over MCP (stdio)")
     cmd = add("dashboard", cmd_dashboard, "open the dashboard (the default)")
     cmd.add_argument("--run", dest="run_id")
-    add("demo", cmd_demo, "start a local run and open the dashboard over it")
+    add(
+        "demo",
+        cmd_demo,
+        "start a local run of the default (the local profile's environment, its default values) and open "
+        "the dashboard over it",
+    )
 
 
 def _export_commands(add: Add) -> None:
