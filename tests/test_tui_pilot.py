@@ -117,6 +117,9 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             # Leave the field (tab goes to the next pane) and start a run: s asks first, y confirms.
             await pilot.press("tab", "s")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="start confirmation")
+            # The saved edit is named, and that it stays the environment's draft for later runs.
+            assert "differ from the defaults (group_size)" in app.screen.detail, app.screen.detail
+            assert "later runs of it start with them too" in app.screen.detail
             await pilot.press("y")
             await wait_for(pilot, lambda: small_pipeline, what="run started")
             run_id = small_pipeline[0]

@@ -699,8 +699,9 @@ def discover_environments() -> list[EnvInfo]:
 
 def discovery_notices() -> list[str]:
     """What the scan's limits left out (folders too deep, too many files), and interpreters that could
-    not list their tasksets, in words."""
-    return _with_tasksets()[1]
+    not list their tasksets, and a bad rl/envs.yaml, in words."""
+    problem = envsettings.saved()[1]
+    return _with_tasksets()[1] + ([problem] if problem else [])
 
 
 def clear_cache(disk: bool = False) -> None:
