@@ -72,11 +72,13 @@ def cmd_sample(args) -> Any:
     if args.prompt is not None:
         if not args.json:
             say(f"sampling {said}…", err=True)
+        chat = False if args.raw else True if args.chat else None
         answer = sampling.sample_prompt(
-            checkpoint, args.prompt, n=args.n, max_tokens=args.max_tokens, chat=not args.raw, on_stage=stage
+            checkpoint, args.prompt, n=args.n, max_tokens=args.max_tokens, chat=chat, on_stage=stage
         )
         if args.json:
             return answer
+        say(f"prompt sent as {answer['prompt_format']}: {answer['prompt_format_why']}", err=True)
         for index, completion in enumerate(answer["completions"], 1):
             say(f"--- completion {index}/{len(answer['completions'])} ({completion['finish']})")
             say(completion["text"])

@@ -239,7 +239,14 @@ def _export_commands(add: Add) -> None:
     what.add_argument("--list", action="store_true", help="list the run's saved checkpoints")
     cmd.add_argument("--n", type=ascii_int, default=1, help="completions of the prompt")
     cmd.add_argument("--max-tokens", type=ascii_int, default=128)
-    cmd.add_argument("--raw", action="store_true", help="send the prompt as raw text, no chat template")
+    form = cmd.add_mutually_exclusive_group()
+    form.add_argument(
+        "--raw",
+        action="store_true",
+        help="send the prompt as raw text (the default when the run's environment "
+        "asked in raw text or the model has no chat template)",
+    )
+    form.add_argument("--chat", action="store_true", help="send the prompt through the model's chat template")
     cmd.add_argument("--groups", type=ascii_int, default=2, help="--env: groups to generate and score")
     cmd.add_argument("--group-size", type=ascii_int, default=4, help="--env: completions per group")
     cmd = add(
