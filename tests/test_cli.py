@@ -324,3 +324,36 @@ def test_where_environments_are_found_is_saved_for_every_client(hermes_home, mon
     assert config.returncode == 0, config.stderr
     assert f"the selected environment '{fixture_id('fixture_basic')}' is not found here" in config.stderr
     assert "using the default toy_addition" in config.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_stop_waits_as_long_as_the_stop_can_take_and_shows_progress(specs, run_processes_cleanup):
+    """A process given 17 s to stop (over the old fixed 15 s): `hermes-rl stop` follows it to the end,
+    a line per change, and succeeds."""
+    run_id = runs.launch(
+        [specs.log_ready("api", "ignore_term.py", stop_timeout=17), specs.sleeper("trainer")],
+        environment="toy_addition",
+        profile="local",
+    )["run_id"]
+    wait_status(run_id, "running")
+    out = hermes("stop", run_id)
+    assert out.returncode == 0, out.stderr
+    assert f"run {run_id}" in out.stdout and "stopped: stopped by user" in out.stdout
+    progress = [line for line in out.stderr.splitlines() if line.startswith(f"stopping run {run_id}")]
+    assert progress and "api still running · trainer stopped" in progress[-1], out.stderr
+    assert "of up to 4" in progress[0]  # 17 + 10 s of stop timeouts, and the margin: named at once
+
+
+def test_a_stops_survivors_are_named_never_a_question_mark():
+    from hermes_rl.core.daemons.procscan import Survivor
+    from hermes_rl.core.runs.control import _survivor_name
+
+    run = {"processes": [{"name": "trainer", "pid": 10, "pgid": 10}, {"name": "env", "pid": 20, "pgid": 20}]}
+    assert _survivor_name(run, Survivor(10, 10, "", "python x", None)) == "trainer"
+    assert _survivor_name(run, Survivor(21, 20, "", "python y", None)) == "a child of env"
+    assert (
+        _survivor_name(run, Survivor(30, 30, "", "/usr/bin/python3 -m vllm.entry --port 1", None))
+        == "python3 vllm.entry"
+    )
+    assert _survivor_name(run, Survivor(31, 31, "", "", None)) == "a process of the run"
