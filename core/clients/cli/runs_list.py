@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ...base.formatting import human_age, human_number, lineage
-from ...base.states import run_style
+from ...base.states import run_style, status_label
 from ...readers.logs import sanitize_terminal
 from .cost import cost_cell
 from .output import rich_console, safe, styled
@@ -24,7 +24,7 @@ def _cells(run, resumed: dict[str, str]) -> list[str]:
     changes = " ".join(f"{k}={v}" for k, v in (run.get("profile_changes") or {}).items())
     return [
         str(run["run_id"]),
-        str(run.get("status")),
+        status_label(run.get("status"), run.get("reason")),
         " ".join(filter(None, (run.get("environment"), resumed.get(run["run_id"]), sweep))),
         " ".join(filter(None, (run.get("profile") or "", changes))),
         human_age(run.get("created_at")),
