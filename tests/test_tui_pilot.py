@@ -365,8 +365,10 @@ def test_stall_warning_in_header_for_a_silent_running_run(hermes_home, specs, ca
     runs.stop_run(run_id)
 
 
-def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, synthetic_runs):
+def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, synthetic_runs, tmp_path):
     from hermes_rl.core.base.paths import user_environments_dir
+    from hermes_rl.core.envs import envsettings
+    from hermes_rl.tui.palette import HermesCommands
     from tests.fixtures_tui import TUI_ENV_SOURCE
 
     async def scenario():
@@ -389,6 +391,25 @@ def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, 
                 timeout=15,
                 what="new environment listed",
             )
+            # A folder saved after the dashboard opened (no watcher on it): the palette's rescan finds it.
+            saved = tmp_path / "saved_later"
+            saved.mkdir()
+            (saved / "saved_env.py").write_text(TUI_ENV_SOURCE.replace('name = "counting"', 'name = "saved_env"'))
+            envsettings.add("folders", str(saved))
+            await pilot.press("colon")
+            await pilot.press(*"rescan environments")
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await wait_for(
+                pilot,
+                lambda: any(e.name == "saved_env" for e in app.environments),
+                timeout=15,
+                what="rescanned environment listed",
+            )
+            # Every action a key has is in the palette, by what it does ("compare" finds c in the runs pane).
+            names = [name for name, _, _ in HermesCommands(app.screen)._commands()]
+            assert any(name.startswith("Compare marked (") and name.endswith(": c)") for name in names), names
+            assert any(name.startswith("Restart process (") for name in names), names
 
     asyncio.run(scenario())
 

@@ -329,6 +329,12 @@ class HermesDashboard(App):
         self.environments = message.environments
         self.pane(EnvironmentsPane).show(message.environments)
 
+    def action_rescan_environments(self) -> None:
+        """Discover again now: environments added where no folder was watched (a folder made or saved
+        since, a taskset installed into an environment interpreter) show up."""
+        self.live.rescan_environments()
+        self.notify("rescanning environments…", timeout=2)
+
     def on_environments_pane_selected(self, message: EnvironmentsPane.Selected) -> None:
         self.choose_environment(message.name)
 
