@@ -64,6 +64,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   esac
   echo "$want" > "$stamp"
   progress_done "installed hermes-rl[$extras] into $venv (installer output: $log)"
+  installed=1
 fi
 # The editable install is strict: hermes_rl is a tree of links to the project's files (build/__editable__.*),
 # which editors and static tools read like any package, and a module outside pyproject's package list fails
@@ -71,7 +72,9 @@ fi
 # removed makes it again (hermes-rl alone, a few seconds).
 modules="$venv/.hermes-rl-modules"
 want_modules="$(find core tui dataplane environments -name '*.py' -o -name '*.tcss' -o -name '*.yaml' -o -name '*.md' -o -name '*.jsonl' | LC_ALL=C sort | sha256sum | cut -c1-16)"
-if [ ! -f "$modules" ] || [ "$(cat "$modules")" != "$want_modules" ]; then
+if [ -n "${installed:-}" ]; then
+  echo "$want_modules" > "$modules"  # the install above made the links
+elif [ ! -f "$modules" ] || [ "$(cat "$modules")" != "$want_modules" ]; then
   what=""
   step "linking hermes-rl's modules into $venv" \
     "$venv"/bin/python -m pip install --progress-bar off --disable-pip-version-check --no-deps -e . \
