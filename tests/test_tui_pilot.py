@@ -96,6 +96,8 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             await pilot.press("backspace", "4")
             await pilot.pause(0.1)
             assert config.pending == {"group_size": 4} and not config.errors
+            head = str(config.query_one("#config-head").render())
+            assert "1 changed from defaults (1 unsaved)" in head, head  # never "all defaults" with an edit
             # esc leaves the input on the same field; j moves to the next without editing it.
             await pilot.press("escape")
             assert not isinstance(app.focused, Input) and config.cursor == 0
