@@ -357,3 +357,21 @@ def test_a_stops_survivors_are_named_never_a_question_mark():
         == "python3 vllm.entry"
     )
     assert _survivor_name(run, Survivor(31, 31, "", "", None)) == "a process of the run"
+
+
+def test_a_taskset_selected_in_a_shell_with_its_interpreter_is_found_by_clients_without_it(
+    hermes_home, vf_python, monkeypatch
+):
+    """The first-hour trap: `select hermes-vf-digits` in a shell that exported HERMES_RL_ENV_PYTHON, then a
+    client without it (the MCP server, Hermes, main.sh). The interpreter is saved for every client."""
+    from hermes_rl.core.envs import verifiers_envs
+
+    monkeypatch.setenv("HERMES_RL_ENV_PYTHON", str(vf_python))
+    verifiers_envs.clear_cache()
+    selected = hermes("select", "hermes-vf-digits")
+    assert selected.returncode == 0, selected.stderr
+    assert f"saved {vf_python}" in selected.stdout
+    monkeypatch.delenv("HERMES_RL_ENV_PYTHON")
+    config = hermes("config", "--json")
+    assert config.returncode == 0, config.stderr
+    assert json.loads(config.stdout)["environment"] == "hermes-vf-digits"

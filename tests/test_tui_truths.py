@@ -52,6 +52,22 @@ def test_the_header_names_the_runs_environment_and_follows_a_cli_selection(herme
     asyncio.run(scenario())
 
 
+def test_a_selection_saved_where_the_dashboard_does_not_look_falls_back_to_the_default(hermes_home, tui_environments):
+    (hermes_home / "rl" / "current.yaml").write_text("environment: hermes-vf-digits\nprofile: null\n")
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(
+                pilot,
+                lambda: any("hermes-vf-digits is not found here" in n.message for n in app._notifications),
+                what="a one-line notice",
+            )
+            assert app.selected_env is None and "hermes-vf-digits" not in _header(app)
+
+    asyncio.run(scenario())
+
+
 def test_a_runs_age_counts_while_nothing_else_changes(hermes_home):
     now = [FIXED_NOW]
     write_run("aaaa0001", created_at=FIXED_NOW - 5)

@@ -206,6 +206,16 @@ class HermesDashboard(App):
     def _start_state(self, selection: dict, profile_name: str, environments: list, default_env: str | None) -> None:
         self.header.profile = profile_name
         self.selected_env = selection.get("environment")
+        known = {key for e in environments for key in (e.id, e.name, *e.aliases)}
+        if self.selected_env and environments and self.selected_env not in known:
+            # saved where this dashboard does not look (an interpreter only another shell named): the default
+            self.notify(
+                f"the selected environment {self.selected_env} is not found here; showing the default "
+                f"{default_env} (`hermes-rl envs --add-python/--add-folder` saves where it lives)",
+                severity="warning",
+                timeout=8,
+            )
+            self.selected_env = None
         self.header.environment = self.selected_env
         self.header.update_text()
         self.environments = environments
