@@ -138,13 +138,15 @@ def remember(env) -> str | None:
     else:
         return None
     lists, problem = saved()
-    known = {os.path.realpath(os.path.expanduser(p)) for p in lists[key]}
-    if problem or os.path.realpath(path) in known:
+    # Paths compared as written, made absolute, never resolved: a venv's python is a link to the same
+    # interpreter as every other venv's, and what tells them apart is the venv it sits in.
+    known = {os.path.abspath(os.path.expanduser(p)) for p in lists[key]}
+    if problem or os.path.abspath(path) in known:
         return None
     if key == "pythons":
         import sys
 
-        if os.path.realpath(path) == os.path.realpath(sys.executable):
+        if os.path.abspath(path) == os.path.abspath(sys.executable):
             return None  # this interpreter is always asked
     try:
         full, _ = add(key, path)
