@@ -356,7 +356,9 @@ class HermesDashboard(App):
         description="cannot select the environment",
     )
     def choose_environment(self, name: str, profile: str | None = None) -> None:
-        backend.select_environment(name, profile)
+        selected = backend.select_environment(name, profile)
+        if selected.get("notice"):  # where it lives was saved for every client
+            self.call_from_thread(self.notify, selected["notice"], timeout=6)
         self.call_from_thread(self._environment_chosen, name)
 
     def choose_profile(self, profile: str) -> None:
