@@ -427,7 +427,8 @@ class HermesDashboard(App):
     def _save(self, env: str, profile: str | None, pending: dict, then_start: bool) -> None:
         result = backend.set_fields(pending, env, profile)
         changed = ", ".join(f"{k}={v['value']!r}" for k, v in result.get("changed", {}).items())
-        self.call_from_thread(self.notify, f"draft saved: {changed}", timeout=3)
+        said = f"{env}'s draft saved: {changed} (later runs of it start with these values)"
+        self.call_from_thread(self.notify, said, timeout=4)
         self.call_from_thread(self.load_config, env)
         if then_start:
             self.call_from_thread(self._start, env, None)
