@@ -95,6 +95,10 @@ def cmd_envs(args) -> Any:
     for notice in discovery_notices():
         console.print(f"[yellow]note:[/] {safe(notice)}")
     console.print("[dim]scanned: " + ", ".join(f"{safe(str(d))} ({s})" for s, d in environment_dirs()) + "[/]")
+    from ...envs.verifiers_envs import interpreters
+
+    if pythons := interpreters()[0]:
+        console.print("[dim]tasksets asked of: " + ", ".join(safe(short_path(p)) for p in pythons) + "[/]")
     return None
 
 
