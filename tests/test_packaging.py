@@ -24,7 +24,11 @@ def test_every_package_folder_is_listed_under_hermes_rl():
         for init in (ROOT / folder).rglob("__init__.py"):
             parts = init.parent.relative_to(ROOT).parts
             on_disk.add(".".join(("hermes_rl", *parts)))
-    assert set(setuptools["packages"]) == on_disk
+    data_only = {p for p in setuptools["packages"] if p not in on_disk}  # folders of package data
+    for package in data_only:
+        folder = ROOT.joinpath(*package.split(".")[1:])
+        assert folder.is_dir() and not list(folder.glob("*.py")), package
+    assert set(setuptools["packages"]) - data_only == on_disk
     assert setuptools["package-dir"] == {f"hermes_rl.{f}": f for f in FOLDERS}
 
 
@@ -37,7 +41,6 @@ def test_wheel_has_no_top_level_name_but_hermes_rl(tmp_path):
             "wheel",
             "--no-deps",
             "--no-build-isolation",
-            "-q",
             "-w",
             str(tmp_path),
             str(ROOT),
@@ -47,6 +50,9 @@ def test_wheel_has_no_top_level_name_but_hermes_rl(tmp_path):
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
+    # Every shipped file is configured: no page of setuptools warnings at install (`is absent from the
+    # packages configuration`).
+    assert "absent from" not in out.stdout + out.stderr, (out.stdout + out.stderr)[-2000:]
     wheel = next(tmp_path.glob("hermes_rl-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}

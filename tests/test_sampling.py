@@ -37,8 +37,10 @@ def test_a_live_then_stopped_runs_checkpoints_answer_prompts_and_are_scored(tiny
         time.sleep(0.2)
 
     # While the run trains on, its step-2 checkpoint answers a prompt.
-    assert cli.main(["sample", run_id, "--step", "2", "--prompt", "Q: 3+1=\nA:", "--raw", "--n", "2", "--json"]) == 0
+    # toy_addition asks in raw text (chat: false): the prompt goes as it is, without --raw, and says so.
+    assert cli.main(["sample", run_id, "--step", "2", "--prompt", "Q: 3+1=\nA:", "--n", "2", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
+    assert answer["prompt_format"] == "raw" and "raw text" in answer["prompt_format_why"]
     assert answer["checkpoint"]["step"] == 2 and answer["checkpoint"]["status"] == "running"
     assert len(answer["completions"]) == 2 and all(c["text"].strip() for c in answer["completions"])
     assert runs.get_run(run_id, sample=False)["status"] == "running"  # undisturbed
@@ -136,3 +138,31 @@ def test_list_shows_each_saved_step_and_where_it_is(hermes_home, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[1] for line in lines] == ["3", "6"] and lines[1].split()[2] == "final"
     assert lines[0].endswith("checkpoints/m-1/weights/step-000003")
+
+
+def test_a_prompt_goes_as_the_run_asked_and_raw_to_a_model_without_a_chat_template(hermes_home, tmp_path):
+    """`sample --prompt` needs no --raw where a chat template would make noise: a run whose environment asked
+    in raw text, or a model with no template; the answer says which form was sent."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
+    write_run("a1b2c3d4", status="completed", steps=6)
+    folder = run_dir("a1b2c3d4") / "checkpoints" / "m-1" / "weights" / "final"
+    folder.mkdir(parents=True)
+    (folder / "adapter_model.safetensors").write_bytes(b"weights")
+    row = {"name": "final", "step": 6, "state_path": "tinker://m-1/weights/final", "local_path": str(folder)}
+    (run_dir("a1b2c3d4") / "checkpoints.jsonl").write_text(json.dumps(row | {"backend": "local"}) + "\n")
+
+    def checkpoint(chat: str) -> dict:
+        (run_dir("a1b2c3d4") / "config.yaml").write_text(
+            f"backend: {{kind: local, model_dir: {model}}}\nenv: {{group_size: 4{chat}}}\n"
+        )
+        return sampling.find_checkpoint("a1b2c3d4")
+
+    assert sampling.prompt_format(checkpoint("")) == (False, "the model has no chat template")
+    (model / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")
+    assert sampling.prompt_format(checkpoint(""))[0] is True
+    raw, why = sampling.prompt_format(checkpoint(", chat: false"))
+    assert raw is False and "asked in raw text (chat: false)" in why
+    assert sampling.prompt_format(checkpoint(", chat: false"), chat=True)[0] is True  # --chat
+    assert sampling.prompt_format(checkpoint(", chat: true"))[0] is True

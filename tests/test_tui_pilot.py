@@ -96,6 +96,8 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             await pilot.press("backspace", "4")
             await pilot.pause(0.1)
             assert config.pending == {"group_size": 4} and not config.errors
+            head = str(config.query_one("#config-head").render())
+            assert "1 changed from defaults (1 unsaved)" in head, head  # never "all defaults" with an edit
             # esc leaves the input on the same field; j moves to the next without editing it.
             await pilot.press("escape")
             assert not isinstance(app.focused, Input) and config.cursor == 0
@@ -117,6 +119,9 @@ def test_select_edit_start_watch_stop_quit_reopen(tui_environments, small_pipeli
             # Leave the field (tab goes to the next pane) and start a run: s asks first, y confirms.
             await pilot.press("tab", "s")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="start confirmation")
+            # The saved edit is named, and that it stays the environment's draft for later runs.
+            assert "differ from the defaults (group_size)" in app.screen.detail, app.screen.detail
+            assert "later runs of it start with them too" in app.screen.detail
             await pilot.press("y")
             await wait_for(pilot, lambda: small_pipeline, what="run started")
             run_id = small_pipeline[0]
@@ -362,8 +367,10 @@ def test_stall_warning_in_header_for_a_silent_running_run(hermes_home, specs, ca
     runs.stop_run(run_id)
 
 
-def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, synthetic_runs):
+def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, synthetic_runs, tmp_path):
     from hermes_rl.core.base.paths import user_environments_dir
+    from hermes_rl.core.envs import envsettings
+    from hermes_rl.tui.palette import HermesCommands
     from tests.fixtures_tui import TUI_ENV_SOURCE
 
     async def scenario():
@@ -386,6 +393,25 @@ def test_palette_opens_a_run_and_new_environment_files_appear(tui_environments, 
                 timeout=15,
                 what="new environment listed",
             )
+            # A folder saved after the dashboard opened (no watcher on it): the palette's rescan finds it.
+            saved = tmp_path / "saved_later"
+            saved.mkdir()
+            (saved / "saved_env.py").write_text(TUI_ENV_SOURCE.replace('name = "counting"', 'name = "saved_env"'))
+            envsettings.add("folders", str(saved))
+            await pilot.press("colon")
+            await pilot.press(*"rescan environments")
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await wait_for(
+                pilot,
+                lambda: any(e.name == "saved_env" for e in app.environments),
+                timeout=15,
+                what="rescanned environment listed",
+            )
+            # Every action a key has is in the palette, by what it does ("compare" finds c in the runs pane).
+            names = [name for name, _, _ in HermesCommands(app.screen)._commands()]
+            assert any(name.startswith("Compare marked (") and name.endswith(": c)") for name in names), names
+            assert any(name.startswith("Restart process (") for name in names), names
 
     asyncio.run(scenario())
 

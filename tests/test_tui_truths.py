@@ -52,6 +52,22 @@ def test_the_header_names_the_runs_environment_and_follows_a_cli_selection(herme
     asyncio.run(scenario())
 
 
+def test_a_selection_saved_where_the_dashboard_does_not_look_falls_back_to_the_default(hermes_home, tui_environments):
+    (hermes_home / "rl" / "current.yaml").write_text("environment: hermes-vf-digits\nprofile: null\n")
+
+    async def scenario():
+        app = HermesDashboard(clock=lambda: FIXED_NOW)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(
+                pilot,
+                lambda: any("hermes-vf-digits is not found here" in n.message for n in app._notifications),
+                what="a one-line notice",
+            )
+            assert app.selected_env is None and "hermes-vf-digits" not in _header(app)
+
+    asyncio.run(scenario())
+
+
 def test_a_runs_age_counts_while_nothing_else_changes(hermes_home):
     now = [FIXED_NOW]
     write_run("aaaa0001", created_at=FIXED_NOW - 5)
@@ -113,17 +129,22 @@ def test_help_groups_keys_by_pane_not_by_class(hermes_home):
 
 def test_at_80_by_24_the_runs_pane_shows_status_and_eval(hermes_home):
     write_run("aaaa0001", steps=30)
+    # a run its budget ended is shown as such, not plainly completed
+    budget = "budget reached: $1.02 of $1.00 (stopped at step 9)"
+    write_run("aaaa0002", steps=9, created_at=FIXED_NOW - 7200, reason=budget)
 
     async def scenario():
         app = HermesDashboard(clock=lambda: FIXED_NOW)
         async with app.run_test(size=(80, 24)) as pilot:
             table = app.query_one("#runs-table")
-            await wait_for(pilot, lambda: table.row_count == 1, what="run listed")
+            await wait_for(pilot, lambda: table.row_count == 2, what="runs listed")
             await pilot.pause(0.3)
             labels = [str(column.label) for column in table.columns.values()]
             assert {"run", "status", "eval"} <= set(labels), labels
-            row = [str(cell) for cell in table.get_row_at(0)]
+            rows = {str(r[1]): [str(c) for c in r] for r in (table.get_row_at(i) for i in range(2))}
+            row = rows["aaaa0001"]
             assert "completed" in row and any("↑" in cell or "." in cell for cell in row[3:]), row
+            assert "completed (budget)" in rows["aaaa0002"], rows["aaaa0002"]
 
     asyncio.run(scenario())
 

@@ -206,6 +206,16 @@ class HermesDashboard(App):
     def _start_state(self, selection: dict, profile_name: str, environments: list, default_env: str | None) -> None:
         self.header.profile = profile_name
         self.selected_env = selection.get("environment")
+        known = {key for e in environments for key in (e.id, e.name, *e.aliases)}
+        if self.selected_env and environments and self.selected_env not in known:
+            # saved where this dashboard does not look (an interpreter only another shell named): the default
+            self.notify(
+                f"the selected environment {self.selected_env} is not found here; showing the default "
+                f"{default_env} (`hermes-rl envs --add-python/--add-folder` saves where it lives)",
+                severity="warning",
+                timeout=8,
+            )
+            self.selected_env = None
         self.header.environment = self.selected_env
         self.header.update_text()
         self.environments = environments
@@ -329,6 +339,12 @@ class HermesDashboard(App):
         self.environments = message.environments
         self.pane(EnvironmentsPane).show(message.environments)
 
+    def action_rescan_environments(self) -> None:
+        """Discover again now: environments added where no folder was watched (a folder made or saved
+        since, a taskset installed into an environment interpreter) show up."""
+        self.live.rescan_environments()
+        self.notify("rescanning environments…", timeout=2)
+
     def on_environments_pane_selected(self, message: EnvironmentsPane.Selected) -> None:
         self.choose_environment(message.name)
 
@@ -340,7 +356,9 @@ class HermesDashboard(App):
         description="cannot select the environment",
     )
     def choose_environment(self, name: str, profile: str | None = None) -> None:
-        backend.select_environment(name, profile)
+        selected = backend.select_environment(name, profile)
+        if selected.get("notice"):  # where it lives was saved for every client
+            self.call_from_thread(self.notify, selected["notice"], timeout=6)
         self.call_from_thread(self._environment_chosen, name)
 
     def choose_profile(self, profile: str) -> None:
@@ -409,7 +427,8 @@ class HermesDashboard(App):
     def _save(self, env: str, profile: str | None, pending: dict, then_start: bool) -> None:
         result = backend.set_fields(pending, env, profile)
         changed = ", ".join(f"{k}={v['value']!r}" for k, v in result.get("changed", {}).items())
-        self.call_from_thread(self.notify, f"draft saved: {changed}", timeout=3)
+        said = f"{env}'s draft saved: {changed} (later runs of it start with these values)"
+        self.call_from_thread(self.notify, said, timeout=4)
         self.call_from_thread(self.load_config, env)
         if then_start:
             self.call_from_thread(self._start, env, None)
@@ -454,8 +473,17 @@ class HermesDashboard(App):
         pending, _errors = pane.unsaved()
         values = {**view.values(), **pending}
         shown = [f"{k} {values[k]}" for k in START_SUMMARY_FIELDS if values.get(k) is not None]
-        unsaved = f" · {len(pending)} unsaved edit(s) are saved first" if pending else ""
-        return f"profile {view.profile} · " + " · ".join(shown) + unsaved
+        defaults = {row["name"]: row.get("default") for row in view.editable}
+        edited = sorted(k for k, v in values.items() if k in defaults and v != defaults[k])
+        draft = ""
+        if edited:  # the draft outlives this run: said here, so it is never silently every later run's default
+            unsaved = f"{len(pending)} unsaved, saved first; " if pending else ""
+            draft = (
+                f"\n{len(edited)} value(s) differ from the defaults ({', '.join(edited[:4])}"
+                f"{', …' if len(edited) > 4 else ''}): {unsaved}kept as {env}'s draft, so later runs of it "
+                "start with them too (ctrl+d in [2] resets)"
+            )
+        return f"profile {view.profile} · " + " · ".join(shown) + draft
 
     def _start(self, env: str | None, profile: str | None) -> None:
         self.notify(f"starting {env}…", timeout=2)

@@ -35,6 +35,8 @@ LIST_EVERY_S = 2.0  # the live runs refreshed at least this often even without f
 # finished and removed runs, so between listings only the live ones are read (idle CPU does not grow
 # with the finished runs on disk); the full listing is the net for an event lost.
 FULL_LIST_EVERY_S = 30.0
+ENVS_EVERY_S = 30.0  # environments rediscovered at least this often: places no file event reaches (a taskset
+# installed into an environment interpreter, a folder made or saved after the dashboard opened)
 RUNS_EVERY_S = 3.0  # a run's step/reward/sparkline in the runs table: at most this often (status at once)
 
 
@@ -231,6 +233,8 @@ class LiveUpdater:
         self.view: RunView | None = None
         self._runs_dirty = True
         self._envs_dirty = False
+        self._last_envs = time.monotonic()  # the dashboard discovers once as it opens
+        self._envs_shown: tuple | None = None  # what the last posted listing held (posted again only if changed)
         self._last_list = 0.0
         self._last_full_list = 0.0
         self._runs: list[dict] | None = None  # the last listing, live runs refreshed in place
@@ -258,6 +262,13 @@ class LiveUpdater:
     def poke(self, runs: bool = True) -> None:
         if runs:
             self._runs_dirty = True
+        self.wake.set()
+
+    def rescan_environments(self) -> None:
+        """Discover the environments again in the next cycle, at once (the palette's Rescan environments)."""
+        self._envs_dirty = True
+        self._envs_shown = None  # post the listing even when nothing changed: the user asked
+        self._urgent.set()
         self.wake.set()
 
     def stop(self) -> None:
@@ -301,10 +312,14 @@ class LiveUpdater:
 
     def _cycle(self) -> None:
         now = time.monotonic()
-        if self._envs_dirty:
-            self._envs_dirty = False
+        if self._envs_dirty or now - self._last_envs >= ENVS_EVERY_S:
+            forced, self._envs_dirty, self._last_envs = self._envs_dirty, False, now
             try:
-                self._post(self.EnvironmentsChanged(backend.discover_environments()))
+                environments = backend.discover_environments()
+                shown = tuple((e.id, e.file, e.error, e.description) for e in environments)
+                if forced or shown != self._envs_shown:
+                    self._envs_shown = shown
+                    self._post(self.EnvironmentsChanged(environments))
             except Exception:
                 pass
         with self._lock:

@@ -7,6 +7,9 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from . import backend
+from .widgets.dialogs import key_text, screen_bindings
+
+SKIPPED_KEY_IDS = ("nav.", "pane.", "config.next", "config.prev", "config.leave", "confirm.")
 
 
 class HermesCommands(Provider):
@@ -59,7 +62,27 @@ class HermesCommands(Provider):
             commands.append(
                 (f"Use profile {profile}", partial(app.choose_profile, profile), "for the selected environment")
             )
-        return commands
+        rescan = "find environments added since the dashboard opened"
+        commands.append(("Rescan environments", app.action_rescan_environments, rescan))
+        return commands + self._key_commands(commands)
+
+    def _key_commands(self, listed: list) -> list[tuple[str, object, str]]:
+        """Every other action a key has on the screen the palette was opened from, by its description and
+        where it works ("Compare marked runs (runs: c)"), so what a key does can be found by name."""
+        app = self.app
+        done = {getattr(callback, "__name__", "") for _, callback, _ in listed}
+        out = []
+        for node, area, binding in screen_bindings(app, self.screen):
+            action = binding.action.split("(")[0]
+            if (
+                binding.id.startswith(SKIPPED_KEY_IDS)
+                or f"action_{action}" in done
+                or action in ("command_palette", "dismiss", "close", "quit", "help")
+            ):
+                continue
+            name = f"{binding.description or action} ({area}: {key_text(app, binding)})"
+            out.append((name, partial(app.call_later, node.run_action, binding.action), f"the {area} key"))
+        return out
 
     async def discover(self) -> Hits:
         for name, callback, help_text in self._commands():

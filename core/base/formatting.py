@@ -23,6 +23,11 @@ def _finite(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def counted(n: Any, noun: str, plural: str | None = None) -> str:
+    """ "1 group", "2 groups": a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def shown_value(value: Any, limit: int = 60) -> str:
     """A value as an error message shows it: NaN, Infinity and -Infinity named as such (repr's `nan`
     and `inf` read like text, and a JSON NaN is not "empty" nor "a float"), anything else as its repr."""

@@ -340,6 +340,7 @@ class Selection(TypedDict):
     profile: str | None
     file: str
     description: str
+    notice: NotRequired[str]  # where it was found, saved so that every client finds it (core.envs.envsettings)
 
 
 class FieldChange(TypedDict):

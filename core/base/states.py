@@ -66,7 +66,29 @@ UNKNOWN_STYLE = ("?", "white")
 
 
 def run_style(status: object) -> tuple[str, str]:
+    """A status's icon and colour; a labelled one ("completed (budget)", status_label) styled as its status."""
+    if isinstance(status, str) and status not in RUN_STYLE and " (" in status:
+        status = status.split(" (", 1)[0]
     return RUN_STYLE.get(status, UNKNOWN_STYLE)  # type: ignore[call-overload]
+
+
+def ended_by(reason: object) -> str | None:
+    """What ended a completed run before its last step, from the reason its trainer gave: "budget" or
+    "plateau"; None otherwise."""
+    if not isinstance(reason, str):
+        return None
+    if reason.startswith("budget reached"):
+        return "budget"
+    if reason.endswith("(stop_on_plateau)"):
+        return "plateau"
+    return None
+
+
+def status_label(status: object, reason: object) -> str:
+    """A run's status as lists show it: "completed (budget)" for a run its budget ended, never plainly
+    "completed" (and "(plateau)" for stop_on_plateau)."""
+    by = ended_by(reason) if status == RunStatus.COMPLETED else None
+    return f"{status} ({by})" if by else str(status)
 
 
 def proc_style(state: object) -> tuple[str, str]:

@@ -220,7 +220,8 @@ def rl_select_environment(name: str) -> dict:
         "tips": [
             "review and change its settings with rl_get_current_config / rl_edit_config, "
             "try it with rl_test_inference, then rl_start_training"
-        ],
+        ]
+        + ([selected["notice"]] if selected.get("notice") else []),
     }
 
 
@@ -400,10 +401,12 @@ def rl_check_status(run_id: str, min_interval_s: float | None = None) -> dict:
 def rl_stop_training(run_id: str) -> dict:
     validate_run_id(run_id)
     from .. import runs
+    from ..runs.control import stop_wait_s
 
     before = runs.get_run(run_id, sample=False)
-    run = runs.stop_run(run_id)
-    problem = runs.stop_not_done(run, runs.STOP_WAIT_S)
+    wait = stop_wait_s(run_id)  # as long as the run's stop sequence can take: never "failed" while it stops
+    run = runs.stop_run(run_id, wait=wait)
+    problem = runs.stop_not_done(run, wait)
     if problem is not None:
         raise problem  # the agent is told what still runs, never that it stopped
     return {

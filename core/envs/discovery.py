@@ -26,6 +26,7 @@ from ..base.formatting import shown_value
 from ..base.fsutil import atomic_write_text, read_regular_bytes, read_regular_text
 from ..base.paths import PROJECT_ROOT, rl_dir, user_environments_dir
 from ..base.records import EnvironmentEntry
+from . import envsettings
 
 BASE_ENV = "BaseEnv"
 MAX_FILE_BYTES = 2 * 1024 * 1024  # an environment bigger than this is data, not code
@@ -108,9 +109,8 @@ def environment_dirs() -> list[tuple[str, Path]]:
         ("user", user_environments_dir()),
     ]
     dirs += [("tinker-atropos", d) for d in _tinker_atropos_dirs()]
-    for part in os.environ.get(ENV_PATH_VAR, "").split(os.pathsep):
-        if part.strip():
-            dirs.append(("extra", Path(part.strip()).expanduser()))
+    for part in envsettings.entries("folders")[0]:  # $HERMES_RL_ENV_PATH, else rl/envs.yaml
+        dirs.append(("extra", Path(part).expanduser()))
     seen: set[str] = set()
     unique = []
     for source, directory in dirs:
@@ -699,8 +699,9 @@ def discover_environments() -> list[EnvInfo]:
 
 def discovery_notices() -> list[str]:
     """What the scan's limits left out (folders too deep, too many files), and interpreters that could
-    not list their tasksets, in words."""
-    return _with_tasksets()[1]
+    not list their tasksets, and a bad rl/envs.yaml, in words."""
+    problem = envsettings.saved()[1]
+    return _with_tasksets()[1] + ([problem] if problem else [])
 
 
 def clear_cache(disk: bool = False) -> None:

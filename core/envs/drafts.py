@@ -19,6 +19,7 @@ from ..base.fsutil import atomic_write_text, file_lock, read_yaml
 from ..base.paths import current_selection_file, drafts_dir, validate_env_name
 from ..base.records import FieldChange, FieldRow, LockedField, Selection
 from ..base.secrets import refuse_secret_values
+from . import envsettings
 from .discovery import EnvInfo, find_environment
 from .fields import (
     SECRETS_HINT,
@@ -132,6 +133,28 @@ def current_selection() -> dict:
     return out
 
 
+def selected_or_default(env_name: str | None, selection: dict, profile: Profile) -> tuple[EnvInfo, str | None]:
+    """(environment, notice): `env_name` when given, else the saved selection, else the profile's default.
+    A saved selection that can no longer be found (its folder or interpreter is not configured for this
+    client, or it was removed) falls back to the default with a one-line notice: it never stops a start."""
+    if env_name:
+        return find_environment(env_name), None
+    default = profile.default_environment
+    name = selection.get("environment") or default
+    if not name:
+        raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
+    try:
+        return find_environment(name), None
+    except NotFound:
+        if not default or name == default:
+            raise
+    notice = (
+        f"the selected environment {name!r} is not found here; using the default {default} "
+        "(`hermes-rl envs --add-python/--add-folder` saves where it lives, for every client)"
+    )
+    return find_environment(default), notice
+
+
 def select_environment(name: str, profile: str | None = None) -> Selection:
     """Make `name` (and optionally a profile) the current selection of every client."""
     env = find_environment(name)
@@ -144,7 +167,11 @@ def select_environment(name: str, profile: str | None = None) -> Selection:
         if profile is None:  # keep the profile chosen earlier
             profile = current_selection()["profile"]
         atomic_write_text(path, yaml.safe_dump({"environment": env.id, "profile": profile}, sort_keys=False))
-    return {"environment": env.id, "profile": profile, "file": env.file, "description": env.description}
+    out: Selection = {"environment": env.id, "profile": profile, "file": env.file, "description": env.description}
+    saved = envsettings.remember(env)  # found through this shell's variables only: saved for every client
+    if saved:
+        out["notice"] = saved
+    return out
 
 
 def _resolve(env_name: str | None, profile: str | None) -> tuple[EnvInfo, Profile, str | None, list[str]]:
@@ -153,10 +180,10 @@ def _resolve(env_name: str | None, profile: str | None) -> tuple[EnvInfo, Profil
     if selection.get("warning"):
         warnings.append(selection["warning"])
     chosen, notice = resolve_profile(profile or selection["profile"])
-    name = env_name or selection["environment"] or chosen.default_environment
-    if not name:
-        raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
-    env = find_environment(name)
+    env, fallback = selected_or_default(env_name, selection, chosen)
+    if fallback:
+        warnings.append(fallback)
+    name = env_name or selection["environment"]
     if not env_name and name == selection["environment"] and name in env.aliases:
         with contextlib.suppress(HermesError, OSError):  # a selection saved under an earlier id: the id now
             select_environment(env.id)
@@ -280,13 +307,16 @@ def reset_draft(env_name: str) -> None:
             pass
 
 
-def resolve_run_values(env: EnvInfo, profile: Profile, overrides: dict | None = None) -> dict:
-    """The values a run starts with: defaults, then the draft, then `overrides` (validated, not saved).
+def resolve_run_values(
+    env: EnvInfo, profile: Profile, overrides: dict | None = None, *, use_draft: bool = True
+) -> dict:
+    """The values a run starts with: defaults, then the draft (unless `use_draft` is False), then
+    `overrides` (validated, not saved).
 
     A wandb_name left at its default becomes `{env}-{timestamp}` here.
     """
     fields = {f.name: f for f in editable_fields(env, profile)}
-    draft, problem = _read_draft(_draft_id(env))
+    draft, problem = _read_draft(_draft_id(env)) if use_draft else ({}, None)
     invalid: list[str] = []
     values = _effective(fields, draft, [], env.name, profile, invalid)
     if problem or invalid:

@@ -25,6 +25,7 @@ from ..base.fsutil import atomic_write_text, read_regular_text
 from ..base.paths import PROJECT_ROOT, probe_cache_dir
 from ..base.secrets import SECRET_NAMES, redact
 from ..daemons.spawn import run_bounded
+from . import envsettings
 
 ENV_PYTHON_VAR = "HERMES_RL_ENV_PYTHON"
 BRIDGE = PROJECT_ROOT / "dataplane" / "verifiers_bridge.py"
@@ -45,13 +46,11 @@ def interpreters() -> tuple[list[str], list[str]]:
     """(interpreters to ask, notices about entries that are not interpreters)."""
     out: list[str] = []
     notices: list[str] = []
-    for part in os.environ.get(ENV_PYTHON_VAR, "").split(os.pathsep):
-        part = part.strip()
-        if not part:
-            continue
+    parts, where = envsettings.entries("pythons")  # $HERMES_RL_ENV_PYTHON, else rl/envs.yaml
+    for part in parts:
         path = os.path.abspath(os.path.expanduser(part))
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            notices.append(f"{ENV_PYTHON_VAR}: {part} is not an executable Python interpreter")
+            notices.append(f"{where}: {part} is not an executable Python interpreter")
             continue
         out.append(path)
     own = os.path.abspath(sys.executable)

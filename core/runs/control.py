@@ -6,10 +6,11 @@ supervisor gone) is ended here: its surviving processes terminated and its final
 
 from __future__ import annotations
 
+import json
 import secrets as _secrets
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..base.clock import remaining_s
@@ -36,14 +37,39 @@ STOP_WAIT_S = 15.0  # how long a stop waits for the run to be recorded final
 SURVIVOR_GRACE_S = 3.0  # how long a recorded-final run's last processes get to exit by themselves
 
 
-def _wait_final(run_id: str, wait: float) -> dict:
+STOP_MARGIN_S = 15.0  # beyond the processes' stop timeouts: the sweep of leftovers, recording, a loaded machine
+STOP_WAIT_MAX_S = 600.0
+
+
+def stop_wait_s(run_id: str) -> float:
+    """How long a run's stop can take: its supervisor stops the processes one at a time, each given its
+    stop timeout before SIGKILL, then sweeps leftovers; at least STOP_WAIT_S."""
+    from ..base.fsutil import read_regular_text
+
+    try:
+        specs = json.loads(read_regular_text(run_dir(run_id) / "pipeline.json"))
+        total = sum(
+            float(spec.get("stop_timeout", 10.0))
+            for spec in specs
+            if isinstance(spec, dict) and isinstance(spec.get("stop_timeout", 10.0), (int, float))
+        )
+    except (OSError, ValueError, TypeError, AttributeError, HermesError):
+        return STOP_WAIT_S
+    return min(max(STOP_WAIT_S, total + STOP_MARGIN_S), STOP_WAIT_MAX_S)
+
+
+def _wait_final(run_id: str, wait: float, on_wait: Callable[[dict], None] | None = None) -> dict:
     """run.json once the run is final, its supervisor died while stopping (the caller turns that into
-    a lost-run stop), or `wait` ran out."""
+    a lost-run stop), or `wait` ran out. `on_wait` sees run.json at each look while it waits."""
 
     def settled() -> dict | None:
         run = read_run(run_id)
         died = not supervisor_alive(run) and (run.get("supervisor") or {}).get("pid")
-        return run if is_recorded_final(run) or died else None
+        if is_recorded_final(run) or died:
+            return run
+        if on_wait is not None:
+            on_wait(run)
+        return None
 
     return poll_until(settled, wait, first=POLL_FIRST_S) or read_run(run_id)
 
@@ -58,8 +84,11 @@ def _wait_registered(run_id: str, wait: float) -> dict:
     return poll_until(registered, wait, first=POLL_FIRST_S) or read_run(run_id)
 
 
-def stop_run(run_id: str, *, wait: float = STOP_WAIT_S, force: bool = False) -> RunView:
-    """Stop a starting, running or lost run; returns get_run() after it (status stopping if `wait` ran out).
+def stop_run(
+    run_id: str, *, wait: float = STOP_WAIT_S, force: bool = False, on_wait: Callable[[dict], None] | None = None
+) -> RunView:
+    """Stop a starting, running or lost run; returns get_run() after it (status stopping if `wait` ran out;
+    `stop_wait_s` is as long as its stop can take). `on_wait` sees run.json while the supervisor stops it.
 
     A running supervisor gets SIGTERM and stops its processes in reverse order. A lost run's surviving
     processes are ended here (SIGTERM, SIGKILL after 5 s) and the run recorded as stopped.
@@ -84,7 +113,7 @@ def stop_run(run_id: str, *, wait: float = STOP_WAIT_S, force: bool = False) -> 
     if not is_recorded_final(run) and supervisor_alive(run):
         if run.get("status") != RunStatus.STOPPING or force:
             procscan.signal_process(sup["pid"], signal.SIGUSR2 if force else signal.SIGTERM)
-        run = _wait_final(run_id, wait)
+        run = _wait_final(run_id, wait, on_wait)
     if not is_recorded_final(run) and not supervisor_alive(run):
         _stop_lost(run)
     _end_survivors(run_id)
@@ -96,8 +125,27 @@ def still_alive(run: dict) -> list[str]:
     alive = []
     if supervisor_alive(run):
         alive.append(f"supervisor (pid {run['supervisor']['pid']})")
-    alive += [f"{s.name or '?'} (pid {s.pid})" for s in survivors(run)]
+    alive += [f"{_survivor_name(run, s)} (pid {s.pid})" for s in survivors(run)]
     return alive
+
+
+def _survivor_name(run: Mapping[str, Any], survivor: procscan.Survivor) -> str:
+    """A survivor by its process's name: its marker, else the recorded process with its pid or process group
+    (a child of it), else what it runs."""
+    if survivor.name:
+        return survivor.name
+    for proc in run.get("processes") or []:
+        if proc.get("pid") == survivor.pid:
+            return str(proc.get("name"))
+    for proc in run.get("processes") or []:
+        if survivor.pgid is not None and proc.get("pgid") == survivor.pgid:
+            return f"a child of {proc.get('name')}"
+    words = survivor.cmdline.split()
+    if not words:
+        return "a process of the run"
+    program = words[0].rsplit("/", 1)[-1]
+    module = words[words.index("-m") + 1] if "-m" in words[:-1] else ""
+    return f"{program} {module}".strip() if module else " ".join(w.rsplit("/", 1)[-1] for w in words[:2])
 
 
 def stop_not_done(run: Mapping[str, Any], wait: float) -> HermesError | None:
@@ -143,7 +191,7 @@ def _end_survivors(run_id: str) -> None:
     procscan.terminate(remaining, timeout=5.0)
     if all_gone():
         return
-    shown = ", ".join(f"{s.name or '?'} (pid {s.pid})" for s in remaining[:5])
+    shown = ", ".join(f"{_survivor_name(run, s)} (pid {s.pid})" for s in remaining[:5])
     raise HermesError(
         f"run {run_id} is recorded {run.get('status')} but {len(remaining)} of its processes are still alive: {shown}",
         hint="they ignored SIGTERM and SIGKILL; check them with `ps` and try `hermes-rl stop` again",

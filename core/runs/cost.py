@@ -16,8 +16,9 @@ from typing import Any
 
 from ..base import prices
 from ..base.errors import BadInput, HermesError
-from ..base.formatting import shown_value
+from ..base.formatting import counted, shown_value
 from ..base.prices import KINDS, count_text, tokens_text, usd_text
+from ..base.states import FINAL
 
 DEFAULT_PROMPT_TOKENS = 256  # the estimate's prompt length when nothing better is known (said so)
 CLOUD_USAGE_FILE = "cloud_usage.json"  # what Tinker reported the run used (dataplane.cloud_usage)
@@ -92,6 +93,7 @@ def run_cost(run: Mapping[str, Any], model: str | None = None) -> dict[str, Any]
 # -- what Tinker reports -------------------------------------------------------------------------------
 
 CLOUD_LAG_NOTE = "cloud data lags up to a few hours"
+TOKENS_AGREE = 0.01  # a token count within 1 % of hermes-rl's agrees (requests in flight, rounding in reports)
 SOURCE_NAMES = {"cloud": "Tinker cloud", "local": "the local Tinker server"}
 
 
@@ -152,11 +154,15 @@ def differences(
     few hours; checked 14:02" — None when every figure both sides have agrees."""
     if tokens is None:
         return None
-    parts = [
-        f"{kind} {count_text(reported[kind])} vs {count_text(tokens[kind])} ({_delta(reported[kind], tokens[kind])})"
-        for kind in KINDS
-        if reported[kind] != tokens[kind]
-    ]
+    parts = []
+    for kind in KINDS:
+        theirs, ours = reported[kind], tokens[kind]
+        if abs(theirs - ours) <= TOKENS_AGREE * max(ours, 1):
+            continue  # within the tolerance: nothing worth saying
+        shown = (count_text(theirs), count_text(ours))
+        if shown[0] == shown[1]:  # "1.3k vs 1.3k" says nothing: the exact counts
+            shown = (f"{theirs:,}", f"{ours:,}")
+        parts.append(f"{kind} {shown[0]} vs {shown[1]} ({_delta(theirs, ours)})")
     if cloud_usd is not None and usd is not None and abs(cloud_usd - usd) > max(1e-6, 0.005 * usd):
         parts.append(f"{usd_text(cloud_usd)} vs {usd_text(usd)} ({_delta(cloud_usd, usd)})")
     if not parts:
@@ -206,7 +212,10 @@ def _projected(run: Mapping[str, Any], last: dict, tokens: dict | None, usd: flo
         "usd": projected_usd,
         "tokens": {kind: round(tokens[kind] * scale) for kind in KINDS},
         "steps": total,
-        "text": f"at this rate: {usd_text(projected_usd)} for {total - first} steps",
+        # an ended run (its budget, a plateau, a stop) pays for no more steps: what all would have cost
+        "text": f"all {total - first} steps would have cost {usd_text(projected_usd)} at this rate"
+        if run.get("status") in FINAL
+        else f"at this rate: {usd_text(projected_usd)} for {total - first} steps",
     }
 
 
@@ -325,7 +334,8 @@ def estimate(
     steps, batch, group = int(values["total_steps"]), int(values["batch_size"]), int(values["group_size"])
     model = values.get("base_model")
     assumptions = [
-        f"{steps} steps × {batch} sequences ({batch // group} groups of {group}) per step",
+        f"{counted(steps, 'step')} × {counted(batch, 'sequence')} ({counted(batch // group, 'group')} of {group}) "
+        "per step",
     ]
     given = prompt_tokens is not None or completion_tokens is not None
     reference = _reference_run(environment, model) if use_history and not given else None
@@ -374,18 +384,12 @@ def estimate_start(
 ) -> dict[str, Any]:
     """The estimate of the run `start_run` with these arguments would start (nothing is started, no key
     is needed): the same environment, profile and values, resolved and validated the same way."""
-    from ..base.errors import NotFound
-    from ..envs.discovery import find_environment
-    from ..envs.drafts import current_selection, resolve_run_values
+    from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
     from ..envs.profiles import resolve_profile
 
     selection = current_selection()
-    env_name = env_name or selection.get("environment")
     chosen, _notice = resolve_profile(profile or selection.get("profile"))
-    env_name = env_name or chosen.default_environment
-    if not env_name:
-        raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`")
-    env = find_environment(env_name)
+    env, _fallback = selected_or_default(env_name, selection, chosen)
     values = resolve_run_values(env, chosen, overrides)
     locked = {name: item.value for name, item in chosen.locked.items()}
     merged = {**locked, **values}

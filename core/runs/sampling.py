@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import BadInput, HermesError, NotFound
-from ..base.fsutil import iter_jsonl, read_json
+from ..base.fsutil import iter_jsonl, read_json, read_regular_text
 from ..base.names import is_ascii_digits
 from ..base.paths import ensure_private_dir, inference_tests_dir, run_dir, saved_checkpoint_folder
 
@@ -117,6 +117,9 @@ def find_checkpoint(run_id: str, step: int | None = None) -> dict:
     model_dir = backend.get("model_dir") or tokenizer or (config.get("tinker") or {}).get("base_model")
     if not model_dir:
         raise HermesError(f"run {run_id}'s config.yaml names no base model", hint="it cannot be served without one")
+    env_section = config.get("env")
+    if not isinstance(env_section, dict):
+        env_section = {}
     return {
         **chosen,
         "local_path": chosen["local_path"] if local else None,
@@ -125,7 +128,35 @@ def find_checkpoint(run_id: str, step: int | None = None) -> dict:
         "environment": run.get("environment"),
         "profile": run.get("profile"),
         "model_dir": str(model_dir),
+        # the environment's own `chat` field (toy_addition's): whether it asked through the chat template
+        "trained_chat": env_section.get("chat") if isinstance(env_section.get("chat"), bool) else None,
     }
+
+
+def has_chat_template(model_dir: str) -> bool | None:
+    """Whether a local model folder's tokenizer has a chat template (None: not a local folder, so unknown)."""
+    folder = Path(model_dir)
+    if not folder.is_dir():
+        return None
+    if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
+        return True
+    try:
+        config = json.loads(read_regular_text(folder / "tokenizer_config.json"))
+    except (OSError, ValueError, HermesError):
+        return False
+    return bool(isinstance(config, dict) and config.get("chat_template"))
+
+
+def prompt_format(checkpoint: dict, chat: bool | None = None) -> tuple[bool, str]:
+    """(send through the chat template?, why): as asked, else as the run's environment asked its prompts,
+    else the chat template when the model has one and raw text when it has none."""
+    if chat is not None:
+        return chat, "as asked"
+    if checkpoint.get("trained_chat") is False:
+        return False, "the run's environment asked in raw text (chat: false); --chat uses the chat template"
+    if has_chat_template(checkpoint["model_dir"]) is False:
+        return False, "the model has no chat template"
+    return True, "the model's chat template; --raw sends the prompt as it is"
 
 
 def _post_json(url: str, body: dict, deadline_s: float) -> dict:
@@ -161,11 +192,12 @@ def sample_prompt(
     n: int = 1,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     temperature: float = 1.0,
-    chat: bool = True,
+    chat: bool | None = None,
     on_stage=None,
 ) -> dict:
     """`n` completions of `prompt` by the checkpoint (a chat message with the model's chat template, or
-    raw text with chat=False): {checkpoint, prompt, completions: [{text, finish}], duration_s, log}."""
+    raw text with chat=False; None: as `prompt_format` decides): {checkpoint, prompt, prompt_format ("chat
+    template" or "raw"), prompt_format_why, completions: [{text, finish}], duration_s, log}."""
     from .trial import PolicyServer, child_base_env
 
     if not isinstance(prompt, str) or not prompt.strip():
@@ -176,6 +208,7 @@ def sample_prompt(
         raise BadInput(f"n must be from 1 to {MAX_SAMPLES}, got {n}")
     if not 1 <= max_tokens <= 4096:
         raise BadInput(f"max_tokens must be from 1 to 4096, got {max_tokens}")
+    chat, why = prompt_format(checkpoint, chat)
     root = ensure_private_dir(inference_tests_dir())
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     log = root / f"sample-{checkpoint['run_id']}-{stamp}-{time.time_ns() % 10**6:06d}.log"
@@ -203,6 +236,8 @@ def sample_prompt(
     return {
         "checkpoint": {k: checkpoint.get(k) for k in ("run_id", "name", "step", "tinker_path", "status")},
         "prompt": prompt,
+        "prompt_format": "chat template" if chat else "raw",
+        "prompt_format_why": why,
         "completions": [{"text": text or "", "finish": finish} for text, finish in texts],
         "duration_s": round(time.monotonic() - started, 2),
         "log": str(log),

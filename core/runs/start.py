@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..base.envlimits import env_number
-from ..base.errors import BadInput, Conflict, HermesError, NotFound
+from ..base.errors import BadInput, Conflict, HermesError
 from ..base.fsutil import (
     append_jsonl,
     atomic_write_json,
@@ -313,31 +313,31 @@ def start_run(
     profile_changes: dict | None = None,
     seed: int | None = None,
     sweep: dict | None = None,
+    documented_default: bool = False,
 ) -> StartedRun:
     """The real pipeline: the selected (or named) environment under a profile, with its draft values
-    and `overrides` (validated, not saved), its environment workers launched as `workers` says
-    (core.runs.workers: launcher, replicas, address, slurm; None: one local worker). `profile_changes`:
-    profile values changed for this run only (a profile derived in memory, validated like a profile
-    file); `seed`: the trainer's seed (LoRA initialisation); `sweep`: the sweep the run belongs to
-    ({"id", "index", "config", "seed"}), recorded in run.json. Returns run.json plus `notices`."""
-    from ..envs.discovery import find_environment
-    from ..envs.drafts import current_selection, resolve_run_values
+        and `overrides` (validated, not saved), its environment workers launched as `workers` says
+        (core.runs.workers: launcher, replicas, address, slurm; None: one local worker). `profile_changes`:
+        profile values changed for this run only (a profile derived in memory, validated like a profile
+        file); `seed`: the trainer's seed (LoRA initialisation); `sweep`: the sweep the run belongs to
+        ({"id", "index", "config", "seed"}), recorded in run.json; `documented_default`: the profile's default
+    environment with its default values, whatever is selected and drafted (the main command's run).
+    Returns run.json plus `notices`."""
+    from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
     from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, check_fit, check_keys, resolve_profile
     from .workers import exposure_warning, resolve_workers
 
     if isinstance(workers, dict) and workers.get("slurm") is not None:
         with_site_settings(workers["slurm"])  # a command a start gives is refused before anything else
     selection = current_selection()
-    env_name = env_name or selection.get("environment")
-    chosen, notice = resolve_profile(profile or selection.get("profile"))
+    chosen, notice = resolve_profile(profile or (None if documented_default else selection.get("profile")))
     if profile_changes:
         from ..envs.profile_derive import derive_profile
 
         chosen = derive_profile(chosen.name, profile_changes)
-    env_name = env_name or chosen.default_environment
-    if not env_name:
-        raise NotFound("no environment selected", hint="pick one with `hermes-rl select ENV`; see `hermes-rl envs`")
-    env = find_environment(env_name)
+    if documented_default:
+        selection = {"environment": None}
+    env, fallback = selected_or_default(env_name, selection, chosen)
     if env.error:
         raise BadInput(f"environment {env.id} cannot be used: {env.error}", hint=f"fix {env.file}")
     if env.abstract:
@@ -348,12 +348,12 @@ def start_run(
     check_trainable(env)
     check_keys(chosen)
     _check_installed(chosen.backend)
-    values = resolve_run_values(env, chosen, overrides)
+    values = resolve_run_values(env, chosen, overrides, use_draft=not documented_default)
     fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
     workers = resolve_workers(workers, values)
     if workers["launcher"] == "slurm":
         slurm_preflight(workers["slurm"])  # the cluster would take the workers: checked before anything starts
-    notice = "; ".join(n for n in (notice, fit, exposure_warning(workers)) if n) or None
+    notice = "; ".join(n for n in (fallback, notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
         check_local_capacity(_member_of(sweep))  # refused before building anything; again as it is recorded
     # profile_values: what the run trains with, its own training values (draft, --set) over the profile's

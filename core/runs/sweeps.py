@@ -148,8 +148,7 @@ def create_sweep(
     """A sweep over `grid` (× `seeds` seeds 0..K-1), every configuration validated, its members queued,
     and as many started as the local-run limit allows now; `budget_usd` covers all its runs together
     (core.runs.sweep_budget). Returns the sweep record (with `notices`)."""
-    from ..envs.discovery import find_environment
-    from ..envs.drafts import current_selection
+    from ..envs.drafts import current_selection, selected_or_default
     from ..envs.profiles import check_keys, resolve_profile
 
     if not grid:
@@ -165,7 +164,7 @@ def create_sweep(
     selection = current_selection()
     chosen, notice = resolve_profile(profile or selection.get("profile"))
     check_keys(chosen)
-    env = find_environment(env_name or selection.get("environment") or chosen.default_environment or "")
+    env, fallback = selected_or_default(env_name, selection, chosen)
     if env.error or env.abstract:
         raise BadInput(f"environment {env.id} cannot be run: {env.error or env.abstract}", hint=f"fix {env.file}")
     configs = configurations(grid) if grid else [{}]
@@ -173,7 +172,7 @@ def create_sweep(
         raise BadInput(
             f"the sweep has {len(configs) * len(seed_list)} runs (at most {MAX_SWEEP_RUNS})", hint="fewer values"
         )
-    notices = [n for n in (notice,) if n]
+    notices = [n for n in (fallback, notice) if n]
     for index, config in enumerate(configs):
         label = " ".join(f"{k}={v}" for k, v in config.items())
         warning, model = _validate(env, chosen.name, config, label or f"#{index}")

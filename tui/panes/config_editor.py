@@ -184,14 +184,7 @@ class ConfigPane(Vertical):
         self.errors.clear()
         self._generation += 1
         gen = self._generation
-        head = Text()
-        head.append(view.environment, style="bold")
-        head.append(f"  profile {view.profile}", style="cyan")
-        modified = sum(1 for r in self.rows if r.get("modified"))
-        head.append(f"  {modified} changed from defaults" if modified else "  all defaults", style="dim")
-        for line in ([view.notice] if view.notice else []) + list(view.warnings or []):
-            head.append(f"\n⚠ {line}", style="yellow")
-        self.query_one("#config-head", Static).update(head)
+        self._render_head()
         widgets = []
         self._label_width = max((len(self._label_text(row, unsaved=True)) for row in self.rows), default=0) + 1
         self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
@@ -325,7 +318,28 @@ class ConfigPane(Vertical):
         label.update(self._label_text(row, unsaved=name in self.pending))
         self._update_subtitle()
 
+    def _render_head(self) -> None:
+        """Environment, profile and how many values differ from the defaults, unsaved edits counted."""
+        view = self.view
+        if view is None:
+            return
+        head = Text()
+        head.append(view.environment, style="bold")
+        head.append(f"  profile {view.profile}", style="cyan")
+        changed = [
+            r["name"]
+            for r in self.rows
+            if (self.pending[r["name"]] != r.get("default") if r["name"] in self.pending else r.get("modified"))
+        ]
+        unsaved = sum(1 for name in changed if name in self.pending)
+        text = f"  {len(changed)} changed from defaults" if changed else "  all defaults"
+        head.append(text + (f" ({unsaved} unsaved)" if unsaved else ""), style="dim")
+        for line in ([view.notice] if view.notice else []) + list(view.warnings or []):
+            head.append(f"\n⚠ {line}", style="yellow")
+        self.query_one("#config-head", Static).update(head)
+
     def _update_subtitle(self) -> None:
+        self._render_head()
         parts = []
         if self.pending:
             parts.append(f"{len(self.pending)} unsaved (ctrl+s)")

@@ -11,7 +11,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from hermes_rl.core.base.formatting import cell_duration, lineage
-from hermes_rl.core.base.states import REWARD_WINDOW, run_style
+from hermes_rl.core.base.states import REWARD_WINDOW, run_style, status_label
 
 from ..audit_view import reason_line, verdict_cell
 from ..format import cost_cell, eval_cell, number, set_subtitle, spark, timestamp
@@ -198,7 +198,7 @@ class RunsPane(Vertical):
         rows = []
         resumed = lineage(self.runs)
         for run in self._visible():
-            status = run.get("status") or "?"
+            status = status_label(run.get("status") or "?", run.get("reason"))  # "completed (budget)"
             icon, colour = run_style(status)
             if run.get("run_id") in self.stalled:
                 icon, colour, status = "⚠", "orange1", f"{status} (stalled)"

@@ -74,12 +74,12 @@ def _area(node, app) -> str:
     return "this screen"
 
 
-def binding_rows(app) -> list[tuple[str, str, str, str]]:
-    """(area, keys, description, id) for every binding of the app and the widgets on screen, keymap applied,
-    grouped by area (in the order the areas are first met)."""
-    keymap = getattr(app, "_keymap", {}) or {}
-    rows, seen_ids, seen_classes = [], set(), set()
-    for node in [app, app.screen, *app.screen.walk_children()]:
+def screen_bindings(app, screen=None) -> list[tuple[object, str, Binding]]:
+    """(node, area, binding) for every binding with an id of the app and the widgets on `screen` (default:
+    the screen shown), each id once, grouped by area in the order the areas are first met."""
+    screen = screen if screen is not None else app.screen
+    found, seen_ids, seen_classes = [], set(), set()
+    for node in [app, screen, *screen.walk_children()]:
         cls = type(node)
         if cls in seen_classes:
             continue
@@ -95,11 +95,24 @@ def binding_rows(app) -> list[tuple[str, str, str, str]]:
             seen_ids.add(binding.id)
             if binding.id.startswith("nav."):  # moving in a list works the same in every pane
                 area = SHARED_AREA
-            keys = keymap.get(binding.id, binding.key)
-            shown = ", ".join(app.get_key_display(Binding(key.strip(), binding.action)) for key in keys.split(","))
-            rows.append((area, shown, binding.description or binding.action, binding.id))
-    order = list(dict.fromkeys(row[0] for row in rows))
-    return sorted(rows, key=lambda row: order.index(row[0]))
+            found.append((node, area, binding))
+    order = list(dict.fromkeys(area for _, area, _ in found))
+    return sorted(found, key=lambda row: order.index(row[1]))
+
+
+def key_text(app, binding: Binding) -> str:
+    """The keys of a binding as the footer shows them, keymap applied."""
+    keys = (getattr(app, "_keymap", {}) or {}).get(binding.id, binding.key)
+    return ", ".join(app.get_key_display(Binding(key.strip(), binding.action)) for key in keys.split(","))
+
+
+def binding_rows(app) -> list[tuple[str, str, str, str]]:
+    """(area, keys, description, id) for every binding of the app and the widgets on screen, keymap applied,
+    grouped by area (in the order the areas are first met)."""
+    return [
+        (area, key_text(app, binding), binding.description or binding.action, str(binding.id))
+        for _node, area, binding in screen_bindings(app)
+    ]
 
 
 class HelpScreen(ModalScreen):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ...base.errors import BadInput
@@ -21,9 +22,50 @@ def _env_note(env) -> str:
     return ""
 
 
+def _envs_settings(args) -> Any:
+    """`envs --add-folder/--add-python/--remove/--where`: the saved places, changed or shown."""
+    from ...envs import envsettings
+    from ...envs.discovery import environment_dirs
+    from ...envs.verifiers_envs import interpreters
+
+    said = ""
+    if args.add_folder or args.add_python:
+        key, path = ("folders", args.add_folder) if args.add_folder else ("pythons", args.add_python)
+        full, new = envsettings.add(key, path)
+        said = f"{'saved' if new else 'already saved'}: {full}"
+    elif args.remove:
+        envsettings.remove(args.remove)
+        said = f"removed: {os.path.abspath(os.path.expanduser(args.remove))}"
+    folders, folders_from = envsettings.entries("folders")
+    pythons, pythons_from = envsettings.entries("pythons")
+    record = {
+        "settings": str(envsettings.settings_path()),
+        "folders": {"paths": folders, "from": folders_from},
+        "pythons": {"paths": pythons, "from": pythons_from},
+        "scanned": [str(d) for _, d in environment_dirs()],
+        "interpreters": interpreters()[0],
+    }
+    if args.json:
+        return record
+    console = rich_console()
+    if said:
+        console.print(safe(said))
+    for key, (paths, source) in (("folders", (folders, folders_from)), ("pythons", (pythons, pythons_from))):
+        console.print(f"{key} (from {safe(source)}): {safe(', '.join(paths)) if paths else '[dim]none[/]'}")
+    for key, var in envsettings.KEYS.items():
+        if os.environ.get(var, "").strip() and envsettings.saved()[0][key]:
+            console.print(f"[yellow]note:[/] ${var} is set in this shell and overrides the saved {key}")
+    problem = envsettings.saved()[1]
+    if problem:
+        console.print(f"[yellow]note:[/] {safe(problem)}")
+    return None
+
+
 def cmd_envs(args) -> Any:
     from ...envs.discovery import discover_environments, discovery_notices, environment_dirs, import_root
 
+    if args.add_folder or args.add_python or args.remove or args.where:
+        return _envs_settings(args)
     envs = discover_environments()
     if args.json:
         rows = []
@@ -53,12 +95,14 @@ def cmd_envs(args) -> Any:
     for notice in discovery_notices():
         console.print(f"[yellow]note:[/] {safe(notice)}")
     console.print("[dim]scanned: " + ", ".join(f"{safe(str(d))} ({s})" for s, d in environment_dirs()) + "[/]")
+    from ...envs.verifiers_envs import interpreters
+
+    if pythons := interpreters()[0]:
+        console.print("[dim]tasksets asked of: " + ", ".join(safe(short_path(p)) for p in pythons) + "[/]")
     return None
 
 
 def envs_help() -> str:
-    import os
-
     from ...envs.discovery import ENV_PATH_VAR, TINKER_ATROPOS_VAR
 
     return ENVS_HELP.format(TINKER_ATROPOS_VAR=TINKER_ATROPOS_VAR, ENV_PATH_VAR=ENV_PATH_VAR, sep=os.pathsep)
@@ -69,10 +113,12 @@ ENVS_HELP = """Where environments are found, in this order (the first of a name 
   2. $HERMES_HOME/rl/environments/ (HERMES_HOME defaults to ~/.hermes)
   3. a tinker-atropos checkout: ${TINKER_ATROPOS_VAR} (the checkout, its tinker_atropos/ or its
      environments/ folder), else a tinker-atropos/ folder beside this project
-  4. ${ENV_PATH_VAR}: more folders, separated by '{sep}'
+  4. more folders: saved with --add-folder DIR (in $HERMES_HOME/rl/envs.yaml, for every client), or
+     ${ENV_PATH_VAR} (separated by '{sep}'), which overrides the saved ones
   5. verifiers v1 tasksets (kind verifiers): the installed packages depending on verifiers, and verifiers'
-     built-in tasksets, in each interpreter of $HERMES_RL_ENV_PYTHON (separated by '{sep}') and in this
-     one when verifiers is importable here; asked once per install change (docs/verifiers.md)
+     built-in tasksets, in each interpreter saved with --add-python PATH (or $HERMES_RL_ENV_PYTHON,
+     separated by '{sep}', which overrides them) and in this one when verifiers is importable here; asked
+     once per install change (docs/verifiers.md)
 Every *.py below a root is read (never imported); hidden folders, caches, virtualenvs, site-packages
 and node_modules are skipped, 8 levels at most.
 
@@ -92,6 +138,8 @@ def cmd_select(args) -> Any:
     rich_console().print(
         f"selected [bold]{safe(result.get('environment'))}[/] (profile {safe(result.get('profile') or 'auto')})"
     )
+    if result.get("notice"):
+        rich_console().print(f"[dim]{safe(result['notice'])}[/]")
     return None
 
 
@@ -118,6 +166,8 @@ def cmd_config(args) -> Any:
     from rich.table import Table
 
     console = rich_console()
+    for warning in view.get("warnings") or []:
+        rich_console(stderr=True).print(f"[yellow]note:[/] {safe(warning)}")
     console.print(f"environment [bold]{safe(view['environment'])}[/]  profile [bold]{safe(view['profile'])}[/]")
     editable = Table(title="editable", box=None, header_style="bold")
     for column, width in (("field", 26), ("value", 16), ("default", 16), ("type", 5)):

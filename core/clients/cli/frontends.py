@@ -32,10 +32,19 @@ def cmd_dashboard(args) -> Any:
 
 
 def cmd_demo(args) -> Any:
-    """The main job: start a local run on the embedded default and open the dashboard over it."""
+    """The main job: a local run of the documented default (the local profile's default environment with
+    its default values, whatever is selected or drafted) and the dashboard over it."""
     from ... import runs
+    from ...base.paths import drafts_dir
+    from ...envs.drafts import current_selection
 
-    run = runs.start_run(None, profile=None)
+    run = runs.start_run(None, profile="local", documented_default=True)
+    selected, env = current_selection().get("environment"), str(run.get("environment"))
+    if (selected and selected != env) or (drafts_dir() / f"{env}.yaml").is_file():
+        rich_console(stderr=True).print(
+            f"[dim]this runs the default {safe(env)} with its default values; `hermes-rl start` runs your "
+            f"selection {safe(selected or env)} with its draft[/]"
+        )
     for notice in run.get("notices") or []:
         rich_console(stderr=True).print(f"[yellow]{safe(notice)}[/]")
     if not sys.stdout.isatty():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...base.formatting import human_duration
+from ...base.formatting import counted, human_duration
 from .output import EXIT_ERROR, Exit, rich_console, safe, say, short_path
 
 
@@ -24,7 +24,7 @@ def cmd_test_inference(args) -> Any:
         if kind == "started":
             target = event["target"]
             console.print(
-                f"testing [bold]{safe(event['environment'])}[/] ({event['num_steps']} groups of "
+                f"testing [bold]{safe(event['environment'])}[/] ({counted(event['num_steps'], 'group')} of "
                 f"{event['group_size']}) against {safe(target['kind'])}"
                 + (f": {safe(target['note'])}" if target.get("note") else "")
             )
@@ -72,11 +72,13 @@ def cmd_sample(args) -> Any:
     if args.prompt is not None:
         if not args.json:
             say(f"sampling {said}…", err=True)
+        chat = False if args.raw else True if args.chat else None
         answer = sampling.sample_prompt(
-            checkpoint, args.prompt, n=args.n, max_tokens=args.max_tokens, chat=not args.raw, on_stage=stage
+            checkpoint, args.prompt, n=args.n, max_tokens=args.max_tokens, chat=chat, on_stage=stage
         )
         if args.json:
             return answer
+        say(f"prompt sent as {answer['prompt_format']}: {answer['prompt_format_why']}", err=True)
         for index, completion in enumerate(answer["completions"], 1):
             say(f"--- completion {index}/{len(answer['completions'])} ({completion['finish']})")
             say(completion["text"])
@@ -85,7 +87,7 @@ def cmd_sample(args) -> Any:
 
     test = InferenceTest.prepare(args.groups, args.group_size, env_name=args.env or None, checkpoint=checkpoint)
     if not args.json:
-        say(f"scoring {said} on {test.env_info.name}: {args.groups} groups of {args.group_size}…", err=True)
+        say(f"scoring {said} on {test.env_info.name}: {counted(args.groups, 'group')} of {args.group_size}…", err=True)
     summary = test.run(lambda event: stage(event["stage"]) if event.get("stage") else None)
     results = summary.get("models") or [{}]
     scored = sampling.scored_completions(results[0].get("rollouts_path") or "", limit=10_000)

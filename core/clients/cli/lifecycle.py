@@ -21,7 +21,7 @@ from ...base.formatting import (
     process_place_text,
 )
 from ...base.paths import cli_command
-from ...base.states import FINAL
+from ...base.states import FINAL, PROC_ALIVE
 from ...readers.logs import sanitize_terminal
 from ...runs.cost import cloud_text
 from .cost import cmd_estimate, cost_line
@@ -313,11 +313,35 @@ def cmd_logs(args) -> Any:
         return None
 
 
+def _stop_progress(run_id: str, wait: float, quiet: bool):
+    """A line on stderr whenever what is stopping changes (and every 5 s): each process's state, the time."""
+    began = time.monotonic()
+    last: list = ["", 0.0]
+
+    def show(run: dict) -> None:
+        if quiet:
+            return
+        states = " · ".join(
+            f"{p.get('name')} {'still running' if p.get('state') in PROC_ALIVE else p.get('state')}"
+            for p in run.get("processes") or []
+        )
+        now = time.monotonic()
+        if states == last[0] and now - last[1] < 5:
+            return
+        last[:] = [states, now]
+        text = f"stopping run {run_id} ({now - began:.0f} s of up to {wait:.0f} s): {states or run.get('status')}"
+        rich_console(stderr=True).print(f"[dim]{safe(text)}[/]")
+
+    return show
+
+
 def cmd_stop(args) -> Any:
     from ... import runs
+    from ...runs.control import stop_wait_s
 
-    run = runs.stop_run(args.run_id)
-    problem = runs.stop_not_done(run, runs.STOP_WAIT_S)
+    wait = stop_wait_s(args.run_id)  # as long as its processes' stop timeouts, one after another, can take
+    run = runs.stop_run(args.run_id, wait=wait, on_wait=_stop_progress(args.run_id, wait, args.json))
+    problem = runs.stop_not_done(run, wait)
     if problem is not None:
         raise problem  # exit 1: a stop that did not stop is never reported as done
     if args.json:

@@ -69,7 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _environment_commands(add: Add) -> None:
     """envs, select, config."""
-    add("envs", cmd_envs, "list discovered environments", epilog=envs_help())
+    cmd = add("envs", cmd_envs, "list discovered environments", epilog=envs_help())
+    where = cmd.add_mutually_exclusive_group()
+    where.add_argument(
+        "--add-folder", metavar="DIR", help="save a folder of environments for every client ($HERMES_HOME/rl/envs.yaml)"
+    )
+    where.add_argument(
+        "--add-python", metavar="PATH", help="save an interpreter holding verifiers tasksets for every client"
+    )
+    where.add_argument("--remove", metavar="PATH", help="forget a saved folder or interpreter")
+    where.add_argument("--where", action="store_true", help="show where environments are looked for, and why")
     cmd = add("select", cmd_select, "select the environment (and profile) new runs use")
     cmd.add_argument("env")
     cmd.add_argument("--profile")
@@ -205,7 +214,12 @@ def _front_end_commands(add: Add) -> None:
     add("mcp", cmd_mcp, "serve the rl_* tools over MCP (stdio)")
     cmd = add("dashboard", cmd_dashboard, "open the dashboard (the default)")
     cmd.add_argument("--run", dest="run_id")
-    add("demo", cmd_demo, "start a local run and open the dashboard over it")
+    add(
+        "demo",
+        cmd_demo,
+        "start a local run of the default (the local profile's environment, its default values) and open "
+        "the dashboard over it",
+    )
 
 
 def _export_commands(add: Add) -> None:
@@ -225,7 +239,14 @@ def _export_commands(add: Add) -> None:
     what.add_argument("--list", action="store_true", help="list the run's saved checkpoints")
     cmd.add_argument("--n", type=ascii_int, default=1, help="completions of the prompt")
     cmd.add_argument("--max-tokens", type=ascii_int, default=128)
-    cmd.add_argument("--raw", action="store_true", help="send the prompt as raw text, no chat template")
+    form = cmd.add_mutually_exclusive_group()
+    form.add_argument(
+        "--raw",
+        action="store_true",
+        help="send the prompt as raw text (the default when the run's environment "
+        "asked in raw text or the model has no chat template)",
+    )
+    form.add_argument("--chat", action="store_true", help="send the prompt through the model's chat template")
     cmd.add_argument("--groups", type=ascii_int, default=2, help="--env: groups to generate and score")
     cmd.add_argument("--group-size", type=ascii_int, default=4, help="--env: completions per group")
     cmd = add(

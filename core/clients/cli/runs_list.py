@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ...base.formatting import human_age, human_number, lineage
-from ...base.states import run_style
+from ...base.states import run_style, status_label
 from ...readers.logs import plain_text
 from .cost import cost_cell
 from .output import DOUBTFUL, rich_console, safe, styled_outcome
@@ -27,7 +27,7 @@ def _cells(run, resumed: dict[str, str], mark: bool = False) -> list[str]:
     changes = " ".join(f"{k}={v}" for k, v in (run.get("profile_changes") or {}).items())
     return [
         str(run["run_id"]),
-        str(run.get("status")),
+        status_label(run.get("status"), run.get("reason")),
         " ".join(filter(None, (run.get("environment"), resumed.get(run["run_id"]), sweep))),
         " ".join(filter(None, (run.get("profile") or "", changes))),
         human_age(run.get("created_at")),
