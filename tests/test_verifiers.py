@@ -1,8 +1,11 @@
 """verifiers v1 tasksets beside Atropos environments (docs/verifiers.md): listed from their own interpreter
-($HERMES_RL_ENV_PYTHON), configured from their TasksetConfig, refused with one line when they cannot train
-here, and trained end to end through the bridge (dataplane/verifiers_bridge.py) on the local profile, alone,
-multi-turn, and mixed with an Atropos environment. The tasksets are tests/data/vf_tasksets, pip-installed in
-a venv of their own (tests/fixtures_verifiers.py): no hub, no network once that venv exists."""
+($HERMES_RL_ENV_PYTHON), configured from their TasksetConfig and EnvConfig, refused with one line when they
+cannot train here, and trained end to end with verifiers running its own episodes (its Env, the null
+harness's chat program, its subprocess runtime) against the run's endpoint, on the local profile: what only
+verifiers' runtime does (a reward that takes the runtime, a metric, an intercept, a stop hook), every seat of
+a two-seat Env, multi-turn, and mixed with an Atropos environment; vf-eval itself against a run's endpoint.
+The tasksets are tests/data/vf_tasksets, pip-installed in a venv of their own (tests/fixtures_verifiers.py):
+no hub, and no network once that venv and verifiers' chat program (uv's cache) exist."""
 
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import BadInput, NotFound
+from hermes_rl.core.base.failures import ENDS_A_WORKER, exception_line, exception_type
 from hermes_rl.core.base.fsutil import read_jsonl
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.envs import discovery, drafts, verifiers_envs
@@ -49,6 +54,16 @@ def test_envs_lists_tasksets_beside_atropos_by_kind_with_fields_and_reasons(vf_e
     assert "verifiers >= 0.4.0" in rows["hermes-vf-oldapi"]["error"]
     assert "container" in rows["hermes-vf-boxed"]["refused"]
     assert "external service" in rows["nemo_gym"]["refused"]
+    # found by its module's imports though it declares no dependency on verifiers, under its own module name
+    features = rows["hermes-vf-features-dist"]
+    assert features["error"] is None and features["class_name"] == "FeaturesTaskset", features
+    # an old-API package whose import fails under verifiers 0.4 (verifiers.envs is gone) is still old API
+    assert "No module named" not in rows["hermes-vf-oldapi"]["error"]
+    assert "not a taskset" in rows["hermes-vf-harness"]["error"]
+    # a two-seat Env: its seats, and its own settings editable with their descriptions
+    duel = drafts.get_config("hermes-vf-duel", "local")
+    bonus = next(row for row in duel.editable if row["name"] == "bonus")
+    assert bonus["type"] == "float" and "winner" in bonus["description"]
 
     # the table marks each row's kind
     table = _cli("envs")
@@ -115,20 +130,88 @@ def test_start_refuses_sandboxed_old_api_and_broken_tasksets_in_one_line(vf_env)
 
 @pytest.mark.slow
 @pytest.mark.timeout(420)
-def test_a_single_turn_taskset_trains_on_the_local_profile(vf_env, tiny_model_dir):
-    use_tiny_model(tiny_model_dir, total_steps=3)
-    run = runs.start_run("hermes-vf-digits", "local", {"group_size": 4, "batch_size": 8, "max_tokens": 6})
+def test_verifiers_runs_its_own_episodes_and_vf_eval_runs_against_the_runs_endpoint(vf_env, tiny_model_dir):
+    """A runtime reward, a metric, an intercept and a stop hook all run (the old bridge ran none of them), the
+    trainer trains on what the endpoint sampled, and verifiers' own vf-eval evaluates the live policy."""
+    use_tiny_model(tiny_model_dir, total_steps=200)
+    overrides = {"group_size": 4, "batch_size": 8, "max_tokens": 6, "ensure_scores_are_not_same": False}
+    run = runs.start_run("hermes-vf-features-dist", "local", overrides)
+    folder = run_dir(run["run_id"])
+    try:
+        _wait_for(lambda: len(read_jsonl(folder / "metrics.jsonl")) >= 2, 240, run["run_id"])
+        port = runs.get_run(run["run_id"], sample=False)["ports"]["inference"]
+        evaluated = subprocess.run(
+            [str(vf_env.parent / "vf-eval"), "hermes_vf_features", "-m", "policy", "-r", "2", "--no-push"]
+            + ["--client.base-url", f"http://127.0.0.1:{port}/v1", "--client.api-key-var", "HERMES_RL_NO_KEY"]
+            + ["--env.agent.harness.id", "null", "--env.agent.runtime.type", "subprocess"]
+            + ["--sampling.max-tokens", "4", "-o", str(folder / "vf-eval")],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "PATH": f"{vf_env.parent}{os.pathsep}{os.environ['PATH']}"},
+        )
+    finally:
+        runs.stop_run(run["run_id"], wait=30)
+    assert evaluated.returncode == 0, evaluated.stdout[-2000:] + evaluated.stderr[-2000:]
+    # vf-eval's own record: every rollout answered by the run's policy, none an error
+    traces = [json.loads(line) for path in (folder / "vf-eval").rglob("traces.jsonl") for line in path.open()]
+    assert traces and all(t.get("ok") for t in traces), traces[:1]
+    env_rows = [r for r in read_jsonl(folder / "env_metrics.jsonl") if r.get("environment") == run["environment"]]
+    assert env_rows and all("reward/marked_in_the_box" in r for r in env_rows), env_rows  # the runtime reward
+    assert all(r["metric/marked"] == 1.0 for r in env_rows)  # the intercept rewrote every reply the trace holds
+    assert all(r["verifiers/turns"] == 1.0 for r in env_rows)  # the stop hook ended each episode after a turn
+    recorded = rollouts.read_rollouts(run["run_id"], step=1)
+    assert recorded["completions"] and all("Say the digit" in c["prompt"] for c in recorded["completions"])
+    # trained on what was sampled: the intercept's marks are in the trace, never in the trained tokens
+    assert not any("[seen]" in c["text"] or "[right]" in c["text"] for c in recorded["completions"])
+    assert no_survivors(runs.get_run(run["run_id"], sample=False))
+
+
+def _wait_for(condition, timeout: float, run_id: str) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return
+        run = runs.get_run(run_id, sample=False)
+        assert run["status"] in ("starting", "running"), run.get("reason")
+        time.sleep(1.0)
+    raise AssertionError(f"run {run_id}: not in {timeout:g} s")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_every_seat_of_a_two_seat_env_trains_and_a_seat_that_never_played_does_not(vf_env, tiny_model_dir):
+    use_tiny_model(tiny_model_dir, total_steps=2)
+    overrides = {"group_size": 4, "batch_size": 8, "max_tokens": 4, "ensure_scores_are_not_same": False}
+    run = runs.start_run("hermes-vf-duel", "local", overrides)
     final = wait_final(run["run_id"], 360)
     assert final["status"] == "completed", final.get("reason")
     folder = run_dir(run["run_id"])
-    assert [r["step"] for r in read_jsonl(folder / "metrics.jsonl")] == [1, 2, 3]
-    env_rows = [r for r in read_jsonl(folder / "env_metrics.jsonl") if r.get("environment") == "hermes-vf-digits"]
-    # both reward functions, each measured (the trainer's reward is their weighted sum)
-    assert env_rows and all("reward/exact" in r and "reward/contains" in r for r in env_rows), env_rows
-    recorded = rollouts.read_rollouts(run["run_id"], step=3)
-    assert recorded["completions"] and all("Say the digit" in c["prompt"] for c in recorded["completions"])
-    assert all(0.0 <= c["reward"] <= 1.25 for c in recorded["completions"])
-    assert no_survivors(runs.get_run(run["run_id"], sample=False))
+    env_rows = [r for r in read_jsonl(folder / "env_metrics.jsonl") if r.get("environment") == "hermes-vf-duel"]
+    assert any("seat/first/reward" in r for r in env_rows) and any("seat/second/reward" in r for r in env_rows)
+    texts = [c["prompt"] for step in (1, 2) for c in rollouts.read_rollouts(run["run_id"], step=step)["completions"]]
+    assert any("The other player said" in t for t in texts) and any("The other player" not in t for t in texts)
+    # the second seat's hands it forfeited without a turn: counted in the env log, never trained
+    log = open(final["logs"]["env"], encoding="utf-8").read()
+    assert "seat second: an episode with no sampled tokens" in log
+
+
+def test_an_image_taskset_on_a_text_only_policy_is_refused_once_with_the_reason(vf_env, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "env": {"rollout_server_url": "http://127.0.0.1:9", "group_size": 2, "batch_size": 2}
+                | {"total_steps": 1, "max_token_length": 256},
+                "openai": [{"base_url": "http://127.0.0.1:9/v1", "model_name": "tiny"}],
+            }
+        )
+    )
+    bridge = [str(vf_env), verifiers_envs.bridge_path(), "serve", "--config", str(config)]
+    refused = subprocess.run(bridge + ["--taskset", "hermes-vf-picture"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0
+    assert "VerifiersRefused" in refused.stderr and "prompts hold images" in refused.stderr, refused.stderr[-800:]
+    assert exception_type(exception_line(refused.stderr)) in ENDS_A_WORKER  # the supervisor does not restart it
 
 
 @pytest.mark.slow

@@ -36,7 +36,7 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..base.failures import repeats_on_restart
+from ..base.failures import ENDS_A_WORKER, exception_type, repeats_on_restart
 from ..base.fsutil import read_json
 from ..base.paths import ensure_private_dir, validate_run_id
 from ..base.paths import run_dir as run_dir_of
@@ -485,6 +485,8 @@ def dependency_status(proc: Proc, procs: dict[str, Proc]) -> tuple[bool, str | N
 def restart_is_pointless(proc: Proc, failure: str | None) -> str | None:
     """Why a restart would fail the same way: a process that never became ready (by its check; one
     without a check never proves it) and failed on an import, or as the attempt before."""
+    if exception_type(failure) in ENDS_A_WORKER:
+        return "not restarted: a restart would fail the same way"
     was_ready = proc.ready_at is not None and proc.spec.readiness.kind != "none"
     if was_ready or not failure:
         return None

@@ -1,7 +1,8 @@
-"""An old-API verifiers environment (load_environment, verifiers <= 0.3)."""
+"""An old-API verifiers environment (load_environment, verifiers <= 0.3): its import fails under verifiers 0.4,
+whose `verifiers.envs` is gone."""
+
+from verifiers.envs.singleturn_env import SingleTurnEnv
 
 
 def load_environment(**kwargs):
-    import verifiers as vf
-
-    return vf.SingleTurnEnv(**kwargs)
+    return SingleTurnEnv(**kwargs)
