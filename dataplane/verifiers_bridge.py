@@ -573,7 +573,7 @@ class Bridge:
         cls = loaders.taskset_class(vf_id)
         reason = refusal(cls, module)
         if reason:
-            raise SystemExit(f"VerifiersRefused: taskset {taskset_id!r} cannot train here: {reason}")
+            raise SystemExit(f"VerifiersRefusedError: taskset {taskset_id!r} cannot train here: {reason}")
         taskset_type = loaders.concrete_type(cls, vf.TasksetConfig, origin=vf.Taskset) or vf.TasksetConfig
         env_type = loaders.env_config_type(vf_id)
 
@@ -599,7 +599,7 @@ class Bridge:
         for seat, harness in self.vf_env._harnesses.items():
             why = seat_refusal(harness)
             if why:
-                raise SystemExit(f"VerifiersRefused: taskset {taskset_id!r} cannot train here: seat {seat}: {why}")
+                raise SystemExit(f"VerifiersRefusedError: taskset {taskset_id!r} cannot train here: seat {seat}: {why}")
         self.seats = list(self.vf_env._harnesses)
         os.environ.setdefault(ENDPOINT_KEY_VAR, "EMPTY")
         self.ctx = ModelContext(
@@ -611,7 +611,7 @@ class Bridge:
         first = self.next_task()
         if _image_prompt(first):
             raise SystemExit(
-                f"VerifiersRefused: taskset {taskset_id!r} cannot train here: its prompts hold images and the "
+                f"VerifiersRefusedError: taskset {taskset_id!r} cannot train here: its prompts hold images and the "
                 f"policy ({self.model}) reads text only"
             )
         self._first = first

@@ -19,7 +19,7 @@ import pytest
 
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import BadInput, NotFound
-from hermes_rl.core.base.failures import ENDS_A_WORKER, exception_line, exception_type
+from hermes_rl.core.base.failures import ENDS_A_WORKER, exception_type, exit_failure_line
 from hermes_rl.core.base.fsutil import read_jsonl
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.envs import discovery, drafts, verifiers_envs
@@ -210,8 +210,8 @@ def test_an_image_taskset_on_a_text_only_policy_is_refused_once_with_the_reason(
     bridge = [str(vf_env), verifiers_envs.bridge_path(), "serve", "--config", str(config)]
     refused = subprocess.run(bridge + ["--taskset", "hermes-vf-picture"], capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0
-    assert "VerifiersRefused" in refused.stderr and "prompts hold images" in refused.stderr, refused.stderr[-800:]
-    assert exception_type(exception_line(refused.stderr)) in ENDS_A_WORKER  # the supervisor does not restart it
+    assert "VerifiersRefusedError" in refused.stderr and "prompts hold images" in refused.stderr, refused.stderr[-800:]
+    assert exception_type(exit_failure_line(refused.stderr)) in ENDS_A_WORKER  # the supervisor does not restart it
 
 
 @pytest.mark.slow

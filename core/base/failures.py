@@ -40,18 +40,10 @@ _DISTRIBUTIONS = {
     "langdetect": "langdetect",
 }
 # Raised the same way on every attempt: restarting the process cannot help.
-# VerifiersRefused, VerifiersTasksetError: the verifiers bridge's own (a taskset that cannot train here, or whose
-# episodes fail group after group)
-DETERMINISTIC = frozenset(
-    {
-        "ModuleNotFoundError",
-        "ImportError",
-        "SyntaxError",
-        "IndentationError",
-        "VerifiersRefused",
-        "VerifiersTasksetError",
-    }
-)
+DETERMINISTIC = frozenset({"ModuleNotFoundError", "ImportError", "SyntaxError", "IndentationError"})
+# A worker's own verdict that it cannot go on, after it was ready too: the verifiers bridge's (a taskset that
+# cannot train here; episodes that failed group after group, each failure counted in its log).
+ENDS_A_WORKER = frozenset({"VerifiersRefusedError", "VerifiersTasksetError"})
 
 
 def exception_line(text: str) -> str | None:
