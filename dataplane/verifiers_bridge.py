@@ -547,7 +547,9 @@ class Bridge:
     program), its subprocess runtime and interception server — against the run's OpenAI-compatible
     endpoint; each seat's trace trains on exactly the tokens the endpoint sampled for it."""
 
-    def __init__(self, config: dict, taskset_id: str) -> None:
+    def __init__(self, config: dict, taskset_id: str, key_var: str = ENDPOINT_KEY_VAR) -> None:
+        """`key_var`: where verifiers' model client reads its key: the run's endpoint credential, or (in
+        test-inference's `process` mode) OPENAI_API_KEY, which the trial gives its child."""
         import verifiers.v1 as vf
         from verifiers.v1.clients import EvalClientConfig, ModelContext
         from verifiers.v1.types import SamplingConfig
@@ -559,7 +561,7 @@ class Bridge:
         self.model = server["model_name"]
         self.taskset_id = taskset_id
         self.name = taskset_id
-        self.api = self.env["rollout_server_url"].rstrip("/")
+        self.api = str(self.env.get("rollout_server_url") or "").rstrip("/")  # none in `process` mode
         self.group_size = int(self.env["group_size"])
         self.batch_size = int(self.env["batch_size"])
         self.total_steps = int(self.env["total_steps"])
@@ -601,10 +603,10 @@ class Bridge:
             if why:
                 raise SystemExit(f"VerifiersRefusedError: taskset {taskset_id!r} cannot train here: seat {seat}: {why}")
         self.seats = list(self.vf_env._harnesses)
-        os.environ.setdefault(ENDPOINT_KEY_VAR, "EMPTY")
+        os.environ.setdefault(key_var, "EMPTY")
         self.ctx = ModelContext(
             model=self.model,
-            client=EvalClientConfig(base_url=self.base_url, api_key_var=ENDPOINT_KEY_VAR),
+            client=EvalClientConfig(base_url=self.base_url, api_key_var=key_var),
             sampling=SamplingConfig(temperature=self.temperature, max_tokens=self.max_tokens),
         )
         self._tasks = iter(self.vf_env.taskset)
@@ -808,6 +810,40 @@ class Bridge:
         owed = math.ceil(share * self.batch_size * self.offpolicy / largest) * (largest // self.group_size)
         return owed - int(status.get("self_queue_size", 0)) <= 0
 
+    async def process(self) -> None:
+        """test-inference: `total_steps` groups against any OpenAI-compatible server, scored by verifiers and
+        written as Atropos' `process` mode writes them (one JSON line per group: scores and messages), for
+        each seat; no run-api, no training."""
+        path = self.env["data_path_to_save_groups"]
+        async with self.vf_env.serving(), _warm_folder() as folder:
+            if any(h.config.id == "null" for h in self.vf_env._harnesses.values()):
+                await _sibling("verifiers_warm").warm_chat_program(folder)
+            for index in range(int(self.env["total_steps"])):
+                task = self.next_task()
+                episodes = await asyncio.gather(
+                    *(self.run_episode(s) for s in self.vf_env.slots(task, self.group_size))
+                )
+                by_seat: dict[str, list] = {}
+                for episode in episodes:
+                    if not episode.ok:
+                        error = episode.last_error or next((e for t in episode.traces for e in t.errors), None)
+                        self.drop(f"episode failed: {error.type}: {error.message}" if error else "episode failed")
+                    for trace in episode.traces if episode.ok else []:
+                        if trace.agent.trainable and trace.num_turns:
+                            by_seat.setdefault(trace.agent.name or "agent", []).append(trace)
+                for seat, traces in by_seat.items():
+                    row = {
+                        "seat": seat,
+                        "scores": [float(t.reward) for t in traces],
+                        "messages": [
+                            [{k: v for k, v in m.items() if k in ("role", "content")} for m in _dump_messages(t)]
+                            for t in traces
+                        ],
+                    }
+                    _append_row(path, row)
+                sys.stderr.write(f"hermes-rl: {self.name}: group {index + 1} of {self.env['total_steps']} scored\n")
+            self.say_dropped(int(self.env["total_steps"]))
+
     async def serve(self) -> None:
         import aiohttp
 
@@ -881,9 +917,10 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="verifiers_bridge")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list")
-    serve = sub.add_parser("serve")
-    serve.add_argument("--config", required=True)
-    serve.add_argument("--taskset", required=True)
+    for mode in ("serve", "process"):
+        command = sub.add_parser(mode)
+        command.add_argument("--config", required=True)
+        command.add_argument("--taskset", required=True)
     args = parser.parse_args(argv)
     if args.command == "list":
         out_fd = os.dup(1)
@@ -899,7 +936,8 @@ def main(argv: list[str]) -> int:
     # verifiers' subprocess runtime finds uv on PATH to prepare its chat program: the taskset venv's own first
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     config = yaml.safe_load(_read_text(args.config))
-    asyncio.run(Bridge(config, args.taskset).serve())
+    bridge = Bridge(config, args.taskset, ENDPOINT_KEY_VAR if args.command == "serve" else "OPENAI_API_KEY")
+    asyncio.run(bridge.serve() if args.command == "serve" else bridge.process())
     return 0
 
 

@@ -173,6 +173,18 @@ class OpenAIStub:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _stream(self, model: str, choices: list[dict]):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                head = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0, "model": model}
+                for c in choices:
+                    delta = {"index": c["index"], "delta": {"role": "assistant", "content": c["message"]["content"]}}
+                    for choice in (delta, {"index": c["index"], "delta": {}, "finish_reason": "stop"}):
+                        self.wfile.write(f"data: {json.dumps(head | {'choices': [choice]})}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
+
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in stub.models]})
@@ -199,6 +211,9 @@ class OpenAIStub:
                         for i in range(n)
                     ]
                     obj = "chat.completion"
+                    if body.get("stream"):  # verifiers' chat program streams: its answer in one delta each
+                        self._stream(model, choices)
+                        return
                 elif self.path.endswith("/completions"):
                     prompt = body.get("prompt", "")
                     prompt = prompt[0] if isinstance(prompt, list) and prompt else prompt

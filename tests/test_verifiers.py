@@ -262,3 +262,16 @@ def test_a_taskset_whose_reward_raises_fails_the_run_with_the_reason(vf_env, tin
     assert final["status"] == "failed"
     logs = "".join(p.read_text(errors="replace") for p in run_dir(run["run_id"]).rglob("*.log"))
     assert "this reward always fails" in logs
+
+
+def test_test_inference_of_a_taskset_runs_verifiers_episodes_against_the_server(vf_env, openai_stub, hermes_home):
+    """test-inference (what `status` recommends for a stalled run) works for tasksets too: verifiers runs each
+    episode against the server (streamed, as its chat program asks) and scores it."""
+    from hermes_rl.core.runs.trial import InferenceTest
+
+    summary = InferenceTest.prepare(
+        2, 2, ["always-right"], openai_stub.base_url, env_name="hermes-vf-features-dist", timeout_s=240
+    ).run()
+    result = summary["models"][0]
+    assert result["steps"] == 2 and result["completions"] == 4 and result["errors"] == [], result
+    assert any(r["path"].endswith("/chat/completions") for r in openai_stub.answers.requests)

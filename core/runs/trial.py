@@ -61,6 +61,7 @@ from ..base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
 from ..daemons.launchers import LocalProcess, start_local
 from ..daemons.spawn import end_group
 from ..daemons.warm.client import WARM_START_ENV, WarmStarts
+from ..envs import verifiers_envs
 from .training import WARM_ENVIRONMENT, WARM_POLICY
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
@@ -839,6 +840,9 @@ class InferenceTest:
         # Through env_launch, as a run starts it (the same W&B and transformers compatibility).
         argv = [sys.executable, "-m", "hermes_rl.dataplane.env_launch", self.env_info.file, "process"]
         argv += ["--config", str(config_path)]
+        if self.env_info.kind == verifiers_envs.KIND:  # verifiers runs the taskset's episodes, in its own venv
+            argv = [self.env_info.python, verifiers_envs.bridge_path(), "process", "--config", str(config_path)]
+            argv += ["--taskset", self.env_info.name]
         from ..envs.discovery import import_root
 
         root = import_root(self.env_info)  # the same import root and folder as the run's env
