@@ -262,6 +262,7 @@ class StatusReport(TypedDict):
     stalled: bool
     stalled_for_s: float | None
     health: HealthVerdict
+    endpoint: str | None  # the run's OpenAI-compatible endpoint over its live policy (docs/verifiers.md)
     wandb_url: str | None
     log_paths: dict[str, str]
     sample_completions: SampleCompletions | None

@@ -63,6 +63,15 @@ def log_paths(run: RunView | StartedRun) -> dict[str, str]:
     return {proc["name"]: str(proc["log"]) for proc in run.get("processes") or [] if proc.get("log")}
 
 
+def endpoint(run: RunView) -> str | None:
+    """The live run's OpenAI-compatible endpoint (the trainer's inference server, on loopback): vf-eval,
+    test-inference and any OpenAI client sample the current policy there."""
+    port = (run.get("ports") or {}).get("inference")
+    if run.get("status") not in (RunStatus.STARTING, RunStatus.RUNNING) or not isinstance(port, int):
+        return None
+    return f"http://127.0.0.1:{port}/v1"
+
+
 def wandb_url(run: RunView) -> str | None:
     """The W&B run's URL when it logs online, else None."""
     wandb = run.get("wandb") or {}
@@ -263,6 +272,7 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
         "stalled": stalled,
         "stalled_for_s": _finite(run.get("stalled_for_s")) if stalled else None,
         "health": health,
+        "endpoint": endpoint(run),
         "wandb_url": wandb_url(run),
         "log_paths": log_paths(run),
         "sample_completions": sample_completions(run["run_id"]),

@@ -148,6 +148,8 @@ def cmd_status(args) -> Any:
         console.print(f"  [yellow]stalled for {human_duration(status['stalled_for_s'])}[/]")
     if status.get("wandb_url"):
         console.print(f"  W&B: {safe(status['wandb_url'])}")
+    if status.get("endpoint"):
+        console.print(f"  endpoint: {safe(status['endpoint'])} (OpenAI-compatible, the live policy)")
     on_slurm = any(proc.get("launcher") == "slurm" for proc in status["processes"])
     table = Table(
         "process",
