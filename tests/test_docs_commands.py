@@ -18,7 +18,8 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # What runs in a scratch home: commands that read or set the environments and drafts, nothing that starts a
 # run; lines naming the reader's own files or venvs (~/…, my_env, a taskset installed elsewhere) are parsed only.
 RUNNABLE = ("envs", "select", "config", "runs")
-READERS_OWN = ("~", "my_env", "my-taskset", "hermes-vf-", "RUN")
+# kuhn-poker: installed from verifiers' repository (docs/verifiers.md says how)
+READERS_OWN = ("~", "my_env", "my-taskset", "hermes-vf-", "RUN", "kuhn-poker")
 
 
 def documented_commands() -> list[tuple[str, str]]:
