@@ -367,6 +367,33 @@ def _exported(module: types.ModuleType, base: type) -> type | None:
     return None
 
 
+DESCRIBE_S = 60  # one package's import and description: past this, its row says so and the others still list
+
+
+def _bounded(describe, taskset_id: str, module: str, dist: str | None, version: str | None) -> dict:
+    """describe(...) within DESCRIBE_S (a package whose import hangs names itself, hiding no other), its
+    texts capped."""
+    import signal
+
+    def late(_signum, _frame):
+        raise TimeoutError(f"importing {module} took over {DESCRIBE_S} s")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(DESCRIBE_S)
+    try:
+        row = describe(taskset_id, module, dist, version)
+    except TimeoutError as exc:
+        row = {"id": taskset_id, "module": module, "distribution": dist, "version": version, "error": str(exc)}
+        row |= {"class_name": "", "file": "", "description": "", "config_class": None, "fields": [], "seats": []}
+        row |= {"refused": None, "multi_turn": False}
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    for field in row.get("fields") or []:
+        field["description"] = str(field.get("description") or "")[:500]
+    return row
+
+
 def verifiers_id(taskset_id: str) -> str:
     """The id verifiers' loaders find a listed taskset by: its module (found from its distribution's files)."""
     if taskset_id in BUILTIN_TASKSETS:
@@ -441,10 +468,10 @@ def list_tasksets() -> dict:
                 }
             )
             continue
-        rows.append(describe_taskset(key, module, name, dist.version))
+        rows.append(_bounded(describe_taskset, key, module, name, dist.version))
     if not v1_error:
         for builtin, needs in BUILTIN_TASKSETS.items():
-            row = describe_taskset(builtin, f"verifiers.v1.tasksets.{builtin}", "verifiers", version)
+            row = _bounded(describe_taskset, builtin, f"verifiers.v1.tasksets.{builtin}", "verifiers", version)
             row["refused"] = needs or row["refused"]
             rows.append(row)
     return {"ok": True, "verifiers": version, "tasksets": rows}

@@ -17,6 +17,7 @@ import os
 import sys
 import sysconfig
 import threading
+import time
 from pathlib import Path
 
 from ..base.envlimits import env_number
@@ -31,7 +32,8 @@ ENV_PYTHON_VAR = "HERMES_RL_ENV_PYTHON"
 BRIDGE = PROJECT_ROOT / "dataplane" / "verifiers_bridge.py"
 LIST_TIMEOUT_VAR = "HERMES_RL_VERIFIERS_LIST_TIMEOUT"
 LIST_TIMEOUT_S = 180.0  # importing verifiers and every taskset package on a busy 2-core machine
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: verifiers runs the episodes (the listing gained seats and the Env's own fields)
+FAILURE_MEMO_S = 60.0  # a listing that failed is asked again after this long
 KIND = "verifiers"
 
 _lock = threading.Lock()
@@ -111,7 +113,7 @@ def listing(python: str) -> dict:
     signature = _signature(python)
     with _lock:
         memo = _memo.get(python)
-        if memo and memo[0] == signature:
+        if memo and memo[0] in (signature, (*signature, time.monotonic() // FAILURE_MEMO_S)):
             return memo[1]
     data = None
     try:
@@ -122,6 +124,12 @@ def listing(python: str) -> dict:
         pass
     if not isinstance(data, dict):
         data = _ask(python)
+        if not data.get("ok"):
+            # A failure is not an answer: it is asked again a minute later (a raised timeout, a fixed
+            # package), never cached on disk.
+            with _lock:
+                _memo[python] = ((*signature, time.monotonic() // FAILURE_MEMO_S), data)
+            return data
         try:
             atomic_write_text(_cache_path(python), json.dumps({"signature": signature, "listing": data}) + "\n")
         except Exception:
