@@ -71,7 +71,7 @@ def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(data[4:]), list(fds)
 
 
-def _child(conn: socket.socket, request: dict, fds: list[int], code) -> None:
+def _child(conn: socket.socket, request: dict, fds: list[int], code, learned: Path) -> None:
     """In the forked child: become the process the runtime started, run the program's main, report its status."""
     import signal
 
@@ -99,6 +99,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int], code) -> None:
             os.killpg(0, 9)
 
     threading.Thread(target=watch, daemon=True).start()
+    known = set(sys.modules)
     status = 0
     try:
         exec(code, {"__name__": "__main__", "__file__": sys.argv[0], "__builtins__": builtins})
@@ -117,7 +118,30 @@ def _child(conn: socket.socket, request: dict, fds: list[int], code) -> None:
     try:
         conn.sendall(struct.pack("!i", status))
     finally:
+        # What the program imported as it ran (its lazy imports): the zygote imports them too, so the next
+        # children start with them.
+        new = sorted(name for name in set(sys.modules) - known if name.isascii() and " " not in name)
+        with contextlib.suppress(OSError):
+            with open(learned, "a", encoding="ascii") as handle:
+                handle.write("".join(f"{name}\n" for name in new))
         os._exit(status)
+
+
+def _learn(learned: Path, upto: int) -> int:
+    """Import what earlier children imported as they ran (names appended to `learned` since `upto`)."""
+    import importlib
+
+    try:
+        with open(learned, encoding="ascii", errors="replace") as handle:
+            handle.seek(upto)
+            names = handle.read()
+    except OSError:
+        return upto
+    for name in dict.fromkeys(names.split()):
+        if name not in sys.modules:
+            with contextlib.suppress(BaseException):
+                importlib.import_module(name)
+    return upto + len(names)
 
 
 def zygote(script: str, socket_path: str) -> None:
@@ -138,6 +162,8 @@ def zygote(script: str, socket_path: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(256)
+    learned = Path(socket_path).with_name("imports.txt")
+    learned_upto = 0
     print("ready", flush=True)
     while True:
         conn, _ = listener.accept()
@@ -146,9 +172,10 @@ def zygote(script: str, socket_path: str) -> None:
         except (OSError, EOFError, ValueError):
             conn.close()
             continue
+        learned_upto = _learn(learned, learned_upto)
         if os.fork() == 0:
             listener.close()
-            _child(conn, request, fds, code)
+            _child(conn, request, fds, code, learned)
         for fd in fds:
             os.close(fd)
         conn.close()
