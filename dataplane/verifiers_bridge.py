@@ -158,15 +158,19 @@ def _fields(config_type: type, env_type: type | None = None) -> list[dict]:
         taken = {name for name, _ in own}
         own += [(n, env_type.model_fields[n]) for n in env_settings_fields(env_type) if n not in taken]
     for name, info in own:
-        required = info.is_required()
+        described = _describe(info.annotation)
+        default = None if info.is_required() else _jsonable(info.get_default(call_default_factory=True))
+        # required: no default, or a default of None its type does not take (textarena's `game`)
+        required = info.is_required() or (default is None and not described["nullable"])
         rows.append(
             {
                 "name": name,
-                **_describe(info.annotation),
+                **described,
                 **_bounds(info),
-                "default": None if required else _jsonable(info.get_default(call_default_factory=True)),
+                "default": default,
                 "description": " ".join((info.description or "").split()) + (" (required)" if required else ""),
                 "in_base": False,
+                "required": required,
             }
         )
     taken = {row["name"] for row in rows}
@@ -209,6 +213,12 @@ def _fields(config_type: type, env_type: type | None = None) -> list[dict]:
             }
         )
     return rows
+
+
+def _one_line(exc: BaseException) -> str:
+    """`Type: message` on one line, banners and blank lines dropped (nltk's LookupError opens with stars)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip().strip("*").strip()]
+    return f"{type(exc).__name__}: {' '.join(lines)}"[:400]
 
 
 def _first_line(text: str | None) -> str:
@@ -963,7 +973,12 @@ def main(argv: list[str]) -> int:
     # verifiers' subprocess runtime finds uv on PATH to prepare its chat program: the taskset venv's own first
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     config = yaml.safe_load(_read_text(args.config))
-    bridge = Bridge(config, args.taskset, ENDPOINT_KEY_VAR if args.command == "serve" else "OPENAI_API_KEY")
+    try:
+        bridge = Bridge(config, args.taskset, ENDPOINT_KEY_VAR if args.command == "serve" else "OPENAI_API_KEY")
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # its tasks cannot be made (a hub dataset offline, a missing corpus): once, in one line
+        raise SystemExit(f"VerifiersTasksetError: {args.taskset}: cannot load its tasks: {_one_line(exc)}") from None
     asyncio.run(bridge.serve() if args.command == "serve" else bridge.process())
     return 0
 

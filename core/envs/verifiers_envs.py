@@ -224,6 +224,20 @@ def probe_payload(env) -> dict:
     raise BadInput(f"verifiers taskset {env.id!r} is no longer installed in {env.python}", hint="see `hermes-rl envs`")
 
 
+def check_required(env, values: dict) -> None:
+    """BadInput naming a taskset field that has no value and no usable default, before anything starts."""
+    if getattr(env, "kind", "") != KIND:
+        return
+    for row in probe_payload(env)["fields"]:
+        if row.get("required") and values.get(row["name"]) is None:
+            choices = row.get("choices")
+            one_of = f" (one of {', '.join(map(str, choices))})" if choices else ""
+            raise BadInput(
+                f"verifiers taskset {env.id!r} needs {row['name']} set{one_of}",
+                hint=f"hermes-rl config --set {row['name']}=VALUE, or start --set {row['name']}=VALUE",
+            )
+
+
 def check_trainable(env) -> None:
     """BadInput with the one-line reason when a listed taskset cannot train here."""
     if getattr(env, "refused", None):

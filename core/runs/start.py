@@ -56,7 +56,7 @@ from ..daemons.pipeline import (
 from ..daemons.runstate import is_recorded_final, read_run_file, record_final
 from ..daemons.slurm_site import preflight as slurm_preflight
 from ..daemons.slurm_site import with_site_settings
-from ..envs.verifiers_envs import check_trainable
+from ..envs.verifiers_envs import check_required, check_trainable
 from .runconfig import CONFIG_FILE, RunConfig, build_run_config, read_run_config, run_config_yaml
 from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
 
@@ -349,6 +349,7 @@ def start_run(
     check_keys(chosen)
     _check_installed(chosen.backend)
     values = resolve_run_values(env, chosen, overrides, use_draft=not documented_default)
+    check_required(env, values)
     fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
     workers = resolve_workers(workers, values)
     if workers["launcher"] == "slurm":
