@@ -126,6 +126,37 @@ def test_a_streamed_chat_is_read_by_the_openai_sdk_and_its_tokens_are_handed_out
     assert taken["sessions"]["other"] == [] and again["sessions"]["trace-1"] == []
 
 
+def test_an_episode_groups_turns_for_one_prompt_are_sampled_as_one_call():
+    """verifiers asks once per episode; a group's episodes ask the same at the same moment: one sample call
+    (one prefill) serves them, and each episode's session gets its own completion."""
+    from types import SimpleNamespace
+
+    class Client:
+        calls: list[int] = []
+
+        async def sample(self, prompt, num_samples, sampling_params):
+            self.calls.append(num_samples)
+            seqs = [SimpleNamespace(tokens=[104 + i], logprobs=[-0.1], stop_reason="stop") for i in range(num_samples)]
+            return SimpleNamespace(sequences=seqs)
+
+    policy = Policy(CharTokenizer(), "tiny")
+    policy.sampling_client = client = Client()
+    body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 4}
+
+    async def go():
+        async with TestClient(TestServer(build_app(policy))) as http:
+            answers = await asyncio.gather(
+                *(http.post("/v1/chat/completions", json=body, headers={"X-Session-ID": f"t{i}"}) for i in range(3))
+            )
+            texts = [(await a.json())["choices"][0]["message"]["content"] for a in answers]
+            taken = await (await http.post("/v1/hermes/sampled", json={"sessions": ["t0", "t1", "t2"]})).json()
+            return texts, taken["sessions"]
+
+    texts, sessions = asyncio.run(go())
+    assert client.calls == [3] and sorted(texts) == ["h", "i", "j"]
+    assert sorted(sessions[f"t{i}"][0]["completion_ids"][0] for i in range(3)) == [104, 105, 106]
+
+
 def test_max_tokens_is_clamped_to_the_context_and_a_prompt_that_fills_it_says_so():
     from types import SimpleNamespace
 

@@ -41,6 +41,11 @@ FINISH_MEMORY = 8192
 SESSION_HEADER = "X-Session-ID"  # verifiers' per-rollout header: the trace id, the same on every turn
 SESSION_MEMORY = 4096  # sessions whose sampled turns are kept until asked for (oldest forgotten first)
 SESSION_TURNS = 1024  # turns kept per session (a runaway episode cannot grow the trainer without bound)
+# verifiers plays a group as group_size episodes, each its own request for one completion of the same prompt:
+# requests for the same prompt and sampling that arrive this close together are sampled as one (num_samples
+# = their sum), as an Atropos group is: one prefill, one round trip to the Tinker server.
+COALESCE_S = 0.02
+SAMPLING_KEYS = ("max_tokens", "max_new_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "stop")
 
 
 class SampledTurns:
@@ -73,6 +78,8 @@ class Policy:
         # Prompt plus reply may not exceed this (the longest sequence the trainer trains on); None: no clamp.
         self.context_tokens = context_tokens
         self.sampled_turns = SampledTurns()
+        self._batches: dict[tuple, dict] = {}  # requests waiting to be sampled together (sample_together)
+        self._flushing: set[asyncio.Task] = set()
         # Whether a sample at a temperature other than 1 has its logprobs recomputed untempered
         # (compute_logprobs on the client that sampled it): Tinker cloud's sampler may report the
         # tempered distribution's, while the learner's are always untempered, so the importance ratio
@@ -107,6 +114,41 @@ class Policy:
             self._finish[tuple(tokens)] = (reason, version)
             while len(self._finish) > FINISH_MEMORY:
                 del self._finish[next(iter(self._finish))]
+
+    async def sample_together(self, prompt_tokens: list[int], n: int, params: dict) -> list[dict]:
+        """sample(), with concurrent requests for the same prompt and sampling joined into one call (a seeded
+        request is sampled alone)."""
+        if params.get("seed") is not None:
+            return await self.sample(prompt_tokens, n, params)
+        key = (tuple(prompt_tokens), json.dumps({k: params.get(k) for k in SAMPLING_KEYS}, sort_keys=True))
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = {"wants": [], "params": params}
+            asyncio.get_running_loop().call_later(COALESCE_S, self._flush, key)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        batch["wants"].append((n, future))
+        return await future
+
+    def _flush(self, key) -> None:
+        batch = self._batches.pop(key)
+        total = sum(n for n, _ in batch["wants"])
+
+        async def run() -> None:
+            try:
+                samples = await self.sample(list(key[0]), total, batch["params"])
+            except BaseException as exc:  # noqa: BLE001 - every waiting request gets the failure
+                for _, future in batch["wants"]:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
+            for n, future in batch["wants"]:
+                mine, samples = samples[:n], samples[n:]
+                if not future.done():
+                    future.set_result(mine)
+
+        task = asyncio.ensure_future(run())
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
 
     def set_client(self, client, step: int) -> None:
         # Requests already in flight keep the client they started with.
@@ -342,8 +384,10 @@ def build_app(policy: Policy) -> web.Application:
         params = dict(data)
         if params.get("max_tokens") is None and params.get("max_completion_tokens") is not None:
             params["max_tokens"] = params["max_completion_tokens"]
-        samples = await policy.sample(tokens, n, params)
         session = request.headers.get(SESSION_HEADER)
+        # one episode's turn (verifiers): its group's other episodes ask the same, at the same moment
+        sample = policy.sample_together if session else policy.sample
+        samples = await sample(tokens, n, params)
         if session:
             for s in samples:
                 policy.sampled_turns.add(
