@@ -108,6 +108,8 @@ class LlamaCpp:
         import llama_cpp as ll
 
         self.ll, self.prompt = ll, prompt
+        self._quiet = ll.llama_log_callback(lambda level, text, data: None)  # kept: C holds the pointer
+        ll.llama_log_set(self._quiet, None)
         ll.llama_backend_init()
         params = ll.llama_model_default_params()
         self.model = ll.llama_model_load_from_file(str(gguf).encode(), params)
@@ -125,6 +127,7 @@ class LlamaCpp:
             params.n_ctx = len(self.prompt) + samples * tokens + 16
             params.n_batch = max(len(self.prompt), samples)
             params.n_seq_max = samples
+            params.kv_unified = True  # one buffer: the prompt's cells are shared, not copied per sequence
             params.n_threads = params.n_threads_batch = threads
             ctx = ll.llama_init_from_model(self.model, params)
             if not ctx:
