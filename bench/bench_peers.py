@@ -14,7 +14,8 @@ bundled question, as a GRPO group sees it) completed N times with exactly T toke
 - `llama.cpp`: llama-cpp-python on the very GGUF file the model was prepared from (Q4_1), the prompt
   decoded once into sequence 0 and its cache cells shared by the N sequences (llama_memory_seq_cp), then
   N tokens a step in one batch, drawn by llama.cpp's own sampler; skipped, saying so, when llama_cpp
-  does not import (no wheel on PyPI: `pip install llama-cpp-python` builds it from source, ~10 min here).
+  does not import (PyPI has no wheel: `pip install llama-cpp-python` builds it from source, which took over
+  an hour on this busy 2-core machine at the lowest priority).
 
 A round runs every peer once, in an order rotated each round, so load that comes and goes on a shared
 machine falls on all of them alike. Each peer is warmed up once at the measured shape first. Printed:
