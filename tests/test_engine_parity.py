@@ -199,22 +199,23 @@ def test_forward_backward_trains_only_where_advantages_are_not_zero(arch, tmp_pa
 
 
 def test_greedy_sampling_through_the_cache_equals_transformers_generate(arch):
-    """Two prompts of different lengths (left padding), three samples each from one shared prefill,
-    greedy: every sample is transformers' greedy continuation, and its logprobs are the forward pass's."""
+    """Two prompts of different lengths (left padding), three and two samples from one shared prefill
+    each (decoding reads a prompt's keys once for all its samples), greedy: every sample is
+    transformers' greedy continuation, and its logprobs are the forward pass's."""
     from hermes_rl.dataplane.tinker_local.engine import SampleSpec
 
     _, _, reference, lm = arch
-    prompts = [[4, 17, 33, 2, 90, 61, 7], [12, 5, 70]]
-    specs = [SampleSpec(prompt=p, num_samples=3, max_tokens=9, temperature=0.0) for p in prompts]
+    prompts, counts = [[4, 17, 33, 2, 90, 61, 7], [12, 5, 70]], [3, 2]
+    specs = [SampleSpec(prompt=p, num_samples=n, max_tokens=9, temperature=0.0) for p, n in zip(prompts, counts)]
     results = lm.sample(specs, None, 1.0)
-    for prompt, result in zip(prompts, results, strict=True):
+    for prompt, count, result in zip(prompts, counts, results, strict=True):
         with torch.no_grad():
             expected = reference.generate(
                 torch.tensor([prompt]), max_new_tokens=9, min_new_tokens=9, do_sample=False, pad_token_id=0
             )[0, len(prompt) :].tolist()
             logits = reference(input_ids=torch.tensor([prompt + expected])).logits[0]
         forward = torch.log_softmax(logits, -1)[len(prompt) - 1 : -1].gather(-1, torch.tensor(expected)[:, None])[:, 0]
-        assert len(result.sequences) == 3
+        assert len(result.sequences) == count
         for seq in result.sequences:
             assert seq.tokens == expected
             torch.testing.assert_close(torch.tensor(seq.logprobs), forward, atol=1e-4, rtol=1e-4)

@@ -634,3 +634,24 @@ def test_heartbeats_and_polls_answer_while_a_long_request_runs(service, server, 
     assert len(result.sequences) == 160 and all(len(s.tokens) == 250 for s in result.sequences)
     assert busy_seen, "the long request never kept the worker busy while heartbeats were sent"
     assert max(latencies) < 1.0, f"heartbeat latencies up to {max(latencies):.2f}s while the worker was busy"
+
+
+def test_a_real_models_threads_leave_the_cores_other_processes_use(caplog):
+    """The server's intra-op threads for a real model (not fixed by --threads) are the cores left free:
+    beside a process busy on one of two cores, one thread, and the choice is in the log."""
+    import subprocess
+    import sys
+
+    from hermes_rl.dataplane.tinker_local.server import ThreadFit
+
+    fit = ThreadFit(cores=2)
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(ThreadFit.MIN_WINDOW_S + 0.3)
+        with caplog.at_level("INFO", logger="tinker_local"):
+            assert fit.choose() == 1
+    finally:
+        burner.kill()
+        burner.wait()
+    assert "intra-op threads 1 of 2 cores: other processes want" in caplog.text
+    assert fit.choose() == 1  # within the window: the last choice, measured again only after it

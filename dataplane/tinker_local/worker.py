@@ -37,9 +37,14 @@ class Worker:
     """One thread running jobs in arrival order; a run of consecutive sample jobs is batched."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, load_backend: Callable[[], Any], on_fatal: Callable[[str], None]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        load_backend: Callable[[], Any],
+        on_fatal: Callable[[str], None],
+        before_job: Callable[[], None] | None = None,
     ):
         self._loop = loop
+        self._before_job = before_job  # the server's thread choice
         self._load_backend = load_backend
         self._on_fatal = on_fatal
         self._queue: collections.deque[Job] = collections.deque()
@@ -91,6 +96,8 @@ class Worker:
                         jobs.append(self._queue.popleft())
             self.busy_since = time.monotonic()
             try:
+                if self._before_job is not None:
+                    self._before_job()
                 self._run(jobs)
             finally:
                 self.busy_since = None
