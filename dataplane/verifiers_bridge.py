@@ -889,9 +889,10 @@ class Bridge:
             self.vf_env.serving(),
             _warm_folder() as folder,
         ):
+            # registered first: in a mixed run, run-api counts this taskset's share only once it is there
+            await self.register()
             if any(h.config.id == "null" for h in self.vf_env._harnesses.values()):
                 await _sibling("verifiers_warm").warm_chat_program(folder)
-            await self.register()
             await self.wait_for_policy()
             running: set[asyncio.Task] = set()
             while True:
