@@ -1,6 +1,7 @@
 """Where a run's process runs: the launcher contract (base), the registry by name (registry, which also
-loads launchers published under the `hermes_rl.launchers` entry-point group), and one module per launcher
-(local, slurm). Callers ask the registry and talk to the handle `start` returns.
+loads launchers published under the `hermes_rl.launchers` entry-point group), one module per launcher
+(local, slurm), and what readers show of a job (views). Callers ask the registry and talk to the handle
+`start` returns.
 """
 
 from .base import (
@@ -12,13 +13,10 @@ from .base import (
     event_fields,
     job_of,
     job_record,
-    job_view,
-    recorded_job_running,
     settings_over_site,
-    where_of,
-    without_commands,
 )
-from .registry import ENTRY_POINT_GROUP, find, get, names, register, unregister
+from .registry import ENTRY_POINT_GROUP, find, get, names, register, unregister, without_commands
+from .views import job_view, recorded_job_running, where_of
 
 __all__ = [
     "ENTRY_POINT_GROUP",

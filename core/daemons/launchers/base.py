@@ -211,19 +211,14 @@ def command_keys(settings_class: type | None) -> dict[str, object]:
 
 
 def settings_over_site(
-    launcher: str, site: Mapping, given: Mapping | None, *, site_file: str, settings_class: type | None = None
+    launcher: str, site: Mapping, given: Mapping | None, *, site_file: str, settings_class: type | None
 ) -> dict:
-    """A start's settings for `launcher` over the site's (key by key); BadInput, with the reason, for a
-    command key the start gives unless it only repeats what the site's file already says (so settings
-    resolved once can be resolved again). `settings_class`: the launcher's (default: the registry's)."""
+    """A start's settings for `launcher` (whose settings are `settings_class`) over the site's (key by
+    key); BadInput, with the reason, for a command key the start gives unless it only repeats what the
+    site's file already says (so settings resolved once can be resolved again)."""
     if given is not None and not isinstance(given, Mapping):
         raise BadInput(f"{launcher} settings must be a mapping of settings, got {str(given)[:60]!r}")
     given = dict(given or {})
-    if settings_class is None:
-        from .registry import find  # the registry imports the launchers, which import this module
-
-        found = find(launcher)
-        settings_class = found.settings_class if found is not None else None
     commands = command_keys(settings_class)
     for key in sorted(set(given) & set(commands)):
         if given[key] != site.get(key, commands[key]):
@@ -235,57 +230,9 @@ def settings_over_site(
     return {**site, **given}
 
 
-def without_commands(launcher: str, data: Mapping | None) -> dict:
-    """`data` without the command keys of `launcher`'s settings (a resumed run takes the site's again)."""
-    from .registry import find  # the registry imports the launchers, which import this module
-
-    found = find(launcher)
-    commands = command_keys(found.settings_class if found is not None else None)
-    return {k: v for k, v in (data or {}).items() if k not in commands}
-
-
 def event_fields(record: Mapping) -> dict:
     """A handle's record as an event's fields: the job's id and node also flat (job_id, node)."""
     job = record.get("job")
     if isinstance(job, Mapping):
         return {**record, "job_id": job.get("id"), "node": job.get("node")}
     return dict(record)
-
-
-def where_of(proc: Mapping) -> str:
-    """Where a process record runs, in the same words for every launcher: "local" here, else its
-    launcher's line for its job ("node3 RUNNING", "PENDING"); "" before it has one."""
-    from .registry import find  # the registry imports the launchers, which import this module
-
-    launcher = find(proc.get("launcher") or "local")
-    if launcher is None:
-        return str(proc.get("launcher"))
-    return launcher.where(job_of(proc) or {})
-
-
-def recorded_job_running(proc: Mapping) -> bool:
-    """Whether run.json records `proc` as a job its launcher last saw live. A job has no pid here to
-    check, so its record (kept fresh by the supervisor's tracker) is what says it runs."""
-    from .registry import find  # the registry imports the launchers, which import this module
-
-    job = job_of(proc)
-    launcher = find(proc.get("launcher") or "local")
-    return job is not None and launcher is not None and launcher.job_running(job)
-
-
-def job_view(proc: Mapping) -> dict:
-    """What a reader shows of a process record's job, the same for every launcher: `job` (None for a
-    process here), `job_id`, `node`, `where`, and the fields its launcher kept from earlier versions
-    (Slurm: `slurm_state`); old run.json files (job_id, slurm_state) read the same."""
-    from .registry import find  # the registry imports the launchers, which import this module
-
-    job = job_of(proc)
-    launcher = find(proc.get("launcher") or "local")
-    legacy = launcher.view_fields(job) if launcher is not None and job is not None else {}
-    return {
-        "job": job,
-        "job_id": job.get("id") if job else None,
-        "node": job.get("node") if job else None,
-        "where": where_of(proc),
-        **legacy,
-    }

@@ -5,10 +5,11 @@ class whose instances are one). Callers ask here, never by comparing a launcher'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import metadata
 
 from ...base.errors import BadInput
-from .base import Launcher
+from .base import Launcher, command_keys
 from .local import LAUNCHER as LOCAL
 from .slurm import LAUNCHER as SLURM
 
@@ -70,3 +71,10 @@ def get(name: str | None) -> Launcher:
     if launcher is None:
         raise BadInput(f"launcher must be one of {', '.join(names())}, got {name!r}")
     return launcher
+
+
+def without_commands(launcher: str, data: Mapping | None) -> dict:
+    """`data` without the command keys of `launcher`'s settings (a resumed run takes the site's again)."""
+    found = find(launcher)
+    commands = command_keys(found.settings_class if found is not None else None)
+    return {k: v for k, v in (data or {}).items() if k not in commands}
