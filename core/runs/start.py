@@ -351,7 +351,7 @@ def start_run(
     fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
     workers = resolve_workers(workers, values)
     # where the workers run would take them (Slurm: the partition, `sbatch --test-only`): before anything starts
-    launchers.get(workers["launcher"]).preflight(workers.get(workers["launcher"]) or {})
+    launchers.get(workers["launcher"]).preflight(workers.get(workers["launcher"]) or {}, replicas=workers["replicas"])
     notice = "; ".join(n for n in (fallback, notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
         check_local_capacity(_member_of(sweep))  # refused before building anything; again as it is recorded
@@ -668,7 +668,9 @@ def resume_run(parent_id: str) -> StartedRun:
 
     name = workers.get("launcher") or "local"
     # where it ran may have changed since; the commands are the site's file's (see _resumed_config)
-    launchers.get(name).preflight(site_and_given(name, without_commands(name, workers.get(name))))
+    launchers.get(name).preflight(
+        site_and_given(name, without_commands(name, workers.get(name))), replicas=workers.get("replicas") or 1
+    )
     earlier = [r["run_id"] for r in list_runs() if r.get("parent_run_id") == parent_id]
     # Everything resume reads is checked before the new run exists: a refusal leaves nothing behind.
     saved = _saved_state_folder(parent_id, parent_folder, state) if profile.backend == "local" else None

@@ -107,6 +107,7 @@ OPTIONS = {
         "signal",
         "sbatch_args",
     },
+    "ray": {"cpus_per_worker", "gpus_per_worker"},  # the job's entrypoint_num_cpus / _gpus: numbers Ray checks
 }
 
 

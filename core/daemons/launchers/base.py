@@ -124,8 +124,9 @@ class Launcher(Protocol):
         """The site's settings from its file ({} without one); BadInput naming the file."""
         ...
 
-    def preflight(self, settings: Mapping) -> None:
-        """BadInput, with the reason, when a worker with these settings cannot run (before anything starts)."""
+    def preflight(self, settings: Mapping, *, replicas: int = 1) -> None:
+        """BadInput, with the reason, when `replicas` workers with these settings cannot run (checked
+        before anything of the run starts)."""
         ...
 
     def tracker(self, run_id: str, run_dir: Path) -> Tracker | None: ...

@@ -151,7 +151,7 @@ class LocalLauncher:
     def site_settings(self) -> dict:
         return {}
 
-    def preflight(self, settings: Mapping) -> None:
+    def preflight(self, settings: Mapping, *, replicas: int = 1) -> None:
         return None
 
     def tracker(self, run_id: str, run_dir: Path) -> None:

@@ -604,8 +604,8 @@ class SlurmLauncher:
     def site_settings(self) -> dict:
         return site_settings()
 
-    def preflight(self, settings: Mapping) -> None:
-        preflight(settings)
+    def preflight(self, settings: Mapping, *, replicas: int = 1) -> None:
+        preflight(settings)  # each worker is a job of its own: sbatch --test-only answers for one
 
     def tracker(self, run_id: str, run_dir: Path) -> SlurmTracker:
         return SlurmTracker(run_id, run_dir)

@@ -87,7 +87,7 @@ class PodLauncher:
     def site_settings(self) -> dict:
         return {"entrypoint": []}
 
-    def preflight(self, settings: Mapping) -> None:
+    def preflight(self, settings: Mapping, *, replicas: int = 1) -> None:
         if self.settings(settings).label == "refused":
             raise BadInput("no pod can run with label 'refused'")
 
