@@ -4,7 +4,7 @@
     .venv/bin/python bench/bench_slurm_launch.py [--repeat 10]
 
 Each launcher starts the same program (tests/procs/ready.py, which prints its wall-clock time at start)
-through core.daemons.launchers, as the supervisor does:
+through core.daemons.launchers (local, slurm), as the supervisor does:
 - launch: from the call that starts it to the program's own first line (its time stamp);
 - stop: from terminate() to the launcher reporting nothing left (the process group empty; the job gone
   from squeue);
@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hermes_rl.core.daemons.launchers import SLURM_POLL_S, SLURM_STEADY_POLL_S, SlurmSettings, SlurmTracker, start_local
+from hermes_rl.core.daemons.launchers.local import start_local
+from hermes_rl.core.daemons.launchers.slurm import SLURM_POLL_S, SLURM_STEADY_POLL_S, SlurmSettings, SlurmTracker
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = str(ROOT / "tests" / "procs" / "ready.py")

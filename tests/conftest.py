@@ -128,6 +128,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.tui)
         if "slurm_cluster" in uses:
             item.add_marker(pytest.mark.slurm)
+        if "ray_cluster" in uses:
+            item.add_marker(pytest.mark.ray)
         heavy = (
             item.get_closest_marker("tui")
             or item.get_closest_marker("pipeline")

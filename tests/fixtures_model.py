@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_rl.core.daemons.launchers import LocalProcess
+from hermes_rl.core.daemons.launchers.local import LocalProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_PREFIX = "tinker-local ready on "

@@ -17,7 +17,7 @@ import pytest
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.paths import process_log_path, run_dir
-from hermes_rl.core.daemons.launchers import slurm_settings
+from hermes_rl.core.daemons.launchers.slurm import slurm_settings
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 from hermes_rl.core.runs.training import training_pipeline
 from hermes_rl.core.runs.workers import exposure_warning, resolve_workers
@@ -60,7 +60,7 @@ def test_replicas_on_slurm_are_worker_jobs_and_servers_bind_the_workers_address(
     profile = SimpleNamespace(backend="tinker", locked={})
     specs = {s.name: s for s in training_pipeline("abcd1234", profile, "env.py", {"workers": workers})}
     assert [n for n in specs if n.startswith("env")] == ["env-1", "env-2"]
-    assert all(specs[n].launcher == "slurm" and specs[n].slurm["time"] == "30" for n in ("env-1", "env-2"))
+    assert all(specs[n].launcher == "slurm" and specs[n].settings["time"] == "30" for n in ("env-1", "env-2"))
     assert specs["api"].launcher == specs["trainer"].launcher == "local"
     assert specs["api"].argv[specs["api"].argv.index("--host") + 1] == "10.1.2.3"
     assert specs["trainer"].readiness.url.startswith("http://10.1.2.3:")

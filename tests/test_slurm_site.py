@@ -13,9 +13,8 @@ import pytest
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.paths import process_log_path, rl_dir
-from hermes_rl.core.daemons.launchers import slurm_settings
+from hermes_rl.core.daemons.launchers.slurm import preflight, slurm_settings
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
-from hermes_rl.core.daemons.slurm_site import preflight
 from hermes_rl.core.runs.workers import resolve_workers
 from tests.fixtures_core import PY, proc_path, wait_status, wait_until
 from tests.fixtures_slurm import squeue_jobs
@@ -99,7 +98,7 @@ def test_setup_hook_runs_and_a_users_stop_is_a_cancellation(slurm_cluster, run_p
         readiness=Readiness("log", pattern=r"^ready", timeout_s=60.0),
         launcher="slurm",
         # the nodes' own python (not this venv's path), after a setup line
-        slurm={"setup": ["echo setup ran on $(hostname -s)"], "python": "python3", "time": "10"},
+        settings={"setup": ["echo setup ran on $(hostname -s)"], "python": "python3", "time": "10"},
     )
     run = runs.launch([worker], environment="toy", profile="local")
     run_id = run["run_id"]

@@ -115,19 +115,26 @@ def lineage(summaries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def process_id_text(proc: Mapping[str, Any], missing: str = MISSING, *, node: bool = False) -> str:
-    """What identifies a running process: its pid here, or its Slurm job ("job 16"; `node`: "job 16@vm")."""
-    if proc.get("launcher") == "slurm":
-        if not proc.get("job_id"):
+    """What identifies a running process: its pid here, or its job elsewhere ("job 16"; `node`: "job 16@vm")."""
+    job = proc.get("job") if isinstance(proc.get("job"), Mapping) else None
+    job_id = (job or {}).get("id") or proc.get("job_id")
+    place = (job or {}).get("node") or proc.get("node")
+    if (proc.get("launcher") or "local") != "local":
+        if not job_id:
             return missing
-        return f"job {proc['job_id']}" + (f"@{proc['node']}" if node and proc.get("node") else "")
+        return f"job {job_id}" + (f"@{place}" if node and place else "")
     return str(proc.get("pid") or missing)
 
 
 def process_place_text(proc: Mapping[str, Any], missing: str = MISSING) -> str:
-    """Where a process runs: "local", or a Slurm job's node and state ("vm RUNNING", "PENDING (Resources)")."""
-    if proc.get("launcher") != "slurm":
+    """Where a process runs, in the same words for every launcher: "local", or its launcher's line for its
+    job ("vm RUNNING", "PENDING") as readers put it in `where` (a record without one: its node and state)."""
+    if proc.get("where") is not None:
+        return str(proc["where"]) or missing
+    if (proc.get("launcher") or "local") == "local":
         return "local"
-    parts = [str(p) for p in (proc.get("node"), proc.get("slurm_state")) if p]
+    job: Mapping[str, Any] = proc["job"] if isinstance(proc.get("job"), Mapping) else {}
+    parts = [str(p) for p in (job.get("node") or proc.get("node"), job.get("state") or proc.get("slurm_state")) if p]
     return " ".join(parts) or missing
 
 

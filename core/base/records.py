@@ -87,10 +87,12 @@ class ProcessRecord(TypedDict):
     readiness: str
     cwd: NotRequired[str | None]  # where it runs (None: the run folder)
     import_path: NotRequired[list[str] | None]  # PYTHONPATH it was given
-    launcher: NotRequired[str]  # "local" | "slurm"
-    job_id: NotRequired[str | None]  # a Slurm job's id, node and squeue state
+    launcher: NotRequired[str]  # a launcher's name: "local", "slurm", a plug-in's
+    job: NotRequired[dict[str, Any] | None]  # a job elsewhere: {launcher, id, node, state}
+    job_id: NotRequired[str | None]  # run.json before `job`: a Slurm job's id, node and squeue state
     node: NotRequired[str | None]
     slurm_state: NotRequired[str | None]
+    where: NotRequired[str]  # where it runs in one line (a reader's, from its launcher)
 
 
 class ProcessView(ProcessRecord):
@@ -200,10 +202,11 @@ class ProcessSummary(TypedDict):
     rss: int | None
     cwd: str | None  # where it runs (None: the run folder)
     import_path: list[str] | None  # PYTHONPATH it was given: an environment's import root first
-    launcher: str  # "local" | "slurm"
-    job_id: str | None  # its Slurm job, on the slurm launcher
+    launcher: str  # a launcher's name: "local", "slurm", a plug-in's
+    job_id: str | None  # its job, on a launcher that runs it elsewhere
     node: str | None  # the node that job runs on
-    slurm_state: str | None  # squeue's state of that job (PENDING, RUNNING, COMPLETED, CANCELLED, ...)
+    where: str | None  # where it runs, in one line, the same words for every launcher ("local", "vm RUNNING")
+    slurm_state: str | None  # a Slurm job's state, as earlier versions named it (PENDING, RUNNING, CANCELLED, ...)
 
 
 class MetricsSummary(TypedDict):

@@ -646,7 +646,7 @@ TOOLS: tuple[Tool, ...] = (
             "estimate": {"type": "boolean", "description": "true: only the expected tokens and USD; starts nothing"},
             "workers": {
                 "type": "object",
-                "description": "optional: {replicas, launcher: local|slurm, "
+                "description": "optional: {replicas, launcher: local|slurm|ray, "
                 "slurm: {partition, time, account, qos, gres...}, "
                 "environments: [{environment, weight, min_batch_allocation, replicas}]}",
             },

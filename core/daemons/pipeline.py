@@ -26,7 +26,7 @@ from ..base.names import is_name
 from ..base.paths import PROCESS_NAME_RE, PROJECT_ROOT, ensure_private_dir, rl_dir
 from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from ..base.states import ProcState
-from .launchers import LAUNCHERS, slurm_settings
+from . import launchers
 
 READINESS_KINDS = ("http", "log", "none")
 RESTART_MODES = ("no", "on_failure")
@@ -74,8 +74,8 @@ class ProcessSpec:
     stop_timeout: float = 10.0  # SIGTERM to the group, SIGKILL after this many seconds
     port: str | None = None  # which key of the run's ports this process serves
     status_url: str | None = None  # a JSON endpoint the supervisor records in health.json while it runs
-    launcher: str = "local"  # "local" (a process group here) | "slurm" (a batch job; see daemons.launchers)
-    slurm: dict = field(default_factory=dict)  # the `slurm` launcher's settings (launchers.SlurmSettings)
+    launcher: str = "local"  # a launcher's name (daemons.launchers.registry): "local", "slurm", a plug-in's
+    settings: dict = field(default_factory=dict)  # that launcher's settings (slurm: launchers.slurm.SlurmSettings)
     # Modules its start-up imports: a local `python -m` process naming some starts as a fork of one warm
     # server per run that imported them all once (daemons.warm.client.WarmStarts), where it can.
     warm: list[str] = field(default_factory=list)
@@ -112,13 +112,16 @@ def _number(value, what: str, minimum: float = 0.0) -> float:
 def spec_from_json(data: dict) -> ProcessSpec:
     if not isinstance(data, dict):
         raise _bad(f"a process spec must be an object, got {type(data).__name__}")
-    known = {f for f in ProcessSpec.__dataclass_fields__}
+    known = {f for f in ProcessSpec.__dataclass_fields__} | {"slurm"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise _bad(f"unknown process spec field(s): {', '.join(unknown)}")
     if "name" not in data or "argv" not in data:
         raise _bad("a process spec needs `name` and `argv`")
     values = dict(data)
+    if "slurm" in values:  # a pipeline.json written before launchers were plug-ins
+        legacy = values.pop("slurm")
+        values.setdefault("settings", legacy if values.get("launcher") == "slurm" else {})
     readiness = values.get("readiness") or {}
     if isinstance(readiness, Readiness):
         readiness = asdict(readiness)
@@ -224,12 +227,13 @@ def validate_spec(spec: ProcessSpec) -> None:
     _number(spec.stop_timeout, f"process {name!r}: stop_timeout")
     if spec.port is not None and not is_name(PORT_NAME_RE, spec.port):
         raise _bad(f"process {name!r}: port must name a key of the run's ports, got {spec.port!r}")
-    if spec.launcher not in LAUNCHERS:
-        raise _bad(f"process {name!r}: launcher must be one of {', '.join(LAUNCHERS)}, got {spec.launcher!r}")
-    if not isinstance(spec.slurm, dict):
-        raise _bad(f"process {name!r}: slurm must be an object of Slurm settings")
+    launcher = launchers.find(spec.launcher) if isinstance(spec.launcher, str) else None
+    if launcher is None:
+        raise _bad(f"process {name!r}: launcher must be one of {', '.join(launchers.names())}, got {spec.launcher!r}")
+    if not isinstance(spec.settings, dict):
+        raise _bad(f"process {name!r}: settings must be an object of {spec.launcher} settings")
     try:
-        slurm_settings(spec.slurm)
+        launcher.settings(spec.settings)
     except BadInput as exc:
         raise _bad(f"process {name!r}: {exc}") from None
 
@@ -449,7 +453,7 @@ def rebind_files(run_dir: str | os.PathLike, argv: list[str], old: int, new: int
 def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> dict:
     """A process as run.json records it: its spec's shape plus what the supervisor observed (`live`:
     pid, create_time, start_ticks, pgid, state, started_at, ready_at, ended_at, exit_code, restarts;
-    a Slurm job's job_id, node and slurm_state)."""
+    a job's record from its launcher: {"job": {launcher, id, node, state}})."""
     record: dict[str, Any] = {
         "name": spec.name,
         "pid": None,
@@ -464,8 +468,8 @@ def process_record(spec: ProcessSpec, *, log: str, port: int | None, **live) -> 
         "exit_code": None,
         "restarts": 0,
     }
-    if spec.launcher == "slurm":
-        record.update({"job_id": None, "node": None, "slurm_state": None})
+    if launchers.get(spec.launcher).remote:
+        record["job"] = launchers.job_record(spec.launcher, None, None, None)
     record.update(live)
     record.update(
         {

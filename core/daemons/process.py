@@ -21,16 +21,14 @@ from ..base.paths import ensure_private_dir, process_log_path
 from ..base.polling import poll_until
 from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
 from ..base.states import ProcState
-from . import procscan
-from .launchers import LauncherError, LocalProcess, SlurmJob, SlurmTracker, start_process
+from . import launchers, procscan
+from .launchers import LauncherError
 from .pipeline import ProcessSpec, free_ports, process_record, rebind_files, rebind_port, specs_to_json
 from .spawn import describe_exit
 from .warm.base import NO_WARM_BASE
 from .warm.client import WARM_START_ENV, WarmStarts
 
 STOP_POLL_CAP_S = 0.1  # how often a stopping process is re-checked, at most (SIGCHLD wakes the loop sooner)
-SIGKILL_GRACE_S = 5.0  # how long a process group gets to vanish after SIGKILL before we report it
-SLURM_KILL_GRACE_S = 30.0  # how long a cancelled Slurm job gets to leave squeue (slurmd ends it, then reports)
 # Variables that differ between a run's processes and are read once a process runs, never while it imports
 # (names, markers and credentials of its own, the tinker SDK's telemetry switch; PYTHONPATH is applied to
 # sys.path, and a folder on it that shadows an imported module makes the process start cold): a process
@@ -68,7 +66,7 @@ class Proc:
         self.log = process_log_path(spec.name, run_id)
         self.port = port
         self.state = ProcState.PENDING
-        self.handle: LocalProcess | SlurmJob | None = None  # the latest attempt
+        self.handle: launchers.Handle | None = None  # the latest attempt
         self.exit_handled = False  # its exit has been handled for the latest attempt
         self.pid: int | None = None
         self.create_time: float | None = None
@@ -102,7 +100,7 @@ class Proc:
 
     @property
     def wants_warm(self) -> bool:
-        return bool(self.spec.warm) and self.spec.launcher == "local"
+        return bool(self.spec.warm) and not launchers.get(self.spec.launcher).remote
 
     def to_json(self) -> dict:
         return process_record(
@@ -140,7 +138,8 @@ class Proc:
         env["HERMES_RL_RUN_ID"] = self.run_id
         return env
 
-    def spawn(self, *, local_tinker_key: str, slurm: SlurmTracker, warm: WarmStarts | None):
+    def spawn(self, *, local_tinker_key: str, trackers: dict, warm: WarmStarts | None):
+        """`trackers`: the run's tracker of each launcher that has one (by name)."""
         """Start its next attempt (a header line in its log first); the handle, or StartFailed."""
         self.restart_at = None
         self.attempt += 1
@@ -157,16 +156,15 @@ class Proc:
             self.log_offset = os.fstat(fd).st_size
             cwd = spec.cwd or str(self.run_dir)
             try:
-                handle = start_process(
-                    spec.launcher,
+                handle = launchers.get(spec.launcher).start(
                     self.name,
                     spec.argv,
                     cwd=cwd,
                     env=self.child_env(local_tinker_key),
                     log_fd=fd,
                     log=self.log,
-                    slurm=slurm,
-                    settings=spec.slurm,
+                    settings=spec.settings,
+                    tracker=trackers.get(spec.launcher),
                     warm=warm if self.wants_warm else None,
                 )
             except (OSError, LauncherError) as exc:
@@ -189,7 +187,7 @@ class Proc:
     def describe_start_error(self, exc: OSError | LauncherError, cwd: str) -> str:
         exe = self.spec.argv[0]
         if isinstance(exc, LauncherError):
-            return f"cannot start {self.name} on Slurm: {exc}"
+            return f"cannot start {self.name} on {self.spec.launcher}: {exc}"
         if isinstance(exc, FileNotFoundError):
             if exc.filename and str(exc.filename) == cwd:
                 return f"cannot start {self.name}: working folder {cwd} does not exist"
@@ -318,8 +316,7 @@ class Proc:
             signal="SIGKILL",
         )
         handle.kill()
-        grace = SIGKILL_GRACE_S if handle.launcher == "local" else SLURM_KILL_GRACE_S
-        if not poll_until(gone, grace, cap=STOP_POLL_CAP_S, sleep=sleep):
+        if not poll_until(gone, handle.kill_grace_s, cap=STOP_POLL_CAP_S, sleep=sleep):
             event("error", f"{self.name}: {handle.what()} survived SIGKILL", process=self.name)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..base.fsutil import append_jsonl, atomic_write_json, open_regular
 from ..base.secrets import redact
 from ..base.states import RECORDED_FINAL, ProcState, RunStatus
+from .launchers import event_fields
 from .runstate import record_final
 
 STATE_CHECK_S = 1.0  # how often run.json is checked to still be the one written last
@@ -151,14 +152,9 @@ class RunRecord:
             log("recorded the run's end")
             return
 
-    def slurm_job(self, proc, job) -> None:
-        """squeue reported a new state or node for `proc`'s job: run.json shows it."""
+    def job_changed(self, proc, handle) -> None:
+        """Its launcher reported a new state or node for `proc`'s job: run.json shows it, an event says so."""
         self.mark_dirty()
-        where = f" on {job.node}" if job.node else ""
-        why = f" ({job.reason})" if job.reason and job.state == "PENDING" else ""
         self.event(
-            "slurm",
-            f"{proc.name}: Slurm job {job.job_id} {job.state}{where}{why}",
-            process=proc.name,
-            **job.record(),
+            handle.launcher, f"{proc.name}: {handle.change_words()}", process=proc.name, **event_fields(handle.record())
         )

@@ -41,9 +41,8 @@ from ..base.fsutil import read_json
 from ..base.paths import ensure_private_dir, validate_run_id
 from ..base.paths import run_dir as run_dir_of
 from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, ProcState, RunStatus
-from . import procscan
+from . import launchers, procscan
 from .alerts import AlertMonitor
-from .launchers import SlurmTracker
 from .log_watch import LogWatch
 from .pipeline import load_pipeline, port_is_free, restart_delay, start_order
 from .process import Proc, StartFailed, move_port, start_run_warm
@@ -101,18 +100,23 @@ class Supervisor:
         self.run = run  # the record's run.json content
         self.watchdog = WatchdogLink(self.run_id, self.record)
         self.pgids: list[int] = []  # every local process group started, for the sweep
-        self.slurm = SlurmTracker(self.run_id, self.dir)
-        self.slurm.on_change = self._slurm_changed
+        # each launcher the run's processes use that keeps a tracker (Slurm: one squeue for all its jobs)
+        self.trackers: dict = {}
+        for name in dict.fromkeys(p.spec.launcher for p in self.procs.values()):
+            tracker = launchers.get(name).tracker(self.run_id, self.dir)
+            if tracker is not None:
+                tracker.on_change = self._job_changed
+                self.trackers[name] = tracker
         self.warm: WarmStarts | None = None  # the run's warm server (start_warm), once started
         self.readiness = ReadinessChecks(self._wake)
         self.log_watch = LogWatch(self.dir, self.procs)
         self.event = self.record.event
         self.set_proc_state = self.record.process_state
 
-    def _slurm_changed(self, job) -> None:
-        proc = next((p for p in self.procs.values() if p.handle is job), None)
+    def _job_changed(self, handle) -> None:
+        proc = next((p for p in self.procs.values() if p.handle is handle), None)
         if proc is not None:
-            self.record.slurm_job(proc, job)
+            self.record.job_changed(proc, handle)
 
     # ------------------------------------------------------------ waking up
 
@@ -169,7 +173,7 @@ class Supervisor:
             old, message = proc.port, move_port(proc, self.procs, self.run)
             self.event("port", message, process=proc.name, old=old, new=proc.port)
         try:
-            handle = proc.spawn(local_tinker_key=self.local_tinker_key, slurm=self.slurm, warm=self.warm)
+            handle = proc.spawn(local_tinker_key=self.local_tinker_key, trackers=self.trackers, warm=self.warm)
         except StartFailed as exc:
             self.start_failed(proc, str(exc), retry=exc.retry)
             return
@@ -182,7 +186,7 @@ class Supervisor:
             ProcState.STARTING,
             f"{proc.name} started{again}, " + (f"pid {handle.pid}" if handle.pid else handle.what()),
             attempt=proc.attempt,
-            **handle.record(),
+            **launchers.event_fields(handle.record()),
         )
         if proc.spec.readiness.kind != "none":
             self.readiness.start(proc, self.procs.get(proc.spec.readiness.source or proc.name, proc))
@@ -291,7 +295,8 @@ class Supervisor:
 
     def on_exit(self, proc: Proc, code: int) -> None:
         self.readiness.cancel(proc)
-        stop_words = getattr(proc.handle, "stop_words", describe_exit)  # a Slurm job: cancelled, in Slurm's words
+        handle = proc.handle
+        stop_words = handle.stop_words if handle is not None else describe_exit  # in its launcher's words
         proc.ended(code)
         if self.stopping or proc.restarting:
             self.set_proc_state(proc, ProcState.STOPPED, f"{proc.name} stopped ({stop_words(code)})", exit_code=code)

@@ -2,12 +2,13 @@
 `python -m hermes_rl.core.daemons.watchdog RUN_ID SUPERVISOR_PID`.
 
 The supervisor starts this first and keeps the only write end of a pipe that is our stdin. It writes
-`pgid N` for every process group it creates, `slurm_job N` for every Slurm job it submits, and `done`
+`pgid N` for every process group it creates, `job LAUNCHER ID` for every job a launcher runs elsewhere
+(a Slurm job: `job slurm 16`; the `slurm_job N` of earlier versions still reads), and `done`
 once the run is final. EOF without `done` means the supervisor died (SIGKILL, OOM killer, crash):
 PR_SET_PDEATHSIG already killed its direct children, so we end what they left behind — the recorded
-process groups, every process carrying the run's environment marker, and the run's Slurm jobs
-(scancel, then waiting until squeue no longer lists them) — record the run as failed, "supervisor
-died", and deliver the alert rules' failure alerts (core.daemons.alerts) in the supervisor's place.
+process groups, every process carrying the run's environment marker, and the run's jobs through their
+launcher's cleanup (Slurm: scancel, then waiting until squeue no longer lists them) — record the run as
+failed, "supervisor died", and deliver the alert rules' failure alerts (core.daemons.alerts) in the supervisor's place.
 
 Idle, it does nothing but block on read(0); it imports what it cleans up with (psutil, the alert rules) only
 when it has work to do.
@@ -23,10 +24,10 @@ import time
 from ..base.names import is_ascii_digits
 
 
-def read_commands(fd: int = 0) -> tuple[list[int], list[str], bool]:
-    """Block until EOF; return (pgids announced, Slurm job ids announced, whether the supervisor said `done`)."""
+def read_commands(fd: int = 0) -> tuple[list[int], list[tuple[str, str]], bool]:
+    """Block until EOF; return (pgids announced, (launcher, job id) announced, whether the supervisor said `done`)."""
     pgids: list[int] = []
-    jobs: list[str] = []
+    jobs: list[tuple[str, str]] = []
     done = False
     buffer = b""
     while True:
@@ -45,37 +46,53 @@ def read_commands(fd: int = 0) -> tuple[list[int], list[str], bool]:
             if word == "pgid" and is_ascii_digits(value.strip()):
                 pgids.append(int(value))
             elif word == "slurm_job" and is_ascii_digits(value.strip()):
-                jobs.append(value.strip())
+                jobs.append(("slurm", value.strip()))
+            elif word == "job" and len(value.split()) == 2:
+                launcher, job_id = value.split()
+                jobs.append((launcher, job_id))
             elif word == "done":
                 done = True
     return pgids, jobs, done
 
 
-def cancel_slurm_jobs(run_id: str, jobs: list[str]) -> str:
-    """scancel the run's jobs (those announced, and any other the cluster lists under the run's
-    comment: one submitted just before the supervisor died); a note for the final record."""
+def cancel_jobs(run_id: str, jobs: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> str:
+    """End the run's jobs through each one's launcher (those announced, and any other the launcher finds
+    for the run: one submitted just before the supervisor died); a note for the final record."""
     if not jobs:
         return ""
     # deferred, as every import below: an idle watchdog (one per run) stays a bare 9 MiB interpreter, not 22
     from ..base.fsutil import atomic_write_json
     from ..base.paths import run_dir
-    from .launchers import cancel_jobs, run_job_ids
+    from . import launchers
     from .runstate import read_run_file
 
-    every = list(dict.fromkeys([*jobs, *run_job_ids(run_id)]))
-    left = cancel_jobs(every)
-    run = read_run_file(run_dir(run_id))
-    for proc in (run or {}).get("processes") or []:
-        if proc.get("job_id") in every and proc.get("job_id") not in left:
-            proc["slurm_state"] = "CANCELLED"
+    by_launcher: dict[str, list[str]] = {}
+    for name, job_id in jobs:
+        by_launcher.setdefault(name, []).append(job_id)
+    notes, run = [], read_run_file(run_dir(run_id))
+    for name, ids in by_launcher.items():
+        launcher = launchers.find(name)
+        if launcher is None:
+            notes.append(f"{name} job(s) {', '.join(ids)}: launcher {name!r} not installed")
+            continue
+        ended, left = launcher.cleanup(run_id, ids)
+        for proc in (run or {}).get("processes") or []:
+            job = launchers.job_of(proc)
+            if proc.get("launcher") == name and job and job.get("id") in ended:
+                proc["job"] = {**job, "state": getattr(launcher, "cancelled_state", "CANCELLED")}
+        notes.append(
+            f"{name} job(s) {', '.join(left)} still there after cleanup"
+            if left
+            else f"ended {len(ended)} {name} job(s)"
+        )
     if run is not None:
         atomic_write_json(run_dir(run_id) / "run.json", run)
-    if left:
-        return f"; Slurm job(s) {', '.join(left)} still listed by squeue after scancel"
-    return f"; cancelled {len(every)} Slurm job(s)"
+    return "".join(f"; {note}" for note in notes)
 
 
-def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str] | tuple[str, ...] = ()) -> None:
+def clean_up(
+    run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[tuple[str, str]] | tuple[tuple[str, str], ...] = ()
+) -> None:
     # deferred, as every import below: an idle watchdog (one per run) stays a bare 9 MiB interpreter, not 22
     from ..base.paths import run_dir
     from ..base.states import RunStatus
@@ -90,7 +107,7 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str]
         survivors = procscan.find_run_processes(folder, pgids, since=run.get("created_at"))
         if survivors:
             procscan.terminate(survivors, timeout=2.0)
-        cancel_slurm_jobs(run_id, list(jobs))
+        cancel_jobs(run_id, list(jobs))
         return
     # Ask nicely first (a trainer may flush its metrics), then insist.
     for pgid in pgids:
@@ -100,7 +117,7 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str]
     result = procscan.terminate(survivors, timeout=3.0)
     for pgid in pgids:
         procscan.signal_group(pgid, signal.SIGKILL)
-    slurm_note = cancel_slurm_jobs(run_id, list(jobs))
+    jobs_note = cancel_jobs(run_id, list(jobs))
     if run is None:
         return
     # The supervisor may have written run.json while we were cleaning; re-read before the final write.
@@ -114,7 +131,7 @@ def clean_up(run_id: str, supervisor_pid: int, pgids: list[int], jobs: list[str]
         RunStatus.FAILED,
         reason,
         message=f"run failed: {reason}; watchdog ended {len(survivors)} leftover process(es) "
-        f"({result['killed']} needed SIGKILL){slurm_note}",
+        f"({result['killed']} needed SIGKILL){jobs_note}",
     )
     # The supervisor cannot tell anyone now: its alert rules for a failure go out from here (once: what
     # it already delivered is in the run's alerts.jsonl).

@@ -1,5 +1,5 @@
 """The supervisor's link to its watchdog (daemons.watchdog): starting it, telling it what to end should
-the supervisor die (`pgid N`, `slurm_job N`), restarting it if it dies, and `done` once the run is final.
+the supervisor die (`pgid N`, `job LAUNCHER ID`), restarting it if it dies, and `done` once the run is final.
 
 The watchdog holds the read end of a pipe only the supervisor writes to: EOF without `done` means the
 supervisor died, however it died. The write end never blocks: a wedged watchdog must not stall the run.

@@ -16,6 +16,7 @@ from typing import Any
 from ..base.errors import BadInput
 from ..base.names import is_name
 from ..base.secrets import refuse_secret_values
+from ..daemons import launchers
 from .discovery import EnvInfo
 from .probe import probe_config
 from .profiles import Profile, coerce_value, how_to_change_locked, resolve_profile
@@ -144,8 +145,8 @@ WORKER_FIELDS: dict[str, dict] = {
     "env_launcher": {
         "type": "enum",
         "default": "local",
-        "choices": ["local", "slurm"],
-        "description": "Where the workers run: this machine, or Slurm jobs (sbatch)",
+        "choices": ["local", "slurm"],  # and every other launcher the registry knows (editable_fields)
+        "description": "Where the workers run: this machine, Slurm jobs (sbatch), or another launcher",
     },
 }
 
@@ -209,7 +210,7 @@ def editable_fields(env: EnvInfo, profile: Profile | None = None) -> list[FieldI
                     type=spec["type"],
                     default=profile.editable_defaults.get(name, spec["default"]),
                     description=spec["description"],
-                    choices=spec.get("choices"),
+                    choices=launchers.names() if name == "env_launcher" else spec.get("choices"),
                     nullable=spec.get("nullable", False),
                     minimum=spec.get("minimum"),
                     maximum=spec.get("maximum"),

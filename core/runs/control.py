@@ -20,7 +20,7 @@ from ..base.paths import ensure_private_dir, run_dir
 from ..base.polling import poll_until
 from ..base.records import RunView
 from ..base.states import RECORDED_FINAL, RunStatus
-from ..daemons import procscan
+from ..daemons import launchers, procscan
 from ..daemons.runstate import is_recorded_final, record_final
 from .store import (
     SUPERVISOR_START_TIMEOUT_S,
@@ -219,12 +219,16 @@ def _stop_lost(run: dict) -> None:
     run_id = run["run_id"]
     surviving = survivors(run)
     result = procscan.terminate(surviving, timeout=5.0) if surviving else {"terminated": 0, "killed": 0}
-    jobs = [p["job_id"] for p in run.get("processes") or [] if p.get("launcher") == "slurm" and p.get("job_id")]
+    jobs: dict[str, list[str]] = {}  # its jobs elsewhere by launcher, if the watchdog did not get to end them
+    for proc in run.get("processes") or []:
+        job = launchers.job_of(proc)
+        if job and job.get("id"):
+            jobs.setdefault(proc.get("launcher") or job.get("launcher") or "local", []).append(str(job["id"]))
     left: list[str] = []
-    if jobs:  # its Slurm workers, if the watchdog did not get to cancel them
-        from ..daemons.launchers import cancel_jobs, run_job_ids
-
-        left = cancel_jobs(list(dict.fromkeys([*jobs, *run_job_ids(run_id)])))
+    for name, ids in jobs.items():
+        launcher = launchers.find(name)
+        if launcher is not None:
+            left += [f"{name} {job_id}" for job_id in launcher.cleanup(run_id, ids)[1]]
     current = read_run(run_id)
     if is_recorded_final(current):
         return  # the watchdog (or another client) finished it meanwhile
@@ -235,7 +239,7 @@ def _stop_lost(run: dict) -> None:
         RunStatus.STOPPED,
         reason,
         message=f"run stopped: {reason}; ended {len(surviving)} surviving process(es) "
-        f"({result['killed']} needed SIGKILL)" + (f"; Slurm job(s) {', '.join(left)} still queued" if left else ""),
+        f"({result['killed']} needed SIGKILL)" + (f"; job(s) {', '.join(left)} still queued" if left else ""),
         pids=[s.pid for s in surviving],
     )
 

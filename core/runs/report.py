@@ -106,7 +106,8 @@ def process_summaries(run: RunView) -> list[ProcessSummary]:
             "launcher": proc.get("launcher") or "local",
             "job_id": proc.get("job_id"),
             "node": proc.get("node"),
-            "slurm_state": proc.get("slurm_state"),
+            "where": proc.get("where"),  # where it runs, in the same words for every launcher
+            "slurm_state": proc.get("slurm_state"),  # a Slurm job's state, as earlier versions named it
         }
         for proc in run.get("processes") or []
     ]

@@ -41,7 +41,7 @@ from ..base.paths import (
 from ..base.records import RunRecord, StartedRun
 from ..base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
 from ..base.states import ACTIVE, FINAL, RunStatus
-from ..daemons import procscan
+from ..daemons import launchers, procscan
 from ..daemons.launchers import without_commands
 from ..daemons.pipeline import (
     ProcessSpec,
@@ -54,8 +54,6 @@ from ..daemons.pipeline import (
     validate_specs,
 )
 from ..daemons.runstate import is_recorded_final, read_run_file, record_final
-from ..daemons.slurm_site import preflight as slurm_preflight
-from ..daemons.slurm_site import with_site_settings
 from ..envs.verifiers_envs import check_required, check_trainable
 from .runconfig import CONFIG_FILE, RunConfig, build_run_config, read_run_config, run_config_yaml
 from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
@@ -325,10 +323,11 @@ def start_run(
     Returns run.json plus `notices`."""
     from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
     from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, check_fit, check_keys, resolve_profile
-    from .workers import exposure_warning, resolve_workers
+    from .workers import exposure_warning, resolve_workers, site_and_given
 
-    if isinstance(workers, dict) and workers.get("slurm") is not None:
-        with_site_settings(workers["slurm"])  # a command a start gives is refused before anything else
+    for name in launchers.names():
+        if isinstance(workers, dict) and workers.get(name) is not None:
+            site_and_given(name, workers[name])  # a command a start gives is refused before anything else
     selection = current_selection()
     chosen, notice = resolve_profile(profile or (None if documented_default else selection.get("profile")))
     if profile_changes:
@@ -352,8 +351,8 @@ def start_run(
     check_required(env, values)
     fit = check_fit(chosen, values)  # refused before any process starts when it cannot fit
     workers = resolve_workers(workers, values)
-    if workers["launcher"] == "slurm":
-        slurm_preflight(workers["slurm"])  # the cluster would take the workers: checked before anything starts
+    # where the workers run would take them (Slurm: the partition, `sbatch --test-only`): before anything starts
+    launchers.get(workers["launcher"]).preflight(workers.get(workers["launcher"]) or {}, replicas=workers["replicas"])
     notice = "; ".join(n for n in (fallback, notice, fit, exposure_warning(workers)) if n) or None
     if chosen.backend == "local":
         check_local_capacity(_member_of(sweep))  # refused before building anything; again as it is recorded
@@ -586,11 +585,13 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> Run
     from .workers import resolve_workers
 
     # Its other environments' config files are the parent's: the resumed run trains the main one.
-    # The commands among its Slurm settings (setup, wrapper, python) are the site's file's now, not the
-    # parent's config.yaml's: they come from the user's own files only (launchers.settings_over_site).
-    parent = out.get("workers") or {}
-    slurm = without_commands("slurm", parent.get("slurm"))
-    out["workers"] = resolve_workers({**parent, "slurm": slurm, "environments": []})
+    # The commands among its launcher's settings (Slurm's setup, wrapper, python) are the site's file's
+    # now, not the parent's config.yaml's: they come from the user's own files only (settings_over_site).
+    parent = dict(out.get("workers") or {})
+    for name in launchers.names():
+        if name in parent:
+            parent[name] = without_commands(name, parent.get(name))
+    out["workers"] = resolve_workers({**parent, "environments": []})
     address = out["workers"]["address"]
     env["rollout_server_url"] = f"http://{address}:{ports['api']}"
     env["env_metrics_path"] = str(folder / "env_metrics.jsonl")
@@ -664,9 +665,13 @@ def resume_run(parent_id: str) -> StartedRun:
     profile, notice = resolve_profile(parent["profile"])
     check_keys(profile)
     workers = config.get("workers") or {}
-    if workers.get("launcher") == "slurm":
-        # the cluster may have changed since; the commands are the site's file's (see _resumed_config)
-        slurm_preflight(with_site_settings(without_commands("slurm", workers.get("slurm"))))
+    from .workers import site_and_given
+
+    name = workers.get("launcher") or "local"
+    # where it ran may have changed since; the commands are the site's file's (see _resumed_config)
+    launchers.get(name).preflight(
+        site_and_given(name, without_commands(name, workers.get(name))), replicas=workers.get("replicas") or 1
+    )
     earlier = [r["run_id"] for r in list_runs() if r.get("parent_run_id") == parent_id]
     # Everything resume reads is checked before the new run exists: a refusal leaves nothing behind.
     saved = _saved_state_folder(parent_id, parent_folder, state) if profile.backend == "local" else None

@@ -32,7 +32,7 @@ from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from ..daemons import procscan
 from ..daemons.audit import brief as audit_brief
 from ..daemons.audit import cached_audit
-from ..daemons.launchers import recorded_job_running
+from ..daemons.launchers import job_view, recorded_job_running
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
 from .cost import priced, run_model, tokens_of
 from .flow import flow_verdict, startup_seconds
@@ -620,10 +620,11 @@ def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = N
         proc = dict(proc)
         pid, created = proc.get("pid"), proc.get("create_time")
         alive = proc.get("state") in PROC_NOT_ENDED and (
-            (lost is None and recorded_job_running(proc))  # a Slurm job: no pid here; squeue's last word
+            (lost is None and recorded_job_running(proc))  # a job elsewhere: no pid here; its launcher's last word
             or procscan.is_same_process(pid, created, proc.get("start_ticks"), marker=(procscan.MARKER, folder))
         )
         proc["alive"] = alive
+        proc.update(job_view(proc))  # job, job_id, node, where: in the same words for every launcher
         proc["health"] = _health(proc, alive)
         proc.update(cpu_percent=None, rss=None, threads=None, uptime_s=None)
         if alive and sample and isinstance(pid, int):  # alive: pid was proven to be the recorded process

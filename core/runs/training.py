@@ -241,6 +241,6 @@ def _env_spec(name, python, env_file, config_path, root, env_vars, local, worker
         done_on_clean_exit=True,
         stop_timeout=10.0,
         launcher=workers.get("launcher") or "local",
-        slurm=dict(workers.get("slurm") or {}),
+        settings=dict(workers.get(workers.get("launcher") or "local") or {}),
         warm=WARM_ENVIRONMENT,
     )

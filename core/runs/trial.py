@@ -58,7 +58,7 @@ from ..base.fsutil import (
 from ..base.http_deadline import request_within
 from ..base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
 from ..base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
-from ..daemons.launchers import LocalProcess, start_local
+from ..daemons.launchers.local import LocalProcess, start_local
 from ..daemons.spawn import end_group
 from ..daemons.warm.client import WARM_START_ENV, WarmStarts
 from ..envs import verifiers_envs

@@ -1,15 +1,17 @@
-"""How a run's environment workers are launched: how many replicas, where (this machine or Slurm), and
-the address its servers bind so that the workers reach them.
+"""How a run's environment workers are launched: how many replicas, where (a launcher: this machine,
+Slurm, one a package publishes), and the address its servers bind so that the workers reach them.
 
 config.yaml's `workers:` section, checked here once:
 
     workers:
-      launcher: local | slurm    # local: process groups on this machine (the default)
+      launcher: local | slurm | … # local: process groups on this machine (the default); any launcher
+                                 # the registry knows (daemons.launchers), a plug-in's included
       replicas: 1                # environment processes, each registering with run-api on its own
       address: 127.0.0.1         # what run-api and the trainer's inference server bind, and the
                                  # workers' URLs name; a Slurm run defaults to this host's address
       slurm: {partition, time, cpus_per_worker, mem_per_worker, account, qos, gres, constraint, signal,
-              setup, wrapper, python, sbatch_args}   # over $HERMES_HOME/rl/slurm.yaml (daemons.slurm_site)
+              setup, wrapper, python, sbatch_args}   # over $HERMES_HOME/rl/slurm.yaml (launchers.slurm)
+      <launcher>: {...}          # any launcher's settings under its name, over its site file
       weight: 1.0                # the run's own environment in the batch mix (Atropos inference_weight)
       min_batch_allocation: null # its least share of every batch (0-1), Atropos' min_batch_allocation
       environments:              # more environments beside it, each with its own config file
@@ -23,10 +25,11 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from dataclasses import asdict, is_dataclass
 
 from ..base.errors import BadInput
-from ..daemons.launchers import LAUNCHERS, slurm_settings
-from ..daemons.slurm_site import with_site_settings
+from ..base.paths import rl_dir
+from ..daemons import launchers
 
 LOOPBACK = "127.0.0.1"
 MAX_REPLICAS = 64
@@ -55,21 +58,23 @@ def resolve_workers(data: dict | None, values: dict | None = None) -> dict:
     naming the field when a value cannot be used."""
     drafted = {"replicas": (values or {}).get("replicas"), "launcher": (values or {}).get("env_launcher")}
     data = {**{k: v for k, v in drafted.items() if v is not None}, **(data or {})}
-    unknown = sorted(set(data) - set(WORKER_KEYS))
+    known = [*WORKER_KEYS, *(n for n in launchers.names() if n not in WORKER_KEYS)]
+    unknown = sorted(set(data) - set(known))
     if unknown:
-        raise BadInput(f"unknown workers setting(s): {', '.join(unknown)}", hint=f"known: {', '.join(WORKER_KEYS)}")
+        raise BadInput(f"unknown workers setting(s): {', '.join(unknown)}", hint=f"known: {', '.join(known)}")
     launcher = data.get("launcher") or "local"
-    if launcher not in LAUNCHERS:
-        raise BadInput(f"env_launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
+    chosen = launchers.find(launcher) if isinstance(launcher, str) else None
+    if chosen is None:
+        raise BadInput(f"env_launcher must be one of {', '.join(launchers.names())}, got {launcher!r}")
     replicas = data.get("replicas", 1)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
         raise BadInput(f"replicas must be an integer from 1 to {MAX_REPLICAS}, got {replicas!r}")
-    address = data.get("address") or (this_host_address() if launcher == "slurm" else LOOPBACK)
+    address = data.get("address") or (this_host_address() if chosen.remote else LOOPBACK)
     if not isinstance(address, str):
         raise BadInput(f"address must be an IP address or host name, got {address!r}")
     address = bound_address(address)
-    # the site's settings ($HERMES_HOME/rl/slurm.yaml) under this start's
-    slurm = slurm_settings(with_site_settings(data.get("slurm"))).to_json() if launcher == "slurm" else {}
+    # the launcher's settings: its site's ($HERMES_HOME/rl/slurm.yaml …) under this start's
+    settings = launcher_settings(launcher, data.get(launcher)) if chosen.settings_class is not None else {}
     weight = _weight(data.get("weight", 1.0), "weight")
     share = _share(data.get("min_batch_allocation"), "min_batch_allocation")
     environments = [_mixed(item, i) for i, item in enumerate(_list(data.get("environments")))]
@@ -80,11 +85,35 @@ def resolve_workers(data: dict | None, values: dict | None = None) -> dict:
         "launcher": launcher,
         "replicas": replicas,
         "address": address,
-        "slurm": slurm,
+        "slurm": {},  # config.yaml has always had it; the launcher's own settings below replace it
+        **({launcher: settings} if chosen.settings_class is not None else {}),
         "weight": weight,
         "min_batch_allocation": share,
         "environments": environments,
     }
+
+
+def site_and_given(launcher: str, given) -> dict:
+    """A start's settings for `launcher` over its site file's; BadInput for a command key a start gives
+    (daemons.launchers.base.settings_over_site: the one rule for commands)."""
+    chosen = launchers.get(launcher)
+    site_file = str(rl_dir() / chosen.site_file) if chosen.site_file else f"{launcher} site settings"
+    return launchers.settings_over_site(
+        launcher, chosen.site_settings(), given, site_file=site_file, settings_class=chosen.settings_class
+    )
+
+
+def launcher_settings(launcher: str, given) -> dict:
+    """`launcher`'s settings for a run, checked, as config.yaml records them."""
+    settings = launchers.get(launcher).settings(site_and_given(launcher, given))
+    if settings is None:
+        return {}
+    to_json = getattr(settings, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    if is_dataclass(settings) and not isinstance(settings, type):
+        return asdict(settings)
+    return dict(settings)
 
 
 def _list(value) -> list:

@@ -16,7 +16,8 @@ from hermes_rl.core.base.errors import BadInput
 from hermes_rl.core.base.paths import rl_dir, runs_dir
 from hermes_rl.core.clients import toolset
 from hermes_rl.core.daemons import launchers
-from hermes_rl.core.daemons.launchers import command_field, settings_over_site, slurm_settings
+from hermes_rl.core.daemons.launchers import command_field, settings_over_site
+from hermes_rl.core.daemons.launchers.slurm import SlurmSettings, slurm_settings
 from hermes_rl.core.runs.workers import resolve_workers
 
 pytestmark = [pytest.mark.reliability]
@@ -57,19 +58,19 @@ def test_the_sites_own_commands_apply_and_resolving_again_keeps_them(hermes_home
         resolve_workers(once)  # the site's file no longer says so: a recorded command is not taken either
 
 
-def test_a_next_launcher_inherits_the_rule(monkeypatch):
+def test_a_next_launcher_inherits_the_rule():
     @dataclasses.dataclass
     class PodSettings:
         image: str | None = None
         entrypoint: list[str] = command_field(factory=list)
         env: dict | None = command_field()
 
-    monkeypatch.setitem(launchers.LAUNCHER_SETTINGS, "pod", PodSettings)
     site = {"entrypoint": ["serve"]}
-    assert settings_over_site("pod", site, {"image": "a", "entrypoint": ["serve"]}, site_file="pods.yaml")["image"]
+    given_ok = {"image": "a", "entrypoint": ["serve"]}
+    assert settings_over_site("pod", site, given_ok, site_file="pods.yaml", settings_class=PodSettings)["image"]
     for given in ({"entrypoint": ["sh", "-c", "id"]}, {"env": {"LD_PRELOAD": "/tmp/x.so"}}):
         with pytest.raises(BadInput, match=r"pod\.\w+ is a command"):
-            settings_over_site("pod", site, given, site_file="pods.yaml")
+            settings_over_site("pod", site, given, site_file="pods.yaml", settings_class=PodSettings)
 
 
 def _directives(script: str) -> list[str]:
@@ -106,16 +107,18 @@ OPTIONS = {
         "signal",
         "sbatch_args",
     },
+    "ray": {"cpus_per_worker", "gpus_per_worker"},  # the job's entrypoint_num_cpus / _gpus: numbers Ray checks
 }
 
 
 def test_every_launcher_setting_is_a_command_or_a_reviewed_option():
-    for launcher, settings_class in launchers.LAUNCHER_SETTINGS.items():
+    for launcher in launchers.names():
+        settings_class = launchers.get(launcher).settings_class
         if settings_class is None:
             continue
         names = {item.name for item in dataclasses.fields(settings_class)}
         assert names - set(launchers.command_keys(settings_class)) == OPTIONS.get(launcher, set()), launcher
-    assert set(launchers.command_keys(launchers.SlurmSettings)) == {"setup", "wrapper", "python"}
+    assert set(launchers.command_keys(SlurmSettings)) == {"setup", "wrapper", "python"}
 
 
 def test_a_resumed_run_takes_its_commands_from_the_sites_file_not_its_parents_config(hermes_home):

@@ -55,10 +55,10 @@ def test_a_notifier_that_forks_leaves_no_process(tmp_path, monkeypatch, linger):
 SPAWNERS = {"run", "call", "check_call", "check_output", "getoutput", "getstatusoutput"}
 # (file, function) -> why it may run a program without spawn.run_bounded / spawn_group
 ALLOWED = {
-    ("core/daemons/launchers.py", "slurm_call"): "Slurm's client commands (squeue, scancel): they fork nothing",
-    ("core/daemons/launchers.py", "SlurmTracker.submit"): "sbatch: it forks nothing; a timeout is a submission "
+    ("core/daemons/launchers/slurm.py", "slurm_call"): "Slurm's client commands (squeue, scancel): they fork nothing",
+    ("core/daemons/launchers/slurm.py", "SlurmTracker.submit"): "sbatch: it forks nothing; a timeout is a submission "
     "of unknown outcome, looked up by name",
-    ("core/daemons/launchers.py", "SlurmTracker.find_submitted"): "squeue",
+    ("core/daemons/launchers/slurm.py", "SlurmTracker.find_submitted"): "squeue",
 }
 
 

@@ -12,8 +12,9 @@ import stat
 import pytest
 
 from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.daemons import launchers
-from hermes_rl.core.daemons.launchers import LauncherError, SlurmSettings, SlurmTracker, slurm_settings
+from hermes_rl.core.daemons.launchers import LauncherError
+from hermes_rl.core.daemons.launchers import slurm as launchers
+from hermes_rl.core.daemons.launchers.slurm import SlurmSettings, SlurmTracker, slurm_settings
 
 pytestmark = [pytest.mark.reliability]
 

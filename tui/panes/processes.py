@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 
-from hermes_rl.core.base.formatting import cell_duration, cell_size, exit_text, process_id_text
+from hermes_rl.core.base.formatting import cell_duration, cell_size, exit_text, process_id_text, process_place_text
 from hermes_rl.core.base.states import PROC_ALIVE, proc_style
 
 from ..format import number, set_subtitle, spark
@@ -159,7 +159,7 @@ class ProcessesPane(Vertical):
                     [
                         Text(icon, style=colour),
                         proc.get("name") or "?",
-                        process_id_text(proc, "—", node=True),
+                        _where(proc),
                         Text(state, style=colour),
                         health_text,
                         cell_duration(proc.get("uptime_s")) if alive else "—",
@@ -192,3 +192,10 @@ class ProcessesPane(Vertical):
         name = self.table.selected_key()
         if self.run and self.run.get("run_id") and name:
             self.post_message(self.RestartRequested(self.run["run_id"], name))
+
+
+def _where(proc: dict) -> str:
+    """Its pid here; a job elsewhere by its id and where it runs, in its launcher's words (as `status`)."""
+    if (proc.get("launcher") or "local") == "local":
+        return process_id_text(proc, "—")
+    return f"{process_id_text(proc, '—')} {process_place_text(proc, '')}".strip()

@@ -107,6 +107,32 @@ def cmd_resume(args) -> Any:
     return None
 
 
+def cmd_launchers(args) -> Any:
+    """Every launcher with its site settings and what its preflight says of them."""
+    from ...runs.launcher_list import list_launchers
+
+    rows = list_launchers(preflight=not args.no_preflight)
+    if args.json:
+        return rows
+    console = rich_console()
+    for row in rows:
+        verdict = row["preflight"]
+        mark = "[green]ok[/]" if verdict == "ok" else ("[dim]not asked[/]" if verdict is None else "[red]refused[/]")
+        where = "other machines" if row["remote"] else "this machine"
+        console.print(f"[bold]{safe(row['name'])}[/]  {where}  from {safe(row['from'])}  preflight {mark}")
+        if verdict not in (None, "ok"):
+            console.print(f"  {safe(verdict)}")
+        if row["site_file"]:
+            state = "" if row["site_file_exists"] else " [dim](none yet)[/]"
+            console.print(f"  site file: {safe(row['site_file'])}{state}")
+        for key, value in (row["site_settings"] or {}).items():
+            console.print(f"    {safe(key)}: {safe(value)}")
+        if row["settings"]:
+            names = [k["name"] + ("*" if k["command"] else "") for k in row["settings"]]
+            console.print(f"  settings: {safe(', '.join(names))}  [dim](* a command: from the site file only)[/]")
+    return None
+
+
 def cmd_status(args) -> Any:
     from ...runs import report
 
@@ -150,11 +176,12 @@ def cmd_status(args) -> Any:
         console.print(f"  W&B: {safe(status['wandb_url'])}")
     if status.get("endpoint"):
         console.print(f"  endpoint: {safe(status['endpoint'])} (OpenAI-compatible, the live policy)")
-    on_slurm = any(proc.get("launcher") == "slurm" for proc in status["processes"])
+    # where each runs, in its launcher's words, once any runs elsewhere than here
+    elsewhere = any((proc.get("launcher") or "local") != "local" for proc in status["processes"])
     table = Table(
         "process",
         "pid",
-        *(("where",) if on_slurm else ()),
+        *(("where",) if elsewhere else ()),
         "state",
         "health",
         "uptime",
@@ -167,13 +194,13 @@ def cmd_status(args) -> Any:
         header_style="bold",
     )
     # On a narrow terminal the log path gives way, never which process it is and where it runs.
-    for column, width in ((table.columns[0], 7), (table.columns[1], 9 if on_slurm else 7)):
+    for column, width in ((table.columns[0], 7), (table.columns[1], 9 if elsewhere else 7)):
         column.no_wrap, column.min_width = True, width
     for proc in status["processes"]:
         table.add_row(
             safe(proc["name"]),
             safe(process_id_text(proc, "-")),
-            *((safe(process_place_text(proc, "-")),) if on_slurm else ()),
+            *((safe(process_place_text(proc, "-")),) if elsewhere else ()),
             safe(proc.get("state") or ""),
             safe(proc.get("health") or ""),
             human_duration(proc.get("uptime_s")),

@@ -15,7 +15,7 @@ from .data import cmd_compare, cmd_metrics, cmd_report, cmd_results, cmd_rollout
 from .environments import cmd_config, cmd_envs, cmd_profile, cmd_select, envs_help
 from .frontends import cmd_dashboard, cmd_demo, cmd_mcp
 from .inference import cmd_sample, cmd_test_inference
-from .lifecycle import cmd_logs, cmd_resume, cmd_start, cmd_status, cmd_stop
+from .lifecycle import cmd_launchers, cmd_logs, cmd_resume, cmd_start, cmd_status, cmd_stop
 from .runs_list import cmd_runs
 from .sweeps import cmd_sweep
 
@@ -90,14 +90,17 @@ def _environment_commands(add: Add) -> None:
 
 
 def _run_commands(add: Add) -> None:
-    """start, resume, runs, status, logs, stop."""
+    """start, resume, launchers, runs, status, logs, stop."""
     cmd = add("start", cmd_start, "start a run (default: the selected environment, local profile without a Tinker key)")
     cmd.add_argument("--env")
     cmd.add_argument("--profile")
     cmd.add_argument("--set", action="append", metavar="FIELD=VALUE")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
     cmd.add_argument("--replicas", type=ascii_int, help="environment workers (default 1)")
-    cmd.add_argument("--env-launcher", choices=("local", "slurm"), help="where the workers run (default local)")
+    cmd.add_argument(
+        "--env-launcher",
+        help="where the workers run: local (default), slurm, or another launcher (`hermes-rl launchers`)",
+    )
     cmd.add_argument("--address", help="address run-api and the inference server bind for the workers")
     cmd.add_argument("--slurm-partition")
     cmd.add_argument("--slurm-time", help="each worker's time limit (sbatch --time)")
@@ -116,6 +119,8 @@ def _run_commands(add: Add) -> None:
     cmd = add("resume", cmd_resume, "start a new run continuing an ended one from its saved state and step")
     cmd.add_argument("run_id")
     cmd.add_argument("--watch", action="store_true", help="show progress until the run ends (Ctrl-C detaches)")
+    cmd = add("launchers", cmd_launchers, "where workers can run: each launcher, its site settings and preflight")
+    cmd.add_argument("--no-preflight", action="store_true", help="list them without asking any cluster")
     cmd = add("runs", cmd_runs, "list runs, newest first")
     cmd.add_argument("--sort", choices=SORT_KEYS, default="created", help="order (eval, reward: best first)")
     cmd.add_argument("--status", help="only runs with this status (commas: any of several)")

@@ -1,16 +1,20 @@
-"""Where a run's process runs: on this machine as a process group, or on a Slurm cluster as a batch job.
+"""The Slurm launcher: a run's process as a Slurm batch job — its settings, the site's file
+($HERMES_HOME/rl/slurm.yaml), the preflight, submission, squeue tracking and the watchdog's cleanup.
 
-The supervisor starts every process through `start_process` and then only talks to the handle it gets
-back (poll, leftovers, terminate, kill), so its one state machine — readiness checks, restarts, stop order — serves
-both launchers. A handle also says how the watchdog ends it should the supervisor die (`watchdog_line`)
-and what run.json records about it (`record`).
-
-Slurm: one batch job per process (`sbatch`), not steps of one allocation: each worker is scheduled,
+One batch job per process (`sbatch`), not steps of one allocation: each worker is scheduled,
 restarted and cancelled on its own, a restart never waits for (or holds) a whole allocation, and the
 cluster may place replicas on whichever nodes are free. Jobs are named `hermes-<run>-<process>` and
 carry `hermes-rl:<run>` as their comment, so the run's jobs can be found by name. Their output is
 appended to the process log in the run folder by slurmd on the node that runs them: the run folder
 must be on a filesystem every node mounts at the same path ($HERMES_HOME on a shared filesystem).
+
+The site's file holds what every Slurm run on this site needs (account, QoS, GPUs, node features, time
+limit and grace signal, the setup lines a worker runs before it starts), in the keys of a run's `slurm:`
+section (SlurmSettings); what a start gives wins over it, except the commands (setup, wrapper, python),
+which come from this file only. `preflight` asks the cluster, before the run's first process starts,
+whether the partition exists (sinfo) and a worker job with these settings would be accepted
+(`sbatch --test-only`), so a site problem is one clear error at start, not a worker job refused after
+run-api and the trainer are up.
 """
 
 from __future__ import annotations
@@ -22,19 +26,21 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from ..base.errors import BadInput
-from ..base.fsutil import write_regular_text
-from ..base.names import is_ascii_digits, is_name
-from . import procscan
-from .spawn import describe_exit, spawn_group
-from .warm.client import ColdStartNeeded, WarmStarts
+from ...base.errors import BadInput
+from ...base.fsutil import read_yaml, write_regular_text
+from ...base.names import is_ascii_digits, is_name
+from ...base.paths import rl_dir
+from ..spawn import describe_exit
+from .base import LauncherError, command_field, job_record, settings_over_site
 
-LAUNCHERS = ("local", "slurm")
+SLURM_KILL_GRACE_S = 30.0  # how long a cancelled job gets to leave squeue (slurmd ends it, then reports)
 SLURM_CALL_TIMEOUT_S = 30.0  # one sbatch/squeue/scancel call; a busy controller answers slowly
 # squeue is asked about all the run's jobs in one call: every SLURM_POLL_S while one is queued, starting
 # or being stopped, every SLURM_STEADY_POLL_S while all run (a cluster's controller serves every user).
@@ -48,64 +54,6 @@ SLURM_LIVE_STATES = frozenset(
 SQUEUE_FIELDS = "JobID:|,State:|,NodeList:|,Reason:|,exit_code:|"  # one line per job, fields ended by |
 _SLURM_TIME_RE = re.compile(r"^(\d+-)?\d+(:\d+){0,2}$|^UNLIMITED$|^INFINITE$")
 _SLURM_MEM_RE = re.compile(r"^\d+[KMGT]?$")
-
-
-def recorded_job_running(proc: dict) -> bool:
-    """Whether run.json records `proc` as a Slurm job squeue last listed as live. A job has no pid here to
-    check, so its record (kept fresh by the supervisor's squeue polls) is what says it runs."""
-    return proc.get("launcher") == "slurm" and bool(proc.get("job_id")) and proc.get("slurm_state") in SLURM_LIVE_STATES
-
-
-# ---------------------------------------------------------------- settings that are commands
-# A launcher's settings may hold commands: shell lines, a program the worker runs under, the interpreter,
-# an entrypoint or a runtime environment. Those come only from the user's own files (a site's settings,
-# like $HERMES_HOME/rl/slurm.yaml), never from what a start is given (an agent tool, a CLI option, a
-# per-run override): text that steers an agent could otherwise run anything on every node. Each
-# launcher's settings class marks such fields with `command_field`; `settings_over_site` is the one
-# merge of a start's settings over the site's, and refuses them there, so a new launcher inherits it.
-
-
-def command_field(default=None, *, factory=None):
-    """A settings field that is a command: taken from the user's own files only (settings_over_site)."""
-    if factory is not None:
-        return field(default_factory=factory, metadata={"command": True})
-    return field(default=default, metadata={"command": True})
-
-
-def command_keys(settings_class: type) -> dict[str, object]:
-    """The fields of a launcher's settings class that are commands, with their defaults."""
-    out: dict[str, object] = {}
-    for item in fields(settings_class):
-        if item.metadata.get("command"):
-            factory = item.default_factory
-            out[item.name] = factory() if factory is not MISSING else item.default
-    return out
-
-
-def settings_over_site(launcher: str, site: Mapping, given: Mapping | None, *, site_file: str) -> dict:
-    """A start's settings for `launcher` over the site's (key by key); BadInput, with the reason, for a
-    command key the start gives unless it only repeats what the site's file already says (so settings
-    resolved once can be resolved again)."""
-    if given is not None and not isinstance(given, Mapping):
-        raise BadInput(f"{launcher} settings must be a mapping of settings, got {str(given)[:60]!r}")
-    given = dict(given or {})
-    settings_class = LAUNCHER_SETTINGS.get(launcher)
-    commands = command_keys(settings_class) if settings_class is not None else {}
-    for key in sorted(set(given) & set(commands)):
-        if given[key] != site.get(key, commands[key]):
-            raise BadInput(
-                f"{launcher}.{key} is a command a worker runs: it comes only from your own {site_file}, "
-                "never from a start's settings (an agent tool, a CLI option, a per-run override)",
-                hint=f"put {key} in {site_file} yourself if the workers need it",
-            )
-    return {**site, **given}
-
-
-def without_commands(launcher: str, data: Mapping | None) -> dict:
-    """`data` without the command keys of `launcher`'s settings (a resumed run takes the site's again)."""
-    settings_class = LAUNCHER_SETTINGS.get(launcher)
-    commands = command_keys(settings_class) if settings_class is not None else {}
-    return {k: v for k, v in (data or {}).items() if k not in commands}
 
 
 # The first line of every generated batch script after its shebang: sbatch reads `#SBATCH` directives
@@ -168,7 +116,7 @@ class SlurmSettings:
 LAUNCHER_SETTINGS: dict[str, type | None] = {"local": None, "slurm": SlurmSettings}
 
 
-def slurm_settings(data: dict | None) -> SlurmSettings:
+def slurm_settings(data: Mapping | None) -> SlurmSettings:
     """A `slurm:` section checked: BadInput naming the field for anything sbatch would refuse."""
     data = dict(data or {})
     known = set(SlurmSettings.__dataclass_fields__)
@@ -292,120 +240,6 @@ def check_sbatch_option(arg: str) -> None:
     )
 
 
-class LauncherError(Exception):
-    """A process could not be started; the message says why in words. `retry` is False where trying the
-    same start again cannot help or could run the worker twice (a refusal sbatch gives every time, a
-    submission whose outcome is unknown)."""
-
-    def __init__(self, message: str, *, retry: bool = True):
-        super().__init__(message)
-        self.retry = retry
-
-
-# ---------------------------------------------------------------- local process groups
-
-
-class LocalProcess:
-    """A child of the supervisor, leader of its own process group (tied to us by PDEATHSIG)."""
-
-    launcher = "local"
-
-    def __init__(self, popen: subprocess.Popen, why_cold: str | None = None):
-        self.popen = popen
-        self.why_cold = why_cold  # why it is not a fork of the run's warm server, when it was meant to be
-        self.pid = self.pgid = popen.pid
-        self.create_time = procscan.process_create_time(popen.pid)
-        self.start_ticks = procscan.process_start_ticks(popen.pid)
-
-    @property
-    def returncode(self) -> int | None:
-        return self.popen.returncode
-
-    def poll(self) -> int | None:
-        return self.popen.poll()
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.popen.wait(timeout)
-
-    def leftovers(self) -> bool:
-        """Whether anything of its process group is still there (a leader's exit leaves workers behind)."""
-        return procscan.group_alive(self.pgid)
-
-    def what(self) -> str:
-        return f"process group {self.pgid}"
-
-    def terminate(self) -> None:
-        procscan.signal_group(self.pgid, signal.SIGTERM)
-
-    def kill(self) -> None:
-        procscan.signal_group(self.pgid, signal.SIGKILL)
-
-    def watchdog_line(self) -> str:
-        return f"pgid {self.pgid}"
-
-    def record(self) -> dict:
-        if self.why_cold:
-            return {"launcher": "local", "warm": False, "why_cold": self.why_cold}
-        return {"launcher": "local"}
-
-
-class WarmProcess(LocalProcess):
-    """A fork of the run's warm server (warm.client.WarmStarts): a session and process group of its own,
-    tied to the server, which is tied to us; its exit code comes from the server."""
-
-    def __init__(self, starts: WarmStarts, pid: int):
-        self.starts = starts
-        self.pid = self.pgid = pid
-        self.create_time = procscan.process_create_time(pid)
-        self.start_ticks = procscan.process_start_ticks(pid)
-        self._code: int | None = None
-
-    @property
-    def returncode(self) -> int | None:
-        return self._code
-
-    def poll(self) -> int | None:
-        if self._code is None:
-            self._code = self.starts.exit_code(self.pid)
-        return self._code
-
-    def wait(self, timeout: float | None = None) -> int:
-        """As Popen.wait: its exit code (reaped and reported by the server); TimeoutExpired after `timeout`."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0.0)
-            time.sleep(0.02)
-        return self.poll() or 0
-
-    def record(self) -> dict:
-        return {"launcher": "local", "warm": True}
-
-
-def start_local(
-    argv: list[str],
-    *,
-    cwd: str,
-    env: dict[str, str],
-    log_fd: int,
-    log: Path,
-    warm: WarmStarts | None = None,
-    session: bool = False,
-) -> LocalProcess:
-    """A fork of `warm` where it can be one (see WarmStarts.start), else a fresh process (leading a session
-    of its own with `session`: a fork always does), both streams to `log_fd` (a fork appends to `log`)."""
-    why_cold = None
-    if warm is not None:
-        try:
-            return WarmProcess(warm, warm.start(argv, cwd=cwd, env=env, log=str(log), folders=_path_folders(env)))
-        except ColdStartNeeded as exc:
-            why_cold = str(exc)
-    popen = spawn_group(
-        argv, session=session, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT
-    )
-    return LocalProcess(popen, why_cold)
-
-
 # sbatch's refusals that a later try can get past (the controller busy or restarting); any other
 # refusal (an unknown partition or account, a limit the job exceeds) comes back the same every time.
 _TRANSIENT_REFUSALS = (
@@ -419,10 +253,6 @@ _TRANSIENT_REFUSALS = (
 
 def _transient(detail: str) -> bool:
     return any(marker.lower() in detail.lower() for marker in _TRANSIENT_REFUSALS)
-
-
-def _path_folders(env: dict[str, str]) -> list[str]:
-    return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 # ---------------------------------------------------------------- Slurm jobs
@@ -467,6 +297,7 @@ class SlurmJob:
     """A process running as a Slurm batch job. Its state comes from squeue, asked for all jobs at once."""
 
     launcher = "slurm"
+    kill_grace_s = SLURM_KILL_GRACE_S
 
     def __init__(self, tracker: SlurmTracker, job_id: str):
         self.tracker = tracker
@@ -509,7 +340,13 @@ class SlurmJob:
                 slurm_call(["scancel", "--full", "--signal=KILL", self.job_id])
 
     def watchdog_line(self) -> str:
-        return f"slurm_job {self.job_id}"
+        return f"job slurm {self.job_id}"
+
+    def change_words(self) -> str:
+        """Its new state in words for the run's events: "Slurm job 16 PENDING (Resources)"."""
+        where = f" on {self.node}" if self.node else ""
+        why = f" ({self.reason})" if self.reason and self.state == "PENDING" else ""
+        return f"Slurm job {self.job_id} {self.state}{where}{why}"
 
     def stop_words(self, code: int) -> str:
         """How a stopped job ended, for the run's events: "Slurm job 16 cancelled" when scancel ended it."""
@@ -518,7 +355,7 @@ class SlurmJob:
         return f"Slurm job {self.job_id} {self.state}, {describe_exit(code)}"
 
     def record(self) -> dict:
-        return {"launcher": "slurm", "job_id": self.job_id, "node": self.node, "slurm_state": self.state}
+        return {"launcher": "slurm", "job": job_record("slurm", self.job_id, self.node, self.state)}
 
     def update(self, state: str, node: str, reason: str, raw_exit: str) -> None:
         self.state = state
@@ -648,29 +485,6 @@ class SlurmTracker:
                     self.on_change(job)
 
 
-def start_process(
-    launcher: str,
-    name: str,
-    argv: list[str],
-    *,
-    cwd: str,
-    env: dict[str, str],
-    log_fd: int,
-    log: Path,
-    slurm: SlurmTracker | None = None,
-    settings: dict | None = None,
-    warm: WarmStarts | None = None,
-):
-    """Start one process with its launcher; OSError (local) or LauncherError (Slurm) when it cannot.
-    `warm`: the run's warm server, for a local process that may start as a fork of it."""
-    if launcher == "slurm":
-        assert slurm is not None
-        if not os.path.isdir(cwd):
-            raise FileNotFoundError(2, "No such file or directory", cwd)
-        return slurm.submit(name, argv, cwd=cwd, env=env, log=log, settings=slurm_settings(settings))
-    return start_local(argv, cwd=cwd, env=env, log_fd=log_fd, log=log, warm=warm)
-
-
 def cancel_jobs(job_ids: list[str], wait: float = 30.0) -> list[str]:
     """scancel each job (the latest first), then wait until squeue no longer lists them; returns the
     ids still listed after `wait` seconds. Used by the watchdog and by clients cleaning a lost run."""
@@ -701,3 +515,133 @@ def run_job_ids(run_id: str) -> list[str]:
         return []
     comment = job_comment(run_id)
     return [line.split("|", 1)[0] for line in done.stdout.splitlines() if line.split("|", 1)[-1].strip() == comment]
+
+
+# ---------------------------------------------------------------- the site's settings and preflight
+
+
+SITE_FILE = "slurm.yaml"
+
+
+def site_file() -> Path:
+    return rl_dir() / SITE_FILE
+
+
+def site_settings() -> dict:
+    """The site's `slurm:` defaults ({} without the file); BadInput naming the file when it is wrong."""
+    path = site_file()
+    data = read_yaml(path, what="Slurm site settings")
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} must be a mapping of slurm settings (account: …, qos: …)")
+    try:
+        slurm_settings(data)
+    except BadInput as exc:
+        raise BadInput(f"{path}: {exc.message}", hint=exc.hint) from None
+    return data
+
+
+def with_site_settings(given: Mapping | None) -> dict:
+    """A start's `slurm:` settings over the site's; BadInput for a command (setup, wrapper, python) the
+    start gives that the site's file does not say (base.settings_over_site)."""
+    return settings_over_site("slurm", site_settings(), given, site_file=str(site_file()), settings_class=SlurmSettings)
+
+
+def preflight(data: Mapping | None) -> None:
+    """BadInput, in Slurm's words, when the cluster would refuse a worker job with these settings: no
+    Slurm commands, an unknown partition, or a job `sbatch --test-only` refuses (account, QoS, GRES,
+    constraint, time limit)."""
+    settings = slurm_settings(dict(data or {}))
+    if settings.partition:
+        _check_partition(settings.partition)
+    with tempfile.TemporaryDirectory(prefix="hermes-slurm-") as folder:
+        script = Path(folder) / "preflight.sbatch"
+        write_regular_text(script, settings.script(["true"], ""))
+        argv = ["sbatch", "--test-only", "--nodes=1", "--ntasks=1", *settings.sbatch_options(), str(script)]
+        done = _call(argv)
+    if done.returncode != 0:
+        detail = (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
+        raise BadInput(
+            f"Slurm would not accept a worker job with these settings: {detail}",
+            hint=f"fix the run's slurm settings or {site_file()}; `sbatch --test-only` says the same",
+        )
+
+
+def _check_partition(partition: str) -> None:
+    done = _call(["sinfo", "--noheader", f"--partition={partition}", "--format=%P"])
+    listed = {line.strip().rstrip("*") for line in done.stdout.splitlines() if line.strip()}
+    if done.returncode != 0 or partition not in listed:
+        known = _call(["sinfo", "--noheader", "--format=%P"]).stdout.split()
+        raise BadInput(
+            f"Slurm partition {partition!r} does not exist on this cluster",
+            hint="partitions: " + (", ".join(p.rstrip("*") for p in known) or "none listed"),
+        )
+
+
+def _call(argv: list[str]):
+    try:
+        return slurm_call(argv)
+    except LauncherError as exc:
+        raise BadInput(f"cannot check the Slurm settings: {exc}") from None
+
+
+# ---------------------------------------------------------------- the launcher
+
+
+class SlurmLauncher:
+    """Batch jobs on a Slurm cluster (`env_launcher: slurm`)."""
+
+    name = "slurm"
+    settings_class = SlurmSettings
+    site_file = SITE_FILE
+    remote = True
+    cancelled_state = "CANCELLED"
+
+    def settings(self, data: Mapping | None) -> SlurmSettings:
+        return slurm_settings(data)
+
+    def site_settings(self) -> dict:
+        return site_settings()
+
+    def preflight(self, settings: Mapping, *, replicas: int = 1) -> None:
+        preflight(settings)  # each worker is a job of its own: sbatch --test-only answers for one
+
+    def tracker(self, run_id: str, run_dir: Path) -> SlurmTracker:
+        return SlurmTracker(run_id, run_dir)
+
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        cwd: str,
+        env: dict[str, str],
+        log_fd: int,
+        log: Path,
+        settings: Mapping,
+        tracker: Any,
+        warm: Any = None,
+    ) -> SlurmJob:
+        assert isinstance(tracker, SlurmTracker)
+        if not os.path.isdir(cwd):
+            raise FileNotFoundError(2, "No such file or directory", cwd)
+        return tracker.submit(name, argv, cwd=cwd, env=env, log=log, settings=slurm_settings(settings))
+
+    def cleanup(self, run_id: str, job_ids: list[str]) -> tuple[list[str], list[str]]:
+        every = list(dict.fromkeys([*job_ids, *run_job_ids(run_id)]))
+        left = cancel_jobs(every)
+        return [j for j in every if j not in left], left
+
+    def where(self, job: Mapping) -> str:
+        parts = [str(p) for p in (job.get("node"), job.get("state")) if p]
+        return " ".join(parts)
+
+    def job_running(self, job: Mapping) -> bool:
+        return bool(job.get("id")) and job.get("state") in SLURM_LIVE_STATES
+
+    def view_fields(self, job: Mapping) -> dict:
+        return {"slurm_state": job.get("state")}  # what run.json called it before `job`
+
+
+LAUNCHER = SlurmLauncher()
