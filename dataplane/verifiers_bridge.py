@@ -754,6 +754,10 @@ class Bridge:
             for trace in episode.traces:
                 if not trace.agent.trainable:
                     continue
+                if trace.errors:  # a model call or hook that failed (a judge that needs a key): this trace only
+                    error = trace.errors[-1]
+                    self.drop(f"seat {trace.agent.name or 'agent'}: {error.type}: {error.message}")
+                    continue
                 sequence = TokenSequence.of_turns(turns.get(trace.id) or [])
                 if sequence.trained_tokens == 0:
                     self.drop(f"seat {trace.agent.name or 'agent'}: an episode with no sampled tokens")
