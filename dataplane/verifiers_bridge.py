@@ -489,6 +489,7 @@ def list_tasksets() -> dict:
 
 # --- serving ---------------------------------------------------------------------------------------
 
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 REPORT_S = 30.0  # while no step comes, what was not trained is counted in the env log this often
 ENDPOINT_KEY_VAR = "HERMES_RL_ENDPOINT_KEY"  # the run's endpoint credential, read by verifiers' model client
 
@@ -730,7 +731,8 @@ class Bridge:
 
     def drop(self, reason: str) -> None:
         """Count why an episode or a seat's trace was not trained; the first of each reason is logged."""
-        reason = _first_line(reason)[:300] or "no reason given"
+        # quoted text (a model's reply inside an error) differs every time: one reason, counted
+        reason = _QUOTED.sub("'…'", _first_line(reason))[:300] or "no reason given"
         if reason not in self.reasons:
             sys.stderr.write(f"hermes-rl: {self.name}: not trained: {reason}\n")
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
