@@ -19,17 +19,10 @@ from ..base.errors import BadInput, HermesError
 from ..base.formatting import counted, shown_value
 from ..base.prices import KINDS, count_text, tokens_text, usd_text
 from ..base.states import FINAL
+from .pricing import run_model, tokens_of
 
 DEFAULT_PROMPT_TOKENS = 256  # the estimate's prompt length when nothing better is known (said so)
 CLOUD_USAGE_FILE = "cloud_usage.json"  # what Tinker reported the run used (dataplane.cloud_usage)
-
-
-def tokens_of(row: dict | None) -> dict[str, int] | None:
-    """The run's token totals from its newest trainer row; None when its trainer records none (older runs)."""
-    row = row or {}
-    if not any(f"tokens/{kind}_total" in row for kind in KINDS):
-        return None
-    return {kind: int(row.get(f"tokens/{kind}_total") or 0) for kind in KINDS}
 
 
 def cost_of(model: str | None, tokens: dict[str, int] | None, *, cpu_s: float | None = None) -> dict[str, Any]:
@@ -51,29 +44,6 @@ def cost_of(model: str | None, tokens: dict[str, int] | None, *, cpu_s: float | 
         "price_source": price.source if price else None,
         "cpu_s": cpu_s,
     }
-
-
-def priced(model: str | None, tokens: dict[str, int] | None) -> float | None:
-    """USD of `tokens` at `model`'s price; None when either is unknown or the price file is unusable
-    (a listing names no error per row: status says what is wrong with the file)."""
-    from ..base.errors import HermesError
-
-    if tokens is None:
-        return None
-    try:
-        price = prices.lookup(model)
-    except HermesError:
-        return None
-    return None if price is None else round(price.usd(tokens), 6)
-
-
-def run_model(run_id: str) -> str | None:
-    """The model a run trains (config.yaml's tinker.base_model)."""
-    from .runconfig import read_run_config
-
-    tinker = read_run_config(run_id).get("tinker")
-    model = tinker.get("base_model") if isinstance(tinker, dict) else None
-    return str(model) if model else None
 
 
 def run_cost(run: Mapping[str, Any], model: str | None = None) -> dict[str, Any]:

@@ -59,6 +59,7 @@ from ..daemons.slurm_site import with_site_settings
 from ..envs.verifiers_envs import check_trainable
 from .runconfig import CONFIG_FILE, RunConfig, build_run_config, read_run_config, run_config_yaml
 from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
+from .sweep_files import live_reservations
 
 RUN_PORTS = ("api", "inference", "tinker")  # DESIGN §3: every real run gets these
 TRAINER_STATE_FILE = "trainer_state.json"  # written by the trainer at each save_state: {"state_path", "step", ...}
@@ -422,7 +423,6 @@ def active_local_runs(member: tuple[str, int] | None = None) -> list[str]:
     whose run.json names no backend), and the sweep members reserved to start (a place each, held from
     their reservation until their run is recorded) but `member`, the caller's own."""
     from .store import list_runs
-    from .sweeps import live_reservations
 
     active, named = [], set()
     for summary in list_runs():

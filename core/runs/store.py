@@ -34,9 +34,9 @@ from ..daemons.audit import brief as audit_brief
 from ..daemons.audit import cached_audit
 from ..daemons.launchers import recorded_job_running
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
-from .cost import priced, run_model, tokens_of
 from .flow import flow_verdict, startup_seconds
 from .index import INDEX_FILE, SummaryIndex
+from .pricing import priced, run_model, tokens_of
 
 if TYPE_CHECKING:  # for the annotation only: it is imported where a process is sampled
     import psutil

@@ -23,57 +23,34 @@ import sys
 import time
 from pathlib import Path
 
-from ..base.errors import BadInput, Conflict, HermesError, NotFound
-from ..base.fsutil import atomic_write_json, file_lock, read_json
+from ..base.errors import BadInput, Conflict, HermesError
+from ..base.fsutil import atomic_write_json, file_lock
 from ..base.paths import ensure_private_dir, run_dir, sweep_queue_flag, sweeps_dir
 from ..base.records import StartedRun
 from ..base.states import Metric
 from ..readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
 from .cost import budget_stop_warning
+from .start import check_local_capacity, local_start_lock, start_run
 from .sweep_budget import check_sweep_budget, member_budget
+from .sweep_files import (
+    CANCELLED,
+    FAILED,
+    QUEUED,
+    STARTED,
+    STARTING,
+    SWEEP_FILE,
+    _sweep_path,
+    list_sweeps,
+    read_sweep,
+)
 
-SWEEP_FILE = "sweep.json"
 MAX_SWEEP_RUNS = 256
 MAX_SEEDS = 64
-QUEUED, STARTING, STARTED, FAILED, CANCELLED = "queued", "starting", "started", "failed", "cancelled"
 # A member reserved (`starting`) by a process that died before it recorded the run goes back to the queue
 # once no run names it and its reserver is gone; a folder a killed start left without a run.json is
 # removed once it is this old (a start writes run.json within seconds).
 ABANDONED_FOLDER_S = 600.0
 KICK_INTERVAL_S = 30.0  # clients that see a waiting queue start it at most this often
-
-
-def _sweep_path(sweep_id: str) -> Path:
-    if not isinstance(sweep_id, str) or len(sweep_id) != 8 or not all(c in "0123456789abcdef" for c in sweep_id):
-        raise NotFound(f"no sweep {sweep_id!r}", hint="a sweep id is 8 hex digits, as the sweep listing shows")
-    return sweeps_dir() / sweep_id / SWEEP_FILE
-
-
-def read_sweep(sweep_id: str) -> dict:
-    path = _sweep_path(sweep_id)
-    try:
-        data = read_json(path)
-    except FileNotFoundError:
-        raise NotFound(f"no sweep {sweep_id}", hint="the sweep listing shows the sweep ids") from None
-    except (OSError, ValueError) as exc:
-        raise HermesError(f"sweep {sweep_id}: {SWEEP_FILE} is unreadable ({exc})", hint=f"inspect {path}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("members"), list):
-        raise HermesError(f"sweep {sweep_id}: {SWEEP_FILE} is not a sweep record", hint=f"inspect {path}")
-    return data
-
-
-def list_sweeps() -> list[dict]:
-    """Every readable sweep, oldest first (the order the queue starts them in)."""
-    out = []
-    try:
-        names = sorted(os.listdir(sweeps_dir()))
-    except FileNotFoundError:
-        return []
-    for name in names:
-        with contextlib.suppress(HermesError):
-            out.append(read_sweep(name))
-    out.sort(key=lambda s: (s.get("created_at") or 0, s.get("sweep_id") or ""))
-    return out
 
 
 def parse_grid(items: list[str] | None) -> dict[str, list[str]]:
@@ -240,7 +217,6 @@ def _set_queue_flag(queued: bool) -> None:
 
 
 def _start_member(sweep: dict, member: dict) -> StartedRun:
-    from .start import start_run
 
     changes, overrides = _split(member["config"])
     if sweep.get("budget_usd"):
@@ -312,7 +288,6 @@ def _reserve(sweep: dict, member: dict) -> bool:
     sweep's member only while the local-run limit has room, counted and taken under the lock every local
     start takes, and the reservation itself holds that place (start.active_local_runs counts it) until
     its run is recorded. False: no place now."""
-    from .start import check_local_capacity, local_start_lock
 
     def take() -> None:
         member.update(state=STARTING, reserved_by=os.getpid(), reserved_at=time.time())
@@ -328,22 +303,6 @@ def _reserve(sweep: dict, member: dict) -> bool:
             return False
         take()
     return True
-
-
-def live_reservations() -> list[tuple[str, int]]:
-    """(sweep id, member index) of each local sweep member reserved by a live process (its run may not
-    be recorded yet): each holds a place under the local-run limit."""
-    import psutil
-
-    out = []
-    for sweep in list_sweeps():
-        if sweep.get("backend") != "local":
-            continue
-        for member in sweep.get("members") or []:
-            pid = member.get("reserved_by")
-            if member.get("state") == STARTING and isinstance(pid, int) and psutil.pid_exists(pid):
-                out.append((sweep["sweep_id"], member.get("index")))
-    return out
 
 
 def _write(sweep: dict) -> None:
