@@ -11,6 +11,8 @@ cached on disk by (path, mtime, size), so a new process re-parses only what chan
 from __future__ import annotations
 
 import ast
+import difflib
+import importlib.machinery
 import io
 import json
 import os
@@ -715,8 +717,6 @@ def find_environment(ref: str) -> EnvInfo:
 
 def _did_you_mean(ref: str, envs: list[EnvInfo]) -> str:
     """The ids nearest to what was asked, by id, name, class name or file stem; never the whole list."""
-    import difflib
-
     usable = [env for env in envs if env.usable]
     if not usable:
         return f"no environments found; put one in {user_environments_dir()}"
@@ -755,8 +755,6 @@ class ImportRoot:
 
 def _installed(module: str) -> bool:
     """Importable from the installed packages (not from the working folder, which is the caller's)."""
-    import importlib.machinery
-
     if module in sys.builtin_module_names:
         return True
     # Neither the caller's folder nor the project's checkout (its folders import only as hermes_rl.*).

@@ -15,12 +15,13 @@ from typing import Any
 
 from ..base.clock import remaining_s
 from ..base.errors import Conflict, HermesError, NotFound
-from ..base.fsutil import atomic_write_json
+from ..base.fsutil import atomic_write_json, read_regular_text
 from ..base.paths import ensure_private_dir, run_dir
 from ..base.polling import poll_until
 from ..base.records import RunView
 from ..base.states import RECORDED_FINAL, RunStatus
 from ..daemons import procscan
+from ..daemons.launchers import cancel_jobs, run_job_ids
 from ..daemons.runstate import is_recorded_final, record_final
 from .store import (
     SUPERVISOR_START_TIMEOUT_S,
@@ -44,8 +45,6 @@ STOP_WAIT_MAX_S = 600.0
 def stop_wait_s(run_id: str) -> float:
     """How long a run's stop can take: its supervisor stops the processes one at a time, each given its
     stop timeout before SIGKILL, then sweeps leftovers; at least STOP_WAIT_S."""
-    from ..base.fsutil import read_regular_text
-
     try:
         specs = json.loads(read_regular_text(run_dir(run_id) / "pipeline.json"))
         total = sum(
@@ -222,8 +221,6 @@ def _stop_lost(run: dict) -> None:
     jobs = [p["job_id"] for p in run.get("processes") or [] if p.get("launcher") == "slurm" and p.get("job_id")]
     left: list[str] = []
     if jobs:  # its Slurm workers, if the watchdog did not get to cancel them
-        from ..daemons.launchers import cancel_jobs, run_job_ids
-
         left = cancel_jobs(list(dict.fromkeys([*jobs, *run_job_ids(run_id)])))
     current = read_run(run_id)
     if is_recorded_final(current):

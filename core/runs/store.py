@@ -10,7 +10,9 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
+
+import psutil
 
 from ..base.clock import age_s, in_future, remaining_s
 from ..base.errors import HermesError, NotFound
@@ -37,9 +39,6 @@ from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
 from .flow import flow_verdict, startup_seconds
 from .index import INDEX_FILE, SummaryIndex
 from .pricing import priced, run_model, tokens_of
-
-if TYPE_CHECKING:  # for the annotation only: it is imported where a process is sampled
-    import psutil
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
 
@@ -559,7 +558,6 @@ _PSUTIL_LOCK = threading.Lock()
 
 
 def _sample_process(pid: int, create_time: float | None) -> dict | None:
-    import psutil
 
     key = (pid, create_time)
     with _PSUTIL_LOCK:
