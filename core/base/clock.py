@@ -8,14 +8,14 @@ import math
 import time
 from typing import Any
 
+from .fsutil import epoch_seconds
+
 # How far ahead of this clock a recorded time may be and still count as "now" (a writer's clock a
 # moment ahead, rounding): past it the time is in the future.
 FUTURE_TOLERANCE_S = 5.0
 
 
 def _epoch(value: Any) -> float | None:
-    from .fsutil import epoch_seconds
-
     seconds = epoch_seconds(value)
     return seconds if seconds is not None and math.isfinite(seconds) else None
 

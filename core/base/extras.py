@@ -24,7 +24,7 @@ def _normal(name: str) -> str:
 @functools.cache
 def _extras() -> dict[str, list[str]]:
     """extra -> the distributions it brings (its own and those of the extras it names), normalised."""
-    from importlib import metadata
+    from importlib import metadata  # noqa: PLC0415 - 20 ms, paid only when an extra is looked up
 
     try:
         requires = metadata.requires(DISTRIBUTION) or []

@@ -151,7 +151,7 @@ def failure_hint(line: str | None) -> str | None:
 
 def _atroposlib_mismatch(what: str) -> str:
     """atroposlib is archived: its last release is the one installed, so `pip install` cannot add a name."""
-    from importlib import metadata  # stdlib; only paid when this hint is given
+    from importlib import metadata  # noqa: PLC0415 - stdlib; only paid when this hint is given
 
     try:
         version = metadata.version("atroposlib")

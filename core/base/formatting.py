@@ -7,7 +7,9 @@ absent value reads as.
 
 from __future__ import annotations
 
+import json
 import math
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,7 +41,7 @@ def shown_value(value: Any, limit: int = 60) -> str:
 
 def human_size(num_bytes: Any, missing: str = MISSING) -> str:
     """Bytes in decimal units: "512 bytes", "1.2 kB", "123.5 MB" (rich.filesize.decimal)."""
-    from rich.filesize import decimal
+    from rich.filesize import decimal  # noqa: PLC0415 - Rich: `--help` and the headless paths do without it
 
     value = _finite(num_bytes)
     if not value or value < 0:
@@ -86,8 +88,6 @@ def human_number(value: Any, digits: int = 3, missing: str = MISSING) -> str:
 def value_text(value: Any) -> str:
     """A config value as the user types it: true/false, none, JSON for lists and mappings, a string as
     it is ("" when empty), never a Python repr."""
-    import json
-
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -140,8 +140,6 @@ def process_place_text(proc: Mapping[str, Any], missing: str = MISSING) -> str:
 
 def exit_text(code: Any, missing: str = MISSING) -> str:
     """A process's exit code as people read it: "0", "1", and a signal by name ("SIGTERM", not -15)."""
-    import signal
-
     if code is None or isinstance(code, bool) or not isinstance(code, int):
         return missing if code is None else str(code)
     if code < 0:

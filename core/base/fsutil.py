@@ -13,6 +13,7 @@ import signal
 import stat
 import tempfile
 import weakref
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
@@ -326,7 +327,7 @@ def file_lock(path: Path) -> Iterator[None]:
 def _no_alias_loader() -> type:
     """yaml.SafeLoader that refuses anchors and aliases: a few lines of YAML never need them, and
     they are how a tiny file expands into billions of nodes (an alias bomb)."""
-    import yaml
+    import yaml  # noqa: PLC0415 - PyYAML only where YAML is read or written
 
     class NoAliasLoader(yaml.SafeLoader):
         def compose_node(self, parent, index):
@@ -343,7 +344,7 @@ def read_yaml(path: Path, *, max_bytes: int = YAML_MAX_BYTES, what: str = "file"
 
     Returns None for a missing or empty file; raises BadInput naming the file for anything unreadable.
     """
-    import yaml  # light, but only the config paths need it
+    import yaml  # noqa: PLC0415 - light, but only the config paths need it
 
     path = Path(path)
     try:
@@ -383,8 +384,6 @@ def epoch_seconds(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) if math.isfinite(value) else None
     if isinstance(value, str):
-        from datetime import datetime
-
         try:
             return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
         except ValueError:

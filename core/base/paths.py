@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
+import sys
 from pathlib import Path
 
 from .errors import BadInput
@@ -86,9 +88,6 @@ def cli_command() -> str:
     """How the user runs hermes-rl from where they are: `hermes-rl` when that name on PATH is this
     installation's, else this installation's script, relative to the working directory when under it
     (`.venv/bin/hermes-rl` in a clone whose venv is not activated)."""
-    import shutil
-    import sys
-
     script = Path(sys.prefix) / "bin" / "hermes-rl"
     found = shutil.which("hermes-rl")
     if not script.exists() or (found and Path(found).resolve() == script.resolve()):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput
+from .fsutil import read_yaml
 from .paths import rl_dir
 
 KINDS = ("prefill", "sample", "train")
@@ -109,8 +110,6 @@ def _parse(data: Any, path: Path) -> dict[str, Price]:
 def user_prices() -> dict[str, Price]:
     """The user's prices.yaml, parsed (cached by the file's mtime and size); {} without one; BadInput when
     it is not a valid price file."""
-    from .fsutil import read_yaml
-
     path = prices_path()
     try:
         st = os.stat(path)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import functools
 import io
+import json
+import logging
 import os
 from contextvars import ContextVar
 
+from .errors import BadInput
 from .fsutil import open_regular
 from .paths import hermes_home
 
@@ -26,9 +29,7 @@ def _dotenv_values():
     """python-dotenv's dotenv_values, imported on first use, with its warnings about lines it cannot parse
     silenced for our reads only: .env is re-read for every redaction, so one bad line would repeat in every
     log. A host process's own .env reads still warn."""
-    import logging
-
-    from dotenv import dotenv_values
+    from dotenv import dotenv_values  # noqa: PLC0415 - python-dotenv only when a .env is read
 
     logging.getLogger("dotenv.main").addFilter(lambda record: not _reading_ours.get())
     return dotenv_values
@@ -59,8 +60,6 @@ def _warn_if_shared(path, mode: int) -> None:
     """One warning per process when .env can be read by other users (it holds API keys)."""
     if mode & 0o077 and (str(path), mode) not in _warned:
         _warned.add((str(path), mode))
-        import logging
-
         logging.getLogger("hermes_rl").warning(
             "%s holds API keys but other users can read it (mode %o): run chmod 600 %s", path, mode & 0o777, path
         )
@@ -110,10 +109,6 @@ def refuse_secret_values(texts: dict[str, object], hint: str) -> None:
     """BadInput naming the first of `texts` ({what: value}) that holds a secret's value.
 
     Values are compared as their JSON text, so a key hidden in a list or mapping is found too."""
-    import json
-
-    from .errors import BadInput
-
     values = secret_values()
     if not values:
         return

@@ -67,6 +67,7 @@ from ..base.paths import rl_dir
 from ..base.secrets import get_key, redact, secret_values
 from ..base.stall import progress_logs, stall_fields
 from ..base.states import RunStatus
+from .audit import audit_run_dir
 from .spawn import run_bounded
 
 KINDS = ("failed", "stalled", "completed", "metric", "audit")
@@ -298,7 +299,7 @@ def _hidden(config: AlertConfig) -> list[str]:
 def post_webhook(hook: Webhook, payload: dict) -> str:
     """POST the payload as JSON; 'delivered (HTTP 200)' or why not. The whole request (connect, send,
     answer) ends within hook.timeout_s: a server that trickles its answer is cut off."""
-    import http.client  # deferred: 20 ms of ssl and email imports, paid only when a webhook is posted
+    import http.client  # noqa: PLC0415 - 20 ms of ssl and email imports, paid only when a webhook is posted
 
     body = json.dumps(payload, sort_keys=True).encode()
     headers = {"Content-Type": "application/json", "User-Agent": "hermes-rl-alerts"}
@@ -566,7 +567,6 @@ class AlertMonitor:
         if not rules or now < self.next_audit or self.run.get("status") != RunStatus.RUNNING:
             return
         self.next_audit = now + AUDIT_INTERVAL_S
-        from .audit import audit_run_dir  # the verdict's rule, only for runs with an audit rule
 
         result = audit_run_dir(self.dir)
         if result["verdict"] not in AUDIT_ALERTS:

@@ -25,7 +25,7 @@ SLOW_CAP_S = 0.25
 def http_get(url: str, timeout: float) -> tuple[bool, str]:
     """GET url -> (status is 200, the body, or what happened instead). Direct connection: proxies never
     apply to 127.0.0.1 checks."""
-    import http.client  # deferred: 20 ms of ssl and email imports, paid only by runs with HTTP checks
+    import http.client  # noqa: PLC0415 - 20 ms of ssl and email imports, paid only by runs with HTTP checks
 
     parts = urllib.parse.urlsplit(url)
     path = parts.path or "/"
@@ -105,7 +105,7 @@ class ReadinessChecks:
         line (another process's: run-api's, for an environment registering with it) from now on."""
         proc.readiness_log = (source.log, proc.log_offset if source is proc else _size(source.log))
         if proc.spec.readiness.kind == "http":
-            import http.client  # noqa: F401 - imported here, in the main thread, not inside a check's thread
+            import http.client  # noqa: F401, PLC0415 - imported here, in the main thread, not inside a check's thread
         cancel = threading.Event()
         proc.readiness_cancel = cancel
         thread = threading.Thread(

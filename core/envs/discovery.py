@@ -11,6 +11,8 @@ cached on disk by (path, mtime, size), so a new process re-parses only what chan
 from __future__ import annotations
 
 import ast
+import difflib
+import importlib.machinery
 import io
 import json
 import os
@@ -25,8 +27,8 @@ from ..base.errors import BadInput, NotFound
 from ..base.formatting import shown_value
 from ..base.fsutil import atomic_write_text, read_regular_bytes, read_regular_text
 from ..base.paths import PROJECT_ROOT, rl_dir, user_environments_dir
-from ..base.records import EnvironmentEntry
-from . import envsettings
+from . import envsettings, verifiers_envs
+from .envinfo import EnvInfo
 
 BASE_ENV = "BaseEnv"
 MAX_FILE_BYTES = 2 * 1024 * 1024  # an environment bigger than this is data, not code
@@ -38,49 +40,6 @@ SKIPPED_DIRS = frozenset({"__pycache__", "site-packages", "node_modules", "venv"
 CACHE_VERSION = 1
 ENV_PATH_VAR = "HERMES_RL_ENV_PATH"
 TINKER_ATROPOS_VAR = "HERMES_RL_TINKER_ATROPOS"
-
-
-@dataclass(frozen=True)
-class EnvInfo:
-    name: str  # class attribute `name` (string literal), else the file stem
-    class_name: str  # "" for a file that failed to parse
-    file: str  # absolute path
-    description: str  # first docstring line (class, else module), "" if none
-    config_class: str | None  # from config_init's return annotation or `env_config_cls`
-    source: str  # "project" | "user" | "tinker-atropos" | "extra"
-    error: str | None = None  # why the file could not be read
-    duplicate_of: str | None = None  # file of the earlier environment with the same name (that one wins)
-    base_files: tuple[str, ...] = ()  # other scanned files this class inherits through (config cache keys)
-    id: str = ""  # unique: the name, or name@qualifier when several environments share it
-    abstract: str | None = None  # why this class is a base, not an environment to run
-    root: str = ""  # the scanned folder it was found in
-    imports: tuple[str, ...] = ()  # top-level modules its file imports absolutely (import roots)
-    aliases: tuple[str, ...] = ()  # ids it may have been saved under before (selections, drafts)
-    kind: str = "atropos"  # "atropos" (a BaseEnv file) | "verifiers" (a v1 taskset, core.envs.verifiers_envs)
-    python: str = ""  # a verifiers taskset's interpreter (its own venv); "" for Atropos environments
-    refused: str | None = None  # why a listed taskset cannot train here (it needs a sandbox...)
-
-    @property
-    def usable(self) -> bool:
-        """Readable, so selectable and configurable; `start` also needs it not to be abstract."""
-        return self.error is None
-
-    def to_dict(self) -> EnvironmentEntry:
-        return {
-            "id": self.id or self.name,
-            "name": self.name,
-            "class_name": self.class_name,
-            "file": self.file,
-            "description": self.description,
-            "config_class": self.config_class,
-            "source": self.source,
-            "error": self.error,
-            "duplicate_of": self.duplicate_of,
-            "abstract": self.abstract,
-            "kind": self.kind,
-            "python": self.python or None,
-            "refused": self.refused,
-        }
 
 
 # --- directories -----------------------------------------------------------------------------
@@ -681,8 +640,6 @@ def _scan_all() -> tuple[list[EnvInfo], list[str]]:
 
 
 def _with_tasksets() -> tuple[list[EnvInfo], list[str]]:
-    from . import verifiers_envs
-
     envs, notices = _scan_all()
     try:
         tasksets, more = verifiers_envs.discover({env.id for env in envs})
@@ -760,8 +717,6 @@ def find_environment(ref: str) -> EnvInfo:
 
 def _did_you_mean(ref: str, envs: list[EnvInfo]) -> str:
     """The ids nearest to what was asked, by id, name, class name or file stem; never the whole list."""
-    import difflib
-
     usable = [env for env in envs if env.usable]
     if not usable:
         return f"no environments found; put one in {user_environments_dir()}"
@@ -800,8 +755,6 @@ class ImportRoot:
 
 def _installed(module: str) -> bool:
     """Importable from the installed packages (not from the working folder, which is the caller's)."""
-    import importlib.machinery
-
     if module in sys.builtin_module_names:
         return True
     # Neither the caller's folder nor the project's checkout (its folders import only as hermes_rl.*).

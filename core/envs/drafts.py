@@ -85,7 +85,7 @@ def _read_draft(env_name: str) -> tuple[dict, str | None]:
 
 
 def _write_draft(env_name: str, values: dict) -> None:
-    import yaml
+    import yaml  # noqa: PLC0415 - PyYAML only where YAML is read or written
 
     header = (
         f"# hermes-rl draft for environment {env_name}: the values you changed.\n"
@@ -161,7 +161,7 @@ def select_environment(name: str, profile: str | None = None) -> Selection:
     if profile is not None:
         get_profile(profile)
     path = current_selection_file()
-    import yaml
+    import yaml  # noqa: PLC0415 - PyYAML only where YAML is read or written
 
     with file_lock(path):
         if profile is None:  # keep the profile chosen earlier

@@ -12,6 +12,7 @@ envs.yaml:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from ..base.errors import BadInput
@@ -86,7 +87,7 @@ def _check(key: str, path: str) -> str:
 
 
 def _write(lists: dict[str, list[str]]) -> None:
-    import yaml
+    import yaml  # noqa: PLC0415 - PyYAML only where YAML is read or written
 
     header = (
         "# Where hermes-rl finds environments, for every client (hermes-rl envs --add-folder/--add-python/--remove).\n"
@@ -144,8 +145,6 @@ def remember(env) -> str | None:
     if problem or os.path.abspath(path) in known:
         return None
     if key == "pythons":
-        import sys
-
         if os.path.abspath(path) == os.path.abspath(sys.executable):
             return None  # this interpreter is always asked
     try:

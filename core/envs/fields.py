@@ -9,6 +9,7 @@ sequence lengths): never editable here.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -289,8 +290,6 @@ def check_together(values: dict) -> None:
 
 
 def _unknown_field(name: object, fields: dict[str, FieldInfo], env_name: str) -> BadInput:
-    import difflib
-
     shown = repr(name) if isinstance(name, str) and len(name) < 60 else "(field)"
     close = difflib.get_close_matches(name, list(fields), n=1) if isinstance(name, str) else []
     hint = (f"did you mean {close[0]}? " if close else "") + "editable fields: " + ", ".join(fields)

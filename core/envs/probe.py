@@ -28,7 +28,7 @@ from ..daemons.spawn import run_bounded
 from ..daemons.warm.base import packages_stamp
 from ..daemons.warm.client import ColdStartNeeded, ForkServer
 from . import verifiers_envs
-from .discovery import EnvInfo, ImportRoot, import_root
+from .discovery import EnvInfo, ImportRoot, discover_environments, import_root
 
 PROBE_TIMEOUT_ENV = "HERMES_RL_PROBE_TIMEOUT"
 PROBE_TIMEOUT_S = 60.0  # importing atroposlib alone takes seconds on a busy machine
@@ -328,8 +328,6 @@ def warm_config_cache(envs: list[EnvInfo] | None = None) -> dict[str, str]:
     """Probe every environment not cached yet in ONE subprocess, so atroposlib is imported once for all
     (a dashboard or `hermes-rl envs` can call it in the background). Returns {name: "cached" | "probed" |
     "error: ..."}. Failures here are not remembered: the next get_config probes that environment alone."""
-    from .discovery import discover_environments
-
     status: dict[str, str] = {}
     todo: list[tuple[EnvInfo, tuple]] = []
     for env in discover_environments() if envs is None else envs:

@@ -72,7 +72,7 @@ def create_profile(name: str, source: str, assignments: dict, *, description: st
     base, values = derived_values(source, assignments)
     shown = ", ".join(f"{k}={v}" for k, v in validate_profile_values(dict(assignments), "--set").items())
     values["description"] = description or (f"{source} with {shown}" if shown else f"a copy of {source}")
-    import yaml
+    import yaml  # noqa: PLC0415 - PyYAML only where YAML is read or written
 
     ensure_private_dir(profiles_dir())
     text = f"# derived from the {source} profile by `hermes-rl profile new`\n" + yaml.safe_dump(

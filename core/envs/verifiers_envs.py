@@ -27,6 +27,7 @@ from ..base.paths import PROJECT_ROOT, probe_cache_dir
 from ..base.secrets import SECRET_NAMES, redact
 from ..daemons.spawn import run_bounded
 from . import envsettings
+from .envinfo import EnvInfo
 
 ENV_PYTHON_VAR = "HERMES_RL_ENV_PYTHON"
 BRIDGE = PROJECT_ROOT / "dataplane" / "verifiers_bridge.py"
@@ -159,8 +160,6 @@ def _venv_label(python: str) -> str:
 
 def discover(taken: set[str]) -> tuple[list, list[str]]:
     """EnvInfo entries of every interpreter's tasksets, with ids unique beside `taken` (the Atropos ids)."""
-    from .discovery import EnvInfo
-
     pythons, notices = interpreters()
     out: list[EnvInfo] = []
     used = set(taken)

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..base.fsutil import first_jsonl_row, iter_jsonl, iter_jsonl_spans, last_jsonl_row, open_regular
 from ..base.paths import run_dir
 from ..base.states import HEADLINE_METRICS, HIGHER_IS_BETTER, REWARD_WINDOW, Metric
+from .metrics_digest import MetricsDigest
 
 TRAINER_FILE = "metrics.jsonl"
 ENV_FILE = "env_metrics.jsonl"
@@ -182,8 +183,6 @@ class RunMetrics:
         """Rows of the digest's downsampled series (each key's block minima and maxima, few enough for
         max_rows), then the readers go on from where the digest ends: a long run opens in bounded time
         and memory, its charts keeping their spikes. False when there is nothing to seed from."""
-        from .metrics_digest import MetricsDigest
-
         digest = MetricsDigest(self.folder).update()
         keys = digest.keys()
         if not keys:
@@ -486,8 +485,6 @@ def run_metrics_summary(folder: str | os.PathLike, history: int = 50, series_key
 def _digest_summary(folder: Path, history: int, series_key: str | None) -> dict:
     """run_metrics_summary of a long run from its digest: the history rows are the rows at the block
     starts nearest evenly spaced steps (within BLOCK_ROWS steps of them), read back at their offsets."""
-    from .metrics_digest import MetricsDigest
-
     digest = MetricsDigest(folder).update()
     steps_done = digest.steps_done()
     summary: dict = {"steps_done": steps_done or 0, "final": digest.final(), "history": [], "series": None}
@@ -544,7 +541,5 @@ def metrics_bytes(folder: str | os.PathLike) -> int:
 def downsampled(folder: str | os.PathLike, keys: list[str], points: int = 600) -> dict[str, list[tuple[int, float]]]:
     """{key: (step, value) series} of a run in at most about `points` points per key, each block's minimum
     and maximum kept (metrics_digest.MetricsDigest.series): what a chart of a run of any length needs."""
-    from .metrics_digest import MetricsDigest
-
     digest = MetricsDigest(folder).update()
     return {key: digest.series(key, points) for key in keys}

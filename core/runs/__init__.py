@@ -23,6 +23,7 @@ from .results import get_results
 from .start import launch, resume_run, start_run
 from .store import get_run, refresh_runs, run_events
 from .store import list_runs as _list_runs
+from .sweeps import kick_queue
 from .training import keep_runs_warm
 
 
@@ -36,8 +37,6 @@ def list_runs(
 ):
     """store.list_runs (filters included), and a waiting sweep queue advanced (sweeps.kick_queue): every
     client that lists runs sees free slots, so a sweep whose creating command was killed goes on."""
-    from .sweeps import kick_queue
-
     kick_queue()
     return _list_runs(stall_after_s=stall_after_s, status=status, environment=environment, sweep=sweep, text=text)
 

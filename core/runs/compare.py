@@ -9,7 +9,10 @@ from typing import Any
 from ..base.errors import BadInput
 from ..base.paths import run_dir, validate_run_id
 from ..base.states import HEADLINE_METRICS, Metric
-from ..readers.metrics import REWARD_WINDOW, metric_summary, trailing_mean
+from ..readers.metrics import REWARD_WINDOW, RunMetrics, metric_summary, trailing_mean
+from .cost import run_cost
+from .runconfig import read_run_config
+from .store import get_run
 
 # Sections of config.yaml that describe the training (the rest is where the run's files and ports are).
 COMPARED_SECTIONS = ("env", "tinker")
@@ -35,8 +38,6 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
 
 def config_values(run_id: str) -> dict[str, Any]:
     """The run's training config as dotted keys (env.group_size, tinker.learning_rate, ...)."""
-    from .runconfig import read_run_config
-
     config = read_run_config(run_id)
     out: dict[str, Any] = {}
     for section in COMPARED_SECTIONS:
@@ -60,10 +61,6 @@ def config_differences(run_ids: list[str]) -> list[dict]:
 def compare_runs(run_ids: list[str]) -> dict:
     """The runs' identity, the config values that differ, and per headline metric each run's
     first/best/last. BadInput for fewer than two runs or a repeated id; NotFound for an unknown run."""
-    from ..readers.metrics import RunMetrics
-    from .cost import run_cost
-    from .store import get_run
-
     ids = [validate_run_id(r) for r in run_ids]
     if len(ids) < 2:
         raise BadInput("compare needs at least two runs", hint="e.g. `hermes-rl compare RUN_A RUN_B`")

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..base.clock import remaining_s
 from ..base.errors import Conflict, HermesError, NotFound
-from ..base.fsutil import atomic_write_json
+from ..base.fsutil import atomic_write_json, read_regular_text
 from ..base.paths import ensure_private_dir, run_dir
 from ..base.polling import poll_until
 from ..base.records import RunView
@@ -44,8 +44,6 @@ STOP_WAIT_MAX_S = 600.0
 def stop_wait_s(run_id: str) -> float:
     """How long a run's stop can take: its supervisor stops the processes one at a time, each given its
     stop timeout before SIGKILL, then sweeps leftovers; at least STOP_WAIT_S."""
-    from ..base.fsutil import read_regular_text
-
     try:
         specs = json.loads(read_regular_text(run_dir(run_id) / "pipeline.json"))
         total = sum(

@@ -10,26 +10,29 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from ..base import prices
-from ..base.errors import BadInput, HermesError
+from ..base.errors import BadInput, HermesError, NotFound
 from ..base.formatting import counted, shown_value
+from ..base.fsutil import read_json
+from ..base.paths import run_dir
 from ..base.prices import KINDS, count_text, tokens_text, usd_text
+from ..base.secrets import secret_env
 from ..base.states import FINAL
+from ..daemons.spawn import run_bounded
+from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
+from ..envs.profiles import resolve_profile
+from .pricing import run_model, tokens_of
+from .runconfig import read_run_config
+from .store import get_run, list_runs
 
 DEFAULT_PROMPT_TOKENS = 256  # the estimate's prompt length when nothing better is known (said so)
 CLOUD_USAGE_FILE = "cloud_usage.json"  # what Tinker reported the run used (dataplane.cloud_usage)
-
-
-def tokens_of(row: dict | None) -> dict[str, int] | None:
-    """The run's token totals from its newest trainer row; None when its trainer records none (older runs)."""
-    row = row or {}
-    if not any(f"tokens/{kind}_total" in row for kind in KINDS):
-        return None
-    return {kind: int(row.get(f"tokens/{kind}_total") or 0) for kind in KINDS}
 
 
 def cost_of(model: str | None, tokens: dict[str, int] | None, *, cpu_s: float | None = None) -> dict[str, Any]:
@@ -51,29 +54,6 @@ def cost_of(model: str | None, tokens: dict[str, int] | None, *, cpu_s: float | 
         "price_source": price.source if price else None,
         "cpu_s": cpu_s,
     }
-
-
-def priced(model: str | None, tokens: dict[str, int] | None) -> float | None:
-    """USD of `tokens` at `model`'s price; None when either is unknown or the price file is unusable
-    (a listing names no error per row: status says what is wrong with the file)."""
-    from ..base.errors import HermesError
-
-    if tokens is None:
-        return None
-    try:
-        price = prices.lookup(model)
-    except HermesError:
-        return None
-    return None if price is None else round(price.usd(tokens), 6)
-
-
-def run_model(run_id: str) -> str | None:
-    """The model a run trains (config.yaml's tinker.base_model)."""
-    from .runconfig import read_run_config
-
-    tinker = read_run_config(run_id).get("tinker")
-    model = tinker.get("base_model") if isinstance(tinker, dict) else None
-    return str(model) if model else None
 
 
 def run_cost(run: Mapping[str, Any], model: str | None = None) -> dict[str, Any]:
@@ -101,9 +81,6 @@ def cloud_cost(run_id: str, tokens: dict[str, int] | None, usd: float | None) ->
     """What Tinker reported the run used (cloud_usage.json, written by dataplane.cloud_usage), beside what
     hermes-rl counted: {usd, tokens, checked_at, source, cost_data_through, differs}. `differs` says how
     they differ (None when they agree; a figure either side lacks is not compared). None without a report."""
-    from ..base.fsutil import read_json
-    from ..base.paths import run_dir
-
     try:
         report = read_json(run_dir(run_id) / CLOUD_USAGE_FILE)
         reported = {kind: int(report["tokens"][kind]) for kind in KINDS}
@@ -176,18 +153,8 @@ def refresh_cloud_usage(run_id: str, timeout_s: float = 60.0) -> None:
     """Ask Tinker for the run's usage now (`python -m hermes_rl.dataplane.cloud_usage`, a process of its own:
     core does not import the SDK), with TINKER_API_KEY from the environment or $HERMES_HOME/.env. Its
     one-line reason is a HermesError."""
-    import os
-    import sys
-
-    from ..base.errors import HermesError
-    from ..base.paths import run_dir
-    from ..base.secrets import secret_env
-    from ..daemons.spawn import run_bounded  # a helper in its own session, ended whole
-
     folder = run_dir(run_id)
     if not folder.is_dir():
-        from ..base.errors import NotFound
-
         raise NotFound(f"no run {run_id}")
     env = {**os.environ, **secret_env(["TINKER_API_KEY"])}
     argv = [sys.executable, "-m", "hermes_rl.dataplane.cloud_usage", str(folder), "--timeout", str(timeout_s)]
@@ -239,8 +206,6 @@ def add_costs(costs: list[dict]) -> dict[str, Any]:
 def cost_card(run: Mapping[str, Any]) -> str:
     """The report's cost card: "$0.0123 (1.1k prefill, 1.6k sample, 5.3k train tokens; prices as of …)", then
     what Tinker reported (cloud_text) when `status RUN --cloud` has read it."""
-    from ..base.errors import HermesError
-
     try:
         cost = run_cost(run)
     except HermesError as exc:
@@ -260,9 +225,6 @@ def cost_card(run: Mapping[str, Any]) -> str:
 def _reference_run(environment: str | None, model: str | None) -> dict | None:
     """The newest run of the same environment and model whose trainer counted tokens: its measured
     tokens per trained sequence are a better guess than any default."""
-    from .runconfig import read_run_config
-    from .store import get_run, list_runs
-
     for summary in list_runs():
         if summary.get("environment") != environment or not summary.get("step"):
             continue
@@ -384,9 +346,6 @@ def estimate_start(
 ) -> dict[str, Any]:
     """The estimate of the run `start_run` with these arguments would start (nothing is started, no key
     is needed): the same environment, profile and values, resolved and validated the same way."""
-    from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
-    from ..envs.profiles import resolve_profile
-
     selection = current_selection()
     chosen, _notice = resolve_profile(profile or selection.get("profile"))
     env, _fallback = selected_or_default(env_name, selection, chosen)

@@ -22,12 +22,33 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from .. import runs
+from ..base.audit import signal_summary
 from ..base.errors import BadInput, HermesError
 from ..base.formatting import human_duration
-from ..base.fsutil import epoch_seconds, iter_jsonl
+from ..base.fsutil import atomic_write_text, epoch_seconds, iter_jsonl
 from ..base.paths import run_dir
 from ..base.records import RunView
 from ..base.states import HEADLINE_METRICS, Metric
+from ..readers import rollouts
+from ..readers.metrics import (
+    DIGEST_BYTES,
+    ENV_FILE,
+    MAX_ROWS,
+    TRAINER_FILE,
+    RunMetrics,
+    merge_row,
+    metric_keys,
+    metric_summary,
+    metrics_bytes,
+    ordered_keys,
+    row_step,
+)
+from ..readers.metrics_digest import MetricsDigest
+from .compare import config_values
+from .cost import cost_card
+from .report import process_summaries, run_audit, running_time_s, wandb_url
+from .results import checkpoint_paths
 
 FORMATS = ("csv", "json")
 CHART_POINTS = 600  # points drawn per headline series at most: a 100k-step run stays a small page
@@ -52,9 +73,6 @@ EVAL_TABLE_ROWS = 200  # a longer eval history is shown evenly thinned (`hermes-
 def _all_metrics(run_id: str, bounded: bool = False):
     """A RunMetrics over every row of the run's metrics files (nothing thinned); `bounded`: at most
     MAX_ROWS rows, a long run's from its digest (every block's extremes kept)."""
-    from .. import runs
-    from ..readers.metrics import DIGEST_BYTES, MAX_ROWS, RunMetrics, metrics_bytes
-
     runs.get_run(run_id, sample=False)  # NotFound for an unknown run, before any file is read
     long = bounded and metrics_bytes(run_dir(run_id)) > DIGEST_BYTES
     metrics = RunMetrics(run_dir(run_id), max_rows=MAX_ROWS if long else sys.maxsize)
@@ -69,8 +87,6 @@ def _all_rows(run_id: str) -> list[dict]:
 def metrics_table(run_id: str, keys: list[str] | None = None) -> tuple[list[str], list[dict]]:
     """(columns, rows): step and time, then `keys` (default: every numeric metric, headline ones first).
     BadInput naming the unknown keys and the known ones."""
-    from ..readers.metrics import metric_keys
-
     rows = _all_rows(run_id)
     known = metric_keys(rows)
     wanted = _wanted_keys(run_id, keys, known)
@@ -111,10 +127,6 @@ def stream_metrics(run_id: str, keys: list[str] | None, fmt: str, out: TextIO) -
     length (the key names come from the run's digest, readers.metrics_digest). (rows, columns) written.
     Rows are merged by step as the files go; a run whose files hold a step out of order (rare: a writer
     that started again) is merged in memory by metrics_table."""
-    from .. import runs
-    from ..readers.metrics import ordered_keys
-    from ..readers.metrics_digest import MetricsDigest
-
     if fmt not in FORMATS:
         raise BadInput(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     runs.get_run(run_id, sample=False)  # NotFound for an unknown run, before any file is read
@@ -145,8 +157,6 @@ def stream_metrics(run_id: str, keys: list[str] | None, fmt: str, out: TextIO) -
 def merged_rows(folder: Path, environments: list[str]) -> Iterator[dict]:
     """Trainer and environment rows merged by step as RunMetrics merges them (the trainer's time wins,
     an environment's values follow the trainer's; KEY@ENVIRONMENT keys when there are several), streamed."""
-    from ..readers.metrics import ENV_FILE, TRAINER_FILE, merge_row
-
     several = len(environments) > 1
     streams = [_stepped(folder / TRAINER_FILE), _stepped(folder / ENV_FILE)]
     heads = [next(stream, None) for stream in streams]
@@ -163,8 +173,6 @@ def merged_rows(folder: Path, environments: list[str]) -> Iterator[dict]:
 
 
 def _stepped(path: Path) -> Iterator[tuple[int, dict]]:
-    from ..readers.metrics import row_step
-
     for _end, row in iter_jsonl(path):
         step = row_step(row)
         if step is not None:
@@ -340,8 +348,6 @@ def _table(headers: list[str] | None, rows: list[list[Any]], cls: str = "") -> s
 
 
 def _rollout_section(run_id: str) -> str:
-    from ..readers import rollouts
-
     try:
         latest = rollouts.read_rollouts(run_id, order="best", chars=ROLLOUT_CHARS)
     except (HermesError, OSError):
@@ -374,9 +380,6 @@ def _rollout_section(run_id: str) -> str:
 
 
 def _process_section(run: RunView) -> str:
-    from .. import runs
-    from .report import process_summaries
-
     failures: dict[str, str] = {}
     try:
         for event in runs.run_events(run["run_id"]):
@@ -427,9 +430,6 @@ pre{white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,Menlo,
 
 def _audit_section(run: RunView) -> str:
     """The audit: verdict, one line per reason, the signals (core.base.audit; docs/audit.md)."""
-    from ..base.audit import signal_summary
-    from .report import run_audit
-
     result = run_audit(run)
     reasons = "".join(f"<li>{_e(r)}</li>" for r in result["reasons"])
     return (
@@ -441,13 +441,6 @@ def _audit_section(run: RunView) -> str:
 
 def html_report(run_id: str) -> str:
     """The run's report as one HTML page (see the module's docstring). NotFound for an unknown run."""
-    from .. import runs
-    from ..readers.metrics import metric_keys, metric_summary
-    from .compare import config_values
-    from .cost import cost_card
-    from .report import running_time_s, wandb_url
-    from .results import checkpoint_paths
-
     run = runs.get_run(run_id, sample=False)
     checkpoint, tinker_path = checkpoint_paths(run_id)
     metrics = _all_metrics(run_id, bounded=True)  # charts thin to CHART_POINTS anyway
@@ -551,8 +544,6 @@ its steps is drawn as it is, each value marked.</p>
 
 def write_report(run_id: str, path: str | Path | None = None) -> Path:
     """Write the report (default `<run folder>/report.html`); its path."""
-    from ..base.fsutil import atomic_write_text
-
     text = html_report(run_id)
     target = Path(path) if path else run_dir(run_id) / "report.html"
     if target.is_dir():

@@ -32,6 +32,7 @@ from ..base.records import HealthVerdict
 from ..base.stall import stall_threshold
 from ..base.states import RunStatus
 from ..daemons.log_watch import HEALTH_FILE
+from .runconfig import read_run_config
 
 NO_STEP_ENV = "HERMES_RL_NO_STEP_S"
 NO_STEP_MIN_S = 20.0
@@ -145,8 +146,6 @@ def slow_policy_tip(status: dict, run_id: str, *, load: float, cores: int) -> st
 
 def _group_size(run: dict) -> int:
     """The run's group size (its config.yaml), or 8 when it cannot be read."""
-    from .runconfig import read_run_config
-
     size = (read_run_config(run["run_id"]).get("env") or {}).get("group_size") if run.get("run_id") else None
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 8
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from ..base.errors import BadInput
 from ..envs.profile_derive import DERIVABLE_FIELDS, create_profile, source_values
 from ..envs.profiles import TRAINING_FIELDS, Profile, get_profile
+from .runconfig import read_run_config
+from .store import read_run
 
 # Where each profile value lands in config.yaml: runs recorded before run.json held `profile_values`
 # are read from there.
@@ -25,9 +27,6 @@ CONFIG_PLACES = {
 
 def run_profile_values(run_id: str) -> dict:
     """The profile values of a run: those run.json recorded at its start, else read from its config.yaml."""
-    from .runconfig import read_run_config
-    from .store import read_run
-
     run = read_run(run_id)
     recorded = run.get("profile_values")
     if isinstance(recorded, dict) and recorded:
@@ -53,8 +52,6 @@ def run_profile_values(run_id: str) -> dict:
 def profile_from_run(run_id: str, name: str, *, description: str | None = None) -> Profile:
     """A new profile NAME holding the values run RUN trained with, extending the built-in its profile
     rests on (only the values that differ from that profile are written)."""
-    from .store import read_run
-
     run = read_run(run_id)
     source = run.get("profile") or "local"
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ..base.plateau import plateau
+from ..base.plateau import PLATEAU_EVALS, plateau
 from ..base.states import STEP_PHASES, STEP_TIME, Metric
 from ..readers.metrics import ENV_FILE, TRAINER_FILE, RunMetrics, metric_series, recent_rows
 
@@ -46,8 +46,6 @@ def _seconds(value: object) -> float | None:
 
 def eval_plateau(folder: str | os.PathLike, evals: int | None = None) -> dict | None:
     """core.base.plateau of the run's greedy eval accuracy (eval/percent_correct) in env_metrics.jsonl."""
-    from ..base.plateau import PLATEAU_EVALS
-
     if not os.path.exists(os.path.join(folder, ENV_FILE)):
         return None
     reader = RunMetrics(folder)

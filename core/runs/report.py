@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from .. import runs
 from ..base.errors import HermesError
 from ..base.formatting import human_duration
 from ..base.fsutil import epoch_seconds
@@ -28,6 +29,11 @@ from ..base.records import (
     StatusReport,
 )
 from ..base.states import FINAL, HEADLINE_METRICS, Metric, RunStatus
+from ..daemons.audit import cached_audit
+from ..readers import metrics, rollouts
+from ..readers.metrics import headline_reward
+from .cost import run_cost
+from .progress import eval_plateau, step_time
 
 # A full report reads the latest value of each metric from the metric files' last few MB only, so a
 # report on a days-long run costs what one on a short run does.
@@ -166,8 +172,6 @@ def metrics_summary(run: RunView, latest: dict[str, Any]) -> MetricsSummary:
 
 def latest_metrics(run: RunView) -> dict[str, Any]:
     """The newest value of each metric, environment rows merged; the run's last trainer row if unreadable."""
-    from ..readers import metrics
-
     last = dict(run.get("last_metric") or {})
     try:
         return metrics.last_metrics(run["run_id"], tail_bytes=METRICS_TAIL_BYTES) or last
@@ -178,8 +182,6 @@ def latest_metrics(run: RunView) -> dict[str, Any]:
 def sample_completions(run_id: str) -> SampleCompletions | None:
     """A few short completions of the latest recorded step (its best and worst), so a reader can see
     what the policy writes (reward hacking shows here first); None without rollouts.jsonl."""
-    from ..readers import rollouts
-
     try:
         return rollouts.sample_completions(run_id)  # type: ignore[return-value]
     except (OSError, HermesError):
@@ -210,8 +212,6 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
 
 def run_audit(run: RunView) -> dict[str, Any]:
     """{verdict, reasons, signals} of the run's learning signals (core.base.audit; docs/audit.md)."""
-    from ..daemons.audit import cached_audit
-
     return run.get("audit") or cached_audit(run.get("run_dir") or "/nonexistent")
 
 
@@ -227,9 +227,6 @@ class ProgressFields(TypedDict):
 def progress_fields(run: RunView) -> ProgressFields:
     """The status report's `reward` (trailing mean over reward_window steps), `step_time` (where a
     step's time goes) and `plateau` ("eval flat for N evals since step S", or None)."""
-    from ..readers.metrics import headline_reward
-    from .progress import eval_plateau, step_time
-
     folder = run.get("run_dir") or ""
     try:
         return {
@@ -244,8 +241,6 @@ def progress_fields(run: RunView) -> ProgressFields:
 def _cost(run: RunView) -> dict[str, Any] | None:
     """The run's cost (core.runs.cost.run_cost); None with the reason logged when prices.yaml is unusable
     (a bad price file must not hide a run's status)."""
-    from .cost import run_cost
-
     try:
         return run_cost(run)
     except HermesError as exc:
@@ -285,16 +280,12 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
 def status_report(run_id: str, *, steps: NextSteps = NextSteps(), now: float | None = None) -> StatusReport:
     """A run's state, processes (with CPU and memory), headline metrics, stall verdict, running time,
     W&B URL, log paths and next steps. NotFound for an unknown run."""
-    from .. import runs
-
     return status_report_of(runs.get_run(run_id), steps=steps, now=now)
 
 
 def results_summary(run_id: str) -> ResultsSummary:
     """A run's final metrics, a sampled history of its headline metrics (small enough for an agent;
     final_metrics has them all), where its weights are, its W&B URL and log paths."""
-    from .. import runs
-
     results = runs.get_results(run_id)
     run = runs.get_run(run_id, sample=False)
     keys = [str(key) for key in (Metric.STEP, *HEADLINE_METRICS)]

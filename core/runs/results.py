@@ -8,6 +8,7 @@ from ..base.fsutil import read_json
 from ..base.paths import run_dir
 from ..base.records import Results
 from ..base.states import Metric, RunStatus
+from ..readers.metrics import run_metrics_summary
 from .store import lost_reason, read_run
 
 HISTORY_SAMPLE = 50
@@ -43,8 +44,6 @@ def checkpoint_paths(run_id: str) -> tuple[str | None, str | None]:
 def get_results(run_id: str) -> Results:
     """Final metrics, an evenly spaced history sample (<= 50 rows, first and last included), checkpoint.
     Read in one streaming pass, so a results summary of a days-long run costs little memory."""
-    from ..readers.metrics import run_metrics_summary
-
     run = read_run(run_id)
     folder = run_dir(run_id)
     metrics = run_metrics_summary(folder, HISTORY_SAMPLE, series_key=Metric.EVAL_PERCENT_CORRECT)

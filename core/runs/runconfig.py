@@ -26,6 +26,7 @@ from ..envs.fields import (
     locked_field_error,
 )
 from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, Profile
+from .workers import resolve_workers
 
 CONFIG_FILE = "config.yaml"
 
@@ -136,8 +137,6 @@ def build_run_config(
     api / inference (/ tinker on the local backend) ports; locked values come from the profile;
     `workers` how the environment workers are launched (core.runs.workers.resolve_workers; None: locally);
     `seed` (when given) seeds the trainer's LoRA initialisation (tinker.seed)."""
-    from .workers import resolve_workers
-
     validate_run_id(run_id)
     workers = resolve_workers(workers, values)
     address = workers["address"]
@@ -237,14 +236,14 @@ def build_run_config(
 
 def run_config_yaml(config: RunConfig) -> str:
     """config.yaml's text (section order kept)."""
-    import yaml
+    import yaml  # noqa: PLC0415 - PyYAML only where YAML is read or written
 
     return yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
 def read_run_config(run_id: str) -> dict:
     """A run's config.yaml as written (a mapping), or {} when it is missing or unreadable."""
-    import yaml
+    import yaml  # noqa: PLC0415 - PyYAML only where YAML is read or written
 
     try:
         with open_regular(run_dir(run_id) / CONFIG_FILE, "r", encoding="utf-8") as handle:

@@ -13,16 +13,21 @@ its policy; on Tinker cloud its tinker:// path is sampled there.
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from .. import runs
 from ..base.errors import BadInput, HermesError, NotFound
 from ..base.fsutil import iter_jsonl, read_json, read_regular_text
 from ..base.names import is_ascii_digits
 from ..base.paths import ensure_private_dir, inference_tests_dir, run_dir, saved_checkpoint_folder
+from .runconfig import read_run_config
+from .trial import PolicyServer, child_base_env
 
 CHECKPOINTS_FILE = "checkpoints.jsonl"  # written by the trainer (dataplane.trainer.loop)
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -35,8 +40,6 @@ SAMPLE_DEADLINE_S = 300.0
 def list_checkpoints(run_id: str) -> list[dict]:
     """The run's saved checkpoints, oldest step first: {name, step, tinker_path, local_path, backend,
     saved_at}; local_path only where the folder still exists. NotFound for an unknown run."""
-    from .. import runs
-
     runs.get_run(run_id, sample=False)
     folder = run_dir(run_id)
     found: dict[str, dict] = {}
@@ -82,9 +85,6 @@ def parse_checkpoint_ref(text: str) -> tuple[str, int | None]:
 def find_checkpoint(run_id: str, step: int | None = None) -> dict:
     """The checkpoint at `step` (default: the newest), with what serving it needs: the run's base model
     folder, profile and environment. BadInput naming the saved steps when there is none at `step`."""
-    from .. import runs
-    from .runconfig import read_run_config
-
     run = runs.get_run(run_id, sample=False)
     checkpoints = list_checkpoints(run_id)
     if not checkpoints:
@@ -160,9 +160,6 @@ def prompt_format(checkpoint: dict, chat: bool | None = None) -> tuple[bool, str
 
 
 def _post_json(url: str, body: dict, deadline_s: float) -> dict:
-    import http.client
-    import urllib.parse
-
     parsed = urllib.parse.urlparse(url)
     if not parsed.hostname:
         raise http.client.InvalidURL(f"no host in {url!r}")
@@ -198,8 +195,6 @@ def sample_prompt(
     """`n` completions of `prompt` by the checkpoint (a chat message with the model's chat template, or
     raw text with chat=False; None: as `prompt_format` decides): {checkpoint, prompt, prompt_format ("chat
     template" or "raw"), prompt_format_why, completions: [{text, finish}], duration_s, log}."""
-    from .trial import PolicyServer, child_base_env
-
     if not isinstance(prompt, str) or not prompt.strip():
         raise BadInput("the prompt is empty", hint='e.g. --prompt "What is 2+3?"')
     if len(prompt) > MAX_PROMPT_CHARS:

@@ -7,6 +7,7 @@ its configuration built once (core.runs.runconfig) and handed to the pipeline as
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import secrets as _secrets
@@ -22,6 +23,7 @@ from typing import Any, cast
 
 from ..base.envlimits import env_number
 from ..base.errors import BadInput, Conflict, HermesError
+from ..base.extras import install_command, missing_for_backend
 from ..base.fsutil import (
     append_jsonl,
     atomic_write_json,
@@ -33,6 +35,7 @@ from ..base.fsutil import (
 )
 from ..base.paths import (
     ensure_private_dir,
+    hermes_home,
     process_log_path,
     run_dir,
     runs_dir,
@@ -54,9 +57,18 @@ from ..daemons.pipeline import (
     validate_specs,
 )
 from ..daemons.runstate import is_recorded_final, read_run_file, record_final
+from ..envs.discovery import find_environment
+from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
+from ..envs.profile_derive import derive_profile
+from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, check_fit, check_keys, resolve_profile
 from ..envs.verifiers_envs import check_required, check_trainable
+from .control import stop_run
+from .cost import no_price_budget_text
 from .runconfig import CONFIG_FILE, RunConfig, build_run_config, read_run_config, run_config_yaml
 from .store import SUPERVISOR_START_TIMEOUT_S, get_run, list_runs, read_run
+from .sweep_files import live_reservations
+from .training import training_pipeline
+from .workers import exposure_warning, mix_prefix, replica_names, resolve_workers, site_and_given
 
 RUN_PORTS = ("api", "inference", "tinker")  # DESIGN §3: every real run gets these
 TRAINER_STATE_FILE = "trainer_state.json"  # written by the trainer at each save_state: {"state_path", "step", ...}
@@ -77,8 +89,6 @@ def _create_run_folder() -> tuple[str, Path]:
 
 
 def _supervisor_env(folder: Path) -> dict[str, str]:
-    from ..base.paths import hermes_home
-
     markers = (procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER)
     env = {k: v for k, v in os.environ.items() if k not in markers}
     env["HERMES_HOME"] = str(hermes_home())
@@ -187,7 +197,7 @@ def _launch_prepared(
     _refuse_secrets_in_specs(specs)
     atomic_write_json(folder / "pipeline.json", specs_to_json(specs))
     if config is not None and not (folder / CONFIG_FILE).exists():
-        import yaml
+        import yaml  # noqa: PLC0415 - PyYAML only where YAML is read or written
 
         atomic_write_text(folder / CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
     now = time.time()
@@ -268,8 +278,6 @@ def launch(
 def _abandon_interrupted(run_id: str, folder: Path) -> None:
     """Ctrl-C during start: a run whose supervisor was already started is stopped and removed, so an
     interrupted start leaves nothing behind; if it cannot be stopped in time, the error names it."""
-    from .control import stop_run
-
     if not (folder / "supervisor.log").exists():
         shutil.rmtree(folder, ignore_errors=True)
         return
@@ -321,18 +329,12 @@ def start_run(
         ({"id", "index", "config", "seed"}), recorded in run.json; `documented_default`: the profile's default
     environment with its default values, whatever is selected and drafted (the main command's run).
     Returns run.json plus `notices`."""
-    from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
-    from ..envs.profiles import EDITABLE_DEFAULT_FIELDS, check_fit, check_keys, resolve_profile
-    from .workers import exposure_warning, resolve_workers, site_and_given
-
     for name in launchers.names():
         if isinstance(workers, dict) and workers.get(name) is not None:
             site_and_given(name, workers[name])  # a command a start gives is refused before anything else
     selection = current_selection()
     chosen, notice = resolve_profile(profile or (None if documented_default else selection.get("profile")))
     if profile_changes:
-        from ..envs.profile_derive import derive_profile
-
         chosen = derive_profile(chosen.name, profile_changes)
     if documented_default:
         selection = {"environment": None}
@@ -367,8 +369,6 @@ def start_run(
 def _check_installed(backend: str) -> None:
     """Refused before anything starts when this install lacks what the backend's processes import,
     naming the extra to install (a base install has none of the training packages)."""
-    from ..base.extras import install_command, missing_for_backend
-
     lacking = missing_for_backend(backend)
     if lacking:
         extra, modules = lacking
@@ -421,9 +421,6 @@ def active_local_runs(member: tuple[str, int] | None = None) -> list[str]:
     """Ids of the active runs whose processes train on this machine (the local backend, or a pipeline
     whose run.json names no backend), and the sweep members reserved to start (a place each, held from
     their reservation until their run is recorded) but `member`, the caller's own."""
-    from .store import list_runs
-    from .sweeps import live_reservations
-
     active, named = [], set()
     for summary in list_runs():
         if summary.get("sweep_id") is not None:
@@ -452,9 +449,6 @@ def check_local_capacity(member: tuple[str, int] | None = None) -> None:
 
 def _mixed_environments(workers: dict, main_env) -> list:
     """The run's other environments (workers.environments) found and checked: [(entry, EnvInfo)]."""
-    from ..envs.discovery import find_environment
-    from .workers import mix_prefix
-
     found = []
     prefixes = {"env"}
     for entry in workers["environments"]:
@@ -474,9 +468,6 @@ def _mixed_environments(workers: dict, main_env) -> list:
 def _mixed_configs(mixed: list, chosen, ports: dict, run_id: str, workers: dict, folder: Path) -> list:
     """One config file per other environment (its own env section, with its weight and share; the
     trainer reads only config.yaml): [(process prefix, EnvInfo, config path, replicas)]."""
-    from ..envs.drafts import resolve_run_values
-    from .workers import mix_prefix
-
     out = []
     for entry, other in mixed:
         values = resolve_run_values(other, chosen, None)
@@ -492,8 +483,6 @@ def _mixed_configs(mixed: list, chosen, ports: dict, run_id: str, workers: dict,
 
 
 def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict, recorded: dict) -> StartedRun:
-    from .training import training_pipeline
-
     run_id, folder = _create_run_folder()
     try:
         ports = free_ports(RUN_PORTS)
@@ -539,8 +528,6 @@ def _start_prepared(env, chosen, values: dict, notice: str | None, workers: dict
 
 def budget_notice(config: Mapping[str, Any]) -> str | None:
     """Said at start when a budget cannot be kept: the model has no price (docs/cost.md)."""
-    from .cost import no_price_budget_text
-
     if config["tinker"].get("budget_usd") and not config["hermes"].get("price"):
         return no_price_budget_text(config["tinker"]["base_model"])  # the words every client says (cost.py)
     return None
@@ -549,8 +536,6 @@ def budget_notice(config: Mapping[str, Any]) -> str | None:
 def _workers_summary(workers: Mapping[str, Any], env_name: str, mixed: list) -> dict:
     """What run.json records of the run's workers (the full settings are in config.yaml): how they are
     launched, and each environment with its weight, share and worker processes."""
-    from .workers import replica_names
-
     rows = [
         {
             "environment": env_name,
@@ -576,13 +561,10 @@ def _workers_summary(workers: Mapping[str, Any], env_name: str, mixed: list) -> 
 def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> RunConfig:
     """The parent's config.yaml with this run's folder, ports and resume point; every training value
     (steps, batch, learning rate, loss, W&B names) stays as the parent had it."""
-    import copy
-
     folder = run_dir(run_id)
     out = copy.deepcopy(config)
     env, tinker, backend = out.get("env") or {}, out.get("tinker") or {}, out.get("backend") or {}
     hermes = out.setdefault("hermes", {})
-    from .workers import resolve_workers
 
     # Its other environments' config files are the parent's: the resumed run trains the main one.
     # The commands among its launcher's settings (Slurm's setup, wrapper, python) are the site's file's
@@ -625,10 +607,6 @@ def resume_run(parent_id: str) -> StartedRun:
     """A new run continuing a stopped, failed or lost one from its newest saved state (weights and
     optimizer): same environment, profile and config, the step count going on from the saved step.
     The new run.json names its parent (`parent_run_id`)."""
-    from ..envs.discovery import find_environment
-    from ..envs.profiles import check_keys, resolve_profile
-    from .training import training_pipeline
-
     parent = get_run(parent_id, sample=False)
     if parent["status"] not in FINAL:
         raise Conflict(
@@ -665,8 +643,6 @@ def resume_run(parent_id: str) -> StartedRun:
     profile, notice = resolve_profile(parent["profile"])
     check_keys(profile)
     workers = config.get("workers") or {}
-    from .workers import site_and_given
-
     name = workers.get("launcher") or "local"
     # where it ran may have changed since; the commands are the site's file's (see _resumed_config)
     launchers.get(name).preflight(

@@ -10,7 +10,9 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
+
+import psutil
 
 from ..base.clock import age_s, in_future, remaining_s
 from ..base.errors import HermesError, NotFound
@@ -34,12 +36,9 @@ from ..daemons.audit import brief as audit_brief
 from ..daemons.audit import cached_audit
 from ..daemons.launchers import job_view, recorded_job_running
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
-from .cost import priced, run_model, tokens_of
 from .flow import flow_verdict, startup_seconds
 from .index import INDEX_FILE, SummaryIndex
-
-if TYPE_CHECKING:  # for the annotation only: it is imported where a process is sampled
-    import psutil
+from .pricing import priced, run_model, tokens_of
 
 SUPERVISOR_START_TIMEOUT_S = 30.0  # a run without a supervisor pid after this long never got one
 
@@ -559,7 +558,6 @@ _PSUTIL_LOCK = threading.Lock()
 
 
 def _sample_process(pid: int, create_time: float | None) -> dict | None:
-    import psutil
 
     key = (pid, create_time)
     with _PSUTIL_LOCK:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from ..base.errors import BadInput, HermesError
 from ..base.prices import usd_text
 from ..base.states import RECORDED_FINAL
+from .runconfig import read_run_config
+from .store import list_runs
 
 MIN_SHARE_USD = 1e-6
 
@@ -25,16 +27,12 @@ def check_sweep_budget(budget_usd: object, grid: dict) -> float:
 
 
 def _run_budget(run_id: str) -> float | None:
-    from .runconfig import read_run_config
-
     value = (read_run_config(run_id).get("tinker") or {}).get("budget_usd")
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def member_budget(sweep: dict, member: dict) -> float:
     """The budget_usd `member` starts with; HermesError when the sweep's budget is spent."""
-    from .store import list_runs
-
     by_id = {r["run_id"]: r for r in list_runs()}
     committed = 0.0
     for other in sweep["members"]:

@@ -18,62 +18,49 @@ import itertools
 import math
 import os
 import secrets as _secrets
+import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from ..base.errors import BadInput, Conflict, HermesError, NotFound
-from ..base.fsutil import atomic_write_json, file_lock, read_json
-from ..base.paths import ensure_private_dir, run_dir, sweep_queue_flag, sweeps_dir
-from ..base.records import StartedRun
-from ..base.states import Metric
-from ..readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
-from .cost import budget_stop_warning
-from .sweep_budget import check_sweep_budget, member_budget
+import psutil
 
-SWEEP_FILE = "sweep.json"
+from ..base.errors import BadInput, Conflict, HermesError
+from ..base.fsutil import atomic_write_json, file_lock
+from ..base.names import is_name
+from ..base.paths import RUN_ID_RE, ensure_private_dir, run_dir, runs_dir, sweep_queue_flag, sweeps_dir
+from ..base.records import StartedRun
+from ..base.states import ACTIVE, Metric
+from ..daemons.spawn import start_sweep_queue
+from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
+from ..envs.profile_derive import derive_profile
+from ..envs.profiles import LOCKED_FIELDS, check_fit, check_keys, get_profile, resolve_profile
+from ..readers.metrics import REWARD_WINDOW, RunMetrics, headline_reward, metric_summary
+from .control import stop_run
+from .cost import add_costs, budget_stop_warning
+from .start import check_local_capacity, local_start_lock, start_run
+from .store import list_runs
+from .sweep_budget import check_sweep_budget, member_budget
+from .sweep_files import (
+    CANCELLED,
+    FAILED,
+    QUEUED,
+    STARTED,
+    STARTING,
+    SWEEP_FILE,
+    _sweep_path,
+    list_sweeps,
+    read_sweep,
+)
+
 MAX_SWEEP_RUNS = 256
 MAX_SEEDS = 64
-QUEUED, STARTING, STARTED, FAILED, CANCELLED = "queued", "starting", "started", "failed", "cancelled"
 # A member reserved (`starting`) by a process that died before it recorded the run goes back to the queue
 # once no run names it and its reserver is gone; a folder a killed start left without a run.json is
 # removed once it is this old (a start writes run.json within seconds).
 ABANDONED_FOLDER_S = 600.0
 KICK_INTERVAL_S = 30.0  # clients that see a waiting queue start it at most this often
-
-
-def _sweep_path(sweep_id: str) -> Path:
-    if not isinstance(sweep_id, str) or len(sweep_id) != 8 or not all(c in "0123456789abcdef" for c in sweep_id):
-        raise NotFound(f"no sweep {sweep_id!r}", hint="a sweep id is 8 hex digits, as the sweep listing shows")
-    return sweeps_dir() / sweep_id / SWEEP_FILE
-
-
-def read_sweep(sweep_id: str) -> dict:
-    path = _sweep_path(sweep_id)
-    try:
-        data = read_json(path)
-    except FileNotFoundError:
-        raise NotFound(f"no sweep {sweep_id}", hint="the sweep listing shows the sweep ids") from None
-    except (OSError, ValueError) as exc:
-        raise HermesError(f"sweep {sweep_id}: {SWEEP_FILE} is unreadable ({exc})", hint=f"inspect {path}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("members"), list):
-        raise HermesError(f"sweep {sweep_id}: {SWEEP_FILE} is not a sweep record", hint=f"inspect {path}")
-    return data
-
-
-def list_sweeps() -> list[dict]:
-    """Every readable sweep, oldest first (the order the queue starts them in)."""
-    out = []
-    try:
-        names = sorted(os.listdir(sweeps_dir()))
-    except FileNotFoundError:
-        return []
-    for name in names:
-        with contextlib.suppress(HermesError):
-            out.append(read_sweep(name))
-    out.sort(key=lambda s: (s.get("created_at") or 0, s.get("sweep_id") or ""))
-    return out
 
 
 def parse_grid(items: list[str] | None) -> dict[str, list[str]]:
@@ -114,8 +101,6 @@ def _seed(raw: str) -> int:
 def _split(config: dict) -> tuple[dict, dict]:
     """(profile changes, run values) of one configuration: a locked (backend) field changes a derived
     profile; a training field (learning_rate, ...) is the run's own value."""
-    from ..envs.profiles import LOCKED_FIELDS
-
     changes = {k: v for k, v in config.items() if k in LOCKED_FIELDS}
     return changes, {k: v for k, v in config.items() if k not in LOCKED_FIELDS}
 
@@ -123,10 +108,6 @@ def _split(config: dict) -> tuple[dict, dict]:
 def _validate(env, profile_name: str, config: dict, label: str) -> tuple[str | None, str | None]:
     """Refuse (BadInput naming the configuration) what start_run would refuse; (a fit warning, the model
     it trains) are returned."""
-    from ..envs.drafts import resolve_run_values
-    from ..envs.profile_derive import derive_profile
-    from ..envs.profiles import check_fit, get_profile
-
     changes, overrides = _split(config)
     try:
         profile = derive_profile(profile_name, changes) if changes else get_profile(profile_name)
@@ -148,9 +129,6 @@ def create_sweep(
     """A sweep over `grid` (× `seeds` seeds 0..K-1), every configuration validated, its members queued,
     and as many started as the local-run limit allows now; `budget_usd` covers all its runs together
     (core.runs.sweep_budget). Returns the sweep record (with `notices`)."""
-    from ..envs.drafts import current_selection, selected_or_default
-    from ..envs.profiles import check_keys, resolve_profile
-
     if not grid:
         raise BadInput("a sweep needs at least one --set field=v1,v2", hint="e.g. --set learning_rate=1e-4,3e-4")
     if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS):
@@ -240,7 +218,6 @@ def _set_queue_flag(queued: bool) -> None:
 
 
 def _start_member(sweep: dict, member: dict) -> StartedRun:
-    from .start import start_run
 
     changes, overrides = _split(member["config"])
     if sweep.get("budget_usd"):
@@ -312,7 +289,6 @@ def _reserve(sweep: dict, member: dict) -> bool:
     sweep's member only while the local-run limit has room, counted and taken under the lock every local
     start takes, and the reservation itself holds that place (start.active_local_runs counts it) until
     its run is recorded. False: no place now."""
-    from .start import check_local_capacity, local_start_lock
 
     def take() -> None:
         member.update(state=STARTING, reserved_by=os.getpid(), reserved_at=time.time())
@@ -330,30 +306,12 @@ def _reserve(sweep: dict, member: dict) -> bool:
     return True
 
 
-def live_reservations() -> list[tuple[str, int]]:
-    """(sweep id, member index) of each local sweep member reserved by a live process (its run may not
-    be recorded yet): each holds a place under the local-run limit."""
-    import psutil
-
-    out = []
-    for sweep in list_sweeps():
-        if sweep.get("backend") != "local":
-            continue
-        for member in sweep.get("members") or []:
-            pid = member.get("reserved_by")
-            if member.get("state") == STARTING and isinstance(pid, int) and psutil.pid_exists(pid):
-                out.append((sweep["sweep_id"], member.get("index")))
-    return out
-
-
 def _write(sweep: dict) -> None:
     atomic_write_json(_sweep_path(sweep["sweep_id"]), {k: v for k, v in sweep.items() if k != "notices"})
 
 
 def _runs_by_member() -> dict[tuple[str, int], str]:
     """(sweep id, member index) -> run id, from every run.json that names its sweep member."""
-    from .store import list_runs
-
     named: dict[tuple[str, int], str] = {}
     for run in sorted(list_runs(), key=lambda r: r.get("created_at") or 0):
         sweep_id, index = run.get("sweep_id"), run.get("sweep_index")
@@ -365,8 +323,6 @@ def _runs_by_member() -> dict[tuple[str, int], str]:
 def _reconcile(sweep: dict, named: dict[tuple[str, int], str]) -> bool:
     """Members whose run exists are `started` with it; a reservation whose process died with no run goes
     back to the queue. Whether anything changed."""
-    import psutil
-
     changed = False
     for member in sweep["members"]:
         state = member.get("state")
@@ -386,11 +342,6 @@ def _reconcile(sweep: dict, named: dict[tuple[str, int], str]) -> bool:
 def remove_abandoned_run_folders(older_than_s: float = ABANDONED_FOLDER_S) -> list[str]:
     """Run folders a killed start left without a run.json (invisible to every listing): removed once
     older than `older_than_s`. Returns the run ids removed."""
-    import shutil
-
-    from ..base.names import is_name
-    from ..base.paths import RUN_ID_RE, runs_dir
-
     removed: list[str] = []
     now = time.time()
     try:
@@ -417,8 +368,6 @@ def kick_queue() -> None:
     """Any client that looks at runs or sweeps advances a waiting queue: when some sweep has members
     waiting, start the queue runner (detached), at most every KICK_INTERVAL_S across all clients. A
     sweep whose creating command was killed then goes on without waiting for a run to end."""
-    from ..daemons.spawn import start_sweep_queue
-
     flag = sweep_queue_flag()
     if not flag.exists():
         return
@@ -444,10 +393,6 @@ def queued_count() -> int:
 def cancel_sweep(sweep_id: str, *, stop_runs: bool = False) -> dict:
     """No more of the sweep's runs start: its queued members become `cancelled`; with `stop_runs`, its
     runs still active are stopped too. Returns the sweep record."""
-    from ..base.states import ACTIVE
-    from .control import stop_run
-    from .store import list_runs
-
     with file_lock(sweeps_dir() / ".queue"):
         sweep = read_sweep(sweep_id)
         for member in sweep["members"]:
@@ -483,9 +428,6 @@ def _spread(values: list[float]) -> dict | None:
 def sweep_status(sweep_id: str) -> dict:
     """The sweep with each member's run status, and per configuration first/best/last eval accuracy
     and the final reward (trailing mean over REWARD_WINDOW steps), as mean ± std over its seeds."""
-    from .cost import add_costs
-    from .store import list_runs
-
     kick_queue()
     sweep = read_sweep(sweep_id)
     by_id = {r["run_id"]: r for r in list_runs()}

@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from ..base.paths import models_dir
-from ..base.secrets import LOCAL_TINKER_KEY_ENV, get_key
+from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, get_key
+from ..daemons import procscan
 from ..daemons.log_watch import REGISTERED
 from ..daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
+from ..daemons.warm import base as warm_base
 from ..envs import verifiers_envs
 from ..envs.discovery import EnvInfo, import_root
 from .runconfig import CONFIG_FILE, RunConfig
@@ -78,10 +80,6 @@ def keep_runs_warm(enabled: bool = True) -> None:
     run's processes import, so that each run it starts forks its warm server from it instead of importing
     everything again (daemons.warm.base). The base is this process's child and ends with it (or here,
     disabled); the runs' servers do not."""
-    from ..base.secrets import SECRET_NAMES
-    from ..daemons import procscan
-    from ..daemons.warm import base as warm_base
-
     hidden = {*SECRET_NAMES, LOCAL_TINKER_KEY_ENV, procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER}
     env = {k: v for k, v in os.environ.items() if k not in hidden}
     env.update({k: v for k, v in run_env(local=True).items() if k not in warm_base.RUNTIME_ONLY_ENV})

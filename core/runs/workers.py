@@ -24,6 +24,7 @@ read batches. Binding beyond loopback is therefore only done when asked for, wit
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from dataclasses import asdict, is_dataclass
 
@@ -196,8 +197,6 @@ def replica_names(replicas: int, prefix: str = "env") -> list[str]:
 
 def mix_prefix(environment: str) -> str:
     """The process-name prefix of another environment of the run (env-<its name>, fit for a process name)."""
-    import re
-
     slug = re.sub(r"[^a-z0-9_]+", "_", environment.split("@")[0].lower()).strip("_")[:20] or "other"
     return f"env-{slug}"
 

@@ -14,6 +14,7 @@ Jobs carry {"hermes_run": RUN_ID} as metadata, so a lost run's jobs are found an
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import os
 import signal
@@ -102,7 +103,7 @@ def address_of(settings: RaySettings) -> str:
 def client(address: str):
     """A job submission client of the cluster; LauncherError when it cannot be reached."""
     try:
-        from ray.job_submission import JobSubmissionClient  # deferred: the optional `ray` extra, heavy
+        from ray.job_submission import JobSubmissionClient  # noqa: PLC0415 - the optional `ray` extra, heavy
     except ImportError:
         raise LauncherError("Ray is not installed: pip install 'hermes-rl[ray]'", retry=False) from None
     try:
@@ -119,7 +120,7 @@ def _field(item: Any, name: str) -> Any:
 def cluster_nodes(address: str) -> list[Any]:
     """The cluster's live nodes, by Ray's state API ([] when it does not answer)."""
     try:
-        from ray.util.state import list_nodes  # deferred: the optional `ray` extra, heavy
+        from ray.util.state import list_nodes  # noqa: PLC0415 - the optional `ray` extra, heavy
 
         return [n for n in list_nodes(address=address) if "DEAD" not in str(_field(n, "state"))]
     except Exception:  # noqa: BLE001 - an older dashboard or a busy one: callers go on without it
@@ -325,9 +326,7 @@ def preflight(data: Mapping | None, replicas: int = 1) -> None:
             f"{settings.cpus_per_worker * replicas:g}",
             hint="fewer replicas, or ray.cpus_per_worker lower",
         )
-    from importlib.metadata import version
-
-    mine = f"{sys.version_info.major}.{sys.version_info.minor} {version('hermes-rl')}"
+    mine = f"{sys.version_info.major}.{sys.version_info.minor} {importlib.metadata.version('hermes-rl')}"
     probe = (
         "import sys, importlib.metadata as m; "
         "print('hermes-probe', f'{sys.version_info.major}.{sys.version_info.minor}', m.version('hermes-rl'))"
