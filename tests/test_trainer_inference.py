@@ -157,28 +157,6 @@ def test_an_episode_groups_turns_for_one_prompt_are_sampled_as_one_call():
     assert sorted(sessions[f"t{i}"][0]["completion_ids"][0] for i in range(3)) == [104, 105, 106]
 
 
-def test_max_tokens_is_clamped_to_the_context_and_a_prompt_that_fills_it_says_so():
-    from types import SimpleNamespace
-
-    class Client:
-        async def sample(self, prompt, num_samples, sampling_params):
-            self.max_tokens = sampling_params.max_tokens
-            seq = SimpleNamespace(tokens=[104], logprobs=[-0.1], stop_reason="length")
-            return SimpleNamespace(sequences=[seq] * num_samples)
-
-    policy = Policy(CharTokenizer(), "tiny", context_tokens=10)
-    policy.sampling_client = client = Client()
-
-    async def go(prompt: str):
-        async with TestClient(TestServer(build_app(policy))) as http:
-            response = await http.post("/v1/completions", json={"prompt": prompt, "max_tokens": 50})
-            return response.status, await response.json()
-
-    assert asyncio.run(go("abcd"))[0] == 200 and client.max_tokens == 6
-    status, data = asyncio.run(go("a" * 12))
-    assert status == 400 and "the prompt is 12 tokens and the model's context 10" in data["error"]["message"]
-
-
 def test_health_counts_requests_in_flight_and_completions_served():
     """The supervisor reads these from /health: completions served with no scored group delivered means the
     environment drops what it scores; requests in flight mean it still waits on the policy."""

@@ -280,9 +280,9 @@ def test_test_inference_of_a_taskset_runs_verifiers_episodes_against_the_server(
 def test_a_listing_that_failed_is_asked_again_not_served_for_good(monkeypatch, hermes_home):
     answers = iter([{"ok": False, "error": "listing its tasksets took over 1 s"}, {"ok": True, "tasksets": []}])
     monkeypatch.setattr(verifiers_envs, "_ask", lambda python: next(answers))
-    verifiers_envs.clear_cache()
-    assert verifiers_envs.listing(sys.executable)["ok"] is False
+    python = str(hermes_home / "venv" / "bin" / "python")  # an interpreter no other test's cache knows
+    assert verifiers_envs.listing(python)["ok"] is False
     later = verifiers_envs.time.monotonic() + verifiers_envs.FAILURE_MEMO_S
     monkeypatch.setattr(verifiers_envs.time, "monotonic", lambda: later)
-    assert verifiers_envs.listing(sys.executable)["ok"] is True  # asked again, not the failure cached
-    verifiers_envs.clear_cache()
+    assert verifiers_envs.listing(python)["ok"] is True  # asked again, not the failure cached
+    verifiers_envs.clear_cache(python)

@@ -560,6 +560,8 @@ _STATUS_FULL = {
     "unready process logged), tip, process, no_step_for_s, "
     "threshold_s, groups_delivered, api (run-api's /status), problems (per process: error and warning counts, "
     "most frequent messages)}; a change of state, or a starting run's new reason, is reported at once",
+    "endpoint": "the live run's OpenAI-compatible endpoint over its current policy (loopback; vf-eval and any "
+    "OpenAI client sample it there), else null",
     "wandb_url": "the W&B run URL when W&B is online, else null",
     "log_paths": "{process name: log file path}",
     "sample_completions": _SAMPLES,

@@ -233,7 +233,7 @@ def check_required(env, values: dict) -> None:
             one_of = f" (one of {', '.join(map(str, choices))})" if choices else ""
             raise BadInput(
                 f"verifiers taskset {env.id!r} needs {row['name']} set{one_of}",
-                hint=f"hermes-rl config --set {row['name']}=VALUE, or start --set {row['name']}=VALUE",
+                hint=f"set it: hermes-rl config --set FIELD=VALUE ({row['name']}=…), or start with it set",
             )
 
 

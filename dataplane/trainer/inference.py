@@ -17,8 +17,7 @@ Endpoints (127.0.0.1 only):
                                exactly the tokens it was given
 
 Every request samples once through the *current* Tinker sampling client with
-num_samples=n, so a whole GRPO group costs one round trip to the Tinker server. A request's max_tokens is
-clamped to the room its prompt leaves in the model's context; a prompt that leaves none is a 400 that says so.
+num_samples=n, so a whole GRPO group costs one round trip to the Tinker server.
 """
 
 from __future__ import annotations
@@ -73,10 +72,8 @@ class BadRequest(Exception):
 class Policy:
     """What the handlers need from the trainer: the current sampling client, tokenizer and step."""
 
-    def __init__(self, tokenizer, model_name: str, rescore_tempered: bool = False, context_tokens: int | None = None):
+    def __init__(self, tokenizer, model_name: str, rescore_tempered: bool = False):
         self.tokenizer = tokenizer
-        # Prompt plus reply may not exceed this (the longest sequence the trainer trains on); None: no clamp.
-        self.context_tokens = context_tokens
         self.sampled_turns = SampledTurns()
         self._batches: dict[tuple, dict] = {}  # requests waiting to be sampled together (sample_together)
         self._flushing: set[asyncio.Task] = set()
@@ -165,14 +162,6 @@ class Policy:
         if isinstance(stop, str):
             stop = [stop]
         max_tokens = int(params.get("max_tokens") or params.get("max_new_tokens") or 64)
-        if self.context_tokens is not None:
-            room = self.context_tokens - len(prompt_tokens)
-            if room < 1:
-                raise BadRequest(
-                    f"the prompt is {len(prompt_tokens)} tokens and the model's context {self.context_tokens}: "
-                    "no room for a reply (shorten the prompt, or raise max_token_trainer_length)"
-                )
-            max_tokens = min(max_tokens, room)
         temperature = params.get("temperature")
         sampling = types.SamplingParams(
             max_tokens=max_tokens,

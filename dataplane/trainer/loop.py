@@ -213,9 +213,7 @@ class Trainer:
         tokenizer = load_tokenizer(s.base_model, self.training_client)
         sampling_client = await self.training_client.save_weights_and_get_sampling_client()
         # The local server's sampled logprobs are untempered already (docs/tinker_local.md); the cloud's may not be.
-        self.policy = Policy(
-            tokenizer, s.base_model, rescore_tempered=s.backend != "local", context_tokens=s.max_token_trainer_length
-        )
+        self.policy = Policy(tokenizer, s.base_model, rescore_tempered=s.backend != "local")
         self.policy.set_client(sampling_client, self.step)
         self.policy.step = self.step
         self.policy.tokens = self.usage.tokens

@@ -183,6 +183,19 @@ ALLOWED = {
     ("core/runs/index.py", "SummaryIndex._connect", "sqlite3.connect"): "after the path is checked as a regular "
     "file of ours (no link followed), and checked again to be that file once opened",
     ("core/runs/index.py", "SummaryIndex._reset", "sqlite3.connect"): "a fresh file mkstemp just made, renamed over",
+    ("core/daemons/launchers/ray_jobs.py", "RayTracker.submit", "os.open"): "created with O_EXCL (no link "
+    "followed, no file reused), private to the run folder",
+    # The verifiers bridge and its warm start run under a taskset's interpreter, without hermes-rl:
+    ("dataplane/verifiers_bridge.py", "_package_source", "open"): "an installed package's source, read "
+    "bounded to find its imports; not hermes-rl's state",
+    ("dataplane/verifiers_bridge.py", "_top_level_modules", "dist.read_text"): "a distribution's own metadata",
+    ("dataplane/verifiers_warm.py", "_child", "open"): "the descriptors the launcher handed over (0, 1, 2), and "
+    "the zygote's own list of imports in its private temporary folder",
+    ("dataplane/verifiers_warm.py", "_learn", "open"): "the zygote's own list of imports, private folder",
+    ("dataplane/verifiers_warm.py", "zygote", "Path(script).read_text"): "verifiers' chat program, prepared by uv",
+    ("dataplane/verifiers_warm.py", "warm_chat_program", "launcher_py.write_text"): "the launcher, in the bridge's "
+    "private temporary folder (mkdtemp)",
+    ("dataplane/verifiers_warm.py", "warm_chat_program", "launcher.write_text"): "the launcher's shell, same folder",
 }
 
 

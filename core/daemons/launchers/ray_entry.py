@@ -9,15 +9,16 @@ import json
 import os
 import sys
 
+from ...base.fsutil import read_regular_text, regular_fd
+
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m hermes_rl.core.daemons.launchers.ray_entry SPEC_JSON", file=sys.stderr)
         return 2
-    with open(argv[0], encoding="utf-8") as handle:
-        spec = json.load(handle)
+    spec = json.loads(read_regular_text(argv[0], follow=False))
     os.unlink(argv[0])  # read once: the keys do not stay on disk
-    log = os.open(spec["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    log = regular_fd(spec["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
