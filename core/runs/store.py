@@ -501,8 +501,9 @@ def _listed(
             stale.add(run_id)
             return _unreadable_summary(run_id, exc.reason)
         if summary["status"] in RECORDED_FINAL:
-            if sig.count("|") == len(_SIG_FILES):  # taken before the build: a later write invalidates it
-                sig = sig.rsplit("|", 1)[0]  # a finished run's: without health.json's part
+            # taken before the build (a later write invalidates it): a finished run's keeps only the parts a
+            # finished run's signature has (without the live-only health.json and rollouts.jsonl)
+            sig = "|".join(sig.split("|")[: len(_SIG_FILES)])
             # what only a live run's lost/stall/flow checks read is left out: a smaller row loads faster
             changed[run_id] = (sig, dict(summary, _supervisor={}, _activity=(None, None, ())))
         else:
