@@ -322,8 +322,9 @@ def test_where_environments_are_found_is_saved_for_every_client(hermes_home, mon
     assert json.loads(estimate.stdout)["environment"] == "toy_addition"
     config = hermes("config")
     assert config.returncode == 0, config.stderr
-    assert f"the selected environment '{fixture_id('fixture_basic')}' is not found here" in config.stderr
-    assert "using the default toy_addition" in config.stderr
+    note = " ".join(config.stderr.split())  # as a terminal of any width wraps it
+    assert f"the selected environment '{fixture_id('fixture_basic')}' is not found here" in note
+    assert "using the default toy_addition" in note
 
 
 @pytest.mark.slow

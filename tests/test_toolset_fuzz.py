@@ -42,6 +42,9 @@ def no_selectable_environment(hermes_home):
     """A selection that names no environment, so core falls back to nothing runnable."""
     (hermes_home / "rl").mkdir(parents=True, exist_ok=True)
     (hermes_home / "rl" / "current.yaml").write_text("environment: fuzz_no_such_env\nprofile: local\n")
+    # and no default to fall back to (a selection that is not found falls back to the profile's default)
+    (hermes_home / "rl" / "profiles").mkdir(parents=True, exist_ok=True)
+    (hermes_home / "rl" / "profiles" / "local.yaml").write_text("default_environment: fuzz_no_such_env\n")
     return _env_names()
 
 
