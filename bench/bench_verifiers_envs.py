@@ -33,7 +33,8 @@ def main(argv: list[str]) -> int:
         row: dict = {"env": env, "profile": profile}
         started_at = time.time()
         try:
-            started = runs.start_run(env, profile, {"total_steps": 3, "group_size": 4, "batch_size": 8, "max_tokens": 48})
+            settings = {"total_steps": 3, "group_size": 4, "batch_size": 8, "max_tokens": 48}
+            started = runs.start_run(env, profile, settings)
         except HermesError as exc:
             row.update(status="refused", reason=exc.message)
         else:
