@@ -141,7 +141,7 @@ def test_verifiers_runs_its_own_episodes_and_vf_eval_runs_against_the_runs_endpo
         _wait_for(lambda: len(read_jsonl(folder / "metrics.jsonl")) >= 2, 240, run["run_id"])
         port = runs.get_run(run["run_id"], sample=False)["ports"]["inference"]
         evaluated = subprocess.run(
-            [str(vf_env.parent / "vf-eval"), "hermes_vf_features", "-m", "policy", "-r", "2", "--no-push"]
+            [str(vf_env.parent / "vf-eval"), "hermes_vf_features", "-m", "policy", "-n", "2", "-r", "2", "--no-push"]
             + ["--client.base-url", f"http://127.0.0.1:{port}/v1", "--client.api-key-var", "HERMES_RL_NO_KEY"]
             + ["--env.agent.harness.id", "null", "--env.agent.runtime.type", "subprocess"]
             + ["--sampling.max-tokens", "4", "-o", str(folder / "vf-eval")],
