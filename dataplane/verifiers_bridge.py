@@ -986,7 +986,13 @@ def main(argv: list[str]) -> int:
         raise
     except Exception as exc:  # its tasks cannot be made (a hub dataset offline, a missing corpus): once, in one line
         raise SystemExit(f"VerifiersTasksetError: {args.taskset}: cannot load its tasks: {_one_line(exc)}") from None
-    asyncio.run(bridge.serve() if args.command == "serve" else bridge.process())
+    try:
+        asyncio.run(bridge.serve() if args.command == "serve" else bridge.process())
+    except SystemExit as stop:  # raised in a group's task: its verdict is the last line, as the supervisor reads it
+        if not isinstance(stop.code, str):
+            raise
+        sys.stderr.write(f"{stop.code}\n")
+        return 1
     return 0
 
 

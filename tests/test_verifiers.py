@@ -260,6 +260,8 @@ def test_a_taskset_whose_reward_raises_fails_the_run_with_the_reason(vf_env, tin
     run = runs.start_run("hermes-vf-raises", "local", {"group_size": 2, "batch_size": 2, "max_tokens": 2})
     final = wait_final(run["run_id"], 360)
     assert final["status"] == "failed"
+    # the worker's own verdict, once: a restart would fail the same way
+    assert "VerifiersTasksetError" in final["reason"] and "not restarted" in final["reason"], final["reason"]
     logs = "".join(p.read_text(errors="replace") for p in run_dir(run["run_id"]).rglob("*.log"))
     assert "this reward always fails" in logs
 
