@@ -91,7 +91,7 @@ def test_a_run_whose_completions_hit_the_token_limit_is_suspect(tiny_model_dir, 
     rows = [json.loads(line) for line in (run_dir(run_id) / "metrics.jsonl").read_text().splitlines()]
     assert all(r["signals/truncated_share"] is not None for r in rows)
     assert audit["signals"]["truncated_share"] >= 0.5
-    assert audit["signals"]["mean_completion_tokens"] == pytest.approx(2.0)
+    assert audit["signals"]["mean_completion_tokens"] == pytest.approx(2.0, abs=0.1)  # a reply may end at 1 token
     assert audit["verdict"] == "suspect"
     assert any("end at the token limit" in r for r in audit["reasons"])
 
