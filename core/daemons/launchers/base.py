@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ...base.errors import BadInput
+from ...base.fsutil import read_yaml
 
 
 class LauncherError(Exception):
@@ -237,3 +238,18 @@ def event_fields(record: Mapping) -> dict:
     if isinstance(job, Mapping):
         return {**record, "job_id": job.get("id"), "node": job.get("node")}
     return dict(record)
+
+
+def read_site_file(path: Path, launcher: str, example: str, validate: Callable[[dict], object]) -> dict:
+    """A launcher's site defaults from its file under $HERMES_HOME/rl ({} without the file), checked by
+    `validate`; BadInput naming the file when it is wrong. One way for every launcher's site file."""
+    data = read_yaml(path, what=f"{launcher} site settings")
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} must be a mapping of {launcher.lower()} settings ({example})")
+    try:
+        validate(data)
+    except BadInput as exc:
+        raise BadInput(f"{path}: {exc.message}", hint=exc.hint) from None
+    return data

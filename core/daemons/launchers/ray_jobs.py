@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ...base.errors import BadInput
-from ...base.fsutil import read_yaml
 from ...base.paths import rl_dir
-from .base import LauncherError, command_field, job_record
+from .base import LauncherError, command_field, job_record, read_site_file
 
 SITE_FILE = "ray.yaml"
 RAY_LIVE_STATES = frozenset({"PENDING", "RUNNING"})
@@ -77,17 +76,7 @@ def site_file() -> Path:
 
 def site_settings() -> dict:
     """The site's `ray:` defaults ({} without the file); BadInput naming the file when it is wrong."""
-    path = site_file()
-    data = read_yaml(path, what="Ray site settings")
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise BadInput(f"{path} must be a mapping of ray settings (address: …)")
-    try:
-        ray_settings(data)
-    except BadInput as exc:
-        raise BadInput(f"{path}: {exc.message}", hint=exc.hint) from None
-    return data
+    return read_site_file(site_file(), "Ray", "address: …", ray_settings)
 
 
 def address_of(settings: RaySettings) -> str:

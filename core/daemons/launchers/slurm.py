@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from ...base.errors import BadInput
-from ...base.fsutil import read_yaml, write_regular_text
+from ...base.fsutil import write_regular_text
 from ...base.names import is_ascii_digits, is_name
 from ...base.paths import rl_dir
 from ..spawn import describe_exit
-from .base import LauncherError, command_field, job_record, settings_over_site
+from .base import LauncherError, command_field, job_record, read_site_file, settings_over_site
 
 SLURM_KILL_GRACE_S = 30.0  # how long a cancelled job gets to leave squeue (slurmd ends it, then reports)
 SLURM_CALL_TIMEOUT_S = 30.0  # one sbatch/squeue/scancel call; a busy controller answers slowly
@@ -529,17 +529,7 @@ def site_file() -> Path:
 
 def site_settings() -> dict:
     """The site's `slurm:` defaults ({} without the file); BadInput naming the file when it is wrong."""
-    path = site_file()
-    data = read_yaml(path, what="Slurm site settings")
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise BadInput(f"{path} must be a mapping of slurm settings (account: …, qos: …)")
-    try:
-        slurm_settings(data)
-    except BadInput as exc:
-        raise BadInput(f"{path}: {exc.message}", hint=exc.hint) from None
-    return data
+    return read_site_file(site_file(), "Slurm", "account: …, qos: …", slurm_settings)
 
 
 def with_site_settings(given: Mapping | None) -> dict:
