@@ -390,32 +390,8 @@ def build_app(policy: Policy) -> web.Application:
                     },
                 )
         if data.get("stream"):
-            return await stream_chat(request, tokens, samples, data)
+            return await stream_chat(request, json.loads(openai_response(tokens, samples, chat=True).text), data)
         return openai_response(tokens, samples, chat=True)
-
-    async def stream_chat(request: web.Request, prompt: list[int], samples: list[dict], data: dict):
-        """The same completion as server-sent events, as OpenAI streams it: each choice's content in one
-        delta, then its finish reason, then usage when asked for (`stream_options.include_usage`)."""
-        completion = json.loads(openai_response(prompt, samples, chat=True).text)
-        head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-        events = []
-        for choice in completion["choices"]:
-            delta = {"role": "assistant", "content": choice["message"]["content"]}
-            events.append(
-                head | {"choices": [{"index": choice["index"], "delta": delta, "logprobs": choice["logprobs"]}]}
-            )
-            events.append(
-                head | {"choices": [{"index": choice["index"], "delta": {}, "finish_reason": choice["finish_reason"]}]}
-            )
-        if (data.get("stream_options") or {}).get("include_usage"):
-            events.append(head | {"choices": [], "usage": completion["usage"]})
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await response.prepare(request)
-        for event in events:
-            await response.write(f"data: {json.dumps(event)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
 
     @routes.post("/v1/hermes/sampled")
     async def sampled(request: web.Request):
@@ -442,6 +418,28 @@ def build_app(policy: Policy) -> web.Application:
     app = web.Application(middlewares=[errors], client_max_size=64 * 1024 * 1024)
     app.add_routes(routes)
     return app
+
+
+async def stream_chat(request: web.Request, completion: dict, data: dict) -> web.StreamResponse:
+    """A chat completion as server-sent events, as OpenAI streams it: each choice's content in one delta, then
+    its finish reason, then usage when asked for (`stream_options.include_usage`)."""
+    head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    events = []
+    for choice in completion["choices"]:
+        delta = {"role": "assistant", "content": choice["message"]["content"]}
+        events.append(head | {"choices": [{"index": choice["index"], "delta": delta, "logprobs": choice["logprobs"]}]})
+        events.append(
+            head | {"choices": [{"index": choice["index"], "delta": {}, "finish_reason": choice["finish_reason"]}]}
+        )
+    if (data.get("stream_options") or {}).get("include_usage"):
+        events.append(head | {"choices": [], "usage": completion["usage"]})
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    for event in events:
+        await response.write(f"data: {json.dumps(event)}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
 
 
 # On shutdown, requests still in flight get this long to finish (a completion on a live Tinker server takes
