@@ -10,8 +10,8 @@ environment owed a share of each batch counting only its own queued groups
 (count_own_groups_with_a_share); with an error the environment raises while it makes or scores an item
 located and counted (locate_environment_errors): atroposlib logs only its message, once per item; and
 with the trainer's inference server going away after the last step logged as the run's end, not as an
-error (TrainerFinished). Everything else is the file run as `python FILE ...` (a file in a package as its
-package module, core.envs.envload)."""
+error (TrainerFinished); and with the run's endpoint key (endpoint_key). Everything else is the file run as
+`python FILE ...` (a file in a package as its package module, core.envs.envload)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm
+from hermes_rl.core.base.secrets import ENDPOINT_KEY_ENV, ENDPOINT_KEY_PLACEHOLDER
 from hermes_rl.core.envs.envload import run_environment
 
 from .compat import chat_template_returns_ids
@@ -116,6 +117,30 @@ def one_policy_server() -> None:
         return original_cli(cls)
 
     BaseEnv.cli = classmethod(cli)
+
+
+def endpoint_key() -> None:
+    """Servers whose api_key is the run config's placeholder (core.base.secrets.ENDPOINT_KEY_PLACEHOLDER) get
+    the run's endpoint key from this process's environment, where the supervisor put it: config.yaml never
+    holds the key, and the trainer's inference server refuses a client without it."""
+    try:
+        from atroposlib.envs.server_handling.server_manager import ServerManager
+    except ImportError:
+        return
+    key = os.environ.get(ENDPOINT_KEY_ENV)
+    original_init = ServerManager.__init__
+
+    def init(self, configs, *args, **kwargs):
+        if key and isinstance(configs, list):
+            configs = [
+                c.model_copy(update={"api_key": key}) if getattr(c, "api_key", None) == ENDPOINT_KEY_PLACEHOLDER else c
+                for c in configs
+            ]
+        elif key and getattr(configs, "api_key", None) == ENDPOINT_KEY_PLACEHOLDER:
+            configs = configs.model_copy(update={"api_key": key})
+        original_init(self, configs, *args, **kwargs)
+
+    ServerManager.__init__ = init
 
 
 def count_own_groups_with_a_share() -> None:
@@ -260,6 +285,7 @@ def main() -> None:
     record_registrations()
     quiet_end_of_run()
     one_policy_server()
+    endpoint_key()
     count_own_groups_with_a_share()
     locate_environment_errors()
     env_file = sys.argv[1]

@@ -9,7 +9,8 @@ the base model (no LoRA) through the trainer's own inference server (/v1/complet
 offline. With --model-path it serves that saved checkpoint instead: a local run's checkpoint folder
 (--checkpoint-from) is copied into this server's own checkpoint folder first, so the run's files are
 only read; with --cloud no local server starts and the path is sampled on Tinker cloud
-(TINKER_API_KEY from the environment). Prints `offline policy ready on http://127.0.0.1:PORT/v1`
+(TINKER_API_KEY from the environment). With HERMES_RL_ENDPOINT_KEY in its environment, its clients must send
+that key (the trainer's inference server's rule). Prints `offline policy ready on http://127.0.0.1:PORT/v1`
 once it answers; stops (and stops its server) on SIGTERM/SIGINT.
 """
 
@@ -27,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
+from hermes_rl.core.base.secrets import ENDPOINT_KEY_ENV, LOCAL_TINKER_KEY_ENV
 
 PR_SET_PDEATHSIG = 1
 READY_PREFIX = "offline policy ready on "
@@ -117,7 +118,8 @@ async def serve(
             sampling_client = await service.create_sampling_client(base_model=str(model_dir))
         policy = Policy(load_tokenizer(str(model_dir)), str(model_dir))
         policy.set_client(sampling_client, 0)
-        runner = await start_server(policy, "127.0.0.1", port)
+        # the key its caller made and passed in the environment: the caller's requests carry it
+        runner = await start_server(policy, "127.0.0.1", port, os.environ.get(ENDPOINT_KEY_ENV) or None)
         bound = runner.addresses[0][1]
         print(f"{READY_PREFIX}http://127.0.0.1:{bound}/v1", flush=True)
         stop = asyncio.Event()

@@ -665,6 +665,8 @@ class Bridge:
         self.reported_at = time.monotonic()
         self.failures = 0
         self.step = 0
+        self.pools: dict[str, list[tuple[TokenSequence, object]]] = {}  # per seat: hands of short deals (post)
+        self.pooled: set[str] = set()
 
     def next_task(self):
         first, self._first = getattr(self, "_first", None), None
@@ -794,6 +796,23 @@ class Bridge:
             if len(self.seats) > 1:
                 row[f"seat/{seat}/reward"] = float(trace.reward)
             self.pending.append(row)
+        if len(self.seats) > 1 and len(kept) < self.group_size:
+            # A seat that played only some hands of a deal (kuhn-poker's second player acts only after a legal
+            # first move) rarely makes a group of its own: its hands wait for the seat's other short deals, and
+            # a full pool trains as one group, its baseline the seat's mean over those hands (a baseline per
+            # seat, as self-play trainers keep one per role).
+            pool = self.pools.setdefault(seat, [])
+            pool.extend(kept)
+            if len(pool) < self.group_size:
+                return
+            kept, self.pools[seat] = pool, []
+            scores = [float(t.reward) for _, t in kept]
+            if seat not in self.pooled:
+                self.pooled.add(seat)
+                sys.stderr.write(
+                    f"hermes-rl: {self.name}: seat {seat} played only some hands of a deal: its hands are pooled "
+                    f"across deals into groups of {self.group_size}\n"
+                )
         if len(kept) < 2:
             return
         if self.env.get("ensure_scores_are_not_same", True) and len(set(scores)) == 1:

@@ -187,3 +187,39 @@ def test_health_counts_requests_in_flight_and_completions_served():
     during, after = asyncio.run(go())
     assert (during["requests"], during["in_flight"], during["completions"]) == (1, 1, 0)
     assert (after["requests"], after["in_flight"], after["completions"]) == (1, 0, 3)
+
+
+def test_the_endpoint_requires_its_key_of_every_client_but_health():
+    """With the run's key, OpenAI's own client gets completions only when it sends that key; /health (the
+    supervisor's probe) stays open; a refusal says what to send, in OpenAI's error form."""
+    import openai
+
+    from hermes_rl.dataplane.trainer.inference import start_server
+
+    policy = FakePolicy(CharTokenizer(), "tiny")
+    policy.sampling_client = object()
+    key = "hrl-test-" + "k" * 24
+
+    async def go():
+        runner = await start_server(policy, "127.0.0.1", 0, key)
+        try:
+            base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+            good = openai.AsyncOpenAI(base_url=base + "/v1", api_key=key, max_retries=0)
+            chat = await good.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "a"}])
+            refusals = []
+            for wrong in ("EMPTY", key + "x"):
+                bad = openai.AsyncOpenAI(base_url=base + "/v1", api_key=wrong, max_retries=0)
+                with pytest.raises(openai.AuthenticationError) as refused:
+                    await bad.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "a"}])
+                refusals.append(str(refused.value))
+            async with TestClient(TestServer(runner.app)) as plain:
+                health = await plain.get("/health")
+                sampled = await plain.post("/v1/hermes/sampled", json={"sessions": []})
+            return chat, refusals, health.status, sampled.status
+        finally:
+            await runner.cleanup()
+
+    chat, refusals, health, sampled = asyncio.run(go())
+    assert chat.choices[0].message.content == "hi"
+    assert all("HERMES_RL_ENDPOINT_KEY" in r and "endpoint.key" in r for r in refusals)
+    assert health == 200 and sampled == 401

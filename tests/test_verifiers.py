@@ -14,6 +14,9 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +27,7 @@ from hermes_rl.core.base.fsutil import read_jsonl
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.envs import discovery, drafts, verifiers_envs
 from hermes_rl.core.readers import rollouts
+from hermes_rl.core.runs import report
 from tests.fixtures_model import use_tiny_model
 from tests.test_e2e_local import no_survivors, wait_final
 
@@ -139,20 +143,31 @@ def test_verifiers_runs_its_own_episodes_and_vf_eval_runs_against_the_runs_endpo
     folder = run_dir(run["run_id"])
     try:
         _wait_for(lambda: len(read_jsonl(folder / "metrics.jsonl")) >= 2, 240, run["run_id"])
-        port = runs.get_run(run["run_id"], sample=False)["ports"]["inference"]
+        status = report.status_report(run["run_id"])
+        key_file = Path(status["endpoint_key_file"])  # as `status` tells a user: the key, in a private file
+        assert key_file.stat().st_mode & 0o077 == 0
+        key = key_file.read_text().strip()
+        argv = [str(vf_env.parent / "vf-eval"), "hermes_vf_features", "-m", "policy", "-n", "2", "-r", "2"]
+        argv += ["--no-push", "--client.base-url", status["endpoint"], "--client.api-key-var", "HERMES_RL_ENDPOINT_KEY"]
+        argv += ["--env.agent.harness.id", "null", "--env.agent.runtime.type", "subprocess"]
+        argv += ["--sampling.max-tokens", "4", "-o", str(folder / "vf-eval")]
         evaluated = subprocess.run(
-            [str(vf_env.parent / "vf-eval"), "hermes_vf_features", "-m", "policy", "-n", "2", "-r", "2", "--no-push"]
-            + ["--client.base-url", f"http://127.0.0.1:{port}/v1", "--client.api-key-var", "HERMES_RL_NO_KEY"]
-            + ["--env.agent.harness.id", "null", "--env.agent.runtime.type", "subprocess"]
-            + ["--sampling.max-tokens", "4", "-o", str(folder / "vf-eval")],
+            argv,
             capture_output=True,
             text=True,
             timeout=180,
-            env={**os.environ, "PATH": f"{vf_env.parent}{os.pathsep}{os.environ['PATH']}"},
+            env={**os.environ, "PATH": f"{vf_env.parent}{os.pathsep}{os.environ['PATH']}"}
+            | {"HERMES_RL_ENDPOINT_KEY": key},
         )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(status["endpoint"] + "/models", timeout=30)
     finally:
         runs.stop_run(run["run_id"], wait=30)
     assert evaluated.returncode == 0, evaluated.stdout[-2000:] + evaluated.stderr[-2000:]
+    assert refused.value.code == 401  # a client without the key gets nothing
+    assert not key_file.exists()  # the key went with the endpoint
+    # nowhere else: not in the run's config, state or any process's log
+    assert not [p.name for p in folder.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
     # vf-eval's own record: every rollout answered by the run's policy, none an error
     traces = [json.loads(line) for path in (folder / "vf-eval").rglob("traces.jsonl") for line in path.open()]
     assert traces and all(t.get("ok") for t in traces), traces[:1]
@@ -194,6 +209,8 @@ def test_every_seat_of_a_two_seat_env_trains_and_a_seat_that_never_played_does_n
     # the second seat's hands it forfeited without a turn: counted in the env log, never trained
     log = open(final["logs"]["env"], encoding="utf-8").read()
     assert "seat second: an episode with no sampled tokens" in log
+    # the deals where it played only some hands: pooled into groups of its own, not thrown away
+    assert "seat second played only some hands of a deal: its hands are pooled" in log
 
 
 def test_an_image_taskset_on_a_text_only_policy_is_refused_once_with_the_reason(vf_env, tmp_path):

@@ -266,6 +266,7 @@ class StatusReport(TypedDict):
     stalled_for_s: float | None
     health: HealthVerdict
     endpoint: str | None  # the run's OpenAI-compatible endpoint over its live policy (docs/verifiers.md)
+    endpoint_key_file: str | None  # the file holding the key that endpoint requires (a path, never the key)
     wandb_url: str | None
     log_paths: dict[str, str]
     sample_completions: SampleCompletions | None

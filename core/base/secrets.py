@@ -13,13 +13,35 @@ import os
 from contextvars import ContextVar
 
 from .errors import BadInput
-from .fsutil import open_regular
+from .fsutil import open_regular, read_regular_text
 from .paths import hermes_home
 
 SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
 # The local Tinker server's credential: made by the supervisor for each run (never read from .env,
 # never inherited), given to the server and the trainer through their environment only.
 LOCAL_TINKER_KEY_ENV = "TINKER_LOCAL_API_KEY"
+# The run's OpenAI-compatible endpoint (the trainer's inference server) requires this key as a bearer token
+# of every client but /health. The supervisor makes it for each run and gives it to the trainer and the
+# environment workers through their environment; clients outside the run (test-inference, vf-eval, any
+# OpenAI client) read it from the run folder's ENDPOINT_KEY_FILE, private to the user like .env.
+ENDPOINT_KEY_ENV = "HERMES_RL_ENDPOINT_KEY"
+ENDPOINT_KEY_FILE = "endpoint.key"
+# What config.yaml holds where the key goes: an Atropos environment's worker (dataplane/env_launch) puts the
+# key from its environment in its place, so no file holds the key but ENDPOINT_KEY_FILE.
+ENDPOINT_KEY_PLACEHOLDER = "$" + ENDPOINT_KEY_ENV
+# The credentials a supervisor makes for its run (variable names): children get only those their spec names.
+RUN_KEYS = (LOCAL_TINKER_KEY_ENV, ENDPOINT_KEY_ENV)
+
+
+def read_endpoint_key(run_folder: os.PathLike | str) -> str | None:
+    """The key of a live run's endpoint (its run folder's ENDPOINT_KEY_FILE), or None: the run has ended, or
+    predates keys."""
+    try:
+        text = read_regular_text(os.path.join(run_folder, ENDPOINT_KEY_FILE), limit=4096, follow=False)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text.strip() or None
+
 
 _reading_ours: ContextVar[bool] = ContextVar("hermes_rl_reading_env_file", default=False)
 

@@ -562,6 +562,8 @@ _STATUS_FULL = {
     "most frequent messages)}; a change of state, or a starting run's new reason, is reported at once",
     "endpoint": "the live run's OpenAI-compatible endpoint over its current policy (loopback; vf-eval and any "
     "OpenAI client sample it there), else null",
+    "endpoint_key_file": "the file holding the key the endpoint requires as a bearer token (a path; the key is "
+    "never in a report), else null",
     "wandb_url": "the W&B run URL when W&B is online, else null",
     "log_paths": "{process name: log file path}",
     "sample_completions": _SAMPLES,

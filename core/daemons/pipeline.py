@@ -24,7 +24,7 @@ from ..base.errors import BadInput
 from ..base.fsutil import atomic_write_json, atomic_write_text, file_lock, open_regular, read_json, read_regular_text
 from ..base.names import is_name
 from ..base.paths import PROCESS_NAME_RE, PROJECT_ROOT, ensure_private_dir, rl_dir
-from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
+from ..base.secrets import RUN_KEYS, SECRET_NAMES, redact
 from ..base.states import ProcState
 from . import launchers
 
@@ -190,7 +190,7 @@ def validate_spec(spec: ProcessSpec) -> None:
         raise _bad(f"process {name!r}: env must map strings to strings")
     if not isinstance(spec.secret_env, list) or not all(isinstance(s, str) for s in spec.secret_env):
         raise _bad(f"process {name!r}: secret_env must be a list of variable names")
-    leaked = sorted(k for k in spec.env if k in (*SECRET_NAMES, LOCAL_TINKER_KEY_ENV))
+    leaked = sorted(k for k in spec.env if k in (*SECRET_NAMES, *RUN_KEYS))
     if leaked:
         raise _bad(f"process {name!r}: secret {leaked[0]} must be named in secret_env, not given in env")
     for dep in spec.depends_on:

@@ -19,7 +19,7 @@ from ..base.failures import exception_line, exit_failure_line, failure_hint, fai
 from ..base.fsutil import atomic_write_json, open_append_fd, open_regular, read_regular_text
 from ..base.paths import ensure_private_dir, process_log_path
 from ..base.polling import poll_until
-from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, redact
+from ..base.secrets import RUN_KEYS, SECRET_NAMES, redact
 from ..base.states import ProcState
 from . import launchers, procscan
 from .launchers import LauncherError
@@ -39,7 +39,7 @@ WARM_RUNTIME_ONLY_ENV = frozenset(
         "HERMES_ENV_METRICS",
         "TINKER_TELEMETRY",
         "PYTHONPATH",
-        LOCAL_TINKER_KEY_ENV,
+        *RUN_KEYS,
         *SECRET_NAMES,
     }
 )
@@ -122,14 +122,14 @@ class Proc:
 
     # ------------------------------------------------------------ starting
 
-    def child_env(self, local_tinker_key: str) -> dict[str, str]:
+    def child_env(self, run_keys: dict[str, str]) -> dict[str, str]:
         """Our environment less our secrets and markers, plus the secrets its spec names, its spec's
         variables and the run's markers (how procscan finds it and everything it starts)."""
-        hidden = (*SECRET_NAMES, LOCAL_TINKER_KEY_ENV, procscan.SUPERVISOR_MARKER)
+        hidden = (*SECRET_NAMES, *RUN_KEYS, procscan.SUPERVISOR_MARKER)
         env = {k: v for k, v in os.environ.items() if k not in hidden}
         env.setdefault("PYTHONUNBUFFERED", "1")
         for name in self.spec.secret_env:
-            value = local_tinker_key if name == LOCAL_TINKER_KEY_ENV else os.environ.get(name)
+            value = run_keys[name] if name in RUN_KEYS else os.environ.get(name)
             if value:
                 env[name] = value
         env.update(self.spec.env)
@@ -138,7 +138,7 @@ class Proc:
         env["HERMES_RL_RUN_ID"] = self.run_id
         return env
 
-    def spawn(self, *, local_tinker_key: str, trackers: dict, warm: WarmStarts | None):
+    def spawn(self, *, run_keys: dict[str, str], trackers: dict, warm: WarmStarts | None):
         """`trackers`: the run's tracker of each launcher that has one (by name)."""
         """Start its next attempt (a header line in its log first); the handle, or StartFailed."""
         self.restart_at = None
@@ -160,7 +160,7 @@ class Proc:
                     self.name,
                     spec.argv,
                     cwd=cwd,
-                    env=self.child_env(local_tinker_key),
+                    env=self.child_env(run_keys),
                     log_fd=fd,
                     log=self.log,
                     settings=spec.settings,
@@ -338,7 +338,7 @@ def move_port(proc: Proc, procs: dict[str, Proc], run: dict) -> str:
     )
 
 
-def start_run_warm(procs: dict[str, Proc], local_tinker_key: str, on_change) -> tuple[WarmStarts | None, str]:
+def start_run_warm(procs: dict[str, Proc], run_keys: dict[str, str], on_change) -> tuple[WarmStarts | None, str]:
     """One warm server for the run, importing what its processes' start-ups import (their specs' `warm`
     lists), started at once so that it is ready by the time they may start (HERMES_RL_WARM_START=0: off).
     Returns it (None: no process wants one) and the words of the run's `warm` event."""
@@ -346,7 +346,7 @@ def start_run_warm(procs: dict[str, Proc], local_tinker_key: str, on_change) -> 
     if not wanting or os.environ.get(WARM_START_ENV, "1") == "0":
         return None, ""
     preload = list(dict.fromkeys(m for p in wanting for m in p.spec.warm))
-    base = wanting[0].child_env(local_tinker_key)
+    base = wanting[0].child_env(run_keys)
     env = {k: v for k, v in base.items() if k not in WARM_RUNTIME_ONLY_ENV}
     warm = WarmStarts(preload, env, WARM_RUNTIME_ONLY_ENV, on_change=on_change)
     if warm.borrowed:

@@ -37,9 +37,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..base.failures import ENDS_A_WORKER, exception_type, repeats_on_restart
-from ..base.fsutil import read_json
+from ..base.fsutil import atomic_write_text, read_json
 from ..base.paths import ensure_private_dir, validate_run_id
 from ..base.paths import run_dir as run_dir_of
+from ..base.secrets import ENDPOINT_KEY_ENV, ENDPOINT_KEY_FILE, LOCAL_TINKER_KEY_ENV
 from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, ProcState, RunStatus
 from . import launchers, procscan
 from .alerts import AlertMonitor
@@ -80,9 +81,13 @@ class Supervisor:
             for dep, condition in spec.depends_on:
                 if condition == "completed":
                     self.procs[dep].one_shot = True
-        # The local Tinker server's credential for this run: in memory and in the environment of the
-        # processes that name it in secret_env, nowhere else (no argv, log or state file).
-        self.local_tinker_key = "tml-local-" + secrets.token_urlsafe(24)
+        # The run's credentials: the local Tinker server's, in memory and in the environment of the processes
+        # that name it in secret_env, nowhere else (no argv, log or state file); the endpoint's, also in the
+        # run folder's private key file for its clients outside the run (written at start, removed at the end).
+        self.run_keys = {
+            LOCAL_TINKER_KEY_ENV: "tml-local-" + secrets.token_urlsafe(24),
+            ENDPOINT_KEY_ENV: "hrl-" + secrets.token_urlsafe(24),
+        }
         self.stop_requests = 0  # 1: stop in order; 2: stop now (SIGKILL without waiting)
         self.first_stop_at = 0.0
         self.requests_pending = True  # look at control/ once at start: a request may predate us
@@ -153,7 +158,7 @@ class Supervisor:
     # ------------------------------------------------------------ warm starts
 
     def start_warm(self) -> None:
-        self.warm, message = start_run_warm(self.procs, self.local_tinker_key, on_change=self._wake)
+        self.warm, message = start_run_warm(self.procs, self.run_keys, on_change=self._wake)
         if self.warm is not None:
             self.event("warm", message)
 
@@ -173,7 +178,7 @@ class Supervisor:
             old, message = proc.port, move_port(proc, self.procs, self.run)
             self.event("port", message, process=proc.name, old=old, new=proc.port)
         try:
-            handle = proc.spawn(local_tinker_key=self.local_tinker_key, trackers=self.trackers, warm=self.warm)
+            handle = proc.spawn(run_keys=self.run_keys, trackers=self.trackers, warm=self.warm)
         except StartFailed as exc:
             self.start_failed(proc, str(exc), retry=exc.retry)
             return
@@ -349,6 +354,7 @@ class Supervisor:
                 self.stop_process(proc)
         self.close_warm()  # before the sweep: it carries the run's marker
         self.sweep()
+        self.forget_endpoint_key()
         self.record.set_status(final, reason)
         self.finished = True
 
@@ -415,10 +421,16 @@ class Supervisor:
         }
         self.watchdog.start()
         self.record.reserve_space()
+        atomic_write_text(self.dir / ENDPOINT_KEY_FILE, self.run_keys[ENDPOINT_KEY_ENV] + "\n", mode=0o600)
         self.record.write_now()
         self.event(
             "supervisor", f"supervisor started (pid {os.getpid()}, watchdog pid {self.watchdog.pid})", pid=os.getpid()
         )
+
+    def forget_endpoint_key(self) -> None:
+        """The endpoint ended with its processes: its key file goes too."""
+        with contextlib.suppress(OSError):
+            (self.dir / ENDPOINT_KEY_FILE).unlink()
 
     def install_signals(self) -> None:
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
@@ -460,6 +472,7 @@ class Supervisor:
             self.sweep()
         except Exception:  # noqa: BLE001
             pass
+        self.forget_endpoint_key()
         for proc in self.procs.values():
             if proc.state in PROC_NOT_ENDED:
                 proc.state = ProcState.STOPPED

@@ -18,6 +18,7 @@ from ..base.errors import HermesError
 from ..base.formatting import human_duration
 from ..base.fsutil import epoch_seconds
 from ..base.names import is_ascii_digits
+from ..base.paths import run_dir
 from ..base.records import (
     EnvironmentSummary,
     MetricsSummary,
@@ -28,6 +29,7 @@ from ..base.records import (
     StartedRun,
     StatusReport,
 )
+from ..base.secrets import ENDPOINT_KEY_FILE
 from ..base.states import FINAL, HEADLINE_METRICS, Metric, RunStatus
 from ..daemons.audit import cached_audit
 from ..readers import metrics, rollouts
@@ -76,6 +78,12 @@ def endpoint(run: RunView) -> str | None:
     if run.get("status") not in (RunStatus.STARTING, RunStatus.RUNNING) or not isinstance(port, int):
         return None
     return f"http://127.0.0.1:{port}/v1"
+
+
+def endpoint_key_file(run: RunView) -> str | None:
+    """The file holding the key the live run's endpoint requires (a bearer token), or None."""
+    path = run_dir(run["run_id"]) / ENDPOINT_KEY_FILE
+    return str(path) if endpoint(run) is not None and path.is_file() else None
 
 
 def wandb_url(run: RunView) -> str | None:
@@ -269,6 +277,7 @@ def status_report_of(run: RunView, *, steps: NextSteps = NextSteps(), now: float
         "stalled_for_s": _finite(run.get("stalled_for_s")) if stalled else None,
         "health": health,
         "endpoint": endpoint(run),
+        "endpoint_key_file": endpoint_key_file(run),
         "wandb_url": wandb_url(run),
         "log_paths": log_paths(run),
         "sample_completions": sample_completions(run["run_id"]),

@@ -15,7 +15,7 @@ from ..base import prices
 from ..base.errors import BadInput, HermesError
 from ..base.fsutil import open_regular
 from ..base.paths import run_dir, validate_run_id
-from ..base.secrets import refuse_secret_values
+from ..base.secrets import ENDPOINT_KEY_PLACEHOLDER, refuse_secret_values
 from ..envs.discovery import EnvInfo
 from ..envs.fields import (
     DEFAULT_WANDB_PROJECT,
@@ -180,7 +180,8 @@ def build_run_config(
     server: ServerConfig = {
         "model_name": locked["base_model"],
         "base_url": f"http://{address}:{ports['inference']}/v1",
-        "api_key": "x",  # the trainer's own inference server: a dummy, never a real key
+        # the run's endpoint key: its worker (dataplane/env_launch) puts the key from its environment here
+        "api_key": ENDPOINT_KEY_PLACEHOLDER,
         # The trainer's server speaks SGLang's /generate (token ids + logprobs, which Atropos'
         # managed server needs) and needs no 1 Hz health pings.
         "server_type": "sglang",

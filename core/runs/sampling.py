@@ -159,13 +159,14 @@ def prompt_format(checkpoint: dict, chat: bool | None = None) -> tuple[bool, str
     return True, "the model's chat template; --raw sends the prompt as it is"
 
 
-def _post_json(url: str, body: dict, deadline_s: float) -> dict:
+def _post_json(url: str, body: dict, deadline_s: float, key: str) -> dict:
     parsed = urllib.parse.urlparse(url)
     if not parsed.hostname:
         raise http.client.InvalidURL(f"no host in {url!r}")
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=deadline_s)
     try:
-        conn.request("POST", parsed.path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+        conn.request("POST", parsed.path, body=json.dumps(body), headers=headers)
         response = conn.getresponse()
         data = response.read(16 << 20)
     except (OSError, http.client.HTTPException) as exc:
@@ -220,11 +221,14 @@ def sample_prompt(
                 server.base_url + "/chat/completions",
                 params | {"messages": [{"role": "user", "content": prompt}]},
                 SAMPLE_DEADLINE_S,
+                server.key,
             )
             choices = answer.get("choices", [])
             texts = [((c.get("message") or {}).get("content"), c.get("finish_reason")) for c in choices]
         else:
-            answer = _post_json(server.base_url + "/completions", params | {"prompt": prompt}, SAMPLE_DEADLINE_S)
+            answer = _post_json(
+                server.base_url + "/completions", params | {"prompt": prompt}, SAMPLE_DEADLINE_S, server.key
+            )
             texts = [(c.get("text"), c.get("finish_reason")) for c in answer.get("choices", [])]
     finally:
         server.stop()

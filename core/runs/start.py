@@ -42,7 +42,7 @@ from ..base.paths import (
     saved_checkpoint_folder,
 )
 from ..base.records import RunRecord, StartedRun
-from ..base.secrets import SECRET_NAMES, refuse_secret_values, secret_env
+from ..base.secrets import ENDPOINT_KEY_PLACEHOLDER, SECRET_NAMES, refuse_secret_values, secret_env
 from ..base.states import ACTIVE, FINAL, RunStatus
 from ..daemons import launchers, procscan
 from ..daemons.launchers import without_commands
@@ -579,6 +579,7 @@ def _resumed_config(config: dict, run_id: str, ports: dict, resume: dict) -> Run
     env["env_metrics_path"] = str(folder / "env_metrics.jsonl")
     for server in out.get("openai") or []:
         server["base_url"] = f"http://{address}:{ports['inference']}/v1"
+        server["api_key"] = ENDPOINT_KEY_PLACEHOLDER  # this run's key (a parent's config may predate keys)
     tinker["checkpoint_dir"] = str(folder / "checkpoints")
     if backend.get("kind") == "local":
         backend["base_url"] = f"http://127.0.0.1:{ports['tinker']}"

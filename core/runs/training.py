@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.paths import models_dir
-from ..base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES, get_key
+from ..base.secrets import ENDPOINT_KEY_ENV, LOCAL_TINKER_KEY_ENV, RUN_KEYS, SECRET_NAMES, get_key
 from ..daemons import procscan
 from ..daemons.log_watch import REGISTERED
 from ..daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
@@ -80,7 +80,7 @@ def keep_runs_warm(enabled: bool = True) -> None:
     run's processes import, so that each run it starts forks its warm server from it instead of importing
     everything again (daemons.warm.base). The base is this process's child and ends with it (or here,
     disabled); the runs' servers do not."""
-    hidden = {*SECRET_NAMES, LOCAL_TINKER_KEY_ENV, procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER}
+    hidden = {*SECRET_NAMES, *RUN_KEYS, procscan.MARKER, procscan.PROCESS_MARKER, procscan.SUPERVISOR_MARKER}
     env = {k: v for k, v in os.environ.items() if k not in hidden}
     env.update({k: v for k, v in run_env(local=True).items() if k not in warm_base.RUNTIME_ONLY_ENV})
     preload = [*WARM_TINKER_LOCAL, *WARM_TRAINER, *WARM_ENVIRONMENT, *WARM_RUN_API, *WARM_POLICY]
@@ -112,7 +112,8 @@ def training_pipeline(
     address = workers.get("address") or LOOPBACK
 
     common_env = run_env(local)
-    secrets = ["WANDB_API_KEY"] + ([LOCAL_TINKER_KEY_ENV] if local else ["TINKER_API_KEY"])
+    # the trainer serves the run's endpoint, which requires ENDPOINT_KEY_ENV of the environments it serves
+    secrets = ["WANDB_API_KEY", ENDPOINT_KEY_ENV] + ([LOCAL_TINKER_KEY_ENV] if local else ["TINKER_API_KEY"])
 
     specs: list[ProcessSpec] = []
     trainer_deps = [("api", "ready")]
@@ -226,7 +227,7 @@ def _env_spec(name, python, env_file, config_path, root, env_vars, local, worker
         argv=[python, "-m", "hermes_rl.dataplane.env_launch", env_file, "serve", "--config", config_path],
         cwd=(root.cwd if root is not None else "") or None,
         env=env_vars,
-        secret_env=["WANDB_API_KEY"],
+        secret_env=["WANDB_API_KEY", ENDPOINT_KEY_ENV],  # the key of the run's endpoint, which it samples
         # Started alongside the trainer, not after it: its imports take ~10 s of CPU, and run-api
         # itself holds it back ("wait for trainer to start") until the trainer has registered and
         # asked for its first batch, so it never gets work before the trainer is there.

@@ -57,7 +57,7 @@ from ..base.fsutil import (
 )
 from ..base.http_deadline import request_within
 from ..base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
-from ..base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
+from ..base.secrets import ENDPOINT_KEY_ENV, SECRET_NAMES, get_key, read_endpoint_key, redact, refuse_secret_values
 from ..daemons.launchers.local import LocalProcess, start_local
 from ..daemons.spawn import end_group
 from ..daemons.warm.client import WARM_START_ENV, WarmStarts
@@ -94,6 +94,7 @@ class Target:
     model_dir: str = ""  # "offline": the model folder the test serves itself (base_url is set once it runs)
     profile: str | None = None  # the profile whose values configure the environment (None: the selected one)
     checkpoint: dict | None = None  # "checkpoint": the saved checkpoint served (core.runs.sampling.find_checkpoint)
+    key: str | None = None  # what the child sends as OPENAI_API_KEY to our own endpoints (a run's, PolicyServer's)
 
     def public(self) -> dict:
         return {
@@ -332,6 +333,7 @@ def resolve_target(models: list[str] | None, base_url: str | None) -> Target:
         f"on base model {Path(local_model).name})",
         policy=f"run {run_id} policy @ {at}",
         profile=run_profile,
+        key=read_endpoint_key(run_dir(run_id)),
     )
 
 
@@ -520,6 +522,9 @@ class PolicyServer:
                     )
                 self.env = {k: v for k, v in self.env.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
                 self.env["TINKER_API_KEY"] = key
+        # its clients send this key (the trainer's inference server's rule, offline_policy passes it on)
+        self.key = "hrl-" + _secrets.token_urlsafe(24)
+        self.env[ENDPOINT_KEY_ENV] = self.key
         self.log_path = log_path
         self.proc: LocalProcess | None = None
         self.base_url = ""
@@ -697,7 +702,7 @@ class InferenceTest:
 
     def _child_env(self) -> dict[str, str]:
         env = child_base_env()
-        key = None
+        key = self.target.key
         if self.target.key_name == "OPENAI_API_KEY":
             key = os.environ.get("OPENAI_API_KEY")
         elif self.target.key_name:
@@ -749,6 +754,7 @@ class InferenceTest:
         for stage in server.start(self._cancelled, self._warm_when_ready()):
             yield {"event": "progress", "test_id": self.test_id, "model": self.target.models[0], "stage": stage}
         self.target.base_url = server.base_url
+        self.target.key = server.key
 
     def _served_nothing(self, model: str, server: PolicyServer) -> ModelResult:
         """The result of a model whose server failed before any environment ran."""

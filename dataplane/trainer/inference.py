@@ -16,6 +16,9 @@ Endpoints (127.0.0.1 only):
                                sends its trace id), each turn handed out once, so a verifiers episode trains on
                                exactly the tokens it was given
 
+With a key (start_server's, the run's ENDPOINT_KEY_ENV), every endpoint but /health requires it as
+`Authorization: Bearer KEY`.
+
 Every request samples once through the *current* Tinker sampling client with
 num_samples=n, so a whole GRPO group costs one round trip to the Tinker server.
 """
@@ -23,6 +26,7 @@ num_samples=n, so a whole GRPO group costs one round trip to the Tinker server.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import threading
@@ -32,6 +36,8 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from aiohttp import web
+
+from hermes_rl.core.base.secrets import ENDPOINT_KEY_ENV, ENDPOINT_KEY_FILE
 
 log = logging.getLogger("trainer.inference")
 
@@ -449,8 +455,31 @@ async def stream_chat(request: web.Request, completion: dict, data: dict) -> web
 SHUTDOWN_GRACE_S = 0.1
 
 
-async def start_server(policy: Policy, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(build_app(policy), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
+def require_key(key: str) -> Callable:
+    """Every request but /health carries `Authorization: Bearer KEY` (what OpenAI clients send), else 401 in
+    OpenAI's error form."""
+    expected = f"Bearer {key}".encode()
+
+    @web.middleware
+    async def credential(request: web.Request, handler: Callable) -> Any:
+        given = request.headers.get("Authorization", "").encode()
+        if request.path == "/health" or hmac.compare_digest(given, expected):
+            return await handler(request)
+        message = (
+            f"missing or wrong API key: this endpoint takes the run's key as a bearer token (the {ENDPOINT_KEY_ENV} "
+            f"variable of the run's processes, or the run folder's {ENDPOINT_KEY_FILE})"
+        )
+        return web.json_response({"error": {"message": message, "type": "invalid_api_key"}}, status=401)
+
+    return credential
+
+
+async def start_server(policy: Policy, host: str, port: int, key: str | None = None) -> web.AppRunner:
+    """The server on host:port; with `key`, every client but /health's must send it (require_key)."""
+    app = build_app(policy)
+    if key:
+        app.middlewares.insert(0, require_key(key))
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -20,7 +20,7 @@ import time
 import traceback
 
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
-from hermes_rl.core.base.secrets import LOCAL_TINKER_KEY_ENV
+from hermes_rl.core.base.secrets import ENDPOINT_KEY_ENV, LOCAL_TINKER_KEY_ENV
 
 from . import grpo, tinker_link
 from .digest_keeper import DigestKeeper
@@ -233,8 +233,14 @@ class Trainer:
         )
 
         await self.register()
-        self.runner = await start_server(self.policy, s.inference_host, s.inference_port)
-        log.info("inference server on http://%s:%d (health: /health)", s.inference_host, s.inference_port)
+        key = os.environ.get(ENDPOINT_KEY_ENV) or None
+        self.runner = await start_server(self.policy, s.inference_host, s.inference_port, key)
+        log.info(
+            "inference server on http://%s:%d (health: /health)%s",
+            s.inference_host,
+            s.inference_port,
+            "" if key else f"; no {ENDPOINT_KEY_ENV}: it asks its clients for no key",
+        )
         self.wandb = WandbLogger(s)
 
     async def register(self) -> None:

@@ -176,6 +176,8 @@ def cmd_status(args) -> Any:
         console.print(f"  W&B: {safe(status['wandb_url'])}")
     if status.get("endpoint"):
         console.print(f"  endpoint: {safe(status['endpoint'])} (OpenAI-compatible, the live policy)")
+        if status.get("endpoint_key_file"):
+            console.print(f"  endpoint key: send the key in {safe(status['endpoint_key_file'])} as a bearer token")
     # where each runs, in its launcher's words, once any runs elsewhere than here
     elsewhere = any((proc.get("launcher") or "local") != "local" for proc in status["processes"])
     table = Table(
