@@ -57,7 +57,15 @@ from ..base.fsutil import (
 )
 from ..base.http_deadline import request_within
 from ..base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
-from ..base.secrets import ENDPOINT_KEY_ENV, SECRET_NAMES, get_key, read_endpoint_key, redact, refuse_secret_values
+from ..base.secrets import (
+    ENDPOINT_KEY_ENV,
+    ENDPOINT_KEY_PLACEHOLDER,
+    SECRET_NAMES,
+    get_key,
+    read_endpoint_key,
+    redact,
+    refuse_secret_values,
+)
 from ..daemons.launchers.local import LocalProcess, start_local
 from ..daemons.spawn import end_group
 from ..daemons.warm.client import WARM_START_ENV, WarmStarts
@@ -696,6 +704,8 @@ class InferenceTest:
             # then records the tokens the model wrote; over /v1 it records placeholder ids (0, 1, 2, …),
             # whose decoded "messages" are the tokenizer's first entries, not the answers.
             server.update(server_type="sglang", tokenizer_name=env.get("tokenizer_name"))
+            # atroposlib's SGLang client sends config.api_key only (env_launch puts the server's key here)
+            server["api_key"] = ENDPOINT_KEY_PLACEHOLDER
         path = model_dir / "config.yaml"
         atomic_write_text(path, yaml.safe_dump({"env": env, "openai": [server]}, sort_keys=False))
         return path
@@ -708,6 +718,8 @@ class InferenceTest:
         elif self.target.key_name:
             key = get_key(self.target.key_name)
         env["OPENAI_API_KEY"] = key or "EMPTY"  # the client insists on some key; local servers ignore it
+        if self.target.key:  # our own endpoint's key, for clients that read it there (env_launch)
+            env[ENDPOINT_KEY_ENV] = self.target.key
         # Environments that collect through atroposlib's ManagedServer need token ids, which an OpenAI
         # endpoint does not give; for scoring (not training) atroposlib's placeholder ids are fine.
         env["ATROPOS_ALLOW_DUMMY_MANAGED_SERVER"] = "1"
