@@ -362,7 +362,30 @@ def describe_taskset(taskset_id: str, module_name: str, dist: str | None, versio
         row["seats"] = list(_agent_fields(env_type))
     except BaseException as exc:
         row["error"] = f"{type(exc).__name__}: {_first_line(str(exc))}"[:500]
+        return row
+    if not row["refused"] and not any(f.get("required") for f in row["fields"]):
+        problem = _first_task_problem(vf_id, env_type)
+        if problem:
+            row["refused"] = f"its tasks cannot be made here with its default settings: {problem}"[:500]
     return row
+
+
+def _first_task_problem(vf_id: str, env_type: type) -> str | None:
+    """Why the taskset's first task cannot be made with its defaults, as a worker would make it (a hub dataset
+    offline, a missing corpus), or None: refused at `start`, not by a worker a minute later."""
+    from verifiers.v1.utils import loaders
+
+    data: dict = {"taskset": {"id": vf_id}}
+    for seat, default in _agent_fields(env_type).items():
+        data[seat] = {"runtime": {"type": "subprocess"}} | ({} if default.harness else {"harness": {"id": "null"}})
+    try:
+        env = loaders.environment_class(vf_id)(env_type.model_validate(data))
+        next(iter(env.taskset))
+    except TimeoutError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - whatever stops its tasks is the reason, in one line
+        return _one_line(exc)
+    return None
 
 
 def _exported(module: types.ModuleType, base: type) -> type | None:

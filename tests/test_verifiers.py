@@ -128,8 +128,13 @@ def test_start_refuses_sandboxed_old_api_and_broken_tasksets_in_one_line(vf_env)
     with pytest.raises(BadInput) as broken:
         runs.start_run("hermes-vf-broken", "local")
     assert "hermes_vf_no_such_module" in broken.value.message
+    with pytest.raises(BadInput) as corpus:  # its tasks cannot be made here: said at start, with the reason
+        runs.start_run("hermes-vf-corpus", "local")
+    assert "cannot be made here" in corpus.value.message and "hermes-vf-words/words.txt" in corpus.value.message
+    assert "corpus installed" in (corpus.value.hint or "")
     started = _cli("start", "--env", "hermes-vf-boxed", "--profile", "local")
     assert started.returncode != 0 and "Traceback" not in started.stderr
+    assert not runs.list_runs()  # refused before anything started
 
 
 @pytest.mark.slow

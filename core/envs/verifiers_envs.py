@@ -240,7 +240,11 @@ def check_required(env, values: dict) -> None:
 def check_trainable(env) -> None:
     """BadInput with the one-line reason when a listed taskset cannot train here."""
     if getattr(env, "refused", None):
+        tasks = "tasks cannot be made" in env.refused
         raise BadInput(
             f"verifiers taskset {env.id!r} cannot train here: {env.refused}",
-            hint="tasksets are served through plain chat here; sandboxed and tool-server tasksets need prime-rl",
+            hint="a hub dataset must be in the local Hugging Face cache (load it once where the hub is reachable), "
+            "a corpus installed"
+            if tasks
+            else "tasksets are served through plain chat here; sandboxed and tool-server tasksets need prime-rl",
         )
