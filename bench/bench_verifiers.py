@@ -2,14 +2,15 @@
 
     nice -n 10 .venv/bin/python bench/bench_verifiers.py               # local profile, 12 steps each
     nice -n 10 .venv/bin/python bench/bench_verifiers.py --steps 20 --group-size 8 --batch-size 16
+    nice -n 10 .venv/bin/python bench/bench_verifiers.py --profile smollm2 --steps 6 --tokens 32   # a real model
 
 The task: single-digit addition asked in the model's chat template, reward 1 for the number alone
 (environments/toy_addition with `chat: true`, and tests/data/vf_tasksets/hermes-vf-addition, which asks
-the same question with the same reward). Both runs use the local profile on the same tiny model, one after
-the other, with the same group and batch sizes and 6 completion tokens. Figures: the mean of each step
-phase the trainer records (metrics.jsonl's time/*_s), steps 2..N (step 1 includes the environment's
-start-up), and the verifiers/Atropos ratio of time/step_s. The verifiers venv is the test suite's
-(tests/fixtures_verifiers.py: made once per machine).
+the same question with the same reward). Both runs use one profile (the local profile's tiny model, or
+--profile smollm2), one after the other, with the same group and batch sizes and completion tokens.
+Figures: the mean of each step phase the trainer records (metrics.jsonl's time/*_s), steps 2..N (step 1
+includes the environment's start-up), and the verifiers/Atropos ratio of time/step_s. The verifiers venv is
+the test suite's (tests/fixtures_verifiers.py: made once per machine).
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def _run(env: str, overrides: dict, timeout: float) -> list[dict]:
+def _run(env: str, profile: str, overrides: dict, timeout: float) -> list[dict]:
     from hermes_rl.core import runs
     from hermes_rl.core.base.fsutil import read_jsonl
     from hermes_rl.core.base.paths import run_dir
 
-    started = runs.start_run(env, "local", overrides)
+    started = runs.start_run(env, profile, overrides)
     run_id = started["run_id"]
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -54,13 +55,15 @@ def main() -> int:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--profile", default="local", help="local (the tiny model) or smollm2")
+    parser.add_argument("--tokens", type=int, default=6, help="completion tokens")
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="bench-verifiers-"))
     os.environ["HERMES_HOME"] = str(home)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("WANDB_MODE", "offline")
-    from hermes_rl.core.base.paths import models_dir, profiles_dir
+    from hermes_rl.core.base.paths import models_dir
     from hermes_rl.core.base.states import STEP_PHASES
     from hermes_rl.core.envs import verifiers_envs
     from hermes_rl.dataplane.tiny_model import ensure_model
@@ -68,19 +71,24 @@ def main() -> int:
 
     python = ensure_verifiers_venv()
     os.environ[verifiers_envs.ENV_PYTHON_VAR] = str(python)
-    ensure_model(models_dir() / "tiny-toy")
-    profiles_dir().mkdir(parents=True, exist_ok=True)
-    (profiles_dir() / "local.yaml").write_text(f"total_steps: {args.steps}\n")
-    shape = {"group_size": args.group_size, "batch_size": args.batch_size}
+    if args.profile == "local":
+        ensure_model(models_dir() / "tiny-toy")
+    shape = {"group_size": args.group_size, "batch_size": args.batch_size, "total_steps": args.steps}
+    tokens = args.tokens
     results = {
         "atropos (toy_addition, chat)": _run(
-            "toy_addition", {**shape, "chat": True, "max_completion_tokens": 6}, args.timeout
+            "toy_addition", args.profile, {**shape, "chat": True, "max_completion_tokens": tokens}, args.timeout
         ),
-        "verifiers (hermes-vf-addition)": _run("hermes-vf-addition", {**shape, "max_tokens": 6}, args.timeout),
+        "verifiers (hermes-vf-addition)": _run(
+            "hermes-vf-addition", args.profile, {**shape, "max_tokens": tokens}, args.timeout
+        ),
     }
     keys = ["time/step_s", *STEP_PHASES]
     load = os.getloadavg()[0]
-    print(f"{args.steps} steps each, group {args.group_size}, batch {args.batch_size}, load {load:.1f}")
+    print(
+        f"{args.profile}: {args.steps} steps each, group {args.group_size}, batch {args.batch_size}, "
+        f"{tokens} tokens, load {load:.1f}"
+    )
     print("| | " + " | ".join(k.removeprefix("time/") for k in keys) + " | reward/mean | sequences trained |")
     print("| --- |" + " ---: |" * (len(keys) + 2))
     means = {}
