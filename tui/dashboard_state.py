@@ -19,6 +19,8 @@ from .textual_compat import add_line_filter
 from .widgets.header import HeaderBar
 
 if TYPE_CHECKING:
+    from hermes_rl.core.base.records import RunSummary
+
     from .live import LiveUpdater
 
 PaneT = TypeVar("PaneT", bound=Widget)
@@ -44,7 +46,7 @@ class DashboardState(App):
         self.stall_after_s = stall_after_s  # None: core.runs' threshold ($HERMES_RL_STALL_S, default 900 s)
         self.sample_hz = sample_hz
         self.environments: list[Any] = []  # core's environment records (backend.discover_environments)
-        self.runs: list[dict] = []
+        self.runs: list[RunSummary] = []
         self.selected_run: str | None = None
         self.selected_env: str | None = None
         self._statuses: dict[str, Any] = {}

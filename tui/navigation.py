@@ -58,9 +58,12 @@ class Navigation(DashboardState):
 
     def action_filter(self) -> None:
         pane = self._current_pane()
-        # Filter the runs from anywhere else; the logs pane searches.
-        target = {1: EnvironmentsPane, 3: RunsPane, 5: LogsPane}.get(pane, RunsPane)
-        self.pane(target).start_filter()
+        if pane == 1:
+            self.pane(EnvironmentsPane).start_filter()
+        elif pane == 5:
+            self.pane(LogsPane).start_filter()  # the logs pane searches
+        else:
+            self.pane(RunsPane).start_filter()  # the runs, from anywhere else
 
     def action_zoom(self) -> None:
         screen = self.screen

@@ -5,8 +5,8 @@ the user as one line."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from textual.css.query import NoMatches
 from textual.worker import Worker, WorkerState
@@ -111,11 +111,11 @@ class MessageRouting(Navigation, EnvironmentSelection, RunControl):
         pane = self.pane(RunsPane)
         pane.update_runs(message.runs, message.sparks, message.stalled, message.queued)
         self.pane(EnvironmentsPane).show_running(
-            {r["environment"] for r in message.runs if r.get("environment") and r.get("status") not in FINAL}
+            {env for r in message.runs if (env := r.get("environment")) and r.get("status") not in FINAL}
         )
         self.header.stalled = sorted(message.stalled)
         self.header.unhealthy = [
-            (r["run_id"], r["health"]["reason"]) for r in message.runs if (r.get("health") or {}).get("reason")
+            (r["run_id"], why) for r in message.runs if (why := (r.get("health") or {}).get("reason"))
         ]
         self.header.stall_after_s = message.stall_after_s
         self._update_run_line()
@@ -190,7 +190,7 @@ class MessageRouting(Navigation, EnvironmentSelection, RunControl):
         if self.selected_run is None:
             header.run_line = None
         else:
-            run = next((r for r in self.runs if r["run_id"] == self.selected_run), {})
+            run: Mapping[str, Any] = next((r for r in self.runs if r["run_id"] == self.selected_run), {})
             step, total = run.get("step"), run.get("total_steps")
             header.run_line = f"{self.selected_run} {run.get('environment') or ''} {run.get('status', '')}" + (
                 f" step {step}/{total}" if step is not None else ""

@@ -4,6 +4,9 @@ and does the work in a worker; a failure reaches the user as one line (tui/routi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from textual import work
 
 from hermes_rl.core.base.states import RECORDED_FINAL, RunStatus
@@ -134,7 +137,7 @@ class RunControl(DashboardState):
         if not run_id:
             self.notify("no run selected", severity="warning")
             return
-        run = next((r for r in self.runs if r["run_id"] == run_id), {})
+        run: Mapping[str, Any] = next((r for r in self.runs if r["run_id"] == run_id), {})
         if run.get("status") in RECORDED_FINAL:  # a lost run can still be stopped (its leftovers)
             self.notify(f"run {run_id} is already {run.get('status')}", timeout=3)
             return
@@ -176,7 +179,7 @@ class RunControl(DashboardState):
     def _restart_worker(self, run_id: str, name: str) -> None:
         self.call_from_thread(self.notify, f"restarting {name} of {run_id}…", timeout=2)
         run = backend.restart_process(run_id, name)
-        proc = next((p for p in run.get("processes") or [] if p.get("name") == name), {})
+        proc: Mapping[str, Any] = next((p for p in run.get("processes") or [] if p.get("name") == name), {})
         self.call_from_thread(
             self.notify,
             f"{name} restarted: pid {proc.get('pid')}, {proc.get('state')}, {proc.get('restarts', 0)} restart(s)",
