@@ -5,6 +5,8 @@
     .venv/bin/python bench/bench_tui.py rollouts --seconds 150   # 2.5 min in each view
 
 - startup: cold start (new interpreter) to the first frame, vs. a one-widget Textual app.   goal ≤ 1.0 s
+           With --against TREE (another checkout, e.g. `git worktree add /tmp/base main`), also that
+           tree's dashboard, interleaved with this one's: the ratio of their first frames.
 - idle:    CPU of the dashboard watching one live run (1 metric + 2 log lines per second).  goal ≤ 3 % of a core
 - flood:   a log growing at 20,000 lines/s: key-press latency and RSS while following it.  goals ≤ 100 ms, ≤ 200 MB
 - metric:  a metric row appended → shown in the metrics pane.                               goal ≤ 0.5 s
@@ -133,12 +135,12 @@ Hello().run(headless=True, size=(160, 48))
 """
 
 
-def spawn_until_frame(code: str) -> tuple[float, float]:
+def spawn_until_frame(code: str, env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall seconds from spawn to the FRAME line, wall seconds from spawn to exit). The frame is read as
     it is printed: shutting down (joining workers that started after the frame) is not start-up."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [PY, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+        [PY, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or os.environ.copy()
     )
     frame = None
     try:
@@ -161,8 +163,33 @@ def bench_startup() -> None:
     home = fresh_home()
     try:
         _startup()
+        if AGAINST:
+            _startup_against(Path(AGAINST).resolve(), home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _startup_against(tree: Path, home: Path) -> None:
+    """This checkout's first frame against another checkout's, in turns (so load hits both alike). The
+    other tree is imported as hermes_rl through a folder of links put first on PYTHONPATH."""
+    package = home / "against" / "hermes_rl"
+    package.mkdir(parents=True)
+    for part in ("core", "tui", "dataplane", "environments"):
+        (package / part).symlink_to(tree / part, target_is_directory=True)
+    env = os.environ.copy()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package.parent), env.get("PYTHONPATH")]))
+    ours, theirs = [], []
+    for _ in range(ROUNDS):
+        ours.append(spawn_until_frame(CHILD_DASHBOARD % str(ROOT))[0])
+        theirs.append(spawn_until_frame(CHILD_DASHBOARD % str(tree), env)[0])
+    o, t = min(ours), min(theirs)
+    line(
+        f"first frame vs {tree.name} (best of {ROUNDS}, in turns)",
+        f"{o:.2f} s",
+        "≤ ×1.00",
+        f"{tree} {t:.2f} s (×{o / t:.2f}); medians {statistics.median(ours):.2f} s vs "
+        f"{statistics.median(theirs):.2f} s (×{statistics.median(ours) / statistics.median(theirs):.2f})",
+    )
 
 
 def _startup() -> None:
@@ -675,17 +702,21 @@ BENCHES = {
 
 
 SECONDS = 30.0  # each phase of `rollouts` (--seconds)
+AGAINST: str | None = None  # another checkout whose first frame `startup` also times (--against)
+ROUNDS = 3  # turns of each dashboard in `startup --against` (--rounds)
 
 
 def main() -> None:
-    global SECONDS
+    global SECONDS, AGAINST, ROUNDS
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("benches", nargs="*", choices=[[], *BENCHES], metavar="BENCH", help=", ".join(BENCHES))
     parser.add_argument("--seconds", type=float, default=SECONDS, help="each phase of `rollouts` (default 30)")
+    parser.add_argument("--against", metavar="TREE", help="startup: also time another checkout's dashboard, in turns")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="turns of each dashboard with --against (default 3)")
     args = parser.parse_args()
-    SECONDS = args.seconds
+    SECONDS, AGAINST, ROUNDS = args.seconds, args.against, args.rounds
     chosen = args.benches or list(BENCHES)
     print(
         f"hermes-rl dashboard bench — {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "

@@ -1,6 +1,6 @@
-"""The dashboard's shared state, under its parts (tui/navigation.py, tui/selection.py, tui/run_control.py,
-tui/routing.py, composed in tui/app.py): what is selected, the runs and environments shown, the live
-updater, and how a part finds a pane of the dashboard screen whatever screen is on top of it."""
+"""The state every part of the dashboard shares (what is selected, the runs and environments shown, the
+live updater) and how a part finds a pane whatever screen is on top. The parts (tui/navigation.py,
+tui/selection.py, tui/run_control.py, tui/routing.py) build on it; tui/app.py composes them."""
 
 from __future__ import annotations
 

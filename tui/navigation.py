@@ -1,5 +1,5 @@
-"""Moving about the dashboard: focus by pane, filter, zoom and help, and the views opened over it (a
-chart, step time, rollouts, a comparison, test inference)."""
+"""How the user moves about the dashboard (focus by pane, filter, zoom, help) and opens the views over it
+(a chart, step time, rollouts, a comparison, test inference)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What the dashboard does to runs: save the config draft and start a run of it, stop, resume, restart
-one process, derive a profile from a run, write its report. Each asks first where it cannot be undone,
-and does the work in a worker; a failure reaches the user as one line (tui/routing.py)."""
+"""The dashboard's actions on runs (save the config draft and start a run of it, stop, resume, restart one
+process, derive a profile from a run, write its report). Each asks first where it cannot be undone, and
+does the work in a worker; a failure reaches the user as one line (tui/routing.py)."""
 
 from __future__ import annotations
 
