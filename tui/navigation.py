@@ -9,7 +9,6 @@ from hermes_rl.core.base.states import STEP_PHASES, STEP_TIME
 
 from .dashboard_state import DashboardState
 from .keymap import keymap_path
-from .panes.compare import CompareScreen
 from .panes.config_editor import ConfigPane
 from .panes.environments import EnvironmentsPane
 from .panes.logs import LogsPane
@@ -99,6 +98,9 @@ class Navigation(DashboardState):
         self.push_screen(StepTimeScreen(self.pane(MetricsPane).rows))
 
     def compare_runs(self, run_ids: list[str], title: str | None = None) -> None:
+        # Like the two views below, the comparison screen (~2 ms with its chart module) loads when first opened.
+        from .panes.compare import CompareScreen
+
         self.push_screen(CompareScreen(run_ids, title=title))
 
     def compare_sweep(self, sweep_id: str) -> None:
