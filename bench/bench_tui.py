@@ -5,6 +5,8 @@
     .venv/bin/python bench/bench_tui.py rollouts --seconds 150   # 2.5 min in each view
 
 - startup: cold start (new interpreter) to the first frame, vs. a one-widget Textual app.   goal ≤ 1.0 s
+           With --against TREE (another checkout, e.g. `git worktree add /tmp/base main`), also that
+           tree's dashboard, interleaved with this one's: the ratio of their first frames.
 - idle:    CPU of the dashboard watching one live run (1 metric + 2 log lines per second).  goal ≤ 3 % of a core
 - flood:   a log growing at 20,000 lines/s: key-press latency and RSS while following it.  goals ≤ 100 ms, ≤ 200 MB
 - metric:  a metric row appended → shown in the metrics pane.                               goal ≤ 0.5 s
@@ -111,7 +113,7 @@ sys.path.insert(0, %r)
 from hermes_rl.tui.app import HermesDashboard
 class Bench(HermesDashboard):
     def _first_frame(self):
-        print("FRAME", time.perf_counter() - t0, flush=True)
+        print("FRAME", time.perf_counter() - t0, time.process_time(), flush=True)
         self.live_enabled = False
         self.exit()
 Bench().run(headless=True, size=(160, 48))
@@ -133,18 +135,23 @@ Hello().run(headless=True, size=(160, 48))
 """
 
 
-def spawn_until_frame(code: str) -> tuple[float, float]:
+def spawn_until_frame(
+    code: str, env: dict[str, str] | None = None, frame_lines: list[str] | None = None
+) -> tuple[float, float]:
     """(wall seconds from spawn to the FRAME line, wall seconds from spawn to exit). The frame is read as
-    it is printed: shutting down (joining workers that started after the frame) is not start-up."""
+    it is printed: shutting down (joining workers that started after the frame) is not start-up. The
+    FRAME line itself is appended to `frame_lines` when given."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [PY, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+        [PY, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or os.environ.copy()
     )
     frame = None
     try:
         for text in proc.stdout:
             if text.startswith("FRAME"):
                 frame = time.perf_counter() - start
+                if frame_lines is not None:
+                    frame_lines.append(text)
                 break
         proc.communicate(timeout=60)
     finally:
@@ -161,8 +168,44 @@ def bench_startup() -> None:
     home = fresh_home()
     try:
         _startup()
+        if AGAINST:
+            _startup_against(Path(AGAINST).resolve(), home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _tree_env(tree: Path, folder: Path) -> dict[str, str]:
+    """An environment whose hermes_rl is `tree`'s: a folder of links to its packages, first on PYTHONPATH."""
+    package = folder / "hermes_rl"
+    package.mkdir(parents=True)
+    for part in ("core", "tui", "dataplane", "environments"):
+        (package / part).symlink_to(tree / part, target_is_directory=True)
+    env = os.environ.copy()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))
+    return env
+
+
+def _startup_against(tree: Path, home: Path) -> None:
+    """This checkout's first frame against another checkout's, in turns (so load hits both alike): wall
+    time, and the CPU time the process spent up to its first frame (steadier on a loaded machine). Both are
+    imported the same way, through a folder of links first on PYTHONPATH (so both search the same paths)."""
+    envs = {"ours": _tree_env(ROOT, home / "ours"), "theirs": _tree_env(tree, home / "theirs")}
+    roots = {"ours": ROOT, "theirs": tree}
+    wall: dict[str, list[float]] = {"ours": [], "theirs": []}
+    cpu: dict[str, list[float]] = {"ours": [], "theirs": []}
+    for _ in range(ROUNDS):
+        for side in ("ours", "theirs"):
+            frame_lines: list[str] = []
+            wall[side].append(spawn_until_frame(CHILD_DASHBOARD % str(roots[side]), envs[side], frame_lines)[0])
+            cpu[side].append(float(frame_lines[0].split()[2]))
+    for name, values in (("wall", wall), ("CPU", cpu)):
+        o, t = statistics.median(values["ours"]), statistics.median(values["theirs"])
+        line(
+            f"first frame vs {tree.name}, {name} (median of {ROUNDS})",
+            f"{o:.2f} s",
+            "≤ ×1.00",
+            f"{tree} {t:.2f} s: ×{o / t:.2f} (best ×{min(values['ours']) / min(values['theirs']):.2f})",
+        )
 
 
 def _startup() -> None:
@@ -675,17 +718,21 @@ BENCHES = {
 
 
 SECONDS = 30.0  # each phase of `rollouts` (--seconds)
+AGAINST: str | None = None  # another checkout whose first frame `startup` also times (--against)
+ROUNDS = 3  # turns of each dashboard in `startup --against` (--rounds)
 
 
 def main() -> None:
-    global SECONDS
+    global SECONDS, AGAINST, ROUNDS
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("benches", nargs="*", choices=[[], *BENCHES], metavar="BENCH", help=", ".join(BENCHES))
     parser.add_argument("--seconds", type=float, default=SECONDS, help="each phase of `rollouts` (default 30)")
+    parser.add_argument("--against", metavar="TREE", help="startup: also time another checkout's dashboard, in turns")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="turns of each dashboard with --against (default 3)")
     args = parser.parse_args()
-    SECONDS = args.seconds
+    SECONDS, AGAINST, ROUNDS = args.seconds, args.against, args.rounds
     chosen = args.benches or list(BENCHES)
     print(
         f"hermes-rl dashboard bench — {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite: import contracts, lint and format, types (mypy over core), then pytest over parallel
+# The test suite: import contracts, lint and format, types (mypy over core and tui), then pytest over parallel
 # workers (pytest-xdist).
 # "No tests ran" (pytest exit 5) is a failure. Extra arguments go to pytest, e.g.
 #   bash scripts/test.sh -m fast -n 2     the inner loop: no real pipeline, under a minute on 2 cores
@@ -11,8 +11,8 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=
 .venv/bin/lint-imports || { echo "import contracts broken (core must stay headless)" >&2; exit 1; }
 .venv/bin/ruff check . || { echo "ruff found lint errors" >&2; exit 1; }
 .venv/bin/ruff format --check . || { echo "files need \`ruff format\`" >&2; exit 1; }
-# Reads core/ from the checkout (pyproject's [tool.mypy]); its cache makes a repeat run about a second.
-.venv/bin/mypy || { echo "mypy found type errors in core" >&2; exit 1; }
+# Reads core/ and tui/ from the checkout (pyproject's [tool.mypy]); its cache makes a repeat run a few seconds.
+.venv/bin/mypy || { echo "mypy found type errors (core/, tui/)" >&2; exit 1; }
 # Most of a test's time is waiting on real processes: one worker more than the cores keeps them busy.
 # Work stealing: the pipeline tests are collected first, and xdist's default scheduler queues most of
 # them on the first worker, which then runs alone for minutes after the others finish.

@@ -10,21 +10,31 @@ starting/stopping runs, psutil sampling) are made from workers, never from the U
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import fields as dataclass_fields
+from typing import TYPE_CHECKING, Protocol
+
+from hermes_rl.core.base import secrets
+from hermes_rl.core.base.paths import current_selection_file, run_dir, sweep_queue_flag
+
+if TYPE_CHECKING:  # the run library's records: types only, nothing loaded for the first frame
+    from hermes_rl.core.base.records import RunSummary, RunView, Selection, StartedRun
+
 
 # -- runs ---------------------------------------------------------------------------------
-def list_runs(stall_after_s: float | None = None) -> list[dict]:
+def list_runs(stall_after_s: float | None = None) -> list[RunSummary]:
     from hermes_rl.core import runs
 
     return runs.list_runs(stall_after_s=stall_after_s)
 
 
-def refresh_runs(run_ids: list[str], stall_after_s: float | None = None) -> dict[str, dict | None]:
+def refresh_runs(run_ids: list[str], stall_after_s: float | None = None) -> dict[str, RunSummary | None]:
     from hermes_rl.core import runs
 
     return dict(runs.refresh_runs(run_ids, stall_after_s=stall_after_s))
 
 
-def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = None) -> dict:
+def get_run(run_id: str, *, sample: bool = True, stall_after_s: float | None = None) -> RunView:
     from hermes_rl.core import runs
 
     return runs.get_run(run_id, sample=sample, stall_after_s=stall_after_s)
@@ -48,7 +58,7 @@ def read_alerts(offset: int) -> tuple[list[dict], int]:
     return alerts.read_alert_log(offset)
 
 
-def start_run(env_name: str | None, profile: str | None, overrides: dict | None = None) -> dict:
+def start_run(env_name: str | None, profile: str | None, overrides: dict | None = None) -> StartedRun:
     from hermes_rl.core import runs
 
     runs.keep_runs_warm()  # the runs this dashboard starts after this one fork their warm servers from it
@@ -61,20 +71,20 @@ def estimate_start(env_name: str | None, profile: str | None, overrides: dict | 
     return estimate_start(env_name, profile, overrides)
 
 
-def resume_run(run_id: str) -> dict:
+def resume_run(run_id: str) -> StartedRun:
     from hermes_rl.core import runs
 
     runs.keep_runs_warm()
     return runs.resume_run(run_id)
 
 
-def stop_run(run_id: str, wait: float = 15.0) -> dict:
+def stop_run(run_id: str, wait: float = 15.0) -> RunView:
     from hermes_rl.core import runs
 
     return runs.stop_run(run_id, wait=wait)
 
 
-def restart_process(run_id: str, name: str, wait: float = 30.0) -> dict:
+def restart_process(run_id: str, name: str, wait: float = 30.0) -> RunView:
     from hermes_rl.core import runs
 
     return runs.restart_process(run_id, name, wait=wait)
@@ -117,7 +127,7 @@ def reset_draft(env_name: str) -> None:
     reset_draft(env_name)
 
 
-def select_environment(name: str, profile: str | None = None) -> dict:
+def select_environment(name: str, profile: str | None = None) -> Selection:
     from hermes_rl.core.envs.drafts import select_environment
 
     return select_environment(name, profile)
@@ -131,8 +141,6 @@ def current_selection() -> dict:
 
 def selection_signature() -> tuple | None:
     """What changes when any client (the CLI, an agent, this dashboard) changes the selection."""
-    from hermes_rl.core.base.paths import current_selection_file
-
     try:
         st = current_selection_file().stat()
     except OSError:
@@ -148,8 +156,6 @@ def resolve_profile(name: str | None):
 
 def validate_field(row: dict, raw: object) -> object:
     """Coerce and range-check one editable field's value without saving (BadInput says what is wrong)."""
-    from dataclasses import fields as dataclass_fields
-
     from hermes_rl.core.envs.fields import FieldInfo, validate_value
 
     names = {f.name for f in dataclass_fields(FieldInfo)}
@@ -186,7 +192,6 @@ def strip_ansi(text: str) -> str:
 
 def run_metrics(run_id: str, **kwargs):
     """A RunMetrics reader over a run's metrics files (kwargs: max_rows, tail_bytes)."""
-    from hermes_rl.core.base.paths import run_dir
     from hermes_rl.core.readers.metrics import RunMetrics
 
     return RunMetrics(run_dir(run_id), **kwargs)
@@ -194,7 +199,6 @@ def run_metrics(run_id: str, **kwargs):
 
 def run_rollouts(run_id: str, **kwargs):
     """core's incremental reader of a run's rollouts.jsonl (RunRollouts)."""
-    from hermes_rl.core.base.paths import run_dir
     from hermes_rl.core.readers.rollouts import RunRollouts
 
     return RunRollouts(run_dir(run_id), **kwargs)
@@ -223,7 +227,6 @@ def profile_from_run(run_id: str, name: str):
 
 def queued_sweep_runs() -> int:
     """How many sweep runs wait for a place under the local-run limit (one stat when none does)."""
-    from hermes_rl.core.base.paths import sweep_queue_flag
 
     if not sweep_queue_flag().exists():
         return 0
@@ -273,14 +276,20 @@ def metric_series(rows, key: str) -> list[tuple[int, float]]:
 
 # -- keys and inference ---------------------------------------------------------------------
 def keys_present() -> dict[str, bool]:
-    from hermes_rl.core.base.secrets import keys_present
+    return secrets.keys_present()
 
-    return keys_present()
+
+class InferenceTrial(Protocol):
+    """What the dashboard uses of core's inference trial (core/runs/trial.py)."""
+
+    def events(self) -> Iterator[dict]: ...
+
+    def cancel(self) -> None: ...
 
 
 def prepare_inference_test(
     env_name: str | None, num_steps: int, group_size: int, models=None, base_url=None, checkpoint: str | None = None
-):
+) -> InferenceTrial:
     """An InferenceTest ready to run (its .events() yields started/model_started/progress/model_result/summary);
     with `checkpoint` ("RUN" or "RUN@STEP") against that run's saved checkpoint, on its own environment
     unless `env_name` is given."""

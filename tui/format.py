@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.text import Text
 from textual.filter import LineFilter
+
+from hermes_rl.core.base.errors import HermesError
+from hermes_rl.core.base.fsutil import epoch_seconds
+from hermes_rl.core.base.prices import tokens_text, usd_text
 
 from .backend import plain_text
 
@@ -146,15 +152,11 @@ def number(value, digits: int = 4) -> str:
 
 def timestamp(value) -> float | None:
     """run.json times may be epoch floats or ISO strings (core.fsutil.epoch_seconds)."""
-    from hermes_rl.core.base.fsutil import epoch_seconds
-
     return epoch_seconds(value)
 
 
 def error_line(error: BaseException | None) -> str:
     """An error as one line for a toast or a pane: HermesError's message and hint, else type and text."""
-    from hermes_rl.core.base.errors import HermesError
-
     if isinstance(error, HermesError):
         return str(error)
     return f"{type(error).__name__}: {error}"
@@ -166,10 +168,8 @@ def set_subtitle(widget, text: str) -> None:
         widget.border_subtitle = text
 
 
-def cost_cell(run: dict) -> str:
+def cost_cell(run: Mapping[str, Any]) -> str:
     """A run's cost in a table: "$0.0123", "?" (tokens counted, no price for its model) or "—"."""
-    from hermes_rl.core.base.prices import usd_text
-
     if run.get("cost_usd") is not None:
         return usd_text(run["cost_usd"])
     return "?" if run.get("tokens") else "—"
@@ -179,8 +179,6 @@ def estimate_summary(est: dict) -> str:
     """The start dialog's cost line (core.runs.cost.estimate_start): "expected $0.43 for 800 steps
     (prefill 1.2M · sample 3.4M · train 5.6M tokens, prices as of 2025-10-01)", its length assumption, and
     what a missing price needs."""
-    from hermes_rl.core.base.prices import tokens_text
-
     dated = f", prices as of {est['prices_as_of']}" if est.get("prices_as_of") else ""
     lines = [f"expected {est['text']} for {est['steps']} steps ({tokens_text(est['tokens'])}{dated})"]
     lines += [a for a in est.get("assumptions", [])[1:2]]  # where the lengths come from (measured or assumed)

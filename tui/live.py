@@ -15,15 +15,22 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
+from watchfiles import watch as watch_files
 
 from hermes_rl.core.base.paths import ensure_private_dir, logs_dir, runs_dir
 from hermes_rl.core.base.states import FINAL
 
 from . import backend
+
+if TYPE_CHECKING:
+    from hermes_rl.core.base.records import RunSummary
+    from hermes_rl.core.base.records import RunView as RunRecordView
 from .textual_compat import shutting_down
 
 SPARK_RUNS = 30  # reward sparklines for the newest runs only
@@ -45,10 +52,11 @@ class _Lines:
 
     def __init__(self, max_lines: int):
         self.lines: deque[str] = deque(maxlen=max_lines)
+        self.max_lines = max_lines
         self.dropped = 0
 
     def extend(self, lines: list[str]) -> None:
-        overflow = len(self.lines) + len(lines) - self.lines.maxlen
+        overflow = len(self.lines) + len(lines) - self.max_lines
         if overflow > 0:
             self.dropped += overflow
         self.lines.extend(lines)
@@ -132,12 +140,12 @@ class RunView:
         self.metrics = backend.run_metrics(run_id)
         self.readers: dict = {}  # process name -> core's LogReader
         self.merged = MergedLog()
-        self.last_sample: dict | None = None
+        self.last_sample: RunRecordView | None = None
 
     def name_width(self) -> int:
         return max((len(n) for n in self.readers), default=4)
 
-    def sync_logs(self, run: dict) -> None:
+    def sync_logs(self, run: RunRecordView) -> None:
         for proc in run.get("processes") or []:
             name = proc.get("name")
             path = proc.get("log")
@@ -150,7 +158,7 @@ class RunView:
             reader.close()
 
 
-def _health_key(health: dict) -> tuple:
+def _health_key(health: Mapping[str, Any]) -> tuple:
     """What of a run's health verdict the runs pane shows: its state and whether it has a reason."""
     return health.get("state"), bool(health.get("reason"))
 
@@ -169,7 +177,7 @@ class LiveUpdater:
         """The runs list changed. A new run, a status or a stall is posted at once; a running run's
         step, reward and sparkline at most every RUNS_EVERY_S."""
 
-        runs: list[dict]
+        runs: list[RunSummary]
         stalled: set[str] = field(default_factory=set)
         sparks: dict[str, list[float]] = field(default_factory=dict)  # run_id -> recent reward/mean values
         stall_after_s: float = 0.0  # the threshold core.runs used (for the header's wording)
@@ -180,7 +188,7 @@ class LiveUpdater:
         """get_run() of the selected run (processes with cpu/rss/health), posted only when it changed."""
 
         run_id: str
-        run: dict
+        run: RunRecordView
 
     @dataclass
     class MetricsUpdated(Message):
@@ -237,10 +245,10 @@ class LiveUpdater:
         self._envs_shown: tuple | None = None  # what the last posted listing held (posted again only if changed)
         self._last_list = 0.0
         self._last_full_list = 0.0
-        self._runs: list[dict] | None = None  # the last listing, live runs refreshed in place
+        self._runs: list[RunSummary] | None = None  # the last listing, live runs refreshed in place
         self._watching = False  # file events announce new and finished runs
         self._last_sample = 0.0
-        self._last_runs: list[dict] | None = None
+        self._last_runs: list[dict[str, object]] | None = None
         self._last_stalled: set[str] = set()
         self._last_structure: list | None = None
         self._last_queued = 0
@@ -300,7 +308,7 @@ class LiveUpdater:
 
     def cycle(self) -> None:
         """One pass: what changed is posted as a single Batch (one frame for the UI)."""
-        self._batch: list = []
+        self._batch = []
         try:
             self._cycle()
         finally:
@@ -414,7 +422,7 @@ class LiveUpdater:
         self._last_structure, self._last_runs_post, self._last_queued = structure, now, queued
         self._post(self.RunsUpdated(runs, stalled, sparks, threshold, queued))
 
-    def _listing(self, full: bool) -> list[dict] | None:
+    def _listing(self, full: bool) -> list[RunSummary] | None:
         """Every run (full), or the last listing with its live runs read again; None when there is no
         live run to read. A live run gone from disk brings the full listing."""
         if not full and self._runs is not None:
@@ -440,7 +448,7 @@ class LiveUpdater:
         if alerts:
             self._post(self.AlertsArrived(alerts))
 
-    def _reward_sparks(self, runs: list[dict]) -> dict[str, list[float]]:
+    def _reward_sparks(self, runs: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
         """Recent reward/mean of the newest runs. The selected run's reader serves its own sparkline;
         the others get small readers that start near their files' ends and keep SPARK_ROWS rows."""
         wanted = [r["run_id"] for r in runs[:SPARK_RUNS]]
@@ -481,8 +489,6 @@ class LiveUpdater:
         paths = self._watch_paths()
 
         def watch() -> None:
-            from watchfiles import watch as watch_files
-
             self._watching = True
             try:
                 for changes in watch_files(

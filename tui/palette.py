@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from . import backend
 from .widgets.dialogs import key_text, screen_bindings
 
+if TYPE_CHECKING:  # the dashboard's parts (tui/app.py, which imports this module, composes them)
+    from .routing import MessageRouting
+
+# (name, what choosing it calls, help)
+Command = tuple[str, Callable[[], Any], str]
 SKIPPED_KEY_IDS = ("nav.", "pane.", "config.next", "config.prev", "config.leave", "confirm.")
 
 
 class HermesCommands(Provider):
-    def _commands(self) -> list[tuple[str, object, str]]:
-        app = self.app
-        commands = [
+    @property
+    def dashboard(self) -> MessageRouting:
+        """The dashboard this palette was opened in (its COMMANDS name this provider)."""
+        return cast("MessageRouting", self.app)
+
+    def _commands(self) -> list[Command]:
+        app = self.dashboard
+        commands: list[Command] = [
             ("Start a run", app.action_start_run, "start the selected environment with the saved draft (s)"),
             ("Stop the selected run", app.action_stop_run, "asks for confirmation (x)"),
             ("Resume the selected run", app.action_resume_run, "a new run from its saved state and step"),
@@ -33,7 +45,7 @@ class HermesCommands(Provider):
         ]
         for index, name in enumerate(("environments", "config", "runs", "processes", "logs", "metrics"), 1):
             commands.append((f"Go to {name}", partial(app.action_focus_pane, index), f"pane {index}"))
-        for env in getattr(app, "environments", []):
+        for env in app.environments:
             if not env.error:
                 commands.append(
                     (
@@ -42,7 +54,7 @@ class HermesCommands(Provider):
                         env.description or env.file,
                     )
                 )
-        for run in getattr(app, "runs", [])[:50]:
+        for run in app.runs[:50]:
             commands.append(
                 (
                     f"Open run {run['run_id']} ({run.get('environment')}, {run.get('status')})",
@@ -50,10 +62,10 @@ class HermesCommands(Provider):
                     "show its processes, logs and metrics",
                 )
             )
-        sweeps = []
-        for run in getattr(app, "runs", []):
-            if run.get("sweep_id") and run["sweep_id"] not in sweeps:
-                sweeps.append(run["sweep_id"])
+        sweeps: list[str] = []
+        for run in app.runs:
+            if (sweep_id := run.get("sweep_id")) and sweep_id not in sweeps:
+                sweeps.append(sweep_id)
         for sweep_id in sweeps[:20]:
             commands.append(
                 (f"Compare sweep {sweep_id}", partial(app.compare_sweep, sweep_id), "every run the sweep has started")
@@ -66,16 +78,16 @@ class HermesCommands(Provider):
         commands.append(("Rescan environments", app.action_rescan_environments, rescan))
         return commands + self._key_commands(commands)
 
-    def _key_commands(self, listed: list) -> list[tuple[str, object, str]]:
+    def _key_commands(self, listed: list[Command]) -> list[Command]:
         """Every other action a key has on the screen the palette was opened from, by its description and
         where it works ("Compare marked runs (runs: c)"), so what a key does can be found by name."""
         app = self.app
         done = {getattr(callback, "__name__", "") for _, callback, _ in listed}
-        out = []
+        out: list[Command] = []
         for node, area, binding in screen_bindings(app, self.screen):
             action = binding.action.split("(")[0]
             if (
-                binding.id.startswith(SKIPPED_KEY_IDS)
+                (binding.id or "").startswith(SKIPPED_KEY_IDS)
                 or f"action_{action}" in done
                 or action in ("command_palette", "dismiss", "close", "quit", "help")
             ):

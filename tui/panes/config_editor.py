@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -20,16 +19,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import Input, Label, Static
+from textual.widget import Widget
+from textual.widgets import Input, Label, Select, Static, Switch
 from textual.worker import Worker, WorkerState
 
 from hermes_rl.core.base.errors import HermesError
+from hermes_rl.core.base.paths import hermes_home
 
 from .. import backend
 from ..format import error_line, set_subtitle
-
-if TYPE_CHECKING:
-    from textual.widgets import Select, Switch
+from ..widgets.field_select import FieldSelect
 
 
 def shown_value(value) -> str:
@@ -42,8 +41,6 @@ def shown_value(value) -> str:
 
 def shown_locked(value) -> str:
     """Locked values are often paths under $HERMES_HOME (the local model): show them short."""
-    from hermes_rl.core.base.paths import hermes_home
-
     return shown_value(value).replace(str(hermes_home()), "$HERMES_HOME")
 
 
@@ -60,13 +57,13 @@ class FieldList(VerticalScroll):
     ]
 
     def action_next_field(self) -> None:
-        self.parent.action_next_field()
+        self.query_ancestor(ConfigPane).action_next_field()
 
     def action_prev_field(self) -> None:
-        self.parent.action_prev_field()
+        self.query_ancestor(ConfigPane).action_prev_field()
 
     def action_edit(self) -> None:
-        self.parent.edit_current()
+        self.query_ancestor(ConfigPane).edit_current()
 
 
 class ConfigPane(Vertical):
@@ -185,7 +182,7 @@ class ConfigPane(Vertical):
         self._generation += 1
         gen = self._generation
         self._render_head()
-        widgets = []
+        widgets: list[Widget] = []
         self._label_width = max((len(self._label_text(row, unsaved=True)) for row in self.rows), default=0) + 1
         self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
         for index, row in enumerate(self.rows):
@@ -235,12 +232,9 @@ class ConfigPane(Vertical):
                 row.scroll_visible(animate=False)
 
     def _field_row(self, index: int, row: dict, gen: int) -> Vertical:
-        from textual.widgets import Select, Switch  # only once a config is shown, not for the first frame
-
-        from ..widgets.field_select import FieldSelect
-
         kind, value = row.get("type"), row.get("value")
         wid = f"field-{gen}-{index}"
+        editor: Widget
         if kind == "bool":
             editor = Switch(value=bool(value), id=wid, classes="field-input")
         elif kind == "enum" and row.get("choices"):
@@ -262,7 +256,7 @@ class ConfigPane(Vertical):
             label.styles.width = self._label_width
         note = Static(self._note_text(row), classes="field-note", id=f"note-{gen}-{index}")
         classes = "field-row" + (" modified" if row.get("modified") else "")
-        line = [label, editor]
+        line: list[Widget] = [label, editor]
         if kind == "bool":
             line.append(Label("true" if value else "false", classes="switch-value"))
         return Vertical(Horizontal(*line, classes="field-line"), note, classes=classes)
@@ -314,7 +308,7 @@ class ConfigPane(Vertical):
         else:
             self.pending.pop(name, None)
         note.update(self._note_text(row))
-        label = note.parent.query_one(".field-label", Label)
+        label = note.query_ancestor(".field-row").query_one(".field-label", Label)
         label.update(self._label_text(row, unsaved=name in self.pending))
         self._update_subtitle()
 
@@ -353,13 +347,11 @@ class ConfigPane(Vertical):
 
     def on_switch_changed(self, event: Switch.Changed) -> None:
         event.stop()
-        for label in event.switch.parent.query(".switch-value"):
+        for label in event.switch.query_ancestor(".field-line").query(".switch-value").results(Label):
             label.update("true" if event.value else "false")
         self._edited(event.switch.id, event.value)
 
     def on_select_changed(self, event: Select.Changed) -> None:
-        from textual.widgets import Select
-
         event.stop()
         if event.value is not Select.BLANK:
             self._edited(event.select.id, event.value)
@@ -410,8 +402,6 @@ class ConfigPane(Vertical):
         if not inputs:
             return
         editor = inputs[min(self.cursor, len(inputs) - 1)]
-        from textual.widgets import Select, Switch
-
         if isinstance(editor, Switch):
             editor.toggle()
         elif isinstance(editor, Select):

@@ -28,7 +28,7 @@ class InferenceScreen(Screen):
         super().__init__()
         self.environment = environment
         self.run_id = run_id  # the selected run: what the checkpoint field suggests
-        self.test = None
+        self.test: backend.InferenceTrial | None = None
         self.models: dict[str, dict] = {}
 
     def compose(self) -> ComposeResult:
@@ -55,7 +55,7 @@ class InferenceScreen(Screen):
                 yield Label("checkpoint")
                 hint = f"{self.run_id}@STEP (optional)" if self.run_id else "RUN@STEP (optional)"
                 yield Input("", id="inf-checkpoint", compact=True, placeholder=hint)
-            table = DataTable(id="inf-table", cursor_type="row")
+            table: DataTable[str] = DataTable(id="inf-table", cursor_type="row")
             for label in COLUMNS:
                 table.add_column(label, key=label)
             yield table
@@ -97,8 +97,8 @@ class InferenceScreen(Screen):
         try:
             # A checkpoint is tested on its own run's environment (None), else on the selected one.
             environment = None if checkpoint else self.environment
-            self.test = backend.prepare_inference_test(environment, steps, group, models, url, checkpoint)
-            for event in self.test.events():
+            self.test = test = backend.prepare_inference_test(environment, steps, group, models, url, checkpoint)
+            for event in test.events():
                 self.app.call_from_thread(self.on_test_event, event)
         finally:
             self.test = None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
@@ -261,7 +263,7 @@ class LogView(ScrollView, can_focus=True):
         )
         if key == self._layout_key:
             return self._layout_rows
-        rows: list[tuple[Strip, int]] = []
+        rows: list[Strip] = []
         if self.source is not None and width > 0 and height > 0:
             console = self.app.console
             first = max(0, count - height) if self.follow else int(self.scroll_y)
@@ -402,7 +404,7 @@ class LogsPane(Vertical):
             search.add_class("hidden")
         self._update_status()
 
-    def sync_processes(self, run: dict) -> None:
+    def sync_processes(self, run: Mapping[str, Any]) -> None:
         names = [p.get("name") for p in run.get("processes") or [] if p.get("name")]
         states = {p.get("name"): p.get("state") for p in run.get("processes") or [] if p.get("name")}
         if states != self._states:

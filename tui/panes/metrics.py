@@ -236,6 +236,13 @@ class ChartScreen(ModalScreen):
         Binding("question_mark", "app.help", "Help", show=False, id="chart.help"),  # (a modal: no app keys)
     ]
 
+    class RolloutsRequested(Message):
+        """`o`: the app opens the rollouts view at `step` (None: the newest step)."""
+
+        def __init__(self, step: int | None) -> None:
+            super().__init__()
+            self.step = step
+
     def __init__(self, key: str, rows: list[dict]):
         super().__init__()
         self.key = key
@@ -267,7 +274,7 @@ class ChartScreen(ModalScreen):
         the nearest recorded step when that one kept no rollouts."""
         steps = self._steps()
         step = self.cursor_step if self.cursor_step is not None else (steps[-1] if steps else None)
-        self.app.action_rollouts(step)
+        self.post_message(self.RolloutsRequested(step))
 
     def compose(self) -> ComposeResult:
         from textual_plotext import PlotextPlot

@@ -4,6 +4,8 @@ with CPU and RSS trends from the samples the live loop takes, so a leak or a stu
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -78,7 +80,7 @@ class ProcessesPane(Vertical):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.border_title = "[4] Processes"
-        self.run: dict | None = None
+        self.run: Mapping[str, Any] | None = None
         # (name, pid) -> (cpu samples, rss samples) of the shown run; a restarted process starts anew
         self.history: dict[tuple, tuple[deque, deque]] = {}
         self._history_run: str | None = None
@@ -108,7 +110,7 @@ class ProcessesPane(Vertical):
     def table(self) -> ProcessTable:
         return self.query_one(ProcessTable)
 
-    def show(self, run: dict | None) -> None:
+    def show(self, run: Mapping[str, Any] | None) -> None:
         self.run = run
         run_id = (run or {}).get("run_id")
         if run_id != self._history_run:

@@ -131,7 +131,7 @@ class RolloutsScreen(Screen):
         self._groups_key: tuple | None = None  # what the completions table shows
         self._dirty: set[str] = set()
         self._flush_pending = False
-        self._seen_version = -1
+        self._seen_version: tuple | None = None  # (the reader's version, the search criteria) last shown
         self._polling = False
         self._repoll = False
         self._search_result: tuple[tuple, dict[int, tuple[int, bool]]] = ((), {})  # (criteria, step -> (version, hit))

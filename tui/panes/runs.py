@@ -3,10 +3,14 @@ highlighted one drives the panes below. `reward` is the mean of the last REWARD_
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
@@ -33,10 +37,10 @@ SORTS = {
 }
 
 
-def group_sweeps(rows: list[dict]) -> list[dict]:
+def group_sweeps(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Rows in their order, except that a sweep's runs follow its first (newest) one, so a sweep reads
     as one block however other runs were started between its runs."""
-    out: list[dict] = []
+    out: list[Mapping[str, Any]] = []
     placed: set[str] = set()
     for row in rows:
         sweep = row.get("sweep_id")
@@ -78,7 +82,7 @@ class RunsPane(Vertical):
         super().__init__(**kwargs)
         self.border_title = "[3] Runs"
         self.clock = clock
-        self.runs: list[dict] = []
+        self.runs: Sequence[Mapping[str, Any]] = []
         self.sparks: dict[str, list[float]] = {}
         self.stalled: set[str] = set()
         self.filter_text = ""
@@ -159,11 +163,11 @@ class RunsPane(Vertical):
     def table(self) -> RunsTable:
         return self.query_one(RunsTable)
 
-    def update_runs(self, runs: list[dict], sparks: dict, stalled: set[str], queued: int = 0) -> None:
+    def update_runs(self, runs: Sequence[Mapping[str, Any]], sparks: dict, stalled: set[str], queued: int = 0) -> None:
         self.runs, self.sparks, self.stalled, self.queued = runs, sparks, stalled, queued
         self.render_rows()
 
-    def _visible(self) -> list[dict]:
+    def _visible(self) -> list[Mapping[str, Any]]:
         needle = self.filter_text.lower()
         rows = self.runs
         if needle:
@@ -251,7 +255,7 @@ class RunsPane(Vertical):
 
     def select(self, run_id: str) -> bool:
         for index in range(self.table.row_count):
-            if self.table.coordinate_to_cell_key((index, 0)).row_key.value == run_id:
+            if self.table.coordinate_to_cell_key(Coordinate(index, 0)).row_key.value == run_id:
                 self.table.move_cursor(row=index)
                 return True
         return False

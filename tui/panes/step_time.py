@@ -70,11 +70,13 @@ class StepTimeScreen(ModalScreen):
         if rows:
             steps, phases = bucketed(rows)
             shown = [key for key in STEP_PHASES if any(phases[key])]
-            plt.stacked_bar(
+            # textual-plotext's stub gives stacked_bar one `label` and one colour; plotext takes `labels` and
+            # a colour per series, as called here.
+            plt.stacked_bar(  # type: ignore[call-arg]
                 steps,
                 [phases[key] for key in shown],
                 labels=[STEP_PHASES[key] for key in shown],
-                color=[PHASE_COLOURS[list(STEP_PHASES).index(key)] for key in shown],
+                color=[PHASE_COLOURS[list(STEP_PHASES).index(key)] for key in shown],  # type: ignore[arg-type]
             )
             plt.xlabel("step")
             plt.ylabel("seconds")

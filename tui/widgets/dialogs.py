@@ -5,10 +5,11 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 
@@ -74,17 +75,20 @@ def _area(node, app) -> str:
     return "this screen"
 
 
-def screen_bindings(app, screen=None) -> list[tuple[object, str, Binding]]:
+def screen_bindings(app: App, screen: Screen | None = None) -> list[tuple[App | Widget, str, Binding]]:
     """(node, area, binding) for every binding with an id of the app and the widgets on `screen` (default:
     the screen shown), each id once, grouped by area in the order the areas are first met."""
     screen = screen if screen is not None else app.screen
-    found, seen_ids, seen_classes = [], set(), set()
-    for node in [app, screen, *screen.walk_children()]:
+    found: list[tuple[App | Widget, str, Binding]] = []
+    seen_ids: set[str] = set()
+    seen_classes: set[type] = set()
+    nodes: list[App | Widget] = [app, screen, *screen.walk_children(Widget)]
+    for node in nodes:
         cls = type(node)
         if cls in seen_classes:
             continue
         seen_classes.add(cls)
-        bindings = []
+        bindings: list[tuple[str, Binding]] = []
         for klass in reversed(cls.__mro__):
             if "BINDINGS" in klass.__dict__ and klass.__module__.startswith("hermes_rl.tui"):
                 area = _area(node, app) if klass is cls or node is app else SHARED_AREA

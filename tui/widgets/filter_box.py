@@ -13,6 +13,12 @@ class FilterBox(Input):
     class Changed(Input.Changed):
         """The filter text changed: posted on every keystroke (the pane shows the matching rows)."""
 
+        @property
+        def control(self) -> FilterBox:
+            """The box (Input posts its change as `self.Changed`, so a FilterBox posts this class)."""
+            assert isinstance(self.input, FilterBox)
+            return self.input
+
     class Left(Message):
         """The user is done filtering (enter or esc): the pane puts focus back on its rows."""
 

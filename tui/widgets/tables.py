@@ -9,15 +9,20 @@ column and its key values instead of cutting the right-hand ones off.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, TypeVar
 
+from rich.cells import cell_len
+from rich.text import Text
 from textual import events
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 
 from ..textual_compat import shrink_cell_render_cache
 
+RowT = TypeVar("RowT")
 CELL_RENDER_CACHE = 1_000  # cell renders kept: a few screens' worth
 
 
@@ -71,10 +76,10 @@ class NavTable(DataTable):
         else:
             self.sort_column, self.sort_reverse = column, False
 
-    def sorted_rows(self, rows: list[dict], sort_values: dict) -> list[dict]:
+    def sorted_rows(self, rows: Sequence[RowT], sort_values: dict) -> list[RowT]:
         """Order rows by the current sort column; `sort_values[column](row)` gives a comparable key."""
         if self.sort_column is None or self.sort_column not in sort_values:
-            return rows
+            return list(rows)
         key = sort_values[self.sort_column]
 
         def safe(row):
@@ -152,10 +157,10 @@ class NavTable(DataTable):
         self._pending_cursor = None
         self.clear()
         # Auto widths only ever grow in DataTable (and are measured lazily): set them from the rows shown now.
-        for index, column in enumerate(self.columns.values()):
-            if column.auto_width:
-                column.content_width = max(
-                    [column.label.cell_len] + [_cell_width(cells[index]) for _, cells in rows if index < len(cells)]
+        for index, shown in enumerate(self.columns.values()):
+            if shown.auto_width:
+                shown.content_width = max(
+                    [shown.label.cell_len] + [_cell_width(cells[index]) for _, cells in rows if index < len(cells)]
                 )
         target = 0
         for index, (key, cells) in enumerate(rows):
@@ -171,21 +176,18 @@ class NavTable(DataTable):
         if not self.row_count:
             return None
         try:
-            return self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
+            return self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
         except Exception:
             return None
 
 
 def _cell_width(cell) -> int:
-    from rich.cells import cell_len
-    from rich.text import Text
-
     if isinstance(cell, Text):
         return cell.cell_len
     return cell_len(str(cell))
 
 
-def sort_bindings(prefix: str, columns: dict[str, tuple[str, str]]) -> list[Binding]:
+def sort_bindings(prefix: str, columns: dict[str, tuple[str, str]]) -> list[BindingType]:
     """shift+letter bindings: {column: (key, label)} -> Binding(id=f"{prefix}.sort.{column}")."""
     return [
         Binding(key, f"sort('{column}')", f"Sort {label}", show=False, id=f"{prefix}.sort.{column}")
