@@ -24,7 +24,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm
+from hermes_rl.core.base.fsutil import append_jsonl, leave_no_temporary_folders_on_sigterm
+from hermes_rl.core.daemons.procscan import MARKER, PROCESS_MARKER
 from hermes_rl.core.envs.envload import run_environment
 
 from .compat import chat_template_returns_ids
@@ -37,20 +38,18 @@ RUN_DIR_VAR = "HERMES_RL_RUN_DIR"  # core.daemons.procscan.MARKER: every process
 def record_registrations() -> None:
     """Wrap BaseEnv.register_env so that each registration appends {time, env_id, process, environment}
     to <run>/env_ids.jsonl (a restarted worker registers again, under a new id)."""
-    from hermes_rl.core.daemons.procscan import MARKER, PROCESS_MARKER
 
     folder = os.environ.get(MARKER)
     if not folder:
         return
     try:
-        from atroposlib.envs.base import BaseEnv
+        from atroposlib.envs.base import BaseEnv  # noqa: PLC0415 - atroposlib (torch): optional
     except ImportError:
         return
     original = BaseEnv.register_env
 
     async def register_env(self):
         await original(self)
-        from hermes_rl.core.base.fsutil import append_jsonl
 
         row = {
             "time": time.time(),
@@ -80,8 +79,8 @@ def one_policy_server() -> None:
     for different models (a teacher beside the student) are different roles that one policy cannot play,
     so the process ends naming them."""
     try:
-        from atroposlib.envs.base import BaseEnv
-        from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+        from atroposlib.envs.base import BaseEnv  # noqa: PLC0415 - atroposlib (torch): optional
+        from atroposlib.envs.server_handling.server_baseline import APIServerConfig  # noqa: PLC0415 - same
     except ImportError:
         return
     original_cli = BaseEnv.cli.__func__
@@ -124,7 +123,7 @@ def count_own_groups_with_a_share() -> None:
     past total_steps) otherwise counts a mixed-in environment's groups as its own and ends early; run-api
     then keeps waiting for this environment's share of the last batches, and the run hangs."""
     try:
-        from atroposlib.envs.base import BaseEnv
+        from atroposlib.envs.base import BaseEnv  # noqa: PLC0415 - atroposlib (torch): optional
     except ImportError:
         return
     original = BaseEnv.get_status
@@ -192,7 +191,7 @@ def locate_environment_errors(counter: ErrorCounter | None = None) -> None:
     as atroposlib's handle_env handles it: the item yields nothing. atroposlib's own line per item, which
     names no file or line, is then not written."""
     try:
-        from atroposlib.envs.base import BaseEnv
+        from atroposlib.envs.base import BaseEnv  # noqa: PLC0415 - atroposlib (torch): optional
     except ImportError:
         return
     errors = counter or ErrorCounter()

@@ -28,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
 from hermes_rl.core.base.fsutil import file_lock, read_regular_text, write_regular_text
 
 from . import tiny_model
@@ -100,7 +103,7 @@ def _gguf_parsed_once():
     builds the same tensor-name map once per module of the model (~400 times): most of a conversion's
     CPU. Within one conversion both are done once: the file is only read, and the map depends only on
     the architecture and the layer count."""
-    import gguf
+    import gguf  # noqa: PLC0415 - gguf: only a GGUF conversion needs it
 
     reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     gguf.GGUFReader = functools.lru_cache(maxsize=2)(reader)
@@ -119,8 +122,8 @@ def convert_gguf(
     report = progress or (lambda _stage, _fraction: None)
     started = time.time()
     report("loading transformers", 0.0)
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from safetensors.torch import save_file  # noqa: PLC0415 - torch: only to convert
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - only to convert
 
     with _gguf_parsed_once():
         report(f"reading the tokenizer from {gguf_file.name}", 0.1)
@@ -173,9 +176,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"model ready at {out_dir} ({spec.model_type}, context {spec.context_length})", file=sys.stderr)
             return 0
         return tiny_model.main(["--out", str(out_dir)])
-
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True, soft_wrap=True)
     if is_prepared(out_dir):

@@ -24,11 +24,15 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import math
 import os
 import re
+import shutil
+import signal
 import stat
 import sys
+import tempfile
 import time
 import types
 import typing
@@ -383,7 +387,6 @@ DESCRIBE_S = 60  # one package's import and description: past this, its row says
 def _bounded(describe, taskset_id: str, module: str, dist: str | None, version: str | None) -> dict:
     """describe(...) within DESCRIBE_S (a package whose import hangs names itself, hiding no other), its
     texts capped."""
-    import signal
 
     def late(_signum, _frame):
         raise TimeoutError(f"importing {module} took over {DESCRIBE_S} s")
@@ -933,9 +936,6 @@ class Bridge:
 
 @contextlib.asynccontextmanager
 async def _warm_folder():
-    import shutil
-    import tempfile
-
     folder = Path(tempfile.mkdtemp(prefix="hermes-vf-warm-"))
     try:
         yield folder
@@ -971,7 +971,6 @@ def main(argv: list[str]) -> int:
         os.dup2(2, 1)  # whatever the packages print goes to stderr; stdout carries one JSON line
         os.write(out_fd, (json.dumps(list_tasksets(), default=str) + "\n").encode())
         return 0
-    import logging
 
     import yaml
 

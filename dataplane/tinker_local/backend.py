@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 
 from hermes_rl.core.base.fsutil import read_regular_text
 from hermes_rl.core.base.names import is_name
@@ -101,8 +102,6 @@ class Sampler:
 
 class Backend:
     def __init__(self, model_dir: Path, checkpoint_dir: Path, dtype: str = "auto"):
-        from tokenizers import Tokenizer
-
         self.model_dir = Path(model_dir).resolve()
         self.checkpoint_dir = Path(checkpoint_dir).resolve()
         self.base_model = str(self.model_dir)

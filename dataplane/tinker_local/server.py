@@ -71,7 +71,7 @@ class ThreadFit:
     MIN_WINDOW_S = 1.0
 
     def __init__(self, cores: int | None = None):
-        import psutil  # deferred: only a real model's server measures
+        import psutil  # noqa: PLC0415 - only a real model's server measures
 
         self._psutil = psutil
         self.cores = cores or usable_cores()
@@ -146,7 +146,7 @@ def create_app(
 
     def fit_threads() -> None:
         """Before each job, on the worker thread (torch's threads are set per calling thread)."""
-        import torch
+        import torch  # noqa: PLC0415 - torch on the worker thread, as load_backend
 
         if fit is None:
             return
@@ -159,10 +159,10 @@ def create_app(
             torch.set_num_threads(chosen)
 
     def load_backend():
-        import torch  # on the worker thread: the app answers /healthz while torch and the model load
+        import torch  # noqa: PLC0415 - on the worker thread: the app answers /healthz while torch and the model load
 
         torch.set_num_threads(fixed or usable_cores())  # while loading; a real model's are chosen after
-        from .backend import Backend  # imports torch too: the same reason
+        from .backend import Backend  # noqa: PLC0415 - imports torch too: the same reason
 
         backend = Backend(model_dir, checkpoint_dir, dtype)
         if fit is not None:
