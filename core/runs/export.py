@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import runs
-from ..base.audit import signal_summary
+from ..base.audit_rule import signal_summary
 from ..base.errors import BadInput, HermesError
 from ..base.formatting import human_duration
 from ..base.fsutil import atomic_write_text, epoch_seconds, iter_jsonl

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from ..base.envlimits import env_number
+from ..base.envvar_limits import env_number
 from ..base.errors import BadInput, HermesError, MissingKey
 from ..base.fsutil import (
     atomic_write_json,

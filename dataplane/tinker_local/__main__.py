@@ -18,7 +18,7 @@ import socket
 import sys
 from pathlib import Path
 
-from hermes_rl.core.base.envlimits import env_number
+from hermes_rl.core.base.envvar_limits import env_number
 from hermes_rl.core.base.errors import BadInput
 
 from .model_config import ModelError, read_model_config

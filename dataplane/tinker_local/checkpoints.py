@@ -91,7 +91,7 @@ def local_checkpoint_path(checkpoint_dir: Path, tinker_path: str) -> Path:
 
 
 def write_checkpoint(directory: Path, model, base_model: str, optimizer: bool) -> None:
-    """Save a training model (backend.TrainModel) into `directory`, replacing what is there: the adapter
+    """Save a training model (model_state.TrainModel) into `directory`, replacing what is there: the adapter
     in peft's format, its state.json and, with `optimizer`, its Adam moments."""
     from safetensors.torch import save_file  # noqa: PLC0415 - imports torch: see the docstring
 
@@ -160,7 +160,7 @@ def from_peft_state_dict(tensors: dict[str, torch.Tensor]) -> Adapter:
 
 
 def peft_config(base_model: str, model) -> dict:
-    """peft's adapter_config.json for a training model (backend.TrainModel: its rank and LoRA params)."""
+    """peft's adapter_config.json for a training model (model_state.TrainModel: its rank and LoRA params)."""
     from .engine import LORA_ALPHA  # noqa: PLC0415 - the engine imports torch: see the module's docstring
 
     targets = sorted({name.rsplit(".", 1)[-1] for name in model.params})

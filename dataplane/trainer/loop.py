@@ -28,6 +28,7 @@ from hermes_rl.core.readers.metrics import JsonlTail
 from .. import open_files_problem
 from ..wandb_fallback import install_wandb_fallback
 from . import grpo, tinker_link
+from .accounting import Usage
 from .digest_keeper import DigestKeeper
 from .inference import Policy, start_server
 from .rollouts import RolloutRecorder
@@ -35,7 +36,6 @@ from .run_api import RunApi
 from .settings import ConfigError, TrainerSettings, load_settings
 from .signals import SignalTracker
 from .tokenizer import load_tokenizer
-from .usage import Usage
 
 log = logging.getLogger("trainer")
 
