@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hermes_rl.core.base.fsutil import file_lock, read_regular_text, write_regular_text
 
@@ -188,14 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.time()
     try:
-        with Progress(
-            TextColumn(f"[bold]{SMOLLM2_NAME}[/bold] {{task.description}}"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=not console.is_terminal,
-        ) as bar:
+        with tiny_model.progress_bar(console, SMOLLM2_NAME) as bar:
             task = bar.add_task("starting", total=1.0)
 
             def progress(stage: str, fraction: float) -> None:

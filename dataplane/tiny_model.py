@@ -430,6 +430,18 @@ def _install(built: Path, out_dir: Path) -> None:
 # --------------------------------------------------------------------------- CLI
 
 
+def progress_bar(console: Console, label: str) -> Progress:
+    """A model build's bar on stderr: `label`, the stage, the share done, the time (left behind on a terminal)."""
+    return Progress(
+        TextColumn(f"[bold]{label}[/bold] {{task.description}}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=not console.is_terminal,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hermes_rl.dataplane.tiny_model", description=__doc__.split("\n")[0]
@@ -446,14 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.time()
     try:
-        with Progress(
-            TextColumn("[bold]tiny model[/bold] {task.description}"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=not console.is_terminal,
-        ) as bar:
+        with progress_bar(console, "tiny model") as bar:
             task = bar.add_task("starting", total=1.0)
 
             logged_tenths: set[int] = set()

@@ -781,10 +781,9 @@ class InferenceTrial:
             log_path=str(server.log_path),
         )
 
-    def events(self) -> Iterator[dict]:
-        started = time.time()
-        yield {
-            "event": "started",
+    def _header(self) -> dict:
+        """What the started event and the summary both open with."""
+        return {
             "test_id": self.trial_id,
             "folder": str(self.folder),
             "environment": self.env_info.name,
@@ -793,6 +792,10 @@ class InferenceTrial:
             "num_steps": self.num_steps,
             "group_size": self.group_size,
         }
+
+    def events(self) -> Iterator[dict]:
+        started = time.time()
+        yield {"event": "started", **self._header()}
         results: list[ModelResult] = []
         try:
             server = self._policy_server() if self.target.kind in ("offline", "checkpoint") else None
@@ -979,13 +982,7 @@ class InferenceTrial:
                     "to learn from): a larger group_size, or a task the model sometimes gets right, gives a signal"
                 )
         return {
-            "test_id": self.trial_id,
-            "folder": str(self.folder),
-            "environment": self.env_info.name,
-            "profile": self.profile,
-            "target": self.target.public(),
-            "num_steps": self.num_steps,
-            "group_size": self.group_size,
+            **self._header(),
             "correct_means": f"score >= {self.correct_threshold:g}",
             "models": [r.to_dict() for r in results],
             "best_model": best.model if best else None,
