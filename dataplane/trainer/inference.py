@@ -153,7 +153,7 @@ class Policy:
         self.step = step
 
     async def sample(self, prompt_tokens: list[int], n: int, params: dict) -> list[dict]:
-        from tinker import types
+        from tinker import types  # noqa: PLC0415 - tinker imports torch: loaded by whoever made the client
 
         client, version = self.sampling_client, self.step
         if client is None:
@@ -207,7 +207,7 @@ class Policy:
     @staticmethod
     async def _untempered_logprobs(client, prompt_tokens: list[int], sequences) -> list[list[float]]:
         """Each completion token's logprob under the untempered policy that sampled it (one prefill each)."""
-        from tinker import types
+        from tinker import types  # noqa: PLC0415 - the same
 
         async def one(tokens: list[int]) -> list[float]:
             if not tokens:
