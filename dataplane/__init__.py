@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import resource
 import sys
 from typing import NoReturn
+
+from .compat import run_exit_hooks
 
 
 def exit_now(code: int) -> NoReturn:
@@ -17,7 +20,6 @@ def exit_now(code: int) -> NoReturn:
     processes one after another) would otherwise spend waiting for a process that has finished.
     Only for `if __name__ == "__main__":` blocks: it never returns.
     """
-    from .compat import run_exit_hooks
 
     try:
         run_exit_hooks()
@@ -38,7 +40,6 @@ def open_files_problem(minimum: int = MIN_OPEN_FILES) -> str | None:
 
     Below it the process does not fail at once: every connection its HTTP clients open fails with
     EMFILE and is retried, for a minute, before a generic error. So it is the error, named, at start."""
-    import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= minimum:

@@ -81,7 +81,7 @@ def windows(started_at: float, now: float) -> list[tuple[datetime, datetime]]:
 
 def _query(base_url: str | None, api_key: str, start: datetime, end: datetime, timeout_s: float):
     """One BillingUsageResponse through the official SDK; its errors as one-line UsageErrors."""
-    import tinker  # deferred: the trainer imports this module for record_session alone
+    import tinker  # noqa: PLC0415 - tinker (torch): the trainer imports this for record_session
 
     where = base_url or "Tinker cloud"
     outcome: list = []

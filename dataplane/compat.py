@@ -4,6 +4,7 @@ fails loudly when a Python release changes them)."""
 from __future__ import annotations
 
 import atexit
+import functools
 import threading
 
 
@@ -24,9 +25,9 @@ def chat_template_returns_ids() -> None:
     them; transformers 5 returns a BatchEncoding unless return_dict=False, and the group then fails to
     serialize ("Object of type BatchEncoding is not JSON serializable"). In an environment process,
     a call that does not ask for a dict gets the ids again."""
-    import functools
 
-    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+    # transformers (seconds): only an environment process patches it
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase  # noqa: PLC0415
 
     original = PreTrainedTokenizerBase.apply_chat_template
     if getattr(original, "hermes_returns_ids", False):

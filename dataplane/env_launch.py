@@ -24,8 +24,9 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from hermes_rl.core.base.fsutil import leave_no_temporary_folders_on_sigterm
+from hermes_rl.core.base.fsutil import append_jsonl, leave_no_temporary_folders_on_sigterm
 from hermes_rl.core.base.secrets import ENDPOINT_KEY_ENV, ENDPOINT_KEY_PLACEHOLDER
+from hermes_rl.core.daemons.procscan import MARKER, PROCESS_MARKER
 from hermes_rl.core.envs.envload import run_environment
 
 from .compat import chat_template_returns_ids
@@ -38,20 +39,18 @@ RUN_DIR_VAR = "HERMES_RL_RUN_DIR"  # core.daemons.procscan.MARKER: every process
 def record_registrations() -> None:
     """Wrap BaseEnv.register_env so that each registration appends {time, env_id, process, environment}
     to <run>/env_ids.jsonl (a restarted worker registers again, under a new id)."""
-    from hermes_rl.core.daemons.procscan import MARKER, PROCESS_MARKER
 
     folder = os.environ.get(MARKER)
     if not folder:
         return
     try:
-        from atroposlib.envs.base import BaseEnv
+        from atroposlib.envs.base import BaseEnv  # noqa: PLC0415 - atroposlib (torch): optional
     except ImportError:
         return
     original = BaseEnv.register_env
 
     async def register_env(self):
         await original(self)
-        from hermes_rl.core.base.fsutil import append_jsonl
 
         row = {
             "time": time.time(),
@@ -81,8 +80,8 @@ def one_policy_server() -> None:
     for different models (a teacher beside the student) are different roles that one policy cannot play,
     so the process ends naming them."""
     try:
-        from atroposlib.envs.base import BaseEnv
-        from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+        from atroposlib.envs.base import BaseEnv  # noqa: PLC0415 - atroposlib (torch): optional
+        from atroposlib.envs.server_handling.server_baseline import APIServerConfig  # noqa: PLC0415 - same
     except ImportError:
         return
     original_cli = BaseEnv.cli.__func__
@@ -124,7 +123,7 @@ def endpoint_key() -> None:
     the run's endpoint key from this process's environment, where the supervisor put it: config.yaml never
     holds the key, and the trainer's inference server refuses a client without it."""
     try:
-        from atroposlib.envs.server_handling.server_manager import ServerManager
+        from atroposlib.envs.server_handling.server_manager import ServerManager  # noqa: PLC0415 - atroposlib (torch): optional
     except ImportError:
         return
     key = os.environ.get(ENDPOINT_KEY_ENV)
@@ -149,7 +148,7 @@ def count_own_groups_with_a_share() -> None:
     past total_steps) otherwise counts a mixed-in environment's groups as its own and ends early; run-api
     then keeps waiting for this environment's share of the last batches, and the run hangs."""
     try:
-        from atroposlib.envs.base import BaseEnv
+        from atroposlib.envs.base import BaseEnv  # noqa: PLC0415 - atroposlib (torch): optional
     except ImportError:
         return
     original = BaseEnv.get_status
@@ -217,7 +216,7 @@ def locate_environment_errors(counter: ErrorCounter | None = None) -> None:
     as atroposlib's handle_env handles it: the item yields nothing. atroposlib's own line per item, which
     names no file or line, is then not written."""
     try:
-        from atroposlib.envs.base import BaseEnv
+        from atroposlib.envs.base import BaseEnv  # noqa: PLC0415 - atroposlib (torch): optional
     except ImportError:
         return
     errors = counter or ErrorCounter()

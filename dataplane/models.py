@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich.console import Console
+
 from hermes_rl.core.base.fsutil import file_lock, read_regular_text, write_regular_text
 
 from . import tiny_model
@@ -100,7 +102,7 @@ def _gguf_parsed_once():
     builds the same tensor-name map once per module of the model (~400 times): most of a conversion's
     CPU. Within one conversion both are done once: the file is only read, and the map depends only on
     the architecture and the layer count."""
-    import gguf
+    import gguf  # noqa: PLC0415 - gguf: only a GGUF conversion needs it
 
     reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     gguf.GGUFReader = functools.lru_cache(maxsize=2)(reader)
@@ -119,8 +121,8 @@ def convert_gguf(
     report = progress or (lambda _stage, _fraction: None)
     started = time.time()
     report("loading transformers", 0.0)
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from safetensors.torch import save_file  # noqa: PLC0415 - torch: only to convert
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - only to convert
 
     with _gguf_parsed_once():
         report(f"reading the tokenizer from {gguf_file.name}", 0.1)
@@ -174,9 +176,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return tiny_model.main(["--out", str(out_dir)])
 
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     console = Console(stderr=True, soft_wrap=True)
     if is_prepared(out_dir):
         console.print(f"{SMOLLM2_NAME} ready at {out_dir} (already prepared)")
@@ -188,14 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.time()
     try:
-        with Progress(
-            TextColumn(f"[bold]{SMOLLM2_NAME}[/bold] {{task.description}}"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=not console.is_terminal,
-        ) as bar:
+        with tiny_model.progress_bar(console, SMOLLM2_NAME) as bar:
             task = bar.add_task("starting", total=1.0)
 
             def progress(stage: str, fraction: float) -> None:

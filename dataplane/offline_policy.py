@@ -25,10 +25,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from hermes_rl.core.base.paths import tinker_checkpoint_subpath
 from hermes_rl.core.base.secrets import ENDPOINT_KEY_ENV, LOCAL_TINKER_KEY_ENV
+
+from .models import ensure_model
+from .tinker_local.model_config import ModelError
+from .trainer.inference import Policy, start_server
+from .trainer.tokenizer import load_tokenizer
 
 PR_SET_PDEATHSIG = 1
 READY_PREFIX = "offline policy ready on "
@@ -92,14 +99,7 @@ def _stop(process: subprocess.Popen) -> None:
 async def serve(
     model_dir: Path, port: int, model_path: str | None = None, checkpoint_from: Path | None = None, cloud: bool = False
 ) -> int:
-    import tempfile
-
-    import tinker
-
-    from hermes_rl.core.base.paths import tinker_checkpoint_subpath
-
-    from .trainer.inference import Policy, start_server
-    from .trainer.tokenizer import load_tokenizer
+    import tinker  # noqa: PLC0415 - tinker imports torch (seconds): after the arguments and the model are checked
 
     checkpoints = Path(tempfile.mkdtemp(prefix="offline-policy-"))
     process = None
@@ -150,8 +150,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cloud:  # the model is Tinker's: its tokenizer is what this machine needs
         return asyncio.run(serve(args.model_dir, args.port, args.model_path, cloud=True))
-    from .models import ensure_model
-    from .tinker_local.model_config import ModelError
 
     try:
         model_dir = ensure_model(

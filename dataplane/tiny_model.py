@@ -29,7 +29,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
 from hermes_rl.core.base.fsutil import file_lock, read_regular_text, write_regular_text
+from hermes_rl.environments.toy_task import PROMPT_TEMPLATE, STOP, format_answer, make_problem, score
 
 # Bump when anything below changes what gets built; older folders are rebuilt.
 BUILD_VERSION = 2
@@ -140,8 +145,8 @@ def build_into(folder: Path, progress: ProgressFn | None = None, recipe: WarmSta
     tokenizer.save_pretrained(folder)
 
     report("initialising model", 0.1)
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # noqa: PLC0415 - torch (seconds): only to build a model
+    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415 - torch (seconds): only to build a model
 
     # One thread: the model is far too small to gain from more, and on a busy 2-core machine
     # extra threads spin against each other (10x slower measured).
@@ -185,8 +190,7 @@ def build_into(folder: Path, progress: ProgressFn | None = None, recipe: WarmSta
 
 def build_tokenizer(lines: list[str]):
     """Byte-level BPE (any text encodes), digits always single tokens, wrapped for transformers."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415 - torch (seconds): only to build a model
 
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.Sequence(
@@ -217,7 +221,6 @@ def build_tokenizer(lines: list[str]):
 
 def corpus_lines(rng: random.Random) -> list[str]:
     """Generated text the tokenizer learns its merges from."""
-    from hermes_rl.environments.toy_task import format_answer, make_problem
 
     lines: list[str] = []
     for max_operand in (4, 9, 20):
@@ -319,9 +322,7 @@ def warm_start(
     model, tokenizer, rng: random.Random, on_step: Callable[[int, float], None], recipe: WarmStart = DEFAULT_WARM_START
 ) -> dict:
     """Supervised steps on `Q: a+b=\\nA: N\\n` (loss on the answer only), N as `recipe` says."""
-    import torch
-
-    from hermes_rl.environments.toy_task import format_answer, make_problem
+    import torch  # noqa: PLC0415 - torch (seconds): only to build a model
 
     def example() -> tuple[list[int], list[int]]:
         prompt, answer = make_problem(rng, TOY_MAX_OPERAND)
@@ -369,12 +370,9 @@ def toy_score(
     model_dir: Path, encode: Callable[[str], list[int]], samples_per_problem: int = 16, temperature: float = 1.0
 ) -> float:
     """Mean toy_task.score of sampled answers over every toy problem (the local engine, no LoRA)."""
-    import torch
-    from tokenizers import Tokenizer
+    import torch  # noqa: PLC0415 - torch (seconds): only to build a model
 
-    from hermes_rl.environments.toy_task import PROMPT_TEMPLATE, STOP, score
-
-    from .tinker_local.engine import CausalLM, SampleSpec
+    from .tinker_local.engine import CausalLM, SampleSpec  # noqa: PLC0415 - the engine imports torch (seconds)
 
     lm = CausalLM(model_dir)
     decode = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json")).decode
@@ -402,9 +400,7 @@ def toy_score(
 def answer_probe(model, tokenizer) -> dict[str, float]:
     """Over every toy problem: the mean probability of the right answer digit, and how often the
     most likely digit is the right one (what greedy decoding answers)."""
-    import torch
-
-    from hermes_rl.environments.toy_task import PROMPT_TEMPLATE
+    import torch  # noqa: PLC0415 - torch (seconds): only to build a model
 
     digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
     total, right, count = 0.0, 0, 0
@@ -434,6 +430,18 @@ def _install(built: Path, out_dir: Path) -> None:
 # --------------------------------------------------------------------------- CLI
 
 
+def progress_bar(console: Console, label: str) -> Progress:
+    """A model build's bar on stderr: `label`, the stage, the share done, the time (left behind on a terminal)."""
+    return Progress(
+        TextColumn(f"[bold]{label}[/bold] {{task.description}}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=not console.is_terminal,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hermes_rl.dataplane.tiny_model", description=__doc__.split("\n")[0]
@@ -443,9 +451,6 @@ def main(argv: list[str] | None = None) -> int:
     # A stopped run ends this step with SIGTERM: exit through the build's cleanup, not around it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     console = Console(stderr=True, soft_wrap=True)
     out_dir = args.out.expanduser().resolve()
     if is_complete(out_dir):
@@ -453,14 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.time()
     try:
-        with Progress(
-            TextColumn("[bold]tiny model[/bold] {task.description}"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=not console.is_terminal,
-        ) as bar:
+        with progress_bar(console, "tiny model") as bar:
             task = bar.add_task("starting", total=1.0)
 
             logged_tenths: set[int] = set()

@@ -18,20 +18,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import enum
 import errno
 import importlib
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import math
 import os
 import re
+import shutil
+import signal
 import stat
 import sys
+import tempfile
 import time
 import types
-import typing
 from pathlib import Path
 
 PROMPT_MASK = -100
@@ -87,51 +89,19 @@ MAX_FAILED_GROUPS = 8  # groups in a row that could not be scored: the taskset i
 # --- listing -----------------------------------------------------------------------------------------
 
 
-def _jsonable(value: object) -> object:
-    if isinstance(value, enum.Enum):
-        return _jsonable(value.value)
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "model_dump"):
-        return _jsonable(value.model_dump(mode="json"))
-    return str(value)
+def _load_by_path(name: str, path: Path) -> types.ModuleType:
+    """A module by its file (this file runs by path, outside hermes-rl's package)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
-def _describe(annotation: object) -> dict:
-    """{"type", "choices", "nullable"} of a pydantic annotation (as core.envs.probe_child does)."""
-    nullable = False
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(annotation)
-        rest = [a for a in args if a is not type(None)]
-        nullable = len(rest) < len(args)
-        if len(rest) != 1:
-            return {"type": "str", "choices": None, "nullable": nullable}
-        annotation = rest[0]
-        origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        return {"type": "enum", "choices": [_jsonable(a) for a in typing.get_args(annotation)], "nullable": nullable}
-    if isinstance(annotation, type):
-        if issubclass(annotation, enum.Enum):
-            return {"type": "enum", "choices": [_jsonable(m.value) for m in annotation], "nullable": nullable}
-        for kind, klass in (("bool", bool), ("int", int), ("float", float), ("str", (str, Path))):
-            if issubclass(annotation, klass):
-                return {"type": kind, "choices": None, "nullable": nullable}
-        if issubclass(annotation, (list, tuple, set, frozenset)):
-            return {"type": "list", "choices": None, "nullable": nullable}
-    if origin in (list, tuple, set, frozenset):
-        return {"type": "list", "choices": None, "nullable": nullable}
-    return {
-        "type": "dict" if origin is dict or hasattr(annotation, "model_fields") else "str",
-        "choices": None,
-        "nullable": nullable,
-    }
+# How a field's annotation and default read as JSON: core/base/field_shapes.py, the config probe's too (stdlib only).
+_shapes = _load_by_path("field_shapes", Path(__file__).resolve().parent.parent / "core" / "base" / "field_shapes.py")
+_jsonable, _describe = _shapes.jsonable, _shapes.describe_annotation
 
 
 def _bounds(info: object) -> dict:
@@ -406,7 +376,6 @@ DESCRIBE_S = 60  # one package's import and description: past this, its row says
 def _bounded(describe, taskset_id: str, module: str, dist: str | None, version: str | None) -> dict:
     """describe(...) within DESCRIBE_S (a package whose import hangs names itself, hiding no other), its
     texts capped."""
-    import signal
 
     def late(_signum, _frame):
         raise TimeoutError(f"importing {module} took over {DESCRIBE_S} s")
@@ -975,9 +944,6 @@ class Bridge:
 
 @contextlib.asynccontextmanager
 async def _warm_folder():
-    import shutil
-    import tempfile
-
     folder = Path(tempfile.mkdtemp(prefix="hermes-vf-warm-"))
     try:
         yield folder
@@ -986,13 +952,8 @@ async def _warm_folder():
 
 
 def _sibling(name: str) -> types.ModuleType:
-    """A module beside this file (this file runs by path, outside hermes-rl's package)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """A module beside this file."""
+    return _load_by_path(name, Path(__file__).with_name(f"{name}.py"))
 
 
 def _dump_messages(trace) -> list[dict]:
@@ -1013,7 +974,6 @@ def main(argv: list[str]) -> int:
         os.dup2(2, 1)  # whatever the packages print goes to stderr; stdout carries one JSON line
         os.write(out_fd, (json.dumps(list_tasksets(), default=str) + "\n").encode())
         return 0
-    import logging
 
     import yaml
 

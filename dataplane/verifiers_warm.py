@@ -17,11 +17,14 @@ Run by path beside verifiers_bridge.py, under the taskset's interpreter (stdlib 
 from __future__ import annotations
 
 import array
+import asyncio
 import builtins
 import contextlib
+import importlib
 import json
 import os
 import shlex
+import signal
 import socket
 import struct
 import sys
@@ -73,7 +76,6 @@ def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
 
 def _child(conn: socket.socket, request: dict, fds: list[int], code, learned: Path) -> None:
     """In the forked child: become the process the runtime started, run the program's main, report its status."""
-    import signal
 
     os.setsid()  # its own group: the launcher's death ends it with everything it started
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote reaps by ignoring it; the program waits on its own
@@ -129,7 +131,6 @@ def _child(conn: socket.socket, request: dict, fds: list[int], code, learned: Pa
 
 def _learn(learned: Path, upto: int) -> int:
     """Import what earlier children imported as they ran (names appended to `learned` since `upto`)."""
-    import importlib
 
     try:
         with open(learned, encoding="ascii", errors="replace") as handle:
@@ -145,8 +146,6 @@ def _learn(learned: Path, upto: int) -> int:
 
 
 def zygote(script: str, socket_path: str) -> None:
-    import signal
-
     source = Path(script).read_text(encoding="utf-8")
     code = compile(source, script, "exec")
     # The program's imports, once: its module body runs without its main (__name__ is not "__main__").
@@ -186,7 +185,6 @@ async def warm_chat_program(folder: Path) -> str | None:
     subprocess runtime at the launcher for it. The zygote's process is returned's owner: it dies with the
     bridge's process group. None when it could not be started (the program then runs cold, as verifiers runs
     it); the reason is on stderr."""
-    import asyncio
 
     from verifiers.v1.harnesses.null.harness import NullHarnessConfig
     from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM_SOURCE

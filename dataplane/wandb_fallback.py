@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
 from typing import Callable
 
 INIT_TIMEOUT_S = "30"  # W&B's own default is 90 s of retries before it gives up
@@ -24,7 +26,7 @@ def install_wandb_fallback(warn: Callable[[str], None] = _to_stderr) -> None:
     """Wrap `wandb.init` (once per process): a failed online init is retried offline, `warn` says why."""
     os.environ.setdefault("WANDB_INIT_TIMEOUT", INIT_TIMEOUT_S)
     try:
-        import wandb
+        import wandb  # noqa: PLC0415 - W&B (a second) is optional: wrapped only where it is installed
     except ImportError:
         return
     online_init = wandb.init
@@ -63,7 +65,6 @@ def run_group() -> str | None:
 def finish_wandb_run(timeout_s: float = FINISH_TIMEOUT_S) -> None:
     """End this process's W&B run, if it has one, with an exit record (exit code 0: a stop is not a
     crash); W&B is given `timeout_s` at most, so a stop never waits on it longer."""
-    import threading
 
     wandb = sys.modules.get("wandb")
     run = getattr(wandb, "run", None) if wandb is not None else None
@@ -83,7 +84,6 @@ def finish_wandb_run(timeout_s: float = FINISH_TIMEOUT_S) -> None:
 
 def finish_wandb_on_sigterm() -> None:
     """On SIGTERM, end the W&B run first, then do what SIGTERM did before (the handler already set)."""
-    import signal
 
     previous = signal.getsignal(signal.SIGTERM)
 

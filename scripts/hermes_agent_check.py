@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,8 +92,6 @@ def main() -> None:
         text = hermes("plugins", "list", "--json", env=env)
         listed = json.JSONDecoder().raw_decode(text[text.index("[") :])[0] if "[" in text else []
         row = next((p for p in listed if p.get("name") == "rl"), None)
-        from importlib.metadata import version
-
         if not row or row["version"] != version("hermes-rl") or not row["description"] or row["status"] != "enabled":
             fail(f"`hermes plugins list --json` has no enabled rl with version and description: {row}")
         print(f"hermes plugins list: rl {row['version']} {row['status']}: {row['description']}")

@@ -1,5 +1,5 @@
 """Is it learning, and if not, why: the trainer's per-step signals (dataplane/trainer/signals.py) and the
-audit's verdict on them (core/base/audit.py), on synthetic rows and /batch payloads."""
+audit's verdict on them (core/base/audit_rule.py), on synthetic rows and /batch payloads."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from hermes_rl.core.base.audit import audit, audit_lines
-from hermes_rl.core.daemons.audit import audit_run_dir
+from hermes_rl.core.base.audit_rule import audit, audit_lines
+from hermes_rl.core.daemons.run_audit import audit_run_dir
 from hermes_rl.dataplane.trainer.signals import SignalTracker
 
 

@@ -1,14 +1,14 @@
 """Why a run is not learning: each cause of docs/audit.md's table, made by a run folder that records it
 (metrics.jsonl, env_metrics.jsonl, rollouts.jsonl as the trainer and the environments write them),
-audited as every client audits a run (core.daemons.audit.audit_run_dir)."""
+audited as every client audits a run (core.daemons.run_audit.audit_run_dir)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from hermes_rl.core.base.audit import audit
-from hermes_rl.core.daemons.audit import audit_run_dir
+from hermes_rl.core.base.audit_rule import audit
+from hermes_rl.core.daemons.run_audit import audit_run_dir
 
 GROUP = 8
 

@@ -106,9 +106,9 @@ def test_lora_gradients_equal_peft(arch, tmp_path, masked):
     from peft import PeftModel
     from safetensors.torch import save_file
 
-    from hermes_rl.dataplane.tinker_local.backend import TrainModel
     from hermes_rl.dataplane.tinker_local.checkpoints import peft_config, peft_state_dict
     from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA
+    from hermes_rl.dataplane.tinker_local.model_state import TrainModel
 
     _, folder, reference, lm = arch
     rank = 4
@@ -156,16 +156,16 @@ def test_lora_gradients_equal_peft(arch, tmp_path, masked):
 
 
 def test_forward_backward_trains_only_where_advantages_are_not_zero(arch, tmp_path):
-    """Through the server's backend: a batch whose advantages are all 0 (a group that scored the same)
+    """Through the server's model state: a batch whose advantages are all 0 (a group that scored the same)
     is accepted and moves nothing; advantages on the completion only (the prompt's are 0) train."""
     import numpy as np
 
-    from hermes_rl.dataplane.tinker_local.backend import Backend
+    from hermes_rl.dataplane.tinker_local.model_state import ModelState
     from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
 
     _, folder, _, _ = arch
-    backend = Backend(folder, tmp_path / "checkpoints")
-    model_id = backend.create_model({"session_id": "s", "base_model": str(folder), "lora_config": {"rank": 4}})[
+    state = ModelState(folder, tmp_path / "checkpoints")
+    model_id = state.create_model({"session_id": "s", "base_model": str(folder), "lora_config": {"rank": 4}})[
         "model_id"
     ]
     tokens = [5, 9, 14, 3, 77, 2, 40, 8]
@@ -188,12 +188,12 @@ def test_forward_backward_trains_only_where_advantages_are_not_zero(arch, tmp_pa
             forward_only=False,
             data=[datum],
         )
-        backend.forward_backward(request)
-        return backend.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-2}})["metrics"]
+        state.forward_backward(request)
+        return state.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-2}})["metrics"]
 
-    before = {name: t.detach().clone() for name, t in backend.model(model_id).tensors().items()}
+    before = {name: t.detach().clone() for name, t in state.model(model_id).tensors().items()}
     assert step([0.0] * 7)["grad_norm"] == 0.0
-    after = backend.model(model_id).tensors()
+    after = state.model(model_id).tensors()
     assert all(torch.equal(before[name], after[name]) for name in before)
     assert step([0.0] * 4 + [1.0, -0.5, 1.0])["grad_norm"] > 0
 

@@ -97,13 +97,13 @@ def test_smollm2_trains_a_reasoning_gym_task_offline_with_rewards_and_a_held_out
 
 @pytest.mark.timeout(900)
 def test_inference_test_answers_with_smollm2_and_no_keys(prepared_smollm2, monkeypatch):
-    from hermes_rl.core.runs.trial import InferenceTest
+    from hermes_rl.core.runs.trial import InferenceTrial
 
     for name in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "TINKER_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     _link(prepared_smollm2)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    test = InferenceTest.prepare(1, 2, env_name="gsm8k")
+    test = InferenceTrial.prepare(1, 2, env_name="gsm8k")
     assert test.target.kind == "offline"
     summary = test.run()
     result = summary["models"][0]

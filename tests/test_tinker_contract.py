@@ -188,7 +188,7 @@ ADVANTAGES = [1.0, -0.5, 2.0, 1.5]
     ],
 )
 def test_policy_losses_equal_the_documented_definitions(trainer, tokenizer, loss_fn, config):
-    from hermes_rl.dataplane.tinker_local.backend import LOSS_CONFIG_DEFAULTS
+    from hermes_rl.dataplane.tinker_local.model_state import LOSS_CONFIG_DEFAULTS
 
     data, learner = rl_batch_with_offsets(trainer, tokenizer, OFFSETS, ADVANTAGES)
     sampler = [torch.tensor(d.loss_fn_inputs["logprobs"].to_numpy(), dtype=torch.float64) for d in data]

@@ -56,9 +56,9 @@ def test_engine_and_lora_match_transformers_and_peft(tiny_model_dir, tmp_path):
     from safetensors.torch import save_file
     from transformers import LlamaForCausalLM
 
-    from hermes_rl.dataplane.tinker_local.backend import TrainModel
     from hermes_rl.dataplane.tinker_local.checkpoints import peft_config, peft_state_dict
     from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, CausalLM
+    from hermes_rl.dataplane.tinker_local.model_state import TrainModel
 
     lm = CausalLM(tiny_model_dir)
     ids = torch.randint(0, lm.vocab_size, (2, 17), generator=torch.Generator().manual_seed(0))

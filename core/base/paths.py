@@ -80,7 +80,12 @@ def logs_dir() -> Path:
     return hermes_home() / "logs" / "rl_training"
 
 
-def inference_tests_dir() -> Path:
+def inference_trials_dir() -> Path:
+    return logs_dir() / "inference_trials"
+
+
+def older_inference_tests_dir() -> Path:
+    """Where hermes-rl 0.1 kept the trials' folders; core.runs.trial moves them into inference_trials_dir."""
     return logs_dir() / "inference_tests"
 
 

@@ -61,7 +61,7 @@ class RunSummary(_SummaryFields, StallFields):
     """One row of runs.list_runs()."""
 
     health: HealthVerdict
-    audit: dict[str, Any]  # {verdict, reason}: the audit's verdict and first reason (core.base.audit)
+    audit: dict[str, Any]  # {verdict, reason}: the audit's verdict and first reason (core.base.audit_rule)
 
 
 class ProcessRecord(TypedDict):
@@ -147,7 +147,7 @@ class RunView(_RunFields, StallFields):
     supervisor_log: str
     run_dir: str
     health: HealthVerdict
-    audit: dict[str, Any]  # {verdict, reasons, signals} (core.base.audit)
+    audit: dict[str, Any]  # {verdict, reasons, signals} (core.base.audit_rule)
     recorded_status: NotRequired[str]  # a lost run: the status run.json still holds
     survivors: NotRequired[list[dict[str, Any]]]  # a lost run: its processes still running
 
@@ -271,7 +271,7 @@ class StatusReport(TypedDict):
     log_paths: dict[str, str]
     sample_completions: SampleCompletions | None
     tips: list[str]
-    audit: dict[str, Any]  # {verdict, reasons, signals}: is it learning, and if not why (core.base.audit)
+    audit: dict[str, Any]  # {verdict, reasons, signals}: is it learning, and if not why (core.base.audit_rule)
 
 
 class ResultsSummary(TypedDict):
@@ -290,7 +290,7 @@ class ResultsSummary(TypedDict):
     wandb_url: str | None
     log_paths: dict[str, str]
     sample_completions: SampleCompletions | None
-    audit: dict[str, Any]  # {verdict, reasons, signals} (core.base.audit)
+    audit: dict[str, Any]  # {verdict, reasons, signals} (core.base.audit_rule)
 
 
 # -- environments and their config ---------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .clock import age_s
-from .envlimits import env_number
+from .envvar_limits import env_number
 from .fsutil import epoch_seconds
 from .states import ACTIVE, RunStatus
 

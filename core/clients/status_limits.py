@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ..base.envlimits import env_number
+from ..base.envvar_limits import env_number
 from ..base.errors import BadInput
 from ..base.fsutil import atomic_write_json, file_lock, read_json
 from ..base.paths import ensure_private_dir, rl_dir, validate_run_id

@@ -453,11 +453,11 @@ CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
 def rl_test_inference(
     num_steps: int = 3, group_size: int = 16, models: list[str] | None = None, base_url: str | None = None
 ) -> dict:
-    from ..runs.trial import InferenceTest
+    from ..runs.trial import InferenceTrial
 
     _keep_runs_warm()
-    test = InferenceTest.prepare(num_steps, group_size, models, base_url, cancel_event=CANCEL.get())
-    return test.run()
+    trial = InferenceTrial.prepare(num_steps, group_size, models, base_url, cancel_event=CANCEL.get())
+    return trial.run()
 
 
 # -- the table ----------------------------------------------------------------------------------

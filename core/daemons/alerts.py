@@ -67,7 +67,7 @@ from ..base.paths import rl_dir
 from ..base.secrets import get_key, redact, secret_values
 from ..base.stall import progress_logs, stall_fields
 from ..base.states import RunStatus
-from .audit import audit_run_dir
+from .run_audit import audit_run_dir
 from .spawn import run_bounded
 
 KINDS = ("failed", "stalled", "completed", "metric", "audit")

@@ -1,9 +1,12 @@
-"""The run record a supervisor keeps: run.json (written atomically, once per loop turn) and events.jsonl
-(one line per transition), plus the supervisor's own log lines (its stdout: supervisor.log).
+"""run.json and events.jsonl, the record of a run, in one place: the one place a final status is written,
+whoever ends the run (`record_final`: the supervisor, its watchdog, or a client stopping a run whose
+supervisor is gone), and the record a live supervisor keeps (`RunRecord`: run.json written atomically once
+per loop turn, events.jsonl one line per transition, and the supervisor's own log lines on its stdout,
+supervisor.log).
 
 While the supervisor lives it is run.json's only writer (the watchdog and clients write it only once it
-is gone), so `check` rewrites a run.json deleted or changed behind its back. The run's end goes through
-runstate.record_final, the one place a final status is written, whoever ends the run.
+is gone), so `RunRecord.check` rewrites a run.json deleted or changed behind its back. Light on purpose
+(core.base only): the watchdog reads it when a supervisor dies.
 """
 
 from __future__ import annotations
@@ -11,18 +14,56 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
-from ..base.fsutil import append_jsonl, atomic_write_json, open_regular
+from ..base.fsutil import append_jsonl, atomic_write_json, open_regular, read_json
 from ..base.secrets import redact
-from ..base.states import RECORDED_FINAL, ProcState, RunStatus
-from .launchers import event_fields
-from .runstate import record_final
+from ..base.states import PROC_NOT_ENDED, RECORDED_FINAL, ProcState, RunStatus
 
 STATE_CHECK_S = 1.0  # how often run.json is checked to still be the one written last
 SPACE_RESERVE = ".space-reserve"  # bytes held back in the run folder to record its end on a full disk
 SPACE_RESERVE_BYTES = 256 * 1024
+
+
+def read_run_file(folder: Path) -> dict | None:
+    """run.json as a dict, or None when it is missing or unreadable."""
+    try:
+        run = read_json(Path(folder) / "run.json")
+    except (OSError, ValueError):
+        return None
+    return run if isinstance(run, dict) else None
+
+
+def record_final(
+    folder: Path, run: dict, status: RunStatus, reason: str, message: str | None = None, **event_fields
+) -> dict:
+    """Write `status` and `reason` to run.json (processes not ended become stopped) and the matching
+    run_status event to events.jsonl. `run` is the latest run.json; returns it as written."""
+    now = time.time()
+    for proc in run.get("processes") or []:
+        if isinstance(proc, dict) and proc.get("state") in PROC_NOT_ENDED:
+            proc["state"] = ProcState.STOPPED
+            proc["ended_at"] = proc.get("ended_at") or now
+    run.update(status=status, reason=reason, ended_at=now)
+    atomic_write_json(Path(folder) / "run.json", run)
+    append_jsonl(
+        Path(folder) / "events.jsonl",
+        {
+            "time": now,
+            "event": "run_status",
+            "status": status,
+            "reason": reason,
+            **event_fields,
+            "message": message or f"run {status}: {reason}",
+        },
+    )
+    return run
+
+
+def is_recorded_final(run: Mapping[str, Any] | None) -> bool:
+    return run is not None and run.get("status") in RECORDED_FINAL
 
 
 def log(message: str) -> None:
@@ -122,7 +163,7 @@ class RunRecord:
                 handle.write(b"\0" * SPACE_RESERVE_BYTES)
 
     def record_final(self, status: RunStatus, reason: str) -> None:
-        """The run's end, through runstate.record_final (run.json and the run_status event), and our log."""
+        """The run's end, through record_final above (run.json and the run_status event), and our log."""
         with contextlib.suppress(OSError):
             (self.dir / SPACE_RESERVE).unlink()  # its space is what the final record is written with
         self.run["processes"] = self.processes()
@@ -152,9 +193,8 @@ class RunRecord:
             log("recorded the run's end")
             return
 
-    def job_changed(self, proc, handle) -> None:
-        """Its launcher reported a new state or node for `proc`'s job: run.json shows it, an event says so."""
+    def job_changed(self, proc, launcher: str, words: str, fields: Mapping[str, Any]) -> None:
+        """Its launcher reported a new state or node for `proc`'s job (`words`; the job's `fields`, from
+        launchers.event_fields): run.json shows it, an event says so."""
         self.mark_dirty()
-        self.event(
-            handle.launcher, f"{proc.name}: {handle.change_words()}", process=proc.name, **event_fields(handle.record())
-        )
+        self.event(launcher, f"{proc.name}: {words}", process=proc.name, **fields)

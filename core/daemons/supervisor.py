@@ -121,7 +121,8 @@ class Supervisor:
     def _job_changed(self, handle) -> None:
         proc = next((p for p in self.procs.values() if p.handle is handle), None)
         if proc is not None:
-            self.record.job_changed(proc, handle)
+            fields = launchers.event_fields(handle.record())
+            self.record.job_changed(proc, handle.launcher, handle.change_words(), fields)
 
     # ------------------------------------------------------------ waking up
 

@@ -64,7 +64,7 @@ def cancel_jobs(run_id: str, jobs: list[tuple[str, str]] | tuple[tuple[str, str]
     from ..base.fsutil import atomic_write_json
     from ..base.paths import run_dir
     from . import launchers
-    from .runstate import read_run_file
+    from .run_record import read_run_file
 
     by_launcher: dict[str, list[str]] = {}
     for name, job_id in jobs:
@@ -98,7 +98,7 @@ def clean_up(
     from ..base.states import RunStatus
     from . import procscan
     from .alerts import AlertMonitor
-    from .runstate import is_recorded_final, read_run_file, record_final
+    from .run_record import is_recorded_final, read_run_file, record_final
 
     folder = run_dir(run_id)
     run = read_run_file(folder)

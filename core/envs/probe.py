@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..base.envlimits import env_number
+from ..base.envvar_limits import env_number
 from ..base.errors import BadInput, HermesError
 from ..base.failures import describe_failure, exception_line, failure_hint
 from ..base.fsutil import atomic_write_text, file_lock, read_regular_text

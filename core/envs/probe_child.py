@@ -8,69 +8,15 @@ JSON object: {"ok": true, "fields": [...], ...} or {"ok": false, "error": "..."}
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import sys
 import traceback
-import types
-import typing
 from pathlib import Path
 
+from ..base.field_shapes import describe_annotation, jsonable
 from ..base.fsutil import remove_temporary_directories
 from .envload import import_environment
-
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, enum.Enum):
-        return _jsonable(value.value)
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "model_dump"):
-        return _jsonable(value.model_dump())
-    return str(value)
-
-
-def describe_annotation(annotation: object) -> dict:
-    """{"type", "choices", "nullable"} for a pydantic field annotation."""
-    nullable = False
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(annotation)
-        rest = [a for a in args if a is not type(None)]
-        nullable = len(rest) < len(args)
-        if len(rest) != 1:
-            return {"type": "str", "choices": None, "nullable": nullable}
-        annotation = rest[0]
-        origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        return {"type": "enum", "choices": [_jsonable(a) for a in typing.get_args(annotation)], "nullable": nullable}
-    if isinstance(annotation, type):
-        if issubclass(annotation, enum.Enum):
-            return {"type": "enum", "choices": [_jsonable(m.value) for m in annotation], "nullable": nullable}
-        for kind, types_ in (
-            ("bool", (bool,)),
-            ("int", (int,)),
-            ("float", (float,)),
-            ("str", (str, Path)),
-            ("list", (list, tuple, set, frozenset)),
-            ("dict", (dict,)),
-        ):
-            if issubclass(annotation, types_):
-                return {"type": kind, "choices": None, "nullable": nullable}
-        if hasattr(annotation, "model_fields"):
-            return {"type": "dict", "choices": None, "nullable": nullable}
-    if origin in (list, tuple, set, frozenset):
-        return {"type": "list", "choices": None, "nullable": nullable}
-    if origin is dict:
-        return {"type": "dict", "choices": None, "nullable": nullable}
-    return {"type": "str", "choices": None, "nullable": nullable}
 
 
 def _bounds(field_info: object) -> dict:
@@ -119,7 +65,7 @@ def probe(file: str, class_name: str) -> dict:
             "name": name,
             **describe_annotation(info.annotation),
             **_bounds(info),
-            "default": _jsonable(getattr(config, name, None)),
+            "default": jsonable(getattr(config, name, None)),
             "description": " ".join((info.description or "").split()),
             "in_base": name in base_fields,
         }
@@ -127,7 +73,7 @@ def probe(file: str, class_name: str) -> dict:
     server_list = servers if isinstance(servers, (list, tuple)) else [servers] if servers is not None else []
     server_rows = []
     for server in server_list:
-        dumped = _jsonable(server) if hasattr(server, "model_dump") else {}
+        dumped = jsonable(server) if hasattr(server, "model_dump") else {}
         if isinstance(dumped, dict):
             dumped.pop("api_key", None)  # never carry a key out of the probe
             server_rows.append(dumped)

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..base.envlimits import env_number
+from ..base.envvar_limits import env_number
 from ..base.errors import BadInput
 from ..base.fsutil import atomic_write_text, read_regular_text
 from ..base.paths import PROJECT_ROOT, probe_cache_dir

@@ -21,7 +21,7 @@ from ..base.polling import poll_until
 from ..base.records import RunView
 from ..base.states import RECORDED_FINAL, RunStatus
 from ..daemons import launchers, procscan
-from ..daemons.runstate import is_recorded_final, record_final
+from ..daemons.run_record import is_recorded_final, record_final
 from .store import (
     SUPERVISOR_START_TIMEOUT_S,
     UnreadableRun,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import runs
-from ..base.audit import signal_summary
+from ..base.audit_rule import signal_summary
 from ..base.errors import BadInput, HermesError
 from ..base.formatting import human_duration
 from ..base.fsutil import atomic_write_text, epoch_seconds, iter_jsonl
@@ -429,7 +429,7 @@ pre{white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,Menlo,
 
 
 def _audit_section(run: RunView) -> str:
-    """The audit: verdict, one line per reason, the signals (core.base.audit; docs/audit.md)."""
+    """The audit: verdict, one line per reason, the signals (core.base.audit_rule; docs/audit.md)."""
     result = run_audit(run)
     reasons = "".join(f"<li>{_e(r)}</li>" for r in result["reasons"])
     return (
@@ -442,78 +442,16 @@ def _audit_section(run: RunView) -> str:
 def html_report(run_id: str) -> str:
     """The run's report as one HTML page (see the module's docstring). NotFound for an unknown run."""
     run = runs.get_run(run_id, sample=False)
-    checkpoint, tinker_path = checkpoint_paths(run_id)
     metrics = _all_metrics(run_id, bounded=True)  # charts thin to CHART_POINTS anyway
     rows = metrics.rows
     keys = metric_keys(rows)
     status = str(run.get("status"))
-    steps_done = metrics.trainer_step or 0
-    total = run.get("total_steps")
     series = _all_series(rows, keys)
-    accuracy = metric_summary(series.get(str(Metric.EVAL_PERCENT_CORRECT), []), Metric.EVAL_PERCENT_CORRECT) or {}
-    reward = series.get(str(Metric.REWARD_MEAN), [])
-    tail = [v for _, v in reward[-20:]]
-    cards = [
-        ("steps", f"{steps_done:,}" + (f" / {total:,}" if isinstance(total, int) else "")),
-        ("running time", human_duration(running_time_s(run) or 0)),
-        ("eval accuracy, first → best → last", " → ".join(_num(accuracy.get(k), 3) for k in ("first", "best", "last")))
-        if accuracy
-        else ("eval accuracy", "–"),
-        (f"reward/mean, mean of last {len(tail)} steps", _num(sum(tail) / len(tail), 3) if tail else "–"),
-        ("cost", cost_card(run)),
-    ]
-    card_html = "".join(f'<div class="card"><span class="muted">{_e(k)}</span><b>{_e(v)}</b></div>' for k, v in cards)
-
-    headline = [str(k) for k in HEADLINE_METRICS if str(k) in keys]
-    ordered = headline + [k for k in keys if k not in headline]
-    small = [k for k in ordered if k not in headline and series.get(k)]
-    small_limit = max(SMALL_CHART_MIN, SMALL_CHARTS_POINTS // max(1, len(small)))
-    charts = "".join(
-        svg_chart(key, series[key]) if key in headline else svg_chart(key, series[key], 368, 150, small_limit)
-        for key in ordered
-        if series.get(key)
-    )
-    eval_keys = [k for k in keys if k.startswith(EVAL_PREFIX)]
-    evaluated = [row for row in rows if any(isinstance(row.get(k), (int, float)) for k in eval_keys)]
-    shown = _thin(evaluated, EVAL_TABLE_ROWS)
-    eval_rows = [[_e(row["step"]), *(_e(_num(row.get(k))) for k in eval_keys)] for row in shown]
-    eval_note = (
-        f"<p class='muted'>{len(shown)} of {len(evaluated)} evaluations, evenly spaced; all of them: "
-        f"<code>hermes-rl metrics {_e(run_id)} --keys {_e(' '.join(eval_keys))}</code></p>"
-        if len(shown) < len(evaluated)
-        else ""
-    )
-    eval_html = (
-        eval_note + _table(["step", *eval_keys], eval_rows, "evals")
-        if eval_rows
-        else "<p class='muted'>This run logged no evaluations.</p>"
-    )
-    try:
-        config = config_values(run_id)
-    except (HermesError, OSError, ValueError):
-        config = {}
-    config_html = (
-        _table(
-            ["field", "value"], [[_e(k), _e(json.dumps(v) if not isinstance(v, str) else v)] for k, v in config.items()]
-        )
-        if config
-        else "<p class='muted'>No config.yaml recorded for this run.</p>"
-    )
-    facts = [
-        ("environment", run.get("environment")),
-        ("profile", run.get("profile")),
-        ("created", _when(run.get("created_at"))),
-        ("started", _when(run.get("started_at"))),
-        ("ended", _when(run.get("ended_at"))),
-        ("checkpoint", checkpoint),
-        ("tinker path", tinker_path),
-    ]
-    wandb_folders = sorted(str(p) for p in (run_dir(run_id) / "wandb").glob("offline-run-*"))
-    if wandb_folders:
-        facts.append(("W&B (offline)", "wandb sync " + " ".join(wandb_folders)))
-    elif wandb_url(run):
-        facts.append(("W&B", wandb_url(run)))
-    facts_html = _table(None, [[_e(k), _e(v)] for k, v in facts if v], "facts")
+    card_html = _cards_html(run, metrics.trainer_step or 0, series)
+    charts = _charts_html(keys, series)
+    eval_html = _evals_html(run_id, rows, keys)
+    config_html = _config_html(run_id)
+    facts_html = _facts_html(run_id, run)
     reason = run.get("reason")
     subtitle = f" — {_e(reason)}" if reason else ""
     generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -540,6 +478,93 @@ its steps is drawn as it is, each value marked.</p>
 <p class="muted">Written by hermes-rl on {generated}.</p>
 </body></html>
 """
+
+
+def _cards_html(run: RunView, steps_done: int, series: dict) -> str:
+    """The cards at the top: steps, running time, eval accuracy, recent reward, cost."""
+    total = run.get("total_steps")
+    accuracy = metric_summary(series.get(str(Metric.EVAL_PERCENT_CORRECT), []), Metric.EVAL_PERCENT_CORRECT) or {}
+    reward = series.get(str(Metric.REWARD_MEAN), [])
+    tail = [v for _, v in reward[-20:]]
+    cards = [
+        ("steps", f"{steps_done:,}" + (f" / {total:,}" if isinstance(total, int) else "")),
+        ("running time", human_duration(running_time_s(run) or 0)),
+        ("eval accuracy, first → best → last", " → ".join(_num(accuracy.get(k), 3) for k in ("first", "best", "last")))
+        if accuracy
+        else ("eval accuracy", "–"),
+        (f"reward/mean, mean of last {len(tail)} steps", _num(sum(tail) / len(tail), 3) if tail else "–"),
+        ("cost", cost_card(run)),
+    ]
+    card_html = "".join(f'<div class="card"><span class="muted">{_e(k)}</span><b>{_e(v)}</b></div>' for k, v in cards)
+
+    return card_html
+
+
+def _charts_html(keys: list[str], series: dict) -> str:
+    """The headline metrics' charts large, every other metric's small (their points shared out)."""
+    headline = [str(k) for k in HEADLINE_METRICS if str(k) in keys]
+    ordered = headline + [k for k in keys if k not in headline]
+    small = [k for k in ordered if k not in headline and series.get(k)]
+    small_limit = max(SMALL_CHART_MIN, SMALL_CHARTS_POINTS // max(1, len(small)))
+    return "".join(
+        svg_chart(key, series[key]) if key in headline else svg_chart(key, series[key], 368, 150, small_limit)
+        for key in ordered
+        if series.get(key)
+    )
+
+
+def _evals_html(run_id: str, rows: list[dict], keys: list[str]) -> str:
+    """The table of evaluations, thinned to EVAL_TABLE_ROWS (the command for all of them said)."""
+    eval_keys = [k for k in keys if k.startswith(EVAL_PREFIX)]
+    evaluated = [row for row in rows if any(isinstance(row.get(k), (int, float)) for k in eval_keys)]
+    shown = _thin(evaluated, EVAL_TABLE_ROWS)
+    eval_rows = [[_e(row["step"]), *(_e(_num(row.get(k))) for k in eval_keys)] for row in shown]
+    eval_note = (
+        f"<p class='muted'>{len(shown)} of {len(evaluated)} evaluations, evenly spaced; all of them: "
+        f"<code>hermes-rl metrics {_e(run_id)} --keys {_e(' '.join(eval_keys))}</code></p>"
+        if len(shown) < len(evaluated)
+        else ""
+    )
+    return (
+        eval_note + _table(["step", *eval_keys], eval_rows, "evals")
+        if eval_rows
+        else "<p class='muted'>This run logged no evaluations.</p>"
+    )
+
+
+def _config_html(run_id: str) -> str:
+    """config.yaml's values as a table."""
+    try:
+        config = config_values(run_id)
+    except (HermesError, OSError, ValueError):
+        config = {}
+    return (
+        _table(
+            ["field", "value"], [[_e(k), _e(json.dumps(v) if not isinstance(v, str) else v)] for k, v in config.items()]
+        )
+        if config
+        else "<p class='muted'>No config.yaml recorded for this run.</p>"
+    )
+
+
+def _facts_html(run_id: str, run: RunView) -> str:
+    """Where the run came from, when it ran, where its checkpoint and W&B records are."""
+    checkpoint, tinker_path = checkpoint_paths(run_id)
+    facts = [
+        ("environment", run.get("environment")),
+        ("profile", run.get("profile")),
+        ("created", _when(run.get("created_at"))),
+        ("started", _when(run.get("started_at"))),
+        ("ended", _when(run.get("ended_at"))),
+        ("checkpoint", checkpoint),
+        ("tinker path", tinker_path),
+    ]
+    wandb_folders = sorted(str(p) for p in (run_dir(run_id) / "wandb").glob("offline-run-*"))
+    if wandb_folders:
+        facts.append(("W&B (offline)", "wandb sync " + " ".join(wandb_folders)))
+    elif wandb_url(run):
+        facts.append(("W&B", wandb_url(run)))
+    return _table(None, [[_e(k), _e(v)] for k, v in facts if v], "facts")
 
 
 def write_report(run_id: str, path: str | Path | None = None) -> Path:

@@ -223,40 +223,53 @@ def flow_verdict(
     idle = max(0.0, now - since)
     verdict.update({"threshold_s": round(threshold, 1), "no_step_for_s": round(idle, 1), "state": "ok"})
 
-    senders = {name for name, p in processes.items() if p.get("delivered") or p.get("registered")}
-    failing = _top_problem({n: p for n, p in processes.items() if n not in senders}, errors_only=True)
-    if failing:
-        errors = int(processes[failing[0]].get("errors") or 0)
-        if errors >= FAILING_MIN_ERRORS and errors > delivered:
-            name, problem = failing
-            share = round(100 * errors / (errors + delivered))
-            verdict.update(
-                {
-                    "state": "failing",
-                    "process": name,
-                    "reason": (
-                        f"running, {name} fails on {share}% of its items: logged {problem['count']:,} × "
-                        f"{_quote(problem['message'])} against {delivered:,} scored group(s) delivered"
-                    ),
-                    "tip": problem_tip(problem["message"], process=name, run_id=run_id),
-                }
-            )
-            return verdict
+    if _failing(verdict, processes, delivered, run_id):
+        return verdict
     if threshold <= 0 or idle <= threshold:
         return verdict
     what = "no trained step" if not last.get("step") else f"no trained step since step {last['step']}"
+    verdict["state"] = "no_progress"
+    _why_no_progress(verdict, run, processes, status, f"{what} in {idle:.0f} s", run_id)
+    return verdict
+
+
+def _failing(verdict: HealthVerdict, processes: dict, delivered: int, run_id: str) -> bool:
+    """Whether a process that never delivered fails on most of its items: the verdict then says so."""
+    senders = {name for name, p in processes.items() if p.get("delivered") or p.get("registered")}
+    failing = _top_problem({n: p for n, p in processes.items() if n not in senders}, errors_only=True)
+    if not failing:
+        return False
+    errors = int(processes[failing[0]].get("errors") or 0)
+    if errors < FAILING_MIN_ERRORS or errors <= delivered:
+        return False
+    name, problem = failing
+    share = round(100 * errors / (errors + delivered))
+    verdict.update(
+        {
+            "state": "failing",
+            "process": name,
+            "reason": (
+                f"running, {name} fails on {share}% of its items: logged {problem['count']:,} × "
+                f"{_quote(problem['message'])} against {delivered:,} scored group(s) delivered"
+            ),
+            "tip": problem_tip(problem["message"], process=name, run_id=run_id),
+        }
+    )
+    return True
+
+
+def _why_no_progress(verdict: HealthVerdict, run: dict, processes: dict, status: dict, what: str, run_id: str) -> None:
+    """The verdict's reason and tip (and the process, when one logged a problem) for `what` (no trained step
+    in so long): the problem logged most, else groups dropped, else a slow policy, else the logs."""
+    delivered = verdict["groups_delivered"] or 0
     top = _top_problem(processes)
     served = _policy_count(status, "completions")
-    verdict["state"] = "no_progress"
     if top:
         name, problem = top
         verdict.update(
             {
                 "process": name,
-                "reason": (
-                    f"running, {what} in {idle:.0f} s: {name} logged {problem['count']:,} × "
-                    + _quote(problem["message"])
-                ),
+                "reason": (f"running, {what}: {name} logged {problem['count']:,} × " + _quote(problem["message"])),
                 "tip": problem_tip(problem["message"], process=name, run_id=run_id),
             }
         )
@@ -265,7 +278,7 @@ def flow_verdict(
         verdict.update(
             {
                 "reason": (
-                    f"running, {what} in {idle:.0f} s: the environment got {served:,} completions from the policy "
+                    f"running, {what}: the environment got {served:,} completions from the policy "
                     "and sent run-api no scored group: it drops the groups it scores (a group whose answers all "
                     "score the same carries no learning signal, and most environments drop it)"
                 ),
@@ -280,7 +293,7 @@ def flow_verdict(
         verdict.update(
             {
                 "reason": (
-                    f"running, {what} in {idle:.0f} s: the policy is still answering {in_flight:,} request(s) of the "
+                    f"running, {what}: the policy is still answering {in_flight:,} request(s) of the "
                     f"environment ({served:,} completions served so far); no process logged a problem"
                 ),
                 "tip": slow_policy_tip(status, run_id, load=os.getloadavg()[0], cores=os.cpu_count() or 1),
@@ -289,8 +302,7 @@ def flow_verdict(
     else:
         verdict.update(
             {
-                "reason": f"running, {what} in {idle:.0f} s; no process logged a problem ({_api_words(status)})",
+                "reason": f"running, {what}; no process logged a problem ({_api_words(status)})",
                 "tip": f"read the logs (hermes-rl logs {run_id}): the environment may be waiting on something",
             }
         )
-    return verdict

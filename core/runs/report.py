@@ -31,7 +31,7 @@ from ..base.records import (
 )
 from ..base.secrets import ENDPOINT_KEY_FILE
 from ..base.states import FINAL, HEADLINE_METRICS, Metric, RunStatus
-from ..daemons.audit import cached_audit
+from ..daemons.run_audit import cached_audit
 from ..readers import metrics, rollouts
 from ..readers.metrics import headline_reward
 from .cost import run_cost
@@ -219,7 +219,7 @@ def tips(run: RunView, steps: NextSteps = NextSteps()) -> list[str]:
 
 
 def run_audit(run: RunView) -> dict[str, Any]:
-    """{verdict, reasons, signals} of the run's learning signals (core.base.audit; docs/audit.md)."""
+    """{verdict, reasons, signals} of the run's learning signals (core.base.audit_rule; docs/audit.md)."""
     return run.get("audit") or cached_audit(run.get("run_dir") or "/nonexistent")
 
 

@@ -9,6 +9,7 @@ No secret ever goes in.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from ..base import prices
@@ -153,61 +154,10 @@ def build_run_config(
     }
     folder = run_dir(run_id)
     wandb_name = values.get("wandb_name") or f"{env.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    env_section = {
-        "group_size": training["group_size"],
-        "batch_size": training["batch_size"],
-        "tokenizer_name": locked["tokenizer_name"],
-        "rollout_server_url": f"http://{address}:{ports['api']}",
-        "max_token_length": locked["max_token_length"],
-        "max_num_workers": locked["max_num_workers"],
-        "total_steps": training["total_steps"],
-        "use_wandb": values.get("use_wandb", True),
-        "wandb_name": wandb_name,
-        "steps_per_eval": values.get("steps_per_eval", 100),
-        "ensure_scores_are_not_same": values.get("ensure_scores_are_not_same", True),
-    }
-    for name, value in values.items():  # the environment's own fields
-        if name not in env_section and name not in (*TRAINER_FIELDS, *MANAGED_FIELDS, *WORKER_FIELDS, *training):
-            env_section[name] = value
-    if workers["environments"] or workers["weight"] != 1.0 or workers["min_batch_allocation"] is not None:
-        # Several environments share each batch by these (Atropos' BaseEnvConfig fields).
-        env_section["inference_weight"] = workers["weight"]
-        env_section["min_batch_allocation"] = workers["min_batch_allocation"]
-    # Environments that write their own metrics (percent_correct, eval/...) put them in the run folder;
-    # an environment without the field ignores it (pydantic drops unknown keys).
-    env_section["env_metrics_path"] = str(folder / "env_metrics.jsonl")
-    inference = profile.inference
-    server: ServerConfig = {
-        "model_name": locked["base_model"],
-        "base_url": f"http://{address}:{ports['inference']}/v1",
-        # the run's endpoint key: its worker (dataplane/env_launch) puts the key from its environment here
-        "api_key": ENDPOINT_KEY_PLACEHOLDER,
-        # The trainer's server speaks SGLang's /generate (token ids + logprobs, which Atropos'
-        # managed server needs) and needs no 1 Hz health pings.
-        "server_type": "sglang",
-        "health_check": False,
-        "tokenizer_name": locked["tokenizer_name"],
-        "timeout": inference.get("timeout", 1200),
-        "num_requests_for_eval": inference.get("num_requests_for_eval", 256),
-        "weight": 1.0,
-    }
-    tinker: TinkerSection = {
-        "base_model": locked["base_model"],
-        "lora_rank": training["lora_rank"],
-        "learning_rate": training["learning_rate"],
-        "max_token_trainer_length": locked["max_token_trainer_length"],
-        "checkpoint_dir": str(folder / "checkpoints"),
-        "save_checkpoint_interval": values.get("save_checkpoint_interval", 0),
-        "wandb_project": values.get("wandb_project", DEFAULT_WANDB_PROJECT),
-        "wandb_run_name": wandb_name,
-        "stop_on_plateau": values.get("stop_on_plateau", 0),
-    }
-    if training.get("budget_usd") is not None:
-        tinker["budget_usd"] = training["budget_usd"]  # type: ignore[typeddict-unknown-key]
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
-            raise BadInput(f"seed must be a whole number from 0 to {2**31 - 1}, got {seed!r}")
-        tinker["seed"] = seed  # type: ignore[typeddict-unknown-key]
+    api_url = f"http://{address}:{ports['api']}"
+    env_section = _env_section(values, training, locked, workers, api_url, folder, wandb_name)
+    server = _server_section(profile, locked, f"http://{address}:{ports['inference']}/v1")
+    tinker = _tinker_section(values, training, locked, folder, wandb_name, seed)
     return {
         "env": env_section,  # type: ignore[typeddict-item]
         "openai": [server],
@@ -233,6 +183,80 @@ def build_run_config(
         },
         "workers": workers,  # type: ignore[typeddict-item]
     }
+
+
+def _env_section(
+    values: dict, training: dict, locked: dict, workers: dict, api_url: str, folder: Path, wandb_name: str
+) -> dict:
+    """config.yaml's `env`: what Atropos' BaseEnvConfig reads, then the environment's own fields."""
+    env_section = {
+        "group_size": training["group_size"],
+        "batch_size": training["batch_size"],
+        "tokenizer_name": locked["tokenizer_name"],
+        "rollout_server_url": api_url,
+        "max_token_length": locked["max_token_length"],
+        "max_num_workers": locked["max_num_workers"],
+        "total_steps": training["total_steps"],
+        "use_wandb": values.get("use_wandb", True),
+        "wandb_name": wandb_name,
+        "steps_per_eval": values.get("steps_per_eval", 100),
+        "ensure_scores_are_not_same": values.get("ensure_scores_are_not_same", True),
+    }
+    for name, value in values.items():  # the environment's own fields
+        if name not in env_section and name not in (*TRAINER_FIELDS, *MANAGED_FIELDS, *WORKER_FIELDS, *training):
+            env_section[name] = value
+    if workers["environments"] or workers["weight"] != 1.0 or workers["min_batch_allocation"] is not None:
+        # Several environments share each batch by these (Atropos' BaseEnvConfig fields).
+        env_section["inference_weight"] = workers["weight"]
+        env_section["min_batch_allocation"] = workers["min_batch_allocation"]
+    # Environments that write their own metrics (percent_correct, eval/...) put them in the run folder;
+    # an environment without the field ignores it (pydantic drops unknown keys).
+    env_section["env_metrics_path"] = str(folder / "env_metrics.jsonl")
+    return env_section
+
+
+def _server_section(profile: Profile, locked: dict, base_url: str) -> ServerConfig:
+    """The one `openai` server: the trainer's own inference server, at `base_url`."""
+    inference = profile.inference
+    server: ServerConfig = {
+        "model_name": locked["base_model"],
+        "base_url": base_url,
+        # the run's endpoint key: its worker (dataplane/env_launch) puts the key from its environment here
+        "api_key": ENDPOINT_KEY_PLACEHOLDER,
+        # The trainer's server speaks SGLang's /generate (token ids + logprobs, which Atropos'
+        # managed server needs) and needs no 1 Hz health pings.
+        "server_type": "sglang",
+        "health_check": False,
+        "tokenizer_name": locked["tokenizer_name"],
+        "timeout": inference.get("timeout", 1200),
+        "num_requests_for_eval": inference.get("num_requests_for_eval", 256),
+        "weight": 1.0,
+    }
+    return server
+
+
+def _tinker_section(
+    values: dict, training: dict, locked: dict, folder: Path, wandb_name: str, seed: int | None
+) -> TinkerSection:
+    """config.yaml's `tinker`: the trainer's model, LoRA, checkpoints, W&B project, stops and seed."""
+    tinker: TinkerSection = {
+        "base_model": locked["base_model"],
+        "lora_rank": training["lora_rank"],
+        "learning_rate": training["learning_rate"],
+        "max_token_trainer_length": locked["max_token_trainer_length"],
+        "checkpoint_dir": str(folder / "checkpoints"),
+        "save_checkpoint_interval": values.get("save_checkpoint_interval", 0),
+        "wandb_project": values.get("wandb_project", DEFAULT_WANDB_PROJECT),
+        "wandb_run_name": wandb_name,
+        "stop_on_plateau": values.get("stop_on_plateau", 0),
+    }
+    if training.get("budget_usd") is not None:
+        tinker["budget_usd"] = training["budget_usd"]  # type: ignore[typeddict-unknown-key]
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+            raise BadInput(f"seed must be a whole number from 0 to {2**31 - 1}, got {seed!r}")
+        tinker["seed"] = seed  # type: ignore[typeddict-unknown-key]
+    return tinker
 
 
 def run_config_yaml(config: RunConfig) -> str:

@@ -3,7 +3,7 @@
 A run's trainer records every save (`save_state`: LoRA weights and optimizer state) as a line of
 `<run>/checkpoints.jsonl` ({name, step, state_path: tinker://…, local_path, backend}); a run from
 before that file has its newest save in trainer_state.json. `find_checkpoint(run_id, step)` picks
-one; `sample_prompt` answers a prompt with it, and `InferenceTest.prepare(checkpoint=…)` runs the
+one; `sample_prompt` answers a prompt with it, and `InferenceTrial.prepare(checkpoint=…)` runs the
 run's environment against it and scores the answers.
 
 On the local backend the checkpoint's folder is copied into a fresh tinker-local's own checkpoint
@@ -25,9 +25,9 @@ from .. import runs
 from ..base.errors import BadInput, HermesError, NotFound
 from ..base.fsutil import iter_jsonl, read_json, read_regular_text
 from ..base.names import is_ascii_digits
-from ..base.paths import ensure_private_dir, inference_tests_dir, run_dir, saved_checkpoint_folder
+from ..base.paths import run_dir, saved_checkpoint_folder
 from .runconfig import read_run_config
-from .trial import PolicyServer, child_base_env
+from .trial import PolicyServer, child_base_env, inference_trials_root
 
 CHECKPOINTS_FILE = "checkpoints.jsonl"  # written by the trainer (dataplane.trainer.loop)
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -205,7 +205,7 @@ def sample_prompt(
     if not 1 <= max_tokens <= 4096:
         raise BadInput(f"max_tokens must be from 1 to 4096, got {max_tokens}")
     chat, why = prompt_format(checkpoint, chat)
-    root = ensure_private_dir(inference_tests_dir())
+    root = inference_trials_root()
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     log = root / f"sample-{checkpoint['run_id']}-{stamp}-{time.time_ns() % 10**6:06d}.log"
     server = PolicyServer(checkpoint["model_dir"], log, child_base_env(), checkpoint)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from ..base.envlimits import env_number
+from ..base.envvar_limits import env_number
 from ..base.errors import BadInput, Conflict, HermesError
 from ..base.extras import install_command, missing_for_backend
 from ..base.fsutil import (
@@ -56,7 +56,7 @@ from ..daemons.pipeline import (
     substitute,
     validate_specs,
 )
-from ..daemons.runstate import is_recorded_final, read_run_file, record_final
+from ..daemons.run_record import is_recorded_final, read_run_file, record_final
 from ..envs.discovery import find_environment
 from ..envs.drafts import current_selection, resolve_run_values, selected_or_default
 from ..envs.profile_derive import derive_profile

@@ -32,9 +32,9 @@ from ..base.records import RunSummary, RunView
 from ..base.stall import progress_logs, stall_fields
 from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, RECORDED_FINAL, RunStatus
 from ..daemons import procscan
-from ..daemons.audit import brief as audit_brief
-from ..daemons.audit import cached_audit
 from ..daemons.launchers import job_view, recorded_job_running
+from ..daemons.run_audit import brief as audit_brief
+from ..daemons.run_audit import cached_audit
 from ..readers.metrics import REWARD_WINDOW, eval_endpoints, headline_reward
 from .flow import flow_verdict, startup_seconds
 from .index import INDEX_FILE, SummaryIndex
@@ -380,7 +380,7 @@ def _build_summary(run_id: str, key: str, previous: dict | None) -> dict:
     # which processes a starting run still waits on: their logged problems are its health reason (flow_verdict)
     summary["_process_states"] = [{"name": p.get("name"), "state": p.get("state")} for p in run.get("processes") or []]
     summary["_model"] = run_model(run_id) if summary["tokens"] else None
-    summary["_audit"] = audit_brief(cached_audit(key))  # is it learning (core.base.audit)
+    summary["_audit"] = audit_brief(cached_audit(key))  # is it learning (core.base.audit_rule)
     return summary
 
 

@@ -115,85 +115,104 @@ def training_pipeline(
     # the trainer serves the run's endpoint, which requires ENDPOINT_KEY_ENV of the environments it serves
     secrets = ["WANDB_API_KEY", ENDPOINT_KEY_ENV] + ([LOCAL_TINKER_KEY_ENV] if local else ["TINKER_API_KEY"])
 
-    specs: list[ProcessSpec] = []
     trainer_deps = [("api", "ready")]
+    specs = [_api_spec(python, address, common_env)]
     if local:
-        model_dir = local_model_dir(profile, run_config)
-        specs.append(
-            ProcessSpec(
-                name="model",
-                argv=[python, "-m", "hermes_rl.dataplane.models", "--out", model_dir],
-                env=dict(common_env),
-                required=True,
-                stop_timeout=5.0,
-            )
-        )
-        specs.append(
-            ProcessSpec(
-                name="tinker",
-                argv=[
-                    python,
-                    "-m",
-                    "hermes_rl.dataplane.tinker_local",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    "{port:tinker}",
-                    "--model-dir",
-                    model_dir,
-                    "--checkpoint-dir",
-                    "{run_dir}/checkpoints",
-                ],
-                env=dict(common_env),
-                secret_env=[LOCAL_TINKER_KEY_ENV],  # the credential it requires of every client
-                depends_on=[("model", "completed")],
-                readiness=Readiness(kind="http", url="http://127.0.0.1:{port:tinker}/healthz", timeout_s=120.0),
-                stop_timeout=10.0,
-                port="tinker",
-                warm=WARM_TINKER_LOCAL,
-            )
-        )
+        specs += _local_backend_specs(python, local_model_dir(profile, run_config), common_env)
         trainer_deps.append(("tinker", "ready"))
-    specs.insert(
-        0,
+    specs.append(_trainer_spec(python, config_path, common_env, secrets, trainer_deps, address, local))
+    groups = [("env", env, config_path, int(workers.get("replicas") or 1)), *(mixed or [])]
+    specs += _environment_specs(python, groups, {**common_env, "HERMES_ENV_METRICS": env_metrics}, local, workers)
+    return specs
+
+
+def _api_spec(python: str, address: str, common_env: dict) -> ProcessSpec:
+    """Atropos' run-api, on the workers' address."""
+    return ProcessSpec(
+        name="api",
+        argv=[python, "-m", "atroposlib.cli.run_api", "--host", address, "--port", "{port:api}"],
+        env=dict(common_env),
+        readiness=Readiness(kind="http", url=f"http://{address}:{{port:api}}/status", timeout_s=60.0),
+        stop_timeout=5.0,
+        port="api",
+        status_url=f"http://{address}:{{port:api}}/status",  # queue size and step, recorded in health.json
+        warm=WARM_RUN_API,
+    )
+
+
+def _local_backend_specs(python: str, model_dir: str, common_env: dict) -> list[ProcessSpec]:
+    """The local backend's processes: the model folder prepared, then the Tinker server over it."""
+    specs: list[ProcessSpec] = []
+    specs.append(
         ProcessSpec(
-            name="api",
-            argv=[python, "-m", "atroposlib.cli.run_api", "--host", address, "--port", "{port:api}"],
+            name="model",
+            argv=[python, "-m", "hermes_rl.dataplane.models", "--out", model_dir],
             env=dict(common_env),
-            readiness=Readiness(kind="http", url=f"http://{address}:{{port:api}}/status", timeout_s=60.0),
+            required=True,
             stop_timeout=5.0,
-            port="api",
-            status_url=f"http://{address}:{{port:api}}/status",  # queue size and step, recorded in health.json
-            warm=WARM_RUN_API,
-        ),
+        )
     )
     specs.append(
         ProcessSpec(
-            name="trainer",
-            argv=[python, "-m", "hermes_rl.dataplane.trainer", "--config", config_path],
-            # The SDK's telemetry (a wrapper and an event queue around every call) has no one to go to
-            # on the local server.
-            env={**common_env, "TINKER_TELEMETRY": "0"} if local else dict(common_env),
-            secret_env=secrets,
-            depends_on=trainer_deps,
-            readiness=Readiness(
-                kind="http",
-                url=f"http://{address}:{{port:inference}}/health",
-                timeout_s=LOCAL_TRAINER_READY_S if local else CLOUD_TRAINER_READY_S,
-            ),
-            completes_run=True,
-            completion_file="{run_dir}/results.json",
-            warm=WARM_TRAINER,
-            stop_timeout=15.0,
-            port="inference",
-            # completions served to the environments: with no scored group delivered, they were all dropped
-            status_url=f"http://{address}:{{port:inference}}/health",
+            name="tinker",
+            argv=[
+                python,
+                "-m",
+                "hermes_rl.dataplane.tinker_local",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "{port:tinker}",
+                "--model-dir",
+                model_dir,
+                "--checkpoint-dir",
+                "{run_dir}/checkpoints",
+            ],
+            env=dict(common_env),
+            secret_env=[LOCAL_TINKER_KEY_ENV],  # the credential it requires of every client
+            depends_on=[("model", "completed")],
+            readiness=Readiness(kind="http", url="http://127.0.0.1:{port:tinker}/healthz", timeout_s=120.0),
+            stop_timeout=10.0,
+            port="tinker",
+            warm=WARM_TINKER_LOCAL,
         )
     )
-    groups = [("env", env, config_path, int(workers.get("replicas") or 1)), *(mixed or [])]
+    return specs
+
+
+def _trainer_spec(
+    python: str, config_path: str, common_env: dict, secrets: list[str], deps: list, address: str, local: bool
+) -> ProcessSpec:
+    """The trainer, which serves the policy on the inference port and completes the run."""
+    return ProcessSpec(
+        name="trainer",
+        argv=[python, "-m", "hermes_rl.dataplane.trainer", "--config", config_path],
+        # The SDK's telemetry (a wrapper and an event queue around every call) has no one to go to
+        # on the local server.
+        env={**common_env, "TINKER_TELEMETRY": "0"} if local else dict(common_env),
+        secret_env=secrets,
+        depends_on=deps,
+        readiness=Readiness(
+            kind="http",
+            url=f"http://{address}:{{port:inference}}/health",
+            timeout_s=LOCAL_TRAINER_READY_S if local else CLOUD_TRAINER_READY_S,
+        ),
+        completes_run=True,
+        completion_file="{run_dir}/results.json",
+        warm=WARM_TRAINER,
+        stop_timeout=15.0,
+        port="inference",
+        # completions served to the environments: with no scored group delivered, they were all dropped
+        status_url=f"http://{address}:{{port:inference}}/health",
+    )
+
+
+def _environment_specs(python: str, groups: list, env_vars_base: dict, local: bool, workers: dict) -> list[ProcessSpec]:
+    """Each environment's workers: [(process prefix, EnvInfo, its config file, replicas)]."""
+    specs: list[ProcessSpec] = []
     for prefix, one_env, one_config, replicas in groups:
         env_file = getattr(one_env, "file", None) or str(one_env)
-        env_vars = {**common_env, "HERMES_ENV_METRICS": env_metrics}
+        env_vars = dict(env_vars_base)
         if getattr(one_env, "kind", "atropos") == verifiers_envs.KIND:
             for name in replica_names(replicas, prefix):
                 specs.append(_taskset_spec(name, one_env, one_config, env_vars, local, workers))

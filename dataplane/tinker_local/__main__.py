@@ -18,6 +18,11 @@ import socket
 import sys
 from pathlib import Path
 
+from hermes_rl.core.base.envvar_limits import env_number
+from hermes_rl.core.base.errors import BadInput
+
+from .model_config import ModelError, read_model_config
+
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 THREADS_ENV = "TINKER_LOCAL_THREADS"
 
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.host not in LOOPBACK:
         return fail(f"--host {args.host!r} refused: tinker-local binds loopback only (127.0.0.1)")
-    from .server import CREDENTIAL_ENV, check_api_key
+    from .server import CREDENTIAL_ENV, check_api_key  # noqa: PLC0415 - fastapi (0.5 s): after the arguments pass
 
     api_key = os.environ.get(CREDENTIAL_ENV, "")
     problem = check_api_key(api_key)
@@ -95,9 +100,6 @@ def main(argv: list[str] | None = None) -> int:
             f"clients send the same value as TINKER_API_KEY"
         )
     if args.threads is None:
-        from hermes_rl.core.base.envlimits import env_number
-        from hermes_rl.core.base.errors import BadInput
-
         try:
             args.threads = int(env_number(THREADS_ENV, 0, integer=True, maximum=4096, meaning_of_zero="automatic"))
         except BadInput as exc:
@@ -105,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads < 0:
         return fail(f"--threads {args.threads}: give a number of threads, or 0 for automatic")
     model_dir = args.model_dir.expanduser().resolve()
-    from .model_config import ModelError, read_model_config
 
     try:
         read_model_config(model_dir)
@@ -128,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     port = sock.getsockname()[1]
     host = "127.0.0.1" if sock.family == socket.AF_INET else "[::1]"
 
-    import uvicorn
+    import uvicorn  # noqa: PLC0415 - uvicorn and fastapi load after the arguments and the port are checked
 
-    from .server import create_app
+    from .server import create_app  # noqa: PLC0415 - the same reason
 
     exit_code = 0
 

@@ -1,4 +1,5 @@
-"""The REST side of tinker-local: training runs, checkpoints, weights info, as the SDK's RestClient reads them.
+"""The catalog of what tinker-local has trained and saved: training runs, checkpoints and weights info, as the
+SDK's RestClient reads them (routes/checkpoints.py serves them).
 
 Everything is derived from what is on disk (the checkpoint folders and their state.json) plus the
 live models, so a restarted server still lists the runs and checkpoints of earlier sessions.
@@ -154,8 +155,8 @@ def set_ttl(checkpoint_dir: Path, model_id: str, kind: str, name: str, ttl_secon
     return update_meta(checkpoint_dir, model_id, kind, name, expires_at=expires)
 
 
-def weights_info(backend, tinker_path: str) -> dict:
-    directory = backend.checkpoint_path(tinker_path)
+def weights_info(state, tinker_path: str) -> dict:
+    directory = state.checkpoint_path(tinker_path)
     state = _read_json(directory / "state.json")
     if not state:
         raise NotFound(f"no checkpoint at {tinker_path}")

@@ -40,7 +40,7 @@ def age_recipients(recipients: object) -> list:
     """The age X25519 recipients (pyrage) of `save_weights_external(age_encryption_recipients=...)`;
     anything else is the caller's error (UserError). pyrage is the age implementation tinker-cookbook
     decrypts with."""
-    import pyrage  # only an encrypted export needs it
+    import pyrage  # noqa: PLC0415 - pyrage: only an encrypted export needs it
 
     if not isinstance(recipients, list) or not all(isinstance(r, str) for r in recipients):
         raise UserError("save_weights_external: age_encryption_recipients must be a list of age1... keys")
@@ -55,7 +55,7 @@ def age_recipients(recipients: object) -> list:
 def encrypt_export(directory: Path, recipients: list) -> None:
     """Age-encrypt an external export's files in place (NAME -> NAME.age, the plain file removed), as
     Tinker does for age_encryption_recipients; state.json stays for the catalog."""
-    import pyrage
+    import pyrage  # noqa: PLC0415 - pyrage: only an encrypted export needs it
 
     for path in sorted(directory.iterdir()):
         if path.is_file() and path.name not in SERVER_FILES:
@@ -91,9 +91,9 @@ def local_checkpoint_path(checkpoint_dir: Path, tinker_path: str) -> Path:
 
 
 def write_checkpoint(directory: Path, model, base_model: str, optimizer: bool) -> None:
-    """Save a training model (backend.TrainModel) into `directory`, replacing what is there: the adapter
+    """Save a training model (model_state.TrainModel) into `directory`, replacing what is there: the adapter
     in peft's format, its state.json and, with `optimizer`, its Adam moments."""
-    from safetensors.torch import save_file  # imports torch: see the module's docstring
+    from safetensors.torch import save_file  # noqa: PLC0415 - imports torch: see the docstring
 
     tmp = directory.with_name(f".{directory.name}.tmp-{time.monotonic_ns()}")
     tmp.mkdir(parents=True)
@@ -119,7 +119,7 @@ def write_checkpoint(directory: Path, model, base_model: str, optimizer: bool) -
 
 def read_checkpoint(directory: Path, device) -> tuple[Adapter, int, dict]:
     """(adapter, rank, state.json) of a saved checkpoint, the adapter on `device`."""
-    from safetensors.torch import load_file  # imports torch: see the module's docstring
+    from safetensors.torch import load_file  # noqa: PLC0415 - imports torch: see the docstring
 
     if not (directory / ADAPTER_FILE).exists():
         if (directory / (ADAPTER_FILE + AGE_SUFFIX)).exists():
@@ -132,7 +132,7 @@ def read_checkpoint(directory: Path, device) -> tuple[Adapter, int, dict]:
 
 def read_moments(directory: Path, device) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]] | None:
     """The Adam moments (m, v) a training save kept, on `device`; None when it kept none."""
-    from safetensors.torch import load_file  # imports torch: see the module's docstring
+    from safetensors.torch import load_file  # noqa: PLC0415 - imports torch: see the docstring
 
     optimizer_file = directory / OPTIMIZER_FILE
     if not optimizer_file.exists():
@@ -160,8 +160,8 @@ def from_peft_state_dict(tensors: dict[str, torch.Tensor]) -> Adapter:
 
 
 def peft_config(base_model: str, model) -> dict:
-    """peft's adapter_config.json for a training model (backend.TrainModel: its rank and LoRA params)."""
-    from .engine import LORA_ALPHA  # imports torch: see the module's docstring
+    """peft's adapter_config.json for a training model (model_state.TrainModel: its rank and LoRA params)."""
+    from .engine import LORA_ALPHA  # noqa: PLC0415 - the engine imports torch: see the module's docstring
 
     targets = sorted({name.rsplit(".", 1)[-1] for name in model.params})
     return {

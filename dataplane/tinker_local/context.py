@@ -96,12 +96,12 @@ class ServerContext:
         self._counter = itertools.count(1)
         self._last_prune = time.monotonic()
 
-    async def backend(self):
-        """The loaded Backend, once the worker has loaded the model (waiting for it until then)."""
+    async def model_state(self):
+        """The loaded ModelState, once the worker has loaded the model (waiting for it until then)."""
         worker = self.worker
         if not worker.ready.is_set():
             await worker.ready.wait()
-        return worker.backend
+        return worker.model_state
 
     def prune(self) -> None:
         """Forget results older than JOB_RETENTION_S (checked at most every 10 s: it is a scan)."""

@@ -71,7 +71,7 @@ class ThreadFit:
     MIN_WINDOW_S = 1.0
 
     def __init__(self, cores: int | None = None):
-        import psutil  # deferred: only a real model's server measures
+        import psutil  # noqa: PLC0415 - only a real model's server measures
 
         self._psutil = psutil
         self.cores = cores or usable_cores()
@@ -146,7 +146,7 @@ def create_app(
 
     def fit_threads() -> None:
         """Before each job, on the worker thread (torch's threads are set per calling thread)."""
-        import torch
+        import torch  # noqa: PLC0415 - torch on the worker thread, as load_model_state
 
         if fit is None:
             return
@@ -158,16 +158,16 @@ def create_app(
         if chosen != torch.get_num_threads():
             torch.set_num_threads(chosen)
 
-    def load_backend():
-        import torch  # on the worker thread: the app answers /healthz while torch and the model load
+    def load_model_state():
+        import torch  # noqa: PLC0415 - on the worker thread: the app answers /healthz while torch and the model load
 
         torch.set_num_threads(fixed or usable_cores())  # while loading; a real model's are chosen after
-        from .backend import Backend  # imports torch too: the same reason
+        from .model_state import ModelState  # noqa: PLC0415 - imports torch too: the same reason
 
-        backend = Backend(model_dir, checkpoint_dir, dtype)
+        state = ModelState(model_dir, checkpoint_dir, dtype)
         if fit is not None:
             torch.set_num_threads(fit.choose())  # the window measured covers the load
-        described = backend.lm.describe()
+        described = state.lm.describe()
         log.info(
             "serving %s (%s, %.1fM parameters, context %d) on %s in %s, %d intra-op thread(s)%s",
             model_dir.name,
@@ -179,11 +179,11 @@ def create_app(
             torch.get_num_threads(),
             "" if fit is None else f" for now: chosen before each job from what is free of {fit.cores} cores",
         )
-        return backend
+        return state
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
-        ctx.worker = Worker(asyncio.get_running_loop(), load_backend, on_fatal, before_job=fit_threads)
+        ctx.worker = Worker(asyncio.get_running_loop(), load_model_state, on_fatal, before_job=fit_threads)
         ctx.worker.start()
         yield
 

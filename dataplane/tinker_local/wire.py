@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import zstandard
 
 
 def _load_schema():
@@ -92,8 +93,6 @@ class ForwardBackwardRequest:
 
 def decode_forward_backward(body: bytes, content_encoding: str | None = None) -> ForwardBackwardRequest:
     if content_encoding == "zstd":
-        import zstandard
-
         body = zstandard.ZstdDecompressor().decompress(body, max_output_size=1 << 31)
     msg = pb.ForwardBackwardRequest()
     try:

@@ -39,17 +39,17 @@ class Worker:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        load_backend: Callable[[], Any],
+        load_model_state: Callable[[], Any],
         on_fatal: Callable[[str], None],
         before_job: Callable[[], None] | None = None,
     ):
         self._loop = loop
         self._before_job = before_job  # the server's thread choice
-        self._load_backend = load_backend
+        self._load_model_state = load_model_state
         self._on_fatal = on_fatal
         self._queue: collections.deque[Job] = collections.deque()
         self._cond = threading.Condition()
-        self.backend = None
+        self.model_state = None
         self.ready = asyncio.Event()
         self.busy_since: float | None = None
         self._thread = threading.Thread(target=self._main, name="tinker-local-worker", daemon=True)
@@ -77,7 +77,7 @@ class Worker:
     def _main(self) -> None:
         try:
             started = time.time()
-            self.backend = self._load_backend()
+            self.model_state = self._load_model_state()
             log.info("model loaded in %.1fs", time.time() - started)
             self._loop.call_soon_threadsafe(self.ready.set)
         except Exception as exc:  # the server is useless without its model
@@ -105,7 +105,7 @@ class Worker:
     def _run(self, jobs: list[Job]) -> None:
         try:
             if jobs[0].kind == "sample":
-                results = self.backend.sample([job.payload for job in jobs])
+                results = self.model_state.sample([job.payload for job in jobs])
                 for job, result in zip(jobs, results, strict=True):
                     self._finish(job, result=result)
             else:

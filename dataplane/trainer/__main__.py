@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .loop import main as run
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -13,7 +15,6 @@ def main(argv: list[str] | None = None) -> int:
         "--config", required=True, help="the run's config.yaml (env / openai / tinker / backend / hermes)"
     )
     args = parser.parse_args(argv)
-    from .loop import main as run
 
     return run(args.config)
 

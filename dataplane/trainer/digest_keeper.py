@@ -9,6 +9,8 @@ import logging
 import time
 from pathlib import Path
 
+from hermes_rl.core.readers.metrics_digest import MetricsDigest
+
 log = logging.getLogger(__name__)
 
 EVERY_S = 30.0
@@ -33,8 +35,6 @@ class DigestKeeper:
             return
         try:
             if self._digest is None:
-                from hermes_rl.core.readers.metrics_digest import MetricsDigest
-
                 self._digest = MetricsDigest(self.run_dir)
             self._digest.update()
         except Exception as exc:  # readers build it themselves; training goes on

@@ -117,7 +117,7 @@ def finite_scores(raw: object) -> list[float] | None:
 
 def to_datums(sequences: list[Sequence]):
     """Tinker Datums for the policy losses (importance_sampling, ppo, cispo, dro: same inputs)."""
-    from tinker import types
+    from tinker import types  # noqa: PLC0415 - tinker imports torch (seconds): only the trainer's steps build datums
 
     return [
         types.Datum(

@@ -159,7 +159,7 @@ class Policy:
         self.step = step
 
     async def sample(self, prompt_tokens: list[int], n: int, params: dict) -> list[dict]:
-        from tinker import types
+        from tinker import types  # noqa: PLC0415 - tinker imports torch: loaded by whoever made the client
 
         client, version = self.sampling_client, self.step
         if client is None:
@@ -213,7 +213,7 @@ class Policy:
     @staticmethod
     async def _untempered_logprobs(client, prompt_tokens: list[int], sequences) -> list[list[float]]:
         """Each completion token's logprob under the untempered policy that sampled it (one prefill each)."""
-        from tinker import types
+        from tinker import types  # noqa: PLC0415 - the same
 
         async def one(tokens: list[int]) -> list[float]:
             if not tokens:
@@ -243,20 +243,22 @@ def _chat_prompt(tokenizer, messages: list[dict]) -> str:
     return "\n".join(lines) + "\nassistant:"
 
 
-def build_app(policy: Policy) -> web.Application:
-    routes = web.RouteTableDef()
+def _encode(policy: Policy, text: str) -> list[int]:
+    return list(policy.tokenizer.encode(text, add_special_tokens=True))
 
-    def encode(text: str) -> list[int]:
-        return list(policy.tokenizer.encode(text, add_special_tokens=True))
 
-    async def body(request: web.Request) -> dict:
-        try:
-            data = await request.json()
-        except Exception:
-            raise BadRequest("body must be JSON")
-        if not isinstance(data, dict):
-            raise BadRequest("body must be a JSON object")
-        return data
+async def _json_body(request: web.Request) -> dict:
+    try:
+        data = await request.json()
+    except Exception:
+        raise BadRequest("body must be JSON")
+    if not isinstance(data, dict):
+        raise BadRequest("body must be a JSON object")
+    return data
+
+
+def add_service_routes(routes: web.RouteTableDef, policy: Policy) -> None:
+    """GET /health and GET /v1/models: what the supervisor and the clients ask before sampling."""
 
     @routes.get("/health")
     async def health(request: web.Request):
@@ -279,14 +281,18 @@ def build_app(policy: Policy) -> web.Application:
     async def models(request: web.Request):
         return web.json_response({"object": "list", "data": [{"id": policy.model_name, "object": "model"}]})
 
+
+def add_native_routes(routes: web.RouteTableDef, policy: Policy) -> None:
+    """POST /generate: SGLang's native form (Atropos' managed server)."""
+
     @routes.post("/generate")
     async def generate(request: web.Request):
-        data = await body(request)
+        data = await _json_body(request)
         params = dict(data.get("sampling_params") or {})
         if data.get("input_ids") is not None:
             prompt = [int(t) for t in data["input_ids"]]
         elif isinstance(data.get("text"), str):
-            prompt = encode(data["text"])
+            prompt = _encode(policy, data["text"])
         else:
             raise BadRequest("give input_ids or text")
         n = _as_int(params.get("n"), "sampling_params.n", 1)
@@ -307,74 +313,79 @@ def build_app(policy: Policy) -> web.Application:
         ]
         return web.json_response(results if n > 1 else results[0])
 
-    def openai_response(prompt: list[int], samples: list[dict], *, chat: bool) -> web.Response:
-        """The body both OpenAI endpoints answer with: a chat completion (`chat`) or a text completion."""
-        choices = []
-        for i, s in enumerate(samples):
-            pieces = [policy.tokenizer.decode([t]) for t in s["tokens"]]
-            if chat:
-                output = {"message": {"role": "assistant", "content": s["text"]}}
-                logprobs = {
-                    "content": [
-                        {"token": piece, "logprob": lp, "bytes": None, "top_logprobs": []}
-                        for piece, lp in zip(pieces, s["logprobs"])
-                    ]
-                }
-            else:
-                output = {"text": s["text"]}
-                logprobs = {
-                    "tokens": pieces,
-                    "token_logprobs": s["logprobs"],
-                    "token_ids": s["tokens"],
-                    "top_logprobs": None,
-                    "text_offset": None,
-                }
-            # token_ids / prompt_token_ids as vLLM's return_token_ids gives them: the verifiers bridge trains on them.
-            choices.append(
-                {
-                    "index": i,
-                    **output,
-                    "finish_reason": s["finish_reason"],
-                    "logprobs": logprobs,
-                    "token_ids": s["tokens"],
-                }
-            )
-        completion = sum(len(s["tokens"]) for s in samples)
-        return web.json_response(
+
+def openai_response(policy: Policy, prompt: list[int], samples: list[dict], *, chat: bool) -> web.Response:
+    """The body both OpenAI endpoints answer with: a chat completion (`chat`) or a text completion."""
+    choices = []
+    for i, s in enumerate(samples):
+        pieces = [policy.tokenizer.decode([t]) for t in s["tokens"]]
+        if chat:
+            output = {"message": {"role": "assistant", "content": s["text"]}}
+            logprobs = {
+                "content": [
+                    {"token": piece, "logprob": lp, "bytes": None, "top_logprobs": []}
+                    for piece, lp in zip(pieces, s["logprobs"])
+                ]
+            }
+        else:
+            output = {"text": s["text"]}
+            logprobs = {
+                "tokens": pieces,
+                "token_logprobs": s["logprobs"],
+                "token_ids": s["tokens"],
+                "top_logprobs": None,
+                "text_offset": None,
+            }
+        # token_ids / prompt_token_ids as vLLM's return_token_ids gives them: the verifiers bridge trains on them.
+        choices.append(
             {
-                "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
-                "object": "chat.completion" if chat else "text_completion",
-                "created": int(time.time()),
-                "model": policy.model_name,
-                "choices": choices,
-                "prompt_token_ids": prompt,
-                "usage": {
-                    "prompt_tokens": len(prompt),
-                    "completion_tokens": completion,
-                    "total_tokens": len(prompt) + completion,
-                },
+                "index": i,
+                **output,
+                "finish_reason": s["finish_reason"],
+                "logprobs": logprobs,
+                "token_ids": s["tokens"],
             }
         )
+    completion = sum(len(s["tokens"]) for s in samples)
+    return web.json_response(
+        {
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+            "object": "chat.completion" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": policy.model_name,
+            "choices": choices,
+            "prompt_token_ids": prompt,
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": completion,
+                "total_tokens": len(prompt) + completion,
+            },
+        }
+    )
+
+
+def add_openai_routes(routes: web.RouteTableDef, policy: Policy) -> None:
+    """POST /v1/completions and /v1/chat/completions (the chat's turns remembered per session)."""
 
     @routes.post("/v1/completions")
     async def completions(request: web.Request):
-        data = await body(request)
+        data = await _json_body(request)
         prompt = data.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
         if isinstance(prompt, str):
-            tokens = encode(prompt)
+            tokens = _encode(policy, prompt)
         elif isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
             tokens = list(prompt)
         else:
             raise BadRequest("prompt must be a string or a list of token ids")
         n = _as_int(data.get("n"), "n", 1)
-        return openai_response(tokens, await policy.sample(tokens, n, data), chat=False)
+        return openai_response(policy, tokens, await policy.sample(tokens, n, data), chat=False)
 
     @routes.post("/v1/chat/completions")
     async def chat_completions(request: web.Request):
-        data = await body(request)
-        tokens = encode(_chat_prompt(policy.tokenizer, data.get("messages")))
+        data = await _json_body(request)
+        tokens = _encode(policy, _chat_prompt(policy.tokenizer, data.get("messages")))
         n = _as_int(data.get("n"), "n", 1)
         params = dict(data)
         if params.get("max_tokens") is None and params.get("max_completion_tokens") is not None:
@@ -396,32 +407,44 @@ def build_app(policy: Policy) -> web.Application:
                     },
                 )
         if data.get("stream"):
-            return await stream_chat(request, json.loads(openai_response(tokens, samples, chat=True).text), data)
-        return openai_response(tokens, samples, chat=True)
+            return await stream_chat(
+                request, json.loads(openai_response(policy, tokens, samples, chat=True).text), data
+            )
+        return openai_response(policy, tokens, samples, chat=True)
+
+
+def add_session_routes(routes: web.RouteTableDef, policy: Policy) -> None:
+    """POST /v1/hermes/sampled: the turns sampled for each verifiers session, handed out once."""
 
     @routes.post("/v1/hermes/sampled")
     async def sampled(request: web.Request):
-        data = await body(request)
+        data = await _json_body(request)
         sessions = data.get("sessions")
         if not isinstance(sessions, list) or not all(isinstance(x, str) for x in sessions):
             raise BadRequest("sessions must be a list of session ids")
         return web.json_response({"sessions": policy.sampled_turns.take(sessions)})
 
-    @web.middleware
-    async def errors(request: web.Request, handler: Callable) -> Any:
-        try:
-            return await handler(request)
-        except BadRequest as exc:
-            return web.json_response({"error": {"message": str(exc), "type": "invalid_request_error"}}, status=400)
-        except web.HTTPException:
-            raise
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a sampling failure: tell the caller, keep serving
-            log.warning("inference request %s failed: %s", request.path, exc)
-            return web.json_response({"error": {"message": str(exc), "type": type(exc).__name__}}, status=500)
 
-    app = web.Application(middlewares=[errors], client_max_size=64 * 1024 * 1024)
+@web.middleware
+async def _errors(request: web.Request, handler: Callable) -> Any:
+    try:
+        return await handler(request)
+    except BadRequest as exc:
+        return web.json_response({"error": {"message": str(exc), "type": "invalid_request_error"}}, status=400)
+    except web.HTTPException:
+        raise
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a sampling failure: tell the caller, keep serving
+        log.warning("inference request %s failed: %s", request.path, exc)
+        return web.json_response({"error": {"message": str(exc), "type": type(exc).__name__}}, status=500)
+
+
+def build_app(policy: Policy) -> web.Application:
+    routes = web.RouteTableDef()
+    for add in (add_service_routes, add_native_routes, add_openai_routes, add_session_routes):
+        add(routes, policy)
+    app = web.Application(middlewares=[_errors], client_max_size=64 * 1024 * 1024)
     app.add_routes(routes)
     return app
 

@@ -20,15 +20,22 @@ import time
 import traceback
 
 from hermes_rl.core.base.fsutil import append_jsonl, atomic_write_json
+from hermes_rl.core.base.plateau import plateau
 from hermes_rl.core.base.secrets import ENDPOINT_KEY_ENV, LOCAL_TINKER_KEY_ENV
+from hermes_rl.core.base.states import Metric
+from hermes_rl.core.readers.metrics import JsonlTail
 
+from .. import open_files_problem
+from ..wandb_fallback import install_wandb_fallback
 from . import grpo, tinker_link
+from .accounting import Usage
 from .digest_keeper import DigestKeeper
 from .inference import Policy, start_server
+from .rollouts import RolloutRecorder
 from .run_api import RunApi
-from .settings import ConfigError, TrainerSettings
+from .settings import ConfigError, TrainerSettings, load_settings
 from .signals import SignalTracker
-from .usage import Usage
+from .tokenizer import load_tokenizer
 
 log = logging.getLogger("trainer")
 
@@ -63,9 +70,7 @@ class WandbLogger:
 
     def _init(self) -> None:
         try:
-            import wandb
-
-            from ..wandb_fallback import install_wandb_fallback
+            import wandb  # noqa: PLC0415 - wandb (a second) loads on its own thread
 
             # The environments' mechanism: W&B unreachable (or a bad key) means offline, with a warning.
             install_wandb_fallback(warn=log.warning)
@@ -182,7 +187,7 @@ class Trainer:
     async def setup(self) -> None:
         s = self.settings
         self._prepare_backend_env()
-        import tinker
+        import tinker  # noqa: PLC0415 - tinker reads TINKER_BASE_URL/TINKER_API_KEY, set just above, and imports torch
 
         t0 = time.time()
         self.service_client = tinker.ServiceClient()
@@ -208,7 +213,6 @@ class Trainer:
                 ) from None
             raise
         tinker_link.record_session(s, self.training_client)
-        from .tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(s.base_model, self.training_client)
         sampling_client = await self.training_client.save_weights_and_get_sampling_client()
@@ -219,8 +223,6 @@ class Trainer:
         self.policy.tokens = self.usage.tokens
         self.signals = SignalTracker(s.batch_size, self.policy.sampled)
         if s.rollouts_path is not None:
-            from .rollouts import RolloutRecorder
-
             self.rollouts = RolloutRecorder(s.rollouts_path, tokenizer, finish_reason=self.policy.finish_reason)
         log.info(
             "training client ready (%s backend, model %s, LoRA rank %d, loss %s %s) in %.2fs",
@@ -264,7 +266,7 @@ class Trainer:
     async def train_step(self, batch: list[dict], waited_s: float) -> dict:
         """One GRPO update on `batch`; its row holds the step's phases as time/… seconds (PHASE_KEYS),
         which add up to the wall time since the previous row (time/step_s)."""
-        from tinker import types
+        from tinker import types  # noqa: PLC0415 - tinker imports torch: loaded in setup, named here
 
         s = self.settings
         t0 = time.perf_counter()
@@ -368,7 +370,7 @@ class Trainer:
     async def _fill_sampling_logprobs(self, sequences: list[grpo.Sequence]):
         """An environment that sent no inference_logprobs: take the current policy's logprobs
         as the sampler's (ratio 1, plain policy gradient) with one extra forward pass."""
-        from tinker import types
+        from tinker import types  # noqa: PLC0415 - tinker imports torch: loaded in setup, named here
 
         probe = [
             types.Datum(
@@ -499,9 +501,6 @@ class Trainer:
         appended to env_metrics.jsonl since the last step; None when it is off or the curve still moves."""
         if not self.settings.stop_on_plateau:
             return None
-        from hermes_rl.core.base.plateau import plateau
-        from hermes_rl.core.base.states import Metric
-        from hermes_rl.core.readers.metrics import JsonlTail
 
         if self._evals is None:
             self._evals = (JsonlTail(self.settings.env_metrics_path), [])
@@ -592,8 +591,6 @@ def main(config_path: str) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     for noisy in ("httpx", "httpcore", "tinker", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from .. import open_files_problem
-    from .settings import load_settings
 
     problem = open_files_problem()
     if problem:

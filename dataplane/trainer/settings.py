@@ -28,6 +28,8 @@ from pydantic import (
 
 from hermes_rl.core.base.fsutil import read_regular_text
 
+from .rollouts import ROLLOUTS_FILE
+
 
 class ConfigError(ValueError):
     """A config value the trainer cannot run with; the message names the key."""
@@ -254,7 +256,6 @@ def _rollouts_path(hermes: HermesSection, run_dir: Path) -> Path | None:
     """Where rollouts go; HERMES_RL_ROLLOUTS=0 (or hermes.record_rollouts: false) turns recording off."""
     if not hermes.record_rollouts or os.environ.get("HERMES_RL_ROLLOUTS", "1") == "0":
         return None
-    from .rollouts import ROLLOUTS_FILE
 
     return Path(hermes.rollouts_path or run_dir / ROLLOUTS_FILE)
 

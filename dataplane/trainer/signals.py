@@ -1,7 +1,7 @@
 """Whether a batch can teach the policy anything: the learning-signal statistics of one step.
 
 The trainer adds these `signals/...` keys to every metrics.jsonl row (docs/audit.md says what each
-means and what to do about it; core.base.audit turns them into a verdict):
+means and what to do about it; core.base.audit_rule turns them into a verdict):
 
 - signals/groups_zero_variance, signals/zero_variance_share: groups whose completions all scored the
   same (GRPO advantage 0 for every member: nothing to learn from them), of the batch's groups

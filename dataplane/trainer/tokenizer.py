@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer
+
 from hermes_rl.core.base.fsutil import read_regular_text
 
 
 class FolderTokenizer:
     def __init__(self, folder: Path):
-        from tokenizers import Tokenizer
-
         self.folder = folder
         self._tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
         config = {}
@@ -42,8 +43,6 @@ class FolderTokenizer:
         if not self.chat_template:
             raise ValueError("this tokenizer has no chat template")
         if self._template is None:
-            from jinja2.sandbox import ImmutableSandboxedEnvironment
-
             env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
             self._template = env.from_string(self.chat_template)
         text = self._template.render(

@@ -14,7 +14,7 @@ import pytest
 
 from hermes_rl.core import runs
 from hermes_rl.core.base.paths import run_dir
-from hermes_rl.core.daemons.runstate import read_run_file
+from hermes_rl.core.daemons.run_record import read_run_file
 from tests.reliability.helpers import assert_no_orphans, launch_standin, wait_for, wait_running
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(120), pytest.mark.usefixtures("run_processes_cleanup")]

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ...base.audit import audit_lines
+from ...base.audit_rule import audit_lines
 from ...base.errors import BadInput
 from ...base.formatting import human_number, metric_text, value_text
 from ...runs.cost import cloud_text

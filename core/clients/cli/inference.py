@@ -12,11 +12,11 @@ from .output import EXIT_ERROR, Exit, rich_console, safe, say, short_path
 def cmd_test_inference(args) -> Any:
     """The selected environment against real models (OpenRouter, a base_url, a running local run, or
     SmolLM2 on this machine with no key at all), through the same call as rl_test_inference."""
-    from ...runs.trial import InferenceTest
+    from ...runs.trial import InferenceTrial
 
-    test = InferenceTest.prepare(args.steps, args.group_size, args.model or None, args.base_url, env_name=args.env)
+    trial = InferenceTrial.prepare(args.steps, args.group_size, args.model or None, args.base_url, env_name=args.env)
     if args.json:
-        return test.run()
+        return trial.run()
     console = rich_console()
 
     def show(event: dict) -> None:
@@ -43,7 +43,7 @@ def cmd_test_inference(args) -> Any:
         elif kind == "summary":
             console.print(f"{safe(event['verdict'])}\nresults: {safe(short_path(event['folder']))}")
 
-    summary = test.run(show)
+    summary = trial.run(show)
     return None if summary.get("environment_working") else Exit(EXIT_ERROR)
 
 
@@ -83,12 +83,12 @@ def cmd_sample(args) -> Any:
             say(f"--- completion {index}/{len(answer['completions'])} ({completion['finish']})")
             say(completion["text"])
         return None
-    from ...runs.trial import InferenceTest
+    from ...runs.trial import InferenceTrial
 
-    test = InferenceTest.prepare(args.groups, args.group_size, env_name=args.env or None, checkpoint=checkpoint)
+    trial = InferenceTrial.prepare(args.groups, args.group_size, env_name=args.env or None, checkpoint=checkpoint)
     if not args.json:
-        say(f"scoring {said} on {test.env_info.name}: {counted(args.groups, 'group')} of {args.group_size}…", err=True)
-    summary = test.run(lambda event: stage(event["stage"]) if event.get("stage") else None)
+        say(f"scoring {said} on {trial.env_info.name}: {counted(args.groups, 'group')} of {args.group_size}…", err=True)
+    summary = trial.run(lambda event: stage(event["stage"]) if event.get("stage") else None)
     results = summary.get("models") or [{}]
     scored = sampling.scored_completions(results[0].get("rollouts_path") or "", limit=10_000)
     summary["completions"] = scored

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...base.audit import audit_lines
+from ...base.audit_rule import audit_lines
 from ...base.errors import BadInput, HermesError
 from ...base.formatting import (
     exit_text,

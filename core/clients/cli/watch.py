@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from ...base.audit import headline
+from ...base.audit_rule import headline
 from ...base.formatting import human_duration, human_number
 from ...base.paths import cli_command
 from ...base.states import FINAL, ProcState, RunStatus

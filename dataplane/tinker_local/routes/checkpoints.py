@@ -33,7 +33,7 @@ def _listings(routes: APIRouter, ctx: ServerContext) -> None:
 
     @routes.get("/api/v1/training_runs")
     async def list_training_runs(request: Request) -> dict:
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         live = live_models(ready)
         runs = await catalog_call(lambda: catalog.training_runs(ready.checkpoint_dir, live))
         page, cursor = await catalog_call(
@@ -43,7 +43,7 @@ def _listings(routes: APIRouter, ctx: ServerContext) -> None:
 
     @routes.get("/api/v1/training_runs/{model_id}")
     async def get_training_run(model_id: str) -> dict:
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         live = live_models(ready)
         for run in catalog.training_runs(ready.checkpoint_dir, live):
             if run["training_run_id"] == model_id:
@@ -52,12 +52,12 @@ def _listings(routes: APIRouter, ctx: ServerContext) -> None:
 
     @routes.get("/api/v1/training_runs/{model_id}/checkpoints")
     async def list_run_checkpoints(model_id: str) -> dict:
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         return {"checkpoints": catalog.list_checkpoints(ready.checkpoint_dir, model_id), "cursor": None}
 
     @routes.get("/api/v1/checkpoints")
     async def list_user_checkpoints(request: Request) -> dict:
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         records = catalog.list_checkpoints(ready.checkpoint_dir)
         page, cursor = await catalog_call(
             lambda: catalog.paged(records, int_param(request, "limit", 100), int_param(request, "offset", 0))
@@ -67,7 +67,7 @@ def _listings(routes: APIRouter, ctx: ServerContext) -> None:
     @routes.post("/api/v1/weights_info")
     async def get_weights_info(request: Request) -> dict:
         data = await body_json(request)
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         return await catalog_call(lambda: catalog.weights_info(ready, str(data.get("tinker_path") or "")))
 
 
@@ -81,7 +81,7 @@ def _one_checkpoint(routes: APIRouter, ctx: ServerContext) -> None:
 
     @checkpoint_route("", "DELETE")
     async def delete_checkpoint(model_id: str, kind: str, name: str):
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
 
         def delete():
             catalog.delete_checkpoint(ready.checkpoint_dir, model_id, kind, name)
@@ -95,12 +95,12 @@ def _one_checkpoint(routes: APIRouter, ctx: ServerContext) -> None:
     @checkpoint_route("/ttl", "PUT")
     async def set_checkpoint_ttl(model_id: str, kind: str, name: str, request: Request):
         data = await body_json(request)
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         await catalog_call(lambda: catalog.set_ttl(ready.checkpoint_dir, model_id, kind, name, data.get("ttl_seconds")))
         return Response(status_code=200, content=b"null", media_type="application/json")
 
     async def set_public(model_id: str, kind: str, name: str, public: bool):
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         await catalog_call(lambda: catalog.update_meta(ready.checkpoint_dir, model_id, kind, name, public=public))
         return Response(status_code=200, content=b"null", media_type="application/json")
 
@@ -116,7 +116,7 @@ def _one_checkpoint(routes: APIRouter, ctx: ServerContext) -> None:
     async def external_weights_urls(model_id: str, kind: str, name: str) -> dict:
         """file:// URLs of the export's files (not the server's state.json and meta.json): the files are
         on this machine already."""
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         folder = await catalog_call(lambda: catalog.find_checkpoint(ready.checkpoint_dir, model_id, kind, name))
         files = {
             p.name: p.resolve().as_uri()

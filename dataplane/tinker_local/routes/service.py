@@ -40,7 +40,7 @@ def router(ctx: ServerContext) -> APIRouter:
             "queue_depth": worker.queue_depth() if worker else 0,
             "worker_busy_s": round(time.monotonic() - busy_since, 3) if busy_since else 0.0,
             # device and dtype once the model is loaded
-            "model": worker.backend.lm.describe() if worker and worker.ready.is_set() else None,
+            "model": worker.model_state.lm.describe() if worker and worker.ready.is_set() else None,
         }
 
     @routes.post("/api/v1/client/config")
@@ -57,7 +57,7 @@ def router(ctx: ServerContext) -> APIRouter:
 
     @routes.get("/api/v1/get_server_capabilities")
     async def capabilities() -> dict:
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         return {
             "supported_models": [
                 {

@@ -51,7 +51,7 @@ def router(ctx: ServerContext) -> APIRouter:
             raise RequestError(f"unknown session {session_id!r}", status=404)
         session["finished"] = data.get("reason") or {"type": "success"}
         log.info("session %s finished (%s)", session_id, session["finished"].get("type"))
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         ctx.submit("release_session", lambda: ready.drop_models(lambda model: model.session_id == session_id))
         return Response(status_code=200, content=b"null", media_type="application/json")
 
@@ -66,7 +66,7 @@ def router(ctx: ServerContext) -> APIRouter:
         session = sessions.get(session_id)
         if session is None:
             raise RequestError(f"unknown session {session_id!r}", status=404)
-        ready = await ctx.backend()
+        ready = await ctx.model_state()
         with ready.lock:
             runs = [model_id for model_id, model in ready.models.items() if model.session_id == session_id]
             samplers = [sampler_id for sampler_id in ready.samplers if sampler_id.startswith(f"{session_id}:")]

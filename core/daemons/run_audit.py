@@ -1,4 +1,4 @@
-"""The audit of one run folder (core.base.audit's rule over its files): metrics.jsonl's first and last
+"""The audit of one run folder (the rule of core.base.audit_rule over its files): metrics.jsonl's first and last
 rows, env_metrics.jsonl's, and the groups the environments dropped for scoring alike or running too
 long (counted by the supervisor in health.json from their "Scores are the same in a group" and "Token
 length is too long" lines).
@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..base.audit import audit
+from ..base.audit_rule import audit
 from ..base.fsutil import open_regular, parse_jsonl_line, read_json
 from .log_watch import HEALTH_FILE
 

@@ -2,7 +2,7 @@
 and loads (the files themselves: checkpoints.py).
 
 Everything here runs on the server's single worker thread, in request order, except the
-small registry reads/writes the HTTP layer does under `Backend.lock`.
+small registry reads/writes the HTTP layer does under `ModelState.lock`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 
 from hermes_rl.core.base.fsutil import read_regular_text
 from hermes_rl.core.base.names import is_name
 
 from . import catalog
+from .billing_events import UsageLedger
 from .checkpoints import (
     NAME_RE,
     age_recipients,
@@ -33,7 +35,6 @@ from .checkpoints import (
 )
 from .engine import LORA_ALPHA, Adapter, CausalLM, SampleSpec
 from .sample_request import check_tokens, memory_chunks, parse_spec
-from .usage import UsageLedger
 from .wire import (
     ForwardBackwardRequest,
     UserError,
@@ -99,10 +100,8 @@ class Sampler:
     scale: float = 1.0
 
 
-class Backend:
+class ModelState:
     def __init__(self, model_dir: Path, checkpoint_dir: Path, dtype: str = "auto"):
-        from tokenizers import Tokenizer
-
         self.model_dir = Path(model_dir).resolve()
         self.checkpoint_dir = Path(checkpoint_dir).resolve()
         self.base_model = str(self.model_dir)

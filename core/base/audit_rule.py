@@ -3,7 +3,7 @@
 `audit(...)` turns what a run recorded (the trainer's metrics rows with their `signals/...` keys, the
 environments' env_metrics rows, the groups the environments dropped for scoring alike, the last groups
 recorded in rollouts.jsonl) into `{verdict, reasons, signals}`. One rule for every client (status, the
-agent tools, the dashboard, the HTML report, the alerts). Pure: the caller reads the files (core.daemons.audit).
+agent tools, the dashboard, the HTML report, the alerts). Pure: the caller reads the files (core.daemons.run_audit).
 
 Verdicts, first that applies:
 - no_signal: at least NO_SIGNAL_SHARE of the recent groups scored alike (or were dropped for it), or

@@ -16,6 +16,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+
+import psutil
+
+from hermes_rl.core.daemons.procscan import find_run_processes
 
 KINDS = ("prefill", "sample", "train")
 
@@ -59,8 +64,6 @@ class RunCpu:
         self._read_at = 0.0
 
     def seconds(self) -> float | None:
-        import time
-
         if not self.run_dir:
             return None
         now = time.monotonic()
@@ -70,12 +73,6 @@ class RunCpu:
         return round(sum(self._seen.values()), 2) if self._seen else None
 
     def _scan(self) -> None:
-        try:
-            import psutil
-
-            from hermes_rl.core.daemons.procscan import find_run_processes
-        except ImportError:
-            return
         # the scan leaves out the calling process: the trainer counts itself
         keys = [(p.pid, p.create_time) for p in find_run_processes(self.run_dir)] + [(os.getpid(), None)]
         for pid, created in keys:
