@@ -5,7 +5,8 @@ steps trained, reward range, the audit, why nothing trained), the figures of doc
       .venv/bin/python bench/bench_verifiers_envs.py local 150 out.jsonl interception kuhn-poker code-golf ...
 
 Arguments: profile, seconds each environment may take, the JSON-lines file to append to, the environments.
-Each run is 3 steps of group 4, batch 8, 48 tokens a turn; one still running at its time is stopped.
+Each run is 3 steps of group 4, batch 8, 48 tokens a turn (BENCH_SETTINGS, a JSON object, changes or adds
+settings); one still running at its time is stopped.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main(argv: list[str]) -> int:
         started_at = time.time()
         try:
             settings = {"total_steps": 3, "group_size": 4, "batch_size": 8, "max_tokens": 48}
+            settings |= json.loads(os.environ.get("BENCH_SETTINGS") or "{}")  # e.g. {"invalid_retries": 2}
             started = runs.start_run(env, profile, settings)
         except HermesError as exc:
             row.update(status="refused", reason=exc.message)
