@@ -147,7 +147,8 @@ def test_verifiers_runs_its_own_episodes_and_vf_eval_runs_against_the_runs_endpo
     run = runs.start_run("hermes-vf-features-dist", "local", overrides)
     folder = run_dir(run["run_id"])
     try:
-        _wait_for(lambda: len(read_jsonl(folder / "metrics.jsonl")) >= 2, 240, run["run_id"])
+        # vf-eval runs while the run trains: from the moment the trainer serves its policy
+        _wait_for(lambda: report.status_report(run["run_id"])["endpoint_key_file"], 240, run["run_id"])
         status = report.status_report(run["run_id"])
         key_file = Path(status["endpoint_key_file"])  # as `status` tells a user: the key, in a private file
         assert key_file.stat().st_mode & 0o077 == 0
@@ -156,19 +157,21 @@ def test_verifiers_runs_its_own_episodes_and_vf_eval_runs_against_the_runs_endpo
         argv += ["--no-push", "--client.base-url", status["endpoint"], "--client.api-key-var", "HERMES_RL_ENDPOINT_KEY"]
         argv += ["--env.agent.harness.id", "null", "--env.agent.runtime.type", "subprocess"]
         argv += ["--sampling.max-tokens", "4", "-o", str(folder / "vf-eval")]
-        evaluated = subprocess.run(
+        evaluating = subprocess.Popen(
             argv,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=180,
             env={**os.environ, "PATH": f"{vf_env.parent}{os.pathsep}{os.environ['PATH']}"}
             | {"HERMES_RL_ENDPOINT_KEY": key},
         )
+        _wait_for(lambda: len(read_jsonl(folder / "metrics.jsonl")) >= 2, 240, run["run_id"])
+        out, err = evaluating.communicate(timeout=180)
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(status["endpoint"] + "/models", timeout=30)
     finally:
         runs.stop_run(run["run_id"], wait=30)
-    assert evaluated.returncode == 0, evaluated.stdout[-2000:] + evaluated.stderr[-2000:]
+    assert evaluating.returncode == 0, out[-2000:] + err[-2000:]
     assert refused.value.code == 401  # a client without the key gets nothing
     assert not key_file.exists()  # the key went with the endpoint
     # nowhere else: not in the run's config, state or any process's log
