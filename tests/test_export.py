@@ -253,8 +253,9 @@ def test_worst_completions_are_only_those_below_the_best(hermes_home):
     assert "reward 0 " in worst and "reward 1 " not in worst
 
 
-def test_where_each_worker_ran_reads_the_same_in_status_report_dashboard_and_tools(hermes_home, capsys):
+def test_where_each_worker_ran_reads_the_same_in_status_report_dashboard_and_tools(hermes_home, capsys, monkeypatch):
     """Every launcher's one line of where a job runs, in the same words in each view."""
+    monkeypatch.setenv("COLUMNS", "250")  # a terminal wide enough for every column of status
     from hermes_rl.core.clients.toolset import call_tool
     from hermes_rl.core.daemons import launchers
     from hermes_rl.core.runs import get_run
