@@ -85,7 +85,7 @@ def test_a_workers_task_names_its_keys_without_values_and_uploads_the_files_it_n
         skypilot_settings({"cpus": "lots"})
 
 
-# slow: each of the five SkyPilot processes (a check, three drivers, a teardown) imports SkyPilot (2-10 s)
+# slow: each of the four SkyPilot processes (a check, two drivers, a teardown) imports SkyPilot (2-10 s)
 @pytest.mark.slow
 def test_workers_as_skypilot_tasks_report_log_stop_and_survive_a_supervisor_kill(sky_site, run_processes_cleanup):
     with pytest.raises(BadInput, match="aws is not enabled in SkyPilot; enabled: kubernetes"):
@@ -103,20 +103,17 @@ def test_workers_as_skypilot_tasks_report_log_stop_and_survive_a_supervisor_kill
             for i in range(1, n + 1)
         ]
 
-    run = runs.launch(specs(2), environment="toy", profile="local")
+    run = runs.launch(specs(1), environment="toy", profile="local")
     run_id = run["run_id"]
     run = wait_status(run_id, ("running", "failed"), timeout=180)
     assert run["status"] == "running", run["reason"]
-    procs = wait_until(
-        lambda: (
-            (ps := runs.get_run(run_id)["processes"]) and all(p["where"] == "kubernetes RUNNING" for p in ps) and ps
-        ),
+    (proc,) = wait_until(
+        lambda: (ps := runs.get_run(run_id)["processes"]) and ps[0]["where"] == "kubernetes RUNNING" and ps,
         30,
-        what="both tasks RUNNING on the infra SkyPilot parsed (k8s, by its name)",
+        what="the task RUNNING on the infra SkyPilot parsed (k8s, by its name)",
     )
-    clusters = {p["job_id"] for p in procs}
-    assert len(clusters) == 2 and all(c.startswith(f"hermes-{run_id}-env-") for c in clusters)
-    assert {json.loads(f.read_text())["name"] for f in sky_site.glob("*.json")} == clusters  # up in the "cloud"
+    assert proc["job_id"].startswith(f"hermes-{run_id}-env-1-")  # the cluster's name: what `sky down` takes
+    assert [json.loads(f.read_text())["name"] for f in sky_site.glob("*.json")] == [proc["job_id"]]  # up
     # each task as SkyPilot's own loader read it from the file the launcher wrote (k8s: Kubernetes, by its name)
     task = json.loads(next(sky_site.glob("*-env-1-*.task")).read_text())
     assert task["infra"] == "kubernetes" and task["cpus"] == "2+" and task["setup"] == "echo setup ran on the node"

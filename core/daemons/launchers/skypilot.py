@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from ...base.errors import BadInput
 from ...base.fsutil import atomic_write_json, read_regular_text
 from ...base.paths import rl_dir
@@ -336,6 +338,15 @@ def preflight(data: Mapping | None, replicas: int = 1) -> None:
         raise BadInput(f"SkyPilot cannot launch the workers: {lines[-1][:300]}", hint=f"run `sky check` with {python}")
 
 
+def _is_driver(pid: int, cluster: str) -> bool:
+    """Whether `pid` is still the driver of `cluster` (a finished driver's pid may be another process's now)."""
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except (psutil.Error, OSError):
+        return False
+    return any(a.endswith(DRIVER.name) for a in argv) and cluster in argv
+
+
 class SkyPilotLauncher:
     """Tasks on whatever SkyPilot reaches (`env_launcher: skypilot`)."""
 
@@ -370,7 +381,7 @@ class SkyPilotLauncher:
         folder = run_folder(run_id) / "skypilot"
         for state in folder.glob("*.state") if folder.is_dir() else []:
             pid = _state_of(state).get("driver_pid")
-            if isinstance(pid, int) and pid > 1:
+            if isinstance(pid, int) and pid > 1 and _is_driver(pid, state.stem):
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
         try:

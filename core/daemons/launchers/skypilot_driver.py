@@ -21,7 +21,8 @@ import signal
 import sys
 from typing import Any
 
-sky: Any = None  # SkyPilot, imported by main(): it exists in SkyPilot's environment only
+sky: Any = None  # SkyPilot and its SDK, imported by main(): they exist in SkyPilot's environment only
+sdk: Any = None
 
 STOPPED_CODE = 128 + signal.SIGTERM
 
@@ -64,11 +65,11 @@ def run(task_file: str, cluster: str, state_file: str, secret_names: list[str]) 
     signal.signal(signal.SIGTERM, _on_term)
     try:
         write_state(state_file, state="LAUNCHING")
-        job_id, handle = sky.stream_and_get(sky.launch(task, cluster_name=cluster, down=True))
+        job_id, handle = sdk.stream_and_get(sdk.launch(task, cluster_name=cluster, down=True))
         infra = infra_of(handle)
         write_state(state_file, state="RUNNING", job=job_id, infra=infra)
-        sky.tail_logs(cluster, job_id, follow=True)
-        statuses = sky.get(sky.job_status(cluster, [job_id])) or {}
+        sdk.tail_logs(cluster, job_id, follow=True)
+        statuses = sdk.get(sdk.job_status(cluster, [job_id])) or {}
         state = _status_name(statuses.get(job_id) or statuses.get(str(job_id)))
         write_state(state_file, state=state, job=job_id, infra=infra)
         return 0 if state == "SUCCEEDED" else 1
@@ -77,17 +78,17 @@ def run(task_file: str, cluster: str, state_file: str, secret_names: list[str]) 
         write_state(state_file, state="CANCELLING", job=job_id, infra=infra)
         if job_id is not None:
             try:
-                sky.get(sky.cancel(cluster, job_ids=[job_id]))
+                sdk.get(sdk.cancel(cluster, job_ids=[job_id]))
             except Exception as exc:  # noqa: BLE001 - the cluster is torn down below anyway
                 print(f"SkyPilot: cancelling job {job_id} on {cluster}: {exc}", flush=True)
-        sky.get(sky.down(cluster))
+        sdk.get(sdk.down(cluster))
         write_state(state_file, state="CANCELLED", job=job_id, infra=infra)
         return STOPPED_CODE
     except Exception as exc:  # noqa: BLE001 - SkyPilot's refusal, in its words, is the worker's last line
         print(f"SkyPilot: {type(exc).__name__}: {exc}", flush=True)
         write_state(state_file, state="FAILED", job=job_id, infra=infra, message=str(exc)[:300])
         try:
-            sky.get(sky.down(cluster))
+            sdk.get(sdk.down(cluster))
         except Exception:  # noqa: BLE001 - nothing was provisioned
             pass
         return 1
@@ -98,7 +99,7 @@ def down(run_id: str, clusters: list[str]) -> int:
     prefix = f"hermes-{run_id}-".lower()
     names = list(dict.fromkeys(clusters))
     try:
-        for record in sky.get(sky.status()) or []:
+        for record in sdk.get(sdk.status()) or []:
             name = record.get("name") if isinstance(record, dict) else getattr(record, "name", None)
             if isinstance(name, str) and name.startswith(prefix) and name not in names:
                 names.append(name)
@@ -107,7 +108,7 @@ def down(run_id: str, clusters: list[str]) -> int:
     done, left = [], []
     for name in names:
         try:
-            sky.get(sky.down(name))
+            sdk.get(sdk.down(name))
             done.append(name)
         except Exception as exc:  # noqa: BLE001 - one cluster's failure does not keep the others up
             if "does not exist" in str(exc):
@@ -121,7 +122,7 @@ def down(run_id: str, clusters: list[str]) -> int:
 
 def check(infra: str) -> int:
     """0 when SkyPilot has enabled infra (where `infra` asks, when given); else 1 with the reason."""
-    enabled = [str(c).lower() for c in sky.get(sky.enabled_clouds()) or []]
+    enabled = [str(c).lower() for c in sdk.get(sdk.enabled_clouds()) or []]
     if not enabled:
         print("no infra is enabled in SkyPilot (`sky check` says why)")
         return 1
@@ -136,10 +137,11 @@ def check(infra: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    global sky
+    global sky, sdk
     import sky as skypilot  # type: ignore[import-not-found]  # SkyPilot's environment, not hermes-rl's
+    from sky.client import sdk as client  # type: ignore[import-not-found]  # its SDK (the API server's client)
 
-    sky = skypilot
+    sky, sdk = skypilot, client
     if len(argv) >= 4 and argv[0] == "run":
         return run(argv[1], argv[2], argv[3], argv[4:])
     if len(argv) >= 2 and argv[0] == "down":

@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-import sky
 from sky import task as task_lib
+from sky.client import sdk
 
 ROOT = Path(os.environ["HERMES_SKY_STANDIN_DIR"])
 ENABLED = os.environ.get("HERMES_SKY_STANDIN_INFRA", "kubernetes").split(",")
@@ -127,6 +127,7 @@ def enabled_clouds(**_kw):
     return ("enabled_clouds", ENABLED)
 
 
+# only calls SkyPilot's SDK has: a call it lacks stays missing, as the driver would find it
 for _name in (
     "launch",
     "stream_and_get",
@@ -138,7 +139,8 @@ for _name in (
     "status",
     "enabled_clouds",
 ):
-    setattr(sky, _name, globals()[_name])
+    assert callable(getattr(sdk, _name)), _name
+    setattr(sdk, _name, globals()[_name])
 
 if __name__ == "__main__":
     sys.argv = sys.argv[1:]
