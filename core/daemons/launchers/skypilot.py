@@ -193,7 +193,7 @@ class SkyTask:
 
     launcher = "skypilot"
     pid = pgid = create_time = start_ticks = None
-    kill_grace_s = STOP_WAIT_S
+    kill_grace_s = 10.0  # after kill() only the local driver must vanish; its teardown goes on on its own
 
     def __init__(self, tracker: SkyTracker, cluster: str, driver: subprocess.Popen, state_file: Path, python: str):
         self.tracker = tracker
