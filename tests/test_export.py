@@ -255,7 +255,6 @@ def test_worst_completions_are_only_those_below_the_best(hermes_home):
 
 def test_where_each_worker_ran_reads_the_same_in_status_report_dashboard_and_tools(hermes_home, capsys, monkeypatch):
     """Every launcher's one line of where a job runs, in the same words in each view."""
-    monkeypatch.setenv("COLUMNS", "250")  # a terminal wide enough for every column of status
     from hermes_rl.core.clients.toolset import call_tool
     from hermes_rl.core.daemons import launchers
     from hermes_rl.core.runs import get_run
@@ -273,6 +272,10 @@ def test_where_each_worker_ran_reads_the_same_in_status_report_dashboard_and_too
     write_run("0cafe123", status="stopped", steps=3, processes=procs)
     shown = {p["name"]: p for p in get_run("0cafe123", sample=False)["processes"]}
     page = export.html_report("0cafe123")
+    monkeypatch.setenv("COLUMNS", "80")  # a narrow terminal: the launcher's line stays whole
+    assert cli.main(["status", "0cafe123"]) == 0
+    narrow = capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", "250")  # a terminal wide enough for every column of status
     assert cli.main(["status", "0cafe123"]) == 0
     status_text = capsys.readouterr().out
     tool = call_tool("rl_check_status", {"run_id": "0cafe123"})
@@ -282,5 +285,5 @@ def test_where_each_worker_ran_reads_the_same_in_status_report_dashboard_and_too
         assert line == f"{node} {state}" and shown[name]["where"] == line and told[name] == line
         assert f"<td>job {job_id} {line}</td>" in page  # the report, as the dashboard's process pane says it
         assert _where(shown[name]) == f"job {job_id} {line}"
-        assert line in status_text and job_id in status_text
+        assert line in status_text and job_id in status_text and line in narrow
     assert "<th>where</th>" in page and "<td>local</td>" in page

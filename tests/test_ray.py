@@ -42,7 +42,8 @@ def _run_jobs(address: str, run_id: str) -> dict:
 
 def _status(*args: str) -> str:
     cli = [sys.executable, "-m", "hermes_rl.core.clients.cli", "status", *args]
-    return subprocess.run(cli, capture_output=True, text=True, timeout=120, env=os.environ.copy(), check=True).stdout
+    env = {**os.environ, "COLUMNS": "250"}  # wide enough for the whole job ids (a narrow one elides them)
+    return subprocess.run(cli, capture_output=True, text=True, timeout=120, env=env, check=True).stdout
 
 
 def test_preflight_refuses_a_cluster_it_cannot_use(ray_cluster, hermes_home):
