@@ -6,11 +6,13 @@ Without that environment the run's test is skipped, saying so."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,7 +51,7 @@ def sky_env() -> str:
 
 
 @pytest.fixture
-def sky_site(sky_env, hermes_home, tmp_path) -> Path:
+def sky_site(sky_env, hermes_home, tmp_path) -> Iterator[Path]:
     """A site file whose sky_python runs the driver over the stand-in cloud; the cloud's folder."""
     cloud = tmp_path / "cloud"
     cloud.mkdir()
@@ -60,7 +62,11 @@ def sky_site(sky_env, hermes_home, tmp_path) -> Path:
     wrapper.chmod(0o755)
     rl_dir().mkdir(parents=True, exist_ok=True)
     (rl_dir() / "skypilot.yaml").write_text(SITE.format(python=PY, sky_python=wrapper))
-    return cloud
+    yield cloud
+    # a failed test's "nodes": their workers carry only the task's environment, not this test's HERMES_HOME
+    for record in cloud.glob("*.json"):
+        with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
+            os.killpg(json.loads(record.read_text())["pid"], signal.SIGKILL)
 
 
 def test_a_workers_task_names_its_keys_without_values_and_uploads_the_files_it_needs(tmp_path, monkeypatch):
