@@ -66,6 +66,21 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   progress_done "installed hermes-rl[$extras] into $venv (installer output: $log)"
   installed=1
 fi
+# SkyPilot, for the SkyPilot launcher's tests, in an environment of its own (.venv-sky, about 460 MB): it
+# pins uvicorn and click below what the `local` extra needs, so it cannot share .venv (docs/launchers.md).
+sky_venv="${HERMES_RL_SKY_VENV:-.venv-sky}"
+sky_version="skypilot==0.14.1"
+case ",$extras," in
+  *,dev,*)
+    if [ "$(cat "$sky_venv/.hermes-rl-sky" 2>/dev/null)" != "$sky_version" ]; then
+      what=""
+      [ -x "$sky_venv/bin/python" ] || step "a venv for SkyPilot ($sky_venv)" "$python_bin" -m venv "$sky_venv"
+      step "SkyPilot into $sky_venv (first time takes a few minutes)" \
+        "$sky_venv"/bin/python -m pip install --progress-bar off --disable-pip-version-check "$sky_version"
+      echo "$sky_version" > "$sky_venv/.hermes-rl-sky"
+      progress_done "installed $sky_version into $sky_venv"
+    fi ;;
+esac
 # The editable install is strict: hermes_rl is a tree of links to the project's files (build/__editable__.*),
 # which editors and static tools read like any package, and a module outside pyproject's package list fails
 # to import here as it would from a wheel. A link tree holds the files it was made with: a module added or

@@ -251,3 +251,39 @@ def test_worst_completions_are_only_those_below_the_best(hermes_home):
     assert "step 2: worst 1 of 5" in section
     worst = section.split("step 2: worst")[1]
     assert "reward 0 " in worst and "reward 1 " not in worst
+
+
+def test_where_each_worker_ran_reads_the_same_in_status_report_dashboard_and_tools(hermes_home, capsys, monkeypatch):
+    """Every launcher's one line of where a job runs, in the same words in each view."""
+    from hermes_rl.core.clients.toolset import call_tool
+    from hermes_rl.core.daemons import launchers
+    from hermes_rl.core.runs import get_run
+    from hermes_rl.tui.panes.processes import _where
+
+    jobs = {
+        "env-1": ("slurm", "16", "node3", "CANCELLED"),
+        "env-2": ("ray", "hermes-0cafe123-env-2-a1b2c3", "10.0.0.7", "STOPPED"),
+        "env-3": ("skypilot", "hermes-0cafe123-env-3-9f0e", "kubernetes", "CANCELLED"),
+    }
+    procs = [{"name": "trainer", "pid": 41000, "state": "stopped", "exit_code": -15, "argv_redacted": ["t"]}]
+    for name, (launcher, job_id, node, state) in jobs.items():
+        job = launchers.job_record(launcher, job_id, node, state)
+        procs.append({"name": name, "launcher": launcher, "job": job, "state": "stopped", "argv_redacted": [name]})
+    write_run("0cafe123", status="stopped", steps=3, processes=procs)
+    shown = {p["name"]: p for p in get_run("0cafe123", sample=False)["processes"]}
+    page = export.html_report("0cafe123")
+    monkeypatch.setenv("COLUMNS", "80")  # a narrow terminal: the launcher's line stays whole
+    assert cli.main(["status", "0cafe123"]) == 0
+    narrow = capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", "250")  # a terminal wide enough for every column of status
+    assert cli.main(["status", "0cafe123"]) == 0
+    status_text = capsys.readouterr().out
+    tool = call_tool("rl_check_status", {"run_id": "0cafe123"})
+    told = {p["name"]: p["where"] for p in tool["processes"]}
+    for name, (launcher, job_id, node, state) in jobs.items():
+        line = launchers.get(launcher).where({"node": node, "state": state})
+        assert line == f"{node} {state}" and shown[name]["where"] == line and told[name] == line
+        assert f"<td>job {job_id} {line}</td>" in page  # the report, as the dashboard's process pane says it
+        assert _where(shown[name]) == f"job {job_id} {line}"
+        assert line in status_text and job_id in status_text and line in narrow
+    assert "<th>where</th>" in page and "<td>local</td>" in page

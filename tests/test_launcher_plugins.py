@@ -46,7 +46,7 @@ def pod_launcher(tmp_path, monkeypatch):
 
 
 def test_a_published_launcher_is_found_by_name_and_held_to_the_rules(pod_launcher):
-    assert "pod" not in registry._BUILT_IN and launchers.names()[:3] == ["local", "slurm", "ray"]
+    assert "pod" not in registry._BUILT_IN and launchers.names()[:4] == ["local", "slurm", "ray", "skypilot"]
     assert "pod" in launchers.names()
     pod = launchers.get("pod")
     assert isinstance(pod, launchers.Launcher)
@@ -55,7 +55,7 @@ def test_a_published_launcher_is_found_by_name_and_held_to_the_rules(pod_launche
     assert workers["pod"] == {"label": "blue", "entrypoint": []}
     with pytest.raises(BadInput, match=r"pod\.entrypoint is a command"):
         resolve_workers({"launcher": "pod", "pod": {"entrypoint": ["sh", "-c", "id"]}})
-    with pytest.raises(BadInput, match="launcher must be one of local, slurm, ray, pod"):
+    with pytest.raises(BadInput, match="launcher must be one of local, slurm, ray, skypilot, pod"):
         launchers.get("nowhere")
 
 
@@ -71,9 +71,13 @@ def test_hermes_rl_launchers_lists_every_launcher_with_its_settings_and_prefligh
         return {row["name"]: row for row in json.loads(done.stdout)}
 
     rows = listed("--no-preflight")
-    assert list(rows) == ["local", "slurm", "ray", "pod"] and rows["pod"]["from"] == "hermes-pod-launcher 0.1"
+    assert (
+        list(rows) == ["local", "slurm", "ray", "skypilot", "pod"] and rows["pod"]["from"] == "hermes-pod-launcher 0.1"
+    )
     assert {k["name"]: k["command"] for k in rows["pod"]["settings"]} == {"label": False, "entrypoint": True}
     assert {k["name"] for k in rows["slurm"]["settings"] if k["command"]} == {"setup", "wrapper", "python"}
+    commands = {k["name"] for k in rows["skypilot"]["settings"] if k["command"]}
+    assert commands == {"setup", "python", "image_id", "envs", "sky_python"}
     assert rows["pod"]["preflight"] is None and rows["slurm"]["site_file"].endswith("rl/slurm.yaml")
     rows = listed()
     assert rows["local"]["preflight"] == "ok" and rows["pod"]["preflight"] == "ok"

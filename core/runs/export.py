@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from .. import runs
 from ..base.audit_rule import signal_summary
 from ..base.errors import BadInput, HermesError
-from ..base.formatting import human_duration
+from ..base.formatting import human_duration, process_id_text, process_place_text
 from ..base.fsutil import atomic_write_text, epoch_seconds, iter_jsonl
 from ..base.paths import run_dir
 from ..base.records import RunView
@@ -388,19 +388,27 @@ def _process_section(run: RunView) -> str:
     except (HermesError, OSError):
         pass
     rows = []
-    for proc in process_summaries(run):
+    procs = process_summaries(run)
+    # where each ran, once any ran elsewhere than here: its job and its launcher's line, as `status` says it
+    elsewhere = any((proc.get("launcher") or "local") != "local" for proc in procs)
+    for proc in procs:
         name = str(proc.get("name"))
         exit_code = proc.get("exit_code")
+        where = process_place_text(proc, "–")
+        if (proc.get("launcher") or "local") != "local":
+            where = f"{process_id_text(proc, '')} {where}".strip()
         rows.append(
             [
                 _e(name),
+                *([_e(where)] if elsewhere else []),
                 f'<span class="state {_e(proc.get("state"))}">{_e(proc.get("state"))}</span>',
                 _e("–" if exit_code is None else exit_code),
                 _e(proc.get("restarts", 0)),
                 f"<pre>{_e(failures[name][-1500:])}</pre>" if name in failures else "",
             ]
         )
-    return _table(["process", "how it ended", "exit code", "restarts", "failure"], rows, "procs")
+    columns = ["process", *(["where"] if elsewhere else []), "how it ended", "exit code", "restarts", "failure"]
+    return _table(columns, rows, "procs")
 
 
 CSS = """

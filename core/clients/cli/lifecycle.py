@@ -196,7 +196,11 @@ def cmd_status(args) -> Any:
         header_style="bold",
     )
     # On a narrow terminal the log path gives way, never which process it is and where it runs.
-    for column, width in ((table.columns[0], 7), (table.columns[1], 9 if elsewhere else 7)):
+    widths = [(table.columns[0], 7), (table.columns[1], 9 if elsewhere else 7)]
+    if elsewhere:  # its launcher's line whole ("10.0.0.7 RUNNING", "aws/us-east-1 LAUNCHING")
+        longest = max(len(process_place_text(proc, "-")) for proc in status["processes"])
+        widths.append((table.columns[2], min(longest, 28)))
+    for column, width in widths:
         column.no_wrap, column.min_width = True, width
     for proc in status["processes"]:
         table.add_row(

@@ -1,6 +1,6 @@
 """Where a run's process runs: the launcher contract (base), the registry by name (registry, which also
 loads launchers published under the `hermes_rl.launchers` entry-point group), one module per launcher
-(local, slurm, ray), and what readers show of a job (views). Callers ask the registry and talk to the
+(local, slurm, ray, skypilot), and what readers show of a job (views). Callers ask the registry and talk to the
 handle `start` returns.
 """
 

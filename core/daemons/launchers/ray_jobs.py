@@ -14,6 +14,7 @@ Jobs carry {"hermes_run": RUN_ID} as metadata, so a lost run's jobs are found an
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.metadata
 import json
 import os
@@ -89,10 +90,22 @@ def address_of(settings: RaySettings) -> str:
     return address
 
 
+def _ray(module: str):
+    """One of Ray's modules, imported without the mark its import leaves in this process's environment
+    (RAY_CLIENT_MODE=0): it would go to every process started after it, and a run whose environment
+    differs from the warm base's (the dashboard's, the tests') forks nothing from it."""
+    before = os.environ.get("RAY_CLIENT_MODE")
+    try:
+        return importlib.import_module(module)  # the optional `ray` extra, heavy: only when a Ray run needs it
+    finally:
+        if before is None:
+            os.environ.pop("RAY_CLIENT_MODE", None)
+
+
 def client(address: str):
     """A job submission client of the cluster; LauncherError when it cannot be reached."""
     try:
-        from ray.job_submission import JobSubmissionClient  # noqa: PLC0415 - the optional `ray` extra, heavy
+        JobSubmissionClient = _ray("ray.job_submission").JobSubmissionClient  # noqa: N806 - Ray's class
     except ImportError:
         raise LauncherError("Ray is not installed: pip install 'hermes-rl[ray]'", retry=False) from None
     try:
@@ -109,8 +122,7 @@ def _field(item: Any, name: str) -> Any:
 def cluster_nodes(address: str) -> list[Any]:
     """The cluster's live nodes, by Ray's state API ([] when it does not answer)."""
     try:
-        from ray.util.state import list_nodes  # noqa: PLC0415 - the optional `ray` extra, heavy
-
+        list_nodes = _ray("ray.util.state").list_nodes
         return [n for n in list_nodes(address=address) if "DEAD" not in str(_field(n, "state"))]
     except Exception:  # noqa: BLE001 - an older dashboard or a busy one: callers go on without it
         return []

@@ -1,4 +1,4 @@
-"""Launchers by name: the three hermes-rl ships (local, slurm, ray) and any a package publishes under the
+"""Launchers by name: the four hermes-rl ships (local, slurm, ray, skypilot) and any a package publishes under the
 entry-point group `hermes_rl.launchers` (`name = "package.module:LAUNCHER"`, a Launcher object or a
 class whose instances are one). Callers ask here, never by comparing a launcher's name.
 """
@@ -12,10 +12,11 @@ from ...base.errors import BadInput
 from .base import Launcher, command_keys
 from .local import LAUNCHER as LOCAL
 from .ray_jobs import LAUNCHER as RAY
+from .skypilot import LAUNCHER as SKYPILOT
 from .slurm import LAUNCHER as SLURM
 
 ENTRY_POINT_GROUP = "hermes_rl.launchers"
-_BUILT_IN: dict[str, Launcher] = {"local": LOCAL, "slurm": SLURM, "ray": RAY}
+_BUILT_IN: dict[str, Launcher] = {"local": LOCAL, "slurm": SLURM, "ray": RAY, "skypilot": SKYPILOT}
 _registered: dict[str, Launcher] = {}
 _published: dict[str, Launcher] | None = None  # loaded once per process, on first need
 
