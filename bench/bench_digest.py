@@ -15,7 +15,8 @@ the steadier one):
   fast build) building the same digest;
 - digest: MetricsDigest(run).update() from no digest;
 
-and `hermes-rl results RUN` from no digest, as a user runs it (a fresh process; its progress line on stderr).
+and `hermes-rl results RUN` from no digest, as a user runs it (a fresh process; its progress line on stderr), then
+`hermes-rl metrics RUN --format csv` (every row, read by fsutil.parse_jsonl_line: orjson first too).
 """
 
 from __future__ import annotations
@@ -117,6 +118,14 @@ def main() -> int:
         )
         cli_wall = time.perf_counter() - t
         progress = [line for line in cli.stderr.splitlines() if "metrics digest" in line]
+        t = time.perf_counter()
+        with open(os.devnull, "w") as sink:
+            exported = subprocess.run(
+                [sys.executable, "-m", "hermes_rl.core.clients.cli", "metrics", RUN_ID, "--format", "csv"],
+                env=env,
+                stdout=sink,
+            )
+        export_wall = time.perf_counter() - t
 
         print(f"\n{args.rows:,} rows, {size / 1e6:.0f} MB, {args.rounds} round(s), load {statistics.mean(loads):.1f}")
         print("| what | wall s | CPU s | MB/s (CPU) |")
@@ -133,6 +142,7 @@ def main() -> int:
             then = medians[f"digest at {args.against}"]
             print(f"digest (now) vs at {args.against}: {then[1] / now[1]:.1f}x less CPU, {then[0] / now[0]:.1f}x wall")
         print(f"hermes-rl results {RUN_ID} (no digest): {cli_wall:.1f} s, exit {cli.returncode}")
+        print(f"hermes-rl metrics {RUN_ID} --format csv (digest warm): {export_wall:.1f} s, exit {exported.returncode}")
         print("its progress on stderr: " + (" / ".join(progress[:2] + progress[-1:]) if progress else "none"))
         return cli.returncode
     finally:

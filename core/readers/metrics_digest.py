@@ -66,16 +66,6 @@ def _finite(value) -> float | None:
     return None
 
 
-def _parse(line: bytes) -> dict | None:
-    """One row, as fsutil.parse_jsonl_line reads it: orjson for a line that is strict JSON (most are), and the
-    standard parser for the rest (NaN and Infinity, which it turns into None; invalid UTF-8; garbage)."""
-    try:
-        row = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return parse_jsonl_line(line)
-    return row if type(row) is dict else None
-
-
 def _chunks(path: Path, start: int, progress: Progress | None, total: int) -> Iterator[tuple[list, list, int]]:
     """Per chunk read from byte offset `start`: the start offsets and rows of its complete lines that hold a
     row, and the end offset of the last of them (as fsutil.iter_jsonl_spans reads them; a partial last line
@@ -95,7 +85,7 @@ def _chunks(path: Path, start: int, progress: Progress | None, total: int) -> It
             try:
                 rows = list(map(orjson.loads, lines))  # strict JSON, as nearly every line is
             except orjson.JSONDecodeError:
-                rows = list(map(_parse, lines))  # NaN, Infinity, invalid UTF-8, garbage: line by line
+                rows = list(map(parse_jsonl_line, lines))  # NaN, Infinity, invalid UTF-8, garbage: line by line
             if set(map(type, rows)) != {dict}:
                 rows = [row if type(row) is dict else None for row in rows]
             if None in rows:
