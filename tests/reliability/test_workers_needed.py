@@ -57,7 +57,7 @@ def _cli(capsys, *args: str) -> str:
     capsys.readouterr()
     main(list(args))
     out = capsys.readouterr()
-    return out.out + out.err
+    return " ".join((out.out + out.err).split())  # a reason wraps at the console's width
 
 
 def test_a_worker_that_exits_0_while_the_trainer_waits_is_restarted_once_then_fails_the_run(monkeypatch, capsys):
