@@ -14,7 +14,7 @@ the digest is a cache, rebuilt when missing, unreadable, of another version or h
 wrong type (checked field by field as it is read back); it is read without following a symlink and
 written whole (atomic rename); when its folder is not writable it is kept in memory only.
 
-A digest is built at a few times the speed of Python's json (bench/bench_digest.py): the file is read a chunk at
+A digest is built with half the CPU of a row-by-row build (bench/bench_digest.py): the file is read a chunk at
 a time, each line parsed by orjson (the standard parser only for what orjson refuses: NaN, Infinity, invalid
 UTF-8, garbage), and each block folded a key at a time over its rows, as builtins over lists. A build says how
 it goes through REPORT_PROGRESS (the CLI prints a line on stderr once it has taken a second).
