@@ -165,7 +165,7 @@ def run_demo(demo: Demo, minutes: float, keep: bool) -> dict:
     run_id = run["run_id"]
     while not capped:  # a command without --watch returns at once: wait for the run's end (or the claim's step)
         status = hermes_json(home, "status", run_id)
-        step = (status.get("last_metric") or {}).get("step") or 0
+        step = (status.get("metrics") or {}).get("step") or 0
         if status.get("status") in ("completed", "failed", "stopped", "lost"):
             break
         if within is not None and step >= within:
