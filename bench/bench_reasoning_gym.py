@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 WINDOW = 10
-DEFAULT_SETS = ["eval_size=24", "max_completion_tokens=8", "steps_per_eval=5", "temperature=0.8"]
+DEFAULT_SETS = ["eval_size=24", "max_completion_tokens=12", "steps_per_eval=5", "temperature=0.8"]
 
 
 def _window(rows: list[dict], key: str, last: bool) -> float | None:

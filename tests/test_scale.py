@@ -307,3 +307,89 @@ def test_the_dashboard_reads_only_its_live_runs_between_listings(three_runs, mon
     live._watching = False  # no file events (no inotify): every listing reads every run
     shown()
     assert len(listings) == 3
+
+
+def _row_by_row(path) -> tuple[dict, list[dict]]:
+    """What the digest must hold, folded one row at a time by the standard parser: per key (first step, first,
+    last step, last, best step, best) and each block's {key: [min step, min, max step, max]}."""
+    from hermes_rl.core.base.fsutil import iter_jsonl_spans
+
+    keys: dict = {}
+    blocks: list[dict] = []
+    for _start, _end, row in iter_jsonl_spans(path):
+        step = row.get("step")
+        step = int(step) if type(step) is float and math.isfinite(step) else step
+        if type(step) is not int:
+            continue
+        if not blocks or blocks[-1]["rows"] == BLOCK_ROWS:
+            blocks.append({"rows": 0, "extremes": {}})
+        blocks[-1]["rows"] += 1
+        environment = row.get("environment")
+        for key, raw in row.items():
+            finite = type(raw) in (int, float) and abs(raw) <= 1.7e308  # NaN is read as null
+            if key in ("step", "time", "source", "env", "environment") or not finite:
+                continue
+            for name in [key] + ([f"{key}@{environment}"] if isinstance(environment, str) and environment else []):
+                value = float(raw)
+                low_high = blocks[-1]["extremes"].setdefault(name, [step, value, step, value])
+                if value < low_high[1]:
+                    low_high[:2] = [step, value]
+                if value > low_high[3]:
+                    low_high[2:] = [step, value]
+                summary = keys.setdefault(name, [step, value, step, value, step, value])
+                if step < summary[0]:
+                    summary[:2] = [step, value]
+                if step >= summary[2]:
+                    summary[2:4] = [step, value]
+                if value > summary[5]:
+                    summary[4:] = [step, value]
+    return keys, [b["extremes"] for b in blocks]
+
+
+def test_the_digest_built_a_key_at_a_time_holds_what_a_row_by_row_fold_holds(tmp_path):
+    """The digest is built fast (orjson, a column at a time); it must hold what reading each row would, for the
+    rows writers leave (strict JSON) and the ones the readers tolerate: NaN and Infinity, bools, text, nulls,
+    keys that come and go, huge numbers, float steps, steps written again, environments, garbage lines."""
+    rng = random.Random(7)
+    lines = []
+    for index in range(3 * BLOCK_ROWS + 77):
+        step = index // 2 if index < 600 else index - 300 * (index % 97 == 0)  # repeated and backwards steps
+        row: dict = {"step": float(step) if index % 13 == 0 else step, "time": 1000.0 + index}
+        row["reward/mean"] = round(rng.uniform(-1, 1), 3)
+        row["loss"] = rng.choice([0.5, 0.5, 1, 2.25, True, "high", None, float("nan"), float("inf"), 10**400])
+        if index % 10 == 0:
+            row["eval/percent_correct"] = rng.choice([0.0, 0.5, 1.0])
+        if index % 3 == 0:
+            row["environment"] = rng.choice(["a", "b"])
+        lines.append(json.dumps(row))
+        if index % 50 == 0:
+            lines.append(rng.choice(['{"step": 5, "reward/me', "[1, 2]", "garbage", "", '{"step": "x"}']))
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    digest = MetricsDigest(tmp_path).update()
+    keys, blocks = _row_by_row(tmp_path / "metrics.jsonl")
+    assert {k: v for k, v in digest.trainer["keys"].items() if k != "time"} == keys
+    assert [block[3] for block in digest.trainer["blocks"]] == blocks
+    assert digest.trainer["ordered"] is False and {"a", "b"} == set(digest.trainer["environments"])
+
+
+def test_a_long_digest_build_says_how_it_goes_and_when_it_is_done():
+    from hermes_rl.core.clients.cli.output import DigestProgress
+    from hermes_rl.core.readers import metrics_digest
+
+    folder = write_long_run("0000d011", 4_000, spikes={})
+    shown = io.StringIO()
+    token = metrics_digest.REPORT_PROGRESS.set(DigestProgress(stream=shown, after_s=0, every_s=0))
+    try:
+        MetricsDigest(folder).update()
+    finally:
+        metrics_digest.REPORT_PROGRESS.reset(token)
+    lines = shown.getvalue().splitlines()
+    assert lines and all(line.startswith("hermes-rl: building the metrics digest of run 0000d011: ") for line in lines)
+    assert lines[0].split(": ")[2].startswith("0%") and lines[-1].split(": ")[2].startswith("100% of ")
+    shown.truncate(0)
+    token = metrics_digest.REPORT_PROGRESS.set(DigestProgress(stream=shown, after_s=0, every_s=0))
+    try:
+        MetricsDigest(folder).update()  # nothing new to digest: nothing to say
+    finally:
+        metrics_digest.REPORT_PROGRESS.reset(token)
+    assert shown.getvalue() == ""

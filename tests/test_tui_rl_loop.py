@@ -85,6 +85,10 @@ def test_sweep_runs_stay_together_sort_by_eval_and_compare_a_sweep_smoothed(herm
     ]
     atomic_write_json(sweeps_dir() / "5eed5eed" / "sweep.json", {"sweep_id": "5eed5eed", "members": members})
     sweep_queue_flag().touch()
+    # The queue was just advanced (sweeps.kick_queue: at most every KICK_INTERVAL_S). Otherwise the dashboard's
+    # first listing starts the queue runner, which takes these members (it cannot start them: this record
+    # names no environment) — and on a loaded machine did so before the pane showed them waiting.
+    (sweep_queue_flag().parent / ".kicked").touch()
 
     async def scenario():
         app = HermesDashboard(clock=fixed_clock, stall_after_s=0)

@@ -17,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
+import orjson
+
 from .errors import BadInput, HermesError
 from .paths import make_private_dirs
 
@@ -198,7 +200,17 @@ def append_jsonl(path: Path, obj: Any) -> None:
 
 
 def parse_jsonl_line(line: bytes | str) -> dict | None:
-    """One JSON object, or None for a partial, garbage or non-object line. NaN/inf become None values."""
+    """One JSON object, or None for a partial, garbage or non-object line. NaN/inf become None values.
+    orjson reads the strict JSON nearly every line is (several times faster); what it refuses (NaN, Infinity,
+    invalid UTF-8, garbage) is read by the standard parser."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return _parse_jsonl_line(line)
+    return obj if type(obj) is dict else None  # orjson never gives NaN or an infinity
+
+
+def _parse_jsonl_line(line: bytes | str) -> dict | None:
     if isinstance(line, bytes):
         line = line.decode("utf-8", errors="replace")
     line = line.strip()

@@ -121,6 +121,7 @@ class LogWatch:
         self.procs = procs  # name -> supervisor Proc (spec, log)
         self.logs = {name: LogProblems(proc.log) for name, proc in procs.items()}
         self.status: dict[str, dict] = {}
+        self.status_at: dict[str, float] = {}  # when each answer was read (time.time())
         self.next_tick = 0.0
         self.written: str | None = None
 
@@ -138,7 +139,9 @@ class LogWatch:
                 self.logs[name].update(now)
             url = proc.spec.status_url
             if url and proc.alive:
+                asked = time.time()  # the answer was made after this
                 self.status[name] = self.read_status(url)
+                self.status_at[name] = asked
         record = {
             "time": now,
             "processes": {name: log.to_json() for name, log in self.logs.items()},

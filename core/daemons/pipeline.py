@@ -70,6 +70,10 @@ class ProcessSpec:
     # Once ready, a clean exit means its share of the run's work is done (an Atropos environment returns
     # when run-api has handed out total_steps while the trainer still has batches queued): the run goes on.
     done_on_clean_exit: bool = False
+    # The process this one sends work to (an environment worker feeds the trainer). When that process says it
+    # waits for input (`waiting_for_batch_s` in its status_url answer) and every process feeding it has ended,
+    # the run cannot go on: one that ended cleanly is restarted once by its policy, then the run fails.
+    feeds: str | None = None
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     stop_timeout: float = 10.0  # SIGTERM to the group, SIGKILL after this many seconds
     port: str | None = None  # which key of the run's ports this process serves
@@ -256,6 +260,12 @@ def validate_specs(specs: list[ProcessSpec]) -> None:
                 raise _bad(f"process {spec.name!r} depends on itself")
         if spec.readiness.source is not None and spec.readiness.source not in names:
             raise _bad(f"process {spec.name!r}: readiness reads the log of unknown process {spec.readiness.source!r}")
+        if spec.feeds is not None:
+            fed = next((s for s in specs if s.name == spec.feeds), None)
+            if fed is None or fed is spec:
+                raise _bad(f"process {spec.name!r} feeds {spec.feeds!r}, which is not another process of the run")
+            if fed.status_url is None:
+                raise _bad(f"process {spec.name!r} feeds {spec.feeds!r}, which has no status_url to say it waits")
     start_order(specs)  # raises on a cycle
 
 

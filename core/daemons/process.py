@@ -86,6 +86,8 @@ class Proc:
         self.readiness_cancel: threading.Event | None = None
         self.one_shot = False  # some process waits for it to complete
         self.last_failure: str | None = None  # the exception line of the previous failed attempt
+        # it ended cleanly once while the process it feeds still waited for input (restarted once for that)
+        self.ended_too_soon = False
         self.readiness_log: tuple[Path, int] = (self.log, 0)  # the log a `log` check reads, from this offset
 
     @property
@@ -248,7 +250,9 @@ class Proc:
         except OSError:
             return ""
 
-    def log_tail(self, lines: int = 3) -> str:
+    def log_tail(self, lines: int = 3, worded: bool = False) -> str:
+        """The last `lines` non-empty lines of its latest attempt's log (with `worded`, lines holding a letter or
+        digit: not the brackets that close a printed structure), joined by ` | `, keys redacted."""
         try:
             with open_regular(self.log) as handle:
                 size = handle.seek(0, os.SEEK_END)
@@ -257,6 +261,8 @@ class Proc:
         except OSError:
             return ""
         text = [ln.strip() for ln in data.decode("utf-8", errors="replace").splitlines() if ln.strip()]
+        if worded:
+            text = [ln for ln in text if any(c.isalnum() for c in ln)]
         return redact(" | ".join(text[-lines:]))[:500]
 
     def failure(self, reason: str) -> tuple[str, str | None]:
@@ -270,6 +276,17 @@ class Proc:
             hint = failure_hint(line)
             reason = f"{reason}: {redact(line)}" + (f" ({hint})" if hint else "")
         return reason, line
+
+    def last_words(self) -> str:
+        """How its latest attempt ended, in its own words: the exit, then the line its log says it failed on
+        (an exception or a logged error) with its hint, else its last log lines."""
+        words, line = self.failure(f"{self.name} {describe_exit(self.exit_code)}")
+        if line is None and (tail := self.log_tail(worded=True)):
+            words += f", its last lines: {tail}"
+        elif line is None:
+            words += ", its log is empty"
+        n = self.policy_restarts
+        return words + (f" (after {n} restart{'s' if n != 1 else ''})" if n else "")
 
     # ------------------------------------------------------------ stopping
 

@@ -36,6 +36,8 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..base.envvar_limits import env_number
+from ..base.errors import BadInput
 from ..base.failures import ENDS_A_WORKER, exception_type, repeats_on_restart
 from ..base.fsutil import atomic_write_text, read_json
 from ..base.paths import ensure_private_dir, validate_run_id
@@ -55,6 +57,11 @@ from .watchdog_link import WatchdogLink
 
 RECORD_RETRY_S = 1.0  # a final record the disk refused is tried again this often...
 RECORD_WAIT_S = 24 * 3600.0  # ...for at most this long
+# A process fed by others (the trainer) that has waited this long for input while every process that feeds it
+# (the environment workers) has ended, this long ago too, gets no more: the run cannot go on. The trainer polls
+# run-api every 0.25 s at most, so whatever the last worker delivered has been seen by then.
+STARVED_ENV = "HERMES_RL_STARVED_S"
+DEFAULT_STARVED_S = 20.0
 
 
 class StartupError(Exception):
@@ -117,6 +124,11 @@ class Supervisor:
         self.log_watch = LogWatch(self.dir, self.procs)
         self.event = self.record.event
         self.set_proc_state = self.record.process_state
+        try:
+            self.starved_s = env_number(STARVED_ENV, DEFAULT_STARVED_S, minimum=0.1, maximum=24 * 3600)
+        except BadInput as exc:
+            self.starved_s = DEFAULT_STARVED_S
+            self.event("limit", f"{exc}; using {DEFAULT_STARVED_S:g} s")
 
     def _job_changed(self, handle) -> None:
         proc = next((p for p in self.procs.values() if p.handle is handle), None)
@@ -334,6 +346,49 @@ class Supervisor:
             self.run["detail"] = detail
             self.shutdown(RunStatus.FAILED, reason)
 
+    # ------------------------------------------------------------ processes that feed another
+
+    def check_fed(self) -> None:
+        """A live process fed by others (the trainer, by the environment workers) that says it waits for input
+        while every process that feeds it has ended: nothing can send it any more. A worker that ended cleanly
+        (its own verdict that its share was done) is restarted once by its policy, with its back-off; when none
+        can be, the run fails with each worker's own last words."""
+        if self.stopping:
+            return
+        for fed in self.procs.values():
+            feeders = [p for p in self.procs.values() if p.spec.feeds == fed.name]
+            if not feeders or not fed.alive or fed.state != ProcState.READY:
+                continue
+            if any(p.alive or p.state in PROC_NOT_ENDED for p in feeders):
+                continue
+            status, read_at = self.log_watch.status.get(fed.name) or {}, self.log_watch.status_at.get(fed.name, 0.0)
+            waiting = status.get("waiting_for_batch_s")
+            if isinstance(waiting, bool) or not isinstance(waiting, (int, float)) or not waiting >= self.starved_s:
+                continue
+            if read_at - max(p.ended_at or 0.0 for p in feeders) < self.starved_s:
+                continue
+            self.starved(fed, feeders, status)
+            if self.stopping:
+                return
+
+    def starved(self, fed: Proc, feeders: list[Proc], status: dict) -> None:
+        step, total = status.get("step"), self.run.get("total_steps")
+        at = f" at step {step}" if isinstance(step, int) and not isinstance(step, bool) else ""
+        if at and isinstance(total, int) and not isinstance(total, bool):
+            at += f" of {total}"
+        restarted = False
+        for proc in feeders:
+            if proc.state == ProcState.EXITED and proc.exit_code == 0 and not proc.ended_too_soon:
+                proc.ended_too_soon = True
+                why = f"{proc.name} ended (exit code 0) while {fed.name} still waited for input{at}"
+                restarted = self.schedule_restart(proc, why) or restarted
+        if restarted:
+            return
+        words = [proc.last_words() for proc in feeders]
+        reason = f"{fed.name} can get no more input{at}: every process that feeds it has ended: " + "; ".join(words)
+        self.run["detail"] = " | ".join(proc.log_tail() for proc in feeders)[:500]
+        self.shutdown(RunStatus.FAILED, reason)
+
     # ------------------------------------------------------------ stopping
 
     def shutdown(self, final: RunStatus, reason: str) -> None:
@@ -459,6 +514,9 @@ class Supervisor:
             if self.finished:
                 break
             self.log_watch.tick(time.monotonic())
+            self.check_fed()
+            if self.finished:
+                break
             self.alerts.tick(time.monotonic())
             self.wait(self.next_timeout())
 

@@ -257,6 +257,9 @@ def _env_spec(name, python, env_file, config_path, root, env_vars, local, worker
         restart=RestartPolicy(mode="on_failure", max_restarts=2, backoff_s=1.0),
         # BaseEnv.env_manager returns once run-api holds the data for total_steps; the trainer finishes.
         done_on_clean_exit=True,
+        # ...unless the trainer still waits for batches once every worker has ended: then the run fails (the
+        # supervisor's check_fed), after one restart of a worker that ended cleanly.
+        feeds="trainer",
         stop_timeout=10.0,
         launcher=workers.get("launcher") or "local",
         settings=dict(workers.get(workers.get("launcher") or "local") or {}),

@@ -3,7 +3,7 @@
 Endpoints (127.0.0.1 only):
   GET  /health                 200 once a sampling client exists, else 503: {"status": "ok", "step": N,
                                "model": ..., "requests": R, "completions": C, "in_flight": I,
-                               "completion_tokens": T, "sample_s": S} (the supervisor
+                               "completion_tokens": T, "sample_s": S, "waiting_for_batch_s": W} (the supervisor
                                records it in health.json: a run whose environment got completions but delivered
                                no scored group, or waits on long ones, says so)
   POST /generate               SGLang's native form, what Atropos' managed server (server_type sglang) calls
@@ -97,9 +97,14 @@ class Policy:
         self.completion_tokens = 0  # tokens sampled for the environments, in all
         self.sample_s = 0.0  # seconds requests spent sampling (overlapping requests each count)
         self.tokens = None  # usage.TokenCounter: the prompt and sampled tokens of every request
+        self.waiting_since: float | None = None  # time.monotonic() when the loop began to wait for a batch
         # Finish reason of recent completions by their tokens, for the rollout recorder (bounded).
         self._finish: dict[tuple[int, ...], tuple[str, int]] = {}  # tokens -> (finish reason, policy version)
         self._finish_lock = threading.Lock()
+
+    def waiting_for_batch_s(self) -> float | None:
+        since = self.waiting_since
+        return None if since is None else round(time.monotonic() - since, 1)
 
     def finish_reason(self, tokens: list[int]) -> str | None:
         """How the completion with these tokens ended ("stop" or "length"), if served recently."""
@@ -274,6 +279,9 @@ def add_service_routes(routes: web.RouteTableDef, policy: Policy) -> None:
                 "in_flight": policy.in_flight,
                 "completion_tokens": policy.completion_tokens,
                 "sample_s": round(policy.sample_s, 3),
+                # how long the training loop has waited for its next batch (None: it is not waiting); the
+                # supervisor fails a run that waits while every environment worker has ended
+                "waiting_for_batch_s": policy.waiting_for_batch_s(),
             }
         )
 

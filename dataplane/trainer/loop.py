@@ -427,7 +427,13 @@ class Trainer:
         self._pending = pending = asyncio.ensure_future(api.next_batch())
         while self.step < s.total_steps:
             wait_start = time.perf_counter()
-            batch = await pending
+            if self.policy is not None and not pending.done():
+                self.policy.waiting_since = time.monotonic()
+            try:
+                batch = await pending
+            finally:
+                if self.policy is not None:
+                    self.policy.waiting_since = None
             waited = time.perf_counter() - wait_start
             # Fetch the next batch while this one trains.
             if self.step + 1 < s.total_steps:

@@ -17,7 +17,8 @@ from typing import Callable
 
 from ...base.errors import BadInput, HermesError
 from ...readers.logs import sanitize_terminal
-from .output import EXIT_ERROR, Exit
+from ...readers.metrics_digest import REPORT_PROGRESS
+from .output import EXIT_ERROR, DigestProgress, Exit
 from .parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -69,6 +70,8 @@ def _main(argv: list[str] | None, open_dashboard: Callable[[str | None], None] |
     if not getattr(args, "handler", None):
         args = parser.parse_args(["dashboard"])
     args.open_dashboard = open_dashboard
+    progress = DigestProgress()  # a long first look at a run (its metrics digest built) says how it goes
+    token = REPORT_PROGRESS.set(progress)
     try:
         _check_text_arguments(args)
         result = args.handler(args)
@@ -91,6 +94,9 @@ def _main(argv: list[str] | None, open_dashboard: Callable[[str | None], None] |
         else:
             print(f"hermes-rl: unexpected error: {sanitize_terminal(message)}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        REPORT_PROGRESS.reset(token)
+        progress.close()
     if isinstance(result, Exit):
         return result.code
     if result is not None:

@@ -4,6 +4,8 @@ a run status with its glyph, `--set` pairs, short paths, and `Exit`, a command's
 from __future__ import annotations
 
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from ...base.errors import HermesError
@@ -115,3 +117,40 @@ def say(text: object = "", *, err: bool = False) -> None:
     terminal (the sanitizer the log views use)."""
     lines = str(text).split("\n")
     print("\n".join(sanitize_terminal(line) for line in lines), file=sys.stderr if err else sys.stdout)
+
+
+class DigestProgress:
+    """How the build of a run's metrics digest goes (readers.metrics_digest.REPORT_PROGRESS), as one line on
+    stderr once the build has taken over `after_s`: redrawn in place on a terminal, a line every `every_s`
+    otherwise (a log), and a last line when it is done."""
+
+    def __init__(self, stream=None, after_s: float = 1.0, every_s: float = 1.0):
+        self.stream = stream or sys.stderr
+        self.after_s, self.every_s = after_s, every_s
+        self.began: dict[str, float] = {}
+        self.shown_at = 0.0
+        self.open_line = False  # a terminal line drawn without its newline yet
+
+    def __call__(self, folder, done: int, total: int) -> None:
+        now = time.monotonic()
+        began = self.began.setdefault(str(folder), now)
+        finished = done >= total
+        if now - began < self.after_s or (not finished and now - self.shown_at < self.every_s):
+            return
+        self.shown_at = now
+        percent = 100 if not total else min(100, done * 100 // total)
+        line = (
+            f"hermes-rl: building the metrics digest of run {Path(folder).name}: {percent}% of "
+            f"{total / 1e6:,.0f} MB, {now - began:.0f} s"
+        )
+        tty = self.stream.isatty()
+        self.stream.write(("\r\x1b[K" + line if tty else line + "\n") + ("\n" if tty and finished else ""))
+        self.stream.flush()
+        self.open_line = tty and not finished
+        if finished:
+            del self.began[str(folder)]
+
+    def close(self) -> None:
+        if self.open_line:
+            self.stream.write("\n")
+            self.open_line = False

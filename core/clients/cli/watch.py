@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from ...base.audit_rule import headline
+from ...base.failures import problem_key
 from ...base.formatting import human_duration, human_number
 from ...base.paths import cli_command
 from ...base.states import FINAL, ProcState, RunStatus
@@ -60,6 +61,12 @@ def _notice(run: Mapping[str, Any]) -> tuple[str, ...]:
     if run.get("status") in FINAL or not health.get("reason"):
         return ()
     return (str(health["reason"]), *((f"tip: {health['tip']}",) if health.get("tip") else ()))
+
+
+def _said(notice: tuple[str, ...]) -> tuple[str, ...]:
+    """A notice as words: the same problem with its numbers grown ("no trained step since step 46 in 31 s",
+    "logged 2,801 ×") is not said again every second."""
+    return tuple(problem_key(line) for line in notice)
 
 
 def ending_lines(run_id: str, run: Mapping[str, Any], audit: Mapping[str, Any] | None) -> list[str]:
@@ -126,9 +133,10 @@ def _plain_lines(run_id: str, sample: Callable[[], dict]) -> Mapping[str, Any]:
     while True:
         now = sample()
         run = now["run"]
-        if now["notice"] and now["notice"] != shown_notice:
+        said = _said(now["notice"])
+        if now["notice"] and said != shown_notice:
             print("\n".join(f"  {line}" for line in now["notice"]), flush=True)
-        shown_notice = now["notice"]
+        shown_notice = said
         if now["phase"] != shown_phase or time.monotonic() - shown_at >= PLAIN_EVERY_S or run["status"] in FINAL:
             elapsed = human_duration(time.monotonic() - started)
             line = f"run {run_id} {now['phase']}"
@@ -166,10 +174,11 @@ def _live_bar(console, run: Mapping[str, Any], sample: Callable[[], dict]) -> Ma
         while True:
             now = sample()
             run = now["run"]
-            if now["notice"] and now["notice"] != shown_notice:
+            said = _said(now["notice"])
+            if now["notice"] and said != shown_notice:
                 for line in now["notice"]:
                     progress.console.print(f"  [yellow]{safe(line)}[/]")
-            shown_notice = now["notice"]
+            shown_notice = said
             progress.update(
                 task,
                 total=now["total"],
