@@ -504,7 +504,7 @@ def test_run_config_has_the_tinker_atropos_shape(fixture_envs, hermes_home):
     assert e["env_metrics_path"] == str(run_folder / "env_metrics.jsonl")
     assert isinstance(cfg["openai"], list) and len(cfg["openai"]) == 1
     server = cfg["openai"][0]
-    assert server["base_url"] == "http://127.0.0.1:18001/v1" and server["api_key"] == "x"
+    assert server["base_url"] == "http://127.0.0.1:18001/v1" and server["api_key"] == "$HERMES_RL_ENDPOINT_KEY"
     assert {"model_name", "server_type", "timeout", "num_requests_for_eval", "weight"} <= set(server)
     t = cfg["tinker"]
     assert t["checkpoint_dir"] == str(run_folder / "checkpoints")
@@ -622,7 +622,7 @@ def test_run_config_loads_unchanged_in_atroposlib_serve(fixture_envs, hermes_hom
         assert got["server_type"] == "list" and len(got["servers"]) == 1  # the YAML list reached the env
         server = got["servers"][0]
         assert server["base_url"] == "http://127.0.0.1:18001/v1"
-        assert server["model_name"] == cfg["openai"][0]["model_name"] and server["api_key"] == "x"
+        assert server["model_name"] == cfg["openai"][0]["model_name"] and server["api_key"] == "$HERMES_RL_ENDPOINT_KEY"
         assert server["timeout"] == cfg["openai"][0]["timeout"]
         if got["class"] == "BasicEnv":
             assert got["env"]["difficulty"] == "hard" and got["env"]["stop_words"] == ["END"]

@@ -108,6 +108,8 @@ OPTIONS = {
         "sbatch_args",
     },
     "ray": {"cpus_per_worker", "gpus_per_worker"},  # the job's entrypoint_num_cpus / _gpus: numbers Ray checks
+    # a task's resources, which SkyPilot checks against what its infra offers: no command among them
+    "skypilot": {"cpus", "memory", "disk_size", "accelerators", "use_spot", "infra"},
 }
 
 

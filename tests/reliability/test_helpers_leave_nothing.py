@@ -59,6 +59,8 @@ ALLOWED = {
     ("core/daemons/launchers/slurm.py", "SlurmTracker.submit"): "sbatch: it forks nothing; a timeout is a submission "
     "of unknown outcome, looked up by name",
     ("core/daemons/launchers/slurm.py", "SlurmTracker.find_submitted"): "squeue",
+    ("core/daemons/launchers/skypilot.py", "down_clusters"): "SkyPilot's teardown (the driver's `down`): it "
+    "forks nothing that outlives it, and a session kill could cut a cloud call short",
 }
 
 

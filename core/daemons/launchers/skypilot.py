@@ -39,6 +39,7 @@ from ...base.fsutil import atomic_write_json, read_regular_text
 from ...base.paths import rl_dir
 from ...base.paths import run_dir as run_folder
 from ...base.secrets import LOCAL_TINKER_KEY_ENV, SECRET_NAMES
+from ..spawn import run_bounded
 from .base import LauncherError, command_field, job_record, read_site_file
 
 SITE_FILE = "skypilot.yaml"
@@ -122,8 +123,8 @@ def sky_python(settings: SkyPilotSettings) -> str:
         return settings.sky_python
     sky = shutil.which("sky")
     if sky:
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            first = Path(sky).read_text(encoding="utf-8").splitlines()[0]
+        with contextlib.suppress(OSError, IndexError):
+            first = read_regular_text(sky, limit=4096, errors="replace").splitlines()[0]
             if first.startswith("#!") and "/" in first:
                 return first[2:].strip().split()[0]
     raise BadInput(
@@ -328,12 +329,13 @@ def preflight(data: Mapping | None, replicas: int = 1) -> None:
     python = sky_python(settings)
     argv = [python, str(DRIVER), "check", settings.infra or ""]
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=PREFLIGHT_TIMEOUT_S, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = run_bounded(argv, PREFLIGHT_TIMEOUT_S, env=dict(os.environ))
+    except OSError as exc:
         raise BadInput(f"SkyPilot's check did not answer with {python}: {exc}") from None
-    lines = (done.stdout.strip() or done.stderr.strip() or "no output").splitlines()
+    if done.timed_out:
+        raise BadInput(f"SkyPilot's check did not answer with {python} in {PREFLIGHT_TIMEOUT_S:g} s")
+    out, err = (done.stdout.decode("utf-8", "replace").strip(), done.stderr.decode("utf-8", "replace").strip())
+    lines = (out or err or "no output").splitlines()
     if done.returncode != 0:
         raise BadInput(f"SkyPilot cannot launch the workers: {lines[-1][:300]}", hint=f"run `sky check` with {python}")
 

@@ -15,6 +15,7 @@ launcher's tracker. On SIGTERM it cancels the job and tears the cluster down.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,7 +39,10 @@ def _on_term(_signum, _frame):
 def write_state(path: str, **fields) -> None:
     data = {"driver_pid": os.getpid(), **fields}
     tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # a link planted there is removed, never followed
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(data, handle)
     os.replace(tmp, path)
 

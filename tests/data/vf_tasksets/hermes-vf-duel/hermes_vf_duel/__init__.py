@@ -1,6 +1,8 @@
 """Two seats say a digit in turn; the higher digit wins (a zero-sum reward from the Env's finalize). On even
-deals the second seat plays only after an odd digit, else it forfeits without a turn of its own
+deals the second seat plays about half the hands, forfeiting the others without a turn of its own
 (hermes-rl's tests: every seat trains; a seat with no sampled tokens never does)."""
+
+import random
 
 import verifiers.v1 as vf
 from pydantic import Field
@@ -33,8 +35,8 @@ class DuelEnv(vf.Env[DuelEnvConfig]):
             agents.second.interaction(vf.Task(vf.TaskData(idx=task.data.idx, prompt=None))) as second,
         ):
             said = (await first.turn(prompt)).last_reply or ""
-            # odd deals: the second seat always plays; even ones: only after an odd digit (some hands of a deal)
-            if task.data.idx % 2 or (_digit(said) or 0) % 2:
+            # odd deals: the second seat always plays; even ones: in about half the hands (some hands of a deal)
+            if task.data.idx % 2 or random.random() < 0.5:
                 await second.turn(f"{prompt} The other player said: {said[:20]}")
 
     async def finalize(self, task, episode):
