@@ -77,7 +77,8 @@ def main() -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hermes_rl.dataplane.tinker_local.backend import Backend
-    from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
+    from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     backend = Backend(model_dir, Path(tempfile.mkdtemp(prefix="bench-real-ck-")), args.dtype)
@@ -89,8 +90,8 @@ def main() -> int:
     )
     chat = [{"role": "user", "content": "What is 7 + 5? Answer with the number."}]
     prompt = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
-    greedy = lm.sample(
-        [SampleSpec(prompt=prompt, max_tokens=16, temperature=0.0, stop_token_ids=lm.eos_token_ids)], None, 1.0
+    greedy = sample(
+        lm, [SampleSpec(prompt=prompt, max_tokens=16, temperature=0.0, stop_token_ids=lm.eos_token_ids)], None, 1.0
     )
     print(f"greedy answer: {tokenizer.decode(greedy[0].sequences[0].tokens)!r}")
 
@@ -105,9 +106,9 @@ def main() -> int:
         n, length = args.samples, args.tokens
         spec = SampleSpec(prompt=prompt, num_samples=n, max_tokens=length, temperature=1.0)  # no stop: full length
         # Both sides warm up at the measured batch: oneDNN builds its kernels per shape on first use.
-        lm.sample([SampleSpec(prompt=prompt, num_samples=n, max_tokens=4)], None, 1.0)
+        sample(lm, [SampleSpec(prompt=prompt, num_samples=n, max_tokens=4)], None, 1.0)
         ours_s, result = fastest(
-            lambda: lm.sample([spec], None, 1.0, generator=torch.Generator().manual_seed(0)), args.repeat
+            lambda: sample(lm, [spec], None, 1.0, generator=torch.Generator().manual_seed(0)), args.repeat
         )
         ours_tokens = sum(len(seq.tokens) for seq in result[0].sequences)
         print(f"  tinker-local: {ours_tokens} tokens in {ours_s:.2f}s", flush=True)
@@ -199,7 +200,7 @@ def main() -> int:
                 SampleSpec(prompt=ids, num_samples=group, max_tokens=budget, stop_token_ids=lm.eos_token_ids)
             )
         adapter_now, scale = backend._sampler_adapter(sampler)
-        results = lm.sample(batch_specs, adapter_now, scale)
+        results = sample(lm, batch_specs, adapter_now, scale)
         data = []
         for ids, result in zip(prompts, results, strict=True):
             rewards = [float(seq.stop_reason == "stop") for seq in result.sequences]  # any reward signal

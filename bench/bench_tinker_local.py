@@ -177,7 +177,7 @@ def report(model_dir: Path, work: Path, repeats: int, server) -> None:
     from tinker import types
 
     from hermes_rl.dataplane.tinker_local.backend import Backend
-    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec
     from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
 
     torch.set_num_threads(1)

@@ -374,7 +374,8 @@ def toy_score(
 
     from hermes_rl.environments.toy_task import PROMPT_TEMPLATE, STOP, score
 
-    from .tinker_local.engine import CausalLM, SampleSpec
+    from .tinker_local.decoding import SampleSpec, sample
+    from .tinker_local.engine import CausalLM
 
     lm = CausalLM(model_dir)
     decode = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json")).decode
@@ -390,7 +391,7 @@ def toy_score(
         )
         for a, b in problems
     ]
-    results = lm.sample(specs, None, 1.0, decode=decode, generator=torch.Generator().manual_seed(SEED))
+    results = sample(lm, specs, None, 1.0, decode=decode, generator=torch.Generator().manual_seed(SEED))
     scores = [
         score(decode(seq.tokens), a + b, TOY_MAX_OPERAND)
         for (a, b), result in zip(problems, results, strict=True)

@@ -202,12 +202,12 @@ def test_greedy_sampling_through_the_cache_equals_transformers_generate(arch):
     """Two prompts of different lengths (left padding), three and two samples from one shared prefill
     each (decoding reads a prompt's keys once for all its samples), greedy: every sample is
     transformers' greedy continuation, and its logprobs are the forward pass's."""
-    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
 
     _, _, reference, lm = arch
     prompts, counts = [[4, 17, 33, 2, 90, 61, 7], [12, 5, 70]], [3, 2]
     specs = [SampleSpec(prompt=p, num_samples=n, max_tokens=9, temperature=0.0) for p, n in zip(prompts, counts)]
-    results = lm.sample(specs, None, 1.0)
+    results = sample(lm, specs, None, 1.0)
     for prompt, count, result in zip(prompts, counts, results, strict=True):
         with torch.no_grad():
             expected = reference.generate(
@@ -225,7 +225,7 @@ def test_sampling_with_an_adapter_follows_the_adapted_model_and_its_in_place_upd
     """Sampling folds the adapter into the weights: greedy samples and their logprobs are the adapted
     model's (its training forward pass, unmerged); an adapter changed in place (an inflight sampler's)
     is sampled as changed, not from the earlier merge."""
-    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
 
     _, _, _, lm = arch
     rank, prompt = 4, [4, 17, 33, 2, 90]
@@ -234,7 +234,7 @@ def test_sampling_with_an_adapter_follows_the_adapted_model_and_its_in_place_upd
     adapter = {name: (a, torch.randn(b.shape, generator=generator) * 0.3) for name, (a, b) in adapter.items()}
 
     def check() -> torch.Tensor:
-        seq = lm.sample([SampleSpec(prompt=prompt, max_tokens=8, temperature=0.0)], adapter, 2.0)[0].sequences[0]
+        seq = sample(lm, [SampleSpec(prompt=prompt, max_tokens=8, temperature=0.0)], adapter, 2.0)[0].sequences[0]
         with torch.no_grad():
             full = prompt + seq.tokens
             logits = lm.forward(torch.tensor([full]), torch.arange(len(full))[None], adapter, 2.0)[0]
@@ -272,22 +272,22 @@ def test_an_adapter_on_part_of_a_fused_projection_is_merged_into_that_part_alone
 
 def test_samples_that_stop_leave_the_batch_without_disturbing_the_others(arch):
     """A stop token ends some samples early; the rest continue exactly as when sampled alone."""
-    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
 
     _, _, _, lm = arch
     prompt = [4, 17, 33, 2, 90]
-    alone = lm.sample([SampleSpec(prompt=prompt, num_samples=1, max_tokens=12, temperature=0.0)], None, 1.0)
+    alone = sample(lm, [SampleSpec(prompt=prompt, num_samples=1, max_tokens=12, temperature=0.0)], None, 1.0)
     greedy = alone[0].sequences[0].tokens
     stop_at = greedy[3]
     specs = [
         SampleSpec(prompt=prompt, num_samples=2, max_tokens=12, temperature=0.0, stop_token_ids=frozenset([stop_at])),
         SampleSpec(prompt=[9, 9, 41], num_samples=2, max_tokens=12, temperature=0.0),
     ]
-    stopped, other = lm.sample(specs, None, 1.0)
+    stopped, other = sample(lm, specs, None, 1.0)
     cut = greedy.index(stop_at) + 1
     assert [s.tokens for s in stopped.sequences] == [greedy[:cut]] * 2
     assert all(s.stop_reason == "stop" for s in stopped.sequences)
-    other_alone = lm.sample([SampleSpec(prompt=[9, 9, 41], max_tokens=12, temperature=0.0)], None, 1.0)
+    other_alone = sample(lm, [SampleSpec(prompt=[9, 9, 41], max_tokens=12, temperature=0.0)], None, 1.0)
     assert [s.tokens for s in other.sequences] == [other_alone[0].sequences[0].tokens] * 2
 
 
