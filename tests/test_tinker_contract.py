@@ -671,8 +671,8 @@ def test_a_request_sent_while_a_batch_decodes_joins_it_and_samples_as_it_would_a
             types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT)), 64, types.SamplingParams(max_tokens=400, stop=[])
         )
         deadline = time.monotonic() + 30
-        while http.get("/healthz").json()["worker_busy_s"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        while http.get("/healthz").json()["sampling"]["rows"] != 64 and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the long request decodes
         joined = sampler.sample(other, 3, seeded).result(timeout=60)
         assert not long_request.future().done(), "the short request waited for the long batch to finish"
         assert http.get("/healthz").json()["sampling"]["joined"] == joined_before + 1

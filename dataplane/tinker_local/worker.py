@@ -53,8 +53,8 @@ class Worker:
         self.backend = None
         self.ready = asyncio.Event()
         self.busy_since: float | None = None
-        # sampling batches so far: how many, requests that joined one mid-decode, most rows in one step
-        self.sampling = {"batches": 0, "joined": 0, "most_rows": 0}
+        # sampling: rows decoding now; batches so far, requests that joined one mid-decode, most rows in a step
+        self.sampling = {"rows": 0, "batches": 0, "joined": 0, "most_rows": 0}
         self._thread = threading.Thread(target=self._main, name="tinker-local-worker", daemon=True)
 
     def start(self) -> None:
@@ -130,6 +130,7 @@ class Worker:
             self._fail([first], exc)
             return
         self.sampling["batches"] += 1
+        self.sampling["rows"] = batch.rows
         self.sampling["most_rows"] = max(self.sampling["most_rows"], batch.most_rows)
         while batch.rows:
             joining = self._joining(batch)
@@ -148,6 +149,8 @@ class Worker:
                 break
             for job, result in done:
                 self._finish(job, result=result)
+            self.sampling["rows"] = batch.rows
+        self.sampling["rows"] = 0
 
     def _joining(self, batch) -> list[Job]:
         """The queued sample jobs that may join the batch: those ahead of any other kind of job, for the
