@@ -668,15 +668,15 @@ def test_a_request_sent_while_a_batch_decodes_joins_it_and_samples_as_it_would_a
     with httpx.Client(base_url=server.url, headers={"X-API-Key": server.api_key}, timeout=10) as http:
         joined_before = http.get("/healthz").json()["sampling"]["joined"]
         long_request = sampler.sample(
-            types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT)), 64, types.SamplingParams(max_tokens=400, stop=[])
+            types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT)), 32, types.SamplingParams(max_tokens=300, stop=[])
         )
         deadline = time.monotonic() + 30
-        while http.get("/healthz").json()["sampling"]["rows"] != 64 and time.monotonic() < deadline:
+        while http.get("/healthz").json()["sampling"]["rows"] != 32 and time.monotonic() < deadline:
             time.sleep(0.01)  # until the long request decodes
         joined = sampler.sample(other, 3, seeded).result(timeout=60)
         assert not long_request.future().done(), "the short request waited for the long batch to finish"
         assert http.get("/healthz").json()["sampling"]["joined"] == joined_before + 1
-    assert all(len(seq.tokens) == 400 for seq in long_request.result(timeout=120).sequences)
+    assert all(len(seq.tokens) == 300 for seq in long_request.result(timeout=120).sequences)
     assert [seq.tokens for seq in joined.sequences] == [seq.tokens for seq in alone.sequences]
     for mid, solo in zip(joined.sequences, alone.sequences, strict=True):
         assert np.asarray(mid.logprobs) == pytest.approx(np.asarray(solo.logprobs), abs=1e-4)
