@@ -293,6 +293,7 @@ def test_samples_that_stop_leave_the_batch_without_disturbing_the_others(arch):
 
 def test_bfloat16_path_runs_and_trains_float32_lora_masters(tmp_path):
     """The dtype a GPU uses, exercised on the CPU: logits near float32's, LoRA gradients in float32."""
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
     from hermes_rl.dataplane.tinker_local.engine import CausalLM
 
     folder = tmp_path / "qwen3"
@@ -310,6 +311,16 @@ def test_bfloat16_path_runs_and_trains_float32_lora_masters(tmp_path):
     half.target_logprobs([[1, 2, 3, 4]], [torch.tensor([2, 3, 4, 5])], params, 8.0).sum().backward()
     a, b = next(iter(params.values()))
     assert b.grad is not None and b.grad.dtype == torch.float32 and float(b.grad.abs().max()) > 0
+    # Sampling with the adapter (merged into bf16 weights; on a CPU, decoded by oneDNN's packed copies)
+    # reports the logprobs the training forward gives the same tokens.
+    with torch.no_grad():
+        for _, b in adapter.values():
+            b.normal_(0, 0.02, generator=torch.Generator().manual_seed(1))
+    seq = sample(half, [SampleSpec(prompt=[1, 2, 3, 4], max_tokens=6, temperature=0.0)], adapter, 8.0)[0].sequences[0]
+    with torch.no_grad():
+        full_seq = [1, 2, 3, 4] + seq.tokens
+        trained = half.target_logprobs([full_seq[:-1]], [torch.tensor(full_seq[1:])], adapter, 8.0)[0, 3:]
+    assert seq.logprobs == pytest.approx(trained.tolist(), abs=0.05)
 
 
 def test_folders_the_engine_cannot_serve_are_refused_naming_what_is_missing(tmp_path):

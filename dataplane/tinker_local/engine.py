@@ -175,7 +175,7 @@ class CausalLM:
         self._packs_decode = (
             self.device.type == "cpu" and self.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
         )
-        self._packs: dict[int, tuple[torch.Tensor, int, torch.Tensor]] = {}
+        self._packs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def describe(self) -> dict:
         """What a status or get_info shows about the served model."""
@@ -257,15 +257,15 @@ class CausalLM:
     def _packed(self, weight: torch.Tensor) -> torch.Tensor:
         """A bf16 weight reordered once into oneDNN's blocked layout, for decoding steps: F.linear takes the
         plain layout and, at a few rows, spent up to 2x the time on this CPU (SmolLM2's projections at 8
-        rows, the results bit-equal). Kept for the base weights and for the latest merged adapter's."""
-        entry = self._packs.get(id(weight))
-        if entry is None or entry[0] is not weight or entry[1] != weight._version:
+        rows, the results bit-equal). Weights are never changed in place (a merge makes new tensors)."""
+        entry = self._packs.get(id(weight))  # the entry holds the weight: its id is not reused meanwhile
+        if entry is None:
             if len(self._packs) > 4 * len(self.w):  # merges come and go: keep the base weights' copies
                 base = {id(t) for t in self.w.values()}
                 self._packs = {key: value for key, value in self._packs.items() if key in base}
-            entry = (weight, weight._version, torch.ops.mkldnn._reorder_linear_weight(weight, 8))
+            entry = (weight, torch.ops.mkldnn._reorder_linear_weight(weight, 8))
             self._packs[id(weight)] = entry
-        return entry[2]
+        return entry[1]
 
     def _norm(self, x: torch.Tensor, name: str) -> torch.Tensor:
         # As transformers' LlamaRMSNorm: the statistics in float32, the result in the weights' dtype.
