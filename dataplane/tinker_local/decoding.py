@@ -278,8 +278,7 @@ class Decoding:
         self.lm, self.weights, self.decode, self.generator = lm, weights, decode, generator
         self.requests: dict[int, _Request] = {}
         self._tickets = 0
-        self.steps = 0  # forwards run, and the rows they ran (tokens per weight read: rows_stepped / steps)
-        self.rows_stepped = 0
+        self.steps = 0  # forwards run
         self._empty()
 
     def _empty(self) -> None:
@@ -288,7 +287,6 @@ class Decoding:
         self.last: torch.Tensor | None = None  # (rows, vocab) logits the next token is drawn from
         self.seqs: list[SampledSeq] = []  # per live row, in the compute batch's order
         self.row_ticket: list[int] = []
-        self.row_sample: list[int] = []  # the row's index among its request's samples
         self.temperature = torch.zeros(0)
         self.top_k = torch.zeros(0, dtype=torch.long)
         self.top_p = torch.zeros(0)
@@ -330,7 +328,6 @@ class Decoding:
             self.requests[ticket] = _Request(spec, result, generator, spec.num_samples)
         self.seqs += [self.requests[ticket].result.sequences[sample] for ticket, sample, _ in rows]
         self.row_ticket += [ticket for ticket, _, _ in rows]
-        self.row_sample += [sample for _, sample, _ in rows]
 
         def joined(old: torch.Tensor, values: list) -> torch.Tensor:
             return torch.cat((old, torch.tensor(values, dtype=old.dtype)))
@@ -401,14 +398,12 @@ class Decoding:
         self.last = self.lm.forward(chosen[:, None], positions, weights=self.weights, decode=self.cache)[:, -1]
         self.cache.length += 1
         self.steps += 1
-        self.rows_stepped += self.rows
         return finished
 
     def _keep(self, kept: torch.Tensor) -> None:
         rows = kept.tolist()
         self.seqs = [self.seqs[row] for row in rows]
         self.row_ticket = [self.row_ticket[row] for row in rows]
-        self.row_sample = [self.row_sample[row] for row in rows]
         for name in ("temperature", "top_k", "top_p", "max_tokens", "prompt_lengths", "lengths", "stop_table"):
             setattr(self, name, getattr(self, name).index_select(0, kept))
         assert self.last is not None
