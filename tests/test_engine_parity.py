@@ -291,6 +291,37 @@ def test_samples_that_stop_leave_the_batch_without_disturbing_the_others(arch):
     assert [s.tokens for s in other.sequences] == [other_alone[0].sequences[0].tokens] * 2
 
 
+def test_requests_that_join_a_running_batch_sample_what_they_sample_alone(tmp_path):
+    """Continuous batching at the engine: requests added between steps (prompts of other lengths, the
+    batch's cache grown and compacted as they come and the first leaves) get the tokens and logprobs
+    they get alone. One architecture: the batch is the same code for all."""
+    from hermes_rl.dataplane.tinker_local.decoding import Decoding, SampleSpec, sample
+    from hermes_rl.dataplane.tinker_local.engine import CausalLM
+
+    build("llama", tmp_path / "llama")
+    lm = CausalLM(tmp_path / "llama")
+    specs = [
+        SampleSpec(prompt=[4, 17, 33, 2, 90], num_samples=2, max_tokens=4, temperature=0.0),
+        SampleSpec(prompt=[9, 41], num_samples=1, max_tokens=10, temperature=0.0),
+        SampleSpec(prompt=[7, 7, 7, 7, 7, 7, 7, 12], num_samples=3, max_tokens=10, temperature=1.0, seed=4),
+    ]
+    alone = [sample(lm, [spec], None, 1.0)[0] for spec in specs]
+    run = Decoding(lm, lm.w)
+    tickets, finished, joined_at = [], [], {0: 0, 2: 1, 6: 2}  # step -> the request that joins before it
+    for step in range(40):
+        if step in joined_at:
+            tickets += run.add([specs[joined_at[step]]])
+        if not run.rows:
+            break
+        finished += run.step()
+    assert sorted(finished) == sorted(tickets) and run.rows == 0
+    for ticket, solo in zip(tickets, alone, strict=True):
+        together = run.take(ticket)
+        assert [s.tokens for s in together.sequences] == [s.tokens for s in solo.sequences]
+        for mid, own in zip(together.sequences, solo.sequences, strict=True):
+            assert mid.logprobs == pytest.approx(own.logprobs, abs=1e-5)
+
+
 def test_bfloat16_path_runs_and_trains_float32_lora_masters(tmp_path):
     """The dtype a GPU uses, exercised on the CPU: logits near float32's, LoRA gradients in float32."""
     from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
