@@ -64,13 +64,18 @@ def engine_at(rev: str):
 
 
 def engine_peer(module, model_dir: Path, prompt: list[int]) -> Run:
+    """`module`: engine.py (sampling is then decoding.py's), or an older engine.py that sampled itself."""
     import torch
 
+    from hermes_rl.dataplane.tinker_local import decoding
+
     lm = module.CausalLM(model_dir)
+    spec_type = getattr(module, "SampleSpec", decoding.SampleSpec)
+    sample = getattr(lm, "sample", None) or (lambda *args, **kwargs: decoding.sample(lm, *args, **kwargs))
 
     def run(samples: int, tokens: int, seed: int) -> int:
-        spec = module.SampleSpec(prompt=prompt, num_samples=samples, max_tokens=tokens, temperature=1.0)
-        result = lm.sample([spec], None, 1.0, generator=torch.Generator().manual_seed(seed))
+        spec = spec_type(prompt=prompt, num_samples=samples, max_tokens=tokens, temperature=1.0)
+        result = sample([spec], None, 1.0, generator=torch.Generator().manual_seed(seed))
         return sum(len(seq.tokens) for seq in result[0].sequences)
 
     return run

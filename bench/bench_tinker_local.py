@@ -4,7 +4,7 @@
     it starts the server with the tests' own helper, tests.fixtures_model)
 
 Prints, per operation, the median wall time through the SDK (HTTP + futures) next to the same
-work done directly on the in-process model state (the baseline: pure model time), so the protocol
+work done directly on the in-process backend (the baseline: pure model time), so the protocol
 overhead shows as a ratio. Then one GRPO-shaped step — sample 2 prompts x 16 completions,
 forward_backward(importance_sampling) on those 32 sequences, optim_step, new sampling client —
 and the steps/s that implies. Also: server start-up (launch -> ready line -> model loaded), the
@@ -176,7 +176,7 @@ def report(model_dir: Path, work: Path, repeats: int, server) -> None:
     import torch
     from tinker import types
 
-    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec
     from hermes_rl.dataplane.tinker_local.model_state import ModelState
     from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
 
@@ -225,27 +225,27 @@ def report(model_dir: Path, work: Path, repeats: int, server) -> None:
         ],
     }
 
-    state = ModelState(model_dir, work / "direct-checkpoints")
-    model_id = state.create_model(
+    backend = ModelState(model_dir, work / "direct-checkpoints")
+    model_id = backend.create_model(
         {"session_id": "bench", "model_seq_id": 0, "base_model": str(model_dir), "lora_config": {"rank": 32, "seed": 0}}
     )["model_id"]
-    direct_sampler = state.sampler(state.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"])
+    direct_sampler = backend.sampler(backend.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"])
     spec = SampleSpec(
         prompt=prompts[0],
         num_samples=GROUP,
         max_tokens=8,
         temperature=1.0,
         stop_strings=("\n",),
-        stop_token_ids=state.lm.eos_token_ids,
+        stop_token_ids=backend.lm.eos_token_ids,
     )
     direct = {
-        "forward_backward (32 seqs, IS)": lambda: state.forward_backward(
+        "forward_backward (32 seqs, IS)": lambda: backend.forward_backward(
             ForwardBackwardRequest(model_id, 1, "importance_sampling", {}, False, raw)
         ),
-        "optim_step": lambda: state.optim_step({"model_id": model_id, "adam_params": adam.model_dump()}),
-        "save_weights_and_get_sampling_client": lambda: state.save_weights_for_sampler({"model_id": model_id}),
-        f"sample 1 prompt x {GROUP} (max 8 tokens)": lambda: state.sample([(direct_sampler, spec)]),
-        f"sample 8 requests x {GROUP} concurrently": lambda: state.sample([(direct_sampler, spec)] * 8),
+        "optim_step": lambda: backend.optim_step({"model_id": model_id, "adam_params": adam.model_dump()}),
+        "save_weights_and_get_sampling_client": lambda: backend.save_weights_for_sampler({"model_id": model_id}),
+        f"sample 1 prompt x {GROUP} (max 8 tokens)": lambda: backend.sample([(direct_sampler, spec)]),
+        f"sample 8 requests x {GROUP} concurrently": lambda: backend.sample([(direct_sampler, spec)] * 8),
     }
 
     print(f"\nbatch: {len(datums)} sequences, {tokens} tokens; medians of {repeats} runs")

@@ -372,7 +372,8 @@ def toy_score(
     """Mean toy_task.score of sampled answers over every toy problem (the local engine, no LoRA)."""
     import torch  # noqa: PLC0415 - torch (seconds): only to build a model
 
-    from .tinker_local.engine import CausalLM, SampleSpec  # noqa: PLC0415 - the engine imports torch (seconds)
+    from .tinker_local.decoding import SampleSpec, sample  # noqa: PLC0415 - the engine imports torch (seconds)
+    from .tinker_local.engine import CausalLM  # noqa: PLC0415 - the same
 
     lm = CausalLM(model_dir)
     decode = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json")).decode
@@ -388,7 +389,7 @@ def toy_score(
         )
         for a, b in problems
     ]
-    results = lm.sample(specs, None, 1.0, decode=decode, generator=torch.Generator().manual_seed(SEED))
+    results = sample(lm, specs, None, 1.0, decode=decode, generator=torch.Generator().manual_seed(SEED))
     scores = [
         score(decode(seq.tokens), a + b, TOY_MAX_OPERAND)
         for (a, b), result in zip(problems, results, strict=True)

@@ -202,12 +202,12 @@ def test_greedy_sampling_through_the_cache_equals_transformers_generate(arch):
     """Two prompts of different lengths (left padding), three and two samples from one shared prefill
     each (decoding reads a prompt's keys once for all its samples), greedy: every sample is
     transformers' greedy continuation, and its logprobs are the forward pass's."""
-    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
 
     _, _, reference, lm = arch
     prompts, counts = [[4, 17, 33, 2, 90, 61, 7], [12, 5, 70]], [3, 2]
     specs = [SampleSpec(prompt=p, num_samples=n, max_tokens=9, temperature=0.0) for p, n in zip(prompts, counts)]
-    results = lm.sample(specs, None, 1.0)
+    results = sample(lm, specs, None, 1.0)
     for prompt, count, result in zip(prompts, counts, results, strict=True):
         with torch.no_grad():
             expected = reference.generate(
@@ -225,7 +225,7 @@ def test_sampling_with_an_adapter_follows_the_adapted_model_and_its_in_place_upd
     """Sampling folds the adapter into the weights: greedy samples and their logprobs are the adapted
     model's (its training forward pass, unmerged); an adapter changed in place (an inflight sampler's)
     is sampled as changed, not from the earlier merge."""
-    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
 
     _, _, _, lm = arch
     rank, prompt = 4, [4, 17, 33, 2, 90]
@@ -234,7 +234,7 @@ def test_sampling_with_an_adapter_follows_the_adapted_model_and_its_in_place_upd
     adapter = {name: (a, torch.randn(b.shape, generator=generator) * 0.3) for name, (a, b) in adapter.items()}
 
     def check() -> torch.Tensor:
-        seq = lm.sample([SampleSpec(prompt=prompt, max_tokens=8, temperature=0.0)], adapter, 2.0)[0].sequences[0]
+        seq = sample(lm, [SampleSpec(prompt=prompt, max_tokens=8, temperature=0.0)], adapter, 2.0)[0].sequences[0]
         with torch.no_grad():
             full = prompt + seq.tokens
             logits = lm.forward(torch.tensor([full]), torch.arange(len(full))[None], adapter, 2.0)[0]
@@ -272,27 +272,59 @@ def test_an_adapter_on_part_of_a_fused_projection_is_merged_into_that_part_alone
 
 def test_samples_that_stop_leave_the_batch_without_disturbing_the_others(arch):
     """A stop token ends some samples early; the rest continue exactly as when sampled alone."""
-    from hermes_rl.dataplane.tinker_local.engine import SampleSpec
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
 
     _, _, _, lm = arch
     prompt = [4, 17, 33, 2, 90]
-    alone = lm.sample([SampleSpec(prompt=prompt, num_samples=1, max_tokens=12, temperature=0.0)], None, 1.0)
+    alone = sample(lm, [SampleSpec(prompt=prompt, num_samples=1, max_tokens=12, temperature=0.0)], None, 1.0)
     greedy = alone[0].sequences[0].tokens
     stop_at = greedy[3]
     specs = [
         SampleSpec(prompt=prompt, num_samples=2, max_tokens=12, temperature=0.0, stop_token_ids=frozenset([stop_at])),
         SampleSpec(prompt=[9, 9, 41], num_samples=2, max_tokens=12, temperature=0.0),
     ]
-    stopped, other = lm.sample(specs, None, 1.0)
+    stopped, other = sample(lm, specs, None, 1.0)
     cut = greedy.index(stop_at) + 1
     assert [s.tokens for s in stopped.sequences] == [greedy[:cut]] * 2
     assert all(s.stop_reason == "stop" for s in stopped.sequences)
-    other_alone = lm.sample([SampleSpec(prompt=[9, 9, 41], max_tokens=12, temperature=0.0)], None, 1.0)
+    other_alone = sample(lm, [SampleSpec(prompt=[9, 9, 41], max_tokens=12, temperature=0.0)], None, 1.0)
     assert [s.tokens for s in other.sequences] == [other_alone[0].sequences[0].tokens] * 2
+
+
+def test_requests_that_join_a_running_batch_sample_what_they_sample_alone(tmp_path):
+    """Continuous batching at the engine: requests added between steps (prompts of other lengths, the
+    batch's cache grown and compacted as they come and the first leaves) get the tokens and logprobs
+    they get alone. One architecture: the batch is the same code for all."""
+    from hermes_rl.dataplane.tinker_local.decoding import Decoding, SampleSpec, sample
+    from hermes_rl.dataplane.tinker_local.engine import CausalLM
+
+    build("llama", tmp_path / "llama")
+    lm = CausalLM(tmp_path / "llama")
+    specs = [
+        SampleSpec(prompt=[4, 17, 33, 2, 90], num_samples=2, max_tokens=4, temperature=0.0),
+        SampleSpec(prompt=[9, 41], num_samples=1, max_tokens=10, temperature=0.0),
+        SampleSpec(prompt=[7, 7, 7, 7, 7, 7, 7, 12], num_samples=3, max_tokens=10, temperature=1.0, seed=4),
+    ]
+    alone = [sample(lm, [spec], None, 1.0)[0] for spec in specs]
+    run = Decoding(lm, lm.w)
+    tickets, finished, joined_at = [], [], {0: 0, 2: 1, 6: 2}  # step -> the request that joins before it
+    for step in range(40):
+        if step in joined_at:
+            tickets += run.add([specs[joined_at[step]]])
+        if not run.rows:
+            break
+        finished += run.step()
+    assert sorted(finished) == sorted(tickets) and run.rows == 0
+    for ticket, solo in zip(tickets, alone, strict=True):
+        together = run.take(ticket)
+        assert [s.tokens for s in together.sequences] == [s.tokens for s in solo.sequences]
+        for mid, own in zip(together.sequences, solo.sequences, strict=True):
+            assert mid.logprobs == pytest.approx(own.logprobs, abs=1e-5)
 
 
 def test_bfloat16_path_runs_and_trains_float32_lora_masters(tmp_path):
     """The dtype a GPU uses, exercised on the CPU: logits near float32's, LoRA gradients in float32."""
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
     from hermes_rl.dataplane.tinker_local.engine import CausalLM
 
     folder = tmp_path / "qwen3"
@@ -310,6 +342,16 @@ def test_bfloat16_path_runs_and_trains_float32_lora_masters(tmp_path):
     half.target_logprobs([[1, 2, 3, 4]], [torch.tensor([2, 3, 4, 5])], params, 8.0).sum().backward()
     a, b = next(iter(params.values()))
     assert b.grad is not None and b.grad.dtype == torch.float32 and float(b.grad.abs().max()) > 0
+    # Sampling with the adapter (merged into bf16 weights; on a CPU, decoded by oneDNN's packed copies)
+    # reports the logprobs the training forward gives the same tokens.
+    with torch.no_grad():
+        for _, b in adapter.values():
+            b.normal_(0, 0.02, generator=torch.Generator().manual_seed(1))
+    seq = sample(half, [SampleSpec(prompt=[1, 2, 3, 4], max_tokens=6, temperature=0.0)], adapter, 8.0)[0].sequences[0]
+    with torch.no_grad():
+        full_seq = [1, 2, 3, 4] + seq.tokens
+        trained = half.target_logprobs([full_seq[:-1]], [torch.tensor(full_seq[1:])], adapter, 8.0)[0, 3:]
+    assert seq.logprobs == pytest.approx(trained.tolist(), abs=0.05)
 
 
 def test_folders_the_engine_cannot_serve_are_refused_naming_what_is_missing(tmp_path):

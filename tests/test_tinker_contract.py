@@ -655,3 +655,28 @@ def test_a_real_models_threads_leave_the_cores_other_processes_use(caplog):
         burner.wait()
     assert "intra-op threads 1 of 2 cores: other processes want" in caplog.text
     assert fit.choose() == 1  # within the window: the last choice, measured again only after it
+
+
+def test_a_request_sent_while_a_batch_decodes_joins_it_and_samples_as_it_would_alone(service, server, tokenizer):
+    """Continuous batching: a sample request that arrives while a long batch decodes joins that batch at its
+    next step (the server counts it) and is answered before the long request ends; with a seed, its samples
+    and their logprobs are those it gets alone."""
+    sampler = service.create_sampling_client(base_model=str(server.model_dir)).result(timeout=60)
+    other = types.ModelInput.from_ints(tokenizer.encode("Question: Tom has 12 apples."))
+    seeded = types.SamplingParams(max_tokens=8, temperature=1.0, seed=11, stop=[])
+    alone = sampler.sample(other, 3, seeded).result(timeout=60)
+    with httpx.Client(base_url=server.url, headers={"X-API-Key": server.api_key}, timeout=10) as http:
+        joined_before = http.get("/healthz").json()["sampling"]["joined"]
+        long_request = sampler.sample(
+            types.ModelInput.from_ints(tokenizer.encode(TOY_PROMPT)), 32, types.SamplingParams(max_tokens=300, stop=[])
+        )
+        deadline = time.monotonic() + 30
+        while http.get("/healthz").json()["sampling"]["rows"] != 32 and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the long request decodes
+        joined = sampler.sample(other, 3, seeded).result(timeout=60)
+        assert not long_request.future().done(), "the short request waited for the long batch to finish"
+        assert http.get("/healthz").json()["sampling"]["joined"] == joined_before + 1
+    assert all(len(seq.tokens) == 300 for seq in long_request.result(timeout=120).sequences)
+    assert [seq.tokens for seq in joined.sequences] == [seq.tokens for seq in alone.sequences]
+    for mid, solo in zip(joined.sequences, alone.sequences, strict=True):
+        assert np.asarray(mid.logprobs) == pytest.approx(np.asarray(solo.logprobs), abs=1e-4)

@@ -89,7 +89,7 @@ PROFILE_VALUES: dict[str, dict] = {
     # SmolLM2-135M-Instruct on the same server (docs/benchmarks.md, "tinker-local engine speed"): sized so
     # one GRPO step on 2 cores takes seconds. In bfloat16 (the engine's choice on a CPU with AMX or
     # AVX512-BF16) one group of 4 gsm8k sequences (~200-token chat prompts, ~100-token completions:
-    # sampling, forward_backward, optim_step) is ~9 s on 2 idle cores, ~17 CPU s; in float32 about 3x
+    # sampling, forward_backward, optim_step) is ~5.3 s on 2 cores at load 2, ~10 CPU s; in float32 about 3x
     # that. max_token_length is prompt + completion (environments give the completion what the prompt
     # leaves): 320 leaves gsm8k's prompts ~120 tokens to answer in (448 doubled the step); rank 16 at lr 1e-4.
     "smollm2": {

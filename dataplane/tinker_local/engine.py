@@ -7,6 +7,9 @@ batch, per-request LoRA weights. The weights are a Hugging Face folder's safeten
 (model_config says which architectures); tests check the logits against transformers and the LoRA
 against peft, and adapters are saved in peft's format so they load there too.
 
+This module is the model: its weights, adapters and forward, and the scores training asks for
+(target_logprobs); sampling on it is decoding.py's.
+
 An adapter is `{module_name: (A, B)}` with A: (rank, in), B: (out, rank); a LoRA linear is
 `x @ W.T + scale * (x @ A.T) @ B.T`, as in peft.
 """
@@ -14,8 +17,8 @@ An adapter is `{module_name: (A, B)}` with A: (rank, in), B: (out, rank); a LoRA
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -67,44 +70,9 @@ def choose_dtype(device: torch.device, requested: str | torch.dtype | None, para
     return torch.float32
 
 
-@dataclass(frozen=True)
-class SampleSpec:
-    """One prompt to complete `num_samples` times."""
-
-    prompt: list[int]
-    num_samples: int = 1
-    max_tokens: int = 16
-    temperature: float = 1.0
-    top_k: int = -1
-    top_p: float = 1.0
-    stop_token_ids: frozenset[int] = frozenset()
-    stop_strings: tuple[str, ...] = ()
-    seed: int | None = None
-    prompt_logprobs: bool = False
-    prompt_logprobs_last_n: int | None = None
-    topk_prompt_logprobs: int = 0
-    topk_sample_logprobs: int = 0
-    # [len(prompt) - 1, K] token ids to score at prompt positions 1.. (-1 = nothing requested)
-    target_prompt_ids: tuple[tuple[int, ...], ...] | None = None
-    target_prompt_csr: tuple[list[int], list[int]] | None = None  # (crow, cols) when the request was sparse
-    prompt_alt_tokens_k: int = 0  # draws from the next-token distribution at prompt positions 1..
-
-
-@dataclass
-class SampledSeq:
-    tokens: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    topk: list[tuple[list[int], list[float]]] = field(default_factory=list)
-    stop_reason: str = "length"  # "stop" | "length"
-
-
-@dataclass
-class SampleResult:
-    sequences: list[SampledSeq]
-    prompt_logprobs: list[float] | None = None  # NaN where not scored (always position 0)
-    topk_prompt: list[tuple[list[int], list[float]]] | None = None
-    target_prompt: list[list[float]] | None = None  # NaN where the id was -1
-    alt_tokens: tuple[list[list[int]], list[list[float]]] | None = None  # (ids, logprobs), [len(prompt)-1, k]
+def adapter_key(adapter: Adapter, scale: float) -> tuple:
+    """Equal for the same adapter tensors at the same in-place versions and scale: the same merged weights."""
+    return (scale, tuple((name, id(a), a._version, id(b), b._version) for name, (a, b) in adapter.items()))
 
 
 def rope_inv_freq(spec: ModelSpec) -> torch.Tensor:
@@ -154,107 +122,10 @@ class KVCache:
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
 
-class DecodeCache:
-    """The keys and values a decoding step attends to, and its attention, for one-token queries.
+class DecodeAttention(Protocol):
+    """What a one-token decoding step attends with instead of a KVCache (decoding.DecodeCache)."""
 
-    Each prompt's keys/values are kept once (the prefix, left-padded to the widest prompt), shared by
-    all its samples; each row's generated tokens have their own (the suffix). A step attends to both
-    and joins them by log-sum-exp: the prefix as one batched query of all the rows of a prompt against
-    its one copy (a group of 8 reads its 200-token prompt once, not 8 times), the suffix row by row.
-    Explicit `q @ kᵀ → softmax → @ v`, all in float32 (exact for the bf16 keys a bf16 model writes):
-    torch's SDPA on CPU picks its flash kernel, built for long queries, which took ~3.6x the CPU on
-    these shapes, and bf16 scores moved logprobs by up to 0.02 nat.
-    """
-
-    def __init__(self, lm: CausalLM, prefix: KVCache, pads: torch.Tensor, row_spec: torch.Tensor, steps: int):
-        self.n_kv, self.groups, self.head_dim = lm.n_kv, lm.n_heads // lm.n_kv, lm.head_dim
-        self.scale = 1.0 / math.sqrt(lm.head_dim)
-        self.prefix_k = [k.float() for k in prefix.keys]
-        self.prefix_v = [v.float() for v in prefix.values]
-        width = prefix.capacity
-        self.prefix_bias: torch.Tensor | None = None  # -inf on each prompt's left padding
-        if bool(pads.any()):
-            masked = torch.arange(width)[None, :] < pads[:, None]
-            bias = torch.zeros(masked.shape).masked_fill(masked, float("-inf"))
-            self.prefix_bias = bias[:, None, None, :].to(lm.device)
-        shape = (len(row_spec), lm.n_kv, max(1, steps), lm.head_dim)
-        self.suffix_k = [torch.zeros(shape, device=lm.device) for _ in range(lm.n_layers)]
-        self.suffix_v = [torch.zeros(shape, device=lm.device) for _ in range(lm.n_layers)]
-        self.length = 0  # suffix tokens written (every row decodes in step)
-        self._layout(row_spec.to(lm.device))
-
-    def _layout(self, row_spec: torch.Tensor) -> None:
-        """Where each row's query goes in the prefix's batched query: (prompt, rank among its rows), padded
-        to the most rows any prompt has; prompts without rows left are dropped. Rows stay in prompt order."""
-        counts = torch.bincount(row_spec, minlength=self.prefix_k[0].shape[0])
-        if not bool((counts > 0).all()):
-            kept = (counts > 0).nonzero()[:, 0]
-            self.prefix_k = [t.index_select(0, kept) for t in self.prefix_k]
-            self.prefix_v = [t.index_select(0, kept) for t in self.prefix_v]
-            if self.prefix_bias is not None:
-                self.prefix_bias = self.prefix_bias.index_select(0, kept)
-            row_spec = torch.cumsum(counts > 0, 0).index_select(0, row_spec) - 1
-            counts = counts.index_select(0, kept)
-        self.specs, self.rows_per_spec = int(counts.shape[0]), int(counts.max())
-        self.slot: torch.Tensor | None = None  # None: rows are already the padded layout
-        if not bool((counts == self.rows_per_spec).all()):
-            first_row = torch.cumsum(counts, 0) - counts
-            rank = torch.arange(len(row_spec), device=row_spec.device) - first_row.index_select(0, row_spec)
-            self.slot = row_spec * self.rows_per_spec + rank
-        self.row_spec = row_spec
-
-    def select(self, rows: torch.Tensor) -> None:
-        """Keep these rows (finished ones leave the batch)."""
-        self.suffix_k = [t.index_select(0, rows) for t in self.suffix_k]
-        self.suffix_v = [t.index_select(0, rows) for t in self.suffix_v]
-        self._layout(self.row_spec.index_select(0, rows))
-
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Attention output (B, heads, 1, head dim) of this step's queries q (B, heads, 1, head dim), after
-        storing its keys/values k, v (B, kv heads, 1, head dim) in the suffix (`length` moves on per step).
-
-        On a CPU on one thread: these matmuls are too small to share, and each parallel region is a barrier
-        where a thread descheduled by other work stalls the step (one took 1.2 ms on 2 threads beside busy
-        processes, 0.07 ms on one; switching the count costs ~0.1 µs)."""
-        threads = torch.get_num_threads() if q.device.type == "cpu" else 1
-        if threads == 1:
-            return self._attend(layer, q, k, v)
-        torch.set_num_threads(1)
-        try:
-            return self._attend(layer, q, k, v)
-        finally:
-            torch.set_num_threads(threads)
-
-    def _attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        end = self.length + 1
-        suffix_k, suffix_v = self.suffix_k[layer], self.suffix_v[layer]
-        suffix_k[:, :, self.length] = k[:, :, 0]
-        suffix_v[:, :, self.length] = v[:, :, 0]
-        batch, kv, groups, dim = q.shape[0], self.n_kv, self.groups, self.head_dim
-        specs, per_spec = self.specs, self.rows_per_spec
-        query = q.float().view(batch, kv, groups, dim) * self.scale
-        padded = query if self.slot is None else query.new_zeros(specs * per_spec, kv, groups, dim)
-        if self.slot is not None:
-            padded.index_copy_(0, self.slot, query)
-        grouped = padded.view(specs, per_spec, kv, groups, dim).transpose(1, 2).reshape(specs, kv, -1, dim)
-        scores = grouped @ self.prefix_k[layer].transpose(-1, -2)  # (prompts, kv, rows x groups, width)
-        if self.prefix_bias is not None:
-            scores = scores + self.prefix_bias
-        top = scores.amax(-1, keepdim=True)
-        weights = (scores - top).exp_()
-        joined = torch.cat((weights @ self.prefix_v[layer], top, weights.sum(-1, keepdim=True)), dim=-1)
-        joined = joined.view(specs, kv, per_spec, groups, dim + 2).transpose(1, 2).reshape(-1, kv, groups, dim + 2)
-        if self.slot is not None:
-            joined = joined.index_select(0, self.slot)
-        prefix_out, prefix_top, prefix_sum = joined.split((dim, 1, 1), dim=-1)
-        own = query @ suffix_k[:, :, :end].transpose(-1, -2)  # (B, kv, groups, suffix)
-        own_top = own.amax(-1, keepdim=True)
-        own_weights = (own - own_top).exp_()
-        top = torch.maximum(prefix_top, own_top)
-        prefix_share, own_share = (prefix_top - top).exp_(), (own_top - top).exp_()
-        out = prefix_out * prefix_share + (own_weights @ suffix_v[:, :, :end]) * own_share
-        out = out / (prefix_sum * prefix_share + own_weights.sum(-1, keepdim=True) * own_share)
-        return out.reshape(batch, kv * groups, 1, dim).to(q.dtype)
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
 
 
 class CausalLM:
@@ -300,6 +171,11 @@ class CausalLM:
         self._fuse(self.w, changed=None)
         self.inv_freq = rope_inv_freq(spec).to(self.device)
         self._merged: tuple[tuple, Adapter, dict[str, torch.Tensor]] | None = None
+        # Decoding steps on a CPU in bf16 multiply by oneDNN's blocked copies of the weights (_packed).
+        self._packs_decode = (
+            self.device.type == "cpu" and self.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
+        )
+        self._packs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def describe(self) -> dict:
         """What a status or get_info shows about the served model."""
@@ -372,6 +248,25 @@ class CausalLM:
             y = y + F.linear(F.linear(x, a.to(x.dtype)), b.to(x.dtype)) * scale
         return y
 
+    def _dense(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool) -> torch.Tensor:
+        """x @ weight.T + bias; with `pack`, by oneDNN's blocked copy of the weight (_packed)."""
+        if pack and self._packs_decode:
+            return torch.ops.mkldnn._linear_pointwise(x, self._packed(weight), bias, "none", [], "")
+        return F.linear(x, weight, bias)
+
+    def _packed(self, weight: torch.Tensor) -> torch.Tensor:
+        """A bf16 weight reordered once into oneDNN's blocked layout, for decoding steps: F.linear takes the
+        plain layout and, at a few rows, spent up to 2x the time on this CPU (SmolLM2's projections at 8
+        rows, the results bit-equal). Weights are never changed in place (a merge makes new tensors)."""
+        entry = self._packs.get(id(weight))  # the entry holds the weight: its id is not reused meanwhile
+        if entry is None:
+            if len(self._packs) > 4 * len(self.w):  # merges come and go: keep the base weights' copies
+                base = {id(t) for t in self.w.values()}
+                self._packs = {key: value for key, value in self._packs.items() if key in base}
+            entry = (weight, torch.ops.mkldnn._reorder_linear_weight(weight, 8))
+            self._packs[id(weight)] = entry
+        return entry[1]
+
     def _norm(self, x: torch.Tensor, name: str) -> torch.Tensor:
         # As transformers' LlamaRMSNorm: the statistics in float32, the result in the weights' dtype.
         x32 = x.float()
@@ -401,7 +296,7 @@ class CausalLM:
         causal: bool = True,
         last_only: bool = False,
         weights: dict[str, torch.Tensor] | None = None,
-        decode: DecodeCache | None = None,
+        decode: DecodeAttention | None = None,
     ) -> torch.Tensor:
         """Float32 logits (B, T, V), or (B, 1, V) for the last position only with `last_only`.
         Without a mask attention is causal if `causal` (right padding is then harmless); a one-token
@@ -410,12 +305,16 @@ class CausalLM:
         With `cache`, keys/values of these T tokens are written at [cache_start, cache_start+T)
         and attention covers the cache up to there; `attn_mask` (B, 1, T, cache_start+T) says
         which of those keys each query may see. `weights` replaces the base weights (a merged adapter).
-        With `decode` (one token per row, T = 1) attention is DecodeCache's instead.
+        With `decode` (one token per row, T = 1) attention is its `attend` instead (decoding.DecodeCache).
         """
         weights = self.w if weights is None else weights
         h = self.final_hidden(ids, positions, adapter, scale, attn_mask, cache, cache_start, causal, weights, decode)
         if last_only:
             h = h[:, -1:]
+        if decode is not None and adapter is None:
+            return self._dense(
+                h, weights[UNEMBED_MODULE + ".weight"], weights.get(UNEMBED_MODULE + ".bias"), True
+            ).float()
         return self.head(h, adapter, scale, weights)
 
     def head(
@@ -435,7 +334,7 @@ class CausalLM:
         cache_start: int,
         causal: bool,
         weights: dict[str, torch.Tensor],
-        decode: DecodeCache | None = None,
+        decode: DecodeAttention | None = None,
     ) -> torch.Tensor:
         """The final normed hidden states (B, T, hidden) that the output head reads (see forward)."""
         ids = ids.to(self.device)
@@ -449,7 +348,11 @@ class CausalLM:
         if cache is not None:
             cache.reserve(cache_start + length)
 
+        pack = decode is not None and adapter is None  # a decoding step on merged weights
+
         def linear(x: torch.Tensor, name: str) -> torch.Tensor:
+            if pack:
+                return self._dense(x, weights[name + ".weight"], weights.get(name + ".bias"), True)
             return self._linear(x, name, adapter, scale, weights)
 
         def linears(x: torch.Tensor, prefix: str, fused: str) -> list[torch.Tensor]:
@@ -458,7 +361,7 @@ class CausalLM:
             whole = weights.get(prefix + fused + ".weight")
             if whole is None or (adapter is not None and any(prefix + part in adapter for part in parts)):
                 return [linear(x, prefix + part) for part in parts]
-            y = F.linear(x, whole, weights.get(prefix + fused + ".bias"))
+            y = self._dense(x, whole, weights.get(prefix + fused + ".bias"), pack)
             return list(y.split([weights[prefix + part + ".weight"].shape[0] for part in parts], dim=-1))
 
         for layer in range(self.n_layers):
@@ -499,7 +402,7 @@ class CausalLM:
         (keyed by its tensors and their in-place version counters, so an inflight sampler's weights
         updated in place are merged again); the cache holds the tensors, so their ids cannot be reused.
         """
-        key = (scale, tuple((name, id(a), a._version, id(b), b._version) for name, (a, b) in adapter.items()))
+        key = adapter_key(adapter, scale)
         if self._merged is not None and self._merged[0] == key:
             return self._merged[2]
         self._merged = None  # free the previous merge before building the next
@@ -568,219 +471,3 @@ class CausalLM:
             return h.new_zeros(target.shape, dtype=torch.float32)
         logprobs = torch.log_softmax(self.head(h, adapter, scale), dim=-1)
         return logprobs.gather(-1, target[..., None])[..., 0]
-
-    # ------------------------------------------------------------------ sampling
-
-    @torch.inference_mode()
-    def sample(
-        self,
-        specs: list[SampleSpec],
-        adapter: Adapter | None,
-        scale: float,
-        decode=None,
-        generator: torch.Generator | None = None,
-    ) -> list[SampleResult]:
-        """Complete every spec `num_samples` times, all in one batch with a KV cache.
-
-        Each prompt is prefilled once (without padding, batched with prompts of its length) and its
-        keys/values kept once, left-padded, for all its samples (DecodeCache); decoding then runs one
-        token per step for every unfinished row, and rows that finish leave the batch. Tokens are drawn from the
-        temperature-scaled, top-k/top-p truncated distribution, but every logprob returned (of the
-        sampled token and its top-k) is the untempered model's, as compute_logprobs and the training
-        forward pass report it: so an importance ratio is 1 on-policy at any temperature (docs/tinker_local.md,
-        "Logprobs and temperature"). `decode(tokens) -> str` is
-        needed only for stop strings. The adapter is merged into the weights once (merged_weights).
-        """
-        weights = self.w if adapter is None else self.merged_weights(adapter, scale)
-        rows = [(index, spec) for index, spec in enumerate(specs) for _ in range(spec.num_samples)]
-        batch = len(rows)
-        row_spec = torch.tensor([index for index, _ in rows])
-        spec_lengths = torch.tensor([len(spec.prompt) for spec in specs])
-        width = int(spec_lengths.max())
-        steps = max(spec.max_tokens for spec in specs)
-        spec_pads = width - spec_lengths
-        scores_prompt = any(
-            spec.prompt_logprobs or spec.topk_prompt_logprobs or spec.target_prompt_ids is not None for spec in specs
-        ) or any(spec.prompt_alt_tokens_k for spec in specs)
-        results = [SampleResult(sequences=[]) for _ in specs]
-        prefix, last_logits = self._prefill(specs, weights, width, scores_prompt, results, generator)
-
-        # Every sample of a prompt attends to that prompt's one copy of its prefilled keys and values.
-        cache = DecodeCache(self, prefix, spec_pads, row_spec, steps)
-        del prefix
-        last = last_logits.index_select(0, row_spec.to(self.device))
-        pads = spec_pads[row_spec]
-        temperature = torch.tensor([spec.temperature for _, spec in rows])
-        top_k = torch.tensor([spec.top_k for _, spec in rows])
-        top_p = torch.tensor([spec.top_p for _, spec in rows])
-        max_tokens = torch.tensor([spec.max_tokens for _, spec in rows])
-        stop_table = torch.zeros(batch, self.vocab_size, dtype=torch.bool)
-        for row, (_, spec) in enumerate(rows):
-            stop_table[row, [t for t in spec.stop_token_ids if 0 <= t < self.vocab_size]] = True
-        string_rows = {row for row, (_, spec) in enumerate(rows) if spec.stop_strings}
-        # Enough trailing tokens to contain any stop string (a token is at least one byte).
-        tail = 2 + max((len(s.encode()) for _, spec in rows for s in spec.stop_strings), default=0)
-        topk_sample = max(spec.topk_sample_logprobs for spec in specs)
-
-        tokens = torch.zeros(batch, steps, dtype=torch.long)
-        token_logprobs = torch.zeros(batch, steps)
-        topk_ids = torch.zeros(batch, steps, topk_sample, dtype=torch.long) if topk_sample else None
-        topk_values = torch.zeros(batch, steps, topk_sample) if topk_sample else None
-        lengths = torch.zeros(batch, dtype=torch.long)
-        stopped = torch.zeros(batch, dtype=torch.bool)
-        live = torch.arange(batch)  # the rows still decoding, in the order of the compute batch
-        for step in range(steps):
-            live_temperature = temperature[live]
-            greedy = live_temperature <= 0
-            divisor = torch.where(greedy, torch.ones_like(live_temperature), live_temperature)
-            dist = torch.log_softmax(last / divisor[:, None].to(last.device), dim=-1)
-            chosen = self._choose(dist, greedy, top_k[live], top_p[live], generator)
-            chosen_cpu = chosen.cpu()
-            tokens[live, step] = chosen_cpu
-            raw = torch.log_softmax(last, dim=-1)  # the model's own distribution: what logprobs report
-            token_logprobs[live, step] = raw.gather(-1, chosen[:, None])[:, 0].cpu()
-            if topk_sample:
-                values, indices = raw.topk(topk_sample, dim=-1)
-                topk_ids[live, step], topk_values[live, step] = indices.cpu(), values.cpu()
-            lengths[live] += 1
-            hit = stop_table[live, chosen_cpu]
-            for position, row in enumerate(live.tolist()):
-                if row in string_rows and not hit[position]:
-                    text = decode(tokens[row, max(0, step + 1 - tail) : step + 1].tolist())
-                    hit[position] = any(s in text for s in rows[row][1].stop_strings)
-            stopped[live] |= hit
-            keep = ~(hit | (lengths[live] >= max_tokens[live]))
-            if not bool(keep.any()) or step == steps - 1:
-                break
-            if not bool(keep.all()):  # finished rows leave the batch
-                kept = keep.nonzero()[:, 0]
-                live, chosen = live[kept], chosen[kept.to(chosen.device)]
-                cache.select(kept.to(self.device))
-            cache.length = step
-            positions = (width + step - pads[live])[:, None]
-            last = self.forward(chosen[:, None], positions, weights=weights, decode=cache)[:, -1]
-
-        for row, (index, spec) in enumerate(rows):
-            n = int(lengths[row])
-            seq = SampledSeq(
-                tokens=tokens[row, :n].tolist(),
-                logprobs=token_logprobs[row, :n].tolist(),
-                stop_reason="stop" if bool(stopped[row]) else "length",
-            )
-            if spec.topk_sample_logprobs:
-                k = spec.topk_sample_logprobs
-                seq.topk = list(zip(topk_ids[row, :n, :k].tolist(), topk_values[row, :n, :k].tolist(), strict=True))
-            results[index].sequences.append(seq)
-        return results
-
-    def _prefill(
-        self,
-        specs: list[SampleSpec],
-        weights,
-        width: int,
-        scores_prompt: bool,
-        results: list[SampleResult],
-        generator: torch.Generator | None,
-    ) -> tuple[KVCache, torch.Tensor]:
-        """Every prompt's keys and values in one cache (left-padded to `width`) and the logits after its
-        last token; the prompt scores a spec asks for go into its result."""
-        # Prefill without padding: one forward per distinct prompt length (a short prompt batched with a
-        # long one would cost the long one's length), placed left-padded into the shared cache.
-        cache = KVCache(self, len(specs), width)
-        last_logits = torch.empty(len(specs), self.vocab_size, device=self.device)
-        by_length: dict[int, list[int]] = {}
-        for index, spec in enumerate(specs):
-            by_length.setdefault(len(spec.prompt), []).append(index)
-        for length, members in by_length.items():
-            ids = torch.tensor([specs[i].prompt for i in members], dtype=torch.long)
-            part = KVCache(self, len(members), length)
-            positions = torch.arange(length).expand(len(members), length)
-            logits = self.forward(
-                ids, positions, None, 1.0, None, part, 0, last_only=not scores_prompt, weights=weights
-            )
-            members_index = torch.tensor(members, device=self.device)
-            for layer in range(self.n_layers):
-                cache.keys[layer][members_index, :, width - length :] = part.keys[layer]
-                cache.values[layer][members_index, :, width - length :] = part.values[layer]
-            last_logits[members_index] = logits[:, -1]
-            if not scores_prompt:
-                continue
-            for row, index in enumerate(members):
-                spec, prompt_logits = specs[index], logits[row].cpu()
-                if spec.prompt_logprobs or spec.topk_prompt_logprobs:
-                    self._prompt_scores(spec, prompt_logits, results[index])
-                if spec.target_prompt_ids is not None:
-                    self._target_prompt_scores(spec, prompt_logits, results[index])
-                if spec.prompt_alt_tokens_k:
-                    self._prompt_alt_tokens(spec, prompt_logits, results[index], generator)
-        return cache, last_logits
-
-    @staticmethod
-    def _choose(
-        dist: torch.Tensor,
-        greedy: torch.Tensor,
-        top_k: torch.Tensor,
-        top_p: torch.Tensor,
-        generator: torch.Generator | None,
-    ) -> torch.Tensor:
-        filtered = dist
-        if bool((top_k > 0).any()) or bool((top_p < 1).any()):
-            sorted_lp, order = dist.sort(dim=-1, descending=True)
-            rank = torch.arange(dist.shape[-1], device=dist.device)[None, :]
-            top_k, top_p = top_k.to(dist.device), top_p.to(dist.device)
-            drop = (top_k[:, None] > 0) & (rank >= top_k[:, None])
-            # top-p: keep the smallest prefix whose mass reaches p (the first token always stays)
-            mass_before = sorted_lp.exp().cumsum(-1) - sorted_lp.exp()
-            drop |= mass_before >= top_p[:, None]
-            sorted_lp = sorted_lp.masked_fill(drop, float("-inf"))
-            filtered = torch.full_like(dist, float("-inf")).scatter(-1, order, sorted_lp)
-        # Inverse-CDF draw: one uniform per row (torch.multinomial is ~10x slower here).
-        cdf = filtered.softmax(-1).cumsum(-1)
-        uniform = torch.rand(dist.shape[0], 1, generator=generator).to(dist.device) * cdf[:, -1:]
-        drawn = torch.searchsorted(cdf, uniform)[:, 0].clamp(max=dist.shape[-1] - 1)
-        return torch.where(greedy.to(dist.device), dist.argmax(-1), drawn) if bool(greedy.any()) else drawn
-
-    @staticmethod
-    def _target_prompt_scores(spec: SampleSpec, logits: torch.Tensor, result: SampleResult) -> None:
-        """Row i scores the requested ids at prompt position i + 1 (from the logits at position i)."""
-        ids = torch.tensor(spec.target_prompt_ids, dtype=torch.long).reshape(len(spec.prompt) - 1, -1)
-        logprobs = torch.log_softmax(logits[:-1], dim=-1)
-        scored = logprobs.gather(-1, ids.clamp(min=0))
-        result.target_prompt = scored.masked_fill(ids < 0, float("nan")).tolist()
-
-    def _prompt_alt_tokens(
-        self, spec: SampleSpec, logits: torch.Tensor, result: SampleResult, generator: torch.Generator | None
-    ) -> None:
-        """k independent draws per prompt position after the first, at the request's temperature; their
-        logprobs are the untempered model's, like every logprob this engine reports."""
-        k = spec.prompt_alt_tokens_k
-        rows = logits[:-1]
-        raw = torch.log_softmax(rows, dim=-1)
-        if spec.temperature <= 0:
-            ids = raw.argmax(-1, keepdim=True).expand(-1, k)
-        else:
-            tempered = torch.log_softmax(rows / spec.temperature, dim=-1)
-            ids = torch.multinomial(tempered.exp(), k, replacement=True, generator=generator)
-        result.alt_tokens = (ids.tolist(), raw.gather(-1, ids).tolist())
-
-    @staticmethod
-    def _prompt_scores(spec: SampleSpec, logits: torch.Tensor, result: SampleResult) -> None:
-        """Prompt logprobs (NaN at position 0 and before the last-n window) and their top-k."""
-        prompt = torch.tensor(spec.prompt)
-        logprobs = torch.log_softmax(logits, dim=-1)  # position t predicts prompt[t+1]
-        scored = torch.full((len(spec.prompt),), float("nan"))
-        if len(spec.prompt) > 1:
-            scored[1:] = logprobs[:-1].gather(-1, prompt[1:, None])[:, 0]
-        first = 1 if spec.prompt_logprobs_last_n is None else len(spec.prompt) - spec.prompt_logprobs_last_n
-        scored[:first] = float("nan")
-        if spec.prompt_logprobs:
-            result.prompt_logprobs = scored.tolist()
-        if spec.topk_prompt_logprobs:
-            rows: list[tuple[list[int], list[float]]] = [([], [])]
-            for position in range(1, len(spec.prompt)):
-                if position < first:
-                    rows.append(([], []))
-                    continue
-                values, indices = logprobs[position - 1].topk(spec.topk_prompt_logprobs)
-                rows.append((indices.tolist(), values.tolist()))
-            result.topk_prompt = rows

@@ -23,6 +23,7 @@ from hermes_rl.core.base.fsutil import read_regular_text
 from hermes_rl.core.base.names import is_name
 
 from . import catalog
+from .batch import SampleBatch, weights_key
 from .billing_events import UsageLedger
 from .checkpoints import (
     NAME_RE,
@@ -33,8 +34,9 @@ from .checkpoints import (
     read_moments,
     write_checkpoint,
 )
-from .engine import LORA_ALPHA, Adapter, CausalLM, SampleSpec
-from .sample_request import check_tokens, memory_chunks, parse_spec
+from .decoding import SampleResult, SampleSpec
+from .engine import LORA_ALPHA, Adapter, CausalLM
+from .sample_request import check_tokens, parse_spec
 from .wire import (
     ForwardBackwardRequest,
     UserError,
@@ -498,27 +500,38 @@ class ModelState:
             sampler = Sampler("base", self.canonical_base_model(request.get("base_model")), None, None)
         return sampler, parse_spec(request, self.lm)
 
+    def sample_batch(self, sampler: Sampler) -> SampleBatch:
+        """A running batch for the requests that sample this sampler's weights (the worker adds them)."""
+        adapter, scale = self._sampler_adapter(sampler)
+        return SampleBatch(
+            self.lm,
+            weights_key(adapter, scale),
+            adapter,
+            scale,
+            key_of=lambda other: weights_key(*self._sampler_adapter(other)),
+            answer=self._answer,
+            decode=self.tokenizer.decode,
+        )
+
     def sample(self, batch: list[tuple[Sampler, SampleSpec]]) -> list[bytes]:
-        """Requests for the same sampler and without seeds run as one batch."""
-        results: list[bytes | None] = [None] * len(batch)
-        groups: dict[tuple, list[int]] = {}
-        for index, (sampler, spec) in enumerate(batch):
-            key = (id(sampler), spec.seed if spec.seed is not None else None, index if spec.seed is not None else -1)
-            groups.setdefault(key, []).append(index)
-        for indices in groups.values():
-            sampler, first = batch[indices[0]]
-            adapter, scale = self._sampler_adapter(sampler)
-            generator = torch.Generator().manual_seed(first.seed) if first.seed is not None else None
-            for chunk in memory_chunks(indices, [batch[i][1] for i in indices], self.lm):
-                specs = [batch[i][1] for i in chunk]
-                outputs = self.lm.sample(specs, adapter, scale, decode=self.tokenizer.decode, generator=generator)
-                for i, output in zip(chunk, outputs, strict=True):
-                    spec = batch[i][1]
-                    self._count_sample(sampler, spec, output)
-                    results[i] = encode_sample_response(
-                        output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs, spec.target_prompt_csr
-                    )
-        return results  # type: ignore[return-value]
+        """Answers to these requests, batched as the worker batches them when they are queued together."""
+        answers: list[bytes] = [b""] * len(batch)
+        left = list(range(len(batch)))
+        while left:
+            run = self.sample_batch(batch[left[0]][0])
+            admitted = [index for index in left if run.admit(*batch[index])]
+            run.add([(index, *batch[index]) for index in admitted])
+            left = [index for index in left if index not in set(admitted)]
+            while run.rows:
+                for index, answer in run.step():
+                    answers[index] = answer
+        return answers
+
+    def _answer(self, sampler: Sampler, spec: SampleSpec, output: SampleResult) -> bytes:
+        self._count_sample(sampler, spec, output)
+        return encode_sample_response(
+            output, spec.topk_prompt_logprobs, spec.topk_sample_logprobs, spec.target_prompt_csr
+        )
 
     def _count_sample(self, sampler: Sampler, spec: SampleSpec, output) -> None:
         """One request's prompt (prefilled once, whatever num_samples) and every token it generated, for the

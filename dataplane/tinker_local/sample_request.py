@@ -1,12 +1,13 @@
-"""An asample request read into a SampleSpec (every field checked against the served model), and sampling
-batches cut to the KV-cache budget. Pure functions of the request and the model's limits: the HTTP thread
+"""An asample request read into a SampleSpec (every field checked against the served model), and its
+share of a sampling batch's KV-cache budget. Pure functions of the request and the model's limits: the HTTP thread
 validates with them before the worker thread samples."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .engine import CausalLM, SampleSpec
+from .decoding import SampleSpec
+from .engine import CausalLM
 from .wire import UserError, number
 
 MAX_SAMPLES_PER_REQUEST = 1024
@@ -125,17 +126,7 @@ def _target_prompt_ids(tensor: dict | None, prompt_length: int, vocab_size: int)
     return rows, (None if crow is None else (crow, cols))
 
 
-def memory_chunks(indices: list[int], specs: list[SampleSpec], lm: CausalLM) -> list[list[int]]:
-    """Consecutive runs of requests whose KV cache fits in SAMPLE_CACHE_BYTES (at least one request each)."""
+def cache_bytes(spec: SampleSpec, lm: CausalLM) -> int:
+    """The most KV cache a request's rows take while they decode (its prompt and every token, per sample)."""
     per_token = lm.n_layers * 2 * lm.n_kv * lm.head_dim * lm.w["model.norm.weight"].itemsize
-    chunks: list[list[int]] = []
-    used = 0
-    for index, spec in zip(indices, specs, strict=True):
-        need = spec.num_samples * (len(spec.prompt) + spec.max_tokens) * per_token
-        if chunks and used + need <= SAMPLE_CACHE_BYTES:
-            chunks[-1].append(index)
-            used += need
-        else:
-            chunks.append([index])
-            used = need
-    return chunks
+    return spec.num_samples * (len(spec.prompt) + spec.max_tokens) * per_token

@@ -1,6 +1,9 @@
-"""The server's one worker thread: every request that touches the model is a Job, run in arrival order
-(consecutive sample jobs batched), its result settled on the event loop for retrieve_future to return.
-The event loop never runs torch, so heartbeats and polls answer while a long request runs."""
+"""The server's one worker thread: every request that touches the model is a Job, run in arrival order,
+its result settled on the event loop for retrieve_future to return. Sample jobs are batched
+continuously: a sample job starts a batch (model_state.sample_batch, batch.py) with the queued sample jobs
+for the same weights, and between decoding steps the sample jobs that arrived since join it, as long
+as no other kind of job is queued ahead of them; each is answered when its last sample finishes. The
+event loop never runs torch, so heartbeats and polls answer while a long request runs."""
 
 from __future__ import annotations
 
@@ -17,8 +20,6 @@ from .wire import UserError
 
 log = logging.getLogger("tinker_local")
 
-SAMPLE_BATCH_ROWS = 512  # consecutive sample requests are batched up to this many sequences
-
 
 @dataclass
 class Job:
@@ -34,7 +35,7 @@ class Job:
 
 
 class Worker:
-    """One thread running jobs in arrival order; a run of consecutive sample jobs is batched."""
+    """One thread running jobs in arrival order; sample jobs are batched continuously."""
 
     def __init__(
         self,
@@ -52,6 +53,8 @@ class Worker:
         self.model_state = None
         self.ready = asyncio.Event()
         self.busy_since: float | None = None
+        # sampling: rows decoding now; batches so far, requests that joined one mid-decode, most rows in a step
+        self.sampling = {"rows": 0, "batches": 0, "joined": 0, "most_rows": 0}
         self._thread = threading.Thread(target=self._main, name="tinker-local-worker", daemon=True)
 
     def start(self) -> None:
@@ -88,35 +91,80 @@ class Worker:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
-                jobs = [self._queue.popleft()]
-                if jobs[0].kind == "sample":
-                    rows = jobs[0].payload[1].num_samples
-                    while self._queue and self._queue[0].kind == "sample" and rows < SAMPLE_BATCH_ROWS:
-                        rows += self._queue[0].payload[1].num_samples
-                        jobs.append(self._queue.popleft())
+                job = self._queue.popleft()
             self.busy_since = time.monotonic()
             try:
                 if self._before_job is not None:
                     self._before_job()
-                self._run(jobs)
+                if job.kind == "sample":
+                    self._sample(job)
+                else:
+                    self._run(job)
             finally:
                 self.busy_since = None
 
-    def _run(self, jobs: list[Job]) -> None:
+    def _run(self, job: Job) -> None:
         try:
-            if jobs[0].kind == "sample":
-                results = self.model_state.sample([job.payload for job in jobs])
-                for job, result in zip(jobs, results, strict=True):
-                    self._finish(job, result=result)
-            else:
-                self._finish(jobs[0], result=jobs[0].run())
-        except UserError as exc:
+            self._finish(job, result=job.run())  # type: ignore[misc]
+        except Exception as exc:
+            self._fail([job], exc)
+
+    def _fail(self, jobs: list[Job], exc: Exception) -> None:
+        if isinstance(exc, UserError):
             for job in jobs:
                 self._finish(job, error=(str(exc), "user"))
-        except Exception as exc:
+            return
+        if jobs:
             log.error("%s failed: %s\n%s", jobs[0].kind, exc, traceback.format_exc())
-            for job in jobs:
-                self._finish(job, error=(f"tinker-local {job.kind} failed: {type(exc).__name__}: {exc}", "server"))
+        for job in jobs:
+            self._finish(job, error=(f"tinker-local {job.kind} failed: {type(exc).__name__}: {exc}", "server"))
+
+    def _sample(self, first: Job) -> None:
+        """Decode `first` with the queued sample jobs for the same weights, adding those that arrive
+        between steps, until every one is answered."""
+        try:
+            batch = self.model_state.sample_batch(first.payload[0])
+            batch.admit(*first.payload)
+            batch.add([(first, *first.payload)])
+        except Exception as exc:
+            self._fail([first], exc)
+            return
+        self.sampling["batches"] += 1
+        self.sampling["rows"] = batch.rows
+        self.sampling["most_rows"] = max(self.sampling["most_rows"], batch.most_rows)
+        while batch.rows:
+            joining = self._joining(batch)
+            if joining:
+                joined = batch.joined
+                try:
+                    batch.add([(job, *job.payload) for job in joining])
+                except Exception as exc:  # those requests fail; the batch goes on without them
+                    self._fail(joining, exc)
+                self.sampling["joined"] += batch.joined - joined
+                self.sampling["most_rows"] = max(self.sampling["most_rows"], batch.most_rows)
+            try:
+                done = batch.step()
+            except Exception as exc:
+                self._fail(batch.tokens(), exc)
+                break
+            for job, result in done:
+                self._finish(job, result=result)
+            self.sampling["rows"] = batch.rows
+        self.sampling["rows"] = 0
+
+    def _joining(self, batch) -> list[Job]:
+        """The queued sample jobs that may join the batch: those ahead of any other kind of job, for the
+        same weights, while they fit (backend order among sample jobs is free: they do not touch each other)."""
+        joining: list[Job] = []
+        with self._cond:
+            for job in self._queue:
+                if job.kind != "sample":
+                    break
+                if batch.admit(*job.payload):
+                    joining.append(job)
+            for job in joining:
+                self._queue.remove(job)
+        return joining
 
     def _finish(self, job: Job, result: Any = None, error: tuple[str, str] | None = None) -> None:
         def settle() -> None:

@@ -1,5 +1,5 @@
 """Sampling: sessions over a base model, a snapshot or a saved checkpoint, and asample (queued on the
-worker, where consecutive requests are batched)."""
+worker, whose running batch it joins)."""
 
 from __future__ import annotations
 

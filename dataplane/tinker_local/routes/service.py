@@ -39,6 +39,8 @@ def router(ctx: ServerContext) -> APIRouter:
             "model_loaded": bool(worker and worker.ready.is_set()),
             "queue_depth": worker.queue_depth() if worker else 0,
             "worker_busy_s": round(time.monotonic() - busy_since, 3) if busy_since else 0.0,
+            # sampling: rows decoding now; batches started, requests that joined one mid-decode, most rows a step
+            "sampling": dict(worker.sampling) if worker else None,
             # device and dtype once the model is loaded
             "model": worker.model_state.lm.describe() if worker and worker.ready.is_set() else None,
         }
