@@ -27,8 +27,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import hermes_rl.dataplane.tinker_local  # noqa: E402, F401  (the server's OpenMP settings)

@@ -125,7 +125,7 @@ def main() -> int:
                 reference.generate(ids, num_return_sequences=n, max_new_tokens=4, do_sample=True)  # warm-up
                 torch.manual_seed(0)
                 theirs_s, out = fastest(
-                    lambda: reference.generate(ids, num_return_sequences=n, **generate), args.repeat
+                    lambda reference=reference: reference.generate(ids, num_return_sequences=n, **generate), args.repeat
                 )
             theirs_tokens = (out.shape[1] - len(prompt)) * out.shape[0]
             theirs_rate = theirs_tokens / theirs_s

@@ -349,7 +349,7 @@ async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
                     await pilot.pause(0.25)
                     sent = time.perf_counter()
                     await pilot.press("f12")
-                    await wait(pilot, lambda: pings and pings[-1] >= sent, 5)
+                    await wait(pilot, lambda sent=sent: pings and pings[-1] >= sent, 5)
                     latencies.append(pings[-1] - sent)
                     rss.append(psutil.Process().memory_info().rss)
                 elapsed = time.monotonic() - t_start
@@ -392,7 +392,9 @@ async def _flood_and_metric(run_flood: bool, run_metric: bool) -> None:
                     written = time.perf_counter()
                     with open(path, "a") as handle:
                         handle.write(json.dumps({"step": step, "time": time.time(), "reward/mean": step / 10}) + "\n")
-                    await wait(pilot, lambda: pane.rows and pane.rows[-1]["step"] == step and pane.table.row_count, 5)
+                    await wait(
+                        pilot, lambda step=step: pane.rows and pane.rows[-1]["step"] == step and pane.table.row_count, 5
+                    )
                     delays.append(time.perf_counter() - written)
                     await pilot.pause(0.3)
                 line(

@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from hermes_rl.core.base.fsutil import atomic_write_json, read_json
@@ -70,8 +70,8 @@ def read_sessions(run_dir: Path) -> list[dict]:
 
 def windows(started_at: float, now: float) -> list[tuple[datetime, datetime]]:
     """[start hour, now rounded up to the next hour) in pieces of at most 14 days."""
-    start = datetime.fromtimestamp(int(started_at // 3600) * 3600, timezone.utc)
-    end = datetime.fromtimestamp((int(now // 3600) + 1) * 3600, timezone.utc)
+    start = datetime.fromtimestamp(int(started_at // 3600) * 3600, UTC)
+    end = datetime.fromtimestamp((int(now // 3600) + 1) * 3600, UTC)
     out = []
     while start < end:
         out.append((start, min(end, start + MAX_WINDOW)))

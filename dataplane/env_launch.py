@@ -21,8 +21,9 @@ import sys
 import sysconfig
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from hermes_rl.core.base.fsutil import append_jsonl, leave_no_temporary_folders_on_sigterm
 from hermes_rl.core.base.secrets import ENDPOINT_KEY_ENV, ENDPOINT_KEY_PLACEHOLDER

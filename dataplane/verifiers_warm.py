@@ -212,7 +212,7 @@ async def warm_chat_program(folder: Path) -> str | None:
     )
     try:
         line = await asyncio.wait_for(process.stdout.readline(), timeout=120)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         line = b""
     if line.strip() != b"ready":
         process.kill()

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 INIT_TIMEOUT_S = "30"  # W&B's own default is 90 s of retries before it gives up
 

@@ -14,7 +14,6 @@ import logging
 import os
 import random
 from pathlib import Path
-from typing import Optional
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup
 from pydantic import Field
@@ -104,7 +103,7 @@ def score_answer(completion: str, gold: str) -> float:
 class GSM8kConfig(BaseEnvConfig):
     temperature: float = Field(default=1.0, gt=0.0, le=2.0, description="Sampling temperature for training rollouts")
     eval_size: int = Field(default=64, ge=1, description="Test problems per evaluation (the bundled sample has fewer)")
-    env_metrics_path: Optional[str] = Field(default=None, description="Where env metrics go (set by hermes-rl)")
+    env_metrics_path: str | None = Field(default=None, description="Where env metrics go (set by hermes-rl)")
 
 
 class GSM8kEnv(BaseEnv):
@@ -231,7 +230,7 @@ class GSM8kEnv(BaseEnv):
         log.info("gsm8k: all steps handed out; idle until stopped")
         await asyncio.Event().wait()
 
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None):
+    async def wandb_log(self, wandb_metrics: dict | None = None):
         wandb_metrics = dict(wandb_metrics or {})
         if self.correct_buffer:
             wandb_metrics["train/percent_correct"] = sum(self.correct_buffer) / len(self.correct_buffer)

@@ -18,7 +18,7 @@ import json
 import logging
 import random
 import sys
-from typing import Literal, Optional
+from typing import Literal
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup
 from pydantic import Field, field_validator, model_validator
@@ -84,7 +84,7 @@ class ReasoningGymConfig(BaseEnvConfig):
     curriculum_down: float = Field(default=0.2, ge=0.0, lt=1.0, description="Mean correctness that lowers it")
     curriculum_window: int = Field(default=8, ge=1, le=10_000, description="Groups the mean is taken over")
     curriculum_max_level: int = Field(default=10, ge=0, le=100, description="Highest level")
-    env_metrics_path: Optional[str] = Field(default=None, description="Where env metrics go (set by hermes-rl)")
+    env_metrics_path: str | None = Field(default=None, description="Where env metrics go (set by hermes-rl)")
 
     @field_validator("task")
     @classmethod
@@ -403,7 +403,7 @@ class ReasoningGymEnv(BaseEnv):
         log.info("reasoning_gym: all steps handed out; idle until stopped")
         await asyncio.Event().wait()
 
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None):
+    async def wandb_log(self, wandb_metrics: dict | None = None):
         wandb_metrics = dict(wandb_metrics or {})
         b = self.buffers
         if b["reward"]:

@@ -17,8 +17,8 @@ import random
 import re
 import threading
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 log = logging.getLogger("reasoning_gym")
 # A generator that has not returned its items by then is said to be slow in the env log: some settings never

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from typing import Optional
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, EvalHandlingEnum, ScoredDataGroup
 from pydantic import Field
@@ -44,7 +43,7 @@ class ToyAdditionConfig(BaseEnvConfig):
     wordy_credit: float = Field(
         default=0.25, ge=0.0, lt=1.0, description="With chat: reward for the right number among other words"
     )
-    env_metrics_path: Optional[str] = Field(default=None, description="Where env metrics go (set by hermes-rl)")
+    env_metrics_path: str | None = Field(default=None, description="Where env metrics go (set by hermes-rl)")
 
 
 class ToyAdditionEnv(BaseEnv):
@@ -189,7 +188,7 @@ class ToyAdditionEnv(BaseEnv):
             self.metrics_path, step, {"eval/percent_correct": sum(results) / len(results)}, environment=self.name
         )
 
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None):
+    async def wandb_log(self, wandb_metrics: dict | None = None):
         wandb_metrics = dict(wandb_metrics or {})
         if self.correct_buffer:
             wandb_metrics["train/percent_correct"] = sum(self.correct_buffer) / len(self.correct_buffer)

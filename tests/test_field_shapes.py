@@ -58,7 +58,7 @@ def test_the_probe_and_the_bridge_describe_fields_alike_from_one_file():
         Window,
         Mode,
         Literal["a", "b"],
-        Optional[Mode],
+        Optional[Mode],  # noqa: UP045 - the older spelling, which a taskset may still use
         int | None,
         int | str,
         object,

@@ -67,7 +67,7 @@ def test_installed_package_needs_no_project_folder_on_the_path(tmp_path):
     """From an unrelated folder, with nothing of ours on sys.path, every program starts from the install."""
     code = (
         "import sys, hermes_rl.core.daemons.supervisor, hermes_rl.dataplane.trainer, hermes_rl.tui.launcher; "
-        "print(any(p.rstrip('/') == %r for p in sys.path))" % str(ROOT)
+        f"print(any(p.rstrip('/') == {str(ROOT)!r} for p in sys.path))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

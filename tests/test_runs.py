@@ -126,7 +126,7 @@ def test_a_dead_or_reused_supervisor_pid_means_lost():
         sup = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
         try:
             # until it has exec'd, the child's /proc environ is still ours
-            wait_until(lambda: "sleep(60)" in open(f"/proc/{sup.pid}/cmdline").read(), timeout=10, what="exec")
+            wait_until(lambda sup=sup: "sleep(60)" in open(f"/proc/{sup.pid}/cmdline").read(), timeout=10, what="exec")
             me = {
                 "pid": sup.pid,
                 "create_time": procscan.process_create_time(sup.pid),

@@ -51,9 +51,9 @@ def test_the_scan_finds_a_list_of_state_names(tmp_path):
 
 
 def test_final_and_active_sets_and_styles_cover_every_state():
-    assert RECORDED_FINAL < FINAL and FINAL - RECORDED_FINAL == {RunStatus.LOST, RunStatus.UNREADABLE}
+    assert RECORDED_FINAL < FINAL and {RunStatus.LOST, RunStatus.UNREADABLE} == FINAL - RECORDED_FINAL
     assert not states.ACTIVE & FINAL
-    assert states.ACTIVE | FINAL == set(RunStatus)
+    assert set(RunStatus) == states.ACTIVE | FINAL
     assert set(states.RUN_STYLE) == set(RunStatus) and set(states.PROC_STYLE) == set(ProcState)
     assert states.run_style("no-such-state") == states.UNKNOWN_STYLE
     # Records hold plain strings (JSON): the enums compare equal to them.

@@ -239,7 +239,7 @@ def test_get_and_edit_config_validated_by_core(arith_env):
     edited = call_tool("rl_edit_config", {"field": "group_size", "value": 6})
     assert_shape("rl_edit_config", edited)
     assert edited["value"] == 6 and edited["previous"] == group["value"]
-    assert edited["default"] == group["default"] and edited["modified"] is (6 != group["default"])
+    assert edited["default"] == group["default"] and edited["modified"] is (group["default"] != 6)
     again = {f["name"]: f for f in call_tool("rl_get_current_config")["editable"]}
     assert again["group_size"]["value"] == 6 and again["group_size"]["modified"] is True
 

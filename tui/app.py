@@ -101,9 +101,7 @@ class HermesDashboard(MessageRouting):
             self.screen_stack[0].set_class(event.size.width < NARROW_COLUMNS, "-narrow")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in DASHBOARD_ONLY_ACTIONS and self.screen_stack and self.screen is not self.screen_stack[0]:
-            return False
-        return True
+        return not (action in DASHBOARD_ONLY_ACTIONS and self.screen_stack and self.screen is not self.screen_stack[0])
 
     # -- open and close ---------------------------------------------------------------------------
     def on_mount(self) -> None:

@@ -13,9 +13,10 @@ import signal
 import stat
 import tempfile
 import weakref
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 import orjson
 

@@ -116,7 +116,7 @@ def main() -> None:
         import mcp  # noqa: F401
     except ImportError:
         sys.stderr.write("hermes-rl mcp needs the `mcp` package: pip install 'hermes-rl[mcp]'\n")
-        raise SystemExit(2)
+        raise SystemExit(2) from None
     import anyio
 
     from .toolset import keep_warm

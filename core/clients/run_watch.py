@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..base.paths import run_dir, validate_run_id
 from ..base.states import FINAL, RunStatus

@@ -14,10 +14,10 @@ processes (say the MCP server and the Hermes plugin) agree on what was last repo
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from ..base.envvar_limits import env_number
 from ..base.errors import BadInput

@@ -18,10 +18,10 @@ import math
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..base.errors import BadInput, HermesError, NotFound
 from ..base.formatting import human_duration, shown_value

@@ -15,10 +15,11 @@ import os
 import re
 import socket
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, overload
+from typing import Any, overload
 
 from ..base.errors import BadInput
 from ..base.fsutil import atomic_write_json, atomic_write_text, file_lock, open_regular, read_json, read_regular_text

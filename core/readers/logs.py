@@ -24,8 +24,8 @@ import re
 import threading
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..base.fsutil import open_regular
 

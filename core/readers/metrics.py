@@ -326,9 +326,7 @@ def last_values(rows: list[dict]) -> dict:
     out: dict = {}
     for row in rows:
         for key, value in row.items():
-            if key in ("step", "time"):
-                out[key] = value
-            elif _number(value) is not None:
+            if key in ("step", "time") or _number(value) is not None:
                 out[key] = value
     return out
 

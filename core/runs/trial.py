@@ -42,10 +42,10 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import yaml
 
@@ -648,7 +648,7 @@ class InferenceTrial:
         correct_threshold: float = 1.0,
         cancel_event: threading.Event | None = None,
         checkpoint: dict | None = None,
-    ) -> "InferenceTrial":
+    ) -> InferenceTrial:
         """Validate everything and create the trial's folder; raises HermesError on bad input. With
         `checkpoint` (core.runs.sampling.find_checkpoint) the trial samples that saved checkpoint, and the
         environment defaults to its run's."""

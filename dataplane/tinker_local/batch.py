@@ -4,8 +4,9 @@ batch's rows and KV-cache budget), and each request is answered as soon as its l
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any
 
 import torch
 

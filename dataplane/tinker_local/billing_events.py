@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from .auth import LOCAL_USER_URN
 from .wire import UserError
@@ -77,7 +77,7 @@ def _event(hour: int, session_id: str | None, base_model: str | None, kind: str,
 
 
 def _rfc3339(epoch: int) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_window(starting_on: str | None, ending_before: str | None, now: datetime | None = None):
@@ -93,12 +93,12 @@ def parse_window(starting_on: str | None, ending_before: str | None, now: dateti
             raise UserError(f"{name} must be an RFC 3339 time, got {text!r}") from None
         if value.tzinfo is None:
             raise UserError(f"{name} must carry a time zone (e.g. Z), got {text!r}")
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
         if value.minute or value.second or value.microsecond:
             raise UserError(f"{name} must be on a UTC hour boundary, got {text!r}")
         bounds.append(value)
     start, end = bounds
-    if start > (now or datetime.now(timezone.utc)):
+    if start > (now or datetime.now(UTC)):
         raise UserError("starting_on must not be in the future")
     if end <= start:
         raise UserError("ending_before must be after starting_on")

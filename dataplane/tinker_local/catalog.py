@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hermes_rl.core.base.fsutil import read_regular_text, write_regular_text
@@ -31,7 +31,7 @@ class NotFound(UserError):
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat()
 
 
 def _read_json(path: Path) -> dict:

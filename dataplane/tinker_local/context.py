@@ -14,8 +14,9 @@ import json
 import math
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fastapi import Request
 

@@ -17,8 +17,8 @@ its own, so its samples do not depend on the requests it shares a batch with.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 

@@ -12,8 +12,8 @@ import logging
 import os
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse

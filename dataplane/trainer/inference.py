@@ -33,7 +33,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -256,7 +257,7 @@ async def _json_body(request: web.Request) -> dict:
     try:
         data = await request.json()
     except Exception:
-        raise BadRequest("body must be JSON")
+        raise BadRequest("body must be JSON") from None
     if not isinstance(data, dict):
         raise BadRequest("body must be a JSON object")
     return data

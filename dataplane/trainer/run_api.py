@@ -32,7 +32,7 @@ class RunApi:
                     resp.raise_for_status()
                     await resp.json()
                 break
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError) as exc:
                 if time.time() > deadline:
                     raise RuntimeError(
                         f"run-api at {self.url} did not accept /register within {REGISTER_WAIT_S} s: {exc}"
@@ -58,7 +58,7 @@ class RunApi:
             try:
                 data = await self._get_json("/batch")
                 failures = 0
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError) as exc:
                 failures += 1
                 if failures >= UNREACHABLE_AFTER:
                     raise RuntimeError(f"run-api at {self.url} unreachable: {exc}") from exc

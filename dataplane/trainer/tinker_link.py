@@ -28,7 +28,7 @@ async def reachable(base_url: str | None, timeout: float = 0.5) -> bool:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         _reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return False
     writer.close()
     return True

@@ -118,7 +118,7 @@ def test_a_webhook_that_never_answers_holds_no_other_channel_and_is_recorded_und
     assert time.monotonic() - closing < 3
     rows = {row["event"]: row for row in read_jsonl(run_dir("a1e27000") / alerts.RUN_ALERTS)}
     assert set(rows) == {"metric", "completed"}, rows  # the completed alert is not dropped
-    for kind, row in rows.items():
+    for _kind, row in rows.items():
         assert row["delivered"] is False and row["undelivered"] == ["webhook"], row
         assert row["channels"]["dashboard"] == "delivered", row
     assert rows["metric"]["channels"]["webhook"].startswith("not delivered: no answer within"), rows["metric"]

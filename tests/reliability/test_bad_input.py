@@ -309,7 +309,7 @@ def test_hermes_home_unwritable(tmp_path, fixture_envs):
         readonly.mkdir(mode=0o500)
     _assert_clean_cli_errors(_cli_many(blocker, commands, env=env))
     assert blocker.read_text() == "I am a file\n"
-    for code, stdout in [(c, o) for _a, c, o, _e in _cli_many(blocker, [["runs"]], env=env)]:
+    for _code, stdout in [(c, o) for _a, c, o, _e in _cli_many(blocker, [["runs"]], env=env)]:
         assert "Traceback" not in stdout
 
     # "Full disk": a draft exists; an edit that cannot be written fails clearly and the draft is intact.

@@ -57,7 +57,9 @@ def test_runs_at_once_have_distinct_ports_and_no_cross_talk(count, monkeypatch):
     assert len({v["run_id"] for v in views}) == count
     for view in views:
         run_id, port = view["run_id"], view["ports"]["api"]
-        assert wait_for(lambda: (runs.get_run(run_id, sample=False)["last_metric"].get("step") or 0) >= 2, 30)
+        assert wait_for(
+            lambda run_id=run_id: (runs.get_run(run_id, sample=False)["last_metric"].get("step") or 0) >= 2, 30
+        )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as answer:
             assert answer.status == 200
         trainer_log = open(view["logs"]["trainer"], encoding="utf-8").read()

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from hermes_rl.core import runs
+from hermes_rl.core.base.errors import HermesError
 from hermes_rl.core.base.paths import run_dir
 from hermes_rl.core.clients import toolset
 from hermes_rl.core.daemons import procscan
@@ -102,7 +103,7 @@ def test_a_lost_runs_recorded_pids_belonging_to_others_are_never_signalled(case,
 def test_restart_of_a_crafted_run_does_not_signal_its_recorded_supervisor(strangers):
     sup = strangers[0]
     _crafted_run("c0ffee00", {"pid": sup.pid}, [{"name": "trainer", "state": "running", "pid": sup.pid, "log": None}])
-    with pytest.raises(Exception):
+    with pytest.raises(HermesError):  # refused: its supervisor is not ours to signal
         runs.restart_process("c0ffee00", "trainer", wait=0.5)
     time.sleep(0.3)
     assert sup.poll() is None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from ...base.errors import BadInput, HermesError
 from ...readers.logs import sanitize_terminal

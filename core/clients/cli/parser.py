@@ -5,7 +5,7 @@ front ends)."""
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from collections.abc import Callable
 
 from ...base.names import ascii_float, ascii_int
 from ...runs.ordering import SORT_KEYS

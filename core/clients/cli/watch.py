@@ -5,8 +5,8 @@ failing environment, a process not ready and why) as it changes; at the end the 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ...base.audit_rule import headline
 from ...base.failures import problem_key

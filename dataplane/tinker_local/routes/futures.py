@@ -33,7 +33,7 @@ def router(ctx: ServerContext) -> APIRouter:
         if not job.done.is_set():
             try:
                 await asyncio.wait_for(job.done.wait(), LONG_POLL_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return {"type": "try_again", "request_id": job.job_id, "queue_state": "active"}
         if job.error is not None:
             return {"error": job.error[0], "category": job.error[1]}
