@@ -5,15 +5,18 @@ Children get keys through their environment only, never argv.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
 import logging
 import os
+import secrets
 from contextvars import ContextVar
+from pathlib import Path
 
 from .errors import BadInput
-from .fsutil import open_regular, read_regular_text
+from .fsutil import atomic_write_text, open_regular, read_regular_text
 from .paths import hermes_home
 
 SECRET_NAMES = ("TINKER_API_KEY", "WANDB_API_KEY", "OPENROUTER_API_KEY")
@@ -31,6 +34,27 @@ ENDPOINT_KEY_FILE = "endpoint.key"
 ENDPOINT_KEY_PLACEHOLDER = "$" + ENDPOINT_KEY_ENV
 # The credentials a supervisor makes for its run (variable names): children get only those their spec names.
 RUN_KEYS = (LOCAL_TINKER_KEY_ENV, ENDPOINT_KEY_ENV)
+
+
+def new_run_keys() -> dict[str, str]:
+    """A run's credentials, made by its supervisor: the local Tinker server's, only in memory and in the
+    environment of the processes that name it in secret_env (no argv, log or state file); the endpoint's,
+    also in the run folder's private key file for its clients outside the run (removed when it ends)."""
+    return {
+        LOCAL_TINKER_KEY_ENV: "tml-local-" + secrets.token_urlsafe(24),
+        ENDPOINT_KEY_ENV: "hrl-" + secrets.token_urlsafe(24),
+    }
+
+
+def write_endpoint_key(run_folder: os.PathLike | str, key: str) -> None:
+    """The run's endpoint key in its folder's ENDPOINT_KEY_FILE, readable by the user only."""
+    atomic_write_text(Path(run_folder) / ENDPOINT_KEY_FILE, key + "\n", mode=0o600)
+
+
+def forget_endpoint_key(run_folder: os.PathLike | str) -> None:
+    """Remove the key file of an endpoint that has ended."""
+    with contextlib.suppress(OSError):
+        (Path(run_folder) / ENDPOINT_KEY_FILE).unlink()
 
 
 def read_endpoint_key(run_folder: os.PathLike | str) -> str | None:

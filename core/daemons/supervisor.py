@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import secrets
 import selectors
 import signal
 import sys
@@ -39,10 +38,10 @@ from pathlib import Path
 from ..base.envvar_limits import env_number
 from ..base.errors import BadInput
 from ..base.failures import ENDS_A_WORKER, exception_type, repeats_on_restart
-from ..base.fsutil import atomic_write_text, read_json
+from ..base.fsutil import read_json
 from ..base.paths import ensure_private_dir, validate_run_id
 from ..base.paths import run_dir as run_dir_of
-from ..base.secrets import ENDPOINT_KEY_ENV, ENDPOINT_KEY_FILE, LOCAL_TINKER_KEY_ENV
+from ..base.secrets import ENDPOINT_KEY_ENV, forget_endpoint_key, new_run_keys, write_endpoint_key
 from ..base.states import PROC_ALIVE, PROC_NOT_ENDED, ProcState, RunStatus
 from . import launchers, procscan
 from .alerts import AlertMonitor
@@ -52,6 +51,7 @@ from .process import Proc, StartFailed, move_port, start_run_warm
 from .readiness import ReadinessChecks, timeout_reason
 from .run_record import RunRecord, log
 from .spawn import describe_exit, start_sweep_queue
+from .starvation import at_step, starving
 from .warm.client import WarmStarts
 from .watchdog_link import WatchdogLink
 
@@ -88,13 +88,8 @@ class Supervisor:
             for dep, condition in spec.depends_on:
                 if condition == "completed":
                     self.procs[dep].one_shot = True
-        # The run's credentials: the local Tinker server's, in memory and in the environment of the processes
-        # that name it in secret_env, nowhere else (no argv, log or state file); the endpoint's, also in the
-        # run folder's private key file for its clients outside the run (written at start, removed at the end).
-        self.run_keys = {
-            LOCAL_TINKER_KEY_ENV: "tml-local-" + secrets.token_urlsafe(24),
-            ENDPOINT_KEY_ENV: "hrl-" + secrets.token_urlsafe(24),
-        }
+        # in the environment of the processes that name them in secret_env (and the endpoint's key file)
+        self.run_keys = new_run_keys()
         self.stop_requests = 0  # 1: stop in order; 2: stop now (SIGKILL without waiting)
         self.first_stop_at = 0.0
         self.requests_pending = True  # look at control/ once at start: a request may predate us
@@ -355,27 +350,14 @@ class Supervisor:
         can be, the run fails with each worker's own last words."""
         if self.stopping:
             return
-        for fed in self.procs.values():
-            feeders = [p for p in self.procs.values() if p.spec.feeds == fed.name]
-            if not feeders or not fed.alive or fed.state != ProcState.READY:
-                continue
-            if any(p.alive or p.state in PROC_NOT_ENDED for p in feeders):
-                continue
-            status, read_at = self.log_watch.status.get(fed.name) or {}, self.log_watch.status_at.get(fed.name, 0.0)
-            waiting = status.get("waiting_for_batch_s")
-            if isinstance(waiting, bool) or not isinstance(waiting, (int, float)) or not waiting >= self.starved_s:
-                continue
-            if read_at - max(p.ended_at or 0.0 for p in feeders) < self.starved_s:
-                continue
+        statuses, read_at = self.log_watch.status, self.log_watch.status_at
+        for fed, feeders, status in list(starving(self.procs, statuses, read_at, self.starved_s)):
             self.starved(fed, feeders, status)
             if self.stopping:
                 return
 
     def starved(self, fed: Proc, feeders: list[Proc], status: dict) -> None:
-        step, total = status.get("step"), self.run.get("total_steps")
-        at = f" at step {step}" if isinstance(step, int) and not isinstance(step, bool) else ""
-        if at and isinstance(total, int) and not isinstance(total, bool):
-            at += f" of {total}"
+        at = at_step(status, self.run.get("total_steps"))
         restarted = False
         for proc in feeders:
             if proc.state == ProcState.EXITED and proc.exit_code == 0 and not proc.ended_too_soon:
@@ -410,7 +392,7 @@ class Supervisor:
                 self.stop_process(proc)
         self.close_warm()  # before the sweep: it carries the run's marker
         self.sweep()
-        self.forget_endpoint_key()
+        forget_endpoint_key(self.dir)  # the endpoint ended with its processes
         self.record.set_status(final, reason)
         self.finished = True
 
@@ -477,16 +459,11 @@ class Supervisor:
         }
         self.watchdog.start()
         self.record.reserve_space()
-        atomic_write_text(self.dir / ENDPOINT_KEY_FILE, self.run_keys[ENDPOINT_KEY_ENV] + "\n", mode=0o600)
+        write_endpoint_key(self.dir, self.run_keys[ENDPOINT_KEY_ENV])
         self.record.write_now()
         self.event(
             "supervisor", f"supervisor started (pid {os.getpid()}, watchdog pid {self.watchdog.pid})", pid=os.getpid()
         )
-
-    def forget_endpoint_key(self) -> None:
-        """The endpoint ended with its processes: its key file goes too."""
-        with contextlib.suppress(OSError):
-            (self.dir / ENDPOINT_KEY_FILE).unlink()
 
     def install_signals(self) -> None:
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
@@ -531,7 +508,7 @@ class Supervisor:
             self.sweep()
         except Exception:  # noqa: BLE001
             pass
-        self.forget_endpoint_key()
+        forget_endpoint_key(self.dir)  # the endpoint ended with its processes
         for proc in self.procs.values():
             if proc.state in PROC_NOT_ENDED:
                 proc.state = ProcState.STOPPED
