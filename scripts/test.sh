@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=
 .venv/bin/ruff format --check . || { echo "files need \`ruff format\`" >&2; exit 1; }
 # Reads core/ and tui/ from the checkout (pyproject's [tool.mypy]); its cache makes a repeat run a few seconds.
 .venv/bin/mypy || { echo "mypy found type errors (core/, tui/)" >&2; exit 1; }
-# Most of a test's time is waiting on real processes: one worker more than the cores keeps them busy.
+# Most of a test's time is waiting on real processes: more workers than cores keep them busy.
 # Work stealing: the pipeline tests are collected first, and xdist's default scheduler queues most of
 # them on the first worker, which then runs alone for minutes after the others finish.
 # Tests marked `serial` (timing-sensitive) run alone afterwards. Arguments that choose tests (-m, -k, paths, -n) make one run.
@@ -35,7 +35,9 @@ if [ "$choose" -eq 1 ]; then
   exit $?
 fi
 cores="$(nproc 2>/dev/null || echo 2)"
-workers="${HERMES_RL_TEST_WORKERS:-$((cores + 1 > 3 ? cores + 1 : 3))}"
+# Two workers more than the cores: most tests wait on real processes (on 2 cores, 4 workers took 455 s where 3
+# took 525 s, the same CPU; docs/benchmarks.md).
+workers="${HERMES_RL_TEST_WORKERS:-$((cores + 2 > 4 ? cores + 2 : 4))}"
 run_pytest -n "$workers" --dist worksteal -m "not serial" "$@"
 status=$?
 # Only the files that mark tests serial are collected again (collecting all of them takes ~10 s).
