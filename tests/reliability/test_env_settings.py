@@ -24,9 +24,11 @@ def warm_probes():
     """Probes and checks in forks of one process that imported atroposlib (as a long-lived client does)."""
     from hermes_rl.core.envs import probe
 
+    was_warm = probe._warm_server is not None  # the test worker's own (conftest): left as it was
     probe.keep_warm(True)
     yield
-    probe.keep_warm(False)
+    if not was_warm:
+        probe.keep_warm(False)
 
 
 def test_reasoning_gym_settings_are_checked_by_reasoning_gym_before_start(hermes_home, warm_probes):
