@@ -35,9 +35,10 @@ if [ "$choose" -eq 1 ]; then
   exit $?
 fi
 cores="$(nproc 2>/dev/null || echo 2)"
-# Two workers more than the cores: most tests wait on real processes (on 2 cores, 4 workers took 455 s where 3
-# took 525 s, the same CPU; docs/benchmarks.md).
-workers="${HERMES_RL_TEST_WORKERS:-$((cores + 2 > 4 ? cores + 2 : 4))}"
+# One worker more than the cores. Four on 2 cores are faster (455 s against 525 s, the same CPU), but in one
+# fresh-clone run of three the tinker SDK tests then found their module's local server at a port it was not on
+# and hung: not yet explained (docs/benchmarks.md).
+workers="${HERMES_RL_TEST_WORKERS:-$((cores + 1 > 3 ? cores + 1 : 3))}"
 run_pytest -n "$workers" --dist worksteal -m "not serial" "$@"
 status=$?
 # Only the files that mark tests serial are collected again (collecting all of them takes ~10 s).

@@ -204,7 +204,7 @@ def _wait_for(condition, timeout: float, run_id: str) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_every_seat_of_a_two_seat_env_trains_and_a_seat_that_never_played_does_not(vf_env, tiny_model_dir):
-    use_tiny_model(tiny_model_dir, total_steps=2)
+    use_tiny_model(tiny_model_dir, total_steps=3)  # enough deals for a pool of the second seat's short ones
     overrides = {"group_size": 4, "batch_size": 8, "max_tokens": 4, "ensure_scores_are_not_same": False}
     run = runs.start_run("hermes-vf-duel", "local", overrides)
     final = wait_final(run["run_id"], 360)

@@ -1,8 +1,8 @@
 """Two seats say a digit in turn; the higher digit wins (a zero-sum reward from the Env's finalize). On even
-deals the second seat plays about half the hands, forfeiting the others without a turn of its own
+deals the second seat plays every other hand, forfeiting the others without a turn of its own
 (hermes-rl's tests: every seat trains; a seat with no sampled tokens never does)."""
 
-import random
+from itertools import count
 
 import verifiers.v1 as vf
 from pydantic import Field
@@ -22,6 +22,9 @@ class DuelEnvConfig(vf.EnvConfig):
     bonus: float = Field(default=0.0, ge=0.0, le=1.0, description="Added to the winner's reward")
 
 
+_HANDS = count()  # the even deals' hands, in the order they are played (one process plays them all)
+
+
 def _digit(text: str) -> int | None:
     found = [c for c in text if c.isdigit()]
     return int(found[0]) if found else None
@@ -35,8 +38,8 @@ class DuelEnv(vf.Env[DuelEnvConfig]):
             agents.second.interaction(vf.Task(vf.TaskData(idx=task.data.idx, prompt=None))) as second,
         ):
             said = (await first.turn(prompt)).last_reply or ""
-            # odd deals: the second seat always plays; even ones: in about half the hands (some hands of a deal)
-            if task.data.idx % 2 or random.random() < 0.5:
+            # odd deals: the second seat always plays; even ones: every other hand played (some hands of a deal)
+            if task.data.idx % 2 or next(_HANDS) % 2:
                 await second.turn(f"{prompt} The other player said: {said[:20]}")
 
     async def finalize(self, task, episode):
