@@ -89,6 +89,32 @@ class Handle(Protocol):
         ...
 
 
+class TrackedJob:
+    """What a job on a cluster scheduler shares, whatever the scheduler: its state, kept by the run's tracker
+    in one call for all its jobs (`LABEL`: the scheduler's word; `LIVE_STATES`: the states of a job not ended)."""
+
+    LABEL = ""
+    LIVE_STATES: frozenset[str] = frozenset()
+    tracker: Any
+    job_id: str
+    state: str
+    node: str | None
+    returncode: int | None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.tracker.refresh()
+        return self.returncode
+
+    def leftovers(self) -> bool:
+        """Whether the scheduler still lists the job as not ended."""
+        self.tracker.refresh()
+        return self.state in self.LIVE_STATES
+
+    def what(self) -> str:
+        return f"{self.LABEL} job {self.job_id}" + (f" on {self.node}" if self.node else "")
+
+
 class Tracker(Protocol):
     """A run's jobs on one launcher, kept fresh in one call for all (Slurm: one squeue per poll)."""
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from ...base.errors import BadInput
 from ...base.paths import rl_dir
-from .base import LauncherError, command_field, job_record, read_site_file
+from .base import LauncherError, TrackedJob, command_field, job_record, read_site_file
 
 SITE_FILE = "ray.yaml"
 RAY_LIVE_STATES = frozenset({"PENDING", "RUNNING"})
@@ -142,8 +142,10 @@ def _exit_code(details: Any) -> int:
     return 0 if state == "SUCCEEDED" else 1
 
 
-class RayJob:
+class RayJob(TrackedJob):
     """A process running as a Ray job; its state comes from the tracker's one list_jobs per poll."""
+
+    LABEL, LIVE_STATES = "Ray", RAY_LIVE_STATES
 
     launcher = "ray"
     pid = pgid = create_time = start_ticks = None
@@ -156,18 +158,6 @@ class RayJob:
         self.node: str | None = None
         self.message: str | None = None
         self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self.tracker.refresh()
-        return self.returncode
-
-    def leftovers(self) -> bool:
-        self.tracker.refresh()
-        return self.state in RAY_LIVE_STATES
-
-    def what(self) -> str:
-        return f"Ray job {self.job_id}" + (f" on {self.node}" if self.node else "")
 
     def terminate(self) -> None:
         if self.state in RAY_LIVE_STATES:

@@ -38,7 +38,7 @@ from ...base.fsutil import write_regular_text
 from ...base.names import is_ascii_digits, is_name
 from ...base.paths import rl_dir
 from ..spawn import describe_exit
-from .base import LauncherError, command_field, job_record, read_site_file, settings_over_site
+from .base import LauncherError, TrackedJob, command_field, job_record, read_site_file, settings_over_site
 
 SLURM_KILL_GRACE_S = 30.0  # how long a cancelled job gets to leave squeue (slurmd ends it, then reports)
 SLURM_CALL_TIMEOUT_S = 30.0  # one sbatch/squeue/scancel call; a busy controller answers slowly
@@ -293,8 +293,11 @@ def _exit_code(state: str, raw: str) -> int:
     return 1  # NODE_FAIL, BOOT_FAIL, OUT_OF_MEMORY, FAILED without a status
 
 
-class SlurmJob:
-    """A process running as a Slurm batch job. Its state comes from squeue, asked for all jobs at once."""
+class SlurmJob(TrackedJob):
+    """A process running as a Slurm batch job. Its state comes from squeue, asked for all jobs at once (COMPLETING
+    is live: its processes are being ended)."""
+
+    LABEL, LIVE_STATES = "Slurm", SLURM_LIVE_STATES
 
     launcher = "slurm"
     kill_grace_s = SLURM_KILL_GRACE_S
@@ -308,19 +311,6 @@ class SlurmJob:
         self.reason: str | None = None
         self.returncode: int | None = None
         self.cancelled = False
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self.tracker.refresh()
-        return self.returncode
-
-    def leftovers(self) -> bool:
-        """Whether squeue still lists the job (COMPLETING included: its processes are being ended)."""
-        self.tracker.refresh()
-        return self.state in SLURM_LIVE_STATES
-
-    def what(self) -> str:
-        return f"Slurm job {self.job_id}" + (f" on {self.node}" if self.node else "")
 
     def terminate(self) -> None:
         if self.state not in SLURM_LIVE_STATES:
