@@ -67,7 +67,7 @@ def test_training_run_on_ray_trains_reports_logs_stops_and_survives_a_supervisor
     ray_cluster, tiny_model_dir, run_processes_cleanup
 ):
     _site(ray_cluster)
-    use_tiny_model(tiny_model_dir, total_steps=40)  # more steps than it gets: it is stopped while training
+    use_tiny_model(tiny_model_dir, total_steps=2000)  # more steps than it gets: it is stopped while training
     # loopback: the one node is this machine (a cluster elsewhere takes this host's address, the default)
     run = runs.start_run("toy_addition", "local", workers={"launcher": "ray", "replicas": 2, "address": "127.0.0.1"})
     run_id = run["run_id"]
