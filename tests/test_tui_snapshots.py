@@ -20,6 +20,7 @@ from hermes_rl.tui.panes.logs import LogsPane
 from hermes_rl.tui.panes.metrics import MetricsPane
 from hermes_rl.tui.panes.processes import ProcessesPane
 from hermes_rl.tui.panes.runs import RunsPane
+from hermes_rl.tui.widgets.charts import ChartGrid
 from tests.fixtures_tui import REAL_ROLLOUTS, SNAP_SIZE, fixed_clock, wait_for, write_run_config
 
 pytestmark = pytest.mark.timeout(240)
@@ -275,6 +276,19 @@ def test_metrics_chart_grid(snap_compare, snapshot_world):
         await settle(pilot)
         await freeze(pilot)
         await pilot.press("6", "z")
+        metrics = pilot.app.query_one(MetricsPane)
+        grid = metrics.query_one(ChartGrid)
+
+        def grid_drawn():  # zoomed to the screen, charts laid out for that size, subtitle counted from them
+            return (
+                metrics.zoomed
+                and grid.display
+                and grid.size.width >= SNAP_SIZE[0] - 4
+                and bool(grid.series)
+                and str(metrics.border_subtitle).startswith(f"charts page 1/{grid.pages} ")
+            )
+
+        await wait_for_fast(pilot, grid_drawn, what="chart grid")
         await freeze(pilot)
 
     assert snap_compare(make_app(), terminal_size=SNAP_SIZE, run_before=run_before)
