@@ -1,7 +1,8 @@
 """The audit on real local runs (run-api, the local Tinker server, the trainer, a toy environment): a run
 whose groups all score alike says no_signal within a minute of its first dropped group, a run whose
-completions hit the token limit is suspect, and the default task learns. Each test prints the audit it
-saw (docs/audit.md quotes them)."""
+completions hit the token limit is suspect, a run at a low temperature is told its samples are identical.
+(That the default task learns and the audit says so is asserted on README's default run,
+tests/test_e2e_local.py.) Each test prints the audit it saw (docs/audit.md quotes them)."""
 
 from __future__ import annotations
 
@@ -94,27 +95,6 @@ def test_a_run_whose_completions_hit_the_token_limit_is_suspect(tiny_model_dir, 
     assert audit["signals"]["mean_completion_tokens"] == pytest.approx(2.0, abs=0.1)  # a reply may end at 1 token
     assert audit["verdict"] == "suspect"
     assert any("end at the token limit" in r for r in audit["reasons"])
-
-
-@pytest.mark.timeout(900)
-def test_the_default_task_learns_and_the_audit_says_so(tiny_model_dir, run_cleanup):
-    use_tiny_model(tiny_model_dir, total_steps=120)
-    run_id = runs.start_run("toy_addition", "local", {"steps_per_eval": 20})["run_id"]
-    run_cleanup.append(run_id)
-    final = wait_final(run_id, 800)
-    assert final["status"] == "completed", final.get("reason")
-    from hermes_rl.core.runs import report
-
-    audit = report.results_summary(run_id)["audit"]
-    _report(f"\nlearning run: {audit}")
-    signals = audit["signals"]
-    assert audit["verdict"] == "learning", audit
-    assert audit["reasons"][0].startswith("over 120 steps reward ")
-    assert signals["reward_last"] >= signals["reward_first"] + 0.05
-    assert 0.0 <= signals["zero_variance_share"] <= 1.0
-    assert signals["truncated_share"] is not None and signals["entropy"] > 0
-    assert signals["staleness"] is not None and signals["staleness"] >= 0
-    assert set(signals["reward_components"]) == {"exact"}
 
 
 @pytest.mark.timeout(600)

@@ -167,8 +167,18 @@ def test_the_default_local_run_learns(tiny_model_dir):
     assert evals[-1][1] >= 0.9, evals[-5:]
     assert Path(json.loads((folder / "results.json").read_text())["final_checkpoint"]).exists()
 
-    accuracy = report.results_summary(run_id)["eval_accuracy"]
+    summary = report.results_summary(run_id)
+    accuracy = summary["eval_accuracy"]
     assert accuracy["first"] == evals[0][1] and accuracy["last"] == evals[-1][1]
+    # the audit says so, from signals the run recorded
+    audit, signals = summary["audit"], summary["audit"]["signals"]
+    assert audit["verdict"] == "learning", audit
+    assert audit["reasons"][0].startswith(f"over {len(rows)} steps reward "), audit["reasons"]
+    assert signals["reward_last"] >= signals["reward_first"] + 0.05
+    assert 0.0 <= signals["zero_variance_share"] <= 1.0
+    assert signals["truncated_share"] is not None and signals["entropy"] > 0
+    assert signals["staleness"] is not None and signals["staleness"] >= 0
+    assert set(signals["reward_components"]) == {"exact"}
     assert accuracy["best"] == max(v for _, v in evals) and accuracy["best_step"] in [s for s, _ in evals]
     listed = next(r for r in runs.list_runs() if r["run_id"] == run_id)
     assert (listed["eval_first"], listed["eval_last"]) == (evals[0][1], evals[-1][1])

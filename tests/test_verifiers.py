@@ -137,7 +137,6 @@ def test_start_refuses_sandboxed_old_api_and_broken_tasksets_in_one_line(vf_env)
     assert not runs.list_runs()  # refused before anything started
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_verifiers_runs_its_own_episodes_and_vf_eval_runs_against_the_runs_endpoint(vf_env, tiny_model_dir):
     """A runtime reward, a metric, an intercept and a stop hook all run (the old bridge ran none of them), the
@@ -201,7 +200,6 @@ def _wait_for(condition, timeout: float, run_id: str) -> None:
     raise AssertionError(f"run {run_id}: not in {timeout:g} s")
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_every_seat_of_a_two_seat_env_trains_and_a_seat_that_never_played_does_not(vf_env, tiny_model_dir):
     use_tiny_model(tiny_model_dir, total_steps=3)  # enough deals for a pool of the second seat's short ones
@@ -239,7 +237,6 @@ def test_an_image_taskset_on_a_text_only_policy_is_refused_once_with_the_reason(
     assert exception_type(exit_failure_line(refused.stderr)) in ENDS_A_WORKER  # the supervisor does not restart it
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_a_multi_turn_taskset_trains_with_whole_episodes_in_rollouts(vf_env, tiny_model_dir):
     use_tiny_model(tiny_model_dir, total_steps=2)
@@ -278,7 +275,6 @@ def test_an_atropos_environment_and_a_taskset_train_in_one_run(vf_env, tiny_mode
     assert any(r.get("environment") == "hermes-vf-digits" and "reward/exact" in r for r in env_rows)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_a_taskset_whose_reward_raises_fails_the_run_with_the_reason(vf_env, tiny_model_dir):
     use_tiny_model(tiny_model_dir, total_steps=2)

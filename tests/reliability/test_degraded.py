@@ -34,6 +34,7 @@ def _closed_port() -> int:
     return port
 
 
+@pytest.mark.slow
 def test_an_unreachable_wandb_with_a_key_does_not_stop_the_environment(tmp_path, monkeypatch):
     env_file = tmp_path / "uses_wandb.py"
     env_file.write_text(USES_WANDB)
