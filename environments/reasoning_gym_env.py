@@ -319,8 +319,9 @@ class ReasoningGymEnv(BaseEnv):
             )
             nodes = managed.get_state()["nodes"]
         group = ScoredDataGroup(tokens=[], masks=[], scores=[], inference_logprobs=[])
-        scores = []
+        scores, cut = [], 0
         for node in nodes:
+            cut += (node.metadata or {}).get("finish_reason") == "length"
             text = node.full_text[len(prompt) :] if node.full_text.startswith(prompt) else node.full_text
             reward, score, formatted = self.reward(self.dataset(task, level), entry, text)
             group["tokens"].append(node.tokens)
@@ -336,9 +337,21 @@ class ReasoningGymEnv(BaseEnv):
             return None, []
         group["group_overrides"] = {"expected": str(entry["answer"])}  # rollouts.jsonl shows it (the audit reads it)
         # The curriculum follows correctness only: format credit alone never makes a task harder.
-        move = self.curricula[task].record(sum(scores) / len(scores))
-        if move:
-            log.info("reasoning_gym: curriculum %s -> level %d", task, self.curricula[task].level)
+        curriculum = self.curricula[task]
+        move = curriculum.record(sum(scores) / len(scores), cut / len(nodes))
+        if move < 0 and curriculum.cut_level == level:
+            log.warning(
+                "reasoning_gym: curriculum %s back to level %d, now its top: %.0f %% of level %d's replies were cut "
+                "at the token limit (max_completion_tokens %d, max_token_length %d); raise them to let it climb",
+                task,
+                curriculum.level,
+                100 * (curriculum.cut_share or 0.0),
+                level,
+                self.config.max_completion_tokens,
+                self.config.max_token_length,
+            )
+        elif move:
+            log.info("reasoning_gym: curriculum %s -> level %d", task, curriculum.level)
         return group, []
 
     async def evaluate(self, *args, **kwargs):

@@ -323,7 +323,10 @@ class Curriculum:
     """Level moves on the mean reward of the last `window` groups: ≥ up → one level harder, ≤ down → one
     easier; after a move the window starts afresh (the new level's rewards decide the next move). `fits(level)`,
     when given, says whether a reply within the run's token limit can hold that level's answers: a level it
-    cannot is never reached (the top comes down to the level below, `capped` says so)."""
+    cannot is never reached (the top comes down to the level below, `capped` says so). A level whose replies
+    the run cuts (a window with `cut_back` of them at the token limit) is left for the one below, which becomes
+    the top: the model works longer than the limit lets it, and cut replies only teach it to stop (`cut_level`
+    and `cut_share` say which level and how many)."""
 
     up: float = 0.7
     down: float = 0.2
@@ -334,17 +337,29 @@ class Curriculum:
     moves: int = 0
     fits: Callable[[int], bool] | None = None
     capped: bool = False
+    cut_back: float = 0.5
+    cuts: deque = field(default_factory=deque)
+    cut_level: int | None = None
+    cut_share: float | None = None
 
-    def record(self, reward: float) -> int:
-        """Add one group's mean reward; returns the move made (+1, -1 or 0)."""
+    def record(self, reward: float, cut: float = 0.0) -> int:
+        """Add one group's mean reward and the share of its replies cut at the token limit; returns the move
+        made (+1, -1 or 0)."""
         self.rewards.append(float(reward))
+        self.cuts.append(float(cut))
         while len(self.rewards) > self.window:
             self.rewards.popleft()
+        while len(self.cuts) > self.window:
+            self.cuts.popleft()
         if len(self.rewards) < self.window:
             return 0
         mean = sum(self.rewards) / len(self.rewards)
+        cut_mean = sum(self.cuts) / len(self.cuts)
         move = 0
-        if mean >= self.up and self.level < self.top:
+        if self.level > 0 and cut_mean >= self.cut_back:
+            self.cut_level, self.cut_share = self.level, cut_mean
+            self.top, self.capped, move = self.level - 1, True, -1
+        elif mean >= self.up and self.level < self.top:
             if self.fits is not None and not self.fits(self.level + 1):
                 self.top, self.capped = self.level, True  # its answers do not fit a reply: stay
             else:
@@ -355,6 +370,7 @@ class Curriculum:
             self.level += move
             self.moves += 1
             self.rewards.clear()
+            self.cuts.clear()
         return move
 
     def recent(self) -> float | None:

@@ -181,6 +181,18 @@ def test_curriculum_moves_up_past_the_threshold_and_back_down_when_reward_collap
     assert [c.record(0.0) for _ in range(3)] == [0, 0, 0] and c.level == 0  # the bottom stays the bottom
 
 
+def test_a_level_whose_replies_are_cut_is_left_for_the_one_below_which_becomes_the_top():
+    """The answer fits, but the model works longer than the limit (SmolLM2 on 3-term products): cut replies
+    teach nothing but stopping, so the curriculum goes back and stays below."""
+    c = tasks.Curriculum(up=0.7, down=0.2, window=2, top=4)
+    assert [c.record(1.0, cut=0.0) for _ in range(2)] == [0, 1] and c.level == 1
+    assert [c.record(0.5, cut=0.75) for _ in range(2)] == [0, -1] and c.level == 0
+    assert c.capped and c.top == 0 and (c.cut_level, c.cut_share) == (1, 0.75)
+    assert [c.record(1.0) for _ in range(4)] == [0] * 4 and c.level == 0  # it does not climb back
+    level0 = tasks.Curriculum(window=2)
+    assert [level0.record(0.5, cut=1.0) for _ in range(3)] == [0] * 3 and not level0.capped  # nowhere to go
+
+
 def test_levels_grow_the_tasks_parameters_up_to_their_caps():
     base = EASY["chain_sum"]
     assert tasks.params_at("chain_sum", base, 0) == base
