@@ -120,6 +120,23 @@ def test_every_answer_right_is_too_easy_and_points_to_a_harder_task(tmp_path):
     assert "easier" not in reason and "reward function" not in reason
 
 
+def test_a_run_that_rose_until_every_answer_is_right_has_learned_its_task(tmp_path):
+    """The groups stopped differing because the policy now answers them right: learning, and what is next
+    (not no_signal, which tells a user the run could not learn). The same groups from the start are too easy."""
+    rows = [_row(i + 1, 0.3, alike=1) for i in range(10)] + [_row(i + 11, 1.0) for i in range(20)]
+    groups = [_group(step, "2+5=", ["7"] * 7 + ["7."], [1.0] * GROUP, "7") for step in range(23, 31)]
+    env = [{"step": 0, "eval/percent_correct": 0.2}, {"step": 30, "eval/percent_correct": 1.0}]
+    result = audit_run_dir(_write(tmp_path / "rose", rows, env, groups))
+    assert result["verdict"] == "learning", result
+    assert result["reasons"][0].startswith("over 30 steps reward 0.30 → 1.00") and "rose" in result["reasons"][0]
+    learned = result["reasons"][1]
+    assert "then 100 % of " in learned and "scored 1.00 alike: it has learned this task" in learned
+    assert "a harder task or the next curriculum level" in learned
+    # cut answers that scored alike are not a task learned, whatever the reward did
+    cut = [{**row, "signals/truncated_share": 0.8} for row in rows]
+    assert audit_run_dir(_write(tmp_path / "cut", cut, env, groups))["verdict"] == "no_signal"
+
+
 def test_a_reward_that_ignores_the_completion_says_check_the_reward_function(tmp_path):
     """A reward function that always returns 1: different answers, most of them wrong, all scored 1."""
     texts = ["banana", "7", "12", "", "3", "the", "99", "1"]

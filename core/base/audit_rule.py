@@ -10,7 +10,8 @@ Verdicts, first that applies:
   the recent batches were empty: GRPO has nothing to learn from, whatever the curves look like. The
   reason names the cause (_alike_cause): answers cut at the token limit, identical samples, a reward
   that does not depend on the completion, every answer wrong (too hard, or a missed format), every
-  answer right (too easy)
+  answer right (too easy). Every answer right after the reward or eval rose is a task learned: `learning`,
+  with that reason
 - suspect: the reward rises while greedy eval falls; completions run into the token limit or grow
   LENGTH_DRIFT_MAX times their first length; one part of a multi-part reward carries it while eval
   does not follow; the entropy collapsed while the reward stayed flat
@@ -242,8 +243,15 @@ def verdict_of(signals: dict[str, Any]) -> tuple[str, list[str]]:
     eval_rise = _rise(s["eval_first"], s["eval_last"]) if s["evals"] >= 2 else None
     learning = (reward_rise is not None and reward_rise >= RISE) or (eval_rise is not None and eval_rise >= RISE)
     no_signal = _no_signal(s, reasons)
+    if no_signal and learning and _learned_it(s):
+        # the groups stopped differing because the policy now gets them right: the run learned its task
+        reasons[-1] = (
+            f"then {_pct(share)} of {s['groups_seen']:,} groups scored {_f(_alike_value(s))} alike: it has learned "
+            "this task, so later steps teach little; a harder task or the next curriculum level keeps it learning"
+        )
+        no_signal = False
     suspect = _suspect(s, reward_rise, eval_rise, reasons)
-    if not no_signal and share is not None and share >= WARN_ZERO_SHARE:
+    if not no_signal and share is not None and WARN_ZERO_SHARE <= share < NO_SIGNAL_SHARE:
         identical = s.get("identical_share")
         reasons.append(
             f"{_pct(share)} of groups scored alike: only the rest teach anything; "
@@ -300,14 +308,31 @@ def _example(ex: dict | None, *, other: bool = False, expected: bool = False) ->
     return text + (f", expected {ex['expected']!r}" if expected and ex.get("expected") is not None else "")
 
 
+def _alike_value(s: dict) -> float | None:
+    value = s.get("alike_value")
+    return s["reward_last"] if value is None else value
+
+
+def _learned_it(s: dict) -> bool:
+    """Whether the alike groups are right answers the scorer rightly pays: whole, not cut, and eval agrees."""
+    value, truncated = _alike_value(s), s["truncated_share"]
+    hits, eval_last = s.get("expected_hits"), s["eval_last"]
+    eval_gap = s["evals"] >= 1 and eval_last is not None and value is not None and abs(eval_last - value) >= EVAL_GAP
+    return (
+        value is not None
+        and value >= 0.95
+        and (truncated is None or truncated < TRUNCATED_SUSPECT)
+        and not eval_gap
+        and not (hits is not None and hits < EXPECTED_HITS)
+    )
+
+
 def _alike_cause(s: dict) -> str:
     """Why a run's groups score alike, and what to do about it, from the signals and the last rollouts."""
-    reward, truncated, entropy = s["reward_last"], s["truncated_share"], s["entropy"]
+    truncated, entropy = s["truncated_share"], s["entropy"]
     ex, evals, eval_last = s.get("example"), s["evals"], s["eval_last"]
     expected = (ex or {}).get("expected")
-    value = s.get("alike_value")
-    if value is None:
-        value = reward
+    value = _alike_value(s)
     if truncated is not None and truncated >= TRUNCATED_SUSPECT:
         return (
             f"{_pct(truncated)} of completions are cut at the token limit "
