@@ -83,6 +83,20 @@ def test_identical_samples_at_a_low_temperature_say_raise_temperature(tmp_path):
     assert "the samples are identical: entropy 0.11 nats/token" in reason and "raise temperature" in reason
 
 
+def test_samples_that_became_identical_while_training_are_a_collapse_not_a_low_temperature(tmp_path):
+    """SmolLM2 at temperature 1.0 settled on '9 + 8 = 17' for the partial credit 0.25: entropy 0.74 → 0.02.
+    Raising the temperature is no fix (it is 1.0); the learning rate and what the reward pays are."""
+    rows = [_row(i + 1, 0.05, alike=2, entropy=0.74) for i in range(10)]
+    rows += [_row(i + 11, 0.25, entropy=0.02) for i in range(12)]
+    groups = [_group(step, "9+8=", ["9 + 8 = 17"] * GROUP, [0.25] * GROUP, "17") for step in range(15, 23)]
+    verdict, reason = _reason(_write(tmp_path, rows, (), groups))
+    assert verdict == "no_signal"
+    assert reason.startswith("100 % of ") and "the policy collapsed onto one answer while training" in reason
+    assert "entropy 0.02 nats/token, from 0.74 in the first steps" in reason
+    assert "lower the learning_rate" in reason and "(it pays 0.25)" in reason
+    assert "raise temperature" not in reason
+
+
 def test_every_answer_wrong_shows_one_completion_and_what_the_scorer_expected(tmp_path):
     texts = ["12", "9", "1", "6", "8", "10", "0", "3"]
     verdict, reason = _reason(_alike_run(tmp_path, 0.0, texts, expected="7"))

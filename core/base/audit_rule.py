@@ -350,6 +350,14 @@ def _alike_cause(s: dict) -> str:
             if identical is not None
             else f"entropy {_f(entropy)} nats/token (no rollouts recorded to compare)"
         )
+        first = s.get("first_entropy")
+        if first and first >= LOW_ENTROPY and entropy is not None and entropy < ENTROPY_COLLAPSE * first:
+            # the first steps' samples differed: training, not the sampling temperature, made them one answer
+            paid = f" (it pays {_f(value)})" if value else ""
+            return (
+                f"the policy collapsed onto one answer while training: {seen}, from {_f(first)} in the first "
+                f"steps; lower the learning_rate, or stop paying for the answer it settled on{paid}"
+            )
         return (
             f"the samples are identical: {seen}; raise temperature (1.0 samples the policy as it is) so a "
             "group's answers can differ"
