@@ -10,7 +10,8 @@ The run is the documented command with total_steps from a derived profile:
 
     hermes-rl profile new smollm2-demo --from smollm2 --set total_steps=60
     hermes-rl start --env toy_addition --profile smollm2-demo --set chat=true --set max_operand=9 \\
-        --set group_size=8 --set batch_size=16 --set max_completion_tokens=8
+        --set group_size=8 --set batch_size=16 --set max_completion_tokens=16 --set temperature=0.7 \
+        --set learning_rate=0.0003
 
 Prints launch -> first step, seconds per step, reward/mean over the first and last 10 steps, the greedy
 eval, the wall time, and writes bench/smollm2_reward_curve.png (reward/mean per step and its 10-step mean).
@@ -30,7 +31,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOW = 10
-SETTINGS = ["chat=true", "max_operand=9", "group_size=8", "batch_size=16", "max_completion_tokens=8"]
+SETTINGS = [
+    "chat=true",
+    "max_operand=9",
+    "group_size=8",
+    "batch_size=16",
+    "max_completion_tokens=16",
+    "temperature=0.7",
+    "learning_rate=0.0003",
+]
 
 
 def report(folder: Path, plot_path: Path) -> None:

@@ -95,6 +95,13 @@ def test_samples_that_became_identical_while_training_are_a_collapse_not_a_low_t
     assert "entropy 0.02 nats/token, from 0.74 in the first steps" in reason
     assert "lower the learning_rate" in reason and "(it pays 0.25)" in reason
     assert "raise temperature" not in reason
+    # right on some prompts, wrong on others, each answered one way: explore the wrong ones, not a lower rate
+    mixed = [_group(step, "2+5=", ["7"] * GROUP, [1.0] * GROUP, "7") for step in range(15, 19)]
+    mixed += [_group(step, "9+8=", ["16"] * GROUP, [0.0] * GROUP, "17") for step in range(19, 23)]
+    verdict, reason = _reason(_write(tmp_path / "mixed", rows, (), mixed))
+    assert verdict == "no_signal" and "the policy now answers each prompt one way" in reason
+    assert "50 % of those repeat a right answer" in reason and "raise temperature or group_size" in reason
+    assert "collapsed" not in reason and "learning_rate" not in reason
 
 
 def test_every_answer_wrong_shows_one_completion_and_what_the_scorer_expected(tmp_path):

@@ -125,7 +125,7 @@ def rollout_signals(groups: list[dict]) -> dict[str, Any]:
         for g in groups[-ROLLOUT_GROUPS:]
         if isinstance(g, dict) and isinstance(g.get("completions"), list) and len(g["completions"]) >= 2
     ]
-    alike = identical = distinct = hits = known = 0
+    alike = identical = identical_right = distinct = hits = known = 0
     values: set[float] = set()
     example: dict[str, Any] | None = None
     for group in recent:
@@ -134,6 +134,7 @@ def rollout_signals(groups: list[dict]) -> dict[str, Any]:
         texts = [str(c.get("text") or "").strip() for c in completions]
         if len(set(texts)) == 1:
             identical += 1
+            identical_right += bool(rewards) and min(rewards) >= 0.95
         if len(rewards) < 2 or len(rewards) != len(completions) or max(rewards) - min(rewards) > 1e-9:
             continue
         alike += 1
@@ -154,6 +155,7 @@ def rollout_signals(groups: list[dict]) -> dict[str, Any]:
     return {
         "rollout_groups": len(recent),
         "identical_share": round(identical / len(recent), 4) if recent else None,
+        "identical_right_share": round(identical_right / identical, 4) if identical else None,
         "alike_distinct_share": round(distinct / alike, 4) if alike else None,
         "alike_value": next(iter(values)) if len(values) == 1 else None,
         "expected_hits": round(hits / known, 4) if known else None,
@@ -351,8 +353,15 @@ def _alike_cause(s: dict) -> str:
             else f"entropy {_f(entropy)} nats/token (no rollouts recorded to compare)"
         )
         first = s.get("first_entropy")
+        right = s.get("identical_right_share")
         if first and first >= LOW_ENTROPY and entropy is not None and entropy < ENTROPY_COLLAPSE * first:
             # the first steps' samples differed: training, not the sampling temperature, made them one answer
+            if right is not None and right >= IDENTICAL_SHARE / 2:
+                return (
+                    f"the policy now answers each prompt one way: {seen}, from {_f(first)} in the first steps; "
+                    f"{_pct(right)} of those repeat a right answer, the rest a wrong one it no longer varies: raise "
+                    "temperature or group_size so the prompts it gets wrong are tried other ways"
+                )
             paid = f" (it pays {_f(value)})" if value else ""
             return (
                 f"the policy collapsed onto one answer while training: {seen}, from {_f(first)} in the first "
