@@ -73,7 +73,14 @@ def main() -> int:
     os.environ[verifiers_envs.ENV_PYTHON_VAR] = str(python)
     if args.profile == "local":
         ensure_model(models_dir() / "tiny-toy")
-    shape = {"group_size": args.group_size, "batch_size": args.batch_size, "total_steps": args.steps}
+    # both keep groups whose completions all scored the same (toy_addition's default; the bridge's is to drop
+    # them), so each step is one batch's worth of groups on both paths, not as many as it takes to differ
+    shape = {
+        "group_size": args.group_size,
+        "batch_size": args.batch_size,
+        "total_steps": args.steps,
+        "ensure_scores_are_not_same": False,
+    }
     tokens = args.tokens
     results = {
         "atropos (toy_addition, chat)": _run(
