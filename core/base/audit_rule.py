@@ -245,7 +245,7 @@ def verdict_of(signals: dict[str, Any]) -> tuple[str, list[str]]:
     eval_rise = _rise(s["eval_first"], s["eval_last"]) if s["evals"] >= 2 else None
     learning = (reward_rise is not None and reward_rise >= RISE) or (eval_rise is not None and eval_rise >= RISE)
     no_signal = _no_signal(s, reasons)
-    if no_signal and learning and _learned_it(s):
+    if no_signal and learning and share is not None and share >= NO_SIGNAL_SHARE and _learned_it(s):
         # the groups stopped differing because the policy now gets them right: the run learned its task
         reasons[-1] = (
             f"then {_pct(share)} of {s['groups_seen']:,} groups scored {_f(_alike_value(s))} alike: it has learned "
