@@ -66,12 +66,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   progress_done "installed hermes-rl[$extras] into $venv (installer output: $log)"
   installed=1
 fi
-# SkyPilot, for the SkyPilot launcher's tests, in an environment of its own (.venv-sky, about 460 MB): it
-# pins uvicorn and click below what the `local` extra needs, so it cannot share .venv (docs/launchers.md).
+# SkyPilot, for the SkyPilot launcher's run test (marked slow), in an environment of its own (.venv-sky, about
+# 460 MB): it pins uvicorn and click below what the `local` extra needs, so it cannot share .venv
+# (docs/launchers.md). Made when HERMES_RL_WITH_SKY=1 (`scripts/test.sh --slow` sets it), so README's test
+# command does not wait for it.
 sky_venv="${HERMES_RL_SKY_VENV:-.venv-sky}"
 sky_version="skypilot==0.14.1"
-case ",$extras," in
-  *,dev,*)
+case ",$extras,${HERMES_RL_WITH_SKY:-0}" in
+  *,dev,*1)
     if [ "$(cat "$sky_venv/.hermes-rl-sky" 2>/dev/null)" != "$sky_version" ]; then
       what=""
       [ -x "$sky_venv/bin/python" ] || step "a venv for SkyPilot ($sky_venv)" "$python_bin" -m venv "$sky_venv"

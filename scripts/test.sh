@@ -7,6 +7,7 @@
 #   bash scripts/test.sh --slow -q        the tests marked `slow`, which the default run leaves out
 set -uo pipefail
 cd "$(dirname "$0")/.."
+[ "${1:-}" = "--slow" ] && export HERMES_RL_WITH_SKY=1  # the SkyPilot run test's venv (.venv-sky) is made for it
 scripts/bootstrap.sh dev || exit 1
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=offline
 .venv/bin/lint-imports || { echo "import contracts broken (core must stay headless)" >&2; exit 1; }

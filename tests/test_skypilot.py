@@ -1,5 +1,5 @@
 """The SkyPilot launcher (core/daemons/launchers/skypilot.py). SkyPilot runs in an environment of its own
-(`.venv-sky`, made by `scripts/bootstrap.sh dev`; HERMES_RL_SKY_PYTHON names another): the launcher's
+(`.venv-sky`, made by `scripts/test.sh --slow`; HERMES_RL_SKY_PYTHON names another): the launcher's
 driver runs under it, loading each worker's task with SkyPilot's own loader, with only the part of
 SkyPilot that needs a cloud replaced (tests/data/skypilot_standin: a "cloud" that is this machine).
 Without that environment the run's test is skipped, saying so."""
@@ -46,7 +46,7 @@ def sky_env() -> str:
     """SkyPilot's interpreter."""
     python = os.environ.get("HERMES_RL_SKY_PYTHON") or str(ROOT / ".venv-sky" / "bin" / "python")
     if not os.access(python, os.X_OK):
-        pytest.skip(f"no SkyPilot environment at {python} (scripts/bootstrap.sh dev makes .venv-sky)")
+        pytest.skip(f"no SkyPilot environment at {python} (scripts/test.sh --slow makes .venv-sky)")
     return python
 
 
