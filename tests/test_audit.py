@@ -222,6 +222,7 @@ time.sleep(3600)
 """
 
 
+@pytest.mark.slow
 def test_a_running_run_that_turns_no_signal_raises_the_audit_alert_once(specs, hermes_home):
     from hermes_rl.core import runs
     from tests.fixtures_core import PY, wait_status, wait_until

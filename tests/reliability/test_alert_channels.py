@@ -153,6 +153,7 @@ def test_a_302_answer_is_not_delivered(hermes_home):
         server.close()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("run_processes_cleanup")
 def test_a_live_run_behind_a_silent_webhook_shows_its_alerts_and_records_what_never_went_out(hermes_home, silent):
     """The real supervisor: a metric alert reaches the dashboard while the webhook hangs; the run fails,
