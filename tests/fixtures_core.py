@@ -52,6 +52,24 @@ def wait_status(run_id: str, statuses, timeout: float = 20.0) -> dict:
         raise AssertionError(f"{exc}; it is {last.get('status')} ({last.get('reason')})") from None
 
 
+def wait_trained_steps(run_id: str, steps: int = 2, timeout: float = 300.0) -> dict:
+    """The run once its trainer has written `steps` metric rows, or once it stopped starting or running."""
+    from hermes_rl.core import runs
+    from hermes_rl.core.base.paths import run_dir
+
+    metrics = run_dir(run_id) / "metrics.jsonl"
+    wait_until(
+        lambda: (
+            metrics.exists()
+            and len(metrics.read_text().splitlines()) >= steps
+            or runs.get_run(run_id, sample=False)["status"] not in ("starting", "running")
+        ),
+        timeout,
+        what=f"{steps} trained steps",
+    )
+    return runs.get_run(run_id, sample=False)
+
+
 def lose_run(run: dict) -> None:
     """Kill a live run's supervisor and its watchdog outright, leaving nothing to record the run's end,
     as after a machine-wide kill. The supervisor is frozen first so it cannot start a new watchdog

@@ -20,7 +20,7 @@ from hermes_rl.core.base.paths import process_log_path, rl_dir, run_dir
 from hermes_rl.core.daemons.launchers.ray_jobs import RAY_LIVE_STATES, client, cluster_nodes, preflight
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness
 from hermes_rl.core.runs.workers import resolve_workers
-from tests.fixtures_core import PY, wait_status, wait_until
+from tests.fixtures_core import PY, wait_status, wait_trained_steps
 from tests.fixtures_model import use_tiny_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -71,18 +71,8 @@ def test_training_run_on_ray_trains_reports_logs_stops_and_survives_a_supervisor
     # loopback: the one node is this machine (a cluster elsewhere takes this host's address, the default)
     run = runs.start_run("toy_addition", "local", workers={"launcher": "ray", "replicas": 2, "address": "127.0.0.1"})
     run_id = run["run_id"]
-    metrics = run_dir(run_id) / "metrics.jsonl"
     try:
-        wait_until(
-            lambda: (
-                metrics.exists()
-                and len(metrics.read_text().splitlines()) >= 2
-                or runs.get_run(run_id, sample=False)["status"] not in ("starting", "running")
-            ),
-            300,
-            what="two trained steps",
-        )
-        run = runs.get_run(run_id, sample=False)
+        run = wait_trained_steps(run_id, 2)
         assert run["status"] == "running", run.get("reason")
         workers = {p["name"]: p for p in run["processes"] if p["name"].startswith("env")}
         assert sorted(workers) == ["env-1", "env-2"]

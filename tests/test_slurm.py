@@ -16,12 +16,12 @@ import pytest
 
 from hermes_rl.core import runs
 from hermes_rl.core.base.errors import BadInput
-from hermes_rl.core.base.paths import process_log_path, run_dir
+from hermes_rl.core.base.paths import process_log_path
 from hermes_rl.core.daemons.launchers.slurm import slurm_settings
 from hermes_rl.core.daemons.pipeline import ProcessSpec, Readiness, RestartPolicy
 from hermes_rl.core.runs.training import training_pipeline
 from hermes_rl.core.runs.workers import exposure_warning, resolve_workers
-from tests.fixtures_core import PY, proc_path, wait_status, wait_until
+from tests.fixtures_core import PY, proc_path, wait_status, wait_trained_steps, wait_until
 from tests.fixtures_model import use_tiny_model
 from tests.fixtures_slurm import squeue_jobs
 
@@ -161,18 +161,8 @@ def test_training_run_with_two_slurm_replicas_trains_shows_its_jobs_and_stops_cl
     use_tiny_model(tiny_model_dir, total_steps=40)  # more steps than it gets: it is stopped while training
     run = runs.start_run("toy_addition", "local", workers={"launcher": "slurm", "replicas": 2})
     run_id = run["run_id"]
-    metrics = run_dir(run_id) / "metrics.jsonl"
     try:
-        wait_until(
-            lambda: (
-                metrics.exists()
-                and len(metrics.read_text().splitlines()) >= 2
-                or runs.get_run(run_id, sample=False)["status"] not in ("starting", "running")
-            ),
-            300,
-            what="two trained steps",
-        )
-        run = runs.get_run(run_id, sample=False)
+        run = wait_trained_steps(run_id, 2)
         assert run["status"] == "running", run.get("reason")
         workers = {n: p for n, p in procs(run).items() if n.startswith("env")}
         assert sorted(workers) == ["env-1", "env-2"]
