@@ -315,16 +315,20 @@ def _alike_value(s: dict) -> float | None:
     return s["reward_last"] if value is None else value
 
 
+def _eval_gap(s: dict, value: float | None) -> bool:
+    """Whether greedy eval is EVAL_GAP or more from the reward the alike groups share."""
+    eval_last = s["eval_last"]
+    return s["evals"] >= 1 and eval_last is not None and value is not None and abs(eval_last - value) >= EVAL_GAP
+
+
 def _learned_it(s: dict) -> bool:
     """Whether the alike groups are right answers the scorer rightly pays: whole, not cut, and eval agrees."""
-    value, truncated = _alike_value(s), s["truncated_share"]
-    hits, eval_last = s.get("expected_hits"), s["eval_last"]
-    eval_gap = s["evals"] >= 1 and eval_last is not None and value is not None and abs(eval_last - value) >= EVAL_GAP
+    value, truncated, hits = _alike_value(s), s["truncated_share"], s.get("expected_hits")
     return (
         value is not None
         and value >= 0.95
         and (truncated is None or truncated < TRUNCATED_SUSPECT)
-        and not eval_gap
+        and not _eval_gap(s, value)
         and not (hits is not None and hits < EXPECTED_HITS)
     )
 
@@ -374,7 +378,7 @@ def _alike_cause(s: dict) -> str:
     distinct = s.get("alike_distinct_share")
     hits = s.get("expected_hits")
     differ = distinct is not None and distinct >= DISTINCT_SHARE
-    eval_gap = evals >= 1 and eval_last is not None and value is not None and abs(eval_last - value) >= EVAL_GAP
+    eval_gap = _eval_gap(s, value)
     if (
         differ
         and value is not None
