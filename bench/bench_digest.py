@@ -13,7 +13,9 @@ the steadier one):
 - json.loads scan: each line parsed by Python's json, nothing else (the floor of the digest as it was built);
 - previous digest (with `--against REV`): the digest module of that git revision (e.g. the commit before the
   fast build) building the same digest;
-- digest: MetricsDigest(run).update() from no digest;
+- digest, line by line: MetricsDigest(run).update() from no digest, each line parsed by orjson (as a build is
+  where polars is not installed, and as a short update always is);
+- digest: MetricsDigest(run).update() from no digest, as it builds a long run (columns read by polars);
 
 and `hermes-rl results RUN` from no digest, as a user runs it (a fresh process; its progress line on stderr), then
 `hermes-rl metrics RUN --format csv` (every row, read by fsutil.parse_jsonl_line: orjson first too).
@@ -70,9 +72,16 @@ def previous_digest(rev: str) -> types.ModuleType:
     return module
 
 
-def build(module, folder: Path) -> None:
+def build(module, folder: Path, columnar: bool = True) -> None:
     (folder / ".metrics_digest.json").unlink(missing_ok=True)
-    module.MetricsDigest(folder).update()
+    threshold = getattr(module, "COLUMNAR_BYTES", None)
+    if not columnar:
+        module.COLUMNAR_BYTES = 1 << 62
+    try:
+        module.MetricsDigest(folder).update()
+    finally:
+        if threshold is not None:
+            module.COLUMNAR_BYTES = threshold
 
 
 def main() -> int:
@@ -96,6 +105,7 @@ def main() -> int:
         cases = {
             "read (bytes, split into lines)": lambda: read_lines(files),
             "json.loads scan (line by line)": lambda: json_scan(files),
+            "digest, line by line": lambda: build(metrics_digest, folder, columnar=False),
             "digest (now)": lambda: build(metrics_digest, folder),
         }
         if args.against:
@@ -137,7 +147,11 @@ def main() -> int:
             print(f"| {name} | {wall:.2f} | {cpu:.2f} | {size / 1e6 / max(cpu, 1e-9):.0f} |")
         now = medians["digest (now)"]
         scan = medians["json.loads scan (line by line)"]
+        lines = medians["digest, line by line"]
+        read = medians["read (bytes, split into lines)"]
         print(f"\ndigest (now) vs json.loads scan: {scan[1] / now[1]:.1f}x less CPU, {scan[0] / now[0]:.1f}x wall")
+        print(f"digest (now) vs line by line: {lines[1] / now[1]:.1f}x less CPU, {lines[0] / now[0]:.1f}x wall")
+        print(f"digest (now) vs reading the bytes: {now[1] / read[1]:.1f}x the CPU, {now[0] / read[0]:.1f}x the wall")
         if args.against:
             then = medians[f"digest at {args.against}"]
             print(f"digest (now) vs at {args.against}: {then[1] / now[1]:.1f}x less CPU, {then[0] / now[0]:.1f}x wall")

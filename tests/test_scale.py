@@ -372,6 +372,69 @@ def test_the_digest_built_a_key_at_a_time_holds_what_a_row_by_row_fold_holds(tmp
     assert digest.trainer["ordered"] is False and {"a", "b"} == set(digest.trainer["environments"])
 
 
+# lines a chunk's columns cannot hold as its rows do (that chunk is read line by line), by where they go
+NOT_COLUMNS = {500: "garbage", 1200: '{"step": 5, "loss": null}', 1700: '{"step": 6, "note": "a\\":b"}'}
+
+
+def test_a_long_build_read_as_columns_holds_what_reading_each_row_holds(tmp_path, monkeypatch):
+    """A long build reads columns (polars) where they hold what the rows hold, and each row where they do not;
+    the digest is the same either way: keys that first appear late, ints and floats in one column, steps
+    written again, two environments, blocks that run across chunks, a build continued from a stored digest,
+    and among them the chunks the columns cannot hold (garbage, a null, a text value with a quote)."""
+    from hermes_rl.core.readers import metrics_digest
+
+    rng = random.Random(11)
+    lines = []
+    for index in range(8 * BLOCK_ROWS + 33):
+        step = index // 2 if index < 400 else index - 40 * (index % 211 == 0)  # steps written twice, or again
+        row: dict = {"step": step, "time": 1000.0 + index, "reward/mean": round(rng.uniform(-1, 1), 3)}
+        row["tokens"] = rng.choice([3, 7, 11]) if index < 700 else rng.choice([2.5, 9])  # ints, then floats
+        if index % 10 == 0:
+            row["eval/percent_correct"] = rng.choice([0.0, 0.5, 1.0])
+        if index > 300:
+            row["late/metric"] = index % 17  # a key the first rows' columns lack
+        if index % 3 == 0:
+            row["environment"] = rng.choice(["a", "b"])
+        lines.append(json.dumps(row))
+        if index in NOT_COLUMNS:
+            lines.append(NOT_COLUMNS[index])
+    lines += [json.dumps({"step": 9_999, "reward/mean": v, "tokens": 1}) for v in (0.25, 0.75)]  # the last step, twice
+    text = "\n".join(lines) + "\n"
+    half = text.index("\n", len(text) // 2) + 1
+    (tmp_path / "rows").mkdir()
+    (tmp_path / "rows" / "metrics.jsonl").write_text(text)
+    by_rows = MetricsDigest(tmp_path / "rows").update()  # small: read line by line
+
+    read_as = {"columns": 0, "rows": 0}
+    fold_frame, fold = metrics_digest._fold_frame, metrics_digest._fold
+
+    def counted(kind, action):
+        def wrapper(*args):
+            read_as[kind] += 1
+            return action(*args)
+
+        return wrapper
+
+    monkeypatch.setattr(metrics_digest, "_fold_frame", counted("columns", fold_frame))
+    monkeypatch.setattr(metrics_digest, "_fold", counted("rows", fold))
+    monkeypatch.setattr(metrics_digest, "COLUMNAR_BYTES", 0)  # every build long
+    monkeypatch.setattr(metrics_digest, "COLUMNAR_READ_BYTES", 9_000)  # many chunks, blocks across them
+    (tmp_path / "columns").mkdir()
+    (tmp_path / "columns" / "metrics.jsonl").write_text(text[:half])
+    MetricsDigest(tmp_path / "columns").update()
+    with open(tmp_path / "columns" / "metrics.jsonl", "a") as handle:
+        handle.write(text[half:])
+    by_columns = MetricsDigest(tmp_path / "columns").update()  # continued from the stored digest
+
+    assert read_as["columns"] >= 10 and read_as["rows"] >= 3  # both ways were taken
+    assert "late/metric" in by_columns.trainer["keys"] and "tokens@b" in by_columns.trainer["keys"]
+    for field in ("keys", "blocks", "environments", "derived", "ordered", "rows", "last_step", "offset"):
+        assert by_columns.trainer[field] == by_rows.trainer[field], field
+    keys, blocks = _row_by_row(tmp_path / "rows" / "metrics.jsonl")
+    assert {k: v for k, v in by_columns.trainer["keys"].items() if k != "time"} == keys
+    assert [block[3] for block in by_columns.trainer["blocks"]] == blocks
+
+
 def test_a_long_digest_build_says_how_it_goes_and_when_it_is_done():
     from hermes_rl.core.clients.cli.output import DigestProgress
     from hermes_rl.core.readers import metrics_digest

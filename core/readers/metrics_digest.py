@@ -14,10 +14,14 @@ the digest is a cache, rebuilt when missing, unreadable, of another version or h
 wrong type (checked field by field as it is read back); it is read without following a symlink and
 written whole (atomic rename); when its folder is not writable it is kept in memory only.
 
-A digest is built with half the CPU of a row-by-row build (bench/bench_digest.py): the file is read a chunk at
-a time, each line parsed by orjson (the standard parser only for what orjson refuses: NaN, Infinity, invalid
-UTF-8, garbage), and each block folded a key at a time over its rows, as builtins over lists. A build says how
-it goes through REPORT_PROGRESS (the CLI prints a line on stderr once it has taken a second).
+A long build (COLUMNAR_BYTES or more to digest: a run copied in, or left by a dead trainer) reads the file
+COLUMNAR_READ_BYTES at a time as columns (polars' NDJSON reader, which the `train` extra installs) and folds
+each block with one group-by, near the speed of reading the bytes (bench/bench_digest.py). A chunk the
+columns cannot hold as its rows do (blank or garbage lines, NaN, null, text or bools among numbers, a step
+that is not a whole number) is read line by line instead, as a short update always is: each line parsed by
+orjson (the standard parser only for what orjson refuses: NaN, Infinity, invalid UTF-8, garbage) and each
+block folded a key at a time over its rows. Both ways hold the same digest (tests/test_scale.py). A build
+says how it goes through REPORT_PROGRESS (the CLI prints a line on stderr once it has taken a second).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import contextvars
+import functools
+import importlib.util
 import json
 import math
 import os
@@ -49,6 +55,9 @@ _SKIP = {"step", "time", "source", "env", "environment"}
 _NUMBER_TYPES = {int, float}
 _FLOAT_MAX = sys.float_info.max
 READ_BYTES = 1 << 22  # what one read of a metrics file takes (a digest is built a chunk at a time)
+COLUMNAR_BYTES = 8 << 20  # from this many new bytes an update reads columns (below, polars' import costs more)
+COLUMNAR_READ_BYTES = 1 << 25
+_COLUMN_TYPES = ("Int64", "Float64", "Null")  # what a metric column may be read as (else: line by line)
 
 # progress(done, total): bytes of a digest being built, called once per chunk read
 Progress = Callable[[int, int], None]
@@ -66,10 +75,11 @@ def _finite(value) -> float | None:
     return None
 
 
-def _chunks(path: Path, start: int, progress: Progress | None, total: int) -> Iterator[tuple[list, list, int]]:
-    """Per chunk read from byte offset `start`: the start offsets and rows of its complete lines that hold a
-    row, and the end offset of the last of them (as fsutil.iter_jsonl_spans reads them; a partial last line
-    is left for later, a line that holds no row is skipped)."""
+def _chunks(path: Path, start: int, progress: Progress | None, total: int, columnar: bool) -> Iterator[tuple]:
+    """Per chunk read from byte offset `start`: the start offsets of its complete lines that hold a row, those
+    rows (a list of dicts; with `columnar`, a polars DataFrame where the columns hold them as the rows do), and
+    the end offset of the last of them (as fsutil.iter_jsonl_spans reads them; a partial last line is left for
+    later, a line that holds no row is skipped)."""
     try:
         handle = open_regular(path)
     except OSError:
@@ -77,25 +87,79 @@ def _chunks(path: Path, start: int, progress: Progress | None, total: int) -> It
     with handle:
         handle.seek(start)
         offset, carry = start, b""
-        while chunk := handle.read(READ_BYTES):
-            lines = (carry + chunk).split(b"\n")
-            carry = lines.pop()  # the writer has not finished it (or the next chunk holds its end)
-            starts = list(accumulate(map((1).__add__, map(len, lines)), initial=offset))
-            offset = starts[-1]
-            try:
-                rows = list(map(orjson.loads, lines))  # strict JSON, as nearly every line is
-            except orjson.JSONDecodeError:
-                rows = list(map(parse_jsonl_line, lines))  # NaN, Infinity, invalid UTF-8, garbage: line by line
-            if set(map(type, rows)) != {dict}:
-                rows = [row if type(row) is dict else None for row in rows]
-            if None in rows:
-                kept = [i for i, row in enumerate(rows) if row is not None]
-                if kept:
-                    yield [starts[i] for i in kept], [rows[i] for i in kept], starts[kept[-1] + 1]
-            elif rows:
-                yield starts[:-1], rows, offset
+        while chunk := handle.read(COLUMNAR_READ_BYTES if columnar else READ_BYTES):
+            body = carry + chunk
+            cut = body.rfind(b"\n") + 1
+            body, carry = body[:cut], body[cut:]  # the writer has not finished the rest (or the next chunk holds it)
+            if not body:
+                continue
+            frame = _frame(body, offset) if columnar else None
+            if frame is not None:
+                yield frame[0], frame[1], offset + len(body)
+            else:
+                yield from _rows(body.split(b"\n")[:-1], offset)
+            offset += len(body)
             if progress is not None:
                 progress(offset - start, total)
+
+
+def _rows(lines: list[bytes], offset: int) -> Iterator[tuple[list, list, int]]:
+    """(start offsets, rows, end offset) of the lines that hold a row, the first line starting at `offset`."""
+    starts = list(accumulate(map((1).__add__, map(len, lines)), initial=offset))
+    try:
+        rows = list(map(orjson.loads, lines))  # strict JSON, as nearly every line is
+    except orjson.JSONDecodeError:
+        rows = list(map(parse_jsonl_line, lines))  # NaN, Infinity, invalid UTF-8, garbage: line by line
+    if set(map(type, rows)) != {dict}:
+        rows = [row if type(row) is dict else None for row in rows]
+    if None in rows:
+        kept = [i for i, row in enumerate(rows) if row is not None]
+        if kept:
+            yield [starts[i] for i in kept], [rows[i] for i in kept], starts[kept[-1] + 1]
+    elif rows:
+        yield starts[:-1], rows, starts[-1]
+
+
+@functools.cache
+def _columns_readable() -> bool:
+    """Whether polars and numpy are installed (the `train` extra brings them; a view-only install reads rows)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("polars", "numpy"))
+
+
+def _frame(body: bytes, offset: int) -> tuple[Any, Any] | None:
+    """(line start offsets, DataFrame) of complete lines `body` (starting at `offset`), when its columns hold
+    exactly what the rows hold: a row per line, a whole-number step in each, every metric a number or absent,
+    an environment a name. None otherwise (the chunk is then read line by line)."""
+    import numpy as np  # noqa: PLC0415 - optional (the train extra), and only for a long build
+    import polars as pl  # noqa: PLC0415 - optional (the train extra), and only for a long build
+
+    keys_written = body.count(b'":')  # a key per `"name":` (a text value that holds one: line by line)
+    frame = None
+    for infer in (100, None):  # the columns of the first rows; all rows' when a later row has a key more
+        try:
+            frame = pl.read_ndjson(body, infer_schema_length=infer)
+        except Exception:  # noqa: BLE001 - garbage, NaN, invalid UTF-8, a mix no column type holds: line by line
+            return None
+        # a key the columns do not hold (the reader drops it), or written null, leaves this short
+        if sum(frame.count().row(0)) == keys_written:
+            break
+    else:
+        return None
+    ends = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 10)
+    if frame.height != len(ends) or frame.height == 0:  # a blank line (skipped by the reader)
+        return None
+    schema = frame.schema
+    if str(schema.get("step")) != "Int64" or frame["step"].null_count():
+        return None
+    for name, dtype in schema.items():
+        kind = str(dtype)
+        if name == "environment":
+            if kind not in ("String", "Null"):
+                return None
+        elif name not in ("source", "env") and kind not in _COLUMN_TYPES:
+            return None
+    starts = np.concatenate(([0], ends[:-1] + 1)) + offset
+    return starts, frame
 
 
 def _empty_file() -> dict:
@@ -208,8 +272,16 @@ class _FileDigest:
         rows, ordered, last_step = state["rows"], state["ordered"], state["last_step"]
         derived = set(state["derived"])
         began = state["offset"]
-        for starts, chunk, end in _chunks(self.path, began, progress, st.st_size - began):
+        columnar = st.st_size - began >= COLUMNAR_BYTES and _columns_readable()
+        for starts, chunk, end in _chunks(self.path, began, progress, st.st_size - began, columnar):
             state["offset"] = end
+            if type(chunk) is not list:  # columns
+                state["rows"], state["last_step"] = rows, last_step
+                state["ordered"] = ordered
+                _fold_frame(state, starts, chunk, derived)
+                rows, ordered, last_step = state["rows"], state["ordered"], state["last_step"]
+                block = blocks[-1] if blocks and blocks[-1][4] < BLOCK_ROWS else None
+                continue
             starts, steps, chunk = _with_steps(starts, chunk)
             if not chunk:
                 continue
@@ -244,6 +316,90 @@ class _FileDigest:
         if not offset:
             return True
         return _fingerprint(self.path, offset) == (self.state["head"], self.state["tail"])
+
+
+def _fold_frame(state: dict, starts, frame, derived: set[str]) -> None:
+    """Fold a chunk read as columns (_frame) into a file's digest as _fold folds rows: blocks continued and
+    started, each block's extremes and the file's per-key summaries, environments, order, the last time."""
+    import numpy as np  # noqa: PLC0415 - optional (the train extra), and only for a long build
+    import polars as pl  # noqa: PLC0415 - optional (the train extra), and only for a long build
+
+    steps = frame["step"].to_numpy()
+    count = len(steps)
+    if (state["last_step"] is not None and steps[0] < state["last_step"]) or bool((np.diff(steps) < 0).any()):
+        state["ordered"] = False
+    state["rows"] += count
+    state["last_step"] = int(steps[-1])
+    blocks, keys = state["blocks"], state["keys"]
+    open_block = blocks[-1] if blocks and blocks[-1][4] < BLOCK_ROWS else None
+    ids = (np.arange(count) + (open_block[4] if open_block else 0)) // BLOCK_ROWS
+    cuts = [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), count]
+    chunk_blocks = []  # per block id of this chunk (ids start at 0), its block
+    for low, high in zip(cuts, cuts[1:]):
+        block = open_block if low == 0 and open_block is not None else None
+        if block is None:  # offset, first step, last step, {key: extremes}, rows
+            block = [int(starts[low]), int(steps[low]), int(steps[low]), {}, 0]
+            blocks.append(block)
+        block[2] = max(block[2], int(steps[low:high].max()))
+        block[4] += high - low
+        chunk_blocks.append(block)
+    names = [n for n, t in frame.schema.items() if n not in _SKIP and str(t) != "Null"]
+    finite = [pl.when(pl.col(n).cast(pl.Float64).is_finite()).then(pl.col(n).cast(pl.Float64)).alias(n) for n in names]
+    if "time" in frame.schema and str(frame.schema["time"]) in _COLUMN_TYPES:
+        finite.append(pl.when(pl.col("time").cast(pl.Float64).is_finite()).then(pl.col("time").cast(pl.Float64)))
+        times = frame.select(pl.col("step"), *finite[-1:]).drop_nulls()
+        if times.height:
+            keys["time"] = [int(times["step"][-1]), float(times["time"][-1])]
+    columns = frame.select(pl.Series("block", ids), pl.col("step"), *finite[: len(names)])
+    _fold_groups(columns, names, chunk_blocks, keys, "")
+    if "environment" in frame.schema and str(frame.schema["environment"]) == "String":
+        named = frame["environment"].drop_nulls().unique(maintain_order=True).to_list()
+        for environment in [e for e in named if e]:
+            if environment not in state["environments"]:
+                state["environments"].append(environment)
+            own = columns.filter(frame["environment"] == environment)
+            derived.update(_fold_groups(own, names, chunk_blocks, keys, f"@{environment}"))
+
+
+def _fold_groups(columns, names: list[str], chunk_blocks: list, keys: dict, suffix: str) -> list[str]:
+    """Per block of `columns` (block, step, then a column per name: a finite float or null), each name's
+    extremes and ends merged as _fold_columns merges them (the first of each minimum and maximum; the first
+    value of the lowest step, the last of the highest); the names (KEY+suffix) folded in."""
+    import polars as pl  # noqa: PLC0415 - optional (the train extra), and only for a long build
+
+    step = pl.col("step")
+    aggregations = []
+    for index, name in enumerate(names):
+        value = pl.col(name)
+        held = step.filter(value.is_not_null())
+        aggregations += [
+            step.get(value.arg_min()).alias(f"{index}:low_step"),
+            value.min().alias(f"{index}:low"),
+            step.get(value.arg_max()).alias(f"{index}:high_step"),
+            value.max().alias(f"{index}:high"),
+            held.min().alias(f"{index}:first_step"),
+            value.filter(value.is_not_null() & (step == held.min())).first().alias(f"{index}:first"),
+            held.max().alias(f"{index}:last_step"),
+            value.filter(value.is_not_null() & (step == held.max())).last().alias(f"{index}:last"),
+        ]
+    grouped = columns.group_by("block", maintain_order=True).agg(aggregations).to_dict(as_series=False)
+    folded: dict[str, None] = {}
+    for index, name in enumerate(names):
+        key = sys.intern(name + suffix)
+        summary = [grouped[f"{index}:{field}"] for field in ("low_step", "low", "high_step", "high")]
+        ends = [grouped[f"{index}:{field}"] for field in ("first_step", "first", "last_step", "last")]
+        for row, block_id in enumerate(grouped["block"]):
+            if summary[1][row] is None:  # no number of this key in the block
+                continue
+            folded[key] = None
+            _merge(
+                chunk_blocks[block_id][3],
+                keys,
+                key,
+                tuple(part[row] for part in summary),
+                tuple(part[row] for part in ends),
+            )
+    return list(folded)
 
 
 def _with_steps(starts: list, rows: list) -> tuple[list, list, list]:
