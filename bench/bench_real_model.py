@@ -185,6 +185,7 @@ def main() -> int:
     from hermes_rl.dataplane.tinker_local.wire import Datum, ForwardBackwardRequest
 
     step_times, step_cpu, completion_tokens = [], [], []
+    phases: dict[str, list[float]] = {"sample": [], "forward_backward": [], "optim_step": []}
     for step in range(args.steps):
         started, cpu_started = time.perf_counter(), time.process_time()
         sampler_id = backend.save_weights_for_sampler({"model_id": model_id})["sampling_session_id"]
@@ -200,7 +201,9 @@ def main() -> int:
                 SampleSpec(prompt=ids, num_samples=group, max_tokens=budget, stop_token_ids=lm.eos_token_ids)
             )
         adapter_now, scale = backend._sampler_adapter(sampler)
+        began = time.perf_counter()
         results = sample(lm, batch_specs, adapter_now, scale)
+        phases["sample"].append(time.perf_counter() - began)
         data = []
         for ids, result in zip(prompts, results, strict=True):
             rewards = [float(seq.stop_reason == "stop") for seq in result.sequences]  # any reward signal
@@ -219,6 +222,7 @@ def main() -> int:
                         },
                     )
                 )
+        began = time.perf_counter()
         backend.forward_backward(
             ForwardBackwardRequest(
                 model_id=model_id,
@@ -229,14 +233,18 @@ def main() -> int:
                 forward_only=False,
             )
         )
+        phases["forward_backward"].append(time.perf_counter() - began)
+        began = time.perf_counter()
         backend.optim_step({"model_id": model_id, "adam_params": {"learning_rate": 1e-4}})
+        phases["optim_step"].append(time.perf_counter() - began)
         step_times.append(time.perf_counter() - started)
         step_cpu.append(time.process_time() - cpu_started)
     print(
         f"GRPO step (smollm2 profile: {prompts_per_step} prompts x {group}, max {max_tokens} tokens, "
         f"mean completion {statistics.mean(completion_tokens):.0f} tokens, prompt {len(prompts[0])}): "
         f"{statistics.mean(step_times):.1f}s per step (steps: {', '.join(f'{t:.1f}' for t in step_times)}; {load()}); "
-        f"CPU time {statistics.mean(step_cpu):.1f}s per step, all threads (what the load does not change)"
+        f"CPU time {statistics.mean(step_cpu):.1f}s per step, all threads (what the load does not change); "
+        + ", ".join(f"{name} {statistics.mean(times):.2f}s" for name, times in phases.items())
     )
     return 0
 

@@ -99,10 +99,16 @@ def test_logits_equal_transformers(arch):
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("masked", [False, True], ids=["every-position", "loss-positions-only"])
-def test_lora_gradients_equal_peft(arch, tmp_path, masked):
+@pytest.mark.parametrize(
+    "masked, shared",
+    [(False, False), (True, False), (True, True)],
+    ids=["every-position", "loss-positions-only", "a-group-sharing-its-prompt"],
+)
+def test_lora_gradients_equal_peft(arch, tmp_path, masked, shared):
     """With `masked`, the positions whose loss weight is 0 skip the output head's autograd
-    (forward_backward does this for prompt positions): the values and the gradients stay the same."""
+    (forward_backward does this for prompt positions): the values and the gradients stay the same.
+    With `shared`, rows that begin with one prompt (a GRPO group, two of its completions alike) run it once
+    (engine.shared_prefixes): still the same, row by row, as peft running each row whole."""
     from peft import PeftModel
     from safetensors.torch import save_file
 
@@ -122,11 +128,30 @@ def test_lora_gradients_equal_peft(arch, tmp_path, masked):
     (adapter_dir / "adapter_config.json").write_text(json.dumps(peft_config(str(folder), model)))
 
     sequences = [[5, 9, 14, 3, 77, 2, 40], [8, 8, 31, 60]]
+    mask = torch.tensor([[0.0] * 3 + [1.0] * 4, [0.0] + [1.0] * 3 + [0.0] * 3])
+    if shared:
+        from hermes_rl.dataplane.tinker_local.engine import SHARED_PREFIX_TOKENS, shared_prefixes
+
+        prompt = torch.randint(2, VOCAB, (SHARED_PREFIX_TOKENS + 5,), generator=generator).tolist()
+        replies = [[7, 3, 11], [7, 3, 11], [40], [9, 60, 2, 2, 71, 5]]
+        sequences = [prompt + reply for reply in replies] + sequences
+        assert shared_prefixes(sequences, SHARED_PREFIX_TOKENS) == [([0, 1, 2, 3], len(prompt))]
+        width = max(map(len, sequences))
+        mask = torch.tensor(
+            [[0.0] * len(prompt) + [1.0] * len(r) + [0.0] * (width - len(prompt) - len(r)) for r in replies]
+        )
+        mask = torch.cat(
+            (
+                mask,
+                torch.nn.functional.pad(
+                    torch.tensor([[0.0] * 3 + [1.0] * 4, [0.0] + [1.0] * 3 + [0.0] * 3]), (0, width - 7)
+                ),
+            )
+        )
     targets = [torch.tensor(s[1:] + [0]) for s in sequences]
     params = {
         name: (a.clone().requires_grad_(True), b.clone().requires_grad_(True)) for name, (a, b) in adapter.items()
     }
-    mask = torch.tensor([[0.0] * 3 + [1.0] * 4, [0.0] + [1.0] * 3 + [0.0] * 3])
     ours = lm.target_logprobs(sequences, targets, params, LORA_ALPHA / rank, mask.bool() if masked else None)
     (ours * mask).sum().backward()
 

@@ -41,6 +41,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # Below this a model's matmuls are too small for bf16 to gain on a CPU, and float32 keeps every
 # logprob exact (the tiny model has ~0.3M parameters, SmolLM2-135M 135M).
 CPU_BF16_MIN_PARAMETERS = 50_000_000
+# Training rows that begin with this many tokens in common (a GRPO group's prompt) run that prefix once.
+SHARED_PREFIX_TOKENS = 32
 
 
 def _fused_name(name: str) -> bool:
@@ -120,6 +122,58 @@ class KVCache:
         self.keys[layer][:, :, start:end] = k
         self.values[layer][:, :, start:end] = v
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+
+class KeyValues(Protocol):
+    """Where a pass keeps its keys and values: a KVCache, or a shared prefix's (_PrefixKeyValues)."""
+
+    def reserve(self, length: int) -> None: ...
+
+    def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class _PrefixKeyValues:
+    """A shared-prefix pass (target_logprobs): each layer's prefix keys and values, kept with their graph; the
+    rows' pass after it attends to its row's prefix (`rows`: the prefix of each row) followed by its own."""
+
+    def __init__(self) -> None:
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.rows: torch.Tensor | None = None
+
+    def reserve(self, length: int) -> None:
+        pass
+
+    def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.rows is None:  # the prefix pass
+            self.keys.append(k)
+            self.values.append(v)
+            return k, v
+        prefix_k = self.keys[layer].index_select(0, self.rows)
+        prefix_v = self.values[layer].index_select(0, self.rows)
+        return torch.cat((prefix_k, k), dim=2), torch.cat((prefix_v, v), dim=2)
+
+
+def shared_prefixes(sequences: list[list[int]], least: int) -> list[tuple[list[int], int]]:
+    """Groups of rows that begin with the same `least` or more tokens (a GRPO group's prompt): (rows, the length
+    of their common prefix, at most each row's length less one), largest saving first; rows alone are left out."""
+    order = sorted(range(len(sequences)), key=sequences.__getitem__)
+    groups: list[tuple[list[int], int]] = []
+    rows, shared = [order[0]], 0
+    for before, row in zip(order, order[1:]):
+        a, b = sequences[before], sequences[row]
+        common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        if common >= least:
+            shared = common if len(rows) == 1 else min(shared, common)
+            rows.append(row)
+            continue
+        if len(rows) > 1:
+            groups.append((rows, shared))
+        rows, shared = [row], 0
+    if len(rows) > 1:
+        groups.append((rows, shared))
+    groups = [(sorted(rows), min(shared, *(len(sequences[r]) - 1 for r in rows))) for rows, shared in groups]
+    return sorted((g for g in groups if g[1] >= least), key=lambda g: -(len(g[0]) - 1) * g[1])
 
 
 class DecodeAttention(Protocol):
@@ -291,7 +345,7 @@ class CausalLM:
         adapter: Adapter | None = None,
         scale: float = 1.0,
         attn_mask: torch.Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: KeyValues | None = None,
         cache_start: int = 0,
         causal: bool = True,
         last_only: bool = False,
@@ -330,7 +384,7 @@ class CausalLM:
         adapter: Adapter | None,
         scale: float,
         attn_mask: torch.Tensor | None,
-        cache: KVCache | None,
+        cache: KeyValues | None,
         cache_start: int,
         causal: bool,
         weights: dict[str, torch.Tensor],
@@ -445,7 +499,11 @@ class CausalLM:
             if grad_mask is not None and not bool(grad_mask.any()):  # no loss anywhere: all advantages 0
                 with torch.no_grad():
                     return self.target_logprobs(sequences, targets, adapter, scale)
-            h = self.final_hidden(ids, positions, adapter, scale, None, None, 0, True, self.w)
+            groups = shared_prefixes(sequences, SHARED_PREFIX_TOKENS) if len(sequences) > 1 else []
+            if groups:
+                h = self._hidden_sharing(sequences, groups, width, adapter, scale)
+            else:
+                h = self.final_hidden(ids, positions, adapter, scale, None, None, 0, True, self.w)
             if grad_mask is None or not torch.is_grad_enabled():
                 return self._scored(h, padded, adapter, scale)
             grad_mask = grad_mask.to(self.device)
@@ -464,6 +522,52 @@ class CausalLM:
             else:
                 out.append(rows.gather(-1, target))
         return out
+
+    def _hidden_sharing(
+        self,
+        sequences: list[list[int]],
+        groups: list[tuple[list[int], int]],
+        width: int,
+        adapter: Adapter | None,
+        scale: float,
+    ) -> torch.Tensor:
+        """final_hidden of right-padded `sequences` (B, width, hidden), each group's common prefix run once:
+        a pass over the prefixes, then one over every row's rest attending to its prefix's keys and values
+        (rows in no group have an empty prefix). Gradients reach the prefix through every row that reads it."""
+        device = self.device
+        prefix_of = [-1] * len(sequences)  # per row, its group
+        shared = [0] * len(sequences)
+        for index, (rows, length) in enumerate(groups):
+            for row in rows:
+                prefix_of[row], shared[row] = index, length
+        longest = max(length for _, length in groups)
+        prefix_ids = torch.zeros(len(groups), longest, dtype=torch.long)
+        for index, (rows, length) in enumerate(groups):
+            prefix_ids[index, :length] = torch.tensor(sequences[rows[0]][:length], dtype=torch.long)
+        keys_values = _PrefixKeyValues()
+        prefix_positions = torch.arange(longest).expand(len(groups), longest)
+        prefix_h = self.final_hidden(prefix_ids, prefix_positions, adapter, scale, None, keys_values, 0, True, self.w)
+
+        rest = max(len(seq) - start for seq, start in zip(sequences, shared))
+        ids = torch.zeros(len(sequences), rest, dtype=torch.long)
+        for row, (seq, start) in enumerate(zip(sequences, shared)):
+            ids[row, : len(seq) - start] = torch.tensor(seq[start:], dtype=torch.long)
+        starts = torch.tensor(shared)
+        positions = starts[:, None] + torch.arange(rest)[None, :]
+        sees_prefix = torch.arange(longest)[None, :] < starts[:, None]  # (B, longest): its own prefix only
+        causal = torch.ones(rest, rest, dtype=torch.bool).tril()
+        mask = torch.cat((sees_prefix[:, None, :].expand(-1, rest, -1), causal.expand(len(sequences), -1, -1)), dim=2)
+        keys_values.rows = torch.tensor([max(group, 0) for group in prefix_of], device=device)
+        rest_h = self.final_hidden(ids, positions, adapter, scale, mask[:, None], keys_values, 0, False, self.w)
+
+        # each (row, position) from where it was computed: its prefix's pass, or its own
+        at = torch.arange(width)[None, :].expand(len(sequences), -1)
+        from_prefix = torch.tensor([max(group, 0) for group in prefix_of])[:, None] * longest + at
+        own = len(groups) * longest + torch.arange(len(sequences))[:, None] * rest + (at - starts[:, None])
+        own = torch.where(at - starts[:, None] < rest, own, 0)  # right padding: any row will do
+        index = torch.where(at < starts[:, None], from_prefix, own).reshape(-1).to(device)
+        flat = torch.cat((prefix_h.reshape(-1, prefix_h.shape[-1]), rest_h.reshape(-1, rest_h.shape[-1])))
+        return flat.index_select(0, index).view(len(sequences), width, -1)
 
     def _scored(self, h: torch.Tensor, target: torch.Tensor, adapter: Adapter | None, scale: float) -> torch.Tensor:
         """log p(target) under the head's distribution at each hidden state (any leading shape)."""
