@@ -43,6 +43,12 @@ class ToyAdditionConfig(BaseEnvConfig):
     wordy_credit: float = Field(
         default=0.25, ge=0.0, lt=1.0, description="With chat: reward for the right number among other words"
     )
+    chat_examples: int = Field(
+        default=0,
+        ge=0,
+        le=len(toy_task.CHAT_EXAMPLES),
+        description="With chat: worked sums the conversation opens with (a question, the number alone as the answer)",
+    )
     env_metrics_path: str | None = Field(default=None, description="Where env metrics go (set by hermes-rl)")
 
 
@@ -120,8 +126,16 @@ class ToyAdditionEnv(BaseEnv):
     def prompt(self, a: int, b: int) -> str:
         if not self.config.chat:
             return toy_task.PROMPT_TEMPLATE.format(a=a, b=b)
-        question = [{"role": "user", "content": toy_task.CHAT_QUESTION.format(a=a, b=b)}]
-        return self.tokenizer.apply_chat_template(question, add_generation_prompt=True, tokenize=False)
+        examples = toy_task.CHAT_EXAMPLES[: self.config.chat_examples]
+        conversation = [
+            turn
+            for x, y in [*examples, (a, b)]
+            for turn in (
+                {"role": "user", "content": toy_task.CHAT_QUESTION.format(a=x, b=y)},
+                {"role": "assistant", "content": str(x + y)},
+            )
+        ][:-1]  # the asked sum's answer is the policy's to give
+        return self.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
 
     def score(self, text: str, answer: int) -> float:
         if self.config.chat:

@@ -14,6 +14,9 @@ PROMPT_TEMPLATE = "Q: {a}+{b}=\nA:"
 # For instruct models (toy_addition's `chat`): the question in a user turn, and an answer-format
 # reward (the number alone is right; the right number in words around it gets `wordy_credit`).
 CHAT_QUESTION = "What is {a} + {b}? Answer with the number only."
+# Worked sums a chat conversation may open with (toy_addition's `chat_examples`): an instruct model shown the
+# number alone as the answer gives it from its first steps (SmolLM2-135M: 17 % of replies with two, none without).
+CHAT_EXAMPLES = ((1, 1), (3, 4), (5, 2))
 ANSWER_TEMPLATE = " {answer}"
 STOP = "\n"
 _NUMBER_RE = re.compile(r"-?\d+")

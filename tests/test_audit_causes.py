@@ -123,6 +123,26 @@ def test_different_wrong_answers_paid_only_a_partial_credit_are_every_answer_wro
     assert "reward function" not in reason
 
 
+def test_groups_alike_at_different_scores_are_not_a_partial_reward(tmp_path):
+    """SmolLM2 with worked examples: some prompts answered right by all eight samples, others wrong by all eight.
+    The mean (0.10 here) is no score any answer got: neither 'partial reward' nor 'every answer is wrong'."""
+    rows = [_row(i + 1, 0.1) for i in range(12)]
+    groups = [_group(9, f"2+{b}=", [str(2 + b)] * GROUP, [1.0] * GROUP, str(2 + b)) for b in (5, 3)]
+    groups += [
+        _group(9 + i % 4, f"{i}+6=", [str(i + 5 + j) for j in range(GROUP)], [0.0] * GROUP, str(i + 6))
+        for i in range(3)
+    ]
+    verdict, reason = _reason(_write(tmp_path, rows, (), groups))
+    assert verdict == "no_signal"
+    assert "each group's answers score the same, but not the same across groups" in reason
+    assert "raise group_size or temperature" in reason
+    assert "partial reward" not in reason and "every answer is wrong" not in reason
+    # when (nearly) every alike group is wrong, that is what it says
+    groups += [_group(12, f"{i}+1=", [str(i + j) for j in range(GROUP)], [0.0] * GROUP, str(i + 1)) for i in range(6)]
+    verdict, reason = _reason(_write(tmp_path / "most-wrong", rows, (), groups))
+    assert "every answer is wrong (reward 0.00)" in reason
+
+
 def test_answers_that_hold_the_expected_answer_but_score_0_miss_the_format(tmp_path):
     texts = ["The answer is 7.", "7 apples", "it is 7", "I think 7", "7!", "= 7", "so 7", "seven, 7"]
     verdict, reason = _reason(_alike_run(tmp_path, 0.0, texts, expected="7"))

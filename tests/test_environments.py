@@ -113,9 +113,15 @@ def test_toy_addition_asks_an_instruct_model_in_its_chat_template():
             assert add_generation_prompt and not tokenize
             return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
 
-    env = SimpleNamespace(config=SimpleNamespace(chat=True, wordy_credit=0.25), tokenizer=Template())
+    env = SimpleNamespace(config=SimpleNamespace(chat=True, wordy_credit=0.25, chat_examples=0), tokenizer=Template())
     assert ToyAdditionEnv.prompt(env, 3, 4) == "<user>What is 3 + 4? Answer with the number only.<assistant>"
     assert ToyAdditionEnv.score(env, "3 + 4 = 7", 7) == 0.25
+    env.config.chat_examples = 2  # worked sums first, each answered with the number alone
+    assert ToyAdditionEnv.prompt(env, 6, 2) == (
+        "<user>What is 1 + 1? Answer with the number only.<assistant>2"
+        "<user>What is 3 + 4? Answer with the number only.<assistant>7"
+        "<user>What is 6 + 2? Answer with the number only.<assistant>"
+    )
     env.config = SimpleNamespace(chat=False, max_operand=4, near_miss_credit=0.0)
     assert ToyAdditionEnv.prompt(env, 3, 4) == "Q: 3+4=\nA:" and ToyAdditionEnv.score(env, " 7\n", 7) == 1.0
 

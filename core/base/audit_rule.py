@@ -46,6 +46,7 @@ IDENTICAL_SHARE = 0.5  # of the alike groups holding one completion repeated: th
 LOW_ENTROPY = 0.2  # nats/token: without rollouts, samples this sure are likely identical
 DISTINCT_SHARE = 0.5  # of the alike groups holding different completions that scored the same
 EXPECTED_HITS = 0.5  # of completions holding the expected answer: a wrong-scored group found it anyway
+ALIKE_SHARED = 0.75  # the share of alike groups at one value for it to be the value they share
 EVAL_GAP = 0.5  # greedy eval this far from the sampled reward: the reward does not measure the task
 EXAMPLE_CHARS = 80
 
@@ -126,7 +127,7 @@ def rollout_signals(groups: list[dict]) -> dict[str, Any]:
         if isinstance(g, dict) and isinstance(g.get("completions"), list) and len(g["completions"]) >= 2
     ]
     alike = identical = identical_right = distinct = hits = known = 0
-    values: set[float] = set()
+    values: list[float] = []
     example: dict[str, Any] | None = None
     for group in recent:
         completions = [c for c in group["completions"] if isinstance(c, dict)]
@@ -138,7 +139,7 @@ def rollout_signals(groups: list[dict]) -> dict[str, Any]:
         if len(rewards) < 2 or len(rewards) != len(completions) or max(rewards) - min(rewards) > 1e-9:
             continue
         alike += 1
-        values.add(round(rewards[0], 4))
+        values.append(round(rewards[0], 4))
         distinct += len(set(texts)) > 1
         expected = group.get("expected")
         if isinstance(expected, (str, int, float)) and str(expected).strip():
@@ -157,10 +158,20 @@ def rollout_signals(groups: list[dict]) -> dict[str, Any]:
         "identical_share": round(identical / len(recent), 4) if recent else None,
         "identical_right_share": round(identical_right / identical, 4) if identical else None,
         "alike_distinct_share": round(distinct / alike, 4) if alike else None,
-        "alike_value": next(iter(values)) if len(values) == 1 else None,
+        "alike_value": _shared_value(values),
+        "alike_values": len(set(values)),
         "expected_hits": round(hits / known, 4) if known else None,
         "example": example,
     }
+
+
+def _shared_value(values: list[float]) -> float | None:
+    """The value (nearly) every alike group scored; None where they differ (all right on some prompts, all wrong
+    on others) or no group is alike."""
+    if not values:
+        return None
+    common = max(values, key=values.count)
+    return common if values.count(common) >= ALIKE_SHARED * len(values) else None
 
 
 def collect_signals(
@@ -311,7 +322,11 @@ def _example(ex: dict | None, *, other: bool = False, expected: bool = False) ->
 
 
 def _alike_value(s: dict) -> float | None:
+    """The reward the alike groups share: from the rollouts, else (none recorded) the last steps' reward; None
+    where the rollouts show groups alike at different values."""
     value = s.get("alike_value")
+    if value is None and (s.get("alike_values") or 0) > 1:
+        return None
     return s["reward_last"] if value is None else value
 
 
@@ -441,6 +456,12 @@ def _alike_cause(s: dict) -> str:
             "are not recorded: see them scored with hermes-rl test-inference --env ENV, or set "
             "ensure_scores_are_not_same=false to train on and record them; a larger group_size or temperature "
             "gives a group more chances to differ"
+        )
+    if value is None and (s.get("alike_values") or 0) > 1:
+        return (
+            "each group's answers score the same, but not the same across groups (all right on some prompts, all "
+            f"wrong on others; reward {_f(s['reward_last'])}): raise group_size or temperature so a group's "
+            "answers can differ"
         )
     return (
         f"each group's answers score the same (reward {_f(value)}): raise group_size or temperature so a "
