@@ -1,7 +1,7 @@
 """Bench: a real pretrained model learning offline. SmolLM2-135M-Instruct (the smollm2 profile) learns, on
 2 CPU cores within minutes, to answer sums: toy_addition asked in the model's chat template ("What is
-a + b? Answer with the number only.", operands 0..9), reward 1 for the number alone, 0.25 for the right
-number among other words, 0 otherwise.
+a + b? Answer with the number only.", operands 0..9) after two worked examples, reward 1 for the number alone,
+0 otherwise.
 
     .venv/bin/python bench/bench_smollm2_demo.py [--steps 60] [--home DIR]
     .venv/bin/python bench/bench_smollm2_demo.py --report RUN_DIR      # figures for an existing run
@@ -9,9 +9,9 @@ number among other words, 0 otherwise.
 The run is the documented command with total_steps from a derived profile:
 
     hermes-rl profile new smollm2-demo --from smollm2 --set total_steps=60
-    hermes-rl start --env toy_addition --profile smollm2-demo --set chat=true --set max_operand=9 \\
-        --set group_size=8 --set batch_size=16 --set max_completion_tokens=16 --set temperature=0.7 \
-        --set learning_rate=0.0003
+    hermes-rl start --env toy_addition --profile smollm2-demo --set chat=true --set chat_examples=2 \\
+        --set max_operand=9 --set group_size=8 --set batch_size=16 --set max_completion_tokens=16 \\
+        --set wordy_credit=0 --set learning_rate=0.0002
 
 Prints launch -> first step, seconds per step, reward/mean over the first and last 10 steps, the greedy
 eval, the wall time, and writes bench/smollm2_reward_curve.png (reward/mean per step and its 10-step mean).
@@ -33,12 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent
 WINDOW = 10
 SETTINGS = [
     "chat=true",
+    "chat_examples=2",
     "max_operand=9",
     "group_size=8",
     "batch_size=16",
     "max_completion_tokens=16",
-    "temperature=0.7",
-    "learning_rate=0.0003",
+    "wordy_credit=0",
+    "learning_rate=0.0002",
 ]
 
 
@@ -84,7 +85,7 @@ def plot(metrics: list[dict], started: float, path: Path) -> None:
     minutes = (metrics[-1]["time"] - started) / 60
     ax.set_title(f"SmolLM2-135M-Instruct learning to answer sums offline, 2 CPU cores ({minutes:.1f} min)")
     ax.set_xlabel("step (16 completions each)")
-    ax.set_ylabel("reward (1: the number alone, 0.25: right among words)")
+    ax.set_ylabel("reward (1: the number alone, else 0)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
