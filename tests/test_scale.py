@@ -418,7 +418,7 @@ def test_a_long_build_read_as_columns_holds_what_reading_each_row_holds(tmp_path
     monkeypatch.setattr(metrics_digest, "_fold_frame", counted("columns", fold_frame))
     monkeypatch.setattr(metrics_digest, "_fold", counted("rows", fold))
     monkeypatch.setattr(metrics_digest, "COLUMNAR_BYTES", 0)  # every build long
-    monkeypatch.setattr(metrics_digest, "COLUMNAR_READ_BYTES", 9_000)  # many chunks, blocks across them
+    monkeypatch.setattr(metrics_digest, "READ_BYTES", 9_000)  # many chunks, blocks across them
     (tmp_path / "columns").mkdir()
     (tmp_path / "columns" / "metrics.jsonl").write_text(text[:half])
     MetricsDigest(tmp_path / "columns").update()
