@@ -484,7 +484,8 @@ class CausalLM:
         with 1-D targets and gradients on, marks the positions whose loss can be non-zero: only they
         go through the output head with autograd (the full-vocabulary head and its log-softmax are
         the largest tensors of a step); the others are scored without a graph, so every value is the
-        same as without the mask.
+        same as without the mask. With 1-D targets, rows that begin with SHARED_PREFIX_TOKENS or more tokens
+        in common (a GRPO group's prompt) run that prefix once (_hidden_sharing): the same values.
         """
         width = max(len(s) for s in sequences)
         ids = torch.zeros(len(sequences), width, dtype=torch.long)
