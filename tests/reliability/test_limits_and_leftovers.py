@@ -138,4 +138,7 @@ def test_results_of_a_large_metrics_file_take_bounded_memory(hermes_home):
     assert results["final_metrics"]["step"] == rows and results["final_metrics"]["metric/24"] == 0.24123456789
     history = results["history"]
     assert len(history) == 50 and history[0]["step"] == 1 and history[-1]["step"] == rows
-    assert peak_mb < 150, f"results took {peak_mb:.0f} MB for a {rows}-row file"
+    # Bounded by the 4 MB chunk the digest reads, not the file: all rows as dicts would take ~600 MB. The build
+    # reads columns with polars, whose runtime is ~50 MB of it (127 MB here, 161 MB in a fresh clone that
+    # compiles its modules on import, beside other tests).
+    assert peak_mb < 250, f"results took {peak_mb:.0f} MB for a {rows}-row file"
