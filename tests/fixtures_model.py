@@ -113,6 +113,11 @@ def start_tinker_local(model_dir: Path, checkpoint_dir: Path, timeout_s: float =
             time.sleep(0.05)
         yield LocalTinker(url[0], process, Path(model_dir), checkpoint_dir, log_path, api_key)
     finally:
+        # pytest shows a teardown's output only for a test that failed: then the server's own account of it
+        # (a client once found a live server's port refusing connections; its log says what the server saw)
+        with contextlib.suppress(OSError):
+            tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]
+            print(f"tinker-local log ({log_path}), exit {process.poll() if process else None}:", *tail, sep="\n")
         if process is not None and process.poll() is None:
             end_group(process, grace=15.0)
         warm.close()
