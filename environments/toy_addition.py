@@ -126,15 +126,11 @@ class ToyAdditionEnv(BaseEnv):
     def prompt(self, a: int, b: int) -> str:
         if not self.config.chat:
             return toy_task.PROMPT_TEMPLATE.format(a=a, b=b)
-        examples = toy_task.CHAT_EXAMPLES[: self.config.chat_examples]
-        conversation = [
-            turn
-            for x, y in [*examples, (a, b)]
-            for turn in (
-                {"role": "user", "content": toy_task.CHAT_QUESTION.format(a=x, b=y)},
-                {"role": "assistant", "content": str(x + y)},
-            )
-        ][:-1]  # the asked sum's answer is the policy's to give
+        conversation = []
+        for x, y in toy_task.CHAT_EXAMPLES[: self.config.chat_examples]:
+            conversation.append({"role": "user", "content": toy_task.CHAT_QUESTION.format(a=x, b=y)})
+            conversation.append({"role": "assistant", "content": str(x + y)})
+        conversation.append({"role": "user", "content": toy_task.CHAT_QUESTION.format(a=a, b=b)})
         return self.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
 
     def score(self, text: str, answer: int) -> float:

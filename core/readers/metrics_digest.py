@@ -347,14 +347,17 @@ def _fold_frame(state: dict, starts, frame, derived: set[str]) -> None:
         block[2] = max(block[2], int(steps[low:high].max()))
         block[4] += high - low
         chunk_blocks.append(block)
-    names = [n for n, t in frame.schema.items() if n not in _SKIP and str(t) != "Null"]
-    finite = [pl.when(pl.col(n).cast(pl.Float64).is_finite()).then(pl.col(n).cast(pl.Float64)).alias(n) for n in names]
+
+    def finite(name: str):  # the column as floats, null where it is not a finite number
+        value = pl.col(name).cast(pl.Float64)
+        return pl.when(value.is_finite()).then(value).alias(name)
+
     if "time" in frame.schema and str(frame.schema["time"]) in _COLUMN_TYPES:
-        finite.append(pl.when(pl.col("time").cast(pl.Float64).is_finite()).then(pl.col("time").cast(pl.Float64)))
-        times = frame.select(pl.col("step"), *finite[-1:]).drop_nulls()
+        times = frame.select(pl.col("step"), finite("time")).drop_nulls()
         if times.height:
             keys["time"] = [int(times["step"][-1]), float(times["time"][-1])]
-    columns = frame.select(pl.Series("block", ids), pl.col("step"), *finite[: len(names)])
+    names = [n for n, t in frame.schema.items() if n not in _SKIP and str(t) != "Null"]
+    columns = frame.select(pl.Series("block", ids), pl.col("step"), *map(finite, names))
     _fold_groups(columns, names, chunk_blocks, keys, "")
     if "environment" in frame.schema and str(frame.schema["environment"]) == "String":
         named = frame["environment"].drop_nulls().unique(maintain_order=True).to_list()

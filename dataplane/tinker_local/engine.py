@@ -558,12 +558,13 @@ class CausalLM:
         sees_prefix = torch.arange(longest)[None, :] < starts[:, None]  # (B, longest): its own prefix only
         causal = torch.ones(rest, rest, dtype=torch.bool).tril()
         mask = torch.cat((sees_prefix[:, None, :].expand(-1, rest, -1), causal.expand(len(sequences), -1, -1)), dim=2)
-        keys_values.rows = torch.tensor([max(group, 0) for group in prefix_of], device=device)
+        prefix_row = torch.tensor([max(group, 0) for group in prefix_of])  # a row in no group: any (unseen)
+        keys_values.rows = prefix_row.to(device)
         rest_h = self.final_hidden(ids, positions, adapter, scale, mask[:, None], keys_values, 0, False, self.w)
 
         # each (row, position) from where it was computed: its prefix's pass, or its own
         at = torch.arange(width)[None, :].expand(len(sequences), -1)
-        from_prefix = torch.tensor([max(group, 0) for group in prefix_of])[:, None] * longest + at
+        from_prefix = prefix_row[:, None] * longest + at
         own = len(groups) * longest + torch.arange(len(sequences))[:, None] * rest + (at - starts[:, None])
         own = torch.where(at - starts[:, None] < rest, own, 0)  # right padding: any row will do
         index = torch.where(at < starts[:, None], from_prefix, own).reshape(-1).to(device)
