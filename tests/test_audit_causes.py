@@ -176,6 +176,19 @@ def test_a_run_that_rose_until_every_answer_is_right_has_learned_its_task(tmp_pa
     # cut answers that scored alike are not a task learned, whatever the reward did
     cut = [{**row, "signals/truncated_share": 0.8} for row in rows]
     assert audit_run_dir(_write(tmp_path / "cut", cut, env, groups))["verdict"] == "no_signal"
+    # reasoning-gym's products on SmolLM2: greedy eval 0.12 → 0.96, and every sample of a group says
+    # '9 * 5 = 45', which the scorer pays 0.90 (words around the answer): a task learned, not a collapse
+    worded = [_row(i + 1, 0.2, alike=1, entropy=1.35) for i in range(10)]
+    worded += [_row(i + 11, 0.9, entropy=0.02) for i in range(20)]
+    said = [_group(step, "9*5=", ["9 * 5 = 45"] * GROUP, [0.9] * GROUP, "45") for step in range(23, 31)]
+    evals = [{"step": 0, "eval/percent_correct": 0.12}, {"step": 30, "eval/percent_correct": 0.96}]
+    result = audit_run_dir(_write(tmp_path / "worded", worded, evals, said))
+    assert result["verdict"] == "learning", result
+    assert "scored 0.90 alike: it has learned this task" in result["reasons"][1]
+    # the same partial pay while greedy eval stays low is the policy settling on what pays, not a task learned
+    low = [{"step": 0, "eval/percent_correct": 0.12}, {"step": 30, "eval/percent_correct": 0.45}]
+    verdict, reason = _reason(_write(tmp_path / "settled", worded, low, said))
+    assert verdict == "no_signal" and "the policy collapsed onto one answer while training" in reason
 
 
 def test_a_reward_that_ignores_the_completion_says_check_the_reward_function(tmp_path):

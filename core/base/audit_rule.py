@@ -10,8 +10,8 @@ Verdicts, first that applies:
   the recent batches were empty: GRPO has nothing to learn from, whatever the curves look like. The
   reason names the cause (_alike_cause): answers cut at the token limit, identical samples, a reward
   that does not depend on the completion, every answer wrong (too hard, or a missed format), every
-  answer right (too easy). Every answer right after the reward or eval rose is a task learned: `learning`,
-  with that reason
+  answer right (too easy). Every answer right (or right with words around it, where greedy eval agrees) after
+  the reward or eval rose is a task learned: `learning`, with that reason
 - suspect: the reward rises while greedy eval falls; completions run into the token limit or grow
   LENGTH_DRIFT_MAX times their first length; one part of a multi-part reward carries it while eval
   does not follow; the entropy collapsed while the reward stayed flat
@@ -48,6 +48,8 @@ DISTINCT_SHARE = 0.5  # of the alike groups holding different completions that s
 EXPECTED_HITS = 0.5  # of completions holding the expected answer: a wrong-scored group found it anyway
 ALIKE_SHARED = 0.75  # the share of alike groups at one value for it to be the value they share
 EVAL_GAP = 0.5  # greedy eval this far from the sampled reward: the reward does not measure the task
+LEARNED_PART = 0.5  # a right answer paid at least this much (not full marks: words around it) ...
+LEARNED_EVAL = 0.5  # ... is a task learned where greedy eval gets at least this share right
 EXAMPLE_CHARS = 80
 
 _OWN_REWARD_KEYS = {"reward/mean"}
@@ -337,14 +339,21 @@ def _eval_gap(s: dict, value: float | None) -> bool:
 
 
 def _learned_it(s: dict) -> bool:
-    """Whether the alike groups are right answers the scorer rightly pays: whole, not cut, and eval agrees."""
+    """Whether the alike groups are right answers the scorer rightly pays: whole, not cut, and eval agrees.
+    Right answers a scorer pays in part (words around the number: reasoning-gym paid `9 * 5 = 45` 0.90) count
+    where they hold the expected answer and greedy eval gets the task right; a partial credit the policy
+    settled on while eval stays low does not."""
     value, truncated, hits = _alike_value(s), s["truncated_share"], s.get("expected_hits")
+    if value is None or (truncated is not None and truncated >= TRUNCATED_SUSPECT) or _eval_gap(s, value):
+        return False
+    if value >= 0.95:
+        return not (hits is not None and hits < EXPECTED_HITS)
     return (
-        value is not None
-        and value >= 0.95
-        and (truncated is None or truncated < TRUNCATED_SUSPECT)
-        and not _eval_gap(s, value)
-        and not (hits is not None and hits < EXPECTED_HITS)
+        value >= LEARNED_PART
+        and hits is not None
+        and hits >= EXPECTED_HITS
+        and s["evals"] >= 1
+        and (s["eval_last"] or 0.0) >= LEARNED_EVAL
     )
 
 
