@@ -399,6 +399,17 @@ def test_bfloat16_path_runs_and_trains_float32_lora_masters(tmp_path):
         full_seq = [1, 2, 3, 4] + seq.tokens
         trained = half.target_logprobs([full_seq[:-1]], [torch.tensor(full_seq[1:])], adapter, 8.0)[0, 3:]
     assert seq.logprobs == pytest.approx(trained.tolist(), abs=0.05)
+    # Each new adapter version is merged anew; the packed copies of earlier merges go with them (they once
+    # piled up to a size bound: ~4 GB of SmolLM2 copies after four GRPO steps).
+    spec = SampleSpec(prompt=[1, 2, 3, 4], max_tokens=2, temperature=0.0)
+    for _ in range(4):
+        with torch.no_grad():
+            for _, b in adapter.values():
+                b.mul_(1.1)
+        sample(half, [spec], adapter, 8.0)
+    merged = {id(t) for t in half.merged_weights(adapter, 8.0).values()}
+    stale = [key for key in half._packs if key not in merged and key not in {id(t) for t in half.w.values()}]
+    assert not stale and half._packs, (len(stale), len(half._packs))
 
 
 def test_folders_the_engine_cannot_serve_are_refused_naming_what_is_missing(tmp_path):

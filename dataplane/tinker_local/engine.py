@@ -470,7 +470,12 @@ class CausalLM:
         key = adapter_key(adapter, scale)
         if self._merged is not None and self._merged[0] == key:
             return self._merged[2]
-        self._merged = None  # free the previous merge before building the next
+        # Free the previous merge before building the next, its packed copies too (they hold its tensors:
+        # kept until a size bound instead, 4 GB stayed alive after four GRPO steps); a batch that still
+        # decodes on it packs what it uses again, once.
+        self._merged = None
+        base = {id(t) for t in self.w.values()}
+        self._packs = {key: value for key, value in self._packs.items() if key in base}
         weights = dict(self.w)
         for name, (a, b) in adapter.items():
             base = self.w[name + ".weight"]
