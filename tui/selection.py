@@ -4,6 +4,7 @@ elsewhere (`hermes-rl select`, an agent's tool), and the config pane that follow
 from __future__ import annotations
 
 from textual import work
+from textual.css.query import NoMatches
 
 from hermes_rl.core.base.errors import HermesError
 
@@ -12,6 +13,7 @@ from .dashboard_state import DashboardState
 from .format import error_line
 from .panes.config_editor import ConfigPane
 from .panes.environments import EnvironmentsPane
+from .textual_compat import shutting_down
 
 
 class EnvironmentSelection(DashboardState):
@@ -94,13 +96,18 @@ class EnvironmentSelection(DashboardState):
         self._selection_seen = seen
         selection = backend.current_selection()
         env, profile = selection.get("environment"), selection.get("profile")
-        if profile and profile != self.header.profile:
-            self.header.profile = profile
-            self.header.update_text()
-            if env and env == self.selected_env:
-                self.load_config(env)  # the same environment under another profile: other defaults
-        if env and env != self.selected_env:
-            self._environment_chosen(env)
+        try:
+            if profile and profile != self.header.profile:
+                self.header.profile = profile
+                self.header.update_text()
+                if env and env == self.selected_env:
+                    self.load_config(env)  # the same environment under another profile: other defaults
+            if env and env != self.selected_env:
+                self._environment_chosen(env)
+        except NoMatches:
+            if shutting_down(self):
+                return  # this timer fired while the app's panes were being removed
+            raise
 
     def _environment_chosen(self, name: str) -> None:
         self.selected_env = name
