@@ -474,8 +474,8 @@ class CausalLM:
         # kept until a size bound instead, 4 GB stayed alive after four GRPO steps); a batch that still
         # decodes on it packs what it uses again, once.
         self._merged = None
-        base = {id(t) for t in self.w.values()}
-        self._packs = {key: value for key, value in self._packs.items() if key in base}
+        base_ids = {id(t) for t in self.w.values()}
+        self._packs = {ident: entry for ident, entry in self._packs.items() if ident in base_ids}
         weights = dict(self.w)
         for name, (a, b) in adapter.items():
             base = self.w[name + ".weight"]
