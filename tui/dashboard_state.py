@@ -4,9 +4,10 @@ tui/selection.py, tui/run_control.py, tui/routing.py) build on it; tui/app.py co
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 from textual.app import App
 from textual.css.query import NoMatches
@@ -15,7 +16,7 @@ from textual.widget import Widget
 from .format import UntrustedTextFilter
 from .panes.config_editor import ConfigPane
 from .panes.runs import RunsPane
-from .textual_compat import add_line_filter
+from .textual_compat import add_line_filter, shutting_down
 from .widgets.header import HeaderBar
 
 if TYPE_CHECKING:
@@ -24,6 +25,26 @@ if TYPE_CHECKING:
     from .live import LiveUpdater
 
 PaneT = TypeVar("PaneT", bound=Widget)
+StateT = TypeVar("StateT", bound="DashboardState")
+Args = ParamSpec("Args")
+
+
+def dropped_when_closing(
+    method: Callable[Concatenate[StateT, Args], None],
+) -> Callable[Concatenate[StateT, Args], None]:
+    """A callback that may still run while the app shuts down and its panes are removed (a live update, a
+    timer): a pane it finds gone then is no error, and the callback is dropped."""
+
+    @functools.wraps(method)
+    def wrapper(self: StateT, *args: Args.args, **kwargs: Args.kwargs) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except NoMatches:
+            if shutting_down(self):
+                return
+            raise
+
+    return wrapper
 
 
 class DashboardState(App):

@@ -4,15 +4,14 @@ the user as one line."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
-from textual.css.query import NoMatches
 from textual.worker import Worker, WorkerState
 
 from hermes_rl.core.base.states import FINAL, RunStatus
 
+from .dashboard_state import dropped_when_closing
 from .format import cost_cell, error_line
 from .navigation import Navigation
 from .panes.config_editor import ConfigPane
@@ -24,34 +23,15 @@ from .panes.runs import RunsPane
 from .panes.step_time import StepTimeScreen
 from .run_control import RunControl
 from .selection import EnvironmentSelection
-from .textual_compat import shutting_down
 
 if TYPE_CHECKING:
     from .live import LiveUpdater
-
-MessageT = TypeVar("MessageT")
-Handler = Callable[["MessageRouting", MessageT], None]
 
 # How a run's end is announced: failures as errors, the rest as information.
 END_SEVERITY: dict[str, Literal["information", "warning", "error"]] = {
     RunStatus.FAILED: "error",
     RunStatus.LOST: "error",
 }
-
-
-def live_handler(method: Handler[MessageT]) -> Handler[MessageT]:
-    """Live updates may still arrive while the app shuts down and its panes are gone: drop them."""
-
-    @functools.wraps(method)
-    def wrapper(self: MessageRouting, message: MessageT) -> None:
-        try:
-            method(self, message)
-        except NoMatches:
-            if shutting_down(self):
-                return  # widgets are being removed
-            raise
-
-    return wrapper
 
 
 class MessageRouting(Navigation, EnvironmentSelection, RunControl):
@@ -76,12 +56,12 @@ class MessageRouting(Navigation, EnvironmentSelection, RunControl):
         for message in batch.updates:
             getattr(self, message.handler_name)(message)
 
-    @live_handler
+    @dropped_when_closing
     def on_live_updater_environments_changed(self, message: LiveUpdater.EnvironmentsChanged) -> None:
         self.environments = message.environments
         self.pane(EnvironmentsPane).show(message.environments)
 
-    @live_handler
+    @dropped_when_closing
     def on_live_updater_alerts_arrived(self, message: LiveUpdater.AlertsArrived) -> None:
         """An alert rule fired (alerts.yaml): a toast and the terminal's bell, whichever run it is about."""
         for alert in message.alerts[-5:]:  # a burst (many runs ending at once) shows its newest few
@@ -95,7 +75,7 @@ class MessageRouting(Navigation, EnvironmentSelection, RunControl):
             )
         self.bell()
 
-    @live_handler
+    @dropped_when_closing
     def on_live_updater_runs_updated(self, message: LiveUpdater.RunsUpdated) -> None:
         self.runs = message.runs
         for run in message.runs:
@@ -122,7 +102,7 @@ class MessageRouting(Navigation, EnvironmentSelection, RunControl):
         if self.initial_run_id and pane.select(self.initial_run_id):
             self.initial_run_id = None
 
-    @live_handler
+    @dropped_when_closing
     def on_live_updater_run_sampled(self, message: LiveUpdater.RunSampled) -> None:
         if message.run_id != self.selected_run:
             return
@@ -130,7 +110,7 @@ class MessageRouting(Navigation, EnvironmentSelection, RunControl):
         self.pane(LogsPane).sync_processes(message.run)
         self.pane(MetricsPane).show_audit(message.run.get("audit"))
 
-    @live_handler
+    @dropped_when_closing
     def on_live_updater_metrics_updated(self, message: LiveUpdater.MetricsUpdated) -> None:
         if message.run_id != self.selected_run:
             return
@@ -138,7 +118,7 @@ class MessageRouting(Navigation, EnvironmentSelection, RunControl):
         if isinstance(self.screen, (ChartScreen, StepTimeScreen)):
             self.screen.update_rows(message.rows)
 
-    @live_handler
+    @dropped_when_closing
     def on_live_updater_logs_grew(self, message: LiveUpdater.LogsGrew) -> None:
         if message.run_id == self.selected_run:
             self.pane(LogsPane).logs_grew(message.names)
@@ -147,7 +127,7 @@ class MessageRouting(Navigation, EnvironmentSelection, RunControl):
     def on_environments_pane_selected(self, message: EnvironmentsPane.Selected) -> None:
         self.choose_environment(message.name)
 
-    @live_handler
+    @dropped_when_closing
     def on_config_pane_loaded(self, message: ConfigPane.Loaded) -> None:
         self.header.profile = message.view.profile
         self.header.update_text()
@@ -158,7 +138,7 @@ class MessageRouting(Navigation, EnvironmentSelection, RunControl):
     def on_config_pane_reset_requested(self, message: ConfigPane.ResetRequested) -> None:
         self.reset_config(message.environment)
 
-    @live_handler
+    @dropped_when_closing
     def on_runs_pane_selected(self, message: RunsPane.Selected) -> None:
         if message.run_id == self.selected_run:
             return

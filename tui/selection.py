@@ -4,16 +4,14 @@ elsewhere (`hermes-rl select`, an agent's tool), and the config pane that follow
 from __future__ import annotations
 
 from textual import work
-from textual.css.query import NoMatches
 
 from hermes_rl.core.base.errors import HermesError
 
 from . import backend
-from .dashboard_state import DashboardState
+from .dashboard_state import DashboardState, dropped_when_closing
 from .format import error_line
 from .panes.config_editor import ConfigPane
 from .panes.environments import EnvironmentsPane
-from .textual_compat import shutting_down
 
 
 class EnvironmentSelection(DashboardState):
@@ -87,6 +85,7 @@ class EnvironmentSelection(DashboardState):
             return
         self.choose_environment(self.selected_env, profile)
 
+    @dropped_when_closing  # a timer's: it may fire while the app's panes are being removed
     def _follow_selection(self) -> None:
         """A selection made elsewhere (`hermes-rl select`, an agent's tool) shows here too: the header,
         the environments pane and the config follow it."""
@@ -96,18 +95,13 @@ class EnvironmentSelection(DashboardState):
         self._selection_seen = seen
         selection = backend.current_selection()
         env, profile = selection.get("environment"), selection.get("profile")
-        try:
-            if profile and profile != self.header.profile:
-                self.header.profile = profile
-                self.header.update_text()
-                if env and env == self.selected_env:
-                    self.load_config(env)  # the same environment under another profile: other defaults
-            if env and env != self.selected_env:
-                self._environment_chosen(env)
-        except NoMatches:
-            if shutting_down(self):
-                return  # this timer fired while the app's panes were being removed
-            raise
+        if profile and profile != self.header.profile:
+            self.header.profile = profile
+            self.header.update_text()
+            if env and env == self.selected_env:
+                self.load_config(env)  # the same environment under another profile: other defaults
+        if env and env != self.selected_env:
+            self._environment_chosen(env)
 
     def _environment_chosen(self, name: str) -> None:
         self.selected_env = name
