@@ -659,6 +659,7 @@ class Bridge:
         self.step = 0
         self.pools: dict[str, list[tuple[TokenSequence, object]]] = {}  # per seat: hands of short deals (post)
         self.pooled: set[str] = set()
+        self.posted: dict[str, int] = {}  # per seat: groups sent to training since the last metrics row
 
     def next_task(self):
         first, self._first = getattr(self, "_first", None), None
@@ -821,6 +822,8 @@ class Bridge:
             ],
         }
         await self._json("POST", f"{self.api}/scored_data", json=group)
+        if len(self.seats) > 1:
+            self.posted[seat] = self.posted.get(seat, 0) + 1
 
     def say_dropped(self, step: int) -> int:
         """One line counting what was not trained since the last (at a step, or every REPORT_S while no step
@@ -847,6 +850,9 @@ class Bridge:
                 continue
             name = "train/reward_mean" if key == "reward" else "verifiers/turns" if key == "turns" else key
             row[name] = sum(values) / len(values)
+        # which seats trained: a seat whose every hand scores alike is scored but sends no group
+        row.update({f"seat/{seat}/groups": n for seat, n in self.posted.items()})
+        self.posted = {}
         row["verifiers/dropped"] = dropped
         _append_row(self.metrics_path, row)
         self.pending = []

@@ -210,6 +210,7 @@ def test_every_seat_of_a_two_seat_env_trains_and_a_seat_that_never_played_does_n
     folder = run_dir(run["run_id"])
     env_rows = [r for r in read_jsonl(folder / "env_metrics.jsonl") if r.get("environment") == "hermes-vf-duel"]
     assert any("seat/first/reward" in r for r in env_rows) and any("seat/second/reward" in r for r in env_rows)
+    assert sum(r.get("seat/second/groups", 0) for r in env_rows) >= 1  # the log says which seats trained
     texts = [c["prompt"] for step in (1, 2) for c in rollouts.read_rollouts(run["run_id"], step=step)["completions"]]
     assert any("The other player said" in t for t in texts) and any("The other player" not in t for t in texts)
     # the second seat's hands it forfeited without a turn: counted in the env log, never trained
