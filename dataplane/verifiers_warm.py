@@ -138,11 +138,54 @@ def _learn(learned: Path, upto: int) -> int:
             names = handle.read()
     except OSError:
         return upto
+    imported = False
     for name in dict.fromkeys(names.split()):
         if name not in sys.modules:
             with contextlib.suppress(BaseException):
                 importlib.import_module(name)
+                imported = True
+    if imported:
+        _complete_models()
     return upto + len(names)
+
+
+def _prepare_ssl_contexts() -> None:
+    """Each child's first `ssl.create_default_context(cafile=certifi.where())`, which the program's HTTP client
+    makes every turn (loading the bundle took ~14 ms of a turn's ~30), is one the zygote made: the zygote never
+    uses it, so each child's copy of it (fork) is as new as one it would make. Later calls make their own."""
+    import ssl
+
+    make = ssl.create_default_context
+    made: dict = {}
+
+    def create_default_context(purpose=ssl.Purpose.SERVER_AUTH, *, cafile=None, capath=None, cadata=None):
+        key = (purpose, cafile, capath) if cadata is None and os.getpid() != zygote_pid else None
+        context = made.pop(key, None) if key else None
+        return context if context is not None else make(purpose, cafile=cafile, capath=capath, cadata=cadata)
+
+    zygote_pid = os.getpid()
+    certifi = sys.modules.get("certifi")
+    if certifi is not None:
+        made[(ssl.Purpose.SERVER_AUTH, certifi.where(), None)] = make(cafile=certifi.where())
+    ssl.create_default_context = create_default_context
+
+
+def _complete_models() -> None:
+    """Build the schemas of the pydantic models loaded so far that defer them (the openai SDK's ~650 do): what
+    pydantic does on a model's first use, which each child did again for every response it read (~0.1 s here
+    builds them all, once)."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None:
+        return
+    classes, stack = [], [pydantic.BaseModel]
+    while stack:
+        for cls in stack.pop().__subclasses__():
+            classes.append(cls)
+            stack.append(cls)
+    for cls in classes:
+        if cls.__dict__.get("__pydantic_complete__", True) is False:
+            with contextlib.suppress(Exception):  # a model whose references are not there yet stays deferred
+                cls.model_rebuild(raise_errors=False)
 
 
 def zygote(script: str, socket_path: str) -> None:
@@ -150,6 +193,8 @@ def zygote(script: str, socket_path: str) -> None:
     code = compile(source, script, "exec")
     # The program's imports, once: its module body runs without its main (__name__ is not "__main__").
     exec(code, {"__name__": "__hermes_warm__", "__file__": script, "__builtins__": builtins})
+    _complete_models()
+    _prepare_ssl_contexts()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
 
     def orphaned() -> None:  # its standard input is the bridge's pipe: the bridge is gone, so is the zygote
