@@ -484,6 +484,7 @@ def list_tasksets() -> dict:
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 REPORT_S = 30.0  # while no step comes, what was not trained is counted in the env log this often
 ENDPOINT_KEY_VAR = "HERMES_RL_ENDPOINT_KEY"  # the run's endpoint credential, read by verifiers' model client
+GROUP_HEADER = "X-Hermes-Group-Size"  # the trainer's endpoint (dataplane/trainer/inference.py) reads it
 
 
 class TokenSequence:
@@ -636,7 +637,10 @@ class Bridge:
         os.environ.setdefault(key_var, "EMPTY")
         self.ctx = ModelContext(
             model=self.model,
-            client=EvalClientConfig(base_url=self.base_url, api_key_var=key_var),
+            # the endpoint holds a group's first turns until they are all there, to sample them as one call
+            client=EvalClientConfig(
+                base_url=self.base_url, api_key_var=key_var, headers={GROUP_HEADER: str(self.group_size)}
+            ),
             sampling=SamplingConfig(temperature=self.temperature, max_tokens=self.max_tokens),
         )
         self._tasks = iter(self.vf_env.taskset)

@@ -4,6 +4,7 @@ model: a fake policy samples."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -11,6 +12,7 @@ pytest.importorskip("aiohttp")
 
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
+from hermes_rl.dataplane.trainer import inference  # noqa: E402
 from hermes_rl.dataplane.trainer.inference import Policy, build_app  # noqa: E402
 
 
@@ -155,6 +157,51 @@ def test_an_episode_groups_turns_for_one_prompt_are_sampled_as_one_call():
     texts, sessions = asyncio.run(go())
     assert client.calls == [3] and sorted(texts) == ["h", "i", "j"]
     assert sorted(sessions[f"t{i}"][0]["completion_ids"][0] for i in range(3)) == [104, 105, 106]
+
+
+def test_a_groups_first_turns_wait_for_each_other_and_later_turns_do_not(monkeypatch):
+    """The bridge names its group size: a group's first turns, started as processes that come apart on a busy
+    machine, are sampled together when the group is all there, whatever their prompts (a card game deals each
+    episode its own); a conversation's later turns are sampled as they come."""
+    from types import SimpleNamespace
+
+    class Client:
+        calls: list[int] = []
+
+        async def sample(self, prompt, num_samples, sampling_params):
+            self.calls.append(num_samples)
+            seqs = [SimpleNamespace(tokens=[104], logprobs=[-0.1], stop_reason="stop") for _ in range(num_samples)]
+            return SimpleNamespace(sequences=seqs)
+
+    policy = Policy(CharTokenizer(), "tiny")
+    policy.sampling_client = client = Client()
+    # long, so that a group answered without it is plainly answered because the group was all there
+    monkeypatch.setattr(inference, "FIRST_TURNS_WAIT_S", 3.0)
+
+    def body(content: str) -> dict:
+        return {"messages": [{"role": "user", "content": content}], "max_tokens": 4}
+
+    async def turns(http, prompts: list[str], gap_s: float) -> None:
+        async def ask(i: int, prompt: str):
+            await asyncio.sleep(i * gap_s)  # each episode's process comes when it gets a core
+            headers = {"X-Session-ID": f"t{i}", "X-Hermes-Group-Size": str(len(prompts))}
+            return await http.post("/v1/chat/completions", json=body(prompt), headers=headers)
+
+        answers = await asyncio.gather(*(ask(i, p) for i, p in enumerate(prompts)))
+        assert all(a.status == 200 for a in answers)
+
+    async def go():
+        async with TestClient(TestServer(build_app(policy))) as http:
+            started = time.monotonic()
+            await turns(http, ["card J", "card J", "card K"], gap_s=0.05)  # 50 ms apart, past the 20 ms window
+            assert time.monotonic() - started < 2.0
+            first = list(client.calls)
+            await turns(http, ["card J, then bet", "card J, then bet", "card K, then bet"], gap_s=0.05)
+            return first, client.calls[len(first) :]
+
+    first, later = asyncio.run(go())
+    assert sorted(first) == [1, 2]  # one call per prompt, made once the third first turn came
+    assert later == [1, 1, 1]  # not held for the group: even two alike, 50 ms apart, go as they come
 
 
 def test_health_counts_requests_in_flight_and_completions_served():

@@ -51,6 +51,13 @@ SESSION_TURNS = 1024  # turns kept per session (a runaway episode cannot grow th
 # requests for the same prompt and sampling that arrive this close together are sampled as one (num_samples
 # = their sum), as an Atropos group is: one prefill, one round trip to the Tinker server.
 COALESCE_S = 0.02
+# An episode's first turn asks its group's prompt, but each episode is a process of its own that starts its
+# request when it gets a core: on a busy machine a group's first turns come over ~100 ms, not 20. The bridge
+# names its group size in this header; a session's first turn then waits until the group's first turns are all
+# there (whatever their prompts: a card game deals each episode its own), or FIRST_TURNS_WAIT_S has passed.
+# Later turns of a conversation never share a prompt, so they do not wait.
+GROUP_HEADER = "X-Hermes-Group-Size"
+FIRST_TURNS_WAIT_S = 0.2
 SAMPLING_KEYS = ("max_tokens", "max_new_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "stop")
 
 
@@ -70,6 +77,9 @@ class SampledTurns:
 
     def take(self, sessions: list[str]) -> dict[str, list[dict]]:
         return {s: self._sessions.pop(s, []) for s in sessions}
+
+    def __contains__(self, session: str) -> bool:
+        return session in self._sessions
 
 
 class BadRequest(Exception):
@@ -124,18 +134,26 @@ class Policy:
             while len(self._finish) > FINISH_MEMORY:
                 del self._finish[next(iter(self._finish))]
 
-    async def sample_together(self, prompt_tokens: list[int], n: int, params: dict) -> list[dict]:
+    async def sample_together(self, prompt_tokens: list[int], n: int, params: dict, group: int = 0) -> list[dict]:
         """sample(), with concurrent requests for the same prompt and sampling joined into one call (a seeded
-        request is sampled alone)."""
+        request is sampled alone). `group`: the size of the group whose first turn this is (GROUP_HEADER), 0
+        for any other request."""
         if params.get("seed") is not None:
             return await self.sample(prompt_tokens, n, params)
         key = (tuple(prompt_tokens), json.dumps({k: params.get(k) for k in SAMPLING_KEYS}, sort_keys=True))
+        loop = asyncio.get_running_loop()
         batch = self._batches.get(key)
         if batch is None:
-            batch = self._batches[key] = {"wants": [], "params": params}
-            asyncio.get_running_loop().call_later(COALESCE_S, self._flush, key)
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+            batch = self._batches[key] = {"wants": [], "params": params, "first_turns": group > 1}
+            batch["timer"] = loop.call_later(FIRST_TURNS_WAIT_S if group > 1 else COALESCE_S, self._flush, key)
+        future: asyncio.Future = loop.create_future()
         batch["wants"].append((n, future))
+        if group > 1:
+            waiting = [k for k, b in self._batches.items() if b["first_turns"]]
+            if sum(n for k in waiting for n, _ in self._batches[k]["wants"]) >= group:  # the group is here
+                for waited in waiting:
+                    self._batches[waited]["timer"].cancel()
+                    self._flush(waited)
         return await future
 
     def _flush(self, key) -> None:
@@ -400,9 +418,14 @@ def add_openai_routes(routes: web.RouteTableDef, policy: Policy) -> None:
         if params.get("max_tokens") is None and params.get("max_completion_tokens") is not None:
             params["max_tokens"] = params["max_completion_tokens"]
         session = request.headers.get(SESSION_HEADER)
-        # one episode's turn (verifiers): its group's other episodes ask the same, at the same moment
-        sample = policy.sample_together if session else policy.sample
-        samples = await sample(tokens, n, params)
+        if session:  # one episode's turn (verifiers): its group's other episodes ask the same, at the same moment
+            group = request.headers.get(GROUP_HEADER, "")
+            first_turn = session not in policy.sampled_turns
+            samples = await policy.sample_together(
+                tokens, n, params, int(group) if group.isdigit() and first_turn else 0
+            )
+        else:
+            samples = await policy.sample(tokens, n, params)
         if session:
             for s in samples:
                 policy.sampled_turns.add(
