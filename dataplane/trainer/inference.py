@@ -150,7 +150,7 @@ class Policy:
         batch["wants"].append((n, future))
         if group > 1:
             waiting = [k for k, b in self._batches.items() if b["first_turns"]]
-            if sum(n for k in waiting for n, _ in self._batches[k]["wants"]) >= group:  # the group is here
+            if sum(wanted for k in waiting for wanted, _ in self._batches[k]["wants"]) >= group:  # all here
                 for waited in waiting:
                     self._batches[waited]["timer"].cancel()
                     self._flush(waited)
