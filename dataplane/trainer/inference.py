@@ -424,9 +424,6 @@ def add_openai_routes(routes: web.RouteTableDef, policy: Policy) -> None:
             samples = await policy.sample_together(
                 tokens, n, params, int(group) if group.isdigit() and first_turn else 0
             )
-        else:
-            samples = await policy.sample(tokens, n, params)
-        if session:
             for s in samples:
                 policy.sampled_turns.add(
                     session,
@@ -438,6 +435,8 @@ def add_openai_routes(routes: web.RouteTableDef, policy: Policy) -> None:
                         "step": s.get("step"),
                     },
                 )
+        else:
+            samples = await policy.sample(tokens, n, params)
         if data.get("stream"):
             return await stream_chat(
                 request, json.loads(openai_response(policy, tokens, samples, chat=True).text), data
