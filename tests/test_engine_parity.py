@@ -369,6 +369,93 @@ def test_requests_that_join_a_running_batch_sample_what_they_sample_alone(tmp_pa
             assert mid.logprobs == pytest.approx(own.logprobs, abs=1e-5)
 
 
+def _native_decode_or_skip():
+    """native_decode's C++ step, built (or loaded) for this test; a machine without a C++ compiler or ninja
+    skips, saying so, while a failed build where both exist fails with the compiler's error."""
+    import os
+    import shutil
+    import sysconfig
+
+    from hermes_rl.dataplane.tinker_local import native_decode
+
+    native_decode.start()
+    if native_decode.wait(300):
+        return native_decode
+    tools = shutil.which(os.environ.get("CXX", "c++")) and (
+        shutil.which("ninja") or shutil.which("ninja", path=sysconfig.get_path("scripts"))
+    )
+    if not tools:
+        pytest.skip(f"no C++ compiler or ninja here: {native_decode.status()['reason']}")
+    pytest.fail(f"the C++ decoding step did not build: {native_decode.status()}")
+
+
+@pytest.mark.parametrize(
+    "model_type, dtype, native",
+    [("llama", torch.bfloat16, True), ("qwen2", torch.float32, True), ("qwen3", torch.float32, False)],
+    ids=["llama-bf16-packed", "qwen2-biases", "qwen3-runs-python"],
+)
+def test_decoding_layers_in_cpp_give_the_python_ops_results_bit_for_bit(
+    tmp_path, monkeypatch, model_type, dtype, native
+):
+    """native_decode's C++ layers against the same ops called from Python, through all the attention's
+    layouts: prompts of several lengths (the prefix's padding), rows that stop and leave, a request joining
+    mid-decode (the suffix's mask, rows padded per prompt). Per-head q/k norms (Qwen3) stay in Python."""
+    from hermes_rl.dataplane.tinker_local.decoding import Decoding, SampleSpec
+    from hermes_rl.dataplane.tinker_local.engine import CausalLM
+
+    native_decode = _native_decode_or_skip()
+    build(model_type, tmp_path / model_type)
+    lm = CausalLM(tmp_path / model_type, device="cpu", dtype=dtype)
+    specs = [
+        SampleSpec(prompt=[4, 17, 33, 2, 90], num_samples=3, max_tokens=9, temperature=1.0, seed=1),
+        SampleSpec(prompt=[9, 41], num_samples=2, max_tokens=14, temperature=0.7, seed=2),
+        SampleSpec(prompt=[7, 7, 7, 7, 7, 7, 7, 12], num_samples=3, max_tokens=10, temperature=1.0, seed=3),
+    ]
+
+    def decode() -> list:
+        run = Decoding(lm, lm.w)
+        tickets = run.add(specs[:2])
+        for step in range(40):
+            if step == 3:
+                tickets += run.add(specs[2:])
+            if not run.rows:
+                break
+            run.step()
+        return [[(s.tokens, s.logprobs) for s in run.take(ticket).sequences] for ticket in tickets]
+
+    lm._native = None
+    in_cpp = decode()
+    assert (lm._native is not None and lm._native[1] is not None) == native  # where the C++ step ran
+    monkeypatch.setattr(native_decode, "op", lambda: None)
+    assert decode() == in_cpp
+    assert sum(len(tokens) for request in in_cpp for tokens, _ in request) > 50
+
+
+def test_a_decoding_build_that_fails_says_why_and_decoding_runs_the_python_ops(tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    from hermes_rl.dataplane.tinker_local import native_decode
+    from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample
+    from hermes_rl.dataplane.tinker_local.engine import CausalLM
+
+    broken = tmp_path / "decode_layers.cpp"
+    broken.write_text("this is not C++;\n")
+    monkeypatch.setattr(native_decode, "SOURCE", broken)
+    monkeypatch.setattr(native_decode, "_build", native_decode._Build())
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
+    native_decode.start()
+    assert not native_decode.wait(120)
+    status = native_decode.status()
+    assert status["state"] == "unavailable" and status["reason"], status
+    if shutil.which(os.environ.get("CXX", "c++")):  # the compiler's own complaint, not ninja's last line
+        assert "error" in status["reason"], status
+    build("llama", tmp_path / "llama")
+    lm = CausalLM(tmp_path / "llama")
+    seq = sample(lm, [SampleSpec(prompt=[4, 17], max_tokens=5, temperature=0.0)], None, 1.0)[0].sequences[0]
+    assert len(seq.tokens) == 5 and lm._native is None
+
+
 def test_bfloat16_path_runs_and_trains_float32_lora_masters(tmp_path):
     """The dtype a GPU uses, exercised on the CPU: logits near float32's, LoRA gradients in float32."""
     from hermes_rl.dataplane.tinker_local.decoding import SampleSpec, sample

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from . import native_decode
 from .engine import Adapter, CausalLM, KVCache
 
 NEG_INF = float("-inf")
@@ -218,6 +219,21 @@ class DecodeCache:
             return self._attend(layer, q, k, v)
         finally:
             torch.set_num_threads(threads)
+
+    def native_hidden(
+        self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layers: list[torch.Tensor], lm: CausalLM
+    ) -> torch.Tensor:
+        """The step's final hidden states by native_decode's C++ layers (bit-equal to lm.final_hidden with
+        this cache's attend), from the embeddings h and the rotation cos, sin."""
+        none = torch.empty(0, device=self.device)
+        return native_decode.op()(
+            h, cos, sin, layers, lm.w["model.norm.weight"], lm._packs_weights, lm.eps, lm.n_heads,
+            self.prefix_k, self.prefix_v, self.suffix_k, self.suffix_v,
+            none if self.prefix_bias is None else self.prefix_bias,
+            none if self.suffix_bias is None else self.suffix_bias,
+            none if self.slot is None else self.slot,
+            self.length, self.specs, self.rows_per_spec, self.scale, NEG_INF,
+        )  # fmt: skip
 
     def _attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         # One softmax over each row's prefix and suffix scores side by side: ~15 small ops a layer, where

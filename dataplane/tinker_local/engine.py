@@ -23,6 +23,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
+from . import native_decode
 from .model_config import ModelError, ModelSpec, read_model_config
 
 Adapter = dict[str, tuple[torch.Tensor, torch.Tensor]]
@@ -181,6 +182,10 @@ class DecodeAttention(Protocol):
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
 
+    def native_hidden(
+        self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layers: list[torch.Tensor], lm: CausalLM
+    ) -> torch.Tensor: ...
+
 
 class CausalLM:
     """Frozen base weights of a Llama-family checkpoint (see model_config), evaluated functionally.
@@ -233,6 +238,9 @@ class CausalLM:
             self.device.type == "cpu" and self.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
         )
         self._packs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._native: tuple[dict[str, torch.Tensor], list[torch.Tensor] | None] | None = None
+        if self.device.type == "cpu":
+            native_decode.start()
 
     def describe(self) -> dict:
         """What a status or get_info shows about the served model."""
@@ -404,6 +412,10 @@ class CausalLM:
         cos, sin = self._rope(positions)
         groups = self.n_heads // self.n_kv  # grouped-query attention, no copies of K/V
         qk_norm = self.spec.qk_norm
+        if decode is not None and adapter is None:
+            layers = self._native_layers(weights)
+            if layers is not None:
+                return decode.native_hidden(h, cos, sin, layers, self)
         if cache is not None:
             cache.reserve(cache_start + length)
 
@@ -457,6 +469,36 @@ class CausalLM:
             gated = F.silu(gate) * up
             h = h + linear(gated, p + "mlp.down_proj")
         return self._norm(h, "model.norm.weight")
+
+    def _native_layers(self, weights: dict[str, torch.Tensor]) -> list[torch.Tensor] | None:
+        """Each layer's tensors as native_decode's C++ step takes them, or None where it cannot run (not
+        built, not a CPU, per-head query/key norms, unfused or unequal gate/up weights)."""
+        if native_decode.op() is None:
+            return None
+        if self._native is not None and self._native[0] is weights:
+            return self._native[1]
+        layers: list[torch.Tensor] | None = []
+        none = torch.empty(0, device=self.device)
+
+        def matrix(name: str) -> list[torch.Tensor]:
+            weight = weights[name + ".weight"]
+            packed = self._packed(weight) if self._packs_weights else weight
+            return [packed, weights.get(name + ".bias", none)]
+
+        for layer in range(self.n_layers):
+            p = f"model.layers.{layer}."
+            fused = [p + name + ".weight" for name in FUSED_MODULES]
+            if self.device.type != "cpu" or self.spec.qk_norm or not all(name in weights for name in fused):
+                layers = None
+                break
+            if weights[p + "mlp.gate_proj.weight"].shape != weights[p + "mlp.up_proj.weight"].shape:
+                layers = None
+                break
+            layers += [self.w[p + "input_layernorm.weight"], *matrix(p + "self_attn.qkv_proj")]
+            layers += [*matrix(p + "self_attn.o_proj"), self.w[p + "post_attention_layernorm.weight"]]
+            layers += [*matrix(p + "mlp.gate_up_proj"), *matrix(p + "mlp.down_proj")]
+        self._native = (weights, layers)
+        return layers
 
     def merged_weights(self, adapter: Adapter, scale: float) -> dict[str, torch.Tensor]:
         """The base weights with `adapter` folded in (W + scale * B @ A), for sampling.

@@ -1,0 +1,114 @@
+"""A decoding step's layers in C++ (decode_layers.cpp): the same ATen ops as the Python code, in the same
+order, so the results are bit-equal, without Python's cost per op, which at a decoding step's shapes was
+most of the time that is not a weight matmul (docs/benchmarks.md has the figures).
+
+torch's cpp_extension builds the file once per machine (~20 s on 2 cores; the C++ compiler and ninja it
+needs), in a background thread the first model load starts; until it is ready, and wherever it cannot be
+built, decoding runs the Python ops. HERMES_RL_NATIVE_DECODE=0 keeps to Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import sysconfig
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("decode_layers.cpp")
+SWITCH = "HERMES_RL_NATIVE_DECODE"
+# A build's lock older than this was left by a process that died mid-build (torch would wait on it forever).
+STALE_LOCK_S = 300.0
+
+log = logging.getLogger("tinker_local")
+
+
+class _Build:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.state = "idle"  # idle, building, ready, unavailable
+        self.reason = ""
+        self.seconds = 0.0
+
+
+_build = _Build()
+
+
+def start() -> None:
+    """Begin loading the C++ step (building it if this machine has no build yet), once per process."""
+    with _build.lock:
+        if _build.state != "idle":
+            return
+        if os.environ.get(SWITCH, "1") == "0":
+            _finish("unavailable", f"{SWITCH}=0")
+            return
+        _build.state = "building"
+    threading.Thread(target=_load, name="native-decode-build", daemon=True).start()
+
+
+def wait(timeout: float) -> bool:
+    """Whether the C++ step is ready, after waiting up to `timeout` seconds for its build."""
+    _build.done.wait(timeout)
+    return _build.state == "ready"
+
+
+def status() -> dict:
+    """What a server's log and get_info say about it: state, and why it is unavailable."""
+    return {"state": _build.state, "reason": _build.reason, "build_s": round(_build.seconds, 1)}
+
+
+def op():  # noqa: ANN201 - a torch.ops overload packet
+    """torch.ops.hermes_rl_decode.decode_hidden once it is ready, else None."""
+    return torch.ops.hermes_rl_decode.decode_hidden if _build.state == "ready" else None
+
+
+def _finish(state: str, reason: str = "") -> None:
+    _build.state, _build.reason = state, reason
+    _build.done.set()
+
+
+def _load() -> None:
+    started = time.monotonic()
+    try:
+        from torch.utils import cpp_extension  # noqa: PLC0415 - only the build thread needs it
+
+        source = SOURCE.read_text()
+        # The torch version is in the name: an extension built against another torch must not load.
+        digest = hashlib.sha256((source + torch.__version__).encode()).hexdigest()[:12]
+        name = f"hermes_rl_decode_{digest}"
+        root = os.environ.get("TORCH_EXTENSIONS_DIR") or str(Path.home() / ".cache" / "torch_extensions")
+        directory = Path(root) / name
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = directory / "lock"
+        if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            lock.unlink(missing_ok=True)
+        if shutil.which("ninja") is None:  # the ninja package's binary is beside this interpreter's scripts
+            scripts = sysconfig.get_path("scripts")
+            if (Path(scripts) / "ninja").exists():
+                os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
+        cpp_extension.load_inline(
+            name,
+            cpp_sources=[source],
+            is_python_module=False,
+            extra_cflags=["-O2"],
+            build_directory=str(directory),
+        )
+    except Exception as exc:  # noqa: BLE001 - any failure leaves decoding on the Python ops, and says why
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        # a compiler's first error says why; ninja's last line only that the build stopped
+        reason = next(
+            (line for line in lines if "error" in line.lower() and "building extension" not in line.lower()), lines[-1]
+        )
+        _build.seconds = time.monotonic() - started
+        _finish("unavailable", reason[:300])
+        log.info("decoding runs its layers from Python: %s", _build.reason)
+        return
+    _build.seconds = time.monotonic() - started
+    _finish("ready")
+    log.info("decoding runs its layers in C++ (loaded in %.1f s)", _build.seconds)
