@@ -47,6 +47,7 @@ def start() -> None:
             return
         if os.environ.get(SWITCH, "1") == "0":
             _finish("unavailable", f"{SWITCH}=0")
+            log.info("decoding runs its layers from Python: %s", _build.reason)
             return
         _build.state = "building"
     threading.Thread(target=_load, name="native-decode-build", daemon=True).start()
