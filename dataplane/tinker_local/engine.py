@@ -239,7 +239,7 @@ class CausalLM:
         )
         self._packs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._native: tuple[dict[str, torch.Tensor], list[torch.Tensor] | None] | None = None
-        if self.device.type == "cpu":
+        if self.device.type == "cpu" and spec.parameter_estimate() >= native_decode.WORTH_BUILDING_PARAMETERS:
             native_decode.start()
 
     def describe(self) -> dict:

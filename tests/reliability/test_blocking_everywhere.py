@@ -183,6 +183,8 @@ ALLOWED = {
     ("core/clients/toolset.py", "skill_text", "SKILL_FILE.read_text"): "package data",
     ("environments/gsm8k.py", "load_problems", "SAMPLE_PATH.read_text"): "package data (the bundled sample)",
     ("dataplane/tinker_local/native_decode.py", "_load", "SOURCE.read_text"): "package data (the C++ source)",
+    ("dataplane/tinker_local/native_decode.py", "_load", "(directory / 'hermes-rl.lock').open"): "a build's flock "
+    "in torch's extensions folder, not a state file",
     ("tui/panes/environments.py", "EnvironmentsPane.start_filter", "self.query_one(FilterBox).open"): "a widget",
     ("tui/panes/runs.py", "RunsPane.start_filter", "self.query_one(FilterBox).open"): "a widget",
     ("core/runs/index.py", "SummaryIndex._connect", "sqlite3.connect"): "after the path is checked as a regular "
