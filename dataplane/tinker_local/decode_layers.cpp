@@ -1,8 +1,8 @@
 // One decoding step's pass through the layers (engine.CausalLM.final_hidden with decoding.DecodeCache's
 // attention), calling the same ATen ops in the same order as the Python code, so the results are bit-equal.
-// At a decoding step's shapes each op computes for about a microsecond; called from Python it cost ~3 µs
-// more (argument parsing, wrapping), ~45 ops a layer. native_decode.py builds this file and falls back to
-// the Python code wherever it cannot.
+// At a decoding step's shapes, ~45 small ops a layer, calling each from Python cost ~1.7 µs more (argument
+// parsing, wrapping): the whole step is 1.09-1.15x faster here on SmolLM2 (docs/benchmarks.md).
+// native_decode.py builds this file and falls back to the Python code wherever it cannot.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
