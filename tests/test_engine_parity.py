@@ -413,8 +413,8 @@ def test_decoding_layers_in_cpp_give_the_python_ops_results_bit_for_bit(
         SampleSpec(prompt=[7, 7, 7, 7, 7, 7, 7, 12], num_samples=3, max_tokens=10, temperature=1.0, seed=3),
     ]
 
-    def decode() -> list:
-        run = Decoding(lm, lm.w)
+    def decode(weights: dict) -> list:
+        run = Decoding(lm, weights)
         tickets = run.add(specs[:2])
         for step in range(40):
             if step == 3:
@@ -424,12 +424,18 @@ def test_decoding_layers_in_cpp_give_the_python_ops_results_bit_for_bit(
             run.step()
         return [[(s.tokens, s.logprobs) for s in run.take(ticket).sequences] for ticket in tickets]
 
+    # base weights, an adapter merged into them, the base again: the step's tensors follow the weights given
+    adapter = lm.new_adapter(4, lm.lora_modules(True, True, False), seed=0)
+    with torch.no_grad():
+        for _, b in adapter.values():
+            b.normal_(0, 0.5, generator=torch.Generator().manual_seed(1))
     lm._native = None
-    in_cpp = decode()
+    in_cpp = [decode(lm.w), decode(lm.merged_weights(adapter, 8.0)), decode(lm.w)]
     assert (lm._native is not None and lm._native[1] is not None) == native  # where the C++ step ran
+    assert in_cpp[0] != in_cpp[1]
     monkeypatch.setattr(native_decode, "op", lambda: None)
-    assert decode() == in_cpp
-    assert sum(len(tokens) for request in in_cpp for tokens, _ in request) > 50
+    assert [decode(lm.w), decode(lm.merged_weights(adapter, 8.0)), decode(lm.w)] == in_cpp
+    assert sum(len(tokens) for request in in_cpp[0] for tokens, _ in request) > 50
 
 
 def test_a_decoding_build_that_fails_says_why_and_decoding_runs_the_python_ops(tmp_path, monkeypatch):

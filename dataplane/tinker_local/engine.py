@@ -516,6 +516,7 @@ class CausalLM:
         # kept until a size bound instead, 4 GB stayed alive after four GRPO steps); a batch that still
         # decodes on it packs what it uses again, once.
         self._merged = None
+        self._native = None  # the C++ step's tensors of the previous merge go with it
         base_ids = {id(t) for t in self.w.values()}
         self._packs = {ident: entry for ident, entry in self._packs.items() if ident in base_ids}
         weights = dict(self.w)
