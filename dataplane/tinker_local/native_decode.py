@@ -10,11 +10,11 @@ Python.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import os
 import shutil
+import sys
 import sysconfig
 import threading
 import time
@@ -27,6 +27,7 @@ SWITCH = "HERMES_RL_NATIVE_DECODE"
 # Below this a decoding step takes well under a millisecond (the tiny model's 0.45 ms, 0.34 in C++): the
 # build's ~20 s of CPU, beside a run on a small machine, would not pay for itself.
 WORTH_BUILDING_PARAMETERS = 10_000_000
+BUILD_NICENESS = 5
 
 log = logging.getLogger("tinker_local")
 
@@ -79,7 +80,13 @@ def _finish(state: str, reason: str = "") -> None:
 
 def _load() -> None:
     started = time.monotonic()
+    # This thread and the compiler it starts yield to the run's processes (nice is per thread on Linux
+    # only: elsewhere it would slow the whole server).
+    if sys.platform.startswith("linux"):
+        os.nice(BUILD_NICENESS)
     try:
+        import fcntl  # noqa: PLC0415 - POSIX only: elsewhere the build is unavailable, the engine still loads
+
         from torch.utils import cpp_extension  # noqa: PLC0415 - only the build thread needs it
 
         source = SOURCE.read_text()
