@@ -477,7 +477,6 @@ class CausalLM:
             return None
         if self._native is not None and self._native[0] is weights:
             return self._native[1]
-        layers: list[torch.Tensor] | None = []
         none = torch.empty(0, device=self.device)
 
         def matrix(name: str) -> list[torch.Tensor]:
@@ -485,18 +484,18 @@ class CausalLM:
             packed = self._packed(weight) if self._packs_weights else weight
             return [packed, weights.get(name + ".bias", none)]
 
-        for layer in range(self.n_layers):
-            p = f"model.layers.{layer}."
-            fused = [p + name + ".weight" for name in FUSED_MODULES]
-            if self.device.type != "cpu" or self.spec.qk_norm or not all(name in weights for name in fused):
-                layers = None
-                break
-            if weights[p + "mlp.gate_proj.weight"].shape != weights[p + "mlp.up_proj.weight"].shape:
-                layers = None
-                break
-            layers += [self.w[p + "input_layernorm.weight"], *matrix(p + "self_attn.qkv_proj")]
-            layers += [*matrix(p + "self_attn.o_proj"), self.w[p + "post_attention_layernorm.weight"]]
-            layers += [*matrix(p + "mlp.gate_up_proj"), *matrix(p + "mlp.down_proj")]
+        def runs(p: str) -> bool:
+            fused = all(p + name + ".weight" in weights for name in FUSED_MODULES)
+            return fused and weights[p + "mlp.gate_proj.weight"].shape == weights[p + "mlp.up_proj.weight"].shape
+
+        prefixes = [f"model.layers.{layer}." for layer in range(self.n_layers)]
+        layers: list[torch.Tensor] | None = None
+        if self.device.type == "cpu" and not self.spec.qk_norm and all(runs(p) for p in prefixes):
+            layers = []
+            for p in prefixes:
+                layers += [self.w[p + "input_layernorm.weight"], *matrix(p + "self_attn.qkv_proj")]
+                layers += [*matrix(p + "self_attn.o_proj"), self.w[p + "post_attention_layernorm.weight"]]
+                layers += [*matrix(p + "mlp.gate_up_proj"), *matrix(p + "mlp.down_proj")]
         self._native = (weights, layers)
         return layers
 
