@@ -64,7 +64,7 @@ def wait(timeout: float) -> bool:
 
 
 def status() -> dict:
-    """What a server's log and get_info say about it: state, and why it is unavailable."""
+    """Its state, why it is unavailable, and how long loading it took (the log says the same)."""
     return {"state": _build.state, "reason": _build.reason, "build_s": round(_build.seconds, 1)}
 
 
