@@ -237,3 +237,30 @@ def test_each_fork_has_its_own_temporary_folders_and_leaves_the_others(tmp_path)
         assert starts.exit_code(pid) == -signal.SIGTERM and not os.path.exists(folder)
     finally:
         starts.close()
+
+
+@pytest.mark.parametrize("mode", ["wb", "ab"], ids=["new-log", "appended-log"])
+def test_a_warm_start_that_gives_up_leaves_the_log_to_the_cold_process(tmp_path, mode):
+    """A fork whose answer came too late (the warm server's 30 s) may have written to the log before the
+    cold start replaced it: the log then holds what was there before and the cold process's lines, never the
+    fork's (a client once read a dead fork's `ready` line from a server's log and found its port closed)."""
+    from hermes_rl.core.daemons.launchers.local import start_local
+    from hermes_rl.core.daemons.warm.client import ColdStartNeeded
+
+    log = tmp_path / "server.log"
+    log.write_text("an earlier start\n")
+
+    class LateFork:
+        def start(self, argv, *, cwd, env, log, folders):
+            with open(log, "a") as handle:
+                handle.write("ready on the fork's port\n")
+            raise ColdStartNeeded("the warm server did not take the request")
+
+    with open(log, mode) as handle:
+        argv = [sys.executable, "-c", "print('ready on the cold port')"]
+        process = start_local(
+            argv, cwd=str(tmp_path), env=dict(os.environ), log_fd=handle.fileno(), log=log, warm=LateFork()
+        )
+        assert process.wait(60) == 0 and process.why_cold == "the warm server did not take the request"
+    kept = "an earlier start\n" if mode == "ab" else ""
+    assert log.read_text() == kept + "ready on the cold port\n"

@@ -5,8 +5,10 @@ run's warm server). The supervisor ties each to itself (PDEATHSIG); the watchdog
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Mapping
@@ -119,10 +121,16 @@ def start_local(
     of its own with `session`: a fork always does), both streams to `log_fd` (a fork appends to `log`)."""
     why_cold = None
     if warm is not None:
+        before = _size(log_fd)
         try:
             return WarmProcess(warm, warm.start(argv, cwd=cwd, env=env, log=str(log), folders=_path_folders(env)))
         except ColdStartNeeded as exc:
             why_cold = str(exc)
+            # A fork whose answer came too late (30 s on a loaded machine) may have written to the log before
+            # the warm server took it down: a client once read that fork's `ready` line and found its port closed.
+            if before is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(log_fd, before)
     popen = spawn_group(
         argv, session=session, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT
     )
@@ -130,6 +138,15 @@ def start_local(
 
 
 # sbatch's refusals that a later try can get past (the controller busy or restarting); any other
+
+
+def _size(fd: int) -> int | None:
+    """The size of the regular file open at `fd`, else None (a pipe, a terminal)."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 def _path_folders(env: dict[str, str]) -> list[str]:
