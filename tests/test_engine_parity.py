@@ -389,7 +389,7 @@ def _native_decode_or_skip():
     pytest.fail(f"the C++ decoding step did not build: {native_decode.status()}")
 
 
-@pytest.mark.slow  # the first build on a machine takes ~20 s of CPU (README's test command builds nothing)
+@pytest.mark.slow  # the first build on a machine takes ~10 s of CPU (README's test command builds nothing)
 @pytest.mark.parametrize(
     "model_type, dtype, native",
     [("llama", torch.bfloat16, True), ("qwen2", torch.float32, True), ("qwen3", torch.float32, False)],

@@ -2,7 +2,7 @@
 order, so the results are bit-equal, without Python's cost per op: ~2–3 ms of SmolLM2's 21–26 ms step
 (docs/benchmarks.md has the figures).
 
-torch's cpp_extension builds the file once per machine (~20 s on 2 cores; the C++ compiler and ninja it
+torch's cpp_extension builds the file once per machine (~9 s on 2 cores; the C++ compiler and ninja it
 needs), in a background thread that loading a real model (WORTH_BUILDING_PARAMETERS) starts; until it is
 ready, and wherever it cannot be built, decoding runs the Python ops. HERMES_RL_NATIVE_DECODE=0 keeps to
 Python.
@@ -25,7 +25,7 @@ import torch
 SOURCE = Path(__file__).with_name("decode_layers.cpp")
 SWITCH = "HERMES_RL_NATIVE_DECODE"
 # Below this a decoding step takes well under a millisecond (the tiny model's 0.45 ms, 0.34 in C++): the
-# build's ~20 s of CPU, beside a run on a small machine, would not pay for itself.
+# build's ~9 s of CPU, beside a run on a small machine, would not pay for itself.
 WORTH_BUILDING_PARAMETERS = 10_000_000
 BUILD_NICENESS = 5
 
@@ -110,6 +110,7 @@ def _load() -> None:
                 name,
                 cpp_sources=[source],
                 is_python_module=False,
+                no_implicit_headers=True,  # the file includes what it uses: not torch/extension.h's pybind11
                 extra_cflags=["-O2"],
                 build_directory=str(directory),
             )
