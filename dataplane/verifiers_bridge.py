@@ -484,7 +484,9 @@ def list_tasksets() -> dict:
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 REPORT_S = 30.0  # while no step comes, what was not trained is counted in the env log this often
 ENDPOINT_KEY_VAR = "HERMES_RL_ENDPOINT_KEY"  # the run's endpoint credential, read by verifiers' model client
-GROUP_HEADER = "X-Hermes-Group-Size"  # the trainer's endpoint (dataplane/trainer/inference.py) reads it
+# the trainer's endpoint reads it (dataplane/trainer/inference.py's GROUP_HEADER, repeated: this file runs
+# under an environment's interpreter, without hermes-rl)
+GROUP_HEADER = "X-Hermes-Group-Size"
 
 
 class TokenSequence:

@@ -220,14 +220,13 @@ class DecodeCache:
         finally:
             torch.set_num_threads(threads)
 
-    def native_hidden(
-        self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layers: list[torch.Tensor], lm: CausalLM
-    ) -> torch.Tensor:
-        """The step's final hidden states by native_decode's C++ layers (bit-equal to lm.final_hidden with
-        this cache's attend), from the embeddings h and the rotation cos, sin."""
+    def native_hidden(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, model: tuple) -> torch.Tensor:
+        """The step's final hidden states by native_decode's C++ layers (bit-equal to CausalLM.final_hidden with
+        this cache's attend), from the embeddings h and the rotation cos, sin; `model`: the model's part of the
+        op's arguments (its layers' tensors, final norm, packed or not, eps, heads)."""
         none = torch.empty(0, device=self.device)
         return native_decode.op()(
-            h, cos, sin, layers, lm.w["model.norm.weight"], lm._packs_weights, lm.eps, lm.n_heads,
+            h, cos, sin, *model,
             self.prefix_k, self.prefix_v, self.suffix_k, self.suffix_v,
             none if self.prefix_bias is None else self.prefix_bias,
             none if self.suffix_bias is None else self.suffix_bias,

@@ -182,9 +182,7 @@ class DecodeAttention(Protocol):
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
 
-    def native_hidden(
-        self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layers: list[torch.Tensor], lm: CausalLM
-    ) -> torch.Tensor: ...
+    def native_hidden(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, model: tuple) -> torch.Tensor: ...
 
 
 class CausalLM:
@@ -415,7 +413,8 @@ class CausalLM:
         if decode is not None and adapter is None:
             layers = self._native_layers(weights)
             if layers is not None:
-                return decode.native_hidden(h, cos, sin, layers, self)
+                model = (layers, self.w["model.norm.weight"], self._packs_weights, self.eps, self.n_heads)
+                return decode.native_hidden(h, cos, sin, model)
         if cache is not None:
             cache.reserve(cache_start + length)
 
